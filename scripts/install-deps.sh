@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Install what building and testing mqlog needs on Debian 12 (bookworm).
+#
+#   scripts/install-deps.sh
+#
+# Idempotent: when every package is already installed it changes nothing and
+# does not touch the network.  Otherwise it must run as root; it then runs
+# `apt-get update` once and installs the missing packages non-interactively.
+set -euo pipefail
+
+PACKAGES=(
+    postgresql-15                           # server, initdb, pg_ctl
+    postgresql-client-15                    # psql
+    postgresql-server-dev-15                # PGXS, pg_regress, pg_isolation_regress, PostgreSQL::Test::*
+    postgresql-15-pgtap                     # the pgtap extension
+    pgtap                                   # metapackage: pgtap + pg_prove
+    libtap-parser-sourcehandler-pgtap-perl  # pg_prove itself
+    libipc-run-perl                         # IPC::Run, needed by PostgreSQL::Test::Utils
+    perl                                    # prove, Test::More
+    build-essential                         # gcc, make
+)
+
+is_installed() {
+    [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
+}
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+    echo "install-deps: dpkg-query not found; this script supports Debian 12 only." >&2
+    exit 1
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    is_installed "$p" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all ${#PACKAGES[@]} packages already installed."
+else
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "install-deps: these packages are missing: ${missing[*]}" >&2
+        echo "install-deps: run this script as root (e.g. sudo $0), or install them with:" >&2
+        echo "    sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+    echo "install-deps: installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Check that the tools the scripts call are really there.
+status=0
+for f in /usr/lib/postgresql/15/bin/pg_config /usr/lib/postgresql/15/bin/initdb \
+         /usr/lib/postgresql/15/bin/pg_ctl /usr/lib/postgresql/15/bin/psql \
+         /usr/lib/postgresql/15/lib/pgxs/src/makefiles/pgxs.mk \
+         /usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress \
+         /usr/lib/postgresql/15/lib/pgxs/src/test/isolation/pg_isolation_regress \
+         /usr/lib/postgresql/15/lib/pgxs/src/test/perl/PostgreSQL/Test/Cluster.pm \
+         /usr/share/postgresql/15/extension/pgtap.control; do
+    if [ ! -e "$f" ]; then
+        echo "install-deps: missing after installation: $f" >&2
+        status=1
+    fi
+done
+for c in gcc make prove pg_prove runuser; do
+    if ! command -v "$c" >/dev/null 2>&1; then
+        echo "install-deps: command not found after installation: $c" >&2
+        status=1
+    fi
+done
+if ! perl -MIPC::Run -MTest::More -e 1 2>/dev/null; then
+    echo "install-deps: the Perl modules IPC::Run and Test::More do not load" >&2
+    status=1
+fi
+exit $status
