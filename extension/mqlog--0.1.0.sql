@@ -1,0 +1,499 @@
+/* mqlog 0.1.0: catalog, segment access method, topic administration, produce and fetch. */
+
+\echo Use "CREATE EXTENSION mqlog" to load this file. \quit
+
+/*
+ * Refuse to install into a server that did not preload the library: the WAL
+ * resource manager, the shared memory and the workers exist only then.
+ */
+CREATE FUNCTION @extschema@.mqlog_assert_preloaded() RETURNS void
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_assert_preloaded';
+SELECT @extschema@.mqlog_assert_preloaded();
+DROP FUNCTION @extschema@.mqlog_assert_preloaded();
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'mqlog_admin') THEN
+        CREATE ROLE mqlog_admin NOLOGIN;
+    END IF;
+END
+$$;
+
+CREATE SCHEMA mqlog;
+COMMENT ON SCHEMA mqlog IS 'mqlog catalog, views and internal functions';
+CREATE SCHEMA mqlog_data;
+COMMENT ON SCHEMA mqlog_data IS 'mqlog segment relations, one per segment, named <topic>-<partition>-<base offset>';
+GRANT USAGE ON SCHEMA mqlog TO PUBLIC;
+GRANT USAGE ON SCHEMA mqlog_data TO PUBLIC;
+
+/* ------------------------------------------------------------------------
+ * Types
+ * ------------------------------------------------------------------------ */
+
+CREATE TYPE mqlog.header AS (key text, value bytea);
+COMMENT ON TYPE mqlog.header IS 'one record header: a string key and a byte value (Kafka semantics, duplicates allowed)';
+
+CREATE TYPE mqlog.record AS (
+    topic       text,
+    "partition" int,
+    "offset"    bigint,
+    ts          timestamptz,
+    key         bytea,
+    value       bytea,
+    headers     mqlog.header[]
+);
+COMMENT ON TYPE mqlog.record IS 'a record as returned by mq_fetch and mq_poll';
+
+CREATE TYPE mqlog.produce_result AS ("partition" int, "offset" bigint);
+COMMENT ON TYPE mqlog.produce_result IS 'where mq_produce placed a record';
+
+CREATE TYPE mqlog.batch_result AS ("partition" int, base_offset bigint, record_count int);
+COMMENT ON TYPE mqlog.batch_result IS 'one batch written by mq_produce_batch: its partition, first offset and size';
+
+/* ------------------------------------------------------------------------
+ * Catalog.  user_catalog_table lets the logical decoding output plugin read
+ * topic names with the historic snapshot.
+ * ------------------------------------------------------------------------ */
+
+CREATE TABLE mqlog.topic (
+    topic_id            int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name                text NOT NULL UNIQUE,
+    partitions          int NOT NULL CHECK (partitions > 0),
+    replication_factor  int NOT NULL CHECK (replication_factor > 0),
+    config              jsonb NOT NULL DEFAULT '{}',
+    created_at          timestamptz NOT NULL DEFAULT now()
+) WITH (user_catalog_table = true);
+COMMENT ON TABLE mqlog.topic IS 'one row per topic; config holds the overrides, mqlog.topics shows the effective values';
+
+CREATE TABLE mqlog.segment (
+    topic_id     int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    "partition"  int NOT NULL,
+    base_offset  bigint NOT NULL,
+    relid        oid NOT NULL,
+    sealed       bool NOT NULL DEFAULT false,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (topic_id, "partition", base_offset)
+) WITH (user_catalog_table = true);
+COMMENT ON TABLE mqlog.segment IS 'the segment chain of every partition; the unsealed one is where appends go';
+
+CREATE TABLE mqlog.node (
+    node_id   int PRIMARY KEY,
+    name      text NOT NULL UNIQUE,
+    conninfo  text NOT NULL
+);
+COMMENT ON TABLE mqlog.node IS 'follower nodes known to this leader (multi-node replication); the local node is implicit';
+
+REVOKE ALL ON mqlog.topic, mqlog.segment, mqlog.node FROM PUBLIC;
+GRANT SELECT ON mqlog.topic, mqlog.segment, mqlog.node TO PUBLIC;
+
+/* ------------------------------------------------------------------------
+ * The segment table access method
+ * ------------------------------------------------------------------------ */
+
+CREATE FUNCTION mqlog.mqlog_am_handler(internal) RETURNS table_am_handler
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_am_handler';
+COMMENT ON FUNCTION mqlog.mqlog_am_handler(internal) IS 'handler of the mqlog table access method used by segment relations';
+CREATE ACCESS METHOD mqlog TYPE TABLE HANDLER mqlog.mqlog_am_handler;
+COMMENT ON ACCESS METHOD mqlog IS 'append-only log of record batches over standard pages, logged by its own WAL resource manager';
+
+/* ------------------------------------------------------------------------
+ * Internal C functions
+ * ------------------------------------------------------------------------ */
+
+CREATE FUNCTION mqlog._catalog_changed() RETURNS void
+    LANGUAGE c AS 'MODULE_PATHNAME', 'mqlog_catalog_changed';
+COMMENT ON FUNCTION mqlog._catalog_changed() IS 'internal: tells every backend to reload its cached topic metadata';
+
+CREATE FUNCTION mqlog._partition_offsets(topic_id int, "partition" int,
+    OUT high_watermark bigint, OUT last_stable_offset bigint)
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_partition_offsets';
+COMMENT ON FUNCTION mqlog._partition_offsets(int, int) IS 'internal: high watermark and last stable offset of a partition';
+
+CREATE FUNCTION mqlog._segment_stats(relid oid,
+    OUT batch_count bigint, OUT record_count bigint, OUT first_timestamp timestamptz,
+    OUT max_timestamp timestamptz, OUT next_offset bigint)
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_segment_stats';
+COMMENT ON FUNCTION mqlog._segment_stats(oid) IS 'internal: statistics read from the batch headers of one segment';
+
+REVOKE ALL ON FUNCTION mqlog._catalog_changed() FROM PUBLIC;
+
+/* ------------------------------------------------------------------------
+ * Topic configuration: Kafka's keys, Kafka's defaults.
+ * ------------------------------------------------------------------------ */
+
+CREATE FUNCTION mqlog.config_defaults() RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT '{
+        "cleanup.policy": "delete",
+        "delete.retention.ms": 86400000,
+        "max.message.bytes": 1048588,
+        "message.timestamp.type": "CreateTime",
+        "min.compaction.lag.ms": 0,
+        "min.insync.replicas": 1,
+        "retention.bytes": -1,
+        "retention.ms": 604800000,
+        "segment.bytes": 1073741824,
+        "segment.ms": 604800000
+    }'::jsonb
+$$;
+COMMENT ON FUNCTION mqlog.config_defaults() IS 'the topic configuration keys mqlog knows, with Kafka''s defaults';
+
+/*
+ * Validate a set of config overrides and return them normalized: numbers as
+ * JSON numbers, enumerations in their canonical spelling.  Kafka spells
+ * values as strings, so "604800000" is accepted as well as 604800000.
+ */
+CREATE FUNCTION mqlog._validate_config(config jsonb) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    k text;
+    v jsonb;
+    txt text;
+    num numeric;
+    lo numeric;
+    hi numeric;
+    result jsonb := '{}';
+BEGIN
+    IF config IS NULL OR jsonb_typeof(config) <> 'object' THEN
+        RAISE EXCEPTION 'topic config must be a JSON object'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass a jsonb object such as ''{"retention.ms": 3600000}''.';
+    END IF;
+    FOR k, v IN SELECT * FROM jsonb_each(config) LOOP
+        IF NOT mqlog.config_defaults() ? k THEN
+            RAISE EXCEPTION 'unknown topic config key "%"', k
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Valid keys are: ' ||
+                             (SELECT string_agg(key, ', ' ORDER BY key) FROM jsonb_object_keys(mqlog.config_defaults()) AS key) || '.';
+        END IF;
+        IF jsonb_typeof(v) = 'null' THEN
+            CONTINUE;           /* null resets the key to its default */
+        END IF;
+        txt := CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}' WHEN 'number' THEN v::text ELSE NULL END;
+        IF k IN ('cleanup.policy', 'message.timestamp.type') THEN
+            IF jsonb_typeof(v) <> 'string' THEN
+                RAISE EXCEPTION 'topic config "%" must be a string', k
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            IF k = 'cleanup.policy' THEN
+                txt := lower(replace(txt, ' ', ''));
+                IF txt = 'delete,compact' THEN
+                    txt := 'compact,delete';
+                END IF;
+                IF txt NOT IN ('delete', 'compact', 'compact,delete') THEN
+                    RAISE EXCEPTION 'invalid value "%" for topic config "cleanup.policy"', v #>> '{}'
+                        USING ERRCODE = 'invalid_parameter_value',
+                              HINT = 'Valid values are: delete, compact, compact,delete.';
+                END IF;
+            ELSE
+                IF lower(txt) = 'createtime' THEN
+                    txt := 'CreateTime';
+                ELSIF lower(txt) = 'logappendtime' THEN
+                    txt := 'LogAppendTime';
+                ELSE
+                    RAISE EXCEPTION 'invalid value "%" for topic config "message.timestamp.type"', txt
+                        USING ERRCODE = 'invalid_parameter_value',
+                              HINT = 'Valid values are: CreateTime, LogAppendTime.';
+                END IF;
+            END IF;
+            result := result || jsonb_build_object(k, txt);
+            CONTINUE;
+        END IF;
+
+        /* every other key is an integer with a range */
+        IF txt IS NULL OR txt !~ '^\s*-?[0-9]+\s*$' THEN
+            RAISE EXCEPTION 'topic config "%" must be an integer, not %', k, v::text
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        num := txt::numeric;
+        lo := CASE k
+                WHEN 'retention.ms' THEN -1
+                WHEN 'retention.bytes' THEN -1
+                WHEN 'segment.bytes' THEN 1048576
+                WHEN 'segment.ms' THEN 1
+                WHEN 'max.message.bytes' THEN 0
+                WHEN 'min.insync.replicas' THEN 1
+                ELSE 0 END;
+        hi := CASE k
+                WHEN 'segment.bytes' THEN 2147483647
+                WHEN 'max.message.bytes' THEN 536870912
+                WHEN 'min.insync.replicas' THEN 32767
+                ELSE 9223372036854775807 END;
+        IF num < lo OR num > hi THEN
+            RAISE EXCEPTION 'value % is out of range for topic config "%"', num, k
+                USING ERRCODE = 'numeric_value_out_of_range',
+                      HINT = format('Valid values are %s to %s%s.', lo, hi,
+                                    CASE WHEN lo = -1 THEN ' (-1 means unlimited)' ELSE '' END);
+        END IF;
+        result := result || jsonb_build_object(k, num);
+    END LOOP;
+    RETURN result;
+END
+$$;
+COMMENT ON FUNCTION mqlog._validate_config(jsonb) IS 'internal: checks config keys, types and ranges and normalizes them';
+
+CREATE FUNCTION mqlog.effective_config(overrides jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT mqlog.config_defaults() || coalesce(overrides, '{}')
+$$;
+COMMENT ON FUNCTION mqlog.effective_config(jsonb) IS 'Kafka''s defaults overlaid with a topic''s overrides';
+
+/* ------------------------------------------------------------------------
+ * Topic administration.  SECURITY DEFINER so that the catalog stays
+ * read-only for everyone; EXECUTE is granted to mqlog_admin only.
+ * ------------------------------------------------------------------------ */
+
+CREATE FUNCTION mqlog._check_topic_name(name text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF name IS NULL OR length(name) = 0 OR length(name) > 249
+       OR name !~ '^[a-zA-Z0-9._-]+$' OR name IN ('.', '..') THEN
+        RAISE EXCEPTION 'invalid topic name "%"', coalesce(name, '')
+            USING ERRCODE = 'invalid_name',
+                  DETAIL = 'A topic name is 1 to 249 characters of ASCII letters, digits, ".", "_" and "-", and is not "." or "..".';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mqlog._check_topic_name(text) IS 'internal: Kafka''s topic naming rule';
+
+/* Segment relation name: <topic>-<partition>-<base offset, 20 digits>, shortened with the topic id when longer than NAMEDATALEN allows. */
+CREATE FUNCTION mqlog._segment_relname(topic_id int, name text, part int, base_offset bigint) RETURNS text
+    LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE
+        WHEN octet_length(name) + octet_length(tail) <= 63 THEN name || tail
+        ELSE left(name, 63 - octet_length(tail) - octet_length(topic_id::text) - 1) || '~' || topic_id || tail
+    END
+    FROM (SELECT '-' || part || '-' || lpad(base_offset::text, 20, '0') AS tail) t
+$$;
+
+CREATE FUNCTION mqlog._create_segment(topic_id int, name text, part int, base_offset bigint) RETURNS oid
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    relname text := mqlog._segment_relname(topic_id, name, part, base_offset);
+    rel oid;
+BEGIN
+    EXECUTE format('CREATE TABLE mqlog_data.%I ("offset" bigint, ts timestamptz, key bytea, value bytea, headers mqlog.header[]) USING mqlog',
+                   relname);
+    rel := format('mqlog_data.%I', relname)::regclass::oid;
+    EXECUTE format('COMMENT ON TABLE mqlog_data.%I IS %L', relname,
+                   format('mqlog segment of topic %s, partition %s, from offset %s', name, part, base_offset));
+    INSERT INTO mqlog.segment (topic_id, "partition", base_offset, relid) VALUES (topic_id, part, base_offset, rel);
+    RETURN rel;
+END
+$$;
+COMMENT ON FUNCTION mqlog._create_segment(int, text, int, bigint) IS 'internal: creates one segment relation and lists it in the chain';
+
+CREATE FUNCTION mq_create_topic(name text, partitions int DEFAULT 1,
+                                replication_factor int DEFAULT 1, config jsonb DEFAULT '{}')
+    RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    cfg jsonb;
+    nodes int;
+    tid int;
+BEGIN
+    PERFORM mqlog._check_topic_name(name);
+    IF partitions IS NULL OR partitions < 1 THEN
+        RAISE EXCEPTION 'number of partitions must be at least 1'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF partitions > 10000 THEN
+        RAISE EXCEPTION 'number of partitions must be at most 10000'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF replication_factor IS NULL OR replication_factor < 1 THEN
+        RAISE EXCEPTION 'replication factor must be at least 1'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT 1 + count(*) INTO nodes FROM mqlog.node;
+    IF replication_factor > nodes THEN
+        RAISE EXCEPTION 'replication factor % is larger than the number of nodes', replication_factor
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('This cluster has %s node%s.', nodes, CASE WHEN nodes = 1 THEN '' ELSE 's' END),
+                  HINT = 'Add follower nodes first, or use a smaller replication factor.';
+    END IF;
+    cfg := mqlog._validate_config(coalesce(config, '{}'));
+    IF EXISTS (SELECT FROM mqlog.topic t WHERE t.name = mq_create_topic.name) THEN
+        RAISE EXCEPTION 'topic "%" already exists', name
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+    INSERT INTO mqlog.topic (name, partitions, replication_factor, config)
+        VALUES (name, partitions, replication_factor, cfg)
+        RETURNING topic_id INTO tid;
+    FOR p IN 0 .. partitions - 1 LOOP
+        PERFORM mqlog._create_segment(tid, name, p, 0);
+    END LOOP;
+    PERFORM mqlog._catalog_changed();
+END
+$$;
+COMMENT ON FUNCTION mq_create_topic(text, int, int, jsonb) IS 'create a topic with its partitions; config uses Kafka''s keys';
+
+CREATE FUNCTION mqlog._lock_topic(name text) RETURNS mqlog.topic
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t mqlog.topic;
+BEGIN
+    SELECT * INTO t FROM mqlog.topic WHERE topic.name = _lock_topic.name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'topic "%" does not exist', name
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN t;
+END
+$$;
+
+CREATE FUNCTION mq_alter_topic(name text, config jsonb) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t mqlog.topic := mqlog._lock_topic(name);
+    cfg jsonb := mqlog._validate_config(config);
+    resets text[];
+BEGIN
+    SELECT coalesce(array_agg(key), '{}') INTO resets
+      FROM jsonb_each(config) WHERE jsonb_typeof(value) = 'null';
+    UPDATE mqlog.topic SET config = (t.config - resets) || cfg WHERE topic_id = t.topic_id;
+    PERFORM mqlog._catalog_changed();
+END
+$$;
+COMMENT ON FUNCTION mq_alter_topic(text, jsonb) IS 'change topic config overrides; a JSON null resets a key to its default';
+
+CREATE FUNCTION mq_add_partitions(name text, total int) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t mqlog.topic := mqlog._lock_topic(name);
+BEGIN
+    IF total IS NULL OR total < t.partitions THEN
+        RAISE EXCEPTION 'topic "%" has % partitions and cannot be reduced to %', name, t.partitions, coalesce(total::text, 'null')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'The number of partitions can only grow, as in Kafka: moving records between partitions would break their order.';
+    END IF;
+    IF total = t.partitions THEN
+        RAISE EXCEPTION 'topic "%" already has % partitions', name, total
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass the new total number of partitions, larger than the current one.';
+    END IF;
+    IF total > 10000 THEN
+        RAISE EXCEPTION 'number of partitions must be at most 10000'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR p IN t.partitions .. total - 1 LOOP
+        PERFORM mqlog._create_segment(t.topic_id, t.name, p, 0);
+    END LOOP;
+    UPDATE mqlog.topic SET partitions = total WHERE topic_id = t.topic_id;
+    PERFORM mqlog._catalog_changed();
+END
+$$;
+COMMENT ON FUNCTION mq_add_partitions(text, int) IS 'grow a topic to a new total number of partitions';
+
+CREATE FUNCTION mq_drop_topic(name text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t mqlog.topic := mqlog._lock_topic(name);
+    seg record;
+BEGIN
+    FOR seg IN SELECT relid FROM mqlog.segment WHERE topic_id = t.topic_id LOOP
+        EXECUTE format('DROP TABLE %s', seg.relid::regclass);
+    END LOOP;
+    DELETE FROM mqlog.topic WHERE topic_id = t.topic_id;
+    PERFORM mqlog._catalog_changed();
+END
+$$;
+COMMENT ON FUNCTION mq_drop_topic(text) IS 'drop a topic, its partitions and all their segments';
+
+REVOKE ALL ON FUNCTION mq_create_topic(text, int, int, jsonb), mq_alter_topic(text, jsonb),
+    mq_add_partitions(text, int), mq_drop_topic(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mq_create_topic(text, int, int, jsonb), mq_alter_topic(text, jsonb),
+    mq_add_partitions(text, int), mq_drop_topic(text) TO mqlog_admin;
+REVOKE ALL ON FUNCTION mqlog._create_segment(int, text, int, bigint), mqlog._lock_topic(text) FROM PUBLIC;
+
+/* ------------------------------------------------------------------------
+ * Produce and fetch (C)
+ * ------------------------------------------------------------------------ */
+
+CREATE FUNCTION mq_produce(topic text, value bytea, key bytea DEFAULT NULL,
+                           headers mqlog.header[] DEFAULT NULL, "partition" int DEFAULT NULL,
+                           ts timestamptz DEFAULT NULL)
+    RETURNS mqlog.produce_result
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_produce';
+COMMENT ON FUNCTION mq_produce(text, bytea, bytea, mqlog.header[], int, timestamptz) IS
+    'append one record; returns its partition and offset. A null value is a tombstone.';
+
+CREATE FUNCTION mq_produce_batch(topic text, "values" bytea[], keys bytea[] DEFAULT NULL,
+                                 headers jsonb DEFAULT NULL, "partition" int DEFAULT NULL)
+    RETURNS SETOF mqlog.batch_result
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_produce_batch';
+COMMENT ON FUNCTION mq_produce_batch(text, bytea[], bytea[], jsonb, int) IS
+    'append many records, one batch per partition touched; returns one row per batch';
+
+CREATE FUNCTION mq_fetch(topic text, "partition" int, from_offset bigint,
+                         max_records int DEFAULT 1000, max_bytes int DEFAULT 52428800)
+    RETURNS SETOF mqlog.record
+    LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mq_fetch';
+COMMENT ON FUNCTION mq_fetch(text, int, bigint, int, int) IS
+    'read committed records of one partition from an offset, stopping at the last stable offset';
+
+CREATE FUNCTION mq_earliest_offset(topic text, "partition" int) RETURNS bigint
+    LANGUAGE c STABLE STRICT AS 'MODULE_PATHNAME', 'mq_earliest_offset';
+COMMENT ON FUNCTION mq_earliest_offset(text, int) IS 'the log start offset of a partition';
+
+CREATE FUNCTION mq_latest_offset(topic text, "partition" int) RETURNS bigint
+    LANGUAGE c VOLATILE STRICT AS 'MODULE_PATHNAME', 'mq_latest_offset';
+COMMENT ON FUNCTION mq_latest_offset(text, int) IS 'the last stable offset of a partition: where a read-committed consumer stops';
+
+CREATE FUNCTION mq_offsets_for_times(topic text, ts timestamptz)
+    RETURNS TABLE ("partition" int, "offset" bigint, "timestamp" timestamptz)
+    LANGUAGE c VOLATILE STRICT AS 'MODULE_PATHNAME', 'mq_offsets_for_times';
+COMMENT ON FUNCTION mq_offsets_for_times(text, timestamptz) IS
+    'per partition, the earliest offset whose timestamp is at or after ts (null when there is none)';
+
+CREATE FUNCTION mq_verify(topic text)
+    RETURNS TABLE ("partition" int, segment regclass, batches bigint, records bigint, ok bool, problem text)
+    LANGUAGE c VOLATILE STRICT AS 'MODULE_PATHNAME', 'mq_verify';
+COMMENT ON FUNCTION mq_verify(text) IS 'check every batch CRC and the offset order of every segment of a topic';
+
+CREATE FUNCTION mq_murmur2(data bytea) RETURNS int
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mq_murmur2';
+COMMENT ON FUNCTION mq_murmur2(bytea) IS 'Kafka''s murmur2 hash, as its default partitioner uses it';
+
+CREATE FUNCTION mq_partition_for_key(key bytea, partitions int) RETURNS int
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mq_partition_for_key';
+COMMENT ON FUNCTION mq_partition_for_key(bytea, int) IS
+    'the partition Kafka''s default partitioner picks for a key: (murmur2(key) & 0x7fffffff) % partitions';
+
+/* ------------------------------------------------------------------------
+ * Views
+ * ------------------------------------------------------------------------ */
+
+CREATE VIEW mqlog.topics AS
+    SELECT t.name AS topic, t.partitions, t.replication_factor,
+           mqlog.effective_config(t.config) AS config,
+           t.config AS config_overrides, t.topic_id, t.created_at
+      FROM mqlog.topic t;
+COMMENT ON VIEW mqlog.topics IS 'topics with their effective configuration';
+
+CREATE VIEW mqlog.segments AS
+    SELECT t.name AS topic, s."partition", s.base_offset, s.relid::regclass AS relation,
+           pg_relation_size(s.relid) AS size_bytes, st.record_count, st.batch_count,
+           st.first_timestamp, st.max_timestamp, st.next_offset, s.sealed, s.created_at
+      FROM mqlog.segment s
+      JOIN mqlog.topic t USING (topic_id)
+     CROSS JOIN LATERAL mqlog._segment_stats(s.relid) st;
+COMMENT ON VIEW mqlog.segments IS 'every segment of every partition, with statistics from its batch headers';
+
+CREATE VIEW mqlog.partitions AS
+    SELECT t.name AS topic, p AS "partition",
+           seg.log_start_offset, o.high_watermark, o.last_stable_offset,
+           seg.size_bytes, seg.segment_count,
+           0 AS leader, t.topic_id
+      FROM mqlog.topic t
+     CROSS JOIN LATERAL generate_series(0, t.partitions - 1) AS p
+     CROSS JOIN LATERAL (
+           SELECT min(s.base_offset) AS log_start_offset,
+                  coalesce(sum(pg_relation_size(s.relid)), 0)::bigint AS size_bytes,
+                  count(*) AS segment_count
+             FROM mqlog.segment s
+            WHERE s.topic_id = t.topic_id AND s."partition" = p) seg
+     CROSS JOIN LATERAL mqlog._partition_offsets(t.topic_id, p) o;
+COMMENT ON VIEW mqlog.partitions IS 'every partition: log start offset, high watermark, last stable offset, size, segments and leader node (0 = this node)';
+
+GRANT SELECT ON mqlog.topics, mqlog.segments, mqlog.partitions TO PUBLIC;

@@ -1,0 +1,599 @@
+/*-------------------------------------------------------------------------
+ *
+ * am.c
+ *		The "mqlog" table access method of segment relations.
+ *
+ * Segments are written only by mq_produce (segment.c), so the access
+ * method is mostly a set of refusals: no INSERT, UPDATE, DELETE, indexes,
+ * TRUNCATE, CLUSTER, VACUUM FULL or SET TABLESPACE, each with a clear
+ * feature_not_supported error.  What it does do: create the storage, let a
+ * DBA look inside with a sequential scan (offset, ts, key, value, headers
+ * of every committed record), report its size, and VACUUM, which freezes
+ * batch fates so that relfrozenxid can advance.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/multixact.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_am.h"
+#include "commands/defrem.h"
+#include "funcapi.h"
+#include "catalog/storage.h"
+#include "catalog/pg_class.h"
+#include "commands/vacuum.h"
+#include "executor/executor.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "storage/bufmgr.h"
+#include "storage/procarray.h"
+#include "storage/smgr.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
+
+#include "mqlog.h"
+
+PG_FUNCTION_INFO_V1(mqlog_am_handler);
+
+void		MqAmInitHooks(void);
+
+#define SEGMENT_NATTS 5
+
+static void
+refuse(Relation rel, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("%s is not supported on mqlog segment \"%s\"", what,
+					rel ? RelationGetRelationName(rel) : "?"),
+			 errhint("Segments are append-only logs written by mq_produce(); retention and mq_drop_topic() remove them.")));
+}
+
+/* ------------------------------------------------------------------------
+ * Sequential scan
+ * ------------------------------------------------------------------------ */
+
+typedef struct MqScanDesc
+{
+	TableScanDescData base;
+	MqSegmentReader reader;
+	MemoryContext batch_cxt;
+	MqRecord   *recs;
+	int			maxrecs;
+	int			nrecs;
+	int			cur;
+	bool		done;
+	Oid			header_type;
+	TupleDesc	header_desc;
+} MqScanDesc;
+
+static const TupleTableSlotOps *
+mqlog_slot_callbacks(Relation rel)
+{
+	return &TTSOpsVirtual;
+}
+
+static TableScanDesc
+mqlog_scan_begin(Relation rel, Snapshot snapshot, int nkeys, struct ScanKeyData *key,
+				 ParallelTableScanDesc pscan, uint32 flags)
+{
+	MqScanDesc *scan;
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	if (pscan != NULL)
+		refuse(rel, "parallel scan");
+	if (desc->natts != SEGMENT_NATTS ||
+		TupleDescAttr(desc, 0)->atttypid != INT8OID ||
+		TupleDescAttr(desc, 1)->atttypid != TIMESTAMPTZOID ||
+		TupleDescAttr(desc, 2)->atttypid != BYTEAOID ||
+		TupleDescAttr(desc, 3)->atttypid != BYTEAOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("relation \"%s\" is not a valid mqlog segment", RelationGetRelationName(rel)),
+				 errdetail("A segment has the columns (\"offset\" bigint, ts timestamptz, key bytea, value bytea, headers mqlog.header[]).")));
+
+	scan = palloc0(sizeof(MqScanDesc));
+	scan->base.rs_rd = rel;
+	scan->base.rs_snapshot = snapshot;
+	scan->base.rs_nkeys = nkeys;
+	scan->base.rs_flags = flags;
+	scan->base.rs_parallel = pscan;
+	MqReaderInit(&scan->reader, rel);
+	scan->batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog segment scan",
+											ALLOCSET_DEFAULT_SIZES);
+	scan->header_type = get_element_type(TupleDescAttr(desc, 4)->atttypid);
+	if (OidIsValid(scan->header_type))
+		scan->header_desc = BlessTupleDesc(lookup_rowtype_tupdesc_copy(scan->header_type, -1));
+	return (TableScanDesc) scan;
+}
+
+static void
+mqlog_scan_end(TableScanDesc sscan)
+{
+	MqScanDesc *scan = (MqScanDesc *) sscan;
+
+	MqReaderEnd(&scan->reader);
+	MemoryContextDelete(scan->batch_cxt);
+	pfree(scan);
+}
+
+static void
+mqlog_scan_rescan(TableScanDesc sscan, struct ScanKeyData *key, bool set_params,
+				  bool allow_strat, bool allow_sync, bool allow_pagemode)
+{
+	MqScanDesc *scan = (MqScanDesc *) sscan;
+
+	MqReaderEnd(&scan->reader);
+	MqReaderInit(&scan->reader, sscan->rs_rd);
+	scan->nrecs = scan->cur = 0;
+	scan->done = false;
+}
+
+/*
+ * Batches are decoded one at a time into batch_cxt; the records of
+ * committed batches are returned until the first batch of a transaction
+ * still running.
+ */
+static bool
+mqlog_scan_getnextslot(TableScanDesc sscan, ScanDirection direction, TupleTableSlot *slot)
+{
+	MqScanDesc *scan = (MqScanDesc *) sscan;
+	MqRecord   *rec;
+
+	ExecClearTuple(slot);
+	while (scan->cur >= scan->nrecs)
+	{
+		MqBatchHeader hdr;
+		MemoryContext old;
+		MqBatchFate fate;
+
+		if (scan->done || !MqReaderNext(&scan->reader, true))
+		{
+			scan->done = true;
+			return false;
+		}
+		memcpy(&hdr, scan->reader.batchbuf.data, sizeof(hdr));
+		fate = MqBatchGetFate(&hdr, -1);
+		if (fate == MQ_FATE_IN_PROGRESS)
+		{
+			scan->done = true;
+			return false;
+		}
+		if (fate == MQ_FATE_INVISIBLE)
+			continue;
+		MemoryContextReset(scan->batch_cxt);
+		old = MemoryContextSwitchTo(scan->batch_cxt);
+		/* the records point into the batch: keep a copy for the slot */
+		scan->recs = palloc(sizeof(MqRecord) * hdr.record_count);
+		scan->nrecs = MqBatchDecode(pnstrdup(scan->reader.batchbuf.data, hdr.length),
+									scan->recs, hdr.record_count);
+		MemoryContextSwitchTo(old);
+		scan->cur = 0;
+	}
+
+	rec = &scan->recs[scan->cur++];
+	memset(slot->tts_isnull, 0, sizeof(bool) * SEGMENT_NATTS);
+	slot->tts_values[0] = Int64GetDatum(rec->offset);
+	slot->tts_values[1] = TimestampTzGetDatum(rec->ts);
+	if (rec->key)
+		slot->tts_values[2] = PointerGetDatum(MqBytea(rec->key, rec->keylen));
+	else
+		slot->tts_isnull[2] = true;
+	if (rec->value)
+		slot->tts_values[3] = PointerGetDatum(MqBytea(rec->value, rec->valuelen));
+	else
+		slot->tts_isnull[3] = true;
+	if (rec->nheaders > 0 && OidIsValid(scan->header_type))
+		slot->tts_values[4] = MqHeadersDatum(scan->header_type, scan->header_desc, rec);
+	else
+		slot->tts_isnull[4] = true;
+	ExecStoreVirtualTuple(slot);
+	return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Refused operations
+ * ------------------------------------------------------------------------ */
+
+static Size
+mqlog_parallelscan_estimate(Relation rel)
+{
+	refuse(rel, "parallel scan");
+	return 0;
+}
+
+static Size
+mqlog_parallelscan_initialize(Relation rel, ParallelTableScanDesc pscan)
+{
+	refuse(rel, "parallel scan");
+	return 0;
+}
+
+static void
+mqlog_parallelscan_reinitialize(Relation rel, ParallelTableScanDesc pscan)
+{
+	refuse(rel, "parallel scan");
+}
+
+static struct IndexFetchTableData *
+mqlog_index_fetch_begin(Relation rel)
+{
+	refuse(rel, "an index");
+	return NULL;
+}
+
+static void
+mqlog_index_fetch_reset(struct IndexFetchTableData *data)
+{
+}
+
+static void
+mqlog_index_fetch_end(struct IndexFetchTableData *data)
+{
+}
+
+static bool
+mqlog_index_fetch_tuple(struct IndexFetchTableData *scan, ItemPointer tid, Snapshot snapshot,
+						TupleTableSlot *slot, bool *call_again, bool *all_dead)
+{
+	refuse(NULL, "an index");
+	return false;
+}
+
+static bool
+mqlog_tuple_fetch_row_version(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableSlot *slot)
+{
+	refuse(rel, "fetching a row by ctid");
+	return false;
+}
+
+static bool
+mqlog_tuple_tid_valid(TableScanDesc scan, ItemPointer tid)
+{
+	return false;
+}
+
+static void
+mqlog_tuple_get_latest_tid(TableScanDesc scan, ItemPointer tid)
+{
+}
+
+static bool
+mqlog_tuple_satisfies_snapshot(Relation rel, TupleTableSlot *slot, Snapshot snapshot)
+{
+	return true;
+}
+
+static TransactionId
+mqlog_index_delete_tuples(Relation rel, TM_IndexDeleteOp *delstate)
+{
+	refuse(rel, "an index");
+	return InvalidTransactionId;
+}
+
+static void
+mqlog_tuple_insert(Relation rel, TupleTableSlot *slot, CommandId cid, int options,
+				   struct BulkInsertStateData *bistate)
+{
+	refuse(rel, "INSERT");
+}
+
+static void
+mqlog_tuple_insert_speculative(Relation rel, TupleTableSlot *slot, CommandId cid, int options,
+							   struct BulkInsertStateData *bistate, uint32 specToken)
+{
+	refuse(rel, "INSERT ... ON CONFLICT");
+}
+
+static void
+mqlog_tuple_complete_speculative(Relation rel, TupleTableSlot *slot, uint32 specToken, bool succeeded)
+{
+	refuse(rel, "INSERT ... ON CONFLICT");
+}
+
+static void
+mqlog_multi_insert(Relation rel, TupleTableSlot **slots, int nslots, CommandId cid, int options,
+				   struct BulkInsertStateData *bistate)
+{
+	refuse(rel, "COPY FROM");
+}
+
+static TM_Result
+mqlog_tuple_delete(Relation rel, ItemPointer tid, CommandId cid, Snapshot snapshot,
+				   Snapshot crosscheck, bool wait, TM_FailureData *tmfd, bool changingPart)
+{
+	refuse(rel, "DELETE");
+	return TM_Ok;
+}
+
+static TM_Result
+mqlog_tuple_update(Relation rel, ItemPointer otid, TupleTableSlot *slot, CommandId cid,
+				   Snapshot snapshot, Snapshot crosscheck, bool wait, TM_FailureData *tmfd,
+				   LockTupleMode *lockmode, bool *update_indexes)
+{
+	refuse(rel, "UPDATE");
+	return TM_Ok;
+}
+
+static TM_Result
+mqlog_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableSlot *slot,
+				 CommandId cid, LockTupleMode mode, LockWaitPolicy wait_policy, uint8 flags,
+				 TM_FailureData *tmfd)
+{
+	refuse(rel, "SELECT ... FOR UPDATE/SHARE");
+	return TM_Ok;
+}
+
+/* ------------------------------------------------------------------------
+ * Storage
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Called when a segment is created, and by TRUNCATE: a segment may only be
+ * emptied in the (sub)transaction that created it, since its offsets are
+ * referenced by consumers.
+ */
+static void
+mqlog_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode, char persistence,
+								TransactionId *freezeXid, MultiXactId *minmulti)
+{
+	SMgrRelation srel;
+
+	if (rel->rd_createSubid == InvalidSubTransactionId &&
+		rel->rd_firstRelfilenodeSubid == InvalidSubTransactionId)
+		refuse(rel, "TRUNCATE");
+	if (persistence != RELPERSISTENCE_PERMANENT)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("mqlog segments must be permanent relations"),
+				 errdetail("Unlogged and temporary segments would not be replayed on a standby.")));
+
+	*freezeXid = RecentXmin;
+	*minmulti = GetOldestMultiXactId();
+	srel = RelationCreateStorage(*newrnode, persistence, true);
+	smgrclose(srel);
+}
+
+static void
+mqlog_relation_nontransactional_truncate(Relation rel)
+{
+	if (RelationGetNumberOfBlocks(rel) > 0)
+		refuse(rel, "TRUNCATE");
+}
+
+static void
+mqlog_relation_copy_data(Relation rel, const RelFileNode *newrnode)
+{
+	refuse(rel, "SET TABLESPACE");
+}
+
+static void
+mqlog_relation_copy_for_cluster(Relation OldTable, Relation NewTable, Relation OldIndex,
+								bool use_sort, TransactionId OldestXmin,
+								TransactionId *xid_cutoff, MultiXactId *multi_cutoff,
+								double *num_tuples, double *tups_vacuumed,
+								double *tups_recently_dead)
+{
+	refuse(OldTable, "CLUSTER or VACUUM FULL");
+}
+
+/*
+ * VACUUM of a segment removes nothing (retention drops whole segments) but
+ * records the fate of every batch whose transaction is over, then advances
+ * relfrozenxid to the oldest xid still needing the clog.
+ */
+static void
+mqlog_relation_vacuum(Relation rel, struct VacuumParams *params, BufferAccessStrategy bstrategy)
+{
+	TransactionId horizon = GetOldestNonRemovableTransactionId(rel);
+	TransactionId oldest;
+	bool		frozenxid_updated,
+				minmulti_updated;
+
+	MqSegmentFreeze(rel, horizon, &oldest);
+	vac_update_relstats(rel, RelationGetNumberOfBlocks(rel), -1, 0, false,
+						oldest, GetOldestMultiXactId(),
+						&frozenxid_updated, &minmulti_updated, false);
+}
+
+static bool
+mqlog_scan_analyze_next_block(TableScanDesc scan, BlockNumber blockno, BufferAccessStrategy bstrategy)
+{
+	return false;
+}
+
+static bool
+mqlog_scan_analyze_next_tuple(TableScanDesc scan, TransactionId OldestXmin, double *liverows,
+							  double *deadrows, TupleTableSlot *slot)
+{
+	return false;
+}
+
+static double
+mqlog_index_build_range_scan(Relation table_rel, Relation index_rel, struct IndexInfo *index_info,
+							 bool allow_sync, bool anyvisible, bool progress,
+							 BlockNumber start_blockno, BlockNumber numblocks,
+							 IndexBuildCallback callback, void *callback_state, TableScanDesc scan)
+{
+	refuse(table_rel, "an index");
+	return 0;
+}
+
+static void
+mqlog_index_validate_scan(Relation table_rel, Relation index_rel, struct IndexInfo *index_info,
+						  Snapshot snapshot, struct ValidateIndexState *state)
+{
+	refuse(table_rel, "an index");
+}
+
+static bool
+mqlog_relation_needs_toast_table(Relation rel)
+{
+	return false;
+}
+
+static void
+mqlog_relation_estimate_size(Relation rel, int32 *attr_widths, BlockNumber *pages,
+							 double *tuples, double *allvisfrac)
+{
+	*pages = RelationGetNumberOfBlocks(rel);
+	/* assume records of about 100 bytes */
+	*tuples = (double) *pages * (MQ_PAGE_DATA / 110);
+	*allvisfrac = 0;
+}
+
+static bool
+mqlog_scan_bitmap_next_block(TableScanDesc scan, struct TBMIterateResult *tbmres)
+{
+	refuse(scan->rs_rd, "a bitmap scan");
+	return false;
+}
+
+static bool
+mqlog_scan_bitmap_next_tuple(TableScanDesc scan, struct TBMIterateResult *tbmres, TupleTableSlot *slot)
+{
+	return false;
+}
+
+static bool
+mqlog_scan_sample_next_block(TableScanDesc scan, struct SampleScanState *scanstate)
+{
+	refuse(scan->rs_rd, "TABLESAMPLE");
+	return false;
+}
+
+static bool
+mqlog_scan_sample_next_tuple(TableScanDesc scan, struct SampleScanState *scanstate, TupleTableSlot *slot)
+{
+	return false;
+}
+
+static const TableAmRoutine mqlog_methods = {
+	.type = T_TableAmRoutine,
+
+	.slot_callbacks = mqlog_slot_callbacks,
+	.scan_begin = mqlog_scan_begin,
+	.scan_end = mqlog_scan_end,
+	.scan_rescan = mqlog_scan_rescan,
+	.scan_getnextslot = mqlog_scan_getnextslot,
+
+	.parallelscan_estimate = mqlog_parallelscan_estimate,
+	.parallelscan_initialize = mqlog_parallelscan_initialize,
+	.parallelscan_reinitialize = mqlog_parallelscan_reinitialize,
+
+	.index_fetch_begin = mqlog_index_fetch_begin,
+	.index_fetch_reset = mqlog_index_fetch_reset,
+	.index_fetch_end = mqlog_index_fetch_end,
+	.index_fetch_tuple = mqlog_index_fetch_tuple,
+
+	.tuple_fetch_row_version = mqlog_tuple_fetch_row_version,
+	.tuple_tid_valid = mqlog_tuple_tid_valid,
+	.tuple_get_latest_tid = mqlog_tuple_get_latest_tid,
+	.tuple_satisfies_snapshot = mqlog_tuple_satisfies_snapshot,
+	.index_delete_tuples = mqlog_index_delete_tuples,
+
+	.tuple_insert = mqlog_tuple_insert,
+	.tuple_insert_speculative = mqlog_tuple_insert_speculative,
+	.tuple_complete_speculative = mqlog_tuple_complete_speculative,
+	.multi_insert = mqlog_multi_insert,
+	.tuple_delete = mqlog_tuple_delete,
+	.tuple_update = mqlog_tuple_update,
+	.tuple_lock = mqlog_tuple_lock,
+
+	.relation_set_new_filenode = mqlog_relation_set_new_filenode,
+	.relation_nontransactional_truncate = mqlog_relation_nontransactional_truncate,
+	.relation_copy_data = mqlog_relation_copy_data,
+	.relation_copy_for_cluster = mqlog_relation_copy_for_cluster,
+	.relation_vacuum = mqlog_relation_vacuum,
+	.scan_analyze_next_block = mqlog_scan_analyze_next_block,
+	.scan_analyze_next_tuple = mqlog_scan_analyze_next_tuple,
+	.index_build_range_scan = mqlog_index_build_range_scan,
+	.index_validate_scan = mqlog_index_validate_scan,
+
+	.relation_size = table_block_relation_size,
+	.relation_needs_toast_table = mqlog_relation_needs_toast_table,
+
+	.relation_estimate_size = mqlog_relation_estimate_size,
+
+	.scan_bitmap_next_block = mqlog_scan_bitmap_next_block,
+	.scan_bitmap_next_tuple = mqlog_scan_bitmap_next_tuple,
+	.scan_sample_next_block = mqlog_scan_sample_next_block,
+	.scan_sample_next_tuple = mqlog_scan_sample_next_tuple,
+};
+
+Datum
+mqlog_am_handler(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_POINTER(&mqlog_methods);
+}
+
+/* ------------------------------------------------------------------------
+ * Refusing DML before it starts
+ *
+ * The tuple callbacks above only fire when there is a row to change, so an
+ * UPDATE of an empty segment would pass silently.  The permission check
+ * hook sees every INSERT, UPDATE, DELETE and COPY FROM target up front.
+ * ------------------------------------------------------------------------ */
+
+static ExecutorCheckPerms_hook_type prev_check_perms = NULL;
+
+static bool
+mqlog_check_perms(List *rangeTable, bool ereport_on_violation)
+{
+	ListCell   *lc;
+	Oid			amoid = InvalidOid;
+	bool		looked = false;
+
+	foreach(lc, rangeTable)
+	{
+		RangeTblEntry *rte = lfirst(lc);
+		HeapTuple	tup;
+
+		if (rte->rtekind != RTE_RELATION ||
+			(rte->requiredPerms & (ACL_INSERT | ACL_UPDATE | ACL_DELETE)) == 0)
+			continue;
+		if (!looked)
+		{
+			amoid = get_table_am_oid("mqlog", true);
+			looked = true;
+		}
+		if (!OidIsValid(amoid))
+			break;
+		tup = SearchSysCache1(RELOID, ObjectIdGetDatum(rte->relid));
+		if (HeapTupleIsValid(tup))
+		{
+			Form_pg_class cls = (Form_pg_class) GETSTRUCT(tup);
+			bool		is_segment = (cls->relam == amoid);
+			char	   *relname = pstrdup(NameStr(cls->relname));
+
+			ReleaseSysCache(tup);
+			if (is_segment)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("%s is not supported on mqlog segment \"%s\"",
+								(rte->requiredPerms & ACL_INSERT) ? "INSERT" :
+								(rte->requiredPerms & ACL_UPDATE) ? "UPDATE" : "DELETE",
+								relname),
+						 errhint("Segments are append-only logs: produce with mq_produce() or mq_produce_batch().")));
+		}
+	}
+	if (prev_check_perms)
+		return prev_check_perms(rangeTable, ereport_on_violation);
+	return true;
+}
+
+void
+MqAmInitHooks(void)
+{
+	prev_check_perms = ExecutorCheckPerms_hook;
+	ExecutorCheckPerms_hook = mqlog_check_perms;
+}

@@ -1,0 +1,296 @@
+/*-------------------------------------------------------------------------
+ *
+ * decode.c
+ *		Logical decoding of mqlog appends: the resource manager's rm_decode
+ *		callback and the "mqlog" output plugin.
+ *
+ * rm_decode queues every append record of a decodable transaction as a
+ * transactional logical message with prefix "mqlog" whose content is the
+ * WAL record's main data: the xl_mqlog_append header (topic id, partition,
+ * base offset, chunk position, LSO at append time) followed by the chunk's
+ * bytes, which are the batch exactly as the leader stored it.  Messages are
+ * delivered at commit in WAL order, which is offset order within a
+ * partition, and never for an aborted transaction or subtransaction.  A
+ * follower can therefore place every record at the leader's offset; any
+ * consumer of the "mqlog" prefix (pgoutput with messages 'true' too) sees
+ * the same bytes.
+ *
+ * The output plugin turns those messages into one text row per record:
+ *
+ *		topic orders partition 0 offset 5 key 'customer-7' value '{"id":1}'
+ *
+ * Keys and values print as text when they are printable UTF-8, otherwise as
+ * \x hex.  Batches larger than one WAL record arrive in several messages and
+ * are reassembled first.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/skey.h"
+#include "access/table.h"
+#include "access/xlog_internal.h"
+#include "catalog/namespace.h"
+#include "commands/defrem.h"
+#include "mb/pg_wchar.h"
+#include "replication/decode.h"
+#include "replication/logical.h"
+#include "replication/origin.h"
+#include "replication/output_plugin.h"
+#include "replication/reorderbuffer.h"
+#include "replication/snapbuild.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "mqlog.h"
+
+#define MQLOG_MESSAGE_PREFIX "mqlog"
+
+/* ------------------------------------------------------------------------
+ * rm_decode
+ * ------------------------------------------------------------------------ */
+
+void
+MqlogDecode(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
+{
+	SnapBuild  *builder = ctx->snapshot_builder;
+	XLogReaderState *r = buf->record;
+	TransactionId xid = XLogRecGetXid(r);
+	uint8		info = XLogRecGetInfo(r) & ~XLR_INFO_MASK;
+	RepOriginId origin_id = XLogRecGetOrigin(r);
+	RelFileNode rnode;
+	Snapshot	snapshot;
+
+	ReorderBufferProcessXid(ctx->reorder, xid, buf->origptr);
+
+	if (info != XLOG_MQLOG_APPEND)
+		return;
+	if (SnapBuildCurrentState(builder) < SNAPBUILD_FULL_SNAPSHOT)
+		return;
+	if (ctx->fast_forward)
+		return;
+
+	/* only appends in the slot's database */
+	XLogRecGetBlockTag(r, 0, &rnode, NULL, NULL);
+	if (rnode.dbNode != ctx->slot->data.database)
+		return;
+
+	/* core does not check for a missing callback here, so we do */
+	if (ctx->callbacks.filter_by_origin_cb != NULL &&
+		filter_by_origin_cb_wrapper(ctx, origin_id))
+		return;
+
+	if (!SnapBuildProcessChange(builder, xid, buf->origptr))
+		return;
+
+	snapshot = SnapBuildGetOrBuildSnapshot(builder, xid);
+	ReorderBufferQueueMessage(ctx->reorder, xid, snapshot, buf->endptr, true,
+							  MQLOG_MESSAGE_PREFIX,
+							  XLogRecGetDataLen(r), XLogRecGetData(r));
+}
+
+/* ------------------------------------------------------------------------
+ * Output plugin
+ * ------------------------------------------------------------------------ */
+
+typedef struct MqOutputState
+{
+	MemoryContext cxt;			/* reset after each batch */
+	StringInfoData batch;		/* reassembled batch */
+	bool		include_xids;
+} MqOutputState;
+
+extern void _PG_output_plugin_init(OutputPluginCallbacks *cb);
+
+static void
+out_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_init)
+{
+	MqOutputState *st = MemoryContextAllocZero(ctx->context, sizeof(MqOutputState));
+	ListCell   *lc;
+
+	st->cxt = AllocSetContextCreate(ctx->context, "mqlog output", ALLOCSET_DEFAULT_SIZES);
+	initStringInfo(&st->batch);
+	foreach(lc, ctx->output_plugin_options)
+	{
+		DefElem    *elem = lfirst(lc);
+
+		if (strcmp(elem->defname, "include-xids") == 0)
+			st->include_xids = elem->arg == NULL || defGetBoolean(elem);
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option \"%s\" is not recognized by the mqlog output plugin", elem->defname),
+					 errhint("Valid options are: include-xids.")));
+	}
+	ctx->output_plugin_private = st;
+	opt->output_type = OUTPUT_PLUGIN_TEXTUAL_OUTPUT;
+	opt->receive_rewrites = false;
+}
+
+static void
+out_begin(LogicalDecodingContext *ctx, ReorderBufferTXN *txn)
+{
+}
+
+static void
+out_commit(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr commit_lsn)
+{
+}
+
+static void
+out_change(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, Relation rel, ReorderBufferChange *change)
+{
+	/* ordinary table changes are not part of the log */
+}
+
+/* Topic name from the catalog, read with the historic snapshot. */
+static char *
+topic_name(int32 topic_id)
+{
+	Oid			nsp = get_namespace_oid("mqlog", true);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid("topic", nsp) : InvalidOid;
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	char	   *name = NULL;
+
+	if (!OidIsValid(relid))
+		return psprintf("%d", topic_id);
+	rel = table_open(relid, AccessShareLock);
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(topic_id));
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, 2, RelationGetDescr(rel), &isnull);
+
+		if (!isnull)
+			name = TextDatumGetCString(d);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return name ? name : psprintf("%d", topic_id);
+}
+
+static void
+append_bytes(StringInfo out, const char *data, int len)
+{
+	bool		printable = pg_verifymbstr(data, len, true);
+
+	for (int i = 0; printable && i < len; i++)
+		if ((unsigned char) data[i] < 0x20 || data[i] == 0x7f)
+			printable = false;
+	if (printable)
+	{
+		appendStringInfoChar(out, '\'');
+		for (int i = 0; i < len; i++)
+		{
+			if (data[i] == '\'')
+				appendStringInfoChar(out, '\'');
+			appendStringInfoChar(out, data[i]);
+		}
+		appendStringInfoChar(out, '\'');
+	}
+	else
+	{
+		static const char hex[] = "0123456789abcdef";
+
+		appendStringInfoString(out, "'\\x");
+		for (int i = 0; i < len; i++)
+		{
+			appendStringInfoChar(out, hex[((unsigned char) data[i]) >> 4]);
+			appendStringInfoChar(out, hex[((unsigned char) data[i]) & 0xf]);
+		}
+		appendStringInfoChar(out, '\'');
+	}
+}
+
+static void
+out_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr message_lsn,
+			bool transactional, const char *prefix, Size message_size, const char *message)
+{
+	MqOutputState *st = ctx->output_plugin_private;
+	xl_mqlog_append xlrec;
+	MemoryContext old;
+	MqRecord   *recs;
+	MqBatchHeader hdr;
+	char	   *name;
+	int			n;
+
+	if (strcmp(prefix, MQLOG_MESSAGE_PREFIX) != 0 || message_size < SizeOfMqlogAppend)
+		return;
+	memcpy(&xlrec, message, SizeOfMqlogAppend);
+	if (xlrec.chunk_start == 0)
+		resetStringInfo(&st->batch);
+	if (st->batch.len != (int) xlrec.chunk_start)
+		return;					/* decoding started in the middle of a batch */
+	appendBinaryStringInfo(&st->batch, message + SizeOfMqlogAppend, xlrec.chunk_length);
+	if (xlrec.chunk_start + xlrec.chunk_length < xlrec.batch_length)
+		return;
+
+	if (!MqBatchCheckCrc(st->batch.data, st->batch.len))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("CRC mismatch in decoded mqlog batch at offset " INT64_FORMAT " of partition %d",
+						xlrec.base_offset, xlrec.partition)));
+	old = MemoryContextSwitchTo(st->cxt);
+	memcpy(&hdr, st->batch.data, sizeof(hdr));
+	name = topic_name(xlrec.topic_id);
+	recs = palloc(sizeof(MqRecord) * hdr.record_count);
+	n = MqBatchDecode(st->batch.data, recs, hdr.record_count);
+	for (int i = 0; i < n; i++)
+	{
+		OutputPluginPrepareWrite(ctx, i == n - 1);
+		appendStringInfo(ctx->out, "topic %s partition %d offset " INT64_FORMAT,
+						 name, xlrec.partition, recs[i].offset);
+		if (st->include_xids)
+			appendStringInfo(ctx->out, " xid %u", txn->xid);
+		appendStringInfoString(ctx->out, " key ");
+		if (recs[i].key)
+			append_bytes(ctx->out, recs[i].key, recs[i].keylen);
+		else
+			appendStringInfoString(ctx->out, "null");
+		appendStringInfoString(ctx->out, " value ");
+		if (recs[i].value)
+			append_bytes(ctx->out, recs[i].value, recs[i].valuelen);
+		else
+			appendStringInfoString(ctx->out, "null");
+		for (int h = 0; h < recs[i].nheaders; h++)
+		{
+			appendStringInfoString(ctx->out, h == 0 ? " headers " : ", ");
+			append_bytes(ctx->out, recs[i].headers[h].key, recs[i].headers[h].keylen);
+			appendStringInfoChar(ctx->out, '=');
+			if (recs[i].headers[h].value)
+				append_bytes(ctx->out, recs[i].headers[h].value, recs[i].headers[h].valuelen);
+			else
+				appendStringInfoString(ctx->out, "null");
+		}
+		OutputPluginWrite(ctx, i == n - 1);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(st->cxt);
+	resetStringInfo(&st->batch);
+}
+
+static void
+out_shutdown(LogicalDecodingContext *ctx)
+{
+}
+
+void
+_PG_output_plugin_init(OutputPluginCallbacks *cb)
+{
+	cb->startup_cb = out_startup;
+	cb->begin_cb = out_begin;
+	cb->change_cb = out_change;
+	cb->commit_cb = out_commit;
+	cb->message_cb = out_message;
+	cb->shutdown_cb = out_shutdown;
+}

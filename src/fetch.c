@@ -1,0 +1,597 @@
+/*-------------------------------------------------------------------------
+ *
+ * fetch.c
+ *		Reading a partition: mq_fetch, offsets (earliest, latest, for
+ *		times), the verifier and the statistics behind the admin views.
+ *
+ * A read takes the partition's last stable offset from shared memory first
+ * and only then looks at the pages: any batch below that LSO was completely
+ * written before the LSO moved past it, and its transaction has ended, so
+ * the clog alone decides whether it is visible.  On a hot standby there is
+ * no in-flight registry; there the reader stops at the first batch whose
+ * transaction is still running in the replayed WAL.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+#include "utils/typcache.h"
+
+#include "mqlog.h"
+
+PG_FUNCTION_INFO_V1(mq_fetch);
+PG_FUNCTION_INFO_V1(mq_earliest_offset);
+PG_FUNCTION_INFO_V1(mq_latest_offset);
+PG_FUNCTION_INFO_V1(mq_offsets_for_times);
+PG_FUNCTION_INFO_V1(mq_verify);
+PG_FUNCTION_INFO_V1(mqlog_partition_offsets);
+PG_FUNCTION_INFO_V1(mqlog_segment_stats);
+
+/* ------------------------------------------------------------------------
+ * Offsets
+ * ------------------------------------------------------------------------ */
+
+/*
+ * The partition's last stable offset and high watermark.  On a standby the
+ * tail is read from disk each time (replay moves it) and the LSO is -1:
+ * readers then find it batch by batch.
+ */
+void
+MqPartitionOffsets(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
+{
+	const MqSegmentRef *seg = MqTopicActiveSegment(topic, partition);
+	MqPartition *part = MqTopicPartition(topic, partition);
+	Relation	rel;
+
+	rel = try_table_open(seg->relid, AccessShareLock);
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("topic \"%s\" was dropped", topic->name)));
+	if (RecoveryInProgress())
+	{
+		MqSegmentTail tail;
+
+		MqSegmentReadTail(rel, seg->base_offset, &tail);
+		*hw = tail.next_offset;
+		*lso = -1;
+	}
+	else
+	{
+		LWLockAcquire(&part->lock, LW_SHARED);
+		if (!part->loaded || part->dirty || part->active_relid != seg->relid)
+		{
+			LWLockRelease(&part->lock);
+			LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+			if (!part->loaded || part->dirty || part->active_relid != seg->relid)
+				MqPartitionLoad(part, rel, seg->base_offset);
+		}
+		*lso = MqPartitionLso(part, hw);
+		LWLockRelease(&part->lock);
+	}
+	table_close(rel, AccessShareLock);
+}
+
+int64
+MqLogStartOffset(MqTopic *topic, int32 partition)
+{
+	if (topic->nsegments[partition] == 0)
+		return 0;
+	return topic->segments[partition][0].base_offset;
+}
+
+/* ------------------------------------------------------------------------
+ * Records as tuples
+ * ------------------------------------------------------------------------ */
+
+typedef struct RecordOutput
+{
+	Tuplestorestate *store;
+	TupleDesc	desc;
+	Oid			header_type;	/* mqlog.header */
+	TupleDesc	header_desc;
+	text	   *topic;
+} RecordOutput;
+
+bytea *
+MqBytea(const char *data, int len)
+{
+	bytea	   *b = palloc(VARHDRSZ + len);
+
+	SET_VARSIZE(b, VARHDRSZ + len);
+	memcpy(VARDATA(b), data, len);
+	return b;
+}
+
+/* A record's headers as mqlog.header[] */
+Datum
+MqHeadersDatum(Oid header_type, TupleDesc header_desc, MqRecord *rec)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * rec->nheaders);
+
+	for (int i = 0; i < rec->nheaders; i++)
+	{
+		Datum		v[2];
+		bool		nl[2] = {false, false};
+		MqHeaderKV *h = &rec->headers[i];
+
+		v[0] = PointerGetDatum(cstring_to_text_with_len(h->key, h->keylen));
+		if (h->value)
+			v[1] = PointerGetDatum(MqBytea(h->value, h->valuelen));
+		else
+			nl[1] = true;
+		elems[i] = HeapTupleGetDatum(heap_form_tuple(header_desc, v, nl));
+	}
+	return PointerGetDatum(construct_array(elems, rec->nheaders, header_type,
+										   -1, false, TYPALIGN_DOUBLE));
+}
+
+
+static void
+emit_record(RecordOutput *out, int32 partition, MqRecord *rec)
+{
+	Datum		values[7];
+	bool		nulls[7] = {false, false, false, false, false, false, false};
+
+	values[0] = PointerGetDatum(out->topic);
+	values[1] = Int32GetDatum(partition);
+	values[2] = Int64GetDatum(rec->offset);
+	values[3] = TimestampTzGetDatum(rec->ts);
+	if (rec->key)
+		values[4] = PointerGetDatum(MqBytea(rec->key, rec->keylen));
+	else
+		nulls[4] = true;
+	if (rec->value)
+		values[5] = PointerGetDatum(MqBytea(rec->value, rec->valuelen));
+	else
+		nulls[5] = true;
+	if (rec->nheaders > 0)
+		values[6] = MqHeadersDatum(out->header_type, out->header_desc, rec);
+	else
+		nulls[6] = true;
+	tuplestore_putvalues(out->store, out->desc, values, nulls);
+}
+
+/* ------------------------------------------------------------------------
+ * Reading records
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Read up to max_records committed records at or after from_offset, and
+ * at most about max_bytes of keys and values (at least one record, as in
+ * Kafka).  Returns the offset after the last record returned, or where the
+ * read stopped.
+ */
+static int64
+read_partition(MqTopic *topic, int32 partition, int64 from_offset,
+			   int max_records, int64 max_bytes, RecordOutput *out)
+{
+	int64		lso,
+				hw;
+	int			nseg = topic->nsegments[partition];
+	MqSegmentRef *segs = topic->segments[partition];
+	int			first = 0;
+	int			count = 0;
+	int64		bytes = 0;
+	int64		next = from_offset;
+	bool		stop = false;
+	MqRecord   *recs = NULL;
+	int			maxrecs = 0;
+	MemoryContext batch_cxt,
+				old;
+
+	MqPartitionOffsets(topic, partition, &lso, &hw);
+	for (int i = 0; i < nseg; i++)
+		if (segs[i].base_offset <= from_offset)
+			first = i;
+
+	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog fetch batch",
+									  ALLOCSET_DEFAULT_SIZES);
+	for (int s = first; s < nseg && !stop; s++)
+	{
+		Relation	rel = try_table_open(segs[s].relid, AccessShareLock);
+		MqSegmentReader reader;
+
+		if (rel == NULL)
+			continue;			/* dropped by retention meanwhile */
+		MqReaderInit(&reader, rel);
+		MqReaderSeek(&reader, from_offset);
+		while (!stop && MqReaderNext(&reader, true))
+		{
+			MqBatchHeader hdr;
+			int			n;
+
+			CHECK_FOR_INTERRUPTS();
+			memcpy(&hdr, reader.batchbuf.data, sizeof(hdr));
+			if (MqBatchNextOffset(&hdr) <= from_offset)
+				continue;
+			switch (MqBatchGetFate(&hdr, lso))
+			{
+				case MQ_FATE_IN_PROGRESS:
+					stop = true;
+					continue;
+				case MQ_FATE_INVISIBLE:
+					next = Max(next, MqBatchNextOffset(&hdr));
+					continue;
+				case MQ_FATE_VISIBLE:
+					break;
+			}
+			if (hdr.record_count > maxrecs)
+			{
+				maxrecs = Max(hdr.record_count, 64);
+				recs = recs ? repalloc(recs, sizeof(MqRecord) * maxrecs)
+					: palloc(sizeof(MqRecord) * maxrecs);
+			}
+			MemoryContextReset(batch_cxt);
+			old = MemoryContextSwitchTo(batch_cxt);
+			n = MqBatchDecode(reader.batchbuf.data, recs, maxrecs);
+			MemoryContextSwitchTo(old);
+			for (int r = 0; r < n; r++)
+			{
+				MqRecord   *rec = &recs[r];
+
+				if (rec->offset < from_offset)
+					continue;
+				if (count >= max_records ||
+					(count > 0 && bytes + rec->keylen + rec->valuelen > max_bytes))
+				{
+					stop = true;
+					break;
+				}
+				if (out)
+					emit_record(out, partition, rec);
+				count++;
+				bytes += rec->keylen + rec->valuelen;
+				next = rec->offset + 1;
+			}
+			if (!stop)
+				next = Max(next, MqBatchNextOffset(&hdr));
+		}
+		MqReaderEnd(&reader);
+		table_close(rel, AccessShareLock);
+	}
+	MemoryContextDelete(batch_cxt);
+	return next;
+}
+
+static void
+init_output(FunctionCallInfo fcinfo, RecordOutput *out, MqTopic *topic)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			arraytype;
+
+	InitMaterializedSRF(fcinfo, 0);
+	out->store = rsinfo->setResult;
+	out->desc = rsinfo->setDesc;
+	arraytype = TupleDescAttr(out->desc, 6)->atttypid;
+	out->header_type = get_element_type(arraytype);
+	out->header_desc = lookup_rowtype_tupdesc_copy(out->header_type, -1);
+	out->header_desc = BlessTupleDesc(out->header_desc);
+	out->topic = cstring_to_text(topic->name);
+}
+
+static void
+check_offset_range(MqTopic *topic, int32 partition, int64 offset)
+{
+	int64		lso,
+				hw;
+	int64		start = MqLogStartOffset(topic, partition);
+
+	MqPartitionOffsets(topic, partition, &lso, &hw);
+	if (offset < start || offset > hw)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("offset " INT64_FORMAT " is out of range for partition %d of topic \"%s\"",
+						offset, partition, topic->name),
+				 errdetail("The partition holds offsets " INT64_FORMAT " to " INT64_FORMAT ".",
+						   start, hw),
+				 errhint("Fetch from the log start offset (mq_earliest_offset) or from the end (mq_latest_offset).")));
+}
+
+Datum
+mq_fetch(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int32		partition = PG_GETARG_INT32(1);
+	int64		from = PG_GETARG_INT64(2);
+	int32		max_records = PG_GETARG_INT32(3);
+	int32		max_bytes = PG_GETARG_INT32(4);
+	MqTopic    *topic = MqTopicLookup(name, false);
+	RecordOutput out;
+
+	MqCheckPartition(topic, partition);
+	if (from < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("from_offset must not be negative")));
+	if (max_records < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_records must be at least 1")));
+	if (max_bytes < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_bytes must be at least 1")));
+	check_offset_range(topic, partition, from);
+	init_output(fcinfo, &out, topic);
+	(void) read_partition(topic, partition, from, max_records, max_bytes, &out);
+	return (Datum) 0;
+}
+
+Datum
+mq_earliest_offset(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)), false);
+	int32		partition = PG_GETARG_INT32(1);
+
+	MqCheckPartition(topic, partition);
+	PG_RETURN_INT64(MqLogStartOffset(topic, partition));
+}
+
+Datum
+mq_latest_offset(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)), false);
+	int32		partition = PG_GETARG_INT32(1);
+	int64		lso,
+				hw;
+
+	MqCheckPartition(topic, partition);
+	MqPartitionOffsets(topic, partition, &lso, &hw);
+	if (lso < 0)
+	{
+		/* standby: read up to the first running transaction */
+		lso = read_partition(topic, partition, MqLogStartOffset(topic, partition),
+							 PG_INT32_MAX, PG_INT64_MAX, NULL);
+	}
+	PG_RETURN_INT64(lso);
+}
+
+/*
+ * Per partition, the first offset whose timestamp is at or after ts: a walk
+ * over batch headers (skipping batches whose max timestamp is earlier),
+ * decoding only the batch that holds the answer.
+ */
+Datum
+mq_offsets_for_times(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)), false);
+	TimestampTz ts = PG_GETARG_TIMESTAMPTZ(1);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (int p = 0; p < topic->partitions; p++)
+	{
+		int64		lso,
+					hw;
+		Datum		values[3];
+		bool		nulls[3] = {false, true, true};
+		bool		found = false;
+
+		MqPartitionOffsets(topic, p, &lso, &hw);
+		values[0] = Int32GetDatum(p);
+		for (int s = 0; s < topic->nsegments[p] && !found; s++)
+		{
+			Relation	rel = try_table_open(topic->segments[p][s].relid, AccessShareLock);
+			MqSegmentReader reader;
+			MqBatchHeader hdr;
+
+			if (rel == NULL)
+				continue;
+			MqReaderInit(&reader, rel);
+			while (!found && MqReaderNextHeader(&reader, &hdr))
+			{
+				MqBatchFate fate = MqBatchGetFate(&hdr, lso);
+
+				if (fate == MQ_FATE_IN_PROGRESS)
+					break;
+				if (fate == MQ_FATE_INVISIBLE || hdr.max_timestamp < ts)
+					continue;
+				/* this batch has the answer: read and decode it */
+				reader.lpos = reader.batch_lpos;
+				if (MqReaderNext(&reader, true))
+				{
+					MqRecord   *recs = palloc(sizeof(MqRecord) * hdr.record_count);
+					int			n = MqBatchDecode(reader.batchbuf.data, recs, hdr.record_count);
+
+					for (int r = 0; r < n; r++)
+						if (recs[r].ts >= ts)
+						{
+							values[1] = Int64GetDatum(recs[r].offset);
+							values[2] = TimestampTzGetDatum(recs[r].ts);
+							nulls[1] = nulls[2] = false;
+							found = true;
+							break;
+						}
+					pfree(recs);
+				}
+			}
+			MqReaderEnd(&reader);
+			table_close(rel, AccessShareLock);
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * Check every batch of every segment: CRC, decodability, record count, and
+ * that offsets only grow.  One row per segment.
+ */
+Datum
+mq_verify(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)), false);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "mq_verify",
+											  ALLOCSET_DEFAULT_SIZES);
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (int p = 0; p < topic->partitions; p++)
+	{
+		int64		prev_next = -1;
+
+		for (int s = 0; s < topic->nsegments[p]; s++)
+		{
+			MqSegmentRef *seg = &topic->segments[p][s];
+			Relation	rel = try_table_open(seg->relid, AccessShareLock);
+			MqSegmentReader reader;
+			int64		batches = 0,
+						records = 0;
+			char	   *problem = NULL;
+			Datum		values[6];
+			bool		nulls[6] = {false, false, false, false, false, false};
+
+			if (rel == NULL)
+				continue;
+			MqReaderInit(&reader, rel);
+			if (prev_next < 0)
+				prev_next = seg->base_offset;
+			while (problem == NULL && MqReaderNext(&reader, false))
+			{
+				MqBatchHeader hdr;
+				MqRecord   *recs;
+				int			n;
+				MemoryContext old;
+
+				memcpy(&hdr, reader.batchbuf.data, sizeof(hdr));
+				batches++;
+				if (!MqBatchCheckCrc(reader.batchbuf.data, hdr.length))
+				{
+					problem = psprintf("CRC mismatch in the batch at offset " INT64_FORMAT, hdr.base_offset);
+					break;
+				}
+				if (hdr.base_offset < prev_next)
+				{
+					problem = psprintf("batch at offset " INT64_FORMAT " follows offset " INT64_FORMAT,
+									   hdr.base_offset, prev_next - 1);
+					break;
+				}
+				MemoryContextReset(cxt);
+				old = MemoryContextSwitchTo(cxt);
+				recs = palloc(sizeof(MqRecord) * (hdr.record_count + 1));
+				n = MqBatchDecode(reader.batchbuf.data, recs, hdr.record_count + 1);
+				MemoryContextSwitchTo(old);
+				if (n != hdr.record_count)
+					problem = psprintf("batch at offset " INT64_FORMAT " holds %d records, its header says %d",
+									   hdr.base_offset, n, hdr.record_count);
+				for (int r = 1; r < n && problem == NULL; r++)
+					if (recs[r].offset <= recs[r - 1].offset)
+						problem = psprintf("offsets go backwards inside the batch at offset " INT64_FORMAT,
+										   hdr.base_offset);
+				records += n;
+				prev_next = MqBatchNextOffset(&hdr);
+			}
+			if (problem == NULL && reader.lpos < reader.end_lpos)
+				problem = psprintf("torn batch at the tail (a crash during an append); the next append cuts it off");
+			values[0] = Int32GetDatum(p);
+			values[1] = ObjectIdGetDatum(seg->relid);
+			values[2] = Int64GetDatum(batches);
+			values[3] = Int64GetDatum(records);
+			values[4] = BoolGetDatum(problem == NULL || strncmp(problem, "torn", 4) == 0);
+			if (problem)
+				values[5] = CStringGetTextDatum(problem);
+			else
+				nulls[5] = true;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+			MqReaderEnd(&reader);
+			table_close(rel, AccessShareLock);
+		}
+	}
+	MemoryContextDelete(cxt);
+	return (Datum) 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Functions behind the views
+ * ------------------------------------------------------------------------ */
+
+Datum
+mqlog_partition_offsets(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic = MqTopicLookupById(PG_GETARG_INT32(0));
+	int32		partition = PG_GETARG_INT32(1);
+	TupleDesc	desc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+	int64		lso,
+				hw;
+
+	MqCheckPartition(topic, partition);
+	MqPartitionOffsets(topic, partition, &lso, &hw);
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	values[0] = Int64GetDatum(hw);
+	values[1] = Int64GetDatum(lso);
+	nulls[1] = (lso < 0);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}
+
+Datum
+mqlog_segment_stats(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Relation	rel = try_table_open(relid, AccessShareLock);
+	TupleDesc	desc;
+	Datum		values[5];
+	bool		nulls[5] = {false, false, true, true, true};
+	int64		batches = 0,
+				records = 0;
+	TimestampTz first_ts = 0,
+				max_ts = 0;
+	int64		next = -1;
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (rel != NULL)
+	{
+		MqSegmentReader reader;
+		MqBatchHeader hdr;
+
+		MqReaderInit(&reader, rel);
+		while (MqReaderNextHeader(&reader, &hdr))
+		{
+			MqBatchFate fate = MqBatchGetFate(&hdr, -1);
+
+			next = MqBatchNextOffset(&hdr);
+			if (fate == MQ_FATE_IN_PROGRESS)
+				break;
+			if (fate == MQ_FATE_INVISIBLE)
+				continue;
+			if (batches == 0 || hdr.first_timestamp < first_ts)
+				first_ts = hdr.first_timestamp;
+			if (batches == 0 || hdr.max_timestamp > max_ts)
+				max_ts = hdr.max_timestamp;
+			batches++;
+			records += hdr.record_count;
+		}
+		MqReaderEnd(&reader);
+		table_close(rel, AccessShareLock);
+	}
+	values[0] = Int64GetDatum(batches);
+	values[1] = Int64GetDatum(records);
+	if (batches > 0)
+	{
+		values[2] = TimestampTzGetDatum(first_ts);
+		values[3] = TimestampTzGetDatum(max_ts);
+		nulls[2] = nulls[3] = false;
+	}
+	if (next >= 0)
+	{
+		values[4] = Int64GetDatum(next);
+		nulls[4] = false;
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}

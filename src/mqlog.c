@@ -1,0 +1,82 @@
+/*-------------------------------------------------------------------------
+ *
+ * mqlog.c
+ *		Module entry point: settings, shared memory, the WAL resource
+ *		manager and hooks, all registered at shared_preload_libraries time.
+ *
+ * mqlog cannot work when loaded later (the rmgr and shared memory exist
+ * only if the postmaster registered them), so CREATE EXTENSION checks
+ * mqlog_preloaded and tells the DBA how to fix the configuration.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
+
+#include "mqlog.h"
+
+PG_MODULE_MAGIC;
+
+int			mqlog_max_partitions = 4096;
+int			mqlog_max_inflight = 64;
+bool		mqlog_preloaded = false;
+
+extern void MqAmInitHooks(void);
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	DefineCustomIntVariable("mqlog.max_partitions",
+							"Maximum number of partitions whose state is kept in shared memory.",
+							"Every partition that is produced to or read from needs one slot.",
+							&mqlog_max_partitions,
+							4096, 16, 1000000,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.max_inflight_partitions",
+							"Maximum number of partitions one transaction may produce to.",
+							NULL,
+							&mqlog_max_inflight,
+							64, 1, 10000,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	MarkGUCPrefixReserved("mqlog");
+
+	MqPartitionShmemRequest();
+	MqlogRegisterRmgr();
+	MqPartitionInitCallbacks();
+	MqAmInitHooks();
+	mqlog_preloaded = true;
+}
+
+PG_FUNCTION_INFO_V1(mqlog_assert_preloaded);
+
+/* Called first thing by the extension script. */
+Datum
+mqlog_assert_preloaded(PG_FUNCTION_ARGS)
+{
+	if (!mqlog_preloaded)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("mqlog must be loaded via shared_preload_libraries"),
+				 errdetail("mqlog registers a WAL resource manager, shared memory and background workers when the server starts."),
+				 errhint("Add 'mqlog' to shared_preload_libraries in postgresql.conf and restart the server, then run CREATE EXTENSION mqlog again.")));
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(mqlog_catalog_changed);
+
+Datum
+mqlog_catalog_changed(PG_FUNCTION_ARGS)
+{
+	MqlogCatalogChanged();
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,399 @@
+/*-------------------------------------------------------------------------
+ *
+ * partition.c
+ *		Partition state in shared memory: the append position, the high
+ *		watermark, the in-flight appends that define the last stable offset,
+ *		and the transaction callbacks that release them.
+ *
+ * Offsets are assigned under the partition's LWLock at append time, so the
+ * log is physically in offset order.  Before an appender writes a batch it
+ * registers (partition, first offset) as in flight, unless its transaction
+ * already holds an earlier entry for the partition.  Entries are appended
+ * to the partition's list in offset order, so the list head is the lowest
+ * in-flight offset: the last stable offset (LSO).  A reader never reads at
+ * or past the LSO, which is what keeps a consumer from committing offset 12
+ * while offset 10 of a slower transaction is still to come.
+ *
+ * Entries are released in the transaction callbacks: at commit and abort of
+ * the top transaction (after the clog records its fate, so a reader that no
+ * longer sees the entry finds the outcome in the clog), at abort of the
+ * subtransaction that made them, and at backend exit.  A crash of a backend
+ * restarts the whole server and with it this shared memory.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "mqlog.h"
+
+typedef struct MqInflight
+{
+	dlist_node	node;			/* in MqPartition.inflight, or the free list */
+	int64		offset;
+} MqInflight;
+
+typedef struct MqShared
+{
+	LWLock	   *hash_lock;		/* protects the partition hash */
+	int			part_tranche;	/* tranche id of the partition locks */
+	pg_atomic_uint64 catalog_generation;
+	slock_t		free_lock;		/* protects free_list */
+	dlist_head	free_list;		/* unused MqInflight entries */
+	MqInflight	pool[FLEXIBLE_ARRAY_MEMBER];
+} MqShared;
+
+static MqShared *mq_shared = NULL;
+static HTAB *part_hash = NULL;
+
+/* this backend's in-flight entries */
+typedef struct LocalInflight
+{
+	MqPartition *part;
+	MqInflight *entry;
+	SubTransactionId subid;
+} LocalInflight;
+
+static LocalInflight *local = NULL;
+static int	nlocal = 0;
+static int	maxlocal = 0;
+static bool catalog_bump_at_commit = false;
+
+static void mq_backend_exit(int code, Datum arg);
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static Size
+pool_entries(void)
+{
+	return (Size) MaxBackends * mqlog_max_inflight;
+}
+
+static Size
+shared_size(void)
+{
+	return add_size(offsetof(MqShared, pool), mul_size(pool_entries(), sizeof(MqInflight)));
+}
+
+static void
+mq_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(add_size(shared_size(),
+									hash_estimate_size(mqlog_max_partitions, sizeof(MqPartition))));
+	RequestNamedLWLockTranche("mqlog", 1);
+}
+
+static void
+mq_shmem_startup(void)
+{
+	bool		found;
+	HASHCTL		info;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	mq_shared = ShmemInitStruct("mqlog", shared_size(), &found);
+	if (!found)
+	{
+		mq_shared->hash_lock = &(GetNamedLWLockTranche("mqlog"))->lock;
+		mq_shared->part_tranche = LWLockNewTrancheId();
+		pg_atomic_init_u64(&mq_shared->catalog_generation, 1);
+		SpinLockInit(&mq_shared->free_lock);
+		dlist_init(&mq_shared->free_list);
+		for (Size i = 0; i < pool_entries(); i++)
+			dlist_push_tail(&mq_shared->free_list, &mq_shared->pool[i].node);
+	}
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(MqPartitionKey);
+	info.entrysize = sizeof(MqPartition);
+	part_hash = ShmemInitHash("mqlog partitions", mqlog_max_partitions, mqlog_max_partitions,
+							  &info, HASH_ELEM | HASH_BLOBS);
+	LWLockRelease(AddinShmemInitLock);
+	LWLockRegisterTranche(mq_shared->part_tranche, "mqlog_partition");
+}
+
+void
+MqPartitionShmemRequest(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = mq_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = mq_shmem_startup;
+}
+
+/* ------------------------------------------------------------------------
+ * Catalog generation: lets every backend know its topic cache is stale.
+ * ------------------------------------------------------------------------ */
+
+uint64
+MqlogCatalogGeneration(void)
+{
+	return pg_atomic_read_u64(&mq_shared->catalog_generation);
+}
+
+/*
+ * Bump now, so that this backend reloads at once, and again at commit, so
+ * that others reload once the change is visible to them.
+ */
+void
+MqlogCatalogChanged(void)
+{
+	pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
+	catalog_bump_at_commit = true;
+}
+
+/* ------------------------------------------------------------------------
+ * Partition entries
+ * ------------------------------------------------------------------------ */
+
+MqPartition *
+MqPartitionGet(int32 topic_id, int32 partition)
+{
+	MqPartitionKey key;
+	MqPartition *part;
+	bool		found;
+
+	if (mq_shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("mqlog must be loaded via shared_preload_libraries")));
+	memset(&key, 0, sizeof(key));
+	key.topic_id = topic_id;
+	key.partition = partition;
+
+	LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
+	part = hash_search(part_hash, &key, HASH_FIND, NULL);
+	LWLockRelease(mq_shared->hash_lock);
+	if (part)
+		return part;
+
+	LWLockAcquire(mq_shared->hash_lock, LW_EXCLUSIVE);
+	part = hash_search(part_hash, &key, HASH_ENTER_NULL, &found);
+	if (part == NULL)
+	{
+		LWLockRelease(mq_shared->hash_lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many mqlog partitions in use"),
+				 errhint("Raise mqlog.max_partitions (currently %d) and restart the server.",
+						 mqlog_max_partitions)));
+	}
+	if (!found)
+	{
+		LWLockInitialize(&part->lock, mq_shared->part_tranche);
+		part->loaded = false;
+		part->dirty = false;
+		part->active_relid = InvalidOid;
+		part->active_base = 0;
+		part->end_lpos = 0;
+		part->torn_lpos = 0;
+		part->next_offset = 0;
+		dlist_init(&part->inflight);
+		ConditionVariableInit(&part->cv);
+	}
+	LWLockRelease(mq_shared->hash_lock);
+	return part;
+}
+
+/*
+ * Read the tail of the active segment into the partition entry.  The caller
+ * holds part->lock exclusively and has the segment open.
+ */
+void
+MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset)
+{
+	MqSegmentTail tail;
+
+	MqSegmentReadTail(rel, base_offset, &tail);
+	part->active_relid = RelationGetRelid(rel);
+	part->active_base = base_offset;
+	part->end_lpos = tail.end_lpos;
+	part->torn_lpos = tail.torn_lpos;
+	part->next_offset = Max(part->next_offset, tail.next_offset);
+	part->dirty = false;
+	part->loaded = true;
+}
+
+/* The LSO: the lowest in-flight offset, or the high watermark. */
+int64
+MqPartitionLso(MqPartition *part, int64 *high_watermark)
+{
+	int64		lso;
+
+	if (high_watermark)
+		*high_watermark = part->next_offset;
+	if (dlist_is_empty(&part->inflight))
+		lso = part->next_offset;
+	else
+		lso = dlist_head_element(MqInflight, node, &part->inflight)->offset;
+	return lso;
+}
+
+/* ------------------------------------------------------------------------
+ * In-flight appends
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Called by the appender holding part->lock exclusively, before it writes
+ * the batch starting at offset.
+ */
+void
+MqPartitionRegisterInflight(MqPartition *part, int64 offset)
+{
+	MqInflight *entry;
+	static bool exit_hook_set = false;
+
+	/* exit callbacks do not survive the fork from the postmaster */
+	if (!exit_hook_set)
+	{
+		before_shmem_exit(mq_backend_exit, 0);
+		exit_hook_set = true;
+	}
+
+	for (int i = 0; i < nlocal; i++)
+		if (local[i].part == part)
+			return;				/* an earlier offset already holds the LSO */
+
+	if (nlocal == maxlocal)
+	{
+		int			newmax = Max(16, maxlocal * 2);
+
+		if (local == NULL)
+			local = MemoryContextAlloc(TopMemoryContext, sizeof(LocalInflight) * newmax);
+		else
+			local = repalloc(local, sizeof(LocalInflight) * newmax);
+		maxlocal = newmax;
+	}
+	if (nlocal >= mqlog_max_inflight)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("transaction writes to too many mqlog partitions"),
+				 errdetail("One transaction may produce to at most %d partitions.", mqlog_max_inflight),
+				 errhint("Raise mqlog.max_inflight_partitions and restart the server, or split the transaction.")));
+
+	SpinLockAcquire(&mq_shared->free_lock);
+	if (dlist_is_empty(&mq_shared->free_list))
+		entry = NULL;
+	else
+		entry = dlist_container(MqInflight, node, dlist_pop_head_node(&mq_shared->free_list));
+	SpinLockRelease(&mq_shared->free_lock);
+	if (entry == NULL)
+		elog(ERROR, "mqlog in-flight append pool exhausted");
+
+	entry->offset = offset;
+	dlist_push_tail(&part->inflight, &entry->node);
+	local[nlocal].part = part;
+	local[nlocal].entry = entry;
+	local[nlocal].subid = GetCurrentSubTransactionId();
+	nlocal++;
+}
+
+static void
+release_entry(LocalInflight *li, bool wake)
+{
+	LWLockAcquire(&li->part->lock, LW_EXCLUSIVE);
+	dlist_delete(&li->entry->node);
+	LWLockRelease(&li->part->lock);
+
+	SpinLockAcquire(&mq_shared->free_lock);
+	dlist_push_tail(&mq_shared->free_list, &li->entry->node);
+	SpinLockRelease(&mq_shared->free_lock);
+
+	if (wake)
+		ConditionVariableBroadcast(&li->part->cv);
+}
+
+/* Release entries of the given subtransaction, or all when subid is invalid. */
+static void
+release_inflight(SubTransactionId subid, bool wake)
+{
+	int			keep = 0;
+
+	for (int i = 0; i < nlocal; i++)
+	{
+		if (subid == InvalidSubTransactionId || local[i].subid == subid)
+			release_entry(&local[i], wake);
+		else
+			local[keep++] = local[i];
+	}
+	nlocal = keep;
+}
+
+static void
+mq_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_PREPARE:
+			if (nlocal > 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that has produced to mqlog"),
+						 errdetail("Records of a prepared transaction would hold back the last stable offset across restarts."),
+						 errhint("Commit the transaction instead of preparing it.")));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			release_inflight(InvalidSubTransactionId, true);
+			if (catalog_bump_at_commit)
+				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
+			catalog_bump_at_commit = false;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			/* the aborted batches become holes: readers may pass them */
+			release_inflight(InvalidSubTransactionId, true);
+			if (catalog_bump_at_commit)
+				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
+			catalog_bump_at_commit = false;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+mq_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					SubTransactionId parentSubid, void *arg)
+{
+	switch (event)
+	{
+		case SUBXACT_EVENT_ABORT_SUB:
+			release_inflight(mySubid, true);
+			break;
+		case SUBXACT_EVENT_COMMIT_SUB:
+			for (int i = 0; i < nlocal; i++)
+				if (local[i].subid == mySubid)
+					local[i].subid = parentSubid;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+mq_backend_exit(int code, Datum arg)
+{
+	if (mq_shared != NULL)
+		release_inflight(InvalidSubTransactionId, true);
+}
+
+void
+MqPartitionInitCallbacks(void)
+{
+	RegisterXactCallback(mq_xact_callback, NULL);
+	RegisterSubXactCallback(mq_subxact_callback, NULL);
+}

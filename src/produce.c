@@ -1,0 +1,598 @@
+/*-------------------------------------------------------------------------
+ *
+ * produce.c
+ *		mq_produce and mq_produce_batch: validate, partition, encode one
+ *		batch per partition and append it under the partition lock.
+ *
+ * Everything that can fail on bad input is checked before the partition
+ * lock is taken and before any byte is written, so a failed call leaves the
+ * log as it was.  The batch is encoded and checksummed outside the lock;
+ * under it only the base offset is stamped, the in-flight entry registered
+ * and the pages written.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "tcop/utility.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+#include "utils/typcache.h"
+
+#include "mqlog.h"
+
+PG_FUNCTION_INFO_V1(mq_produce);
+PG_FUNCTION_INFO_V1(mq_produce_batch);
+PG_FUNCTION_INFO_V1(mq_murmur2);
+PG_FUNCTION_INFO_V1(mq_partition_for_key);
+
+/* null-key records go to one partition per call, round robin across calls */
+static uint32 sticky_counter = 0;
+static bool sticky_seeded = false;
+
+static int32
+sticky_partition(MqTopic *topic)
+{
+	if (!sticky_seeded)
+	{
+		sticky_counter = (uint32) MyProcPid;
+		sticky_seeded = true;
+	}
+	return (int32) (sticky_counter++ % (uint32) topic->partitions);
+}
+
+static int32
+key_partition(const char *key, int keylen, int partitions)
+{
+	return (MqMurmur2(key, keylen) & 0x7fffffff) % partitions;
+}
+
+static void
+check_writable(void)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot produce to mqlog during recovery"),
+				 errhint("Produce on the primary server.")));
+	PreventCommandIfReadOnly("mq_produce");
+}
+
+static void
+check_record(MqTopic *topic, MqRecord *rec)
+{
+	Size		sz = MqRecordEncodedSize(rec);
+
+	if (topic->compact && rec->key == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("records produced to compacted topic \"%s\" must have a key", topic->name),
+				 errhint("Compaction keeps the newest record per key; pass key => ...")));
+	if (sz > (Size) topic->max_message_bytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("record of %zu bytes exceeds max.message.bytes of topic \"%s\"",
+						sz, topic->name),
+				 errdetail("The topic allows records of at most " INT64_FORMAT " bytes.",
+						   topic->max_message_bytes),
+				 errhint("Raise it with mq_alter_topic('%s', '{\"max.message.bytes\": ...}').",
+						 topic->name)));
+}
+
+/*
+ * Append records as one batch to a partition; returns the base offset.
+ * The caller has validated them.
+ */
+static int64
+append_batch(MqTopic *topic, int32 partition, MqRecord *records, int nrecords)
+{
+	const MqSegmentRef *seg = MqTopicActiveSegment(topic, partition);
+	MqPartition *part = MqTopicPartition(topic, partition);
+	StringInfoData batch;
+	TransactionId xid;
+	Relation	rel;
+	int64		base;
+
+	/* WAL-logged data needs an xid, and decoding needs it assigned first */
+	xid = GetCurrentTransactionId();
+	initStringInfo(&batch);
+	MqBatchBuild(&batch, records, nrecords, xid,
+				 topic->log_append_time ? MQ_ATTR_LOG_APPEND_TIME : 0);
+
+	rel = try_table_open(seg->relid, RowExclusiveLock);
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("topic \"%s\" was dropped", topic->name)));
+
+	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+	if (!part->loaded || part->dirty || part->active_relid != seg->relid)
+		MqPartitionLoad(part, rel, seg->base_offset);
+
+	if (part->torn_lpos != part->end_lpos)
+	{
+		/*
+		 * A crash tore the last batch.  Cut it off under an exclusive lock,
+		 * so that no reader has the pages pinned; take it without holding
+		 * the LWLock or the weaker lock, to keep the lock order simple.
+		 */
+		MqSegmentTail tail;
+
+		LWLockRelease(&part->lock);
+		table_close(rel, NoLock);
+		UnlockRelationOid(seg->relid, RowExclusiveLock);
+		rel = table_open(seg->relid, AccessExclusiveLock);
+		LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+		MqPartitionLoad(part, rel, seg->base_offset);
+		if (part->torn_lpos != part->end_lpos)
+		{
+			tail.end_lpos = part->end_lpos;
+			tail.torn_lpos = part->torn_lpos;
+			tail.next_offset = part->next_offset;
+			MqSegmentRepairTail(rel, &tail);
+			part->torn_lpos = part->end_lpos;
+		}
+	}
+
+	base = part->next_offset;
+	MqBatchSetOffset(batch.data, base);
+	MqPartitionRegisterInflight(part, base);
+
+	part->dirty = true;
+	MqSegmentAppend(rel, topic->topic_id, partition, part->end_lpos,
+					batch.data, batch.len, MqPartitionLso(part, NULL));
+	part->end_lpos += batch.len;
+	part->torn_lpos = part->end_lpos;
+	part->next_offset = base + nrecords;
+	part->dirty = false;
+	LWLockRelease(&part->lock);
+
+	table_close(rel, NoLock);
+	pfree(batch.data);
+	return base;
+}
+
+static TimestampTz
+record_timestamp(MqTopic *topic, bool ts_null, TimestampTz ts, TimestampTz now)
+{
+	if (topic->log_append_time || ts_null)
+		return now;
+	return ts;
+}
+
+/* mqlog.header[] -> MqHeaderKV[] */
+static int
+parse_header_array(ArrayType *arr, MqHeaderKV **out)
+{
+	Oid			elemtype = ARR_ELEMTYPE(arr);
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	TupleDesc	desc;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("headers must be a one-dimensional array")));
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	deconstruct_array(arr, elemtype, typlen, typbyval, typalign, &elems, &nulls, &n);
+	desc = lookup_rowtype_tupdesc(elemtype, -1);
+	*out = n > 0 ? palloc(sizeof(MqHeaderKV) * n) : NULL;
+	for (int i = 0; i < n; i++)
+	{
+		HeapTupleHeader th;
+		HeapTupleData tup;
+		bool		knull,
+					vnull;
+		Datum		k,
+					v;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("record header %d is null", i + 1),
+					 errhint("Each header is a (key, value) pair; only the value may be null.")));
+		th = DatumGetHeapTupleHeader(elems[i]);
+		tup.t_len = HeapTupleHeaderGetDatumLength(th);
+		tup.t_data = th;
+		k = heap_getattr(&tup, 1, desc, &knull);
+		v = heap_getattr(&tup, 2, desc, &vnull);
+		if (knull)
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("record header %d has a null key", i + 1),
+					 errhint("Header keys are strings; only the value may be null.")));
+		(*out)[i].key = VARDATA_ANY(DatumGetTextPP(k));
+		(*out)[i].keylen = VARSIZE_ANY_EXHDR(DatumGetTextPP(k));
+		if (vnull)
+		{
+			(*out)[i].value = NULL;
+			(*out)[i].valuelen = 0;
+		}
+		else
+		{
+			bytea	   *b = DatumGetByteaPP(v);
+
+			(*out)[i].value = VARDATA_ANY(b);
+			(*out)[i].valuelen = VARSIZE_ANY_EXHDR(b);
+		}
+	}
+	ReleaseTupleDesc(desc);
+	return n;
+}
+
+/*
+ * One record's headers from jsonb: [["key", "value"], ["k2", null], ...],
+ * or an object {"key": "value", ...} when keys are unique.
+ */
+static int
+parse_header_jsonb(JsonbValue *jv, int recno, MqHeaderKV **out)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			n = 0,
+				max = 8;
+	bool		is_object;
+	int			depth = 0;
+	char	   *pendingkey = NULL;
+	int			pendingkeylen = 0;
+	int			npair = 0;
+
+	if (jv->type == jbvNull)
+	{
+		*out = NULL;
+		return 0;
+	}
+	if (jv->type != jbvBinary)
+		goto bad;
+	*out = palloc(sizeof(MqHeaderKV) * max);
+	it = JsonbIteratorInit(jv->val.binary.data);
+	tok = JsonbIteratorNext(&it, &v, false);
+	if (tok != WJB_BEGIN_ARRAY && tok != WJB_BEGIN_OBJECT)
+		goto bad;
+	is_object = (tok == WJB_BEGIN_OBJECT);
+	depth = 1;
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		if (n == max)
+		{
+			max *= 2;
+			*out = repalloc(*out, sizeof(MqHeaderKV) * max);
+		}
+		if (is_object)
+		{
+			if (tok == WJB_KEY)
+			{
+				pendingkey = v.val.string.val;
+				pendingkeylen = v.val.string.len;
+			}
+			else if (tok == WJB_VALUE)
+			{
+				if (v.type != jbvString && v.type != jbvNull)
+					goto bad;
+				(*out)[n].key = pendingkey;
+				(*out)[n].keylen = pendingkeylen;
+				(*out)[n].value = v.type == jbvNull ? NULL : v.val.string.val;
+				(*out)[n].valuelen = v.type == jbvNull ? 0 : v.val.string.len;
+				n++;
+			}
+			else if (tok == WJB_END_OBJECT)
+				break;
+			else
+				goto bad;
+			continue;
+		}
+		/* array of [key, value] pairs */
+		if (tok == WJB_BEGIN_ARRAY && depth == 1)
+		{
+			depth = 2;
+			npair = 0;
+		}
+		else if (tok == WJB_ELEM && depth == 2)
+		{
+			if (npair == 0)
+			{
+				if (v.type != jbvString)
+					goto bad;
+				(*out)[n].key = v.val.string.val;
+				(*out)[n].keylen = v.val.string.len;
+			}
+			else if (npair == 1)
+			{
+				if (v.type != jbvString && v.type != jbvNull)
+					goto bad;
+				(*out)[n].value = v.type == jbvNull ? NULL : v.val.string.val;
+				(*out)[n].valuelen = v.type == jbvNull ? 0 : v.val.string.len;
+			}
+			else
+				goto bad;
+			npair++;
+		}
+		else if (tok == WJB_END_ARRAY && depth == 2)
+		{
+			if (npair != 2)
+				goto bad;
+			n++;
+			depth = 1;
+		}
+		else if (tok == WJB_END_ARRAY && depth == 1)
+			break;
+		else
+			goto bad;
+	}
+	return n;
+
+bad:
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("malformed headers for record %d", recno),
+			 errhint("Give each record's headers as an array of [key, value] pairs of strings (the value may be null), for example '[[\"trace\", \"abc\"]]'.")));
+	return 0;
+}
+
+Datum
+mq_produce(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic;
+	MqRecord	rec;
+	int32		partition;
+	TupleDesc	desc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+	int64		offset;
+	char	   *name;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("topic must not be null")));
+	check_writable();
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	topic = MqTopicLookup(name, false);
+
+	memset(&rec, 0, sizeof(rec));
+	if (!PG_ARGISNULL(1))
+	{
+		bytea	   *v = PG_GETARG_BYTEA_PP(1);
+
+		rec.value = VARDATA_ANY(v);
+		rec.valuelen = VARSIZE_ANY_EXHDR(v);
+	}
+	if (!PG_ARGISNULL(2))
+	{
+		bytea	   *k = PG_GETARG_BYTEA_PP(2);
+
+		rec.key = VARDATA_ANY(k);
+		rec.keylen = VARSIZE_ANY_EXHDR(k);
+	}
+	if (!PG_ARGISNULL(3))
+		rec.nheaders = parse_header_array(PG_GETARG_ARRAYTYPE_P(3), &rec.headers);
+	rec.ts = record_timestamp(topic, PG_ARGISNULL(5), PG_ARGISNULL(5) ? 0 : PG_GETARG_TIMESTAMPTZ(5),
+							  GetCurrentTimestamp());
+
+	if (!PG_ARGISNULL(4))
+	{
+		partition = PG_GETARG_INT32(4);
+		MqCheckPartition(topic, partition);
+	}
+	else if (rec.key)
+		partition = key_partition(rec.key, rec.keylen, topic->partitions);
+	else
+		partition = sticky_partition(topic);
+	check_record(topic, &rec);
+
+	offset = append_batch(topic, partition, &rec, 1);
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "mq_produce must return a composite type");
+	desc = BlessTupleDesc(desc);
+	values[0] = Int32GetDatum(partition);
+	values[1] = Int64GetDatum(offset);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}
+
+static int
+cmp_int32(const void *a, const void *b)
+{
+	int32		x = *(const int32 *) a;
+	int32		y = *(const int32 *) b;
+
+	return (x > y) - (x < y);
+}
+
+Datum
+mq_produce_batch(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MqTopic    *topic;
+	ArrayType  *varr;
+	Datum	   *vals;
+	bool	   *vnulls;
+	int			n;
+	Datum	   *keys = NULL;
+	bool	   *knulls = NULL;
+	int			nkeys = 0;
+	MqRecord   *recs;
+	int32	   *parts;
+	int32	   *order;
+	int32		fixed = -1;
+	int32		sticky = -1;
+	TimestampTz now;
+	MemoryContext cxt,
+				old;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("topic must not be null")));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("values must not be null"),
+				 errhint("Pass an array of bytea values; an element may be null (a tombstone).")));
+	check_writable();
+	topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)), false);
+	InitMaterializedSRF(fcinfo, 0);
+
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "mq_produce_batch", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+
+	varr = PG_GETARG_ARRAYTYPE_P(1);
+	if (ARR_NDIM(varr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("values must be a one-dimensional array")));
+	deconstruct_array(varr, BYTEAOID, -1, false, TYPALIGN_INT, &vals, &vnulls, &n);
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("values must not be empty")));
+	if (!PG_ARGISNULL(2))
+	{
+		ArrayType  *karr = PG_GETARG_ARRAYTYPE_P(2);
+
+		if (ARR_NDIM(karr) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("keys must be a one-dimensional array")));
+		deconstruct_array(karr, BYTEAOID, -1, false, TYPALIGN_INT, &keys, &knulls, &nkeys);
+		if (nkeys != n)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("keys has %d elements but values has %d", nkeys, n),
+					 errhint("Pass one key per value; a key may be null.")));
+	}
+	if (!PG_ARGISNULL(4))
+	{
+		fixed = PG_GETARG_INT32(4);
+		MqCheckPartition(topic, fixed);
+	}
+
+	recs = palloc0(sizeof(MqRecord) * n);
+	parts = palloc(sizeof(int32) * n);
+	now = GetCurrentTimestamp();
+	for (int i = 0; i < n; i++)
+	{
+		MqRecord   *rec = &recs[i];
+
+		if (!vnulls[i])
+		{
+			rec->value = VARDATA_ANY(DatumGetByteaPP(vals[i]));
+			rec->valuelen = VARSIZE_ANY_EXHDR(DatumGetByteaPP(vals[i]));
+		}
+		if (keys && !knulls[i])
+		{
+			rec->key = VARDATA_ANY(DatumGetByteaPP(keys[i]));
+			rec->keylen = VARSIZE_ANY_EXHDR(DatumGetByteaPP(keys[i]));
+		}
+		rec->ts = now;
+		if (fixed >= 0)
+			parts[i] = fixed;
+		else if (rec->key)
+			parts[i] = key_partition(rec->key, rec->keylen, topic->partitions);
+		else
+		{
+			if (sticky < 0)
+				sticky = sticky_partition(topic);
+			parts[i] = sticky;
+		}
+	}
+	if (!PG_ARGISNULL(3))
+	{
+		Jsonb	   *hj = PG_GETARG_JSONB_P(3);
+		JsonbIterator *it;
+		JsonbValue	v;
+		JsonbIteratorToken tok;
+		int			i = 0;
+
+		if (!JB_ROOT_IS_ARRAY(hj) || JB_ROOT_IS_SCALAR(hj))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("headers must be a JSON array with one element per value"),
+					 errhint("For example '[[[\"trace\", \"abc\"]], null]' for two records.")));
+		if (JB_ROOT_COUNT(hj) != n)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("headers has %d elements but values has %d", JB_ROOT_COUNT(hj), n),
+					 errhint("Pass one element per value; use null for a record without headers.")));
+		it = JsonbIteratorInit(&hj->root);
+		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		{
+			if (tok != WJB_ELEM)
+				continue;
+			recs[i].nheaders = parse_header_jsonb(&v, i + 1, &recs[i].headers);
+			i++;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		check_record(topic, &recs[i]);
+
+	/* one batch per partition, records in their input order */
+	order = palloc(sizeof(int32) * n);
+	memcpy(order, parts, sizeof(int32) * n);
+	qsort(order, n, sizeof(int32), cmp_int32);
+	for (int i = 0; i < n; i++)
+	{
+		int32		p = order[i];
+		MqRecord   *group;
+		int			ng = 0;
+		int64		base;
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+
+		if (i > 0 && order[i - 1] == p)
+			continue;
+		group = palloc(sizeof(MqRecord) * n);
+		for (int j = 0; j < n; j++)
+			if (parts[j] == p)
+				group[ng++] = recs[j];
+		base = append_batch(topic, p, group, ng);
+		values[0] = Int32GetDatum(p);
+		values[1] = Int64GetDatum(base);
+		values[2] = Int32GetDatum(ng);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		pfree(group);
+	}
+
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+	return (Datum) 0;
+}
+
+Datum
+mq_murmur2(PG_FUNCTION_ARGS)
+{
+	bytea	   *data = PG_GETARG_BYTEA_PP(0);
+
+	PG_RETURN_INT32(MqMurmur2(VARDATA_ANY(data), VARSIZE_ANY_EXHDR(data)));
+}
+
+Datum
+mq_partition_for_key(PG_FUNCTION_ARGS)
+{
+	bytea	   *key = PG_GETARG_BYTEA_PP(0);
+	int32		partitions = PG_GETARG_INT32(1);
+
+	if (partitions < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("number of partitions must be at least 1")));
+	PG_RETURN_INT32(key_partition(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), partitions));
+}

@@ -1,0 +1,595 @@
+/*-------------------------------------------------------------------------
+ *
+ * segment.c
+ *		The on-disk format of a segment: a byte log over standard pages.
+ *
+ * A segment relation (table access method "mqlog") holds one stretch of a
+ * partition's log.  Its main fork is a sequence of ordinary 8 kB pages, each
+ * with the standard page header (so checksums, full-page writes and
+ * pg_checksums work unchanged) and a small special space.  The bytes between
+ * the page header and the special space form the data area; the data areas
+ * of pages 0, 1, 2, ... concatenated are the segment's byte log, and a
+ * logical position ("lpos") in it maps to (block, byte) arithmetically.
+ * pd_lower marks how much of a page's data area is used; pd_upper stays at
+ * the special space so the unused tail is a "hole" that full-page images
+ * leave out.
+ *
+ * The byte log is a sequence of record batches (batch.c).  Batches are laid
+ * end to end and may span any number of pages, so records up to the topic's
+ * max.message.bytes fit.  Each page's special space names the batch covering
+ * its first data byte (base offset, and the block and byte where that batch
+ * starts).  Because batches are appended in offset order these cover offsets
+ * never decrease from page to page, so finding an offset is a binary search
+ * over pages followed by a short walk from the covering batch, never a scan
+ * from the start and never a B-tree.
+ *
+ * Invariants:
+ *	- Only the partition's appender writes, holding the partition lock, and
+ *	  only at the tail: written bytes are never rewritten, except the fate
+ *	  flags in a batch header, which VACUUM sets with WAL (xl_mqlog_freeze).
+ *	- Every change is WAL-logged by our resource manager (wal.c): an append
+ *	  record carries the batch bytes once, in its main data, for at most
+ *	  MQ_WAL_MAX_BLOCKS pages; larger batches take several records.
+ *	- A crash between those records leaves a torn batch at the tail.  Its
+ *	  transaction never committed; readers stop at it, and the next appender
+ *	  cuts it off (MqSegmentRepairTail) before writing.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "access/xact.h"
+#include "access/xloginsert.h"
+#include "catalog/storage.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "storage/bufpage.h"
+#include "storage/lmgr.h"
+#include "storage/procarray.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "mqlog.h"
+
+/* ------------------------------------------------------------------------
+ * Pages
+ * ------------------------------------------------------------------------ */
+
+void
+MqPageInit(Page page, int64 cover_offset, BlockNumber cover_block, uint16 cover_pos)
+{
+	MqPageOpaque *opaque;
+
+	PageInit(page, BLCKSZ, sizeof(MqPageOpaque));
+	((PageHeader) page)->pd_lower = MQ_PAGE_DATA_START;
+	opaque = (MqPageOpaque *) PageGetSpecialPointer(page);
+	opaque->cover_offset = cover_offset;
+	opaque->cover_block = cover_block;
+	opaque->cover_pos = cover_pos;
+	opaque->magic = MQ_PAGE_MAGIC;
+}
+
+/*
+ * Write len bytes of a batch chunk at pos on a page: shared by the appender
+ * and by redo, so that both produce the same page byte for byte.
+ */
+void
+MqPageWriteChunk(Page page, BlockNumber blkno, bool init,
+				 const xl_mqlog_append *xlrec, uint16 pos,
+				 const char *data, uint32 len)
+{
+	if (init)
+		MqPageInit(page, xlrec->base_offset, xlrec->batch_block, xlrec->batch_pos);
+	Assert(pos + len <= MQ_PAGE_DATA_END);
+	memcpy((char *) page + pos, data, len);
+	((PageHeader) page)->pd_lower = pos + len;
+}
+
+static MqPageOpaque *
+page_opaque(Relation rel, Page page, BlockNumber blkno)
+{
+	MqPageOpaque *opaque;
+
+	if (PageIsNew(page) || PageGetSpecialSize(page) != MAXALIGN(sizeof(MqPageOpaque)))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("mqlog segment \"%s\" has an invalid page at block %u",
+						RelationGetRelationName(rel), blkno)));
+	opaque = (MqPageOpaque *) PageGetSpecialPointer(page);
+	if (opaque->magic != MQ_PAGE_MAGIC)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("mqlog segment \"%s\" has a page with a bad magic number at block %u",
+						RelationGetRelationName(rel), blkno)));
+	return opaque;
+}
+
+/* ------------------------------------------------------------------------
+ * Appending
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Append a whole batch at lpos, the segment's current end.  The caller
+ * holds the partition lock and a lock on the relation, and has assigned an
+ * xid.  Pages are filled in chunks of at most MQ_WAL_MAX_BLOCKS, each chunk
+ * one critical section and one WAL record.
+ */
+void
+MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
+				uint64 lpos, const char *batch, uint32 length, int64 lso)
+{
+	BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
+	uint32		done = 0;
+	xl_mqlog_append xlrec;
+	Buffer		bufs[MQ_WAL_MAX_BLOCKS];
+	uint16		poss[MQ_WAL_MAX_BLOCKS];
+	uint32		lens[MQ_WAL_MAX_BLOCKS];
+	bool		inits[MQ_WAL_MAX_BLOCKS];
+
+	memset(&xlrec, 0, sizeof(xlrec));
+	xlrec.topic_id = topic_id;
+	xlrec.partition = partition;
+	memcpy(&xlrec.base_offset, batch + offsetof(MqBatchHeader, base_offset), sizeof(int64));
+	xlrec.lso = lso;
+	xlrec.batch_length = length;
+	xlrec.batch_block = MqLposBlock(lpos);
+	xlrec.batch_pos = MqLposPageOffset(lpos);
+
+	XLogEnsureRecordSpace(MQ_WAL_MAX_BLOCKS - 1, 2);
+
+	while (done < length)
+	{
+		int			nb = 0;
+		uint32		chunk_start = done;
+		XLogRecPtr	recptr;
+
+		/* pin and lock the pages of this chunk, extending as needed */
+		while (nb < MQ_WAL_MAX_BLOCKS && done < length)
+		{
+			BlockNumber blk = MqLposBlock(lpos);
+			uint16		pos = MqLposPageOffset(lpos);
+			uint32		n = Min((uint32) (MQ_PAGE_DATA_END - pos), length - done);
+			Buffer		buf;
+
+			if (blk < nblocks)
+			{
+				buf = ReadBuffer(rel, blk);
+				LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+			}
+			else
+			{
+				LockRelationForExtension(rel, ExclusiveLock);
+				buf = ReadBuffer(rel, P_NEW);
+				LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+				UnlockRelationForExtension(rel, ExclusiveLock);
+				if (BufferGetBlockNumber(buf) != blk)
+					elog(ERROR, "mqlog segment \"%s\" extended to block %u, expected %u",
+						 RelationGetRelationName(rel), BufferGetBlockNumber(buf), blk);
+				nblocks = blk + 1;
+			}
+			bufs[nb] = buf;
+			poss[nb] = pos;
+			lens[nb] = n;
+			inits[nb] = (pos == MQ_PAGE_DATA_START);
+			lpos += n;
+			done += n;
+			nb++;
+		}
+
+		xlrec.chunk_start = chunk_start;
+		xlrec.chunk_length = done - chunk_start;
+		xlrec.first_pos = poss[0];
+
+		START_CRIT_SECTION();
+
+		for (int i = 0, off = chunk_start; i < nb; off += lens[i], i++)
+		{
+			MqPageWriteChunk(BufferGetPage(bufs[i]), BufferGetBlockNumber(bufs[i]),
+							 inits[i], &xlrec, poss[i], batch + off, lens[i]);
+			MarkBufferDirty(bufs[i]);
+		}
+
+		XLogBeginInsert();
+		XLogRegisterData((char *) &xlrec, SizeOfMqlogAppend);
+		XLogRegisterData((char *) batch + chunk_start, xlrec.chunk_length);
+		for (int i = 0; i < nb; i++)
+			XLogRegisterBuffer(i, bufs[i],
+							   REGBUF_STANDARD | (inits[i] ? REGBUF_WILL_INIT : 0));
+		recptr = XLogInsert(RM_MQLOG_ID, XLOG_MQLOG_APPEND);
+		for (int i = 0; i < nb; i++)
+			PageSetLSN(BufferGetPage(bufs[i]), recptr);
+
+		END_CRIT_SECTION();
+
+		for (int i = 0; i < nb; i++)
+			UnlockReleaseBuffer(bufs[i]);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Reading
+ * ------------------------------------------------------------------------ */
+
+/* Copy n log bytes starting at lpos into dst, page by page. */
+static void
+read_bytes(MqSegmentReader *reader, uint64 lpos, char *dst, uint32 n)
+{
+	while (n > 0)
+	{
+		BlockNumber blk = MqLposBlock(lpos);
+		uint16		pos = MqLposPageOffset(lpos);
+		uint32		chunk = Min((uint32) (MQ_PAGE_DATA_END - pos), n);
+		Buffer		buf;
+
+		buf = ReadBuffer(reader->rel, blk);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		memcpy(dst, BufferGetPage(buf) + pos, chunk);
+		UnlockReleaseBuffer(buf);
+		dst += chunk;
+		lpos += chunk;
+		n -= chunk;
+	}
+}
+
+/* Physical end of the byte log: the last page's pd_lower. */
+static uint64
+segment_end(Relation rel, BlockNumber nblocks)
+{
+	Buffer		buf;
+	uint16		lower;
+
+	if (nblocks == 0)
+		return 0;
+	buf = ReadBuffer(rel, nblocks - 1);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	(void) page_opaque(rel, BufferGetPage(buf), nblocks - 1);
+	lower = ((PageHeader) BufferGetPage(buf))->pd_lower;
+	UnlockReleaseBuffer(buf);
+	return MqLpos(nblocks - 1, lower);
+}
+
+void
+MqReaderInit(MqSegmentReader *reader, Relation rel)
+{
+	memset(reader, 0, sizeof(*reader));
+	reader->rel = rel;
+	reader->nblocks = RelationGetNumberOfBlocks(rel);
+	reader->end_lpos = segment_end(rel, reader->nblocks);
+	reader->lpos = 0;
+	initStringInfo(&reader->batchbuf);
+}
+
+void
+MqReaderEnd(MqSegmentReader *reader)
+{
+	pfree(reader->batchbuf.data);
+}
+
+/* where the batch covering block blkno's first byte starts, and its offset */
+static int64
+page_cover(MqSegmentReader *reader, BlockNumber blkno, uint64 *cover_lpos)
+{
+	Buffer		buf = ReadBuffer(reader->rel, blkno);
+	MqPageOpaque *opaque;
+	int64		off;
+
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	opaque = page_opaque(reader->rel, BufferGetPage(buf), blkno);
+	off = opaque->cover_offset;
+	*cover_lpos = MqLpos(opaque->cover_block, opaque->cover_pos);
+	UnlockReleaseBuffer(buf);
+	return off;
+}
+
+/*
+ * Position the reader at the batch that holds offset, or at the first batch
+ * after it: binary search for the last page whose covering batch starts at
+ * or below offset.
+ */
+void
+MqReaderSeek(MqSegmentReader *reader, int64 offset)
+{
+	BlockNumber lo = 0,
+				hi;
+	uint64		best = 0;
+
+	reader->lpos = 0;
+	if (reader->nblocks == 0)
+		return;
+	hi = reader->nblocks - 1;
+	while (lo <= hi)
+	{
+		BlockNumber mid = lo + (hi - lo) / 2;
+		uint64		cover_lpos;
+		int64		cover = page_cover(reader, mid, &cover_lpos);
+
+		if (cover <= offset)
+		{
+			best = cover_lpos;
+			lo = mid + 1;
+		}
+		else
+		{
+			if (mid == 0)
+				break;
+			hi = mid - 1;
+		}
+	}
+	reader->lpos = best;
+}
+
+/*
+ * Read the next batch into reader->batchbuf.  Returns false at the end of
+ * the log, including at a torn batch (one whose bytes run past the end).
+ */
+bool
+MqReaderNext(MqSegmentReader *reader, bool verify_crc)
+{
+	MqBatchHeader hdr;
+
+	if (reader->lpos + MQ_BATCH_HEADER_SIZE > reader->end_lpos)
+		return false;
+	read_bytes(reader, reader->lpos, (char *) &hdr, MQ_BATCH_HEADER_SIZE);
+	if (hdr.magic != MQ_BATCH_MAGIC || hdr.length < MQ_BATCH_HEADER_SIZE ||
+		hdr.length > MaxAllocSize)
+	{
+		/* a zeroed or cut-off header at the tail is a torn write */
+		if (hdr.magic == 0)
+			return false;
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("mqlog segment \"%s\" has a malformed batch header at byte %llu",
+						RelationGetRelationName(reader->rel),
+						(unsigned long long) reader->lpos)));
+	}
+	if (reader->lpos + hdr.length > reader->end_lpos)
+		return false;
+
+	resetStringInfo(&reader->batchbuf);
+	enlargeStringInfo(&reader->batchbuf, hdr.length);
+	memcpy(reader->batchbuf.data, &hdr, MQ_BATCH_HEADER_SIZE);
+	read_bytes(reader, reader->lpos + MQ_BATCH_HEADER_SIZE,
+			   reader->batchbuf.data + MQ_BATCH_HEADER_SIZE,
+			   hdr.length - MQ_BATCH_HEADER_SIZE);
+	reader->batchbuf.len = hdr.length;
+
+	if (verify_crc && !MqBatchCheckCrc(reader->batchbuf.data, hdr.length))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("CRC mismatch in mqlog segment \"%s\" at offset " INT64_FORMAT,
+						RelationGetRelationName(reader->rel), hdr.base_offset),
+				 errdetail("The batch of %d records starting at offset " INT64_FORMAT " is damaged.",
+						   hdr.record_count, hdr.base_offset)));
+
+	reader->batch_lpos = reader->lpos;
+	reader->lpos += hdr.length;
+	return true;
+}
+
+/*
+ * Header-only walk used where the records are not needed: stats, tail
+ * discovery, freezing.  Leaves the header in *hdr; false at the end or at a
+ * torn batch (then *torn says so and *hdr holds its header if readable).
+ */
+static bool
+next_header(MqSegmentReader *reader, MqBatchHeader *hdr, bool *torn)
+{
+	*torn = false;
+	if (reader->lpos >= reader->end_lpos)
+		return false;
+	if (reader->lpos + MQ_BATCH_HEADER_SIZE > reader->end_lpos)
+	{
+		*torn = true;
+		hdr->magic = 0;
+		return false;
+	}
+	read_bytes(reader, reader->lpos, (char *) hdr, MQ_BATCH_HEADER_SIZE);
+	if (hdr->magic != MQ_BATCH_MAGIC || hdr->length < MQ_BATCH_HEADER_SIZE ||
+		reader->lpos + hdr->length > reader->end_lpos)
+	{
+		*torn = true;
+		return false;
+	}
+	reader->batch_lpos = reader->lpos;
+	reader->lpos += hdr->length;
+	return true;
+}
+
+/*
+ * Find where the next batch goes and which offset it gets, by walking from
+ * the batch that covers the last page.  A torn batch at the end (a crash in
+ * the middle of a multi-record append) is reported in tail->torn_lpos; its
+ * offsets are not handed out again.
+ */
+void
+MqSegmentReadTail(Relation rel, int64 base_offset, MqSegmentTail *tail)
+{
+	MqSegmentReader reader;
+	MqBatchHeader hdr;
+	bool		torn;
+
+	MqReaderInit(&reader, rel);
+	tail->next_offset = base_offset;
+	tail->end_lpos = 0;
+	tail->torn_lpos = reader.end_lpos;
+	if (reader.nblocks > 0)
+	{
+		uint64		cover_lpos;
+		int64		cover_offset = page_cover(&reader, reader.nblocks - 1, &cover_lpos);
+
+		/*
+		 * Walk from the batch covering the last page.  If that batch is torn
+		 * and even its header is cut, its base offset from the page is still
+		 * known; its offsets were never returned to anyone.
+		 */
+		tail->next_offset = Max(base_offset, cover_offset);
+		reader.lpos = cover_lpos;
+		tail->end_lpos = cover_lpos;
+		while (next_header(&reader, &hdr, &torn))
+		{
+			tail->next_offset = MqBatchNextOffset(&hdr);
+			tail->end_lpos = reader.lpos;
+		}
+		if (torn && hdr.magic == MQ_BATCH_MAGIC)
+			tail->next_offset = Max(tail->next_offset, MqBatchNextOffset(&hdr));
+	}
+	MqReaderEnd(&reader);
+}
+
+/*
+ * Cut a torn batch off the tail: reset pd_lower of the page where it began
+ * (WAL-logged, zeroing the rest of that page) and truncate the pages after
+ * it.  The caller holds AccessExclusiveLock on the segment, so no reader
+ * has those pages pinned.
+ */
+void
+MqSegmentRepairTail(Relation rel, MqSegmentTail *tail)
+{
+	BlockNumber blk = MqLposBlock(tail->end_lpos);
+	uint16		pos = MqLposPageOffset(tail->end_lpos);
+	BlockNumber keep = blk + (pos == MQ_PAGE_DATA_START ? 0 : 1);
+
+	if (pos != MQ_PAGE_DATA_START)
+	{
+		Buffer		buf = ReadBuffer(rel, blk);
+		Page		page;
+		xl_mqlog_truncate xlrec;
+		XLogRecPtr	recptr;
+
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		page = BufferGetPage(buf);
+		xlrec.end_pos = pos;
+
+		START_CRIT_SECTION();
+		memset((char *) page + pos, 0, MQ_PAGE_DATA_END - pos);
+		((PageHeader) page)->pd_lower = pos;
+		MarkBufferDirty(buf);
+		XLogBeginInsert();
+		XLogRegisterData((char *) &xlrec, sizeof(xlrec));
+		XLogRegisterBuffer(0, buf, REGBUF_STANDARD);
+		recptr = XLogInsert(RM_MQLOG_ID, XLOG_MQLOG_TRUNCATE);
+		PageSetLSN(page, recptr);
+		END_CRIT_SECTION();
+		UnlockReleaseBuffer(buf);
+	}
+	if (RelationGetNumberOfBlocks(rel) > keep)
+		RelationTruncate(rel, keep);
+	tail->torn_lpos = tail->end_lpos;
+}
+
+/* ------------------------------------------------------------------------
+ * Visibility
+ * ------------------------------------------------------------------------ */
+
+/*
+ * What a read-committed reader does with a batch.  With a last stable
+ * offset from shared memory (lso >= 0) every batch below it belongs to a
+ * finished transaction and the clog decides; without one (a hot standby, a
+ * direct scan of a segment) the reader stops at the first batch whose
+ * transaction is still running.
+ */
+MqBatchFate
+MqBatchGetFate(const MqBatchHeader *h, int64 lso)
+{
+	if (h->flags & MQ_BATCH_COMMITTED)
+		return MQ_FATE_VISIBLE;
+	if (h->flags & MQ_BATCH_ABORTED)
+		return MQ_FATE_INVISIBLE;
+	if (lso >= 0)
+	{
+		if (h->base_offset >= lso)
+			return MQ_FATE_IN_PROGRESS;
+	}
+	else if (TransactionIdIsCurrentTransactionId(h->xid) ||
+			 TransactionIdIsInProgress(h->xid))
+		return MQ_FATE_IN_PROGRESS;
+	return TransactionIdDidCommit(h->xid) ? MQ_FATE_VISIBLE : MQ_FATE_INVISIBLE;
+}
+
+/* ------------------------------------------------------------------------
+ * Freezing
+ * ------------------------------------------------------------------------ */
+
+static void
+freeze_page(Relation rel, BlockNumber blk, MqFreezeItem *items, int nitems)
+{
+	Buffer		buf = ReadBuffer(rel, blk);
+	Page		page;
+	xl_mqlog_freeze xlrec;
+	XLogRecPtr	recptr;
+
+	LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+	page = BufferGetPage(buf);
+	xlrec.nbatches = nitems;
+
+	START_CRIT_SECTION();
+	for (int i = 0; i < nitems; i++)
+		((char *) page)[items[i].pos] |= items[i].flags;
+	MarkBufferDirty(buf);
+	XLogBeginInsert();
+	XLogRegisterData((char *) &xlrec, sizeof(xlrec));
+	XLogRegisterData((char *) items, sizeof(MqFreezeItem) * nitems);
+	XLogRegisterBuffer(0, buf, REGBUF_STANDARD);
+	recptr = XLogInsert(RM_MQLOG_ID, XLOG_MQLOG_FREEZE);
+	PageSetLSN(page, recptr);
+	END_CRIT_SECTION();
+	UnlockReleaseBuffer(buf);
+}
+
+/*
+ * Record in its header the fate of every batch whose transaction ended
+ * before horizon, so that the clog can be truncated past it.  Returns in
+ * *oldest_unfrozen the oldest xid still needing the clog (horizon if none),
+ * which becomes the segment's relfrozenxid.
+ */
+void
+MqSegmentFreeze(Relation rel, TransactionId horizon, TransactionId *oldest_unfrozen)
+{
+	MqSegmentReader reader;
+	MqBatchHeader hdr;
+	bool		torn;
+	MqFreezeItem *items = palloc0(sizeof(MqFreezeItem) * (BLCKSZ / MQ_BATCH_HEADER_SIZE + 1));
+	int			nitems = 0;
+	BlockNumber cur = InvalidBlockNumber;
+
+	*oldest_unfrozen = horizon;
+	MqReaderInit(&reader, rel);
+	while (next_header(&reader, &hdr, &torn))
+	{
+		BlockNumber blk = MqLposBlock(reader.batch_lpos);
+
+		CHECK_FOR_INTERRUPTS();
+		if (hdr.flags & (MQ_BATCH_COMMITTED | MQ_BATCH_ABORTED))
+			continue;
+		if (!TransactionIdPrecedes(hdr.xid, horizon))
+		{
+			if (TransactionIdPrecedes(hdr.xid, *oldest_unfrozen))
+				*oldest_unfrozen = hdr.xid;
+			continue;
+		}
+		if (blk != cur && nitems > 0)
+		{
+			freeze_page(rel, cur, items, nitems);
+			nitems = 0;
+		}
+		cur = blk;
+		items[nitems].pos = MqLposPageOffset(reader.batch_lpos);
+		items[nitems].flags = TransactionIdDidCommit(hdr.xid) ? MQ_BATCH_COMMITTED : MQ_BATCH_ABORTED;
+		nitems++;
+	}
+	/* a torn batch at the tail never committed; it needs no clog either */
+	if (nitems > 0)
+		freeze_page(rel, cur, items, nitems);
+	MqReaderEnd(&reader);
+	pfree(items);
+}
+
+/* exported for the segment statistics and the verifier in fetch.c */
+bool
+MqReaderNextHeader(MqSegmentReader *reader, MqBatchHeader *hdr)
+{
+	bool		torn;
+
+	return next_header(reader, hdr, &torn);
+}

@@ -1,0 +1,219 @@
+/*-------------------------------------------------------------------------
+ *
+ * topic.c
+ *		Backend-local cache of topic metadata (id, partitions, the settings
+ *		the hot path needs, the segment chains), read from the catalog.
+ *
+ * Produce and fetch look topics up by name on every call, so the catalog
+ * is read through SPI only when the shared catalog generation moves (any
+ * topic DDL bumps it, see partition.c); otherwise a lookup is one hash
+ * probe.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "mqlog.h"
+
+typedef struct TopicEntry
+{
+	char		name[256];		/* hash key */
+	MqTopic    *topic;			/* NULL: known not to exist */
+} TopicEntry;
+
+static MemoryContext topic_cxt = NULL;
+static HTAB *topic_hash = NULL;
+static uint64 topic_generation = 0;
+
+static void
+reset_cache(void)
+{
+	HASHCTL		ctl;
+
+	if (topic_cxt == NULL)
+		topic_cxt = AllocSetContextCreate(CacheMemoryContext, "mqlog topic cache",
+										  ALLOCSET_DEFAULT_SIZES);
+	else
+		MemoryContextReset(topic_cxt);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(((TopicEntry *) 0)->name);
+	ctl.entrysize = sizeof(TopicEntry);
+	ctl.hcxt = topic_cxt;
+	topic_hash = hash_create("mqlog topics", 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+}
+
+static MqTopic *
+load_topic(const char *where, Datum arg, Oid argtype)
+{
+	MqTopic    *t = NULL;
+	char		query[512];
+	int			ret;
+
+	snprintf(query, sizeof(query),
+			 "SELECT topic_id, name, partitions,"
+			 " (c->>'max.message.bytes')::bigint,"
+			 " c->>'message.timestamp.type' = 'LogAppendTime',"
+			 " c->>'cleanup.policy' LIKE '%%compact%%'"
+			 " FROM mqlog.topic, LATERAL mqlog.effective_config(config) c WHERE %s = $1",
+			 where);
+	SPI_connect();
+	ret = SPI_execute_with_args(query, 1, &argtype, &arg, NULL, true, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "mqlog: topic lookup failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 1)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		MemoryContext old = MemoryContextSwitchTo(topic_cxt);
+		Datum		segarg;
+		Oid			segtype = INT4OID;
+
+		t = palloc0(sizeof(MqTopic));
+		t->topic_id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+		t->name = pstrdup(TextDatumGetCString(SPI_getbinval(tup, desc, 2, &isnull)));
+		t->partitions = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
+		t->max_message_bytes = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
+		t->log_append_time = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
+		t->compact = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
+		t->nsegments = palloc0(sizeof(int) * t->partitions);
+		t->segments = palloc0(sizeof(MqSegmentRef *) * t->partitions);
+		t->parts = palloc0(sizeof(MqPartition *) * t->partitions);
+		MemoryContextSwitchTo(old);
+
+		segarg = Int32GetDatum(t->topic_id);
+		ret = SPI_execute_with_args("SELECT partition, base_offset, relid, sealed FROM mqlog.segment"
+									" WHERE topic_id = $1 ORDER BY partition, base_offset",
+									1, &segtype, &segarg, NULL, true, 0);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "mqlog: segment lookup failed: %s", SPI_result_code_string(ret));
+		old = MemoryContextSwitchTo(topic_cxt);
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			HeapTuple	st = SPI_tuptable->vals[i];
+			TupleDesc	sd = SPI_tuptable->tupdesc;
+			int			p = DatumGetInt32(SPI_getbinval(st, sd, 1, &isnull));
+			MqSegmentRef *ref;
+
+			if (p < 0 || p >= t->partitions)
+				continue;
+			if (t->segments[p] == NULL)
+				t->segments[p] = palloc(sizeof(MqSegmentRef) * SPI_processed);
+			ref = &t->segments[p][t->nsegments[p]++];
+			ref->base_offset = DatumGetInt64(SPI_getbinval(st, sd, 2, &isnull));
+			ref->relid = DatumGetObjectId(SPI_getbinval(st, sd, 3, &isnull));
+			ref->sealed = DatumGetBool(SPI_getbinval(st, sd, 4, &isnull));
+		}
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	return t;
+}
+
+static void
+check_generation(void)
+{
+	uint64		gen = MqlogCatalogGeneration();
+
+	if (topic_hash == NULL || gen != topic_generation)
+	{
+		reset_cache();
+		topic_generation = gen;
+	}
+}
+
+MqTopic *
+MqTopicLookup(const char *name, bool missing_ok)
+{
+	TopicEntry *entry;
+	bool		found;
+
+	check_generation();
+	if (strlen(name) >= sizeof(((TopicEntry *) 0)->name))
+		entry = NULL;
+	else
+	{
+		entry = hash_search(topic_hash, name, HASH_ENTER, &found);
+		if (!found)
+		{
+			entry->topic = NULL;
+			PG_TRY();
+			{
+				entry->topic = load_topic("name", CStringGetTextDatum(name), TEXTOID);
+			}
+			PG_CATCH();
+			{
+				hash_search(topic_hash, name, HASH_REMOVE, NULL);
+				PG_RE_THROW();
+			}
+			PG_END_TRY();
+		}
+	}
+	if ((entry == NULL || entry->topic == NULL) && !missing_ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("topic \"%s\" does not exist", name),
+				 errhint("Create it with mq_create_topic(), or list topics in mqlog.topics.")));
+	return entry ? entry->topic : NULL;
+}
+
+MqTopic *
+MqTopicLookupById(int32 topic_id)
+{
+	HASH_SEQ_STATUS seq;
+	TopicEntry *entry;
+	MqTopic    *t;
+
+	check_generation();
+	hash_seq_init(&seq, topic_hash);
+	while ((entry = hash_seq_search(&seq)) != NULL)
+	{
+		if (entry->topic && entry->topic->topic_id == topic_id)
+		{
+			hash_seq_term(&seq);
+			return entry->topic;
+		}
+	}
+	t = load_topic("topic_id", Int32GetDatum(topic_id), INT4OID);
+	if (t == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("topic with id %d does not exist", topic_id)));
+	entry = hash_search(topic_hash, t->name, HASH_ENTER, NULL);
+	entry->topic = t;
+	return t;
+}
+
+void
+MqCheckPartition(MqTopic *topic, int32 partition)
+{
+	if (partition < 0 || partition >= topic->partitions)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partition %d of topic \"%s\" does not exist", partition, topic->name),
+				 errhint("Topic \"%s\" has partitions 0 to %d.", topic->name, topic->partitions - 1)));
+}
+
+MqPartition *
+MqTopicPartition(MqTopic *topic, int32 partition)
+{
+	if (topic->parts[partition] == NULL)
+		topic->parts[partition] = MqPartitionGet(topic->topic_id, partition);
+	return topic->parts[partition];
+}
+
+const MqSegmentRef *
+MqTopicActiveSegment(MqTopic *topic, int32 partition)
+{
+	if (topic->nsegments[partition] == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("partition %d of topic \"%s\" has no segment", partition, topic->name)));
+	return &topic->segments[partition][topic->nsegments[partition] - 1];
+}

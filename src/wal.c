@@ -1,0 +1,210 @@
+/*-------------------------------------------------------------------------
+ *
+ * wal.c
+ *		mqlog's custom WAL resource manager: redo, desc, identify and mask
+ *		for segment pages, and the hook into logical decoding.
+ *
+ * PostgreSQL 15 lets an extension register a resource manager under an id
+ * from 128 up.  mqlog uses RM_EXPERIMENTAL_ID (128), the id reserved for
+ * development; a production deployment that shares a cluster with another
+ * custom rmgr must get a permanent id registered with the PostgreSQL
+ * project (see doc/architecture.md).  WAL that holds mqlog records can only
+ * be replayed by a server that preloads mqlog.
+ *
+ * Records:
+ *	APPEND		one chunk of a batch: an xl_mqlog_append header and the chunk's
+ *				bytes in the main data (so a full-page image never hides the
+ *				bytes decoding needs), and up to MQ_WAL_MAX_BLOCKS block
+ *				references.  A page the chunk starts at its data start is
+ *				initialized by redo (REGBUF_WILL_INIT), others are standard
+ *				pages that may carry a full-page image after a checkpoint.
+ *	TRUNCATE	cuts a torn batch off the page it began on.
+ *	FREEZE		records the fate of batches in their headers.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/bufmask.h"
+#include "access/xlog_internal.h"
+#include "access/xlogutils.h"
+#include "storage/bufmgr.h"
+#include "storage/bufpage.h"
+
+#include "mqlog.h"
+
+static void
+redo_append(XLogReaderState *record)
+{
+	XLogRecPtr	lsn = record->EndRecPtr;
+	xl_mqlog_append xlrec;
+	const char *data = XLogRecGetData(record) + SizeOfMqlogAppend;
+	uint32		off = 0;
+
+	memcpy(&xlrec, XLogRecGetData(record), SizeOfMqlogAppend);
+	for (int block_id = 0; block_id <= XLogRecMaxBlockId(record); block_id++)
+	{
+		BlockNumber blkno;
+		uint16		pos = (block_id == 0) ? xlrec.first_pos : MQ_PAGE_DATA_START;
+		uint32		n = Min((uint32) (MQ_PAGE_DATA_END - pos), xlrec.chunk_length - off);
+		bool		init = (pos == MQ_PAGE_DATA_START);
+		Buffer		buf;
+		XLogRedoAction action;
+
+		XLogRecGetBlockTag(record, block_id, NULL, NULL, &blkno);
+		if (init)
+		{
+			buf = XLogInitBufferForRedo(record, block_id);
+			action = BLK_NEEDS_REDO;
+		}
+		else
+			action = XLogReadBufferForRedo(record, block_id, &buf);
+
+		if (action == BLK_NEEDS_REDO)
+		{
+			Page		page = BufferGetPage(buf);
+
+			MqPageWriteChunk(page, blkno, init, &xlrec, pos, data + off, n);
+			PageSetLSN(page, lsn);
+			MarkBufferDirty(buf);
+		}
+		if (BufferIsValid(buf))
+			UnlockReleaseBuffer(buf);
+		off += n;
+	}
+	if (off != xlrec.chunk_length)
+		elog(PANIC, "mqlog append record covers %u of %u bytes", off, xlrec.chunk_length);
+}
+
+static void
+redo_truncate(XLogReaderState *record)
+{
+	xl_mqlog_truncate *xlrec = (xl_mqlog_truncate *) XLogRecGetData(record);
+	Buffer		buf;
+
+	if (XLogReadBufferForRedo(record, 0, &buf) == BLK_NEEDS_REDO)
+	{
+		Page		page = BufferGetPage(buf);
+
+		memset((char *) page + xlrec->end_pos, 0, MQ_PAGE_DATA_END - xlrec->end_pos);
+		((PageHeader) page)->pd_lower = xlrec->end_pos;
+		PageSetLSN(page, record->EndRecPtr);
+		MarkBufferDirty(buf);
+	}
+	if (BufferIsValid(buf))
+		UnlockReleaseBuffer(buf);
+}
+
+static void
+redo_freeze(XLogReaderState *record)
+{
+	xl_mqlog_freeze xlrec;
+	const char *items = XLogRecGetData(record) + sizeof(xl_mqlog_freeze);
+	Buffer		buf;
+
+	memcpy(&xlrec, XLogRecGetData(record), sizeof(xlrec));
+	if (XLogReadBufferForRedo(record, 0, &buf) == BLK_NEEDS_REDO)
+	{
+		Page		page = BufferGetPage(buf);
+
+		for (int i = 0; i < xlrec.nbatches; i++)
+		{
+			MqFreezeItem item;
+
+			memcpy(&item, items + i * sizeof(MqFreezeItem), sizeof(MqFreezeItem));
+			((char *) page)[item.pos] |= item.flags;
+		}
+		PageSetLSN(page, record->EndRecPtr);
+		MarkBufferDirty(buf);
+	}
+	if (BufferIsValid(buf))
+		UnlockReleaseBuffer(buf);
+}
+
+static void
+mqlog_redo(XLogReaderState *record)
+{
+	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+
+	switch (info)
+	{
+		case XLOG_MQLOG_APPEND:
+			redo_append(record);
+			break;
+		case XLOG_MQLOG_TRUNCATE:
+			redo_truncate(record);
+			break;
+		case XLOG_MQLOG_FREEZE:
+			redo_freeze(record);
+			break;
+		default:
+			elog(PANIC, "mqlog_redo: unknown op code %u", info);
+	}
+}
+
+static void
+mqlog_desc(StringInfo buf, XLogReaderState *record)
+{
+	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+	char	   *rec = XLogRecGetData(record);
+
+	if (info == XLOG_MQLOG_APPEND)
+	{
+		xl_mqlog_append xlrec;
+
+		memcpy(&xlrec, rec, SizeOfMqlogAppend);
+		appendStringInfo(buf, "topic %d partition %d base_offset " INT64_FORMAT
+						 " bytes %u..%u of %u lso " INT64_FORMAT,
+						 xlrec.topic_id, xlrec.partition, xlrec.base_offset,
+						 xlrec.chunk_start, xlrec.chunk_start + xlrec.chunk_length,
+						 xlrec.batch_length, xlrec.lso);
+	}
+	else if (info == XLOG_MQLOG_TRUNCATE)
+		appendStringInfo(buf, "end_pos %u", ((xl_mqlog_truncate *) rec)->end_pos);
+	else if (info == XLOG_MQLOG_FREEZE)
+		appendStringInfo(buf, "batches %u", ((xl_mqlog_freeze *) rec)->nbatches);
+}
+
+static const char *
+mqlog_identify(uint8 info)
+{
+	switch (info & ~XLR_INFO_MASK)
+	{
+		case XLOG_MQLOG_APPEND:
+			return "APPEND";
+		case XLOG_MQLOG_TRUNCATE:
+			return "TRUNCATE";
+		case XLOG_MQLOG_FREEZE:
+			return "FREEZE";
+	}
+	return NULL;
+}
+
+/*
+ * For wal_consistency_checking: segment pages carry no hint bits (a batch's
+ * fate is only ever set with WAL), so only the LSN, the checksum and the
+ * unused part of the data area may differ.
+ */
+static void
+mqlog_mask(char *pagedata, BlockNumber blkno)
+{
+	mask_page_lsn_and_checksum(pagedata);
+	mask_unused_space(pagedata);
+}
+
+static RmgrData mqlog_rmgr = {
+	.rm_name = "mqlog",
+	.rm_redo = mqlog_redo,
+	.rm_desc = mqlog_desc,
+	.rm_identify = mqlog_identify,
+	.rm_startup = NULL,
+	.rm_cleanup = NULL,
+	.rm_mask = mqlog_mask,
+	.rm_decode = MqlogDecode,
+};
+
+void
+MqlogRegisterRmgr(void)
+{
+	RegisterCustomRmgr(RM_MQLOG_ID, &mqlog_rmgr);
+}
