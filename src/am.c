@@ -173,9 +173,13 @@ mqlog_scan_getnextslot(TableScanDesc sscan, ScanDirection direction, TupleTableS
 		MemoryContextReset(scan->batch_cxt);
 		old = MemoryContextSwitchTo(scan->batch_cxt);
 		/* the records point into the batch: keep a copy for the slot */
-		scan->recs = palloc(sizeof(MqRecord) * hdr.record_count);
-		scan->nrecs = MqBatchDecode(pnstrdup(scan->reader.batchbuf.data, hdr.length),
-									scan->recs, hdr.record_count);
+		{
+			char	   *copy = palloc(hdr.length);
+
+			memcpy(copy, scan->reader.batchbuf.data, hdr.length);
+			scan->recs = palloc(sizeof(MqRecord) * hdr.record_count);
+			scan->nrecs = MqBatchDecode(copy, scan->recs, hdr.record_count);
+		}
 		MemoryContextSwitchTo(old);
 		scan->cur = 0;
 	}
