@@ -232,21 +232,35 @@ read_bytes(MqSegmentReader *reader, uint64 lpos, char *dst, uint32 n)
 	}
 }
 
-/* Physical end of the byte log: the last page's pd_lower. */
+/*
+ * Physical end of the byte log: the last page's pd_lower.  Trailing pages
+ * that are still all zeroes are not part of the log: a crash can leave a
+ * relation extended by an append whose WAL never reached the disk.  They
+ * are dropped from *nblocks, and the next append initializes them.
+ */
 static uint64
-segment_end(Relation rel, BlockNumber nblocks)
+segment_end(Relation rel, BlockNumber *nblocks)
 {
-	Buffer		buf;
-	uint16		lower;
+	while (*nblocks > 0)
+	{
+		Buffer		buf = ReadBuffer(rel, *nblocks - 1);
+		Page		page;
+		uint16		lower;
 
-	if (nblocks == 0)
-		return 0;
-	buf = ReadBuffer(rel, nblocks - 1);
-	LockBuffer(buf, BUFFER_LOCK_SHARE);
-	(void) page_opaque(rel, BufferGetPage(buf), nblocks - 1);
-	lower = ((PageHeader) BufferGetPage(buf))->pd_lower;
-	UnlockReleaseBuffer(buf);
-	return MqLpos(nblocks - 1, lower);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		if (PageIsNew(page))
+		{
+			UnlockReleaseBuffer(buf);
+			(*nblocks)--;
+			continue;
+		}
+		(void) page_opaque(rel, page, *nblocks - 1);
+		lower = ((PageHeader) page)->pd_lower;
+		UnlockReleaseBuffer(buf);
+		return MqLpos(*nblocks - 1, lower);
+	}
+	return 0;
 }
 
 void
@@ -255,7 +269,7 @@ MqReaderInit(MqSegmentReader *reader, Relation rel)
 	memset(reader, 0, sizeof(*reader));
 	reader->rel = rel;
 	reader->nblocks = RelationGetNumberOfBlocks(rel);
-	reader->end_lpos = segment_end(rel, reader->nblocks);
+	reader->end_lpos = segment_end(rel, &reader->nblocks);
 	reader->lpos = 0;
 	initStringInfo(&reader->batchbuf);
 }
