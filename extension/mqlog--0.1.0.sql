@@ -497,3 +497,103 @@ CREATE VIEW mqlog.partitions AS
 COMMENT ON VIEW mqlog.partitions IS 'every partition: log start offset, high watermark, last stable offset, size, segments and leader node (0 = this node)';
 
 GRANT SELECT ON mqlog.topics, mqlog.segments, mqlog.partitions TO PUBLIC;
+
+/* ------------------------------------------------------------------------
+ * Consumer groups.  Members and assignments live in shared memory (a
+ * member is a session); committed offsets live in an ordinary table so a
+ * commit is part of the caller's transaction.  The table is written only
+ * by mq_commit and friends, which switch to the extension owner for it.
+ * ------------------------------------------------------------------------ */
+
+CREATE TABLE mqlog.committed_offset (
+    group_id          text NOT NULL,
+    topic_id          int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    "partition"       int NOT NULL,
+    committed_offset  bigint NOT NULL,
+    committed_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (group_id, topic_id, "partition")
+);
+COMMENT ON TABLE mqlog.committed_offset IS 'the committed position (next offset to read) of every group on every partition';
+REVOKE ALL ON mqlog.committed_offset FROM PUBLIC;
+GRANT SELECT ON mqlog.committed_offset TO PUBLIC;
+
+CREATE FUNCTION mq_poll("group" text, topics text[], max_records int DEFAULT 500,
+                        timeout interval DEFAULT '0')
+    RETURNS SETOF mqlog.record
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_poll';
+COMMENT ON FUNCTION mq_poll(text, text[], int, interval) IS
+    'group consumer: joins the group, returns records of the partitions assigned to this session, waiting up to timeout for data';
+
+CREATE FUNCTION mq_poll("group" text, topic text, max_records int DEFAULT 500,
+                        timeout interval DEFAULT '0')
+    RETURNS SETOF mqlog.record
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_poll';
+COMMENT ON FUNCTION mq_poll(text, text, int, interval) IS
+    'group consumer of one topic: joins the group, returns records of the partitions assigned to this session';
+
+CREATE FUNCTION mq_commit("group" text) RETURNS bigint
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_commit';
+COMMENT ON FUNCTION mq_commit(text) IS
+    'commit the positions of what this session polled, as part of the current transaction; returns the number of partitions committed';
+
+CREATE FUNCTION mq_commit("group" text, topic text, "partition" int, "offset" bigint) RETURNS bigint
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_commit_offset';
+COMMENT ON FUNCTION mq_commit(text, text, int, bigint) IS
+    'commit an explicit position (the next offset to read) for a partition assigned to this session';
+
+CREATE FUNCTION mq_leave("group" text) RETURNS bool
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_leave';
+COMMENT ON FUNCTION mq_leave(text) IS 'leave a consumer group; its partitions go to the remaining members';
+
+CREATE FUNCTION mq_seek("group" text, topic text, "partition" int, "offset" bigint) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_seek';
+COMMENT ON FUNCTION mq_seek(text, text, int, bigint) IS
+    'move this session''s position on an assigned partition; the next poll reads from there';
+
+CREATE FUNCTION mq_reset_offsets("group" text, topic text, "to" text, force bool DEFAULT false)
+    RETURNS TABLE ("partition" int, committed_offset bigint)
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_reset_offsets';
+COMMENT ON FUNCTION mq_reset_offsets(text, text, text, bool) IS
+    'set a group''s committed offsets on a topic to earliest, latest, a timestamp or an offset; refused while the group has members unless force';
+
+CREATE FUNCTION mq_delete_group("group" text, force bool DEFAULT false) RETURNS bigint
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_delete_group';
+COMMENT ON FUNCTION mq_delete_group(text, bool) IS
+    'forget a group''s committed offsets; refused while it has members unless force';
+
+CREATE FUNCTION mqlog._group_members(
+    OUT group_id text, OUT member_id text, OUT pid int,
+    OUT assignor text, OUT generation int, OUT topics text[], OUT assigned text[],
+    OUT joined_at timestamptz, OUT last_poll timestamptz)
+    RETURNS SETOF record
+    LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'mqlog_group_members';
+COMMENT ON FUNCTION mqlog._group_members() IS 'internal: group members of this database from shared memory';
+
+CREATE VIEW mqlog.group_members AS
+    SELECT m.group_id, m.member_id, m.pid, a.client_addr, m.assignor, m.generation,
+           m.topics, m.assigned, m.joined_at, m.last_poll
+      FROM mqlog._group_members() m
+      LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = m.pid;
+COMMENT ON VIEW mqlog.group_members IS 'members (sessions) of consumer groups in this database, with their assigned partitions';
+
+CREATE VIEW mqlog.groups AS
+    SELECT g.group_id,
+           CASE WHEN count(m.member_id) > 0 THEN 'Stable' ELSE 'Empty' END AS state,
+           max(m.generation) AS generation,
+           max(m.assignor) AS assignor,
+           count(m.member_id) AS members
+      FROM (SELECT DISTINCT group_id FROM mqlog.committed_offset
+            UNION SELECT group_id FROM mqlog._group_members()) g
+      LEFT JOIN mqlog._group_members() m USING (group_id)
+     GROUP BY g.group_id;
+COMMENT ON VIEW mqlog.groups IS 'consumer groups: those with members or committed offsets';
+
+CREATE VIEW mqlog.consumer_lag AS
+    SELECT c.group_id, p.topic, p."partition", c.committed_offset,
+           p.high_watermark, p.last_stable_offset,
+           greatest(p.last_stable_offset - c.committed_offset, 0) AS lag
+      FROM mqlog.committed_offset c
+      JOIN mqlog.partitions p ON p.topic_id = c.topic_id AND p."partition" = c."partition";
+COMMENT ON VIEW mqlog.consumer_lag IS 'per group and partition: committed offset, high watermark and lag (to the last stable offset)';
+
+GRANT SELECT ON mqlog.groups, mqlog.group_members, mqlog.consumer_lag TO PUBLIC;

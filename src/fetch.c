@@ -96,15 +96,6 @@ MqLogStartOffset(MqTopic *topic, int32 partition)
  * Records as tuples
  * ------------------------------------------------------------------------ */
 
-typedef struct RecordOutput
-{
-	Tuplestorestate *store;
-	TupleDesc	desc;
-	Oid			header_type;	/* mqlog.header */
-	TupleDesc	header_desc;
-	text	   *topic;
-} RecordOutput;
-
 bytea *
 MqBytea(const char *data, int len)
 {
@@ -140,7 +131,7 @@ MqHeadersDatum(Oid header_type, TupleDesc header_desc, MqRecord *rec)
 
 
 static void
-emit_record(RecordOutput *out, int32 partition, MqRecord *rec)
+emit_record(MqRecordOutput *out, int32 partition, MqRecord *rec)
 {
 	Datum		values[7];
 	bool		nulls[7] = {false, false, false, false, false, false, false};
@@ -174,9 +165,9 @@ emit_record(RecordOutput *out, int32 partition, MqRecord *rec)
  * Kafka).  Returns the offset after the last record returned, or where the
  * read stopped.
  */
-static int64
-read_partition(MqTopic *topic, int32 partition, int64 from_offset,
-			   int max_records, int64 max_bytes, RecordOutput *out)
+int64
+MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
+				int max_records, int64 max_bytes, MqRecordOutput *out, int *nread)
 {
 	int64		lso,
 				hw;
@@ -193,6 +184,14 @@ read_partition(MqTopic *topic, int32 partition, int64 from_offset,
 				old;
 
 	MqPartitionOffsets(topic, partition, &lso, &hw);
+	if (from_offset >= hw)
+	{
+		if (nread)
+			*nread = 0;
+		return from_offset;
+	}
+	if (out)
+		out->topic = cstring_to_text(topic->name);
 	for (int i = 0; i < nseg; i++)
 		if (segs[i].base_offset <= from_offset)
 			first = i;
@@ -263,11 +262,13 @@ read_partition(MqTopic *topic, int32 partition, int64 from_offset,
 		table_close(rel, AccessShareLock);
 	}
 	MemoryContextDelete(batch_cxt);
+	if (nread)
+		*nread = count;
 	return next;
 }
 
-static void
-init_output(FunctionCallInfo fcinfo, RecordOutput *out, MqTopic *topic)
+void
+MqInitRecordOutput(FunctionCallInfo fcinfo, MqRecordOutput *out)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Oid			arraytype;
@@ -279,7 +280,7 @@ init_output(FunctionCallInfo fcinfo, RecordOutput *out, MqTopic *topic)
 	out->header_type = get_element_type(arraytype);
 	out->header_desc = lookup_rowtype_tupdesc_copy(out->header_type, -1);
 	out->header_desc = BlessTupleDesc(out->header_desc);
-	out->topic = cstring_to_text(topic->name);
+	out->topic = NULL;
 }
 
 static void
@@ -309,7 +310,7 @@ mq_fetch(PG_FUNCTION_ARGS)
 	int32		max_records = PG_GETARG_INT32(3);
 	int32		max_bytes = PG_GETARG_INT32(4);
 	MqTopic    *topic = MqTopicLookup(name, false);
-	RecordOutput out;
+	MqRecordOutput out;
 
 	MqCheckPartition(topic, partition);
 	if (from < 0)
@@ -325,8 +326,8 @@ mq_fetch(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_bytes must be at least 1")));
 	check_offset_range(topic, partition, from);
-	init_output(fcinfo, &out, topic);
-	(void) read_partition(topic, partition, from, max_records, max_bytes, &out);
+	MqInitRecordOutput(fcinfo, &out);
+	(void) MqReadPartition(topic, partition, from, max_records, max_bytes, &out, NULL);
 	return (Datum) 0;
 }
 
@@ -353,17 +354,65 @@ mq_latest_offset(PG_FUNCTION_ARGS)
 	if (lso < 0)
 	{
 		/* standby: read up to the first running transaction */
-		lso = read_partition(topic, partition, MqLogStartOffset(topic, partition),
-							 PG_INT32_MAX, PG_INT64_MAX, NULL);
+		lso = MqReadPartition(topic, partition, MqLogStartOffset(topic, partition),
+							 PG_INT32_MAX, PG_INT64_MAX, NULL, NULL);
 	}
 	PG_RETURN_INT64(lso);
 }
 
 /*
- * Per partition, the first offset whose timestamp is at or after ts: a walk
- * over batch headers (skipping batches whose max timestamp is earlier),
- * decoding only the batch that holds the answer.
+ * The first committed offset of a partition whose timestamp is at or after
+ * ts, or -1: a walk over batch headers (skipping batches whose max
+ * timestamp is earlier), decoding only the batch that holds the answer.
  */
+int64
+MqOffsetForTime(MqTopic *topic, int32 partition, TimestampTz ts, TimestampTz *found_ts)
+{
+	int64		lso,
+				hw;
+	int64		result = -1;
+
+	MqPartitionOffsets(topic, partition, &lso, &hw);
+	for (int s = 0; s < topic->nsegments[partition] && result < 0; s++)
+	{
+		Relation	rel = try_table_open(topic->segments[partition][s].relid, AccessShareLock);
+		MqSegmentReader reader;
+		MqBatchHeader hdr;
+
+		if (rel == NULL)
+			continue;
+		MqReaderInit(&reader, rel);
+		while (result < 0 && MqReaderNextHeader(&reader, &hdr))
+		{
+			MqBatchFate fate = MqBatchGetFate(&hdr, lso);
+
+			if (fate == MQ_FATE_IN_PROGRESS)
+				break;
+			if (fate == MQ_FATE_INVISIBLE || hdr.max_timestamp < ts)
+				continue;
+			reader.lpos = reader.batch_lpos;
+			if (MqReaderNext(&reader, true))
+			{
+				MqRecord   *recs = palloc(sizeof(MqRecord) * hdr.record_count);
+				int			n = MqBatchDecode(reader.batchbuf.data, recs, hdr.record_count);
+
+				for (int r = 0; r < n; r++)
+					if (recs[r].ts >= ts)
+					{
+						result = recs[r].offset;
+						if (found_ts)
+							*found_ts = recs[r].ts;
+						break;
+					}
+				pfree(recs);
+			}
+		}
+		MqReaderEnd(&reader);
+		table_close(rel, AccessShareLock);
+	}
+	return result;
+}
+
 Datum
 mq_offsets_for_times(PG_FUNCTION_ARGS)
 {
@@ -374,52 +423,17 @@ mq_offsets_for_times(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	for (int p = 0; p < topic->partitions; p++)
 	{
-		int64		lso,
-					hw;
 		Datum		values[3];
 		bool		nulls[3] = {false, true, true};
-		bool		found = false;
+		TimestampTz found_ts = 0;
+		int64		offset = MqOffsetForTime(topic, p, ts, &found_ts);
 
-		MqPartitionOffsets(topic, p, &lso, &hw);
 		values[0] = Int32GetDatum(p);
-		for (int s = 0; s < topic->nsegments[p] && !found; s++)
+		if (offset >= 0)
 		{
-			Relation	rel = try_table_open(topic->segments[p][s].relid, AccessShareLock);
-			MqSegmentReader reader;
-			MqBatchHeader hdr;
-
-			if (rel == NULL)
-				continue;
-			MqReaderInit(&reader, rel);
-			while (!found && MqReaderNextHeader(&reader, &hdr))
-			{
-				MqBatchFate fate = MqBatchGetFate(&hdr, lso);
-
-				if (fate == MQ_FATE_IN_PROGRESS)
-					break;
-				if (fate == MQ_FATE_INVISIBLE || hdr.max_timestamp < ts)
-					continue;
-				/* this batch has the answer: read and decode it */
-				reader.lpos = reader.batch_lpos;
-				if (MqReaderNext(&reader, true))
-				{
-					MqRecord   *recs = palloc(sizeof(MqRecord) * hdr.record_count);
-					int			n = MqBatchDecode(reader.batchbuf.data, recs, hdr.record_count);
-
-					for (int r = 0; r < n; r++)
-						if (recs[r].ts >= ts)
-						{
-							values[1] = Int64GetDatum(recs[r].offset);
-							values[2] = TimestampTzGetDatum(recs[r].ts);
-							nulls[1] = nulls[2] = false;
-							found = true;
-							break;
-						}
-					pfree(recs);
-				}
-			}
-			MqReaderEnd(&reader);
-			table_close(rel, AccessShareLock);
+			values[1] = Int64GetDatum(offset);
+			values[2] = TimestampTzGetDatum(found_ts);
+			nulls[1] = nulls[2] = false;
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

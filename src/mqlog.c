@@ -26,6 +26,20 @@ bool		mqlog_preloaded = false;
 
 extern void MqAmInitHooks(void);
 
+static const struct config_enum_entry assignor_options[] = {
+	{"range", MQ_ASSIGN_RANGE, false},
+	{"roundrobin", MQ_ASSIGN_ROUNDROBIN, false},
+	{"sticky", MQ_ASSIGN_STICKY, false},
+	{"cooperative-sticky", MQ_ASSIGN_STICKY, true},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry reset_options[] = {
+	{"earliest", MQ_RESET_EARLIEST, false},
+	{"latest", MQ_RESET_LATEST, false},
+	{NULL, 0, false}
+};
+
 void		_PG_init(void);
 
 void
@@ -48,11 +62,29 @@ _PG_init(void)
 							64, 1, 10000,
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
+	DefineCustomEnumVariable("mqlog.assignor",
+							 "Partition assignor this session proposes when it joins a consumer group.",
+							 "The group uses the assignor of its oldest member, as Kafka's group leader decides.",
+							 &mqlog_assignor, MQ_ASSIGN_RANGE, assignor_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("mqlog.auto_offset_reset",
+							 "Where a group starts on a partition without a committed offset.",
+							 "earliest (the default here, unlike Kafka) replays the history; latest starts at the end.",
+							 &mqlog_offset_reset, MQ_RESET_EARLIEST, reset_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.max_poll_interval_ms",
+							"A group member that does not poll for this long is evicted (Kafka's max.poll.interval.ms).",
+							NULL,
+							&mqlog_max_poll_interval_ms,
+							300000, 1000, INT_MAX,
+							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("mqlog");
 
 	MqPartitionShmemRequest();
 	MqlogRegisterRmgr();
 	MqPartitionInitCallbacks();
+	MqGroupsInitCallbacks();
+	MqCoordinatorRegister();
 	MqAmInitHooks();
 	mqlog_preloaded = true;
 }

@@ -21,6 +21,8 @@
 #include "storage/condition_variable.h"
 #include "storage/lwlock.h"
 #include "access/tupdesc.h"
+#include "fmgr.h"
+#include "utils/tuplestore.h"
 #include "utils/relcache.h"
 
 /* ------------------------------------------------------------------------
@@ -29,6 +31,32 @@
 extern int	mqlog_max_partitions;
 extern int	mqlog_max_inflight;
 extern bool mqlog_preloaded;
+
+/* consumer group settings (groups.c) */
+typedef enum MqAssignor
+{
+	MQ_ASSIGN_RANGE,
+	MQ_ASSIGN_ROUNDROBIN,
+	MQ_ASSIGN_STICKY
+} MqAssignor;
+
+typedef enum MqOffsetReset
+{
+	MQ_RESET_EARLIEST,
+	MQ_RESET_LATEST
+} MqOffsetReset;
+
+struct Latch;
+extern int	mqlog_assignor;
+extern int	mqlog_offset_reset;
+extern int	mqlog_max_poll_interval_ms;
+
+extern Size MqGroupsShmemSize(void);
+extern void MqGroupsShmemInit(void);
+extern void MqGroupsInitCallbacks(void);
+extern int	MqGroupsCoordinate(void);
+extern void MqGroupsSetCoordinatorLatch(struct Latch *latch);
+extern void MqCoordinatorRegister(void);
 
 extern void MqlogCatalogChanged(void);
 extern uint64 MqlogCatalogGeneration(void);
@@ -330,6 +358,7 @@ typedef struct MqTopic
 
 extern MqTopic *MqTopicLookup(const char *name, bool missing_ok);
 extern MqTopic *MqTopicLookupById(int32 topic_id);
+extern const char *MqTopicNameOrId(int32 topic_id);
 extern void MqCheckPartition(MqTopic *topic, int32 partition);
 extern MqPartition *MqTopicPartition(MqTopic *topic, int32 partition);
 extern const MqSegmentRef *MqTopicActiveSegment(MqTopic *topic, int32 partition);
@@ -338,6 +367,22 @@ extern const MqSegmentRef *MqTopicActiveSegment(MqTopic *topic, int32 partition)
 extern void MqPartitionOffsets(MqTopic *topic, int32 partition, int64 *lso, int64 *hw);
 extern int64 MqLogStartOffset(MqTopic *topic, int32 partition);
 extern bytea *MqBytea(const char *data, int len);
+
+typedef struct MqRecordOutput
+{
+	Tuplestorestate *store;
+	TupleDesc	desc;
+	Oid			header_type;	/* mqlog.header */
+	TupleDesc	header_desc;
+	text	   *topic;			/* set by MqReadPartition */
+} MqRecordOutput;
+
+extern void MqInitRecordOutput(FunctionCallInfo fcinfo, MqRecordOutput *out);
+extern int64 MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
+							 int max_records, int64 max_bytes, MqRecordOutput *out,
+							 int *nread);
+extern ConditionVariable *MqDataArrivedCV(void);
+extern int64 MqOffsetForTime(MqTopic *topic, int32 partition, TimestampTz ts, TimestampTz *found_ts);
 extern Datum MqHeadersDatum(Oid header_type, TupleDesc header_desc, MqRecord *rec);
 
 #endif							/* MQLOG_H */

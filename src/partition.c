@@ -47,6 +47,7 @@ typedef struct MqShared
 	LWLock	   *hash_lock;		/* protects the partition hash */
 	int			part_tranche;	/* tranche id of the partition locks */
 	pg_atomic_uint64 catalog_generation;
+	ConditionVariable data_cv;	/* broadcast when produced records commit */
 	slock_t		free_lock;		/* protects free_list */
 	dlist_head	free_list;		/* unused MqInflight entries */
 	MqInflight	pool[FLEXIBLE_ARRAY_MEMBER];
@@ -90,9 +91,10 @@ mq_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(add_size(shared_size(),
+	RequestAddinShmemSpace(add_size(add_size(shared_size(), MqGroupsShmemSize()),
 									hash_estimate_size(mqlog_max_partitions, sizeof(MqPartition))));
 	RequestNamedLWLockTranche("mqlog", 1);
+	RequestNamedLWLockTranche("mqlog_groups", 1);
 }
 
 static void
@@ -111,6 +113,7 @@ mq_shmem_startup(void)
 		mq_shared->hash_lock = &(GetNamedLWLockTranche("mqlog"))->lock;
 		mq_shared->part_tranche = LWLockNewTrancheId();
 		pg_atomic_init_u64(&mq_shared->catalog_generation, 1);
+		ConditionVariableInit(&mq_shared->data_cv);
 		SpinLockInit(&mq_shared->free_lock);
 		dlist_init(&mq_shared->free_list);
 		for (Size i = 0; i < pool_entries(); i++)
@@ -121,6 +124,7 @@ mq_shmem_startup(void)
 	info.entrysize = sizeof(MqPartition);
 	part_hash = ShmemInitHash("mqlog partitions", mqlog_max_partitions, mqlog_max_partitions,
 							  &info, HASH_ELEM | HASH_BLOBS);
+	MqGroupsShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 	LWLockRegisterTranche(mq_shared->part_tranche, "mqlog_partition");
 }
@@ -153,6 +157,13 @@ MqlogCatalogChanged(void)
 {
 	pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
 	catalog_bump_at_commit = true;
+}
+
+/* Waiting consumers sleep on this; every commit that produced wakes them. */
+ConditionVariable *
+MqDataArrivedCV(void)
+{
+	return &mq_shared->data_cv;
 }
 
 /* ------------------------------------------------------------------------
@@ -347,7 +358,11 @@ mq_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-			release_inflight(InvalidSubTransactionId, true);
+			if (nlocal > 0)
+			{
+				release_inflight(InvalidSubTransactionId, true);
+				ConditionVariableBroadcast(&mq_shared->data_cv);
+			}
 			if (catalog_bump_at_commit)
 				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
 			catalog_bump_at_commit = false;

@@ -217,3 +217,27 @@ MqTopicActiveSegment(MqTopic *topic, int32 partition)
 				 errmsg("partition %d of topic \"%s\" has no segment", partition, topic->name)));
 	return &topic->segments[partition][topic->nsegments[partition] - 1];
 }
+
+/* For views: a topic's name, or its id if it was dropped meanwhile. */
+const char *
+MqTopicNameOrId(int32 topic_id)
+{
+	HASH_SEQ_STATUS seq;
+	TopicEntry *entry;
+	MqTopic    *t;
+
+	check_generation();
+	hash_seq_init(&seq, topic_hash);
+	while ((entry = hash_seq_search(&seq)) != NULL)
+		if (entry->topic && entry->topic->topic_id == topic_id)
+		{
+			hash_seq_term(&seq);
+			return entry->topic->name;
+		}
+	t = load_topic("topic_id", Int32GetDatum(topic_id), INT4OID);
+	if (t == NULL)
+		return psprintf("%d", topic_id);
+	entry = hash_search(topic_hash, t->name, HASH_ENTER, NULL);
+	entry->topic = t;
+	return t->name;
+}

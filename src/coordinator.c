@@ -1,0 +1,79 @@
+/*-------------------------------------------------------------------------
+ *
+ * coordinator.c
+ *		The group coordinator background worker.
+ *
+ * Polls rebalance their group inline when they notice a membership change,
+ * and an exiting backend removes its own memberships, so the coordinator's
+ * job is what no session will do: evict members that stopped polling for
+ * max.poll.interval.ms and rebalance the groups they leave behind.  It needs
+ * shared memory only, no database connection.  The loop follows
+ * contrib/pg_prewarm/autoprewarm.c: a latch, SIGTERM, SIGHUP and
+ * postmaster death.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "mqlog.h"
+
+PGDLLEXPORT void mqlog_coordinator_main(Datum main_arg);
+
+void
+MqCoordinatorRegister(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 1;
+	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "mqlog_coordinator_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "mqlog group coordinator", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "mqlog group coordinator", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+}
+
+void
+mqlog_coordinator_main(Datum main_arg)
+{
+	MemoryContext cxt;
+
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+
+	cxt = AllocSetContextCreate(TopMemoryContext, "mqlog coordinator", ALLOCSET_DEFAULT_SIZES);
+	MqGroupsSetCoordinatorLatch(MyLatch);
+
+	while (!ShutdownRequestPending)
+	{
+		MemoryContext old;
+
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		old = MemoryContextSwitchTo(cxt);
+		(void) MqGroupsCoordinate();
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(cxt);
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+	MqGroupsSetCoordinatorLatch(NULL);
+	proc_exit(0);
+}

@@ -1,0 +1,1474 @@
+/*-------------------------------------------------------------------------
+ *
+ * groups.c
+ *		Consumer groups: membership and assignment in shared memory,
+ *		mq_poll, mq_commit, positioning, and the group coordinator.
+ *
+ * A member is a session.  It joins on its first mq_poll and leaves with
+ * mq_leave or when its backend exits (an exit callback, so at once).  The
+ * assignment of partitions to members is computed under the groups lock
+ * whenever membership or subscriptions change: inline by the poll that
+ * notices it, or by the coordinator worker (coordinator.c) after it evicted
+ * a member that stopped polling for max.poll.interval.ms.  Each rebalance
+ * bumps the group's generation; partitions that keep their owner keep
+ * flowing, which makes every assignor cooperative.
+ *
+ * Positions are per session (backend-local).  Committed offsets live in the
+ * ordinary table mqlog.committed_offset, written in the caller's
+ * transaction.  Exactly-once for consume-transform-produce rests on two
+ * fences in mq_commit, both failing with SQLSTATE 40001 so that a client
+ * retries the transaction:
+ *	- ownership: the partition must still be assigned to this session;
+ *	- no concurrent commit: the row must still hold the offset this session
+ *	  started from.  The UPDATE ... WHERE committed_offset = expected locks
+ *	  the row, and a member that takes a partition over reads that row with
+ *	  FOR SHARE (after inserting it if it is missing), so it waits for an
+ *	  in-flight commit of the previous owner instead of reading past it.
+ * A rolled-back transaction rewinds the positions it moved, so the same
+ * session is handed the same records again.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/shmem.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "mqlog.h"
+
+PG_FUNCTION_INFO_V1(mq_poll);
+PG_FUNCTION_INFO_V1(mq_commit);
+PG_FUNCTION_INFO_V1(mq_commit_offset);
+PG_FUNCTION_INFO_V1(mq_leave);
+PG_FUNCTION_INFO_V1(mq_seek);
+PG_FUNCTION_INFO_V1(mq_reset_offsets);
+PG_FUNCTION_INFO_V1(mq_delete_group);
+PG_FUNCTION_INFO_V1(mqlog_group_members);
+
+#define MQ_GROUP_NAME_LEN	128
+#define MQ_MAX_SUB_TOPICS	16
+#define MQ_MAX_ASSIGNED		512
+#define MQ_MAX_POLL_TIMEOUT_MS	(600 * 1000)
+
+/* settings (session) */
+int			mqlog_assignor = MQ_ASSIGN_RANGE;
+int			mqlog_offset_reset = MQ_RESET_EARLIEST;
+int			mqlog_max_poll_interval_ms = 300000;
+
+static const char *const assignor_names[] = {"range", "roundrobin", "sticky"};
+
+typedef struct MqTopicPart
+{
+	int32		topic_id;
+	int32		partition;
+} MqTopicPart;
+
+typedef struct MqMember
+{
+	bool		in_use;
+	Oid			dboid;
+	char		group[MQ_GROUP_NAME_LEN];
+	uint64		member_id;
+	int			pid;
+	int			assignor;
+	int			max_poll_interval_ms;
+	TimestampTz joined_at;
+	TimestampTz last_poll;
+	int			generation;		/* of the assignment below */
+	int			ntopics;
+	int32		topic_ids[MQ_MAX_SUB_TOPICS];
+	int32		topic_parts[MQ_MAX_SUB_TOPICS];
+	int			nassigned;
+	MqTopicPart assigned[MQ_MAX_ASSIGNED];
+} MqMember;
+
+typedef struct MqGroupState
+{
+	bool		in_use;
+	Oid			dboid;
+	char		name[MQ_GROUP_NAME_LEN];
+	int			generation;
+	bool		needs_rebalance;
+} MqGroupState;
+
+typedef struct MqGroupsShared
+{
+	LWLock	   *lock;
+	uint64		next_member_id;
+	Latch	   *coordinator_latch;
+	int			nslots;
+	MqGroupState *groups;		/* nslots */
+	MqMember	members[FLEXIBLE_ARRAY_MEMBER];	/* nslots */
+} MqGroupsShared;
+
+static MqGroupsShared *gs = NULL;
+
+/* ------------------------------------------------------------------------
+ * Shared memory
+ * ------------------------------------------------------------------------ */
+
+static int
+group_slots(void)
+{
+	return MaxBackends * 2;
+}
+
+Size
+MqGroupsShmemSize(void)
+{
+	Size		sz = offsetof(MqGroupsShared, members);
+
+	sz = add_size(sz, mul_size(group_slots(), sizeof(MqMember)));
+	sz = add_size(sz, mul_size(group_slots(), sizeof(MqGroupState)));
+	return sz;
+}
+
+void
+MqGroupsShmemInit(void)
+{
+	bool		found;
+
+	gs = ShmemInitStruct("mqlog groups", MqGroupsShmemSize(), &found);
+	if (!found)
+	{
+		memset(gs, 0, MqGroupsShmemSize());
+		gs->lock = &(GetNamedLWLockTranche("mqlog_groups"))->lock;
+		gs->next_member_id = 1;
+		gs->nslots = group_slots();
+	}
+	gs->groups = (MqGroupState *) ((char *) gs + offsetof(MqGroupsShared, members) +
+								   sizeof(MqMember) * gs->nslots);
+}
+
+static MqGroupState *
+find_group(Oid dboid, const char *name, bool create)
+{
+	MqGroupState *free_slot = NULL;
+
+	for (int i = 0; i < gs->nslots; i++)
+	{
+		MqGroupState *g = &gs->groups[i];
+
+		if (g->in_use && g->dboid == dboid && strcmp(g->name, name) == 0)
+			return g;
+		if (!g->in_use && free_slot == NULL)
+			free_slot = g;
+	}
+	if (!create)
+		return NULL;
+	if (free_slot == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many active consumer groups")));
+	memset(free_slot, 0, sizeof(*free_slot));
+	free_slot->in_use = true;
+	free_slot->dboid = dboid;
+	strlcpy(free_slot->name, name, MQ_GROUP_NAME_LEN);
+	return free_slot;
+}
+
+static bool
+is_member_of(MqMember *m, MqGroupState *g)
+{
+	return m->in_use && m->dboid == g->dboid && strcmp(m->group, g->name) == 0;
+}
+
+static MqMember *
+find_member(Oid dboid, const char *group, int pid)
+{
+	for (int i = 0; i < gs->nslots; i++)
+	{
+		MqMember   *m = &gs->members[i];
+
+		if (m->in_use && m->pid == pid && m->dboid == dboid && strcmp(m->group, group) == 0)
+			return m;
+	}
+	return NULL;
+}
+
+static int
+group_member_count(MqGroupState *g)
+{
+	int			n = 0;
+
+	for (int i = 0; i < gs->nslots; i++)
+		if (is_member_of(&gs->members[i], g))
+			n++;
+	return n;
+}
+
+/* ------------------------------------------------------------------------
+ * Assignment
+ * ------------------------------------------------------------------------ */
+
+static bool
+subscribes(MqMember *m, int32 topic_id)
+{
+	for (int i = 0; i < m->ntopics; i++)
+		if (m->topic_ids[i] == topic_id)
+			return true;
+	return false;
+}
+
+static void
+assign_to(MqMember *m, int32 topic_id, int32 partition)
+{
+	if (m->nassigned >= MQ_MAX_ASSIGNED)
+		return;					/* documented limit; the partition waits */
+	m->assigned[m->nassigned].topic_id = topic_id;
+	m->assigned[m->nassigned].partition = partition;
+	m->nassigned++;
+}
+
+static bool
+had_partition(MqTopicPart *prev, int nprev, int32 topic_id, int32 partition)
+{
+	for (int i = 0; i < nprev; i++)
+		if (prev[i].topic_id == topic_id && prev[i].partition == partition)
+			return true;
+	return false;
+}
+
+static int
+cmp_member_id(const void *a, const void *b)
+{
+	uint64		x = (*(MqMember *const *) a)->member_id;
+	uint64		y = (*(MqMember *const *) b)->member_id;
+
+	return (x > y) - (x < y);
+}
+
+static int
+cmp_topic_part(const void *a, const void *b)
+{
+	const MqTopicPart *x = a;
+	const MqTopicPart *y = b;
+
+	if (x->topic_id != y->topic_id)
+		return (x->topic_id > y->topic_id) - (x->topic_id < y->topic_id);
+	return (x->partition > y->partition) - (x->partition < y->partition);
+}
+
+/*
+ * Recompute a group's assignment.  Caller holds gs->lock exclusively.  The
+ * assignor is the oldest member's, as Kafka lets the group leader choose.
+ */
+static void
+rebalance(MqGroupState *g)
+{
+	MqMember  **mem = palloc(sizeof(MqMember *) * gs->nslots);
+	int			nmem = 0;
+	MqTopicPart *all;
+	int			nall = 0,
+				maxall = 64;
+	MqTopicPart **prev;
+	int		   *nprev;
+	int			assignor;
+
+	for (int i = 0; i < gs->nslots; i++)
+		if (is_member_of(&gs->members[i], g))
+			mem[nmem++] = &gs->members[i];
+	g->generation++;
+	g->needs_rebalance = false;
+	if (nmem == 0)
+	{
+		pfree(mem);
+		return;
+	}
+	qsort(mem, nmem, sizeof(MqMember *), cmp_member_id);
+	assignor = mem[0]->assignor;
+
+	/* every subscribed partition, at the largest partition count seen */
+	all = palloc(sizeof(MqTopicPart) * maxall);
+	for (int i = 0; i < nmem; i++)
+		for (int t = 0; t < mem[i]->ntopics; t++)
+		{
+			int32		tid = mem[i]->topic_ids[t];
+			int			parts = mem[i]->topic_parts[t];
+
+			for (int j = 0; j < nmem; j++)
+				for (int u = 0; u < mem[j]->ntopics; u++)
+					if (mem[j]->topic_ids[u] == tid)
+						parts = Max(parts, mem[j]->topic_parts[u]);
+			for (int p = 0; p < parts; p++)
+			{
+				bool		dup = false;
+
+				for (int k = 0; k < nall && !dup; k++)
+					dup = (all[k].topic_id == tid && all[k].partition == p);
+				if (dup)
+					continue;
+				if (nall == maxall)
+				{
+					maxall *= 2;
+					all = repalloc(all, sizeof(MqTopicPart) * maxall);
+				}
+				all[nall].topic_id = tid;
+				all[nall].partition = p;
+				nall++;
+			}
+		}
+	qsort(all, nall, sizeof(MqTopicPart), cmp_topic_part);
+
+	prev = palloc(sizeof(MqTopicPart *) * nmem);
+	nprev = palloc(sizeof(int) * nmem);
+	for (int i = 0; i < nmem; i++)
+	{
+		prev[i] = palloc(sizeof(MqTopicPart) * Max(mem[i]->nassigned, 1));
+		memcpy(prev[i], mem[i]->assigned, sizeof(MqTopicPart) * mem[i]->nassigned);
+		nprev[i] = mem[i]->nassigned;
+		mem[i]->nassigned = 0;
+	}
+
+	if (assignor == MQ_ASSIGN_RANGE)
+	{
+		/* per topic, contiguous ranges over the members subscribing to it */
+		for (int k = 0; k < nall;)
+		{
+			int32		tid = all[k].topic_id;
+			int			nparts = 0,
+						nsubs = 0,
+						idx = 0;
+
+			while (k + nparts < nall && all[k + nparts].topic_id == tid)
+				nparts++;
+			for (int i = 0; i < nmem; i++)
+				if (subscribes(mem[i], tid))
+					nsubs++;
+			for (int i = 0; i < nmem && nsubs > 0; i++)
+			{
+				int			share;
+
+				if (!subscribes(mem[i], tid))
+					continue;
+				share = nparts / nsubs + (idx < nparts % nsubs ? 1 : 0);
+				for (int s = 0; s < share; s++)
+					assign_to(mem[i], tid, all[k + (nparts / nsubs) * idx + Min(idx, nparts % nsubs) + s].partition);
+				idx++;
+			}
+			k += nparts;
+		}
+	}
+	else if (assignor == MQ_ASSIGN_ROUNDROBIN)
+	{
+		int			next = 0;
+
+		for (int k = 0; k < nall; k++)
+			for (int tries = 0; tries < nmem; tries++)
+			{
+				MqMember   *m = mem[(next + tries) % nmem];
+
+				if (subscribes(m, all[k].topic_id))
+				{
+					assign_to(m, all[k].topic_id, all[k].partition);
+					next = (next + tries + 1) % nmem;
+					break;
+				}
+			}
+	}
+	else
+	{
+		/*
+		 * sticky: keep what each member had while it stays within its fair
+		 * share, then hand the rest to the least loaded subscribers.
+		 */
+		int			cap = (nall + nmem - 1) / nmem;
+		bool	   *taken = palloc0(sizeof(bool) * nall);
+
+		for (int i = 0; i < nmem; i++)
+			for (int k = 0; k < nall; k++)
+				if (!taken[k] && mem[i]->nassigned < cap &&
+					subscribes(mem[i], all[k].topic_id) &&
+					had_partition(prev[i], nprev[i], all[k].topic_id, all[k].partition))
+				{
+					assign_to(mem[i], all[k].topic_id, all[k].partition);
+					taken[k] = true;
+				}
+		for (int k = 0; k < nall; k++)
+		{
+			MqMember   *best = NULL;
+
+			if (taken[k])
+				continue;
+			for (int i = 0; i < nmem; i++)
+				if (subscribes(mem[i], all[k].topic_id) &&
+					(best == NULL || mem[i]->nassigned < best->nassigned))
+					best = mem[i];
+			if (best)
+				assign_to(best, all[k].topic_id, all[k].partition);
+		}
+	}
+
+	for (int i = 0; i < nmem; i++)
+		mem[i]->generation = g->generation;
+	ConditionVariableBroadcast(MqDataArrivedCV());
+}
+
+/* Remove one member slot; caller holds the lock exclusively. */
+static void
+remove_member(MqMember *m)
+{
+	MqGroupState *g = find_group(m->dboid, m->group, false);
+
+	m->in_use = false;
+	if (g)
+	{
+		if (group_member_count(g) == 0)
+			g->in_use = false;
+		else
+			g->needs_rebalance = true;
+	}
+}
+
+/*
+ * Coordinator pass: evict members that stopped polling, rebalance groups
+ * that need it.  Returns how many members were evicted.
+ */
+int
+MqGroupsCoordinate(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int			evicted = 0;
+
+	LWLockAcquire(gs->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < gs->nslots; i++)
+	{
+		MqMember   *m = &gs->members[i];
+
+		if (m->in_use &&
+			TimestampDifferenceExceeds(m->last_poll, now, m->max_poll_interval_ms))
+		{
+			elog(LOG, "mqlog: evicting member %llu (pid %d) of group \"%s\": no poll for %d ms",
+				 (unsigned long long) m->member_id, m->pid, m->group, m->max_poll_interval_ms);
+			remove_member(m);
+			evicted++;
+		}
+	}
+	for (int i = 0; i < gs->nslots; i++)
+		if (gs->groups[i].in_use && gs->groups[i].needs_rebalance)
+			rebalance(&gs->groups[i]);
+	LWLockRelease(gs->lock);
+	return evicted;
+}
+
+void
+MqGroupsSetCoordinatorLatch(Latch *latch)
+{
+	LWLockAcquire(gs->lock, LW_EXCLUSIVE);
+	gs->coordinator_latch = latch;
+	LWLockRelease(gs->lock);
+}
+
+/* ------------------------------------------------------------------------
+ * Session state: positions
+ * ------------------------------------------------------------------------ */
+
+typedef struct PosKey
+{
+	char		group[MQ_GROUP_NAME_LEN];
+	int32		topic_id;
+	int32		partition;
+} PosKey;
+
+typedef struct Position
+{
+	PosKey		key;
+	int64		position;		/* next offset to poll */
+	int64		committed;		/* what the offsets table holds, as we know it */
+	bool		saved;			/* saved_* hold the values at transaction start */
+	int64		saved_position;
+	int64		saved_committed;
+	bool		created_in_xact;
+	bool		stale;			/* reload from the offsets table */
+	bool		polled;			/* touched by a poll since the last commit */
+} Position;
+
+static HTAB *positions = NULL;
+static bool exit_hook_set = false;
+static int	poll_rotation = 0;
+
+static void
+init_positions(void)
+{
+	HASHCTL		ctl;
+
+	if (positions)
+		return;
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(PosKey);
+	ctl.entrysize = sizeof(Position);
+	ctl.hcxt = TopMemoryContext;
+	positions = hash_create("mqlog positions", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+static void
+make_key(PosKey *key, const char *group, int32 topic_id, int32 partition)
+{
+	memset(key, 0, sizeof(*key));
+	strlcpy(key->group, group, MQ_GROUP_NAME_LEN);
+	key->topic_id = topic_id;
+	key->partition = partition;
+}
+
+/* remember the transaction-start values before the first change */
+static void
+save_position(Position *pos)
+{
+	if (!pos->saved)
+	{
+		pos->saved = true;
+		pos->saved_position = pos->position;
+		pos->saved_committed = pos->committed;
+	}
+}
+
+static void
+groups_xact_callback(XactEvent event, void *arg)
+{
+	HASH_SEQ_STATUS seq;
+	Position   *pos;
+
+	if (positions == NULL)
+		return;
+	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
+		event != XACT_EVENT_PARALLEL_COMMIT && event != XACT_EVENT_PARALLEL_ABORT)
+		return;
+	hash_seq_init(&seq, positions);
+	while ((pos = hash_seq_search(&seq)) != NULL)
+	{
+		if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		{
+			if (pos->created_in_xact)
+			{
+				hash_search(positions, &pos->key, HASH_REMOVE, NULL);
+				continue;
+			}
+			if (pos->saved)
+			{
+				pos->position = pos->saved_position;
+				pos->committed = pos->saved_committed;
+			}
+		}
+		pos->saved = false;
+		pos->created_in_xact = false;
+	}
+}
+
+static void
+groups_exit(int code, Datum arg)
+{
+	if (gs == NULL)
+		return;
+	LWLockReleaseAll();
+	LWLockAcquire(gs->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < gs->nslots; i++)
+		if (gs->members[i].in_use && gs->members[i].pid == MyProcPid)
+			remove_member(&gs->members[i]);
+	if (gs->coordinator_latch)
+		SetLatch(gs->coordinator_latch);
+	LWLockRelease(gs->lock);
+	ConditionVariableBroadcast(MqDataArrivedCV());
+}
+
+void
+MqGroupsInitCallbacks(void)
+{
+	RegisterXactCallback(groups_xact_callback, NULL);
+}
+
+/* ------------------------------------------------------------------------
+ * The offsets table, written as the extension owner
+ * ------------------------------------------------------------------------ */
+
+typedef struct OwnerSwitch
+{
+	Oid			saved_user;
+	int			saved_sec;
+} OwnerSwitch;
+
+static void
+become_owner(OwnerSwitch *sw)
+{
+	Oid			relid = get_relname_relid("committed_offset", get_namespace_oid("mqlog", false));
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "mqlog.committed_offset is missing");
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	GetUserIdAndSecContext(&sw->saved_user, &sw->saved_sec);
+	SetUserIdAndSecContext(owner, sw->saved_sec | SECURITY_LOCAL_USERID_CHANGE);
+	SPI_connect();
+}
+
+static void
+restore_user(OwnerSwitch *sw)
+{
+	SPI_finish();
+	SetUserIdAndSecContext(sw->saved_user, sw->saved_sec);
+}
+
+/* committed offset of a partition, or -1; locks the row FOR SHARE */
+static int64
+read_committed(const char *group, int32 topic_id, int32 partition, bool lock)
+{
+	OwnerSwitch sw;
+	Oid			types[3] = {TEXTOID, INT4OID, INT4OID};
+	Datum		vals[3];
+	int64		result = -1;
+	int			ret;
+
+	vals[0] = CStringGetTextDatum(group);
+	vals[1] = Int32GetDatum(topic_id);
+	vals[2] = Int32GetDatum(partition);
+	become_owner(&sw);
+	ret = SPI_execute_with_args(lock ?
+								"SELECT committed_offset FROM mqlog.committed_offset"
+								" WHERE group_id = $1 AND topic_id = $2 AND partition = $3 FOR SHARE" :
+								"SELECT committed_offset FROM mqlog.committed_offset"
+								" WHERE group_id = $1 AND topic_id = $2 AND partition = $3",
+								3, types, vals, NULL, !lock, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "mqlog: reading committed offsets failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+
+		result = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	restore_user(&sw);
+	return result;
+}
+
+/*
+ * Write a committed offset if the row still holds expected (-1: no row).
+ * Returns false if someone else changed it.
+ */
+static bool
+write_committed(const char *group, int32 topic_id, int32 partition,
+				int64 expected, int64 offset, bool unconditional)
+{
+	OwnerSwitch sw;
+	Oid			types[5] = {TEXTOID, INT4OID, INT4OID, INT8OID, INT8OID};
+	Datum		vals[5];
+	int			ret;
+	bool		ok;
+
+	vals[0] = CStringGetTextDatum(group);
+	vals[1] = Int32GetDatum(topic_id);
+	vals[2] = Int32GetDatum(partition);
+	vals[3] = Int64GetDatum(offset);
+	vals[4] = Int64GetDatum(expected);
+	become_owner(&sw);
+	if (unconditional)
+		ret = SPI_execute_with_args("INSERT INTO mqlog.committed_offset AS c"
+									" (group_id, topic_id, partition, committed_offset)"
+									" VALUES ($1, $2, $3, $4) ON CONFLICT (group_id, topic_id, partition)"
+									" DO UPDATE SET committed_offset = $4, committed_at = now()",
+									4, types, vals, NULL, false, 0);
+	else if (expected < 0)
+		ret = SPI_execute_with_args("INSERT INTO mqlog.committed_offset"
+									" (group_id, topic_id, partition, committed_offset)"
+									" VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+									4, types, vals, NULL, false, 0);
+	else
+		ret = SPI_execute_with_args("UPDATE mqlog.committed_offset SET committed_offset = $4,"
+									" committed_at = now() WHERE group_id = $1 AND topic_id = $2"
+									" AND partition = $3 AND committed_offset = $5",
+									5, types, vals, NULL, false, 0);
+	if (ret != SPI_OK_INSERT && ret != SPI_OK_UPDATE)
+		elog(ERROR, "mqlog: writing committed offsets failed: %s", SPI_result_code_string(ret));
+	ok = (SPI_processed == 1);
+	restore_user(&sw);
+	return ok;
+}
+
+/* ------------------------------------------------------------------------
+ * Argument checks
+ * ------------------------------------------------------------------------ */
+
+static char *
+group_arg(FunctionCallInfo fcinfo, int argno)
+{
+	char	   *group;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("group must not be null")));
+	group = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	if (group[0] == '\0' || strlen(group) >= MQ_GROUP_NAME_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid consumer group name \"%s\"", group),
+				 errdetail("A group name is 1 to %d bytes long.", MQ_GROUP_NAME_LEN - 1)));
+	return group;
+}
+
+static void
+check_groups_ready(void)
+{
+	if (gs == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("mqlog must be loaded via shared_preload_libraries")));
+	if (!exit_hook_set)
+	{
+		before_shmem_exit(groups_exit, 0);
+		exit_hook_set = true;
+	}
+	init_positions();
+}
+
+/* this session's assignment in a group: copies under the lock */
+static int
+my_assignment(const char *group, MqTopicPart **out, int *generation)
+{
+	MqMember   *m;
+	int			n = 0;
+
+	LWLockAcquire(gs->lock, LW_SHARED);
+	m = find_member(MyDatabaseId, group, MyProcPid);
+	if (m)
+	{
+		n = m->nassigned;
+		*out = palloc(sizeof(MqTopicPart) * Max(n, 1));
+		memcpy(*out, m->assigned, sizeof(MqTopicPart) * n);
+		if (generation)
+			*generation = m->generation;
+	}
+	LWLockRelease(gs->lock);
+	if (m == NULL)
+	{
+		*out = NULL;
+		return -1;
+	}
+	return n;
+}
+
+static bool
+assigned_here(MqTopicPart *tp, int n, int32 topic_id, int32 partition)
+{
+	for (int i = 0; i < n; i++)
+		if (tp[i].topic_id == topic_id && tp[i].partition == partition)
+			return true;
+	return false;
+}
+
+/* ------------------------------------------------------------------------
+ * mq_poll
+ * ------------------------------------------------------------------------ */
+
+/* Join or refresh membership; rebalance inline if anything changed. */
+static void
+join_group(const char *group, MqTopic **topics, int ntopics)
+{
+	MqMember   *m;
+	MqGroupState *g;
+	bool		changed = false;
+	TimestampTz now = GetCurrentTimestamp();
+
+	LWLockAcquire(gs->lock, LW_EXCLUSIVE);
+	g = find_group(MyDatabaseId, group, true);
+	m = find_member(MyDatabaseId, group, MyProcPid);
+	if (m == NULL)
+	{
+		for (int i = 0; i < gs->nslots && m == NULL; i++)
+			if (!gs->members[i].in_use)
+				m = &gs->members[i];
+		if (m == NULL)
+		{
+			LWLockRelease(gs->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("too many consumer group members")));
+		}
+		memset(m, 0, offsetof(MqMember, assigned));
+		m->in_use = true;
+		m->dboid = MyDatabaseId;
+		strlcpy(m->group, group, MQ_GROUP_NAME_LEN);
+		m->member_id = gs->next_member_id++;
+		m->pid = MyProcPid;
+		m->joined_at = now;
+		m->assignor = mqlog_assignor;
+		changed = true;
+	}
+	m->max_poll_interval_ms = mqlog_max_poll_interval_ms;
+	m->last_poll = now;
+	if (m->ntopics != ntopics)
+		changed = true;
+	for (int i = 0; i < ntopics; i++)
+	{
+		if (i < m->ntopics &&
+			(m->topic_ids[i] != topics[i]->topic_id || m->topic_parts[i] != topics[i]->partitions))
+			changed = true;
+		m->topic_ids[i] = topics[i]->topic_id;
+		m->topic_parts[i] = topics[i]->partitions;
+	}
+	m->ntopics = ntopics;
+	if (changed)
+		g->needs_rebalance = true;
+	if (g->needs_rebalance)
+		rebalance(g);
+	LWLockRelease(gs->lock);
+}
+
+static void
+heartbeat(const char *group)
+{
+	MqMember   *m;
+
+	LWLockAcquire(gs->lock, LW_SHARED);
+	m = find_member(MyDatabaseId, group, MyProcPid);
+	if (m)
+		m->last_poll = GetCurrentTimestamp();	/* only this backend writes it */
+	LWLockRelease(gs->lock);
+}
+
+/*
+ * Bring session positions in line with the assignment: forget revoked
+ * partitions, load newly assigned ones from the offsets table.
+ */
+static void
+sync_positions(const char *group, MqTopicPart *tp, int n, MqTopic **topics, int ntopics)
+{
+	HASH_SEQ_STATUS seq;
+	Position   *pos;
+
+	hash_seq_init(&seq, positions);
+	while ((pos = hash_seq_search(&seq)) != NULL)
+		if (strcmp(pos->key.group, group) == 0 &&
+			!assigned_here(tp, n, pos->key.topic_id, pos->key.partition))
+			hash_search(positions, &pos->key, HASH_REMOVE, NULL);
+
+	for (int i = 0; i < n; i++)
+	{
+		PosKey		key;
+		bool		found;
+		MqTopic    *topic = NULL;
+		int64		committed;
+		int64		start;
+
+		make_key(&key, group, tp[i].topic_id, tp[i].partition);
+		pos = hash_search(positions, &key, HASH_ENTER, &found);
+		if (found && !pos->stale)
+			continue;
+		for (int t = 0; t < ntopics; t++)
+			if (topics[t]->topic_id == tp[i].topic_id)
+				topic = topics[t];
+		if (topic == NULL || tp[i].partition >= topic->partitions)
+		{
+			hash_search(positions, &key, HASH_REMOVE, NULL);
+			continue;
+		}
+		if (!found)
+		{
+			pos->saved = false;
+			pos->polled = false;
+		}
+		pos->stale = false;
+		pos->created_in_xact = !found || pos->created_in_xact;
+
+		/*
+		 * Make sure the row exists and lock it: if the previous owner is
+		 * committing right now we wait for it rather than read past it.
+		 */
+		if (!XactReadOnly)
+		{
+			int64		lso,
+						hw;
+
+			MqPartitionOffsets(topic, tp[i].partition, &lso, &hw);
+			start = (mqlog_offset_reset == MQ_RESET_LATEST) ? lso : MqLogStartOffset(topic, tp[i].partition);
+			(void) write_committed(group, tp[i].topic_id, tp[i].partition, -1, start, false);
+		}
+		committed = read_committed(group, tp[i].topic_id, tp[i].partition, !XactReadOnly);
+		pos->committed = committed;
+		if (committed < 0 || committed < MqLogStartOffset(topic, tp[i].partition))
+		{
+			int64		lso,
+						hw;
+
+			MqPartitionOffsets(topic, tp[i].partition, &lso, &hw);
+			committed = (mqlog_offset_reset == MQ_RESET_LATEST) ? lso : MqLogStartOffset(topic, tp[i].partition);
+		}
+		pos->position = committed;
+		pos->saved = false;
+	}
+}
+
+static MqTopic **
+resolve_topics(FunctionCallInfo fcinfo, int *ntopics)
+{
+	Oid			argtype = get_fn_expr_argtype(fcinfo->flinfo, 1);
+	MqTopic   **topics;
+	int			n = 0;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("topics must not be null")));
+	if (argtype == TEXTOID)
+	{
+		topics = palloc(sizeof(MqTopic *));
+		topics[n++] = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(1)), false);
+	}
+	else
+	{
+		Datum	   *elems;
+		bool	   *nulls;
+		int			nelems;
+
+		deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), TEXTOID, -1, false, TYPALIGN_INT,
+						  &elems, &nulls, &nelems);
+		if (nelems == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("topics must not be empty")));
+		if (nelems > MQ_MAX_SUB_TOPICS)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("a member may subscribe to at most %d topics", MQ_MAX_SUB_TOPICS)));
+		topics = palloc(sizeof(MqTopic *) * nelems);
+		for (int i = 0; i < nelems; i++)
+		{
+			MqTopic    *t;
+			bool		dup = false;
+
+			if (nulls[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("topic names must not be null")));
+			t = MqTopicLookup(TextDatumGetCString(elems[i]), false);
+			for (int j = 0; j < n; j++)
+				dup |= (topics[j] == t);
+			if (!dup)
+				topics[n++] = t;
+		}
+	}
+	*ntopics = n;
+	return topics;
+}
+
+/* One round over the assigned partitions, starting at a rotating index. */
+static int
+poll_once(const char *group, MqTopicPart *tp, int n, MqTopic **topics, int ntopics,
+		  int max_records, MqRecordOutput *out)
+{
+	int			total = 0;
+	int			start = n > 0 ? (poll_rotation++ % n) : 0;
+
+	for (int k = 0; k < n && total < max_records; k++)
+	{
+		MqTopicPart *p = &tp[(start + k) % n];
+		PosKey		key;
+		Position   *pos;
+		MqTopic    *topic = NULL;
+		int			got;
+		int64		next;
+
+		make_key(&key, group, p->topic_id, p->partition);
+		pos = hash_search(positions, &key, HASH_FIND, NULL);
+		for (int t = 0; t < ntopics; t++)
+			if (topics[t]->topic_id == p->topic_id)
+				topic = topics[t];
+		if (pos == NULL || topic == NULL)
+			continue;
+		if (pos->position < MqLogStartOffset(topic, p->partition))
+		{
+			save_position(pos);
+			pos->position = MqLogStartOffset(topic, p->partition);
+		}
+
+		/*
+		 * A fair share per partition when several have data, so that one
+		 * hot partition does not starve the rest.
+		 */
+		next = MqReadPartition(topic, p->partition, pos->position,
+							   Max((max_records - total) / Max(n - k, 1), 1),
+							   PG_INT64_MAX, out, &got);
+		if (next != pos->position)
+		{
+			save_position(pos);
+			pos->position = next;
+			pos->polled = true;
+		}
+		total += got;
+	}
+	return total;
+}
+
+Datum
+mq_poll(PG_FUNCTION_ARGS)
+{
+	char	   *group;
+	MqTopic   **topics;
+	int			ntopics;
+	int32		max_records;
+	int64		timeout_ms = 0;
+	MqRecordOutput out;
+	TimestampTz deadline;
+	MqTopicPart *tp = NULL;
+	int			ntp = 0;
+	int			generation = -1;
+	bool		sleeping = false;
+
+	check_groups_ready();
+	group = group_arg(fcinfo, 0);
+	topics = resolve_topics(fcinfo, &ntopics);
+	max_records = PG_ARGISNULL(2) ? 500 : PG_GETARG_INT32(2);
+	if (max_records < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_records must be at least 1")));
+	if (!PG_ARGISNULL(3))
+	{
+		Interval   *iv = PG_GETARG_INTERVAL_P(3);
+		int64		us = iv->time + (int64) iv->day * USECS_PER_DAY +
+			(int64) iv->month * 30 * USECS_PER_DAY;
+
+		if (us < 0 || us > (int64) MQ_MAX_POLL_TIMEOUT_MS * 1000)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("poll timeout must be between 0 and %d seconds", MQ_MAX_POLL_TIMEOUT_MS / 1000),
+					 errhint("Poll again in a loop for longer waits.")));
+		timeout_ms = us / 1000;
+	}
+
+	MqInitRecordOutput(fcinfo, &out);
+	join_group(group, topics, ntopics);
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+
+	for (;;)
+	{
+		int			gen;
+		int			got;
+
+		ntp = my_assignment(group, &tp, &gen);
+		if (ntp < 0)
+		{
+			/* evicted meanwhile: join again */
+			join_group(group, topics, ntopics);
+			continue;
+		}
+		if (gen != generation)
+		{
+			sync_positions(group, tp, ntp, topics, ntopics);
+			generation = gen;
+		}
+		got = poll_once(group, tp, ntp, topics, ntopics, max_records, &out);
+		if (got > 0 || GetCurrentTimestamp() >= deadline)
+			break;
+		if (!sleeping)
+		{
+			/* prepare, then check once more before the first sleep */
+			ConditionVariablePrepareToSleep(MqDataArrivedCV());
+			sleeping = true;
+			continue;
+		}
+		(void) ConditionVariableTimedSleep(MqDataArrivedCV(),
+										   Max(1, Min(1000, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline))),
+										   PG_WAIT_EXTENSION);
+		heartbeat(group);
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (sleeping)
+		ConditionVariableCancelSleep();
+	return (Datum) 0;
+}
+
+/* ------------------------------------------------------------------------
+ * mq_commit
+ * ------------------------------------------------------------------------ */
+
+static void
+commit_one(const char *group, MqTopicPart *tp, int ntp, Position *pos, int64 offset,
+		   const char *topic_name)
+{
+	if (!assigned_here(tp, ntp, pos->key.topic_id, pos->key.partition))
+	{
+		pos->stale = true;
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not commit offset of partition %d of topic \"%s\" for group \"%s\"",
+						pos->key.partition, topic_name, group),
+				 errdetail("The partition was reassigned to another member by a rebalance."),
+				 errhint("Roll back and poll again: the records will be delivered to the partition's new owner.")));
+	}
+	if (!write_committed(group, pos->key.topic_id, pos->key.partition, pos->committed, offset, false))
+	{
+		pos->stale = true;
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not commit offset of partition %d of topic \"%s\" for group \"%s\"",
+						pos->key.partition, topic_name, group),
+				 errdetail("Another member or an offset reset committed this partition meanwhile."),
+				 errhint("Roll back and poll again.")));
+	}
+	save_position(pos);
+	pos->committed = offset;
+	pos->polled = false;
+}
+
+static const char *
+topic_name_of(int32 topic_id)
+{
+	return MqTopicLookupById(topic_id)->name;
+}
+
+Datum
+mq_commit(PG_FUNCTION_ARGS)
+{
+	char	   *group;
+	MqTopicPart *tp;
+	int			ntp;
+	HASH_SEQ_STATUS seq;
+	Position   *pos;
+	int64		count = 0;
+	List	   *todo = NIL;
+	ListCell   *lc;
+
+	check_groups_ready();
+	group = group_arg(fcinfo, 0);
+	PreventCommandIfReadOnly("mq_commit");
+	ntp = my_assignment(group, &tp, NULL);
+	if (ntp < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("this session is not a member of consumer group \"%s\"", group),
+				 errhint("Call mq_poll() first; a member that did not poll for max.poll.interval.ms is evicted.")));
+
+	hash_seq_init(&seq, positions);
+	while ((pos = hash_seq_search(&seq)) != NULL)
+		if (strcmp(pos->key.group, group) == 0 && pos->position != pos->committed)
+			todo = lappend(todo, pos);
+	foreach(lc, todo)
+	{
+		pos = lfirst(lc);
+		commit_one(group, tp, ntp, pos, pos->position, topic_name_of(pos->key.topic_id));
+		count++;
+	}
+	PG_RETURN_INT64(count);
+}
+
+/* look up this session's position entry for an explicit partition */
+static Position *
+explicit_position(const char *group, MqTopic *topic, int32 partition)
+{
+	PosKey		key;
+	Position   *pos;
+
+	MqCheckPartition(topic, partition);
+	make_key(&key, group, topic->topic_id, partition);
+	pos = hash_search(positions, &key, HASH_FIND, NULL);
+	if (pos == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("partition %d of topic \"%s\" is not assigned to this session in group \"%s\"",
+						partition, topic->name, group),
+				 errhint("Poll first; see mqlog.group_members for the assignment.")));
+	return pos;
+}
+
+static void
+check_offset_arg(MqTopic *topic, int32 partition, int64 offset)
+{
+	int64		lso,
+				hw;
+
+	MqPartitionOffsets(topic, partition, &lso, &hw);
+	if (offset < 0 || offset > hw)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("offset " INT64_FORMAT " is out of range for partition %d of topic \"%s\"",
+						offset, partition, topic->name),
+				 errdetail("Valid offsets are 0 to the high watermark " INT64_FORMAT ".", hw)));
+}
+
+Datum
+mq_commit_offset(PG_FUNCTION_ARGS)
+{
+	char	   *group;
+	MqTopic    *topic;
+	int32		partition;
+	int64		offset;
+	MqTopicPart *tp;
+	int			ntp;
+	Position   *pos;
+
+	check_groups_ready();
+	group = group_arg(fcinfo, 0);
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("topic, partition and offset must not be null")));
+	PreventCommandIfReadOnly("mq_commit");
+	topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(1)), false);
+	partition = PG_GETARG_INT32(2);
+	offset = PG_GETARG_INT64(3);
+	pos = explicit_position(group, topic, partition);
+	check_offset_arg(topic, partition, offset);
+	ntp = my_assignment(group, &tp, NULL);
+	commit_one(group, tp, Max(ntp, 0), pos, offset, topic->name);
+	PG_RETURN_INT64(1);
+}
+
+Datum
+mq_seek(PG_FUNCTION_ARGS)
+{
+	char	   *group;
+	MqTopic    *topic;
+	int32		partition;
+	int64		offset;
+	Position   *pos;
+
+	check_groups_ready();
+	group = group_arg(fcinfo, 0);
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("topic, partition and offset must not be null")));
+	topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(1)), false);
+	partition = PG_GETARG_INT32(2);
+	offset = PG_GETARG_INT64(3);
+	pos = explicit_position(group, topic, partition);
+	check_offset_arg(topic, partition, offset);
+	save_position(pos);
+	pos->position = offset;
+	PG_RETURN_VOID();
+}
+
+Datum
+mq_leave(PG_FUNCTION_ARGS)
+{
+	char	   *group;
+	MqMember   *m;
+	bool		was = false;
+	HASH_SEQ_STATUS seq;
+	Position   *pos;
+
+	check_groups_ready();
+	group = group_arg(fcinfo, 0);
+	LWLockAcquire(gs->lock, LW_EXCLUSIVE);
+	m = find_member(MyDatabaseId, group, MyProcPid);
+	if (m)
+	{
+		MqGroupState *g;
+
+		remove_member(m);
+		g = find_group(MyDatabaseId, group, false);
+		if (g && g->needs_rebalance)
+			rebalance(g);
+		was = true;
+	}
+	LWLockRelease(gs->lock);
+
+	hash_seq_init(&seq, positions);
+	while ((pos = hash_seq_search(&seq)) != NULL)
+		if (strcmp(pos->key.group, group) == 0)
+			hash_search(positions, &pos->key, HASH_REMOVE, NULL);
+	PG_RETURN_BOOL(was);
+}
+
+static int
+active_members(const char *group)
+{
+	MqGroupState *g;
+	int			n = 0;
+
+	LWLockAcquire(gs->lock, LW_SHARED);
+	g = find_group(MyDatabaseId, group, false);
+	if (g)
+		n = group_member_count(g);
+	LWLockRelease(gs->lock);
+	return n;
+}
+
+static void
+refuse_if_active(const char *group, bool force, const char *what)
+{
+	int			n = active_members(group);
+
+	if (n > 0 && !force)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("cannot %s of consumer group \"%s\" while it has %d active member%s",
+						what, group, n, n == 1 ? "" : "s"),
+				 errhint("Stop the consumers (or call mq_leave), or pass force => true.")));
+}
+
+Datum
+mq_reset_offsets(PG_FUNCTION_ARGS)
+{
+	char	   *group;
+	MqTopic    *topic;
+	char	   *to;
+	bool		force;
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *end;
+	int64		exact = -1;
+	bool		is_time = false;
+	TimestampTz ts = 0;
+
+	check_groups_ready();
+	group = group_arg(fcinfo, 0);
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("topic and target must not be null")));
+	topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(1)), false);
+	to = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	force = PG_ARGISNULL(3) ? false : PG_GETARG_BOOL(3);
+	PreventCommandIfReadOnly("mq_reset_offsets");
+
+	if (pg_strcasecmp(to, "earliest") != 0 && pg_strcasecmp(to, "latest") != 0)
+	{
+		errno = 0;
+		exact = strtoll(to, &end, 10);
+		if (*to == '\0' || *end != '\0' || errno != 0)
+		{
+			exact = -1;
+			is_time = true;
+			ts = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in, CStringGetDatum(to),
+														 ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+		}
+		else if (exact < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("offset must not be negative")));
+	}
+	refuse_if_active(group, force, "reset offsets");
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (int p = 0; p < topic->partitions; p++)
+	{
+		int64		lso,
+					hw,
+					target;
+		Datum		values[2];
+		bool		nulls[2] = {false, false};
+
+		MqPartitionOffsets(topic, p, &lso, &hw);
+		if (pg_strcasecmp(to, "earliest") == 0)
+			target = MqLogStartOffset(topic, p);
+		else if (pg_strcasecmp(to, "latest") == 0)
+			target = lso;
+		else if (is_time)
+		{
+			/* the first record at or after ts, else the end */
+			target = MqOffsetForTime(topic, p, ts, NULL);
+			if (target < 0)
+				target = lso;
+		}
+		else
+		{
+			if (exact > hw || exact < MqLogStartOffset(topic, p))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("offset " INT64_FORMAT " is out of range for partition %d of topic \"%s\"",
+								exact, p, topic->name),
+						 errdetail("The partition holds offsets " INT64_FORMAT " to " INT64_FORMAT ".",
+								   MqLogStartOffset(topic, p), hw)));
+			target = exact;
+		}
+		(void) write_committed(group, topic->topic_id, p, -1, target, true);
+		values[0] = Int32GetDatum(p);
+		values[1] = Int64GetDatum(target);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+Datum
+mq_delete_group(PG_FUNCTION_ARGS)
+{
+	char	   *group;
+	bool		force;
+	OwnerSwitch sw;
+	Oid			type = TEXTOID;
+	Datum		val;
+	int64		n;
+
+	check_groups_ready();
+	group = group_arg(fcinfo, 0);
+	force = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
+	PreventCommandIfReadOnly("mq_delete_group");
+	refuse_if_active(group, force, "delete the offsets");
+	val = CStringGetTextDatum(group);
+	become_owner(&sw);
+	if (SPI_execute_with_args("DELETE FROM mqlog.committed_offset WHERE group_id = $1",
+							  1, &type, &val, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "mqlog: deleting committed offsets failed");
+	n = SPI_processed;
+	restore_user(&sw);
+	if (n == 0 && active_members(group) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("consumer group \"%s\" does not exist", group)));
+	PG_RETURN_INT64(n);
+}
+
+/* ------------------------------------------------------------------------
+ * mqlog.group_members
+ * ------------------------------------------------------------------------ */
+
+Datum
+mqlog_group_members(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MqMember   *copy;
+	int			n = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (gs == NULL)
+		return (Datum) 0;
+	copy = palloc(sizeof(MqMember) * gs->nslots);
+	LWLockAcquire(gs->lock, LW_SHARED);
+	for (int i = 0; i < gs->nslots; i++)
+		if (gs->members[i].in_use && gs->members[i].dboid == MyDatabaseId)
+			copy[n++] = gs->members[i];
+	LWLockRelease(gs->lock);
+
+	for (int i = 0; i < n; i++)
+	{
+		MqMember   *m = &copy[i];
+		Datum		values[9];
+		bool		nulls[9] = {0};
+		Datum	   *topics = palloc(sizeof(Datum) * Max(m->ntopics, 1));
+		Datum	   *assigned = palloc(sizeof(Datum) * Max(m->nassigned, 1));
+
+		for (int t = 0; t < m->ntopics; t++)
+			topics[t] = CStringGetTextDatum(MqTopicNameOrId(m->topic_ids[t]));
+		for (int a = 0; a < m->nassigned; a++)
+			assigned[a] = CStringGetTextDatum(psprintf("%s-%d", MqTopicNameOrId(m->assigned[a].topic_id),
+													   m->assigned[a].partition));
+		values[0] = CStringGetTextDatum(m->group);
+		values[1] = CStringGetTextDatum(psprintf("member-%llu", (unsigned long long) m->member_id));
+		values[2] = Int32GetDatum(m->pid);
+		values[3] = CStringGetTextDatum(assignor_names[m->assignor]);
+		values[4] = Int32GetDatum(m->generation);
+		values[5] = PointerGetDatum(construct_array(topics, m->ntopics, TEXTOID, -1, false, TYPALIGN_INT));
+		values[6] = PointerGetDatum(construct_array(assigned, m->nassigned, TEXTOID, -1, false, TYPALIGN_INT));
+		values[7] = TimestampTzGetDatum(m->joined_at);
+		values[8] = TimestampTzGetDatum(m->last_poll);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
