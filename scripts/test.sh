@@ -58,7 +58,10 @@ IS_ROOT=0
 [ "$(id -u)" -eq 0 ] && IS_ROOT=1
 
 # Run a command as the postgres OS user (as ourselves when not root) in the
-# given directory, with the environment we set up here.
+# given directory, with the environment we set up here.  To redirect its
+# output, wrap the call in a subshell, "(as_pg ...) >file": a redirection on
+# the function call itself would also capture what the EXIT/INT traps print
+# if a signal arrives meanwhile.
 as_pg() {
     local dir=$1; shift
     if [ $IS_ROOT -eq 1 ]; then
@@ -86,6 +89,26 @@ free_port() {
             if ($s) { close $s; print "$p\n"; exit 0; }
         }
         exit 1;' "$1"
+}
+
+# Files prove/pg_prove reported as failing, from its "Test Summary Report".
+tap_failed_files() {
+    sed -n 's/^\(test\/[^ ]*\) *(Wstat.*/\1/p' "$1" | sort -u
+}
+
+# One-line result of a prove/pg_prove run: "2 file(s), 133 tests" or
+# "failed: test/pgtap/002_fail.sql (of 2 file(s))".
+tap_note() {
+    local out=$1 nfiles=$2 tests failed
+    tests=$(sed -n 's/^Files=[0-9]*, Tests=\([0-9]*\),.*/\1/p' "$out" | tail -n 1)
+    failed=$(tap_failed_files "$out" | tr '\n' ' ' | sed 's/ $//')
+    if [ -n "$failed" ]; then
+        echo "failed: $failed (of $nfiles file(s))"
+    elif grep -q '^Result: PASS' "$out"; then
+        echo "$nfiles file(s), ${tests:-?} tests"
+    else
+        echo "$nfiles file(s), no PASS result (see above)"
+    fi
 }
 
 print_summary() {
@@ -123,7 +146,7 @@ stop_our_clusters() {
     while IFS= read -r pidfile; do
         datadir=$(dirname "$pidfile")
         echo "stopping leftover cluster in $datadir"
-        as_pg / "$PG_BINDIR/pg_ctl" -D "$datadir" -m immediate -w stop >/dev/null 2>&1 || true
+        (as_pg / "$PG_BINDIR/pg_ctl" -D "$datadir" -m immediate -w stop) >/dev/null 2>&1 || true
     done < <(find "$WORK" -name postmaster.pid -type f 2>/dev/null)
 }
 
@@ -140,7 +163,7 @@ cleanup() {
     if [ $ANY_FAILED -eq 0 ] && [ "${MQLOG_KEEP_TMP:-0}" != 1 ]; then
         rm -rf "$WORK"
     fi
-    print_summary || rc=1
+    print_summary || [ "$rc" -ne 0 ] || rc=1
     exit $rc
 }
 trap cleanup EXIT
@@ -209,7 +232,7 @@ run_regress() {
     else
         record pg_regress FAILED "$(regress_note "$WORK/regress.out")"
         show_file "$SRC/regression.diffs" 400
-        show_file "$SRC/log/initdb.log" 40
+        [ -f "$SRC/log/postmaster.log" ] || show_file "$SRC/log/initdb.log" 40
         show_file "$SRC/log/postmaster.log" 120
     fi
 }
@@ -228,7 +251,7 @@ run_isolation() {
     else
         record isolation FAILED "$(regress_note "$WORK/isolation.out")"
         show_file "$SRC/output_iso/regression.diffs" 400
-        show_file "$SRC/output_iso/log/initdb.log" 40
+        [ -f "$SRC/output_iso/log/postmaster.log" ] || show_file "$SRC/output_iso/log/initdb.log" 40
         show_file "$SRC/output_iso/log/postmaster.log" 120
     fi
 }
@@ -255,7 +278,7 @@ run_pgtap() {
     mkdir -p "$dir" && { [ $IS_ROOT -eq 0 ] || chown postgres:postgres "$dir"; }
 
     local psql=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres)
-    if ! as_pg "$dir" initdb -D "$PGTAP_DATA" -A trust -U postgres -E UTF8 --no-sync >"$dir/initdb.log" 2>&1; then
+    if ! (as_pg "$dir" initdb -D "$PGTAP_DATA" -A trust -U postgres -E UTF8 --no-sync) >"$dir/initdb.log" 2>&1; then
         record pgTAP FAILED "initdb failed"
         show_file "$dir/initdb.log" 40
         return
@@ -272,7 +295,7 @@ run_pgtap() {
     } >>"$PGTAP_DATA/postgresql.conf"
 
     echo "starting cluster: port $port, socket dir $dir"
-    if ! as_pg "$dir" pg_ctl -D "$PGTAP_DATA" -l "$dir/server.log" -w -t 120 start >/dev/null; then
+    if ! (as_pg "$dir" pg_ctl -D "$PGTAP_DATA" -l "$dir/server.log" -w -t 120 start) >/dev/null; then
         record pgTAP FAILED "cluster did not start"
         show_file "$dir/server.log" 80
         return
@@ -281,7 +304,7 @@ run_pgtap() {
        ! as_pg "$dir" "${psql[@]}" -d "$TEST_DB" -c 'CREATE EXTENSION pgtap' -c 'CREATE EXTENSION mqlog'; then
         record pgTAP FAILED "could not create the test database with pgtap and mqlog"
         show_file "$dir/server.log" 80
-        as_pg "$dir" pg_ctl -D "$PGTAP_DATA" -m immediate -w stop >/dev/null 2>&1
+        (as_pg "$dir" pg_ctl -D "$PGTAP_DATA" -m immediate -w stop) >/dev/null 2>&1
         return
     fi
 
@@ -290,14 +313,14 @@ run_pgtap() {
         -h "$dir" -p "$port" -U postgres -d "$TEST_DB" "${rel[@]}" 2>&1 | tee "$WORK/pgtap.out"
     rc=${PIPESTATUS[0]}
 
-    if ! as_pg "$dir" pg_ctl -D "$PGTAP_DATA" -m fast -w stop >/dev/null; then
+    if ! (as_pg "$dir" pg_ctl -D "$PGTAP_DATA" -m fast -w stop) >/dev/null; then
         echo "pgTAP cluster did not stop cleanly"
         rc=1
     fi
     if [ "$rc" -eq 0 ]; then
-        record pgTAP passed "${#files[@]} file(s)"
+        record pgTAP passed "$(tap_note "$WORK/pgtap.out" ${#files[@]})"
     else
-        record pgTAP FAILED "$(grep -E '^(Files=|Result:)' "$WORK/pgtap.out" | tr '\n' ' ')"
+        record pgTAP FAILED "$(tap_note "$WORK/pgtap.out" ${#files[@]})"
         show_file "$dir/server.log" 120
     fi
 }
@@ -330,12 +353,17 @@ run_perl() {
         prove -I "$PGXS_DIR/test/perl" -I test/perl ${PROVE_FLAGS:-} "${rel[@]}" 2>&1 | tee "$WORK/perl.out"
     rc=${PIPESTATUS[0]}
     if [ "$rc" -eq 0 ]; then
-        record "Perl TAP" passed "${#files[@]} file(s)"
+        record "Perl TAP" passed "$(tap_note "$WORK/perl.out" ${#files[@]})"
     else
-        record "Perl TAP" FAILED "$(grep -E '^(Files=|Result:)' "$WORK/perl.out" | tr '\n' ' ')"
-        local f
-        for f in "$SRC"/tmp_check/log/*; do
-            [ -f "$f" ] && show_file "$f" 150
+        record "Perl TAP" FAILED "$(tap_note "$WORK/perl.out" ${#files[@]})"
+        # The logs of the failing tests: what the test printed
+        # (regress_log_NAME) and the server logs of its nodes (NAME_NODE.log).
+        local t name f
+        for t in $(tap_failed_files "$WORK/perl.out"); do
+            name=$(basename "$t" .pl)
+            for f in "$SRC/tmp_check/log/regress_log_$name" "$SRC/tmp_check/log/${name}"_*.log; do
+                [ -f "$f" ] && show_file "$f" 150
+            done
         done
     fi
 }
