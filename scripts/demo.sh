@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Try mqlog in one command: install the dependencies, build and install the
+# extension, start a throwaway PostgreSQL 15 with mqlog preloaded, and run a
+# short tour in psql (topics, produce, fetch, the catalog views).
+#
+#   scripts/demo.sh          (re)start the demo from scratch and run the tour
+#   scripts/demo.sh --stop   stop the demo server and delete /tmp/mqlog-demo
+#
+# Run it as root on Debian 12 (it installs packages and the extension; the
+# server itself runs as the `postgres` OS user).  Everything lives in
+# /tmp/mqlog-demo; the server listens on the Unix socket in that directory
+# only, port 5499.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+DEMO=/tmp/mqlog-demo
+PORT=5499
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+BINDIR=/usr/lib/postgresql/15/bin
+
+usage() {
+    sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+}
+
+# Run a command as the postgres OS user when we are root (PostgreSQL refuses
+# to run as root), from a directory that user can read.
+as_pg() {
+    if [ "$(id -u)" -eq 0 ]; then
+        (cd / && runuser -u postgres -- "$@")
+    else
+        (cd / && "$@")
+    fi
+}
+
+stop_demo() {
+    if [ -f "$DEMO/data/postmaster.pid" ]; then
+        echo "stopping the demo server in $DEMO/data"
+        as_pg "$BINDIR/pg_ctl" -D "$DEMO/data" -m fast -w stop >/dev/null ||
+            as_pg "$BINDIR/pg_ctl" -D "$DEMO/data" -m immediate -w stop >/dev/null || true
+    fi
+}
+
+case "${1:-}" in
+    "") ;;
+    --stop)
+        stop_demo
+        rm -rf "$DEMO"
+        echo "mqlog demo stopped and $DEMO removed."
+        exit 0
+        ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage >&2; exit 2 ;;
+esac
+
+step() { printf '\n==== %s ====\n' "$*"; }
+
+step "dependencies"
+"$ROOT/scripts/install-deps.sh"
+BINDIR=$("$PG_CONFIG" --bindir)
+
+step "clean slate: $DEMO"
+stop_demo
+rm -rf "$DEMO"
+mkdir -p "$DEMO/build"
+
+step "build and install mqlog"
+# Build in a copy so the checkout stays untouched.
+tar -C "$ROOT" --exclude=./.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' \
+    --exclude=./results --exclude=./output_iso --exclude='./tmp_check*' --exclude=./log \
+    --exclude=./bench/work -cf - . | tar -C "$DEMO/build" -xf -
+make -C "$DEMO/build" -s PG_CONFIG="$PG_CONFIG"
+if ! make -C "$DEMO/build" -s install PG_CONFIG="$PG_CONFIG"; then
+    echo "make install failed: run scripts/demo.sh as root so it can install into $("$PG_CONFIG" --pkglibdir)" >&2
+    exit 1
+fi
+echo "installed into $("$PG_CONFIG" --pkglibdir)"
+
+step "start PostgreSQL with mqlog preloaded (port $PORT, socket in $DEMO)"
+chmod 755 "$DEMO"
+if [ "$(id -u)" -eq 0 ]; then
+    chown postgres:postgres "$DEMO"
+fi
+as_pg "$BINDIR/initdb" -D "$DEMO/data" -U postgres -A trust -E UTF8 --no-sync >"$DEMO/initdb.log" 2>&1 ||
+    { cat "$DEMO/initdb.log" >&2; exit 1; }
+cat >>"$DEMO/data/postgresql.conf" <<EOF
+
+# scripts/demo.sh
+port = $PORT
+listen_addresses = ''
+unix_socket_directories = '$DEMO'
+shared_preload_libraries = 'mqlog'
+wal_level = logical
+EOF
+if ! as_pg "$BINDIR/pg_ctl" -D "$DEMO/data" -l "$DEMO/server.log" -w -t 60 start >/dev/null; then
+    echo "the demo server did not start; its log:" >&2
+    tail -n 40 "$DEMO/server.log" >&2
+    exit 1
+fi
+
+on_error() {
+    echo >&2
+    echo "The demo stopped on an error.  Server log: $DEMO/server.log" >&2
+    echo "The server is still running: psql -h $DEMO -p $PORT -U postgres" >&2
+    echo "Stop it with: scripts/demo.sh --stop" >&2
+}
+trap on_error ERR
+
+step "CREATE EXTENSION mqlog, then the tour"
+"$BINDIR/psql" -X -h "$DEMO" -p "$PORT" -U postgres -d postgres \
+    -v ON_ERROR_STOP=1 --echo-queries --pset=pager=off <<'SQL'
+CREATE EXTENSION mqlog;
+
+\echo
+\echo '-- A topic with 3 partitions.'
+SELECT mq_create_topic('orders', 3);
+
+\echo
+\echo '-- Produce single records.  The same key always lands on the same partition'
+\echo '-- (Kafka''s murmur2 partitioner); a null key spreads records across partitions.'
+SELECT * FROM mq_produce('orders', '{"id":1}', key => 'customer-7');
+SELECT * FROM mq_produce('orders', '{"id":2}', key => 'customer-7');
+SELECT * FROM mq_produce('orders', '{"id":3}', key => 'customer-9');
+SELECT * FROM mq_produce('orders', '{"id":4}');
+
+\echo
+\echo '-- Produce a batch: the fast path, one record batch per partition touched.'
+SELECT * FROM mq_produce_batch('orders', ARRAY['a','b','c']::bytea[]);
+
+\echo
+\echo '-- Read partition 0 from offset 0, without a consumer group.'
+SELECT partition, "offset", ts, convert_from(key,'UTF8') AS key, convert_from(value,'UTF8') AS value FROM mq_fetch('orders', 0, 0);
+
+\echo
+\echo '-- Every partition.'
+SELECT f.partition, f."offset", convert_from(f.key,'UTF8') AS key, convert_from(f.value,'UTF8') AS value FROM generate_series(0, 2) AS p, mq_fetch('orders', p, 0) AS f ORDER BY 1, 2;
+
+-- ------------------------------------------------------------------------
+-- CONSUMER GROUPS (mq_poll / mq_commit): run only once they are installed.
+-- ------------------------------------------------------------------------
+SELECT to_regprocedure('mq_poll(text,text,integer,interval)') IS NOT NULL AS have_groups \gset
+\if :have_groups
+\echo
+\echo '-- Consumer group "billing": poll and commit in one transaction.'
+BEGIN;
+SELECT topic, partition, "offset", convert_from(key,'UTF8') AS key, convert_from(value,'UTF8') AS value FROM mq_poll('billing', 'orders'::text, 100, '2 seconds'::interval);
+SELECT mq_commit('billing');
+COMMIT;
+SELECT to_regclass('mqlog.consumer_lag') IS NOT NULL AS have_lag \gset
+\if :have_lag
+SELECT * FROM mqlog.consumer_lag ORDER BY topic, partition;
+\endif
+\else
+\echo
+\echo '-- (consumer groups, mq_poll and mq_commit, are not implemented yet: skipped)'
+\endif
+-- ------------------------------------------------------------------------
+
+\echo
+\echo '-- The catalog views a DBA uses.'
+SELECT * FROM mqlog.topics;
+SELECT * FROM mqlog.partitions;
+SELECT * FROM mqlog.segments;
+SQL
+trap - ERR
+
+cat <<EOF
+
+==== the mqlog demo server is running ====
+connect:     psql -h $DEMO -p $PORT -U postgres
+stop:        scripts/demo.sh --stop
+server log:  $DEMO/server.log
+EOF
