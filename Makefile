@@ -35,3 +35,6 @@ include $(PGXS)
 .PHONY: bench
 bench:
 	$(srcdir)/bench/run.sh $(if $(QUICK),--quick,)
+
+# PGXS does not track header dependencies; every object includes mqlog.h.
+$(OBJS): src/mqlog.h

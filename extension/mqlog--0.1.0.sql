@@ -72,6 +72,9 @@ CREATE TABLE mqlog.segment (
     relid        oid NOT NULL,
     sealed       bool NOT NULL DEFAULT false,
     created_at   timestamptz NOT NULL DEFAULT now(),
+    sealed_at    timestamptz,
+    next_offset  bigint,           -- set when sealed
+    max_timestamp timestamptz,     -- set when sealed: what time retention compares
     PRIMARY KEY (topic_id, "partition", base_offset)
 ) WITH (user_catalog_table = true);
 COMMENT ON TABLE mqlog.segment IS 'the segment chain of every partition; the unsealed one is where appends go';
@@ -115,7 +118,11 @@ CREATE FUNCTION mqlog._segment_stats(relid oid,
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_segment_stats';
 COMMENT ON FUNCTION mqlog._segment_stats(oid) IS 'internal: statistics read from the batch headers of one segment';
 
-REVOKE ALL ON FUNCTION mqlog._catalog_changed() FROM PUBLIC;
+CREATE FUNCTION mqlog._forget_topic(topic_id int) RETURNS void
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_forget_topic';
+COMMENT ON FUNCTION mqlog._forget_topic(int) IS 'internal: free a dropped topic''s shared partition state when the drop commits';
+
+REVOKE ALL ON FUNCTION mqlog._catalog_changed(), mqlog._forget_topic(int) FROM PUBLIC;
 
 /* ------------------------------------------------------------------------
  * Topic configuration: Kafka's keys, Kafka's defaults.
@@ -391,6 +398,7 @@ DECLARE
     t mqlog.topic := mqlog._lock_topic(name);
     seg record;
 BEGIN
+    PERFORM mqlog._forget_topic(t.topic_id);
     FOR seg IN SELECT relid FROM mqlog.segment WHERE topic_id = t.topic_id LOOP
         EXECUTE format('DROP TABLE %s', seg.relid::regclass);
     END LOOP;
@@ -597,3 +605,142 @@ CREATE VIEW mqlog.consumer_lag AS
 COMMENT ON VIEW mqlog.consumer_lag IS 'per group and partition: committed offset, high watermark and lag (to the last stable offset)';
 
 GRANT SELECT ON mqlog.groups, mqlog.group_members, mqlog.consumer_lag TO PUBLIC;
+
+/* ------------------------------------------------------------------------
+ * Segment lifecycle: roll, retention.  Run by the maintenance worker of
+ * every database where mqlog is installed, or by hand.
+ * ------------------------------------------------------------------------ */
+
+CREATE FUNCTION mqlog._roll_begin(topic_id int, "partition" int, relid oid) RETURNS bigint
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_roll_begin';
+COMMENT ON FUNCTION mqlog._roll_begin(int, int, oid) IS
+    'internal: lock the active segment against appends if no producer is inside it, and return the offset the next segment starts at (null when busy)';
+
+CREATE FUNCTION mqlog._roll_finish(topic_id int, "partition" int, relid oid, base_offset bigint) RETURNS void
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_roll_finish';
+COMMENT ON FUNCTION mqlog._roll_finish(int, int, oid, bigint) IS
+    'internal: make a new segment the active one when the current transaction commits';
+
+REVOKE ALL ON FUNCTION mqlog._roll_begin(int, int, oid), mqlog._roll_finish(int, int, oid, bigint) FROM PUBLIC;
+
+/* Seal the active segment of one partition and start the next; returns the new base offset, or null if it was busy. */
+CREATE FUNCTION mqlog._roll_segment(topic_id int, part int) RETURNS bigint
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    seg mqlog.segment;
+    tname text;
+    next_base bigint;
+    newrel oid;
+    st record;
+BEGIN
+    SELECT * INTO seg FROM mqlog.segment s
+     WHERE s.topic_id = _roll_segment.topic_id AND s."partition" = part AND NOT s.sealed;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    next_base := mqlog._roll_begin(topic_id, part, seg.relid);
+    IF next_base IS NULL OR next_base = seg.base_offset THEN
+        RETURN NULL;            /* busy, or nothing to seal */
+    END IF;
+    SELECT name INTO tname FROM mqlog.topic t WHERE t.topic_id = _roll_segment.topic_id;
+    SELECT * INTO st FROM mqlog._segment_stats(seg.relid);
+    UPDATE mqlog.segment s SET sealed = true, sealed_at = now(), next_offset = next_base,
+           max_timestamp = coalesce(st.max_timestamp, now())
+     WHERE s.relid = seg.relid;
+    newrel := mqlog._create_segment(topic_id, tname, part, next_base);
+    PERFORM mqlog._roll_finish(topic_id, part, newrel, next_base);
+    PERFORM mqlog._catalog_changed();
+    RETURN next_base;
+END
+$$;
+COMMENT ON FUNCTION mqlog._roll_segment(int, int) IS 'internal: roll one partition to a new segment';
+
+CREATE FUNCTION mq_run_maintenance()
+    RETURNS TABLE (action text, topic text, "partition" int, segment text, detail text)
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    p record;
+    s record;
+    total bigint;
+    next_base bigint;
+    dropped bool;
+BEGIN
+    /* a segment a reader is inside is left for the next pass */
+    PERFORM set_config('lock_timeout', '100ms', true);
+
+    FOR p IN
+        SELECT t.topic_id, t.name, g.p AS part, mqlog.effective_config(t.config) AS c
+          FROM mqlog.topic t, generate_series(0, t.partitions - 1) AS g(p)
+         ORDER BY t.topic_id, g.p
+    LOOP
+        /* roll: segment.bytes, or segment.ms since the segment was created */
+        SELECT sg.* INTO s FROM mqlog.segment sg
+         WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND NOT sg.sealed;
+        IF FOUND AND pg_relation_size(s.relid) > 0 AND
+           (pg_relation_size(s.relid) >= (p.c->>'segment.bytes')::bigint OR
+            s.created_at < now() - ((p.c->>'segment.ms') || ' ms')::interval) THEN
+            next_base := mqlog._roll_segment(p.topic_id, p.part);
+            IF next_base IS NOT NULL THEN
+                action := 'roll'; topic := p.name; "partition" := p.part;
+                segment := s.relid::regclass::text; detail := 'next segment starts at offset ' || next_base;
+                RETURN NEXT;
+            END IF;
+        END IF;
+
+        /* retention: drop whole sealed segments from the oldest */
+        IF p.c->>'cleanup.policy' LIKE '%delete%' THEN
+            SELECT coalesce(sum(pg_relation_size(sg.relid)), 0) INTO total
+              FROM mqlog.segment sg WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part;
+            FOR s IN
+                SELECT sg.*, pg_relation_size(sg.relid) AS size FROM mqlog.segment sg
+                 WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND sg.sealed
+                 ORDER BY sg.base_offset
+            LOOP
+                dropped := false;
+                IF (p.c->>'retention.ms')::bigint >= 0 AND
+                   s.max_timestamp < now() - ((p.c->>'retention.ms') || ' ms')::interval THEN
+                    detail := 'older than retention.ms';
+                    dropped := true;
+                ELSIF (p.c->>'retention.bytes')::bigint >= 0 AND
+                      total - s.size >= (p.c->>'retention.bytes')::bigint THEN
+                    detail := 'partition over retention.bytes';
+                    dropped := true;
+                END IF;
+                EXIT WHEN NOT dropped;
+                /* unlink first: readers stop finding it; the drop itself may wait */
+                DELETE FROM mqlog.segment sg WHERE sg.relid = s.relid;
+                PERFORM mqlog._catalog_changed();
+                total := total - s.size;
+                action := 'delete'; topic := p.name; "partition" := p.part;
+                segment := s.relid::regclass::text;
+                RETURN NEXT;
+                BEGIN
+                    EXECUTE format('DROP TABLE %s', s.relid::regclass);
+                EXCEPTION WHEN lock_not_available THEN
+                    NULL;       /* a reader is inside: the orphan sweep drops it later */
+                END;
+            END LOOP;
+        END IF;
+    END LOOP;
+
+    /* orphans: segments unlinked earlier whose drop had to wait */
+    FOR s IN
+        SELECT c.oid FROM pg_class c
+         WHERE c.relnamespace = 'mqlog_data'::regnamespace AND c.relkind = 'r'
+           AND NOT EXISTS (SELECT FROM mqlog.segment sg WHERE sg.relid = c.oid)
+    LOOP
+        BEGIN
+            EXECUTE format('DROP TABLE %s', s.oid::regclass);
+            action := 'drop-orphan'; topic := NULL; "partition" := NULL;
+            segment := s.oid::text; detail := NULL;
+            RETURN NEXT;
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION mq_run_maintenance() IS
+    'one maintenance pass now: roll full or old segments, drop segments past retention.ms / retention.bytes';
+REVOKE ALL ON FUNCTION mq_run_maintenance() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mq_run_maintenance() TO mqlog_admin;

@@ -71,12 +71,11 @@ MqPartitionOffsets(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
 	else
 	{
 		LWLockAcquire(&part->lock, LW_SHARED);
-		if (!part->loaded || part->dirty || part->active_relid != seg->relid)
+		if (!part->loaded || part->dirty)
 		{
 			LWLockRelease(&part->lock);
 			LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-			if (!part->loaded || part->dirty || part->active_relid != seg->relid)
-				MqPartitionLoad(part, rel, seg->base_offset);
+			MqPartitionEnsureLoaded(part, rel, seg->base_offset);
 		}
 		*lso = MqPartitionLso(part, hw);
 		LWLockRelease(&part->lock);

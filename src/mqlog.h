@@ -302,8 +302,15 @@ extern void MqlogDecode(struct LogicalDecodingContext *ctx, struct XLogRecordBuf
  * Partition state in shared memory (partition.c)
  * ------------------------------------------------------------------------ */
 
+/*
+ * Topic ids are per database and start again at 1 when the extension is
+ * dropped and created again, so the key also names the database and the
+ * catalog table's relation (a new one for each incarnation).
+ */
 typedef struct MqPartitionKey
 {
+	Oid			dboid;
+	Oid			catalog_relid;
 	int32		topic_id;
 	int32		partition;
 } MqPartitionKey;
@@ -325,11 +332,14 @@ typedef struct MqPartition
 
 extern void MqPartitionShmemRequest(void);
 extern void MqPartitionShmemInit(void);
-extern MqPartition *MqPartitionGet(int32 topic_id, int32 partition);
+extern MqPartition *MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition);
 extern void MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset);
 extern int64 MqPartitionLso(MqPartition *part, int64 *high_watermark);
 extern void MqPartitionRegisterInflight(MqPartition *part, int64 offset);
 extern void MqPartitionInitCallbacks(void);
+extern void MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset);
+extern void MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset);
+extern void MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id);
 
 /* ------------------------------------------------------------------------
  * Topic metadata cache (topic.c)
@@ -344,6 +354,7 @@ typedef struct MqSegmentRef
 
 typedef struct MqTopic
 {
+	Oid			catalog_relid;	/* mqlog.topic, see MqPartitionKey */
 	int32		topic_id;
 	char	   *name;
 	int			partitions;
@@ -359,6 +370,7 @@ typedef struct MqTopic
 extern MqTopic *MqTopicLookup(const char *name, bool missing_ok);
 extern MqTopic *MqTopicLookupById(int32 topic_id);
 extern const char *MqTopicNameOrId(int32 topic_id);
+extern MqTopic *MqTopicRefresh(const char *name);
 extern void MqCheckPartition(MqTopic *topic, int32 partition);
 extern MqPartition *MqTopicPartition(MqTopic *topic, int32 partition);
 extern const MqSegmentRef *MqTopicActiveSegment(MqTopic *topic, int32 partition);

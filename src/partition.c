@@ -17,14 +17,20 @@
  * Entries are released in the transaction callbacks: at commit and abort of
  * the top transaction (after the clog records its fate, so a reader that no
  * longer sees the entry finds the outcome in the clog), at abort of the
- * subtransaction that made them, and at backend exit.  A crash of a backend
- * restarts the whole server and with it this shared memory.
+ * subtransaction that made them, and at backend exit (see mq_backend_exit).
+ * A crash of a backend restarts the whole server and with it this shared
+ * memory.
+ *
+ * Partition entries of a dropped topic are removed when the drop commits.
+ * Every use of an entry happens while holding a lock on one of the topic's
+ * segments, which the drop waits for, so no backend is inside one then.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "nodes/pg_list.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
@@ -171,7 +177,7 @@ MqDataArrivedCV(void)
  * ------------------------------------------------------------------------ */
 
 MqPartition *
-MqPartitionGet(int32 topic_id, int32 partition)
+MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition)
 {
 	MqPartitionKey key;
 	MqPartition *part;
@@ -182,6 +188,8 @@ MqPartitionGet(int32 topic_id, int32 partition)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("mqlog must be loaded via shared_preload_libraries")));
 	memset(&key, 0, sizeof(key));
+	key.dboid = MyDatabaseId;
+	key.catalog_relid = catalog_relid;
 	key.topic_id = topic_id;
 	key.partition = partition;
 
@@ -233,9 +241,118 @@ MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset)
 	part->active_base = base_offset;
 	part->end_lpos = tail.end_lpos;
 	part->torn_lpos = tail.torn_lpos;
-	part->next_offset = Max(part->next_offset, tail.next_offset);
+	part->next_offset = tail.next_offset;
 	part->dirty = false;
 	part->loaded = true;
+}
+
+/*
+ * Load the partition's tail from rel if it is not known yet, or if an
+ * append failed midway in this same segment.  A caller whose topic cache
+ * is older than a roll passes the sealed segment: that never reloads.
+ * Caller holds part->lock exclusively.
+ */
+void
+MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset)
+{
+	if (!part->loaded ||
+		(part->dirty && part->active_relid == RelationGetRelid(rel)))
+		MqPartitionLoad(part, rel, base_offset);
+}
+
+/* segment switches made by this transaction, applied when it commits */
+typedef struct PendingSwitch
+{
+	MqPartition *part;
+	Oid			relid;
+	int64		base_offset;
+} PendingSwitch;
+
+static List *pending_switches = NIL;
+static List *pending_forgets = NIL;	/* topic ids dropped by this transaction */
+static Oid	pending_forget_catalog = InvalidOid;
+
+void
+MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	pending_forgets = lappend_int(pending_forgets, topic_id);
+	pending_forget_catalog = catalog_relid;
+	MemoryContextSwitchTo(old);
+}
+
+static void
+apply_forgets(bool commit)
+{
+	if (commit && pending_forgets != NIL)
+	{
+		HASH_SEQ_STATUS seq;
+		MqPartition *part;
+
+		LWLockAcquire(mq_shared->hash_lock, LW_EXCLUSIVE);
+		hash_seq_init(&seq, part_hash);
+		while ((part = hash_seq_search(&seq)) != NULL)
+			if (part->key.dboid == MyDatabaseId &&
+				part->key.catalog_relid == pending_forget_catalog &&
+				list_member_int(pending_forgets, part->key.topic_id) &&
+				dlist_is_empty(&part->inflight))
+				hash_search(part_hash, &part->key, HASH_REMOVE, NULL);
+		LWLockRelease(mq_shared->hash_lock);
+	}
+	list_free(pending_forgets);
+	pending_forgets = NIL;
+}
+
+void
+MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	PendingSwitch *ps = palloc(sizeof(PendingSwitch));
+
+	ps->part = part;
+	ps->relid = relid;
+	ps->base_offset = base_offset;
+	pending_switches = lappend(pending_switches, ps);
+	MemoryContextSwitchTo(old);
+}
+
+static void
+apply_switches(bool commit)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending_switches)
+	{
+		PendingSwitch *ps = lfirst(lc);
+
+		/*
+		 * A producer that saw the new segment in the catalog before this
+		 * callback ran may have switched already (and appended): then
+		 * there is nothing to do.
+		 */
+		if (commit)
+		{
+			LWLockAcquire(&ps->part->lock, LW_EXCLUSIVE);
+			if (ps->part->active_relid == ps->relid)
+			{
+				LWLockRelease(&ps->part->lock);
+				pfree(ps);
+				continue;
+			}
+			ps->part->active_relid = ps->relid;
+			ps->part->active_base = ps->base_offset;
+			ps->part->end_lpos = 0;
+			ps->part->torn_lpos = 0;
+			ps->part->next_offset = Max(ps->part->next_offset, ps->base_offset);
+			ps->part->dirty = false;
+			ps->part->loaded = true;
+			LWLockRelease(&ps->part->lock);
+		}
+		pfree(ps);
+	}
+	list_free(pending_switches);
+	pending_switches = NIL;
 }
 
 /* The LSO: the lowest in-flight offset, or the high watermark. */
@@ -363,6 +480,8 @@ mq_xact_callback(XactEvent event, void *arg)
 				release_inflight(InvalidSubTransactionId, true);
 				ConditionVariableBroadcast(&mq_shared->data_cv);
 			}
+			apply_switches(true);
+			apply_forgets(true);
 			if (catalog_bump_at_commit)
 				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
 			catalog_bump_at_commit = false;
@@ -371,6 +490,8 @@ mq_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 			/* the aborted batches become holes: readers may pass them */
 			release_inflight(InvalidSubTransactionId, true);
+			apply_switches(false);
+			apply_forgets(false);
 			if (catalog_bump_at_commit)
 				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
 			catalog_bump_at_commit = false;
@@ -399,9 +520,17 @@ mq_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	}
 }
 
+/*
+ * Runs before ShutdownPostgres aborts a transaction left open, so the
+ * entries of a backend that exits mid-transaction are released before its
+ * abort is in the clog; readers then find the xid neither running nor
+ * committed and skip the batch, which is the same outcome.  LWLocks are
+ * released first: a FATAL error may have come while one was held.
+ */
 static void
 mq_backend_exit(int code, Datum arg)
 {
+	LWLockReleaseAll();
 	if (mq_shared != NULL)
 		release_inflight(InvalidSubTransactionId, true);
 }

@@ -94,16 +94,15 @@ check_record(MqTopic *topic, MqRecord *rec)
 
 /*
  * Append records as one batch to a partition; returns the base offset.
- * The caller has validated them.
+ * The caller has validated them.  If a roll made the cached segment chain
+ * stale, *topicp is refreshed and the append goes to the new segment.
  */
 static int64
-append_batch(MqTopic *topic, int32 partition, MqRecord *records, int nrecords)
+append_batch(MqTopic **topicp, int32 partition, MqRecord *records, int nrecords)
 {
-	const MqSegmentRef *seg = MqTopicActiveSegment(topic, partition);
-	MqPartition *part = MqTopicPartition(topic, partition);
+	MqTopic    *topic = *topicp;
 	StringInfoData batch;
 	TransactionId xid;
-	Relation	rel;
 	int64		base;
 
 	/* WAL-logged data needs an xid, and decoding needs it assigned first */
@@ -112,55 +111,87 @@ append_batch(MqTopic *topic, int32 partition, MqRecord *records, int nrecords)
 	MqBatchBuild(&batch, records, nrecords, xid,
 				 topic->log_append_time ? MQ_ATTR_LOG_APPEND_TIME : 0);
 
-	rel = try_table_open(seg->relid, RowExclusiveLock);
-	if (rel == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("topic \"%s\" was dropped", topic->name)));
-
-	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-	if (!part->loaded || part->dirty || part->active_relid != seg->relid)
-		MqPartitionLoad(part, rel, seg->base_offset);
-
-	if (part->torn_lpos != part->end_lpos)
+	for (int attempt = 0;; attempt++)
 	{
-		/*
-		 * A crash tore the last batch.  Cut it off under an exclusive lock,
-		 * so that no reader has the pages pinned; take it without holding
-		 * the LWLock or the weaker lock, to keep the lock order simple.
-		 */
-		MqSegmentTail tail;
+		const MqSegmentRef *seg = MqTopicActiveSegment(topic, partition);
+		MqPartition *part = MqTopicPartition(topic, partition);
+		Relation	rel;
 
-		LWLockRelease(&part->lock);
-		table_close(rel, NoLock);
-		UnlockRelationOid(seg->relid, RowExclusiveLock);
-		rel = table_open(seg->relid, AccessExclusiveLock);
+		rel = try_table_open(seg->relid, RowExclusiveLock);
+		if (rel == NULL && attempt < 3)
+		{
+			topic = *topicp = MqTopicRefresh(topic->name);
+			continue;
+		}
+		if (rel == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("topic \"%s\" was dropped", topic->name)));
+
 		LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-		MqPartitionLoad(part, rel, seg->base_offset);
+		MqPartitionEnsureLoaded(part, rel, seg->base_offset);
+		if (part->active_relid != seg->relid)
+		{
+			if (attempt == 0)
+			{
+				/* a roll sealed the segment since our cache was loaded */
+				LWLockRelease(&part->lock);
+				table_close(rel, NoLock);
+				topic = *topicp = MqTopicRefresh(topic->name);
+				continue;
+			}
+
+			/*
+			 * The catalog, freshly read, names another active segment than
+			 * shared memory: a roll that committed an instant ago and whose
+			 * commit callback has not run yet.  The catalog is right; read
+			 * the new segment's tail.
+			 */
+			MqPartitionLoad(part, rel, seg->base_offset);
+		}
+
 		if (part->torn_lpos != part->end_lpos)
 		{
-			tail.end_lpos = part->end_lpos;
-			tail.torn_lpos = part->torn_lpos;
-			tail.next_offset = part->next_offset;
-			MqSegmentRepairTail(rel, &tail);
-			part->torn_lpos = part->end_lpos;
+			/*
+			 * A crash tore the last batch.  Cut it off under an exclusive
+			 * lock, so that no reader has the pages pinned; take it without
+			 * holding the LWLock or the weaker lock, to keep the lock order
+			 * simple.
+			 */
+			MqSegmentTail tail;
+
+			LWLockRelease(&part->lock);
+			table_close(rel, NoLock);
+			UnlockRelationOid(seg->relid, RowExclusiveLock);
+			rel = table_open(seg->relid, AccessExclusiveLock);
+			LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+			MqPartitionLoad(part, rel, seg->base_offset);
+			if (part->torn_lpos != part->end_lpos)
+			{
+				tail.end_lpos = part->end_lpos;
+				tail.torn_lpos = part->torn_lpos;
+				tail.next_offset = part->next_offset;
+				MqSegmentRepairTail(rel, &tail);
+				part->torn_lpos = part->end_lpos;
+			}
 		}
+
+		base = part->next_offset;
+		MqBatchSetOffset(batch.data, base);
+		MqPartitionRegisterInflight(part, base);
+
+		part->dirty = true;
+		MqSegmentAppend(rel, topic->topic_id, partition, part->end_lpos,
+						batch.data, batch.len, MqPartitionLso(part, NULL));
+		part->end_lpos += batch.len;
+		part->torn_lpos = part->end_lpos;
+		part->next_offset = base + nrecords;
+		part->dirty = false;
+		LWLockRelease(&part->lock);
+
+		table_close(rel, NoLock);
+		break;
 	}
-
-	base = part->next_offset;
-	MqBatchSetOffset(batch.data, base);
-	MqPartitionRegisterInflight(part, base);
-
-	part->dirty = true;
-	MqSegmentAppend(rel, topic->topic_id, partition, part->end_lpos,
-					batch.data, batch.len, MqPartitionLso(part, NULL));
-	part->end_lpos += batch.len;
-	part->torn_lpos = part->end_lpos;
-	part->next_offset = base + nrecords;
-	part->dirty = false;
-	LWLockRelease(&part->lock);
-
-	table_close(rel, NoLock);
 	pfree(batch.data);
 	return base;
 }
@@ -398,7 +429,7 @@ mq_produce(PG_FUNCTION_ARGS)
 		partition = sticky_partition(topic);
 	check_record(topic, &rec);
 
-	offset = append_batch(topic, partition, &rec, 1);
+	offset = append_batch(&topic, partition, &rec, 1);
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "mq_produce must return a composite type");
@@ -563,7 +594,7 @@ mq_produce_batch(PG_FUNCTION_ARGS)
 		for (int j = 0; j < n; j++)
 			if (parts[j] == p)
 				group[ng++] = recs[j];
-		base = append_batch(topic, p, group, ng);
+		base = append_batch(&topic, p, group, ng);
 		values[0] = Int32GetDatum(p);
 		values[1] = Int64GetDatum(base);
 		values[2] = Int32GetDatum(ng);

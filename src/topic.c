@@ -13,7 +13,10 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "utils/lsyscache.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -36,11 +39,19 @@ reset_cache(void)
 {
 	HASHCTL		ctl;
 
-	if (topic_cxt == NULL)
-		topic_cxt = AllocSetContextCreate(CacheMemoryContext, "mqlog topic cache",
-										  ALLOCSET_DEFAULT_SIZES);
-	else
-		MemoryContextReset(topic_cxt);
+	/*
+	 * Callers may still hold MqTopic pointers from the old cache during this
+	 * transaction, so the old context lives until the transaction ends.
+	 */
+	if (topic_cxt != NULL)
+	{
+		if (IsTransactionState())
+			MemoryContextSetParent(topic_cxt, TopTransactionContext);
+		else
+			MemoryContextDelete(topic_cxt);
+	}
+	topic_cxt = AllocSetContextCreate(CacheMemoryContext, "mqlog topic cache",
+									  ALLOCSET_DEFAULT_SIZES);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(((TopicEntry *) 0)->name);
 	ctl.entrysize = sizeof(TopicEntry);
@@ -76,6 +87,7 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		Oid			segtype = INT4OID;
 
 		t = palloc0(sizeof(MqTopic));
+		t->catalog_relid = get_relname_relid("topic", get_namespace_oid("mqlog", false));
 		t->topic_id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
 		t->name = pstrdup(TextDatumGetCString(SPI_getbinval(tup, desc, 2, &isnull)));
 		t->partitions = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
@@ -204,7 +216,7 @@ MqPartition *
 MqTopicPartition(MqTopic *topic, int32 partition)
 {
 	if (topic->parts[partition] == NULL)
-		topic->parts[partition] = MqPartitionGet(topic->topic_id, partition);
+		topic->parts[partition] = MqPartitionGet(topic->catalog_relid, topic->topic_id, partition);
 	return topic->parts[partition];
 }
 
@@ -240,4 +252,12 @@ MqTopicNameOrId(int32 topic_id)
 	entry = hash_search(topic_hash, t->name, HASH_ENTER, NULL);
 	entry->topic = t;
 	return t->name;
+}
+
+/* Forget every cached topic and look this one up again. */
+MqTopic *
+MqTopicRefresh(const char *name)
+{
+	topic_generation = 0;
+	return MqTopicLookup(name, false);
 }
