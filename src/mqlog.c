@@ -78,6 +78,12 @@ _PG_init(void)
 							&mqlog_max_poll_interval_ms,
 							300000, 1000, INT_MAX,
 							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.maintenance_naptime",
+							"Time between maintenance passes (segment roll and retention) in each database.",
+							NULL,
+							&mqlog_maintenance_naptime,
+							10, 1, 86400,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("mqlog");
 
 	MqPartitionShmemRequest();
@@ -85,6 +91,7 @@ _PG_init(void)
 	MqPartitionInitCallbacks();
 	MqGroupsInitCallbacks();
 	MqCoordinatorRegister();
+	MqMaintenanceRegister();
 	MqAmInitHooks();
 	mqlog_preloaded = true;
 }

@@ -57,6 +57,8 @@ extern void MqGroupsInitCallbacks(void);
 extern int	MqGroupsCoordinate(void);
 extern void MqGroupsSetCoordinatorLatch(struct Latch *latch);
 extern void MqCoordinatorRegister(void);
+extern int	mqlog_maintenance_naptime;
+extern void MqMaintenanceRegister(void);
 
 extern void MqlogCatalogChanged(void);
 extern uint64 MqlogCatalogGeneration(void);

@@ -1,0 +1,231 @@
+/*-------------------------------------------------------------------------
+ *
+ * maintenance.c
+ *		The maintenance workers: a launcher, and one worker per database
+ *		that runs mq_run_maintenance() every mqlog.maintenance_naptime.
+ *
+ * The launcher connects to no database (it reads only the shared catalog
+ * pg_database) and keeps one dynamic worker alive per database that allows
+ * connections.  A database worker that finds no mqlog extension just sleeps
+ * and looks again, so CREATE EXTENSION needs no restart.  Loops follow
+ * contrib/pg_prewarm/autoprewarm.c: latch, SIGTERM, SIGHUP, postmaster
+ * death.  An error in a pass ends the worker, and the launcher starts a
+ * new one on its next round.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/builtins.h"
+#include "utils/snapmgr.h"
+
+#include "mqlog.h"
+
+int			mqlog_maintenance_naptime = 10;
+
+PGDLLEXPORT void mqlog_launcher_main(Datum main_arg);
+PGDLLEXPORT void mqlog_maintenance_main(Datum main_arg);
+
+#define MAX_DB_WORKERS 64
+
+typedef struct DbWorker
+{
+	Oid			dboid;
+	BackgroundWorkerHandle *handle;
+} DbWorker;
+
+void
+MqMaintenanceRegister(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "mqlog_launcher_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "mqlog maintenance launcher", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "mqlog maintenance launcher", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+}
+
+static void
+setup_signals(void)
+{
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+}
+
+static void
+sleep_naptime(void)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 mqlog_maintenance_naptime * 1000L, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+}
+
+/* databases that accept connections and are not templates */
+static List *
+list_databases(void)
+{
+	List	   *result = NIL;
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	MemoryContext outer = CurrentMemoryContext;
+
+	StartTransactionCommand();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+
+		if (db->datallowconn && !db->datistemplate)
+		{
+			MemoryContext old = MemoryContextSwitchTo(outer);
+
+			result = lappend_oid(result, db->oid);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+	return result;
+}
+
+void
+mqlog_launcher_main(Datum main_arg)
+{
+	DbWorker	workers[MAX_DB_WORKERS];
+	int			nworkers = 0;
+
+	setup_signals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+
+	while (!ShutdownRequestPending)
+	{
+		List	   *dbs = list_databases();
+		ListCell   *lc;
+
+		foreach(lc, dbs)
+		{
+			Oid			dboid = lfirst_oid(lc);
+			int			i;
+			pid_t		pid;
+
+			for (i = 0; i < nworkers; i++)
+				if (workers[i].dboid == dboid)
+					break;
+			if (i < nworkers &&
+				GetBackgroundWorkerPid(workers[i].handle, &pid) != BGWH_STOPPED)
+				continue;
+			if (i == nworkers)
+			{
+				if (nworkers == MAX_DB_WORKERS)
+					continue;
+				workers[nworkers++].dboid = dboid;
+			}
+			else
+				pfree(workers[i].handle);
+			{
+				BackgroundWorker worker;
+
+				memset(&worker, 0, sizeof(worker));
+				worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+				worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+				worker.bgw_restart_time = BGW_NEVER_RESTART;
+				strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
+				strlcpy(worker.bgw_function_name, "mqlog_maintenance_main", BGW_MAXLEN);
+				snprintf(worker.bgw_name, BGW_MAXLEN, "mqlog maintenance of database %u", dboid);
+				strlcpy(worker.bgw_type, "mqlog maintenance", BGW_MAXLEN);
+				worker.bgw_main_arg = ObjectIdGetDatum(dboid);
+				worker.bgw_notify_pid = MyProcPid;
+				if (!RegisterDynamicBackgroundWorker(&worker, &workers[i].handle))
+					workers[i].handle = NULL;
+			}
+			if (workers[i].handle == NULL)
+				nworkers--;		/* no slot free now: try again next round */
+		}
+		list_free(dbs);
+		sleep_naptime();
+	}
+	proc_exit(0);
+}
+
+/* One pass in its own transaction; returns false if mqlog is not installed. */
+static bool
+maintenance_pass(void)
+{
+	bool		installed;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "mqlog maintenance");
+	if (SPI_execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+					" WHERE e.extname = 'mqlog'"
+					" AND to_regprocedure(quote_ident(n.nspname) || '.mq_run_maintenance()') IS NOT NULL",
+					true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "mqlog maintenance: extension lookup failed");
+	installed = (SPI_processed == 1);
+	if (installed)
+	{
+		char	   *nsp = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		char	   *q = psprintf("SELECT count(*) FROM %s.mq_run_maintenance()", quote_identifier(nsp));
+
+		if (SPI_execute(q, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "mqlog maintenance: pass failed");
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return installed;
+}
+
+void
+mqlog_maintenance_main(Datum main_arg)
+{
+	Oid			dboid = DatumGetObjectId(main_arg);
+	MemoryContext cxt;
+
+	setup_signals();
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	cxt = AllocSetContextCreate(TopMemoryContext, "mqlog maintenance", ALLOCSET_DEFAULT_SIZES);
+
+	while (!ShutdownRequestPending)
+	{
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+
+		(void) maintenance_pass();
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(cxt);
+		sleep_naptime();
+	}
+	proc_exit(0);
+}
