@@ -91,9 +91,24 @@ free_port() {
         exit 1;' "$1"
 }
 
-# Files prove/pg_prove reported as failing, from its "Test Summary Report".
+# Files prove/pg_prove reported as failing, from its "Test Summary Report":
+# a non-zero wait status, failed tests or parse errors (a report entry may
+# also just list TODO tests that passed, which is no failure).
 tap_failed_files() {
-    sed -n 's/^\(test\/[^ ]*\) *(Wstat.*/\1/p' "$1" | sort -u
+    awk '
+        /^Test Summary Report/ { in_report = 1; next }
+        !in_report { next }
+        /^Files=/ { flush(); in_report = 0; next }
+        /^test\/[^ ]* *\(Wstat: / {
+            flush()
+            file = $1
+            bad = ($0 !~ /Wstat: 0 / || $0 !~ /Failed: 0\)/)
+            next
+        }
+        /^ +Parse errors:/ { bad = 1 }
+        function flush() { if (file != "" && bad) print file; file = ""; bad = 0 }
+        END { flush() }
+    ' "$1" | sort -u
 }
 
 # One-line result of a prove/pg_prove run: "2 file(s), 133 tests" or
@@ -187,7 +202,14 @@ build() {
     tar -C "$ROOT" --exclude=./.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' \
         --exclude=./results --exclude=./output_iso --exclude='./tmp_check*' --exclude=./log \
         --exclude=./regression.diffs --exclude=./regression.out --exclude=./bench/work \
-        -cf - . | tar -C "$SRC" -xf - || return 1
+        --warning=no-file-changed -cf - . | tar -C "$SRC" -xf -
+    # tar exits 1 when a file changed while it was read (someone building in
+    # the checkout meanwhile): the copy is still usable.
+    local st=("${PIPESTATUS[@]}")
+    if [ "${st[0]}" -gt 1 ] || [ "${st[1]}" -ne 0 ]; then
+        echo "copying the source tree failed"
+        return 1
+    fi
 
     banner "build: make clean && make (PG_CONFIG=$PG_CONFIG)"
     make -C "$SRC" -s clean PG_CONFIG="$PG_CONFIG" || return 1
@@ -215,7 +237,20 @@ build() {
 regress_note() {
     local line
     line=$(grep -E '^ *(All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests failed)' "$1" | tail -n 1 | sed 's/^ *//; s/ *$//')
-    echo "${line:-no result line from pg_regress}"
+    echo "${line:-pg_regress did not finish, see its output above}"
+}
+
+# pg_regress gives up on the whole run at the first test without an expected
+# file; name those tests up front.
+missing_expected() {
+    local dir=$1 ext=$2 expdir=$3 f name
+    for f in "$dir"/*"$ext"; do
+        [ -f "$f" ] || continue
+        name=$(basename "$f" "$ext")
+        if ! compgen -G "$expdir/$name.out" >/dev/null && ! compgen -G "$expdir/${name}_[0-9].out" >/dev/null; then
+            echo "WARNING: ${f#"$SRC"/} has no expected output ${expdir#"$SRC"/}/$name.out"
+        fi
+    done
 }
 
 run_regress() {
@@ -227,6 +262,7 @@ run_regress() {
         return
     fi
     banner "pg_regress: $n test(s) in sql/"
+    missing_expected "$SRC/sql" .sql "$SRC/expected"
     if as_pg "$SRC" make installcheck PG_CONFIG="$PG_CONFIG" ISOLATION= 2>&1 | tee "$WORK/regress.out"; then
         record pg_regress passed "$(regress_note "$WORK/regress.out")"
     else
@@ -246,6 +282,7 @@ run_isolation() {
         return
     fi
     banner "isolation: $n spec(s) in test/isolation/specs/"
+    missing_expected "$SRC/test/isolation/specs" .spec "$SRC/test/isolation/expected"
     if as_pg "$SRC" make installcheck PG_CONFIG="$PG_CONFIG" REGRESS= 2>&1 | tee "$WORK/isolation.out"; then
         record isolation passed "$(regress_note "$WORK/isolation.out")"
     else
