@@ -75,6 +75,7 @@ CREATE TABLE mqlog.segment (
     sealed_at    timestamptz,
     next_offset  bigint,           -- set when sealed
     max_timestamp timestamptz,     -- set when sealed: what time retention compares
+    compacted_at timestamptz,      -- last rewrite by compaction
     PRIMARY KEY (topic_id, "partition", base_offset)
 ) WITH (user_catalog_table = true);
 COMMENT ON TABLE mqlog.segment IS 'the segment chain of every partition; the unsealed one is where appends go';
@@ -482,7 +483,8 @@ COMMENT ON VIEW mqlog.topics IS 'topics with their effective configuration';
 CREATE VIEW mqlog.segments AS
     SELECT t.name AS topic, s."partition", s.base_offset, s.relid::regclass AS relation,
            pg_relation_size(s.relid) AS size_bytes, st.record_count, st.batch_count,
-           st.first_timestamp, st.max_timestamp, st.next_offset, s.sealed, s.created_at
+           st.first_timestamp, st.max_timestamp, st.next_offset, s.sealed, s.created_at,
+           s.sealed_at, s.compacted_at
       FROM mqlog.segment s
       JOIN mqlog.topic t USING (topic_id)
      CROSS JOIN LATERAL mqlog._segment_stats(s.relid) st;
@@ -655,6 +657,54 @@ END
 $$;
 COMMENT ON FUNCTION mqlog._roll_segment(int, int) IS 'internal: roll one partition to a new segment';
 
+CREATE FUNCTION mqlog._compact_segment_into(topic_id int, "partition" int, old_relid oid, new_relid oid)
+    RETURNS bigint
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_compact_segment';
+COMMENT ON FUNCTION mqlog._compact_segment_into(int, int, oid, oid) IS
+    'internal: count (new_relid 0) or write (into new_relid) the records compaction keeps of a sealed segment';
+REVOKE ALL ON FUNCTION mqlog._compact_segment_into(int, int, oid, oid) FROM PUBLIC;
+
+/* Compact one sealed segment; returns how many records went away. */
+CREATE FUNCTION mqlog._compact_segment(topic_id int, part int, seg_relid oid) RETURNS bigint
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    seg mqlog.segment;
+    tname text;
+    canonical text;
+    tmpname text;
+    removed bigint;
+    newrel oid;
+BEGIN
+    /* one compaction of a segment at a time */
+    SELECT * INTO seg FROM mqlog.segment s WHERE s.relid = seg_relid AND s.sealed FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    removed := mqlog._compact_segment_into(topic_id, part, seg_relid, 0);
+    IF removed = 0 THEN
+        UPDATE mqlog.segment s SET compacted_at = now() WHERE s.relid = seg_relid;
+        RETURN 0;
+    END IF;
+    SELECT name INTO tname FROM mqlog.topic t WHERE t.topic_id = _compact_segment.topic_id;
+    canonical := mqlog._segment_relname(topic_id, tname, part, seg.base_offset);
+    tmpname := left(canonical, 55) || '.c' || lpad((floor(random() * 100000))::int::text, 5, '0');
+    EXECUTE format('CREATE TABLE mqlog_data.%I ("offset" bigint, ts timestamptz, key bytea, value bytea, headers mqlog.header[]) USING mqlog',
+                   tmpname);
+    newrel := format('mqlog_data.%I', tmpname)::regclass::oid;
+    PERFORM mqlog._compact_segment_into(topic_id, part, seg_relid, newrel);
+    UPDATE mqlog.segment s SET relid = newrel, compacted_at = now() WHERE s.relid = seg_relid;
+    PERFORM mqlog._catalog_changed();
+    BEGIN
+        EXECUTE format('DROP TABLE %s', seg_relid::regclass);
+        EXECUTE format('ALTER TABLE mqlog_data.%I RENAME TO %I', tmpname, canonical);
+    EXCEPTION WHEN lock_not_available THEN
+        NULL;       /* a reader is inside the old one: the orphan sweep drops it */
+    END;
+    RETURN removed;
+END
+$$;
+COMMENT ON FUNCTION mqlog._compact_segment(int, int, oid) IS 'internal: rewrite a sealed segment keeping the newest record per key';
+
 CREATE FUNCTION mq_run_maintenance()
     RETURNS TABLE (action text, topic text, "partition" int, segment text, detail text)
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -685,6 +735,30 @@ BEGIN
                 segment := s.relid::regclass::text; detail := 'next segment starts at offset ' || next_base;
                 RETURN NEXT;
             END IF;
+        END IF;
+
+        /*
+         * compaction: sealed segments past min.compaction.lag.ms that have
+         * not been compacted since the partition last rolled
+         */
+        IF p.c->>'cleanup.policy' LIKE '%compact%' THEN
+            FOR s IN
+                SELECT sg.* FROM mqlog.segment sg
+                 WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND sg.sealed
+                   AND sg.max_timestamp < now() - ((p.c->>'min.compaction.lag.ms') || ' ms')::interval
+                   AND (sg.compacted_at IS NULL OR sg.compacted_at < (
+                        SELECT max(x.sealed_at) FROM mqlog.segment x
+                         WHERE x.topic_id = p.topic_id AND x."partition" = p.part))
+                 ORDER BY sg.base_offset
+            LOOP
+                segment := s.relid::regclass::text;
+                next_base := mqlog._compact_segment(p.topic_id, p.part, s.relid);
+                IF next_base > 0 THEN
+                    action := 'compact'; topic := p.name; "partition" := p.part;
+                    detail := next_base || ' records removed';
+                    RETURN NEXT;
+                END IF;
+            END LOOP;
         END IF;
 
         /* retention: drop whole sealed segments from the oldest */
@@ -741,6 +815,6 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mq_run_maintenance() IS
-    'one maintenance pass now: roll full or old segments, drop segments past retention.ms / retention.bytes';
+    'one maintenance pass now: roll full or old segments, compact, drop segments past retention.ms / retention.bytes';
 REVOKE ALL ON FUNCTION mq_run_maintenance() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mq_run_maintenance() TO mqlog_admin;

@@ -152,13 +152,15 @@ MqRecordEncodedSize(const MqRecord *rec)
 }
 
 /*
- * Encode records into buf as one batch.  The base offset is left zero: the
- * caller sets it under the partition lock with MqBatchSetOffset, which does
- * not disturb the CRC.
+ * Encode records into buf as one batch.  Normally the records get
+ * consecutive offsets and the base offset is left zero: the caller sets it
+ * under the partition lock with MqBatchSetOffset, which does not disturb
+ * the CRC.  With keep_offsets (compaction) each record keeps rec->offset,
+ * gaps and all, and the base offset is the first record's.
  */
 void
 MqBatchBuild(StringInfo buf, MqRecord *records, int nrecords,
-			 TransactionId xid, uint16 attributes)
+			 TransactionId xid, uint16 attributes, bool keep_offsets)
 {
 	MqBatchHeader hdr;
 	int			start = buf->len;
@@ -174,11 +176,13 @@ MqBatchBuild(StringInfo buf, MqRecord *records, int nrecords,
 	{
 		MqRecord   *rec = &records[i];
 
+		int			delta = keep_offsets ? (int) (rec->offset - records[0].offset) : i;
+
 		if (rec->ts > max_ts)
 			max_ts = rec->ts;
-		put_uvarint(buf, record_body_size(rec, first_ts, i));
+		put_uvarint(buf, record_body_size(rec, first_ts, delta));
 		put_varint(buf, rec->ts - first_ts);
-		put_varint(buf, i);
+		put_varint(buf, delta);
 		if (rec->key)
 		{
 			put_varint(buf, rec->keylen);
@@ -214,7 +218,9 @@ MqBatchBuild(StringInfo buf, MqRecord *records, int nrecords,
 	hdr.length = buf->len - start;
 	hdr.attributes = attributes;
 	hdr.xid = xid;
-	hdr.last_offset_delta = nrecords - 1;
+	hdr.last_offset_delta = keep_offsets ? (int32) (records[nrecords - 1].offset - records[0].offset) : nrecords - 1;
+	if (keep_offsets)
+		hdr.base_offset = records[0].offset;
 	hdr.record_count = nrecords;
 	hdr.first_timestamp = first_ts;
 	hdr.max_timestamp = max_ts;

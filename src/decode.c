@@ -70,6 +70,11 @@ MqlogDecode(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 
 	if (info != XLOG_MQLOG_APPEND)
 		return;
+
+	/* compaction rewrites records the stream already carried */
+	if (XLogRecGetDataLen(r) >= SizeOfMqlogAppend &&
+		(((xl_mqlog_append *) XLogRecGetData(r))->flags & XLMQ_COMPACTION))
+		return;
 	if (SnapBuildCurrentState(builder) < SNAPBUILD_FULL_SNAPSHOT)
 		return;
 	if (ctx->fast_forward)

@@ -202,10 +202,16 @@ MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
 		Relation	rel = try_table_open(segs[s].relid, AccessShareLock);
 		MqSegmentReader reader;
 
+		/*
+		 * Gone since our cache was loaded: dropped by retention or replaced
+		 * by compaction.  Stop here rather than skip it, so that a consumer
+		 * never moves past records it did not see; the next call reads the
+		 * current chain.
+		 */
 		if (rel == NULL)
-			continue;			/* dropped by retention meanwhile */
+			break;
 		MqReaderInit(&reader, rel);
-		MqReaderSeek(&reader, from_offset);
+		MqReaderSeek(&reader, Max(from_offset, next));
 		while (!stop && MqReaderNext(&reader, true))
 		{
 			MqBatchHeader hdr;

@@ -14,9 +14,25 @@
  * shared state switches to the new segment; producers then notice that
  * their cached chain is stale and reload it.
  *
+ * Compaction (cleanup.policy=compact) rewrites a sealed segment into a new
+ * relation keeping, for every key, only the record with the partition's
+ * newest offset for that key; offsets are kept (gaps are fine, as in
+ * Kafka), tombstones survive until delete.retention.ms has passed since
+ * their timestamp, and batches of aborted transactions go away.  Keys are
+ * matched by a 128-bit hash, as Kafka's cleaner matches them by digest.
+ * The rewritten batches are logged with XLMQ_COMPACTION so that logical
+ * decoding does not hand them out a second time.  The catalog swap and the
+ * new relation commit together, so readers see the old segment or the new.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include "access/xact.h"
+#include "common/hashfn.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "access/table.h"
 #include "miscadmin.h"
@@ -28,6 +44,7 @@
 PG_FUNCTION_INFO_V1(mqlog_roll_begin);
 PG_FUNCTION_INFO_V1(mqlog_roll_finish);
 PG_FUNCTION_INFO_V1(mqlog_forget_topic);
+PG_FUNCTION_INFO_V1(mqlog_compact_segment);
 
 Datum
 mqlog_roll_begin(PG_FUNCTION_ARGS)
@@ -88,4 +105,183 @@ mqlog_forget_topic(PG_FUNCTION_ARGS)
 
 	MqPartitionForgetAtCommit(topic->catalog_relid, topic->topic_id);
 	PG_RETURN_VOID();
+}
+
+typedef struct KeyHash
+{
+	uint64		h1;
+	uint64		h2;
+} KeyHash;
+
+typedef struct LatestEntry
+{
+	KeyHash		key;
+	int64		offset;
+} LatestEntry;
+
+static KeyHash
+key_hash(const char *key, int len)
+{
+	KeyHash		k;
+
+	k.h1 = hash_bytes_extended((const unsigned char *) key, len, 0x6d716c6f67ULL);
+	k.h2 = hash_bytes_extended((const unsigned char *) key, len, 0x636f6d70616374ULL);
+	return k;
+}
+
+/*
+ * Calls fn for every committed record of a relation below the LSO; returns
+ * the records of invisible (aborted) batches through *aborted.
+ */
+typedef void (*record_fn) (MqRecord *rec, int nrec, MqBatchHeader *hdr, void *arg);
+
+static void
+walk_segment(Oid relid, int64 lso, record_fn fn, void *arg, int64 *aborted)
+{
+	Relation	rel = try_table_open(relid, AccessShareLock);
+	MqSegmentReader reader;
+	MemoryContext cxt,
+				old;
+
+	if (rel == NULL)
+		return;
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog compaction batch", ALLOCSET_DEFAULT_SIZES);
+	MqReaderInit(&reader, rel);
+	while (MqReaderNext(&reader, true))
+	{
+		MqBatchHeader hdr;
+		MqRecord   *recs;
+		int			n;
+		MqBatchFate fate;
+
+		CHECK_FOR_INTERRUPTS();
+		memcpy(&hdr, reader.batchbuf.data, sizeof(hdr));
+		fate = MqBatchGetFate(&hdr, lso);
+		if (fate == MQ_FATE_IN_PROGRESS)
+			break;
+		if (fate == MQ_FATE_INVISIBLE)
+		{
+			if (aborted)
+				*aborted += hdr.record_count;
+			continue;
+		}
+		MemoryContextReset(cxt);
+		old = MemoryContextSwitchTo(cxt);
+		recs = palloc(sizeof(MqRecord) * hdr.record_count);
+		n = MqBatchDecode(reader.batchbuf.data, recs, hdr.record_count);
+		fn(recs, n, &hdr, arg);
+		MemoryContextSwitchTo(old);
+	}
+	MqReaderEnd(&reader);
+	MemoryContextDelete(cxt);
+	table_close(rel, AccessShareLock);
+}
+
+static void
+note_latest(MqRecord *recs, int n, MqBatchHeader *hdr, void *arg)
+{
+	HTAB	   *latest = arg;
+
+	for (int i = 0; i < n; i++)
+		if (recs[i].key)
+		{
+			KeyHash		k = key_hash(recs[i].key, recs[i].keylen);
+			LatestEntry *e = hash_search(latest, &k, HASH_ENTER, NULL);
+
+			e->offset = recs[i].offset;
+		}
+}
+
+typedef struct RewriteState
+{
+	HTAB	   *latest;
+	TimestampTz tombstone_horizon;
+	Relation	target;			/* NULL: only count */
+	MqTopic    *topic;
+	int32		partition;
+	uint64		lpos;
+	int64		removed;
+	StringInfoData buf;
+} RewriteState;
+
+static void
+rewrite_batch(MqRecord *recs, int n, MqBatchHeader *hdr, void *arg)
+{
+	RewriteState *st = arg;
+	MqRecord   *keep = palloc(sizeof(MqRecord) * Max(n, 1));
+	int			nkeep = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		MqRecord   *r = &recs[i];
+
+		if (r->key)
+		{
+			KeyHash		k = key_hash(r->key, r->keylen);
+			LatestEntry *e = hash_search(st->latest, &k, HASH_FIND, NULL);
+
+			if (e && e->offset != r->offset)
+				continue;		/* a newer record has this key */
+			if (r->value == NULL && r->ts < st->tombstone_horizon)
+				continue;		/* tombstone past delete.retention.ms */
+		}
+		keep[nkeep++] = *r;
+	}
+	st->removed += n - nkeep;
+	if (st->target && nkeep > 0)
+	{
+		resetStringInfo(&st->buf);
+		MqBatchBuild(&st->buf, keep, nkeep, GetCurrentTransactionId(), 0, true);
+		MqSegmentAppend(st->target, st->topic->topic_id, st->partition, st->lpos,
+						st->buf.data, st->buf.len, -1, XLMQ_COMPACTION);
+		st->lpos += st->buf.len;
+	}
+}
+
+/*
+ * mqlog._compact_segment_into(topic_id, partition, old relid, new relid):
+ * how many records compaction removes from the old segment; with a new
+ * relation (created by the caller in this transaction) the survivors are
+ * written there.
+ */
+Datum
+mqlog_compact_segment(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic = MqTopicLookupById(PG_GETARG_INT32(0));
+	int32		partition = PG_GETARG_INT32(1);
+	Oid			oldrel = PG_GETARG_OID(2);
+	Oid			newrel = PG_GETARG_OID(3);
+	HASHCTL		ctl;
+	RewriteState st;
+	int64		lso,
+				hw,
+				aborted = 0;
+
+	MqCheckPartition(topic, partition);
+	if (!topic->compact)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("topic \"%s\" is not compacted", topic->name),
+				 errhint("Set cleanup.policy to compact with mq_alter_topic().")));
+	MqPartitionOffsets(topic, partition, &lso, &hw);
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(KeyHash);
+	ctl.entrysize = sizeof(LatestEntry);
+	ctl.hcxt = CurrentMemoryContext;
+	memset(&st, 0, sizeof(st));
+	st.latest = hash_create("mqlog compaction keys", 1024, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	for (int s = 0; s < topic->nsegments[partition]; s++)
+		walk_segment(topic->segments[partition][s].relid, lso, note_latest, st.latest, NULL);
+
+	st.tombstone_horizon = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), -topic->delete_retention_ms);
+	st.topic = topic;
+	st.partition = partition;
+	initStringInfo(&st.buf);
+	if (OidIsValid(newrel))
+		st.target = table_open(newrel, AccessExclusiveLock);
+	walk_segment(oldrel, lso, rewrite_batch, &st, &aborted);
+	if (st.target)
+		table_close(st.target, NoLock);
+	PG_RETURN_INT64(st.removed + aborted);
 }

@@ -135,7 +135,7 @@ typedef struct MqRecord
 } MqRecord;
 
 extern void MqBatchBuild(StringInfo buf, MqRecord *records, int nrecords,
-						 TransactionId xid, uint16 attributes);
+						 TransactionId xid, uint16 attributes, bool keep_offsets);
 extern void MqBatchSetOffset(char *batch, int64 base_offset);
 extern bool MqBatchCheckCrc(const char *batch, uint32 length);
 extern uint32 MqBatchComputeCrc(const char *batch, uint32 length);
@@ -200,7 +200,7 @@ typedef struct MqSegmentTail
 extern void MqSegmentReadTail(Relation rel, int64 base_offset, MqSegmentTail *tail);
 extern void MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
 							uint64 lpos, const char *batch, uint32 length,
-							int64 lso);
+							int64 lso, uint16 xlflags);
 extern void MqSegmentRepairTail(Relation rel, MqSegmentTail *tail);
 
 /*
@@ -264,10 +264,14 @@ typedef struct xl_mqlog_append
 	BlockNumber batch_block;	/* where the batch starts */
 	uint16		batch_pos;
 	uint16		first_pos;		/* where the chunk starts in block ref 0 */
+	uint16		flags;			/* XLMQ_* */
 	/* chunk bytes follow */
 } xl_mqlog_append;
 
-#define SizeOfMqlogAppend	(offsetof(xl_mqlog_append, first_pos) + sizeof(uint16))
+#define SizeOfMqlogAppend	(offsetof(xl_mqlog_append, flags) + sizeof(uint16))
+
+/* a rewrite by compaction: records the log already had, not new ones */
+#define XLMQ_COMPACTION			0x0001
 
 /* reset the end of data on one page (block ref 0) after a torn batch */
 typedef struct xl_mqlog_truncate
@@ -363,6 +367,7 @@ typedef struct MqTopic
 	int64		max_message_bytes;
 	bool		log_append_time;
 	bool		compact;
+	int64		delete_retention_ms;
 	/* per partition, the segment chain in ascending base offset */
 	int		   *nsegments;
 	MqSegmentRef **segments;

@@ -109,7 +109,7 @@ append_batch(MqTopic **topicp, int32 partition, MqRecord *records, int nrecords)
 	xid = GetCurrentTransactionId();
 	initStringInfo(&batch);
 	MqBatchBuild(&batch, records, nrecords, xid,
-				 topic->log_append_time ? MQ_ATTR_LOG_APPEND_TIME : 0);
+				 topic->log_append_time ? MQ_ATTR_LOG_APPEND_TIME : 0, false);
 
 	for (int attempt = 0;; attempt++)
 	{
@@ -182,7 +182,7 @@ append_batch(MqTopic **topicp, int32 partition, MqRecord *records, int nrecords)
 
 		part->dirty = true;
 		MqSegmentAppend(rel, topic->topic_id, partition, part->end_lpos,
-						batch.data, batch.len, MqPartitionLso(part, NULL));
+						batch.data, batch.len, MqPartitionLso(part, NULL), 0);
 		part->end_lpos += batch.len;
 		part->torn_lpos = part->end_lpos;
 		part->next_offset = base + nrecords;

@@ -117,7 +117,8 @@ page_opaque(Relation rel, Page page, BlockNumber blkno)
  */
 void
 MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
-				uint64 lpos, const char *batch, uint32 length, int64 lso)
+				uint64 lpos, const char *batch, uint32 length, int64 lso,
+				uint16 xlflags)
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
 	uint32		done = 0;
@@ -132,6 +133,7 @@ MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
 	xlrec.partition = partition;
 	memcpy(&xlrec.base_offset, batch + offsetof(MqBatchHeader, base_offset), sizeof(int64));
 	xlrec.lso = lso;
+	xlrec.flags = xlflags;
 	xlrec.batch_length = length;
 	xlrec.batch_block = MqLposBlock(lpos);
 	xlrec.batch_pos = MqLposPageOffset(lpos);

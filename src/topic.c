@@ -70,7 +70,8 @@ load_topic(const char *where, Datum arg, Oid argtype)
 			 "SELECT topic_id, name, partitions,"
 			 " (c->>'max.message.bytes')::bigint,"
 			 " c->>'message.timestamp.type' = 'LogAppendTime',"
-			 " c->>'cleanup.policy' LIKE '%%compact%%'"
+			 " c->>'cleanup.policy' LIKE '%%compact%%',"
+			 " (c->>'delete.retention.ms')::bigint"
 			 " FROM mqlog.topic, LATERAL mqlog.effective_config(config) c WHERE %s = $1",
 			 where);
 	SPI_connect();
@@ -94,6 +95,7 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		t->max_message_bytes = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
 		t->log_append_time = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
 		t->compact = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
+		t->delete_retention_ms = DatumGetInt64(SPI_getbinval(tup, desc, 7, &isnull));
 		t->nsegments = palloc0(sizeof(int) * t->partitions);
 		t->segments = palloc0(sizeof(MqSegmentRef *) * t->partitions);
 		t->parts = palloc0(sizeof(MqPartition *) * t->partitions);
