@@ -28,6 +28,8 @@ ISOLATION_OPTS = --inputdir=$(srcdir)/test/isolation \
                  --temp-instance=tmp_check_iso \
                  --temp-config=$(srcdir)/test/mqlog.conf --load-extension=mqlog
 
+EXTRA_CLEAN = tmp_check_regress tmp_check_iso output_iso
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

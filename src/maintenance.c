@@ -5,12 +5,13 @@
  *		that runs mq_run_maintenance() every mqlog.maintenance_naptime.
  *
  * The launcher connects to no database (it reads only the shared catalog
- * pg_database) and keeps one dynamic worker alive per database that allows
- * connections.  A database worker that finds no mqlog extension just sleeps
- * and looks again, so CREATE EXTENSION needs no restart.  Loops follow
+ * pg_database) and, every naptime, starts one short-lived worker per
+ * database that allows connections, as the autovacuum launcher does.  Each
+ * worker runs one pass (nothing if mqlog is not installed there) and exits,
+ * so no worker stays connected: DROP DATABASE is not held up, and CREATE
+ * EXTENSION needs no restart.  The launcher loop follows
  * contrib/pg_prewarm/autoprewarm.c: latch, SIGTERM, SIGHUP, postmaster
- * death.  An error in a pass ends the worker, and the launcher starts a
- * new one on its next round.
+ * death.  An error in a pass ends only that pass.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,6 +33,7 @@
 #include "utils/memutils.h"
 #include "utils/builtins.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 #include "mqlog.h"
 
@@ -46,6 +48,7 @@ typedef struct DbWorker
 {
 	Oid			dboid;
 	BackgroundWorkerHandle *handle;
+	TimestampTz last_start;
 } DbWorker;
 
 void
@@ -125,10 +128,15 @@ mqlog_launcher_main(Datum main_arg)
 	setup_signals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 
+	/*
+	 * The latch is also set whenever one of our workers starts or stops, so
+	 * each database is started at most once per naptime, whatever wakes us.
+	 */
 	while (!ShutdownRequestPending)
 	{
 		List	   *dbs = list_databases();
 		ListCell   *lc;
+		TimestampTz now = GetCurrentTimestamp();
 
 		foreach(lc, dbs)
 		{
@@ -140,7 +148,9 @@ mqlog_launcher_main(Datum main_arg)
 				if (workers[i].dboid == dboid)
 					break;
 			if (i < nworkers &&
-				GetBackgroundWorkerPid(workers[i].handle, &pid) != BGWH_STOPPED)
+				(GetBackgroundWorkerPid(workers[i].handle, &pid) != BGWH_STOPPED ||
+				 !TimestampDifferenceExceeds(workers[i].last_start, now,
+											 mqlog_maintenance_naptime * 1000)))
 				continue;
 			if (i == nworkers)
 			{
@@ -150,6 +160,7 @@ mqlog_launcher_main(Datum main_arg)
 			}
 			else
 				pfree(workers[i].handle);
+			workers[i].last_start = now;
 			{
 				BackgroundWorker worker;
 
@@ -212,20 +223,9 @@ void
 mqlog_maintenance_main(Datum main_arg)
 {
 	Oid			dboid = DatumGetObjectId(main_arg);
-	MemoryContext cxt;
 
 	setup_signals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
-	cxt = AllocSetContextCreate(TopMemoryContext, "mqlog maintenance", ALLOCSET_DEFAULT_SIZES);
-
-	while (!ShutdownRequestPending)
-	{
-		MemoryContext old = MemoryContextSwitchTo(cxt);
-
-		(void) maintenance_pass();
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(cxt);
-		sleep_naptime();
-	}
+	(void) maintenance_pass();
 	proc_exit(0);
 }
