@@ -182,3 +182,24 @@ DROP ROLE regress_mqlog_admin;
 SELECT mq_drop_topic(topic) FROM mqlog.topics ORDER BY topic;
 SELECT count(*) FROM mqlog.topics;
 SELECT count(*) FROM mqlog.segment;
+
+-- Dropping and re-creating the extension starts from scratch: a new topic
+-- that gets an old topic's id (ids start at 1 again) does not inherit its
+-- offsets.
+DROP VIEW t;
+SELECT mq_create_topic('again');
+-- Topics hold data: DROP EXTENSION needs CASCADE to drop their segments.
+DROP EXTENSION mqlog;
+DROP EXTENSION mqlog CASCADE;
+CREATE EXTENSION mqlog;
+SELECT mq_create_topic('again');
+SELECT topic_id FROM mqlog.topics WHERE topic = 'again';
+SELECT "offset" FROM mq_produce('again', 'one');
+SELECT "offset" FROM mq_produce('again', 'two');
+DROP EXTENSION mqlog CASCADE;
+CREATE EXTENSION mqlog;
+SELECT mq_create_topic('again');
+SELECT topic_id FROM mqlog.topics WHERE topic = 'again';
+SELECT "offset" FROM mq_produce('again', 'first again');
+SELECT topic, partition, high_watermark, last_stable_offset FROM mqlog.partitions;
+SELECT mq_drop_topic('again');
