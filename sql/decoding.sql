@@ -88,9 +88,7 @@ CREATE EXTENSION mqlog;
 SELECT mq_create_topic('elsewhere');
 SELECT count(*) FROM mq_produce('elsewhere', 'not for that slot');
 \c :regress_db
--- FORCE: mqlog's maintenance worker for the database may still be
--- connected to it.
-DROP DATABASE regress_mqlog_decoding_other WITH (FORCE);
+DROP DATABASE regress_mqlog_decoding_other;
 SELECT * FROM mq_produce('dec', 'here', partition => 0);
 SELECT data FROM pg_logical_slot_get_changes('regress_mqlog_slot', NULL, NULL);
 

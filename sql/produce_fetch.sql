@@ -257,9 +257,7 @@ SELECT * FROM mq_produce('same', 'db2 first');
 SELECT "offset", convert_from(value, 'UTF8') FROM mq_fetch('same', 0, 0);
 SELECT high_watermark, last_stable_offset FROM mqlog.partitions WHERE topic = 'same';
 \c :regress_db
--- FORCE: mqlog's maintenance worker for the database may still be
--- connected to it.
-DROP DATABASE regress_mqlog_db1 WITH (FORCE);
-DROP DATABASE regress_mqlog_db2 WITH (FORCE);
+DROP DATABASE regress_mqlog_db1;
+DROP DATABASE regress_mqlog_db2;
 
 SELECT mq_drop_topic('pf');
