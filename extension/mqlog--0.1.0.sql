@@ -394,7 +394,8 @@ $$;
 COMMENT ON FUNCTION mq_add_partitions(text, int) IS 'grow a topic to a new total number of partitions';
 
 CREATE FUNCTION mq_drop_topic(name text) RETURNS void
-    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SET mqlog.allow_segment_ddl = on AS $$
 DECLARE
     t mqlog.topic := mqlog._lock_topic(name);
     seg record;
@@ -666,7 +667,8 @@ REVOKE ALL ON FUNCTION mqlog._compact_segment_into(int, int, oid, oid) FROM PUBL
 
 /* Compact one sealed segment; returns how many records went away. */
 CREATE FUNCTION mqlog._compact_segment(topic_id int, part int, seg_relid oid) RETURNS bigint
-    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    SET mqlog.allow_segment_ddl = on AS $$
 DECLARE
     seg mqlog.segment;
     tname text;
@@ -707,7 +709,8 @@ COMMENT ON FUNCTION mqlog._compact_segment(int, int, oid) IS 'internal: rewrite 
 
 CREATE FUNCTION mq_run_maintenance()
     RETURNS TABLE (action text, topic text, "partition" int, segment text, detail text)
-    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+    SET mqlog.allow_segment_ddl = on AS $$
 DECLARE
     p record;
     s record;

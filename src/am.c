@@ -20,7 +20,10 @@
 #include "access/multixact.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_am.h"
+#include "nodes/makefuncs.h"
+#include "tcop/utility.h"
 #include "commands/defrem.h"
 #include "funcapi.h"
 #include "catalog/storage.h"
@@ -549,6 +552,10 @@ mqlog_am_handler(PG_FUNCTION_ARGS)
  * ------------------------------------------------------------------------ */
 
 static ExecutorCheckPerms_hook_type prev_check_perms = NULL;
+static ProcessUtility_hook_type prev_utility = NULL;
+
+/* set (SET clause of mqlog's own functions) while mqlog changes segments */
+bool		mqlog_allow_segment_ddl = false;
 
 static bool
 mqlog_check_perms(List *rangeTable, bool ereport_on_violation)
@@ -595,9 +602,91 @@ mqlog_check_perms(List *rangeTable, bool ereport_on_violation)
 	return true;
 }
 
+static bool
+is_segment(Oid relid)
+{
+	Oid			amoid = get_table_am_oid("mqlog", true);
+	HeapTuple	tup;
+	bool		result = false;
+
+	if (!OidIsValid(amoid) || !OidIsValid(relid))
+		return false;
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (HeapTupleIsValid(tup))
+	{
+		result = ((Form_pg_class) GETSTRUCT(tup))->relam == amoid;
+		ReleaseSysCache(tup);
+	}
+	return result;
+}
+
+static void
+refuse_ddl(const char *what, RangeVar *rv)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("%s is not supported on mqlog segment \"%s\"", what, rv->relname),
+			 errhint("Segments are append-only logs written by mq_produce(); retention and mq_drop_topic() remove them.")));
+}
+
+/*
+ * DROP TABLE, ALTER TABLE and RENAME of a segment would break the segment
+ * chain behind the log's offsets, so they are refused unless mqlog itself
+ * does them (its functions SET mqlog.allow_segment_ddl).  SET TABLESPACE and
+ * SET UNLOGGED reach the access method, which refuses them more precisely.
+ */
+static void
+mqlog_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+			  ProcessUtilityContext context, ParamListInfo params,
+			  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *stmt = pstmt->utilityStmt;
+
+	if (!mqlog_allow_segment_ddl)
+	{
+		if (IsA(stmt, DropStmt) && ((DropStmt *) stmt)->removeType == OBJECT_TABLE)
+		{
+			ListCell   *lc;
+
+			foreach(lc, ((DropStmt *) stmt)->objects)
+			{
+				RangeVar   *rv = makeRangeVarFromNameList((List *) lfirst(lc));
+
+				if (is_segment(RangeVarGetRelid(rv, NoLock, true)))
+					refuse_ddl("DROP TABLE", rv);
+			}
+		}
+		else if (IsA(stmt, AlterTableStmt))
+		{
+			AlterTableStmt *at = (AlterTableStmt *) stmt;
+			ListCell   *lc;
+
+			if (is_segment(RangeVarGetRelid(at->relation, NoLock, true)))
+				foreach(lc, at->cmds)
+				{
+					AlterTableCmd *cmd = lfirst(lc);
+
+					if (cmd->subtype != AT_SetTableSpace && cmd->subtype != AT_SetUnLogged &&
+						cmd->subtype != AT_SetLogged)
+						refuse_ddl("ALTER TABLE", at->relation);
+				}
+		}
+		else if (IsA(stmt, RenameStmt) && ((RenameStmt *) stmt)->relation &&
+				 is_segment(RangeVarGetRelid(((RenameStmt *) stmt)->relation, NoLock, true)))
+			refuse_ddl("ALTER TABLE", ((RenameStmt *) stmt)->relation);
+	}
+
+	if (prev_utility)
+		prev_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+}
+
 void
 MqAmInitHooks(void)
 {
 	prev_check_perms = ExecutorCheckPerms_hook;
 	ExecutorCheckPerms_hook = mqlog_check_perms;
+	prev_utility = ProcessUtility_hook;
+	ProcessUtility_hook = mqlog_utility;
 }

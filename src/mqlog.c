@@ -25,6 +25,7 @@ int			mqlog_max_inflight = 64;
 bool		mqlog_preloaded = false;
 
 extern void MqAmInitHooks(void);
+extern bool mqlog_allow_segment_ddl;
 
 static const struct config_enum_entry assignor_options[] = {
 	{"range", MQ_ASSIGN_RANGE, false},
@@ -78,6 +79,12 @@ _PG_init(void)
 							&mqlog_max_poll_interval_ms,
 							300000, 1000, INT_MAX,
 							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomBoolVariable("mqlog.allow_segment_ddl",
+							 "Lets mqlog's own functions drop, alter and rename segment relations.",
+							 "Set only by mqlog's functions; DROP TABLE or ALTER TABLE of a segment is refused otherwise.",
+							 &mqlog_allow_segment_ddl, false,
+							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
 	DefineCustomIntVariable("mqlog.maintenance_naptime",
 							"Time between maintenance passes (segment roll and retention) in each database.",
 							NULL,
