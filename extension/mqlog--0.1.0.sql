@@ -254,7 +254,11 @@ COMMENT ON FUNCTION mqlog.effective_config(jsonb) IS 'Kafka''s defaults overlaid
 CREATE FUNCTION mqlog._check_topic_name(name text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF name IS NULL OR length(name) = 0 OR length(name) > 249
+    IF name IS NULL THEN
+        RAISE EXCEPTION 'topic name must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF length(name) = 0 OR length(name) > 249
        OR name !~ '^[a-zA-Z0-9._-]+$' OR name IN ('.', '..') THEN
         RAISE EXCEPTION 'invalid topic name "%"', coalesce(name, '')
             USING ERRCODE = 'invalid_name',
@@ -273,6 +277,8 @@ CREATE FUNCTION mqlog._segment_relname(topic_id int, name text, part int, base_o
     END
     FROM (SELECT '-' || part || '-' || lpad(base_offset::text, 20, '0') AS tail) t
 $$;
+
+COMMENT ON FUNCTION mqlog._segment_relname(int, text, int, bigint) IS 'internal: the relation name of a segment, <topic>-<partition>-<base offset>';
 
 CREATE FUNCTION mqlog._create_segment(topic_id int, name text, part int, base_offset bigint) RETURNS oid
     LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -341,6 +347,10 @@ CREATE FUNCTION mqlog._lock_topic(name text) RETURNS mqlog.topic
 DECLARE
     t mqlog.topic;
 BEGIN
+    IF name IS NULL THEN
+        RAISE EXCEPTION 'topic name must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     SELECT * INTO t FROM mqlog.topic WHERE topic.name = _lock_topic.name FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'topic "%" does not exist', name
@@ -349,6 +359,8 @@ BEGIN
     RETURN t;
 END
 $$;
+
+COMMENT ON FUNCTION mqlog._lock_topic(text) IS 'internal: a topic''s catalog row, locked FOR UPDATE, or an error if there is none';
 
 CREATE FUNCTION mq_alter_topic(name text, config jsonb) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -370,8 +382,12 @@ CREATE FUNCTION mq_add_partitions(name text, total int) RETURNS void
 DECLARE
     t mqlog.topic := mqlog._lock_topic(name);
 BEGIN
-    IF total IS NULL OR total < t.partitions THEN
-        RAISE EXCEPTION 'topic "%" has % partitions and cannot be reduced to %', name, t.partitions, coalesce(total::text, 'null')
+    IF total IS NULL THEN
+        RAISE EXCEPTION 'number of partitions must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF total < t.partitions THEN
+        RAISE EXCEPTION 'topic "%" has % partitions and cannot be reduced to %', name, t.partitions, total
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'The number of partitions can only grow, as in Kafka: moving records between partitions would break their order.';
     END IF;

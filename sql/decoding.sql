@@ -74,7 +74,7 @@ SELECT mq_drop_topic('dec_gone');
 SELECT mq_alter_topic('dec', '{"max.message.bytes": 2000000}');
 SELECT * FROM mq_produce('dec', decode(repeat('ab', 600000), 'hex'), partition => 1);
 SELECT length(data) AS length,
-       data = 'topic dec partition 1 offset 5 key null value ''\x' || repeat('ab', 600000) || '''' AS exact
+       data = 'topic dec partition 1 offset 5 key null value \x' || repeat('ab', 600000) AS exact
   FROM pg_logical_slot_get_changes('regress_mqlog_slot', NULL, NULL);
 
 -- ------------------------------------------------------------------------

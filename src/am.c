@@ -620,6 +620,29 @@ is_segment(Oid relid)
 	return result;
 }
 
+/* every table and materialized view of the database except segments */
+static List *
+vacuum_full_targets(void)
+{
+	Oid			amoid = get_table_am_oid("mqlog", true);
+	List	   *rels = NIL;
+	Relation	pgclass = table_open(RelationRelationId, AccessShareLock);
+	TableScanDesc scan = table_beginscan_catalog(pgclass, 0, NULL);
+	HeapTuple	tup;
+
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_class cls = (Form_pg_class) GETSTRUCT(tup);
+
+		if ((cls->relkind == RELKIND_RELATION || cls->relkind == RELKIND_MATVIEW) &&
+			cls->relam != amoid)
+			rels = lappend(rels, makeVacuumRelation(NULL, cls->oid, NIL));
+	}
+	table_endscan(scan);
+	table_close(pgclass, AccessShareLock);
+	return rels;
+}
+
 static void
 refuse_ddl(const char *what, RangeVar *rv)
 {
@@ -674,6 +697,35 @@ mqlog_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 		else if (IsA(stmt, RenameStmt) && ((RenameStmt *) stmt)->relation &&
 				 is_segment(RangeVarGetRelid(((RenameStmt *) stmt)->relation, NoLock, true)))
 			refuse_ddl("ALTER TABLE", ((RenameStmt *) stmt)->relation);
+	}
+
+	/*
+	 * A database-wide VACUUM FULL would stop with an error at the first
+	 * segment; instead it goes over every other table, as if they had been
+	 * listed.  (A plain VACUUM does visit segments: that freezes them.)
+	 */
+	if (IsA(stmt, VacuumStmt) && ((VacuumStmt *) stmt)->is_vacuumcmd &&
+		((VacuumStmt *) stmt)->rels == NIL && OidIsValid(get_table_am_oid("mqlog", true)))
+	{
+		VacuumStmt *vac = (VacuumStmt *) stmt;
+		ListCell   *lc;
+		bool		full = false;
+
+		foreach(lc, vac->options)
+		{
+			DefElem    *opt = lfirst(lc);
+
+			if (strcmp(opt->defname, "full") == 0)
+				full = (opt->arg == NULL) || defGetBoolean(opt);
+		}
+		if (full)
+		{
+			PlannedStmt *copy = copyObject(pstmt);
+
+			((VacuumStmt *) copy->utilityStmt)->rels = vacuum_full_targets();
+			pstmt = copy;
+			readOnlyTree = false;
+		}
 	}
 
 	if (prev_utility)

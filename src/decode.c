@@ -19,8 +19,8 @@
  *
  *		topic orders partition 0 offset 5 key 'customer-7' value '{"id":1}'
  *
- * Keys and values print as text when they are printable UTF-8, otherwise as
- * \x hex.  Batches larger than one WAL record arrive in several messages and
+ * Keys and values print as quoted text when they are printable UTF-8,
+ * otherwise as unquoted \x hex.  Batches larger than one WAL record arrive in several messages and
  * are reassembled first.
  *
  *-------------------------------------------------------------------------
@@ -207,13 +207,13 @@ append_bytes(StringInfo out, const char *data, int len)
 	{
 		static const char hex[] = "0123456789abcdef";
 
-		appendStringInfoString(out, "'\\x");
+		/* unquoted, so that it cannot be mistaken for text */
+		appendStringInfoString(out, "\\x");
 		for (int i = 0; i < len; i++)
 		{
 			appendStringInfoChar(out, hex[((unsigned char) data[i]) >> 4]);
 			appendStringInfoChar(out, hex[((unsigned char) data[i]) & 0xf]);
 		}
-		appendStringInfoChar(out, '\'');
 	}
 }
 

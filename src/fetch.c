@@ -301,7 +301,7 @@ check_offset_range(MqTopic *topic, int32 partition, int64 offset)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("offset " INT64_FORMAT " is out of range for partition %d of topic \"%s\"",
 						offset, partition, topic->name),
-				 errdetail("The partition holds offsets " INT64_FORMAT " to " INT64_FORMAT ".",
+				 errdetail("Valid offsets run from the log start offset " INT64_FORMAT " to the high watermark " INT64_FORMAT ".",
 						   start, hw),
 				 errhint("Fetch from the log start offset (mq_earliest_offset) or from the end (mq_latest_offset).")));
 }
@@ -584,9 +584,9 @@ mqlog_segment_stats(PG_FUNCTION_ARGS)
 		{
 			MqBatchFate fate = MqBatchGetFate(&hdr, -1);
 
-			next = MqBatchNextOffset(&hdr);
 			if (fate == MQ_FATE_IN_PROGRESS)
 				break;
+			next = MqBatchNextOffset(&hdr);
 			if (fate == MQ_FATE_INVISIBLE)
 				continue;
 			if (batches == 0 || hdr.first_timestamp < first_ts)

@@ -507,7 +507,7 @@ mq_produce_batch(PG_FUNCTION_ARGS)
 		if (nkeys != n)
 			ereport(ERROR,
 					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-					 errmsg("keys has %d elements but values has %d", nkeys, n),
+					 errmsg("keys and values differ in length (%d and %d)", nkeys, n),
 					 errhint("Pass one key per value; a key may be null.")));
 	}
 	if (!PG_ARGISNULL(4))
@@ -561,7 +561,7 @@ mq_produce_batch(PG_FUNCTION_ARGS)
 		if (JB_ROOT_COUNT(hj) != n)
 			ereport(ERROR,
 					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-					 errmsg("headers has %d elements but values has %d", JB_ROOT_COUNT(hj), n),
+					 errmsg("headers and values differ in length (%d and %d)", JB_ROOT_COUNT(hj), n),
 					 errhint("Pass one element per value; use null for a record without headers.")));
 		it = JsonbIteratorInit(&hj->root);
 		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
