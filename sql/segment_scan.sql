@@ -154,6 +154,11 @@ SELECT "offset", value FROM mqlog_data."seg-1-00000000000000000000";
 SELECT "offset", value FROM mqlog_data."seg-0-00000000000000000000";
 SELECT partition, high_watermark FROM mqlog.partitions WHERE topic = 'seg' ORDER BY partition;
 
+-- A database-wide VACUUM FULL rewrites every other table and leaves the
+-- segments alone instead of stopping at the first one.
+VACUUM FULL;
+SELECT "offset", value FROM mqlog_data."seg-1-00000000000000000000";
+
 SELECT mq_drop_topic('seg');
 SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = 'mqlog_data' AND c.relname LIKE 'seg-%';
