@@ -236,11 +236,12 @@ assign_to(MqMember *m, int32 topic_id, int32 partition)
 	m->nassigned++;
 }
 
+/* is (topic, partition) in the list? */
 static bool
-had_partition(MqTopicPart *prev, int nprev, int32 topic_id, int32 partition)
+assigned_here(MqTopicPart *tp, int n, int32 topic_id, int32 partition)
 {
-	for (int i = 0; i < nprev; i++)
-		if (prev[i].topic_id == topic_id && prev[i].partition == partition)
+	for (int i = 0; i < n; i++)
+		if (tp[i].topic_id == topic_id && tp[i].partition == partition)
 			return true;
 	return false;
 }
@@ -395,7 +396,7 @@ rebalance(MqGroupState *g)
 			for (int k = 0; k < nall; k++)
 				if (!taken[k] && mem[i]->nassigned < cap &&
 					subscribes(mem[i], all[k].topic_id) &&
-					had_partition(prev[i], nprev[i], all[k].topic_id, all[k].partition))
+					assigned_here(prev[i], nprev[i], all[k].topic_id, all[k].partition))
 				{
 					assign_to(mem[i], all[k].topic_id, all[k].partition);
 					taken[k] = true;
@@ -761,15 +762,6 @@ my_assignment(const char *group, MqTopicPart **out, int *generation)
 		return -1;
 	}
 	return n;
-}
-
-static bool
-assigned_here(MqTopicPart *tp, int n, int32 topic_id, int32 partition)
-{
-	for (int i = 0; i < n; i++)
-		if (tp[i].topic_id == topic_id && tp[i].partition == partition)
-			return true;
-	return false;
 }
 
 /* ------------------------------------------------------------------------
@@ -1202,29 +1194,42 @@ check_offset_arg(MqTopic *topic, int32 partition, int64 offset)
 				 errdetail("Valid offsets are 0 to the high watermark " INT64_FORMAT ".", hw)));
 }
 
+/*
+ * Arguments (group, topic, partition, offset) of mq_commit and mq_seek:
+ * checked, and the session's position entry for that partition.
+ */
+static Position *
+explicit_args(FunctionCallInfo fcinfo, char **group, MqTopic **topic, int64 *offset)
+{
+	int32		partition;
+	Position   *pos;
+
+	check_groups_ready();
+	*group = group_arg(fcinfo, 0);
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("topic, partition and offset must not be null")));
+	*topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(1)), false);
+	partition = PG_GETARG_INT32(2);
+	*offset = PG_GETARG_INT64(3);
+	pos = explicit_position(*group, *topic, partition);
+	check_offset_arg(*topic, partition, *offset);
+	return pos;
+}
+
 Datum
 mq_commit_offset(PG_FUNCTION_ARGS)
 {
 	char	   *group;
 	MqTopic    *topic;
-	int32		partition;
 	int64		offset;
 	MqTopicPart *tp;
 	int			ntp;
 	Position   *pos;
 
-	check_groups_ready();
-	group = group_arg(fcinfo, 0);
-	if (PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("topic, partition and offset must not be null")));
 	PreventCommandIfReadOnly("mq_commit");
-	topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(1)), false);
-	partition = PG_GETARG_INT32(2);
-	offset = PG_GETARG_INT64(3);
-	pos = explicit_position(group, topic, partition);
-	check_offset_arg(topic, partition, offset);
+	pos = explicit_args(fcinfo, &group, &topic, &offset);
 	ntp = my_assignment(group, &tp, NULL);
 	commit_one(group, tp, Max(ntp, 0), pos, offset, topic->name);
 	PG_RETURN_INT64(1);
@@ -1235,21 +1240,9 @@ mq_seek(PG_FUNCTION_ARGS)
 {
 	char	   *group;
 	MqTopic    *topic;
-	int32		partition;
 	int64		offset;
-	Position   *pos;
+	Position   *pos = explicit_args(fcinfo, &group, &topic, &offset);
 
-	check_groups_ready();
-	group = group_arg(fcinfo, 0);
-	if (PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("topic, partition and offset must not be null")));
-	topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(1)), false);
-	partition = PG_GETARG_INT32(2);
-	offset = PG_GETARG_INT64(3);
-	pos = explicit_position(group, topic, partition);
-	check_offset_arg(topic, partition, offset);
 	save_position(pos);
 	pos->position = offset;
 	PG_RETURN_VOID();

@@ -177,8 +177,9 @@ MqTopicLookup(const char *name, bool missing_ok)
 	return entry ? entry->topic : NULL;
 }
 
-MqTopic *
-MqTopicLookupById(int32 topic_id)
+/* A topic by id, from the cache or the catalog; NULL if there is none. */
+static MqTopic *
+lookup_by_id(int32 topic_id)
 {
 	HASH_SEQ_STATUS seq;
 	TopicEntry *entry;
@@ -195,12 +196,23 @@ MqTopicLookupById(int32 topic_id)
 		}
 	}
 	t = load_topic("topic_id", Int32GetDatum(topic_id), INT4OID);
+	if (t != NULL)
+	{
+		entry = hash_search(topic_hash, t->name, HASH_ENTER, NULL);
+		entry->topic = t;
+	}
+	return t;
+}
+
+MqTopic *
+MqTopicLookupById(int32 topic_id)
+{
+	MqTopic    *t = lookup_by_id(topic_id);
+
 	if (t == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("topic with id %d does not exist", topic_id)));
-	entry = hash_search(topic_hash, t->name, HASH_ENTER, NULL);
-	entry->topic = t;
 	return t;
 }
 
@@ -236,24 +248,9 @@ MqTopicActiveSegment(MqTopic *topic, int32 partition)
 const char *
 MqTopicNameOrId(int32 topic_id)
 {
-	HASH_SEQ_STATUS seq;
-	TopicEntry *entry;
-	MqTopic    *t;
+	MqTopic    *t = lookup_by_id(topic_id);
 
-	check_generation();
-	hash_seq_init(&seq, topic_hash);
-	while ((entry = hash_seq_search(&seq)) != NULL)
-		if (entry->topic && entry->topic->topic_id == topic_id)
-		{
-			hash_seq_term(&seq);
-			return entry->topic->name;
-		}
-	t = load_topic("topic_id", Int32GetDatum(topic_id), INT4OID);
-	if (t == NULL)
-		return psprintf("%d", topic_id);
-	entry = hash_search(topic_hash, t->name, HASH_ENTER, NULL);
-	entry->topic = t;
-	return t->name;
+	return t ? t->name : psprintf("%d", topic_id);
 }
 
 /* Forget every cached topic and look this one up again. */
