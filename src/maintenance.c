@@ -141,44 +141,50 @@ mqlog_launcher_main(Datum main_arg)
 		foreach(lc, dbs)
 		{
 			Oid			dboid = lfirst_oid(lc);
-			int			i;
+			DbWorker   *w = NULL;
 			pid_t		pid;
+			BackgroundWorker worker;
 
-			for (i = 0; i < nworkers; i++)
+			for (int i = 0; i < nworkers; i++)
 				if (workers[i].dboid == dboid)
-					break;
-			if (i < nworkers &&
-				(GetBackgroundWorkerPid(workers[i].handle, &pid) != BGWH_STOPPED ||
-				 !TimestampDifferenceExceeds(workers[i].last_start, now,
-											 mqlog_maintenance_naptime * 1000)))
-				continue;
-			if (i == nworkers)
+					w = &workers[i];
+			if (w == NULL)
 			{
 				if (nworkers == MAX_DB_WORKERS)
 					continue;
-				workers[nworkers++].dboid = dboid;
+				w = &workers[nworkers++];
+				w->dboid = dboid;
+				w->handle = NULL;
+				w->last_start = 0;
 			}
-			else
-				pfree(workers[i].handle);
-			workers[i].last_start = now;
+			if (w->handle != NULL &&
+				GetBackgroundWorkerPid(w->handle, &pid) != BGWH_STOPPED)
+				continue;		/* its last pass is still running */
+			if (!TimestampDifferenceExceeds(w->last_start, now,
+											mqlog_maintenance_naptime * 1000))
+				continue;
+			if (w->handle != NULL)
 			{
-				BackgroundWorker worker;
-
-				memset(&worker, 0, sizeof(worker));
-				worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-				worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-				worker.bgw_restart_time = BGW_NEVER_RESTART;
-				strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
-				strlcpy(worker.bgw_function_name, "mqlog_maintenance_main", BGW_MAXLEN);
-				snprintf(worker.bgw_name, BGW_MAXLEN, "mqlog maintenance of database %u", dboid);
-				strlcpy(worker.bgw_type, "mqlog maintenance", BGW_MAXLEN);
-				worker.bgw_main_arg = ObjectIdGetDatum(dboid);
-				worker.bgw_notify_pid = MyProcPid;
-				if (!RegisterDynamicBackgroundWorker(&worker, &workers[i].handle))
-					workers[i].handle = NULL;
+				pfree(w->handle);
+				w->handle = NULL;
 			}
-			if (workers[i].handle == NULL)
-				nworkers--;		/* no slot free now: try again next round */
+
+			memset(&worker, 0, sizeof(worker));
+			worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+			worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+			worker.bgw_restart_time = BGW_NEVER_RESTART;
+			strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
+			strlcpy(worker.bgw_function_name, "mqlog_maintenance_main", BGW_MAXLEN);
+			snprintf(worker.bgw_name, BGW_MAXLEN, "mqlog maintenance of database %u", dboid);
+			strlcpy(worker.bgw_type, "mqlog maintenance", BGW_MAXLEN);
+			worker.bgw_main_arg = ObjectIdGetDatum(dboid);
+			worker.bgw_notify_pid = MyProcPid;
+
+			/* no free slot: the handle stays NULL and the next round retries */
+			if (RegisterDynamicBackgroundWorker(&worker, &w->handle))
+				w->last_start = now;
+			else
+				w->handle = NULL;
 		}
 		list_free(dbs);
 		sleep_naptime();

@@ -129,6 +129,18 @@ append_batch(MqTopic **topicp, int32 partition, MqRecord *records, int nrecords)
 					 errmsg("topic \"%s\" was dropped", topic->name)));
 
 		LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+		if ((!part->loaded || seg->sealed) && attempt == 0)
+		{
+			/*
+			 * The first append since start-up (or promotion) reads the tail
+			 * of the active segment: make sure our chain is current, never
+			 * a stale one whose "active" segment has been sealed.
+			 */
+			LWLockRelease(&part->lock);
+			table_close(rel, NoLock);
+			topic = *topicp = MqTopicRefresh(topic->name);
+			continue;
+		}
 		MqPartitionEnsureLoaded(part, rel, seg->base_offset);
 		if (part->active_relid != seg->relid)
 		{

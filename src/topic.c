@@ -14,6 +14,8 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "storage/proc.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "utils/lsyscache.h"
@@ -33,6 +35,8 @@ typedef struct TopicEntry
 static MemoryContext topic_cxt = NULL;
 static HTAB *topic_hash = NULL;
 static uint64 topic_generation = 0;
+static bool topic_in_recovery = false;	/* cache was filled during recovery */
+static LocalTransactionId topic_lxid = InvalidLocalTransactionId;
 
 static void
 reset_cache(void)
@@ -130,15 +134,26 @@ load_topic(const char *where, Datum arg, Oid argtype)
 	return t;
 }
 
+/*
+ * The shared generation counter moves only with DDL run on this server.  On
+ * a hot standby the catalog changes by replay, which nobody counts, so there
+ * the cache lives for one transaction; and a cache filled during recovery is
+ * dropped once the server is promoted.
+ */
 static void
 check_generation(void)
 {
 	uint64		gen = MqlogCatalogGeneration();
+	bool		in_recovery = RecoveryInProgress();
 
-	if (topic_hash == NULL || gen != topic_generation)
+	if (topic_hash == NULL || gen != topic_generation ||
+		in_recovery != topic_in_recovery ||
+		(in_recovery && topic_lxid != MyProc->lxid))
 	{
 		reset_cache();
 		topic_generation = gen;
+		topic_in_recovery = in_recovery;
+		topic_lxid = MyProc->lxid;
 	}
 }
 
