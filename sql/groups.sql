@@ -1,0 +1,374 @@
+--
+-- Consumer groups in one session: mq_poll (text and text[] forms),
+-- mq_commit (implicit and explicit), mq_seek, mq_leave, mq_reset_offsets,
+-- mq_delete_group, the settings mqlog.auto_offset_reset, and the views
+-- mqlog.groups, mqlog.group_members and mqlog.consumer_lag.  Rebalances
+-- between sessions are in test/isolation/specs/group_*.spec.
+--
+-- Only stable columns are shown: no timestamps, pids or member ids.
+--
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+
+SELECT mq_create_topic('grp_t', 3);
+SELECT mq_create_topic('grp_u', 2);
+
+-- grp_t: four records in partition 0, two in 1, one in 2.
+SELECT * FROM mq_produce_batch('grp_t', ARRAY['a0', 'a1', 'a2', 'a3']::bytea[], partition => 0);
+SELECT * FROM mq_produce_batch('grp_t', ARRAY['b0', 'b1']::bytea[], partition => 1);
+SELECT * FROM mq_produce_batch('grp_t', ARRAY['c0']::bytea[], partition => 2);
+-- grp_u: records with explicit timestamps, for resets to a time.
+SELECT * FROM mq_produce('grp_u', 'u0', partition => 0, ts => '2020-01-01 00:00:00+00');
+SELECT * FROM mq_produce('grp_u', 'u1', partition => 0, ts => '2021-01-01 00:00:00+00');
+SELECT * FROM mq_produce('grp_u', 'u2', partition => 1, ts => '2021-06-01 00:00:00+00');
+
+-- Stable columns of the views, for the groups of this test.
+CREATE TEMP VIEW members AS
+    SELECT group_id, assignor, generation, topics, assigned, pid = pg_backend_pid() AS mine
+      FROM mqlog.group_members WHERE group_id LIKE 'grp%' ORDER BY group_id, member_id;
+CREATE TEMP VIEW groups AS
+    SELECT group_id, state, generation, assignor, members
+      FROM mqlog.groups WHERE group_id LIKE 'grp%' ORDER BY group_id;
+CREATE TEMP VIEW lag AS
+    SELECT group_id, topic, partition, committed_offset, high_watermark, last_stable_offset, lag
+      FROM mqlog.consumer_lag WHERE group_id LIKE 'grp%' ORDER BY group_id, topic, partition;
+
+-- What the first polls returned.
+CREATE TEMP TABLE seen (topic text, partition int, "offset" bigint, value text);
+CREATE FUNCTION pg_temp.remember(r mqlog.record) RETURNS mqlog.record
+    LANGUAGE sql AS $$
+    INSERT INTO seen VALUES (r.topic, r.partition, r."offset", convert_from(r.value, 'UTF8'))
+    RETURNING r
+$$;
+
+-- No member, no group yet.
+SELECT * FROM members;
+SELECT * FROM groups;
+
+-- ------------------------------------------------------------------------
+-- Joining, polling, committing
+-- ------------------------------------------------------------------------
+
+-- The first poll joins the group and gets all three partitions.  With
+-- max_records 3 and three partitions that have data, each partition gives
+-- one record: a hot partition does not starve the others.
+SELECT count(*) AS records, count(DISTINCT r.partition) AS partitions
+  FROM mq_poll('grp', 'grp_t', 3) r, pg_temp.remember(r);
+SELECT * FROM members;
+SELECT * FROM groups;
+
+-- The next poll continues where the first stopped: the other four records,
+-- and nothing twice.
+SELECT count(*) AS records FROM mq_poll('grp', 'grp_t') r, pg_temp.remember(r);
+SELECT partition, "offset", value, count(*) AS times
+  FROM seen GROUP BY partition, "offset", value ORDER BY partition, "offset";
+-- Nothing left.
+SELECT count(*) FROM mq_poll('grp', 'grp_t');
+
+-- Joining created the committed offsets at the start (auto_offset_reset is
+-- earliest by default); nothing is committed before mq_commit.
+SELECT * FROM lag;
+-- mq_commit returns the number of partitions it committed.
+SELECT mq_commit('grp');
+SELECT * FROM lag;
+SELECT * FROM mqlog.committed_offset c JOIN mqlog.topic t USING (topic_id)
+ WHERE c.group_id = 'grp' AND c.committed_offset <> (
+       SELECT high_watermark FROM mqlog.partitions p
+        WHERE p.topic_id = c.topic_id AND p.partition = c.partition);
+-- Nothing polled since: nothing to commit.
+SELECT mq_commit('grp');
+
+-- ------------------------------------------------------------------------
+-- Transactions: a rollback rewinds positions and undoes commits
+-- ------------------------------------------------------------------------
+
+SELECT * FROM mq_produce_batch('grp_t', ARRAY['a4', 'a5']::bytea[], partition => 0);
+
+-- A rolled-back transaction that polled: the same records come again.
+BEGIN;
+SELECT topic, partition, "offset", convert_from(value, 'UTF8') AS value
+  FROM mq_poll('grp', 'grp_t') ORDER BY partition, "offset";
+ROLLBACK;
+
+-- A commit inside a rolled-back transaction is undone with it: the
+-- committed offset stays at 4, and the records come a third time.
+BEGIN;
+SELECT topic, partition, "offset", convert_from(value, 'UTF8') AS value
+  FROM mq_poll('grp', 'grp_t') ORDER BY partition, "offset";
+SELECT mq_commit('grp');
+SELECT committed_offset, lag FROM lag WHERE group_id = 'grp' AND partition = 0;
+ROLLBACK;
+SELECT committed_offset, lag FROM lag WHERE group_id = 'grp' AND partition = 0;
+
+-- The same in a committed transaction sticks.
+BEGIN;
+SELECT topic, partition, "offset", convert_from(value, 'UTF8') AS value
+  FROM mq_poll('grp', 'grp_t') ORDER BY partition, "offset";
+SELECT mq_commit('grp');
+COMMIT;
+SELECT committed_offset, lag FROM lag WHERE group_id = 'grp' AND partition = 0;
+SELECT count(*) FROM mq_poll('grp', 'grp_t');
+
+-- ------------------------------------------------------------------------
+-- Explicit commits and seeks
+-- ------------------------------------------------------------------------
+
+-- An explicit commit sets the committed offset (the next offset to read)
+-- but not this session's position: the next poll has nothing new.
+SELECT mq_commit('grp', 'grp_t', 0, 2);
+SELECT committed_offset, high_watermark, lag FROM lag WHERE group_id = 'grp' AND partition = 0;
+SELECT count(*) FROM mq_poll('grp', 'grp_t');
+-- The high watermark itself is a valid committed offset.
+SELECT mq_commit('grp', 'grp_t', 1, 2);
+
+-- mq_seek moves the position: the next poll reads from there.
+SELECT mq_seek('grp', 'grp_t', 0, 3);
+SELECT topic, partition, "offset", convert_from(value, 'UTF8') AS value
+  FROM mq_poll('grp', 'grp_t') ORDER BY partition, "offset";
+-- mq_commit commits the new position.
+SELECT mq_commit('grp');
+SELECT committed_offset, lag FROM lag WHERE group_id = 'grp' AND partition = 0;
+-- Seeking to the high watermark is allowed, and yields nothing.
+SELECT mq_seek('grp', 'grp_t', 2, 1);
+SELECT count(*) FROM mq_poll('grp', 'grp_t');
+-- A seek is undone by a rollback like a poll.
+BEGIN;
+SELECT mq_seek('grp', 'grp_t', 2, 0);
+ROLLBACK;
+SELECT count(*) FROM mq_poll('grp', 'grp_t');
+
+-- ------------------------------------------------------------------------
+-- Several topics, several groups
+-- ------------------------------------------------------------------------
+
+-- A member of another group, subscribed to both topics, gets every record
+-- of both (a topic named twice counts once).
+SELECT topic, partition, "offset", convert_from(value, 'UTF8') AS value
+  FROM mq_poll('grp_two', ARRAY['grp_t', 'grp_u', 'grp_t']) ORDER BY topic, partition, "offset";
+SELECT * FROM members;
+SELECT mq_commit('grp_two');
+
+-- Fan-out: two more groups each get every record of grp_u.
+SELECT count(*) FROM mq_poll('grp_fan_a', 'grp_u');
+SELECT count(*) FROM mq_poll('grp_fan_b', 'grp_u');
+SELECT mq_commit('grp_fan_a'), mq_commit('grp_fan_b');
+SELECT * FROM lag WHERE topic = 'grp_u';
+
+-- auto_offset_reset = latest: a new group starts at the end, and gets only
+-- what is produced after it joined.
+SET mqlog.auto_offset_reset = latest;
+SELECT count(*) FROM mq_poll('grp_late', 'grp_u');
+SELECT * FROM lag WHERE group_id = 'grp_late';
+SELECT * FROM mq_produce('grp_u', 'u3', partition => 1, ts => '2022-01-01 00:00:00+00');
+SELECT topic, partition, "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_late', 'grp_u');
+RESET mqlog.auto_offset_reset;
+SELECT * FROM groups;
+
+-- Partitions added with mq_add_partitions are assigned on the next poll.
+SELECT mq_create_topic('grp_add', 2);
+SELECT * FROM mq_produce('grp_add', 'x1', partition => 1);
+SELECT topic, partition, "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_add', 'grp_add');
+SELECT assigned, generation FROM members WHERE group_id = 'grp_add';
+SELECT mq_add_partitions('grp_add', 4);
+SELECT * FROM mq_produce('grp_add', 'x3', partition => 3);
+SELECT topic, partition, "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_add', 'grp_add');
+SELECT assigned, generation FROM members WHERE group_id = 'grp_add';
+SELECT mq_commit('grp_add');
+SELECT * FROM lag WHERE group_id = 'grp_add';
+SELECT mq_leave('grp_add');
+
+-- ------------------------------------------------------------------------
+-- Leaving, resetting, deleting
+-- ------------------------------------------------------------------------
+
+-- Refused while the group has an active member (this session).
+SELECT * FROM mq_reset_offsets('grp_two', 'grp_u', 'earliest');
+SELECT mq_delete_group('grp_two');
+
+-- mq_leave: true when this session was a member, false otherwise.
+SELECT mq_leave('grp_two');
+SELECT mq_leave('grp_two');
+SELECT * FROM groups WHERE group_id = 'grp_two';
+
+-- Now the offsets can be reset: to a time (the first record at or after
+-- it, else the end), to latest, to an offset, to earliest.
+SELECT * FROM mq_reset_offsets('grp_two', 'grp_u', '2021-01-01 00:00:00+00');
+SELECT * FROM mq_reset_offsets('grp_two', 'grp_u', '2030-01-01 00:00:00+00');
+SELECT * FROM mq_reset_offsets('grp_two', 'grp_u', 'latest');
+SELECT * FROM mq_reset_offsets('grp_two', 'grp_u', '1');
+SELECT * FROM mq_reset_offsets('grp_two', 'grp_u', 'earliest');
+SELECT * FROM lag WHERE group_id = 'grp_two';
+-- A rejoining member starts from the reset offsets.
+SELECT topic, partition, "offset", convert_from(value, 'UTF8') AS value
+  FROM mq_poll('grp_two', 'grp_u') ORDER BY topic, partition, "offset";
+SELECT mq_leave('grp_two');
+
+-- force => true resets while a member is active.  The member's next commit
+-- then fails, since the committed offset changed under it, and its next
+-- poll starts from the reset offset.
+SELECT * FROM mq_reset_offsets('grp_fan_a', 'grp_u', '1', force => true);
+SELECT * FROM mq_produce('grp_u', 'u4', partition => 0, ts => '2022-01-01 00:00:00+00');
+SELECT topic, partition, "offset", convert_from(value, 'UTF8') AS value
+  FROM mq_poll('grp_fan_a', 'grp_u') ORDER BY partition, "offset";
+SELECT mq_commit('grp_fan_a');
+SELECT topic, partition, "offset", convert_from(value, 'UTF8') AS value
+  FROM mq_poll('grp_fan_a', 'grp_u') ORDER BY topic, partition, "offset";
+SELECT mq_commit('grp_fan_a');
+SELECT * FROM lag WHERE group_id = 'grp_fan_a';
+
+-- mq_delete_group: refused while active, unless forced; returns the
+-- number of committed offsets it removed.
+SELECT mq_delete_group('grp_fan_b');
+SELECT mq_delete_group('grp_fan_b', force => true);
+SELECT mq_leave('grp_fan_b');
+SELECT mq_delete_group('grp_two');
+SELECT * FROM groups;
+SELECT * FROM lag WHERE group_id IN ('grp_two', 'grp_fan_b');
+
+-- ------------------------------------------------------------------------
+-- A committed offset below the log start follows auto_offset_reset
+-- ------------------------------------------------------------------------
+
+SELECT mq_create_topic('grp_ret', 1);
+SELECT p.* FROM generate_series(0, 2) i,
+       mq_produce('grp_ret', convert_to('r' || i, 'UTF8'), partition => 0,
+                  ts => '2000-01-01 00:00:00+00') p;
+SELECT count(*) FROM mq_poll('grp_ret', 'grp_ret', 1);
+SELECT mq_commit('grp_ret');
+SELECT mq_leave('grp_ret');
+-- Roll the segment and drop it by retention (its records are from 2000).
+-- (The maintenance worker may do it first, or hold a lock a moment: retry.)
+SELECT mq_alter_topic('grp_ret', '{"segment.ms": 1}');
+DO $$
+BEGIN
+    FOR i IN 1 .. 300 LOOP
+        PERFORM pg_sleep(0.01);
+        BEGIN
+            PERFORM mq_run_maintenance();
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;
+        END;
+        EXIT WHEN (SELECT log_start_offset FROM mqlog.partitions WHERE topic = 'grp_ret') = 3;
+    END LOOP;
+END
+$$;
+SELECT log_start_offset, high_watermark FROM mqlog.partitions WHERE topic = 'grp_ret';
+SELECT committed_offset FROM lag WHERE group_id = 'grp_ret';
+SELECT * FROM mq_produce('grp_ret', 'r3', partition => 0);
+-- latest: from the end.
+SET mqlog.auto_offset_reset = latest;
+SELECT count(*) FROM mq_poll('grp_ret', 'grp_ret');
+SELECT mq_leave('grp_ret');
+-- earliest: from the log start.
+RESET mqlog.auto_offset_reset;
+SELECT topic, partition, "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_ret', 'grp_ret');
+SELECT mq_leave('grp_ret');
+
+-- ------------------------------------------------------------------------
+-- Bad input: clear errors, nothing changed
+-- ------------------------------------------------------------------------
+
+-- group names
+SELECT * FROM mq_poll(NULL, 'grp_t');
+SELECT * FROM mq_poll('', 'grp_t');
+SELECT * FROM mq_poll(repeat('g', 128), 'grp_t');
+SELECT mq_commit(NULL);
+SELECT mq_commit('');
+SELECT mq_leave(repeat('g', 128));
+-- topics
+SELECT * FROM mq_poll('grp', 'grp_nope');
+SELECT * FROM mq_poll('grp', ARRAY['grp_t', 'grp_nope']);
+SELECT * FROM mq_poll('grp', ARRAY[]::text[]);
+SELECT * FROM mq_poll('grp', ARRAY['grp_t', NULL]);
+SELECT * FROM mq_poll('grp', NULL::text);
+-- max_records and timeout
+SELECT * FROM mq_poll('grp', 'grp_t', 0);
+SELECT * FROM mq_poll('grp', 'grp_t', -1);
+SELECT * FROM mq_poll('grp', 'grp_t', 10, '-1 second');
+SELECT * FROM mq_poll('grp', 'grp_t', 10, '601 seconds');
+SELECT * FROM mq_poll('grp', 'grp_t', 10, '1 day');
+SELECT * FROM mq_poll('grp', 'grp_t', 10, '1000000 years');
+-- a short timeout with nothing to read just returns nothing
+SELECT count(*) FROM mq_poll('grp', 'grp_t', 10, '10 ms');
+-- explicit commits and seeks: out of range, null, unknown
+SELECT mq_commit('grp', 'grp_t', 0, 7);
+SELECT mq_commit('grp', 'grp_t', 0, -1);
+SELECT mq_commit('grp', 'grp_t', 3, 0);
+SELECT mq_commit('grp', 'grp_nope', 0, 0);
+SELECT mq_commit('grp', 'grp_t', 0, NULL);
+SELECT mq_seek('grp', 'grp_t', 0, 7);
+SELECT mq_seek('grp', 'grp_t', 0, -1);
+SELECT mq_seek('grp', NULL, 0, 0);
+-- a partition not assigned to this session (grp_fan_a reads only grp_u)
+SELECT mq_commit('grp_fan_a', 'grp_t', 0, 1);
+SELECT mq_seek('grp_fan_a', 'grp_t', 0, 1);
+-- not a member
+SELECT mq_commit('grp_nobody');
+SELECT mq_commit('grp_nobody', 'grp_t', 0, 1);
+SELECT mq_seek('grp_nobody', 'grp_t', 0, 1);
+-- resets
+SELECT * FROM mq_reset_offsets('grp_two', 'grp_nope', 'earliest');
+SELECT * FROM mq_reset_offsets('grp_two', 'grp_u', NULL);
+SELECT * FROM mq_reset_offsets('grp_two', 'grp_u', 'soonish');
+SELECT * FROM mq_reset_offsets('grp_two', 'grp_u', '-1');
+SELECT * FROM mq_reset_offsets('grp_two', 'grp_u', '99');
+SELECT * FROM mq_reset_offsets(NULL, 'grp_u', 'earliest');
+-- delete
+SELECT mq_delete_group('grp_nobody');
+SELECT mq_delete_group(NULL);
+-- None of it changed a committed offset or a membership.
+SELECT * FROM lag;
+SELECT * FROM members;
+
+-- ------------------------------------------------------------------------
+-- Savepoints: a rolled-back subtransaction rewinds like a transaction
+-- ------------------------------------------------------------------------
+
+SELECT mq_create_topic('grp_sp', 1);
+SELECT * FROM mq_produce_batch('grp_sp', ARRAY['s0', 's1', 's2']::bytea[], partition => 0);
+SELECT count(*) FROM mq_poll('grp_sp', 'grp_sp', 1);
+SELECT mq_commit('grp_sp');
+
+-- A poll rolled back to a savepoint (as in a PL/pgSQL block that caught an
+-- error) is handed out again, and the transaction commits what it kept.
+BEGIN;
+SAVEPOINT a;
+SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_sp', 'grp_sp', 1);
+ROLLBACK TO SAVEPOINT a;
+SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_sp', 'grp_sp', 1);
+SELECT mq_commit('grp_sp');
+COMMIT;
+SELECT committed_offset, lag FROM lag WHERE group_id = 'grp_sp';
+SELECT mq_leave('grp_sp');
+
+-- A commit rolled back to a savepoint is undone, and a later mq_commit in
+-- the same transaction commits again (another group, so that the case
+-- above does not matter here).
+SELECT count(*) FROM mq_poll('grp_sp2', 'grp_sp');
+SELECT mq_commit('grp_sp2');
+SELECT * FROM mq_produce('grp_sp', 's3', partition => 0);
+BEGIN;
+SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_sp2', 'grp_sp');
+SAVEPOINT b;
+SELECT mq_commit('grp_sp2');
+ROLLBACK TO SAVEPOINT b;
+SELECT committed_offset, lag FROM lag WHERE group_id = 'grp_sp2';
+SELECT mq_commit('grp_sp2');
+COMMIT;
+SELECT committed_offset, lag FROM lag WHERE group_id = 'grp_sp2';
+-- and the next transaction's commit is not refused
+SELECT * FROM mq_produce('grp_sp', 's4', partition => 0);
+SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_sp2', 'grp_sp');
+SELECT mq_commit('grp_sp2');
+SELECT committed_offset, lag FROM lag WHERE group_id = 'grp_sp2';
+SELECT mq_leave('grp_sp2');
+
+-- ------------------------------------------------------------------------
+-- Clean up: the committed offsets go with the topics
+-- ------------------------------------------------------------------------
+
+SELECT mq_leave(g) FROM unnest(ARRAY['grp', 'grp_fan_a', 'grp_late']) g;
+SELECT * FROM members;
+SELECT mq_drop_topic(t) FROM unnest(ARRAY['grp_t', 'grp_u', 'grp_add', 'grp_ret', 'grp_sp']) t;
+SELECT * FROM lag;
+SELECT * FROM groups;
