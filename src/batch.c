@@ -271,6 +271,17 @@ MqBatchCheckCrc(const char *batch, uint32 length)
 int
 MqBatchDecode(const char *batch, MqRecord *records, int maxrecords)
 {
+	return MqBatchDecodeFrom(batch, PG_INT64_MIN, records, maxrecords);
+}
+
+/*
+ * The same, for the records at or after from_offset only: records before
+ * it are skipped by their length, which is what a reader resuming inside a
+ * large batch needs.
+ */
+int
+MqBatchDecodeFrom(const char *batch, int64 from_offset, MqRecord *records, int maxrecords)
+{
 	MqBatchHeader hdr;
 	const char *p = batch + MQ_BATCH_HEADER_SIZE;
 	const char *end;
@@ -294,6 +305,11 @@ MqBatchDecode(const char *batch, MqRecord *records, int maxrecords)
 		recend = p + reclen;
 		rec->ts = hdr.first_timestamp + get_varint(&p, recend);
 		rec->offset = hdr.base_offset + get_varint(&p, recend);
+		if (rec->offset < from_offset)
+		{
+			p = recend;
+			continue;
+		}
 		len = get_varint(&p, recend);
 		rec->key = get_bytes(&p, recend, len, true);
 		rec->keylen = rec->key ? (int) len : 0;

@@ -240,7 +240,8 @@ MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
 			}
 			MemoryContextReset(batch_cxt);
 			old = MemoryContextSwitchTo(batch_cxt);
-			n = MqBatchDecode(reader.batchbuf.data, recs, maxrecs);
+			n = MqBatchDecodeFrom(reader.batchbuf.data, from_offset, recs,
+								  Min(maxrecs, max_records - count));
 			MemoryContextSwitchTo(old);
 			for (int r = 0; r < n; r++)
 			{
@@ -260,6 +261,9 @@ MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
 				bytes += rec->keylen + rec->valuelen;
 				next = rec->offset + 1;
 			}
+			/* full: the batch may hold more, which the next read gets */
+			if (count >= max_records)
+				stop = true;
 			if (!stop)
 				next = Max(next, MqBatchNextOffset(&hdr));
 		}

@@ -492,10 +492,7 @@ typedef struct Position
 	PosKey		key;
 	int64		position;		/* next offset to poll */
 	int64		committed;		/* what the offsets table holds, as we know it */
-	bool		saved;			/* saved_* hold the values at transaction start */
-	int64		saved_position;
-	int64		saved_committed;
-	bool		created_in_xact;
+	SubTransactionId subid;		/* (sub)transaction of its newest undo record */
 	bool		stale;			/* reload from the offsets table */
 	bool		polled;			/* touched by a poll since the last commit */
 } Position;
@@ -527,16 +524,69 @@ make_key(PosKey *key, const char *group, int32 topic_id, int32 partition)
 	key->partition = partition;
 }
 
-/* remember the transaction-start values before the first change */
+/*
+ * Undo log of position changes, so that a rolled-back transaction or
+ * subtransaction rewinds what it polled and committed.  A record holds the
+ * values a position had before the first change in one subtransaction.
+ */
+typedef struct Undo
+{
+	PosKey		key;
+	SubTransactionId subid;		/* the subtransaction that changed it */
+	SubTransactionId prev_subid;	/* the position's subid before */
+	bool		created;		/* the position did not exist before */
+	int64		position;
+	int64		committed;
+} Undo;
+
+static Undo *undo = NULL;
+static int	nundo = 0;
+static int	maxundo = 0;
+
+static void
+push_undo(Position *pos, bool created)
+{
+	Undo	   *u;
+
+	if (nundo == maxundo)
+	{
+		maxundo = Max(16, maxundo * 2);
+		undo = undo ? repalloc(undo, sizeof(Undo) * maxundo)
+			: MemoryContextAlloc(TopMemoryContext, sizeof(Undo) * maxundo);
+	}
+	u = &undo[nundo++];
+	u->key = pos->key;
+	u->subid = GetCurrentSubTransactionId();
+	u->prev_subid = created ? InvalidSubTransactionId : pos->subid;
+	u->created = created;
+	u->position = pos->position;
+	u->committed = pos->committed;
+	pos->subid = u->subid;
+}
+
+/* call before changing a position: remembers its values once per subtransaction */
 static void
 save_position(Position *pos)
 {
-	if (!pos->saved)
+	if (pos->subid != GetCurrentSubTransactionId())
+		push_undo(pos, false);
+}
+
+static void
+apply_undo(Undo *u)
+{
+	Position   *pos = hash_search(positions, &u->key, HASH_FIND, NULL);
+
+	if (pos == NULL)
+		return;					/* revoked meanwhile: nothing to rewind */
+	if (u->created)
 	{
-		pos->saved = true;
-		pos->saved_position = pos->position;
-		pos->saved_committed = pos->committed;
+		hash_search(positions, &u->key, HASH_REMOVE, NULL);
+		return;
 	}
+	pos->position = u->position;
+	pos->committed = u->committed;
+	pos->subid = u->prev_subid;
 }
 
 static void
@@ -547,27 +597,56 @@ groups_xact_callback(XactEvent event, void *arg)
 
 	if (positions == NULL)
 		return;
-	if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
-		event != XACT_EVENT_PARALLEL_COMMIT && event != XACT_EVENT_PARALLEL_ABORT)
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+	{
+		while (nundo > 0)
+			apply_undo(&undo[--nundo]);
+	}
+	else if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_PARALLEL_COMMIT)
 		return;
+	nundo = 0;
 	hash_seq_init(&seq, positions);
 	while ((pos = hash_seq_search(&seq)) != NULL)
+		pos->subid = InvalidSubTransactionId;
+}
+
+static void
+groups_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						SubTransactionId parentSubid, void *arg)
+{
+	if (positions == NULL)
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
-		if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		/* a subtransaction's records are the newest: at the end */
+		while (nundo > 0 && undo[nundo - 1].subid == mySubid)
+			apply_undo(&undo[--nundo]);
+	}
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		int			keep = 0;
+
+		for (int i = 0; i < nundo; i++)
 		{
-			if (pos->created_in_xact)
+			Undo	   *u = &undo[i];
+
+			if (u->subid == mySubid)
 			{
-				hash_search(positions, &pos->key, HASH_REMOVE, NULL);
-				continue;
+				bool		parent_has = false;
+				Position   *pos = hash_search(positions, &u->key, HASH_FIND, NULL);
+
+				for (int j = 0; j < keep && !parent_has; j++)
+					parent_has = (undo[j].subid == parentSubid &&
+								  memcmp(&undo[j].key, &u->key, sizeof(PosKey)) == 0);
+				if (pos && pos->subid == mySubid)
+					pos->subid = parentSubid;
+				if (parent_has)
+					continue;	/* the parent's record has the older values */
+				u->subid = parentSubid;
 			}
-			if (pos->saved)
-			{
-				pos->position = pos->saved_position;
-				pos->committed = pos->saved_committed;
-			}
+			undo[keep++] = *u;
 		}
-		pos->saved = false;
-		pos->created_in_xact = false;
+		nundo = keep;
 	}
 }
 
@@ -591,6 +670,7 @@ void
 MqGroupsInitCallbacks(void)
 {
 	RegisterXactCallback(groups_xact_callback, NULL);
+	RegisterSubXactCallback(groups_subxact_callback, NULL);
 }
 
 /* ------------------------------------------------------------------------
@@ -626,26 +706,74 @@ restore_user(OwnerSwitch *sw)
 	SetUserIdAndSecContext(sw->saved_user, sw->saved_sec);
 }
 
-/* committed offset of a partition, or -1; locks the row FOR SHARE */
+/*
+ * The statements on the offsets table run on every poll that takes over a
+ * partition and on every commit, so their plans are prepared once per
+ * backend and kept.
+ */
+enum
+{
+	Q_READ,
+	Q_READ_LOCK,
+	Q_INSERT_IF_ABSENT,
+	Q_UPDATE_IF,
+	Q_UPSERT,
+	NUM_QUERIES
+};
+
+static const char *const query_text[NUM_QUERIES] = {
+	"SELECT committed_offset FROM mqlog.committed_offset"
+	" WHERE group_id = $1 AND topic_id = $2 AND partition = $3",
+	"SELECT committed_offset FROM mqlog.committed_offset"
+	" WHERE group_id = $1 AND topic_id = $2 AND partition = $3 FOR SHARE",
+	"INSERT INTO mqlog.committed_offset (group_id, topic_id, partition, committed_offset)"
+	" VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+	"UPDATE mqlog.committed_offset SET committed_offset = $4, committed_at = now()"
+	" WHERE group_id = $1 AND topic_id = $2 AND partition = $3 AND committed_offset = $5",
+	"INSERT INTO mqlog.committed_offset (group_id, topic_id, partition, committed_offset)"
+	" VALUES ($1, $2, $3, $4) ON CONFLICT (group_id, topic_id, partition)"
+	" DO UPDATE SET committed_offset = $4, committed_at = now()",
+};
+
+static SPIPlanPtr query_plan[NUM_QUERIES];
+
+/* Run one of the statements with (group, topic, partition, offset, expected). */
+static int
+run_query(int q, const char *group, int32 topic_id, int32 partition,
+		  int64 offset, int64 expected)
+{
+	Oid			types[5] = {TEXTOID, INT4OID, INT4OID, INT8OID, INT8OID};
+	Datum		vals[5];
+	int			nargs = (q == Q_READ || q == Q_READ_LOCK) ? 3 : (q == Q_UPDATE_IF ? 5 : 4);
+
+	if (query_plan[q] == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(query_text[q], nargs, types);
+
+		if (plan == NULL)
+			elog(ERROR, "mqlog: could not prepare \"%s\": %s", query_text[q],
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		query_plan[q] = plan;
+	}
+	vals[0] = CStringGetTextDatum(group);
+	vals[1] = Int32GetDatum(topic_id);
+	vals[2] = Int32GetDatum(partition);
+	vals[3] = Int64GetDatum(offset);
+	vals[4] = Int64GetDatum(expected);
+	return SPI_execute_plan(query_plan[q], vals, NULL, q == Q_READ, q == Q_READ || q == Q_READ_LOCK ? 1 : 0);
+}
+
+/* committed offset of a partition, or -1; with lock, the row is locked FOR SHARE */
 static int64
 read_committed(const char *group, int32 topic_id, int32 partition, bool lock)
 {
 	OwnerSwitch sw;
-	Oid			types[3] = {TEXTOID, INT4OID, INT4OID};
-	Datum		vals[3];
 	int64		result = -1;
 	int			ret;
 
-	vals[0] = CStringGetTextDatum(group);
-	vals[1] = Int32GetDatum(topic_id);
-	vals[2] = Int32GetDatum(partition);
 	become_owner(&sw);
-	ret = SPI_execute_with_args(lock ?
-								"SELECT committed_offset FROM mqlog.committed_offset"
-								" WHERE group_id = $1 AND topic_id = $2 AND partition = $3 FOR SHARE" :
-								"SELECT committed_offset FROM mqlog.committed_offset"
-								" WHERE group_id = $1 AND topic_id = $2 AND partition = $3",
-								3, types, vals, NULL, !lock, 1);
+	ret = run_query(lock ? Q_READ_LOCK : Q_READ, group, topic_id, partition, 0, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "mqlog: reading committed offsets failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 1)
@@ -659,41 +787,21 @@ read_committed(const char *group, int32 topic_id, int32 partition, bool lock)
 }
 
 /*
- * Write a committed offset if the row still holds expected (-1: no row).
- * Returns false if someone else changed it.
+ * Write a committed offset if the row still holds expected (-1: no row),
+ * or whatever it holds when unconditional.  Returns false if someone else
+ * changed it.
  */
 static bool
 write_committed(const char *group, int32 topic_id, int32 partition,
 				int64 expected, int64 offset, bool unconditional)
 {
 	OwnerSwitch sw;
-	Oid			types[5] = {TEXTOID, INT4OID, INT4OID, INT8OID, INT8OID};
-	Datum		vals[5];
 	int			ret;
 	bool		ok;
 
-	vals[0] = CStringGetTextDatum(group);
-	vals[1] = Int32GetDatum(topic_id);
-	vals[2] = Int32GetDatum(partition);
-	vals[3] = Int64GetDatum(offset);
-	vals[4] = Int64GetDatum(expected);
 	become_owner(&sw);
-	if (unconditional)
-		ret = SPI_execute_with_args("INSERT INTO mqlog.committed_offset AS c"
-									" (group_id, topic_id, partition, committed_offset)"
-									" VALUES ($1, $2, $3, $4) ON CONFLICT (group_id, topic_id, partition)"
-									" DO UPDATE SET committed_offset = $4, committed_at = now()",
-									4, types, vals, NULL, false, 0);
-	else if (expected < 0)
-		ret = SPI_execute_with_args("INSERT INTO mqlog.committed_offset"
-									" (group_id, topic_id, partition, committed_offset)"
-									" VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-									4, types, vals, NULL, false, 0);
-	else
-		ret = SPI_execute_with_args("UPDATE mqlog.committed_offset SET committed_offset = $4,"
-									" committed_at = now() WHERE group_id = $1 AND topic_id = $2"
-									" AND partition = $3 AND committed_offset = $5",
-									5, types, vals, NULL, false, 0);
+	ret = run_query(unconditional ? Q_UPSERT : (expected < 0 ? Q_INSERT_IF_ABSENT : Q_UPDATE_IF),
+					group, topic_id, partition, offset, expected);
 	if (ret != SPI_OK_INSERT && ret != SPI_OK_UPDATE)
 		elog(ERROR, "mqlog: writing committed offsets failed: %s", SPI_result_code_string(ret));
 	ok = (SPI_processed == 1);
@@ -872,11 +980,14 @@ sync_positions(const char *group, MqTopicPart *tp, int n, MqTopic **topics, int 
 		}
 		if (!found)
 		{
-			pos->saved = false;
 			pos->polled = false;
+			pos->position = pos->committed = -1;
+			pos->subid = InvalidSubTransactionId;
+			push_undo(pos, true);
 		}
+		else
+			save_position(pos);
 		pos->stale = false;
-		pos->created_in_xact = !found || pos->created_in_xact;
 
 		/*
 		 * Make sure the row exists and lock it: if the previous owner is
@@ -902,7 +1013,6 @@ sync_positions(const char *group, MqTopicPart *tp, int n, MqTopic **topics, int 
 			committed = (mqlog_offset_reset == MQ_RESET_LATEST) ? lso : MqLogStartOffset(topic, tp[i].partition);
 		}
 		pos->position = committed;
-		pos->saved = false;
 	}
 }
 

@@ -140,6 +140,8 @@ extern void MqBatchSetOffset(char *batch, int64 base_offset);
 extern bool MqBatchCheckCrc(const char *batch, uint32 length);
 extern uint32 MqBatchComputeCrc(const char *batch, uint32 length);
 extern int	MqBatchDecode(const char *batch, MqRecord *records, int maxrecords);
+extern int	MqBatchDecodeFrom(const char *batch, int64 from_offset, MqRecord *records,
+							  int maxrecords);
 extern Size MqRecordEncodedSize(const MqRecord *rec);
 
 /* Kafka's murmur2 */
@@ -215,6 +217,7 @@ typedef struct MqSegmentReader
 	uint64		lpos;			/* next batch starts here */
 	uint64		batch_lpos;		/* where the current batch started */
 	StringInfoData batchbuf;	/* the current batch, contiguous */
+	bool		borrowed;		/* batchbuf is the backend's spare buffer */
 } MqSegmentReader;
 
 extern void MqReaderInit(MqSegmentReader *reader, Relation rel);
@@ -222,6 +225,7 @@ extern void MqReaderSeek(MqSegmentReader *reader, int64 offset);
 extern bool MqReaderNext(MqSegmentReader *reader, bool verify_crc);
 extern bool MqReaderNextHeader(MqSegmentReader *reader, MqBatchHeader *hdr);
 extern void MqReaderEnd(MqSegmentReader *reader);
+extern void MqReaderAtAbort(void);
 
 /* batch visibility for readers */
 typedef enum MqBatchFate

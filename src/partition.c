@@ -490,6 +490,7 @@ mq_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 			/* the aborted batches become holes: readers may pass them */
 			release_inflight(InvalidSubTransactionId, true);
+			MqReaderAtAbort();
 			apply_switches(false);
 			apply_forgets(false);
 			if (catalog_bump_at_commit)

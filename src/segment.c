@@ -265,6 +265,14 @@ segment_end(Relation rel, BlockNumber *nblocks)
 	return 0;
 }
 
+/*
+ * One batch buffer is kept for the life of the backend and lent to one
+ * reader at a time: batches are often 100 kB and more, and a fresh buffer
+ * per call costs more in page faults than the reading itself.
+ */
+static StringInfoData spare_buf;
+static bool spare_lent = false;
+
 void
 MqReaderInit(MqSegmentReader *reader, Relation rel)
 {
@@ -273,13 +281,55 @@ MqReaderInit(MqSegmentReader *reader, Relation rel)
 	reader->nblocks = RelationGetNumberOfBlocks(rel);
 	reader->end_lpos = segment_end(rel, &reader->nblocks);
 	reader->lpos = 0;
-	initStringInfo(&reader->batchbuf);
+	if (!spare_lent)
+	{
+		if (spare_buf.data == NULL)
+		{
+			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+			initStringInfo(&spare_buf);
+			MemoryContextSwitchTo(old);
+		}
+		reader->batchbuf = spare_buf;
+		reader->borrowed = true;
+		spare_lent = true;
+	}
+	else
+		initStringInfo(&reader->batchbuf);
+}
+
+/*
+ * At abort, a reader that errored out still holds the spare buffer, which
+ * may have been reallocated since: forget it (the memory stays in
+ * TopMemoryContext, a one-off leak) and start a new one next time.
+ */
+void
+MqReaderAtAbort(void)
+{
+	if (spare_lent)
+	{
+		memset(&spare_buf, 0, sizeof(spare_buf));
+		spare_lent = false;
+	}
 }
 
 void
 MqReaderEnd(MqSegmentReader *reader)
 {
-	pfree(reader->batchbuf.data);
+	if (reader->borrowed)
+	{
+		/* give it back, grown if it had to grow; very large ones are freed */
+		if (reader->batchbuf.maxlen > 8 * 1024 * 1024)
+		{
+			pfree(reader->batchbuf.data);
+			memset(&spare_buf, 0, sizeof(spare_buf));
+		}
+		else
+			spare_buf = reader->batchbuf;
+		spare_lent = false;
+	}
+	else
+		pfree(reader->batchbuf.data);
 }
 
 /* where the batch covering block blkno's first byte starts, and its offset */
