@@ -1,0 +1,1000 @@
+#!/usr/bin/python3
+"""mqlog's benchmark driver: every system, every workload, one JSON line each.
+
+bench/run.sh starts the servers and calls this script; it can also be run by
+hand against servers that are already up (see --help).  Each measurement is
+wrapped so that a failing system yields a row with an "error" field instead
+of stopping the run.  Python's standard library, psycopg2 (Debian's
+python3-psycopg2) and, for single-record produce, pgbench and
+redis-benchmark.  Redis is spoken to over a raw socket (RESP).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import re
+import socket
+import statistics
+import string
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+import psycopg2
+import psycopg2.extensions
+
+SYSTEMS = ["mqlog", "heap_log", "skip_locked", "pgq", "redis"]
+PG_SYSTEMS = SYSTEMS[:4]
+VALUE_SIZES = [100, 1024]
+ALPHABET = (string.ascii_letters + string.digits).encode()
+
+MODES = {
+    # records per batched-produce run, pgbench seconds, redis-benchmark
+    # requests, latency samples, total sustained seconds, sample period
+    "quick": dict(records=10000, pgbench_s=2, redis_single=20000, latency_n=150,
+                  sustained_s=60, sample_s=2),
+    "full": dict(records=200000, pgbench_s=15, redis_single=200000, latency_n=1000,
+                 sustained_s=600, sample_s=5),
+}
+BATCH = 1000          # records per batched-produce call
+CONSUME_BATCH = 500   # records per consume batch, commit/ack included
+SUSTAIN_RETENTION = 128 * 1024 * 1024  # mqlog retention.bytes in the sustained run
+SUSTAIN_SEGMENT = 1024 * 1024          # mqlog segment.bytes (the minimum)
+SUSTAIN_REDIS_MAXLEN = 100000
+
+
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+def rand_values(n, size, rng):
+    """n incompressible-enough ASCII values (letters and digits): usable as
+    bytea literals, as PgQ's text events and as Redis strings alike."""
+    return [bytes(rng.choices(ALPHABET, k=size)) for _ in range(n)]
+
+
+def change(xs):
+    """Relative change from the start to the end of a series: the mean of
+    its last fifth over the mean of its first fifth (one sample at least),
+    so one noisy sample does not decide."""
+    if not xs:
+        return None
+    k = max(1, len(xs) // 5)
+    a = sum(xs[:k]) / k
+    b = sum(xs[-k:]) / k
+    return round(b / a - 1, 4) if a else None
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    if not xs:
+        return None
+    k = (len(xs) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+# ------------------------------------------------------------------ Redis
+
+class Redis:
+    """A minimal RESP2 client: enough for XADD, XREADGROUP, XACK, INFO."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=60):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.f = self.sock.makefile("rb", buffering=1 << 20)
+
+    @staticmethod
+    def encode(*args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            if not isinstance(a, bytes):
+                a = str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        return b"".join(out)
+
+    def read(self):
+        line = self.f.readline()
+        if not line:
+            raise ConnectionError("redis closed the connection")
+        t, rest = line[:1], line[1:-2]
+        if t == b"+":
+            return rest
+        if t == b"-":
+            raise RuntimeError("redis: " + rest.decode())
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.f.read(n + 2)
+            return data[:-2]
+        if t == b"*":
+            n = int(rest)
+            if n < 0:
+                return None
+            return [self.read() for _ in range(n)]
+        raise RuntimeError("redis: bad reply %r" % line)
+
+    def cmd(self, *args):
+        self.sock.sendall(self.encode(*args))
+        return self.read()
+
+    def pipeline(self, cmds):
+        self.sock.sendall(b"".join(self.encode(*c) for c in cmds))
+        return [self.read() for _ in cmds]
+
+    def info(self, section):
+        txt = self.cmd("INFO", section).decode()
+        d = {}
+        for line in txt.splitlines():
+            if ":" in line:
+                k, v = line.split(":", 1)
+                d[k] = v
+        return d
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+# ------------------------------------------------------------ PostgreSQL
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.cfg = MODES[args.mode]
+        self.rng = random.Random(42)
+        self.rows = []
+        self.out = open(args.out, "w")
+        self.meta = {}
+        self.only = set(args.systems.split(",")) if args.systems else set(SYSTEMS)
+
+    # -- connections
+    def dsn(self):
+        return "host=%s port=%s user=postgres dbname=bench application_name=bench" % (
+            self.a.pghost, self.a.pgport)
+
+    def connect(self, autocommit=True):
+        c = psycopg2.connect(self.dsn())
+        c.autocommit = autocommit
+        with c.cursor() as cur:
+            cur.execute("SET statement_timeout = '300s'")
+        return c
+
+    def q(self, sql, args=None, conn=None):
+        """One autocommitted statement on the admin connection; returns rows."""
+        conn = conn or self.admin
+        with conn.cursor() as cur:
+            cur.execute(sql, args)
+            return cur.fetchall() if cur.description else None
+
+    def q1(self, sql, args=None, conn=None):
+        r = self.q(sql, args, conn)
+        return r[0][0] if r else None
+
+    def lsn(self):
+        return self.q1("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint")
+
+    def redis(self):
+        if not self.a.redis_ok:
+            raise RuntimeError("redis-server did not start")
+        return Redis(self.a.redis_port)
+
+    # -- output
+    def emit(self, system, workload, value_bytes, **kw):
+        row = dict(system=system, workload=workload, value_bytes=value_bytes,
+                   records_per_s=None, mb_per_s=None, p50_ms=None, p99_ms=None,
+                   wal_bytes_per_record=None, disk_bytes_per_record=None, clients=1)
+        row.update(kw)
+        for k in ("records_per_s", "mb_per_s", "p50_ms", "p99_ms",
+                  "wal_bytes_per_record", "disk_bytes_per_record"):
+            if isinstance(row[k], float):
+                row[k] = round(row[k], 3)
+        row.update(self.meta)
+        self.rows.append(row)
+        self.out.write(json.dumps(row) + "\n")
+        self.out.flush()
+        shown = {k: row[k] for k in ("records_per_s", "mb_per_s", "p50_ms", "p99_ms",
+                                     "wal_bytes_per_record", "disk_bytes_per_record")
+                 if row.get(k) is not None}
+        log("  %-11s %-17s %5dB c=%d %s%s" % (
+            system, workload, value_bytes, row["clients"], shown,
+            ("  ERROR: " + row["error"]) if row.get("error") else ""))
+
+    def guarded(self, system, workload, value_bytes, fn, clients=1):
+        """Run one measurement; on failure emit an error row and go on."""
+        if system not in self.only:
+            return None
+        try:
+            return fn()
+        except Exception as e:  # noqa: BLE001 - every failure becomes a row
+            msg = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
+            traceback.print_exc(file=sys.stderr)
+            self.emit(system, workload, value_bytes, clients=clients, error=msg)
+            try:
+                self.admin.close()
+            except Exception:
+                pass
+            self.admin = self.connect()
+            return None
+
+    # -- machine and settings
+    def collect_meta(self):
+        settings = {}
+        for name, setting in self.q(
+                "SELECT name, current_setting(name) FROM pg_settings WHERE name IN "
+                "('fsync', 'synchronous_commit', 'full_page_writes', 'shared_buffers', "
+                "'wal_level', 'max_wal_size', 'checkpoint_timeout', 'wal_buffers', "
+                "'shared_preload_libraries', 'autovacuum', 'autovacuum_naptime', "
+                "'mqlog.maintenance_naptime', 'wal_compression', 'huge_pages', 'max_connections',"
+                " 'output_plugin_libraries') ORDER BY name"):
+            settings[name] = setting
+        redis_ver = None
+        try:
+            r = self.redis()
+            redis_ver = r.info("server").get("redis_version")
+            r.close()
+        except Exception:
+            pass
+        model = ""
+        try:
+            with open("/proc/cpuinfo") as f:
+                m = re.search(r"model name\s*:\s*(.*)", f.read())
+                model = m.group(1).strip() if m else ""
+        except OSError:
+            pass
+        mem = None
+        try:
+            with open("/proc/meminfo") as f:
+                mem = int(re.search(r"MemTotal:\s*(\d+)", f.read()).group(1)) // 1024
+        except (OSError, AttributeError):
+            pass
+        try:
+            rev = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "describe",
+                                  "--always", "--dirty"], capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            rev = ""
+        self.meta = dict(
+            mode=self.a.mode,
+            mqlog_commit=rev or None,
+            date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            cores=os.cpu_count(), cpu=model, mem_mb=mem, kernel=platform.release(),
+            pg_version=self.q1("SHOW server_version"),
+            mqlog_version=self.q1("SELECT extversion FROM pg_extension WHERE extname = 'mqlog'"),
+            pgq_version=self.q1("SELECT extversion FROM pg_extension WHERE extname = 'pgq'"),
+            redis_version=redis_ver,
+            redis_settings="appendonly yes, appendfsync everysec, save \"\"",
+            settings=settings,
+        )
+
+    # ============================================================ set-up
+    def setup(self):
+        self.admin = self.connect()
+        self.q("CREATE EXTENSION IF NOT EXISTS mqlog")
+        try:
+            self.q("CREATE EXTENSION IF NOT EXISTS pgq")
+        except Exception as e:
+            log("pgq extension: %s" % e)
+            self.admin = self.connect()
+        self.collect_meta()
+        log("settings:", json.dumps(self.meta["settings"]))
+
+    def reset(self, system, name):
+        """Drop and re-create the structure `name` of one system: a topic,
+        a table, a queue or a stream, all empty."""
+        if system == "mqlog":
+            if self.q1("SELECT count(*) FROM mqlog.topics WHERE topic = %s", (name,)):
+                self.q("SELECT mq_drop_topic(%s)", (name,))
+            self.q("SELECT mq_create_topic(%s, 1)", (name,))
+        elif system == "heap_log":
+            self.q("DROP TABLE IF EXISTS %s" % name)
+            self.q("CREATE TABLE %s (id bigserial PRIMARY KEY, ts timestamptz NOT NULL DEFAULT now(),"
+                   " key bytea, value bytea)" % name)
+            self.q("CREATE TABLE IF NOT EXISTS heap_offsets (consumer text PRIMARY KEY, last_id bigint NOT NULL)")
+            self.quiet_autovacuum(name)
+            self.q("INSERT INTO heap_offsets VALUES (%s, 0) ON CONFLICT (consumer) DO UPDATE SET last_id = 0",
+                   (name,))
+        elif system == "skip_locked":
+            # pgmq's table layout (msg_id, read_ct, enqueued_at, vt, message)
+            # with a bytea message and a key, and its index on vt.
+            self.q("DROP TABLE IF EXISTS %s" % name)
+            self.q("CREATE TABLE %s (msg_id bigserial PRIMARY KEY, read_ct int NOT NULL DEFAULT 0,"
+                   " enqueued_at timestamptz NOT NULL DEFAULT now(),"
+                   " vt timestamptz NOT NULL DEFAULT now(), key bytea, message bytea)" % name)
+            self.q("CREATE INDEX ON %s (vt)" % name)
+            self.quiet_autovacuum(name)
+        elif system == "pgq":
+            if self.q1("SELECT count(*) FROM pgq.queue WHERE queue_name = %s", (name,)):
+                for (c,) in self.q("SELECT co_name FROM pgq.subscription JOIN pgq.consumer ON co_id = sub_consumer"
+                                   " JOIN pgq.queue ON queue_id = sub_queue WHERE queue_name = %s", (name,)):
+                    self.q("SELECT pgq.unregister_consumer(%s, %s)", (name, c))
+                self.q("SELECT pgq.drop_queue(%s, true)", (name,))
+            self.q("SELECT pgq.create_queue(%s)", (name,))
+            # a tick as soon as there is a new event when the bench asks
+            self.q("SELECT pgq.set_queue_config(%s, 'ticker_max_lag', '0')", (name,))
+            self.q("SELECT pgq.set_queue_config(%s, 'ticker_max_count', '500')", (name,))
+            self.q("SELECT pgq.register_consumer(%s, 'c')", (name,))
+            for t in self.pgq_tables(name):
+                self.quiet_autovacuum(t)
+        elif system == "redis":
+            r = self.redis()
+            r.cmd("DEL", name)
+            r.cmd("XGROUP", "CREATE", name, "g", "$", "MKSTREAM")
+            r.close()
+
+    def pgq_tables(self, queue):
+        """A PgQ queue's event tables: the parent and its rotating children."""
+        return [t for (t,) in self.q(
+            "SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace,"
+            " pgq.queue q WHERE q.queue_name = %s AND c.relkind = 'r'"
+            " AND (n.nspname || '.' || c.relname = q.queue_data_pfx"
+            "      OR n.nspname || '.' || c.relname LIKE q.queue_data_pfx || '\\_%%')", (queue,))]
+
+    def quiet_autovacuum(self, table):
+        """The short measurements read WAL positions of the whole cluster:
+        autovacuum of a table written a moment earlier would be counted
+        against whatever runs next.  So the measured tables opt out; the
+        tables of the sustained run keep autovacuum, which is how a heap
+        log or queue stays bounded."""
+        if not table.split(".")[-1].startswith("sus_"):
+            self.q("ALTER TABLE %s SET (autovacuum_enabled = off)" % table)
+
+    def size_of(self, system, name):
+        """Bytes the structure occupies: relation sizes with indexes and
+        TOAST for PostgreSQL, the stream's MEMORY USAGE for Redis."""
+        if system == "mqlog":
+            return self.q1("SELECT coalesce(sum(size_bytes), 0)::bigint FROM mqlog.partitions WHERE topic = %s",
+                           (name,))
+        if system in ("heap_log", "skip_locked"):
+            return self.q1("SELECT pg_total_relation_size(%s)", (name,))
+        if system == "pgq":
+            return sum(self.q1("SELECT pg_total_relation_size(%s)", (t,)) for t in self.pgq_tables(name))
+        if system == "redis":
+            r = self.redis()
+            try:
+                return r.cmd("MEMORY", "USAGE", name, "SAMPLES", "0") or 0
+            finally:
+                r.close()
+        return None
+
+    # ================================================= batched produce
+    def batch_literals(self, n, size, seed):
+        """Pre-built array literals for n/BATCH calls, cycled: the client's
+        work is the same for every PostgreSQL system."""
+        rng = random.Random(seed)
+        lits = []
+        for _ in range(min(8, max(1, n // BATCH))):
+            vals = rand_values(BATCH, size, rng)
+            keys = [b"k%08d" % rng.randrange(10 ** 8) for _ in range(BATCH)]
+            lits.append(("{" + ",".join(v.decode() for v in vals) + "}",
+                         "{" + ",".join(k.decode() for k in keys) + "}", vals, keys))
+        return lits
+
+    def produce_batch_sql(self, system, name):
+        return {
+            "mqlog": "SELECT count(*) FROM mq_produce_batch('%s', %%s::bytea[], %%s::bytea[])" % name,
+            "heap_log": "INSERT INTO %s (key, value) SELECT k, v FROM unnest(%%s::bytea[], %%s::bytea[]) AS u(v, k)" % name,
+            "skip_locked": "INSERT INTO %s (key, message) SELECT k, v FROM unnest(%%s::bytea[], %%s::bytea[]) AS u(v, k)" % name,
+            "pgq": "SELECT count(pgq.insert_event('%s', 'ev', v, k, NULL, NULL, NULL))"
+                   " FROM unnest(%%s::text[], %%s::text[]) AS u(v, k)" % name,
+        }[system]
+
+    def run_produce_batch(self, system, size, lits, name):
+        n = self.cfg["records"]
+        calls = n // BATCH
+        self.reset(system, name)
+        if system == "redis":
+            r = self.redis()
+            aof0 = int(r.info("persistence").get("aof_current_size", 0))
+            cmds = [[("XADD", name, "*", "k", k, "v", v) for v, k in zip(l[2], l[3])] for l in lits]
+            t0 = time.perf_counter()
+            for i in range(calls):
+                r.pipeline(cmds[i % len(cmds)])
+            dt = time.perf_counter() - t0
+            mem = r.cmd("MEMORY", "USAGE", name, "SAMPLES", "0")
+            aof1 = int(r.info("persistence").get("aof_current_size", 0))
+            r.close()
+            rec = calls * BATCH
+            self.emit(system, "produce_batch", size, records_per_s=rec / dt,
+                      mb_per_s=rec * size / dt / 1e6,
+                      memory_bytes_per_record=round(mem / rec, 1),
+                      aof_bytes_per_record=round((aof1 - aof0) / rec, 1), batch=BATCH)
+            return
+        sql = self.produce_batch_sql(system, name)
+        conn = self.connect()
+        self.q("CHECKPOINT")
+        size0 = self.size_of(system, name)
+        w0 = self.lsn()
+        t0 = time.perf_counter()
+        with conn.cursor() as cur:
+            for i in range(calls):
+                vl, kl = lits[i % len(lits)][:2]
+                cur.execute(sql, (vl, kl))
+                cur.fetchall() if cur.description else None
+        dt = time.perf_counter() - t0
+        w1 = self.lsn()
+        conn.close()
+        rec = calls * BATCH
+        size1 = self.size_of(system, name)
+        self.emit(system, "produce_batch", size, records_per_s=rec / dt, mb_per_s=rec * size / dt / 1e6,
+                  wal_bytes_per_record=(w1 - w0) / rec, disk_bytes_per_record=(size1 - size0) / rec,
+                  batch=BATCH)
+
+    # ========================================================= consume
+    def run_consume(self, system, size, name, lits):
+        """Read everything the batched produce wrote, 500 at a time, each
+        batch with its commit/ack in one transaction."""
+        n = self.cfg["records"] // BATCH * BATCH
+        if system == "pgq":
+            # PgQ hands out what lies between two ticks: fill a queue with
+            # one tick per 500 events so that its batches are 500 too.
+            name = name + "_c"
+            self.reset(system, name)
+            conn = self.connect(autocommit=False)
+            with conn.cursor() as cur:
+                for i in range(n // CONSUME_BATCH):
+                    l = lits[(i // 2) % len(lits)]
+                    half = slice(0, CONSUME_BATCH) if i % 2 == 0 else slice(CONSUME_BATCH, BATCH)
+                    vl = "{" + ",".join(v.decode() for v in l[2][half]) + "}"
+                    kl = "{" + ",".join(k.decode() for k in l[3][half]) + "}"
+                    cur.execute(self.produce_batch_sql("pgq", name), (vl, kl))
+                    conn.commit()
+                    cur.execute("SELECT pgq.ticker(%s)", (name,))
+                    conn.commit()
+            conn.close()
+        got = 0
+        batches = 0
+        if system == "redis":
+            r = self.redis()
+            r.cmd("XGROUP", "SETID", name, "g", "0")
+            t0 = time.perf_counter()
+            while got < n:
+                rep = r.cmd("XREADGROUP", "GROUP", "g", "c", "COUNT", CONSUME_BATCH, "STREAMS", name, ">")
+                if not rep:
+                    break
+                entries = rep[0][1]
+                if not entries:
+                    break
+                r.cmd("XACK", name, "g", *[e[0] for e in entries])
+                got += len(entries)
+                batches += 1
+            dt = time.perf_counter() - t0
+            r.close()
+        else:
+            conn = self.connect(autocommit=False)
+            cur = conn.cursor()
+            if system == "mqlog":
+                group = "g_" + name
+                cur.execute("SELECT mq_reset_offsets(%s, %s, 'earliest', true)", (group, name))
+                conn.commit()
+            t0 = time.perf_counter()
+            last = 0
+            empty = 0
+            while got < n:
+                if system == "mqlog":
+                    cur.execute("SELECT \"offset\", ts, key, value FROM mq_poll(%s, %s, %s, '1s')",
+                                (group, name, CONSUME_BATCH))
+                    rows = cur.fetchall()
+                    cur.execute("SELECT mq_commit(%s)", (group,))
+                elif system == "heap_log":
+                    cur.execute("SELECT id, ts, key, value FROM %s WHERE id > %%s ORDER BY id LIMIT %d"
+                                % (name, CONSUME_BATCH), (last,))
+                    rows = cur.fetchall()
+                    if rows:
+                        last = rows[-1][0]
+                        cur.execute("UPDATE heap_offsets SET last_id = %s WHERE consumer = %s", (last, name))
+                elif system == "skip_locked":
+                    cur.execute("DELETE FROM %s WHERE msg_id IN (SELECT msg_id FROM %s WHERE vt <= now()"
+                                " ORDER BY msg_id LIMIT %d FOR UPDATE SKIP LOCKED)"
+                                " RETURNING msg_id, enqueued_at, key, message" % (name, name, CONSUME_BATCH))
+                    rows = cur.fetchall()
+                elif system == "pgq":
+                    cur.execute("SELECT pgq.next_batch(%s, 'c')", (name,))
+                    bid = cur.fetchone()[0]
+                    rows = []
+                    if bid is not None:
+                        cur.execute("SELECT ev_id, ev_time, ev_extra1, ev_data FROM pgq.get_batch_events(%s)", (bid,))
+                        rows = cur.fetchall()
+                        cur.execute("SELECT pgq.finish_batch(%s)", (bid,))
+                conn.commit()
+                if rows:
+                    got += len(rows)
+                    batches += 1
+                    empty = 0
+                else:
+                    empty += 1
+                    if empty > 3:
+                        break
+            dt = time.perf_counter() - t0
+            conn.close()
+        if got < n:
+            raise RuntimeError("consumed %d of %d records" % (got, n))
+        self.emit(system, "consume", size, records_per_s=got / dt, mb_per_s=got * size / dt / 1e6,
+                  batch=CONSUME_BATCH, avg_batch=round(got / max(batches, 1), 1))
+
+    def run_consume_fetch(self, size, name):
+        """mqlog read by offset with mq_fetch, the position committed with the
+        explicit mq_commit(group, topic, partition, offset): Kafka's assign + seek."""
+        n = self.cfg["records"] // BATCH * BATCH
+        conn = self.connect(autocommit=False)
+        cur = conn.cursor()
+        group = "f_" + name
+        # an explicit commit needs the partition assigned to this session:
+        # join the group with one poll, then read by offset
+        cur.execute("SELECT count(*) FROM mq_poll(%s, %s, 1, '1s')", (group, name))
+        conn.commit()
+        off = self.q1("SELECT mq_earliest_offset(%s, 0)", (name,))
+        got = 0
+        t0 = time.perf_counter()
+        while got < n:
+            cur.execute("SELECT \"offset\", ts, key, value FROM mq_fetch(%s, 0, %s, %s)",
+                        (name, off, CONSUME_BATCH))
+            rows = cur.fetchall()
+            if not rows:
+                break
+            off = rows[-1][0] + 1
+            cur.execute("SELECT mq_commit(%s, %s, 0, %s)", (group, name, off))
+            conn.commit()
+            got += len(rows)
+        dt = time.perf_counter() - t0
+        conn.close()
+        if got < n:
+            raise RuntimeError("fetched %d of %d records" % (got, n))
+        self.emit("mqlog", "consume_fetch", size, records_per_s=got / dt, mb_per_s=got * size / dt / 1e6,
+                  batch=CONSUME_BATCH)
+
+    # ============================================== single-record produce
+    def run_single(self, system, size, clients):
+        name = "s_%s_%d" % (system, size)
+        self.reset(system, name)
+        value = rand_values(1, size, random.Random(size))[0].decode()
+        secs = self.cfg["pgbench_s"]
+        if system == "redis":
+            cmd = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(self.a.redis_port), "-c", str(clients),
+                   "-n", str(self.cfg["redis_single"]), "-r", "100000000", "--csv",
+                   "XADD", name, "*", "k", "k__rand_int__", "v", value]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            rps = None
+            for line in p.stdout.splitlines():
+                cells = [c.strip('"') for c in line.split(",")]
+                if cells and cells[0].startswith("XADD"):
+                    rps = float(cells[1])
+            if rps is None:
+                raise RuntimeError("redis-benchmark: " + (p.stderr or p.stdout).strip()[:200])
+            self.emit(system, "produce_single", size, clients=clients, records_per_s=rps,
+                      mb_per_s=rps * size / 1e6)
+            return
+        sql = {
+            "mqlog": "SELECT mq_produce('%s', '%s'::bytea, ('k' || :k)::bytea);",
+            "heap_log": "INSERT INTO %s (key, value) VALUES (('k' || :k)::bytea, '%s'::bytea);",
+            "skip_locked": "INSERT INTO %s (key, message) VALUES (('k' || :k)::bytea, '%s'::bytea);",
+            "pgq": "SELECT pgq.insert_event('%s', 'ev', '%s', 'k' || :k, NULL, NULL, NULL);",
+        }[system]
+        sql = sql % (name, value)
+        script = os.path.join(self.a.work, "single_%s_%d.sql" % (system, size))
+        with open(script, "w") as f:
+            f.write("\\set k random(1, 100000000)\n" + sql + "\n")
+        self.q("CHECKPOINT")
+        w0 = self.lsn()
+        cmd = [os.path.join(self.a.pgbin, "pgbench"), "-h", self.a.pghost, "-p", str(self.a.pgport),
+               "-U", "postgres", "-n", "-f", script, "-c", str(clients), "-j", str(min(clients, os.cpu_count() or 1)),
+               "-T", str(secs), "bench"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=secs + 120)
+        w1 = self.lsn()
+        m_tps = re.search(r"tps = ([\d.]+) \(without initial connection time\)", p.stdout)
+        m_n = re.search(r"number of transactions actually processed: (\d+)", p.stdout)
+        m_lat = re.search(r"latency average = ([\d.]+) ms", p.stdout)
+        failed = re.search(r"number of failed transactions: (\d+)", p.stdout)
+        if p.returncode != 0 or not m_tps or not m_n:
+            raise RuntimeError("pgbench: " + (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1])
+        tps = float(m_tps.group(1))
+        ntx = int(m_n.group(1))
+        self.emit(system, "produce_single", size, clients=clients, records_per_s=tps, mb_per_s=tps * size / 1e6,
+                  wal_bytes_per_record=(w1 - w0) / max(ntx, 1),
+                  avg_latency_ms=float(m_lat.group(1)) if m_lat else None,
+                  failed=int(failed.group(1)) if failed else 0, seconds=secs)
+
+    # ========================================================== latency
+    def run_latency(self, system, size):
+        """One producer sends single autocommitted records at random 1-4 ms
+        gaps; one consumer waits for them the way that system waits.  The
+        latency of a record is the consumer's clock at receipt minus the
+        producer's clock just before it sent the record (the commit, with
+        its WAL flush, is inside)."""
+        name = "l_%s_%d" % (system, size)
+        self.reset(system, name)
+        n = self.cfg["latency_n"]
+        filler = rand_values(1, size, random.Random(7))[0]
+        lat = []
+        send_ms = []
+        stop = threading.Event()
+        ready = threading.Event()
+        errors = []
+
+        def consumer():
+            try:
+                if system == "redis":
+                    r = self.redis()
+                    ready.set()
+                    while not stop.is_set() and len(lat) < n:
+                        rep = r.cmd("XREADGROUP", "GROUP", "g", "c", "COUNT", CONSUME_BATCH, "BLOCK", 1000,
+                                    "STREAMS", name, ">")
+                        now = time.time()
+                        if not rep:
+                            continue
+                        ids = []
+                        for eid, fields in rep[0][1]:
+                            v = dict(zip(fields[0::2], fields[1::2]))[b"v"]
+                            lat.append((now - float(v[:20])) * 1000)
+                            ids.append(eid)
+                        r.cmd("XACK", name, "g", *ids)
+                    r.close()
+                    return
+                conn = self.connect(autocommit=False)
+                cur = conn.cursor()
+                last = 0
+                if system == "mqlog":
+                    # join the group before the producer starts
+                    cur.execute("SELECT count(*) FROM mq_poll(%s, %s, 1, '0')", ("lg", name))
+                    conn.commit()
+                ready.set()
+                while not stop.is_set() and len(lat) < n:
+                    vals = []
+                    if system == "mqlog":
+                        cur.execute("SELECT value FROM mq_poll(%s, %s, %s, '1s')", ("lg", name, CONSUME_BATCH))
+                        vals = [r[0] for r in cur.fetchall()]
+                        now = time.time()
+                        if vals:
+                            cur.execute("SELECT mq_commit(%s)", ("lg",))
+                    elif system == "heap_log":
+                        cur.execute("SELECT id, value FROM %s WHERE id > %%s ORDER BY id LIMIT %d"
+                                    % (name, CONSUME_BATCH), (last,))
+                        rows = cur.fetchall()
+                        now = time.time()
+                        if rows:
+                            last = rows[-1][0]
+                            vals = [r[1] for r in rows]
+                            cur.execute("UPDATE heap_offsets SET last_id = %s WHERE consumer = %s", (last, name))
+                    elif system == "skip_locked":
+                        cur.execute("DELETE FROM %s WHERE msg_id IN (SELECT msg_id FROM %s WHERE vt <= now()"
+                                    " ORDER BY msg_id LIMIT %d FOR UPDATE SKIP LOCKED) RETURNING message"
+                                    % (name, name, CONSUME_BATCH))
+                        vals = [r[0] for r in cur.fetchall()]
+                        now = time.time()
+                    elif system == "pgq":
+                        cur.execute("SELECT pgq.next_batch(%s, 'c')", (name,))
+                        bid = cur.fetchone()[0]
+                        if bid is not None:
+                            cur.execute("SELECT ev_data FROM pgq.get_batch_events(%s)", (bid,))
+                            vals = [r[0].encode() for r in cur.fetchall()]
+                            now = time.time()
+                            cur.execute("SELECT pgq.finish_batch(%s)", (bid,))
+                    conn.commit()
+                    for v in vals:
+                        lat.append((now - float(bytes(v[:20]))) * 1000)
+                    if not vals and system != "mqlog":
+                        time.sleep(0.001)   # a polling consumer's nap
+                conn.close()
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+                ready.set()
+
+        def ticker():
+            # PgQ needs ticks to cut batches; the bench is the ticker here,
+            # every 2 ms (pgqd's default ticker_period is 1 s).
+            try:
+                conn = self.connect()
+                cur = conn.cursor()
+                while not stop.is_set():
+                    cur.execute("SELECT pgq.ticker(%s)", (name,))
+                    time.sleep(0.002)
+                conn.close()
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=consumer, daemon=True)]
+        if system == "pgq":
+            threads.append(threading.Thread(target=ticker, daemon=True))
+        for t in threads:
+            t.start()
+        ready.wait(30)
+        time.sleep(0.2)
+        rng = random.Random(1)
+        try:
+            if system == "redis":
+                r = self.redis()
+            else:
+                conn = self.connect()
+                cur = conn.cursor()
+                sql = {
+                    "mqlog": "SELECT mq_produce(%s, %s, %s)",
+                    "heap_log": "INSERT INTO " + name + " (key, value) VALUES (%s, %s)",
+                    "skip_locked": "INSERT INTO " + name + " (key, message) VALUES (%s, %s)",
+                    "pgq": "SELECT pgq.insert_event(%s, 'ev', %s, %s, NULL, NULL, NULL)",
+                }[system]
+            for i in range(n):
+                if errors:
+                    break
+                t = time.time()
+                v = (b"%.6f" % t).ljust(20, b" ") + filler[20:]
+                k = b"k%08d" % i
+                if system == "redis":
+                    r.cmd("XADD", name, "*", "k", k, "v", v)
+                elif system == "mqlog":
+                    cur.execute(sql, (name, psycopg2.Binary(v), psycopg2.Binary(k)))
+                elif system == "pgq":
+                    cur.execute(sql, (name, v.decode(), k.decode()))
+                else:
+                    cur.execute(sql, (psycopg2.Binary(k), psycopg2.Binary(v)))
+                send_ms.append((time.time() - t) * 1000)
+                time.sleep(rng.uniform(0.001, 0.004))
+            deadline = time.time() + 10
+            while len(lat) < n and time.time() < deadline and not errors:
+                time.sleep(0.01)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(15)
+        if errors:
+            raise errors[0]
+        if len(lat) < n:
+            raise RuntimeError("received %d of %d records" % (len(lat), n))
+        self.emit(system, "latency", size, p50_ms=pct(lat, 50), p99_ms=pct(lat, 99),
+                  max_ms=round(max(lat), 3), produce_call_p50_ms=round(pct(send_ms, 50), 3),
+                  produce_call_p99_ms=round(pct(send_ms, 99), 3), samples=len(lat))
+
+    # ======================================================== sustained
+    def run_sustained(self, system, seconds, inline_maint=False):
+        """Produce 500 and consume 500 (with commit/ack) in a loop, for
+        `seconds`, while the system's own retention keeps it bounded:
+        mqlog retention.bytes enforced by its maintenance worker, heap
+        DELETE of consumed rows, the queue's own DELETE, PgQ table
+        rotation, Redis MAXLEN.  Samples size and throughput."""
+        size = 100
+        name = "sus_%s%s" % (system, "_inline" if inline_maint else "")
+        self.reset(system, name)
+        lits = self.batch_literals(CONSUME_BATCH * 8, size, 99)
+        half = [("{" + ",".join(v.decode() for v in l[2][:CONSUME_BATCH]) + "}",
+                 "{" + ",".join(k.decode() for k in l[3][:CONSUME_BATCH]) + "}",
+                 l[2][:CONSUME_BATCH], l[3][:CONSUME_BATCH]) for l in lits]
+        samples = []
+        period = self.cfg["sample_s"]
+        conn = cur = r = None
+        if system == "mqlog":
+            self.q("SELECT mq_alter_topic(%s, %s)", (name, json.dumps(
+                {"retention.bytes": SUSTAIN_RETENTION, "segment.bytes": SUSTAIN_SEGMENT})))
+            # start full: fill to the retention bound, let the worker trim,
+            # then consume from the end so the loop starts in steady state
+            # (about 1 MiB, then a maintenance pass, so segments are small)
+            c = self.connect()
+            with c.cursor() as cc:
+                # (retention trims as it goes: stop a little short of the bound)
+                t_fill = time.time()
+                while (self.size_of(system, name) < SUSTAIN_RETENTION - 4 * SUSTAIN_SEGMENT
+                       and time.time() - t_fill < 60):
+                    for l in lits:
+                        cc.execute(self.produce_batch_sql("mqlog", name), l[:2])
+                    cc.execute("SELECT count(*) FROM mq_run_maintenance()")
+            c.close()
+            self.q("SELECT mq_reset_offsets(%s, %s, 'latest', true)", ("g_" + name, name))
+        if system == "pgq":
+            rot = max(5, seconds // 10)
+            self.q("SELECT pgq.set_queue_config(%s, 'rotation_period', %s)", (name, "%d seconds" % rot))
+        if system == "redis":
+            r = self.redis()
+            pipe = []
+            for l in half:
+                pipe.append([("XADD", name, "MAXLEN", "~", SUSTAIN_REDIS_MAXLEN, "*", "k", k, "v", v)
+                             for v, k in zip(l[2], l[3])])
+            # start full, like mqlog
+            for i in range(SUSTAIN_REDIS_MAXLEN // CONSUME_BATCH + 1):
+                r.pipeline(pipe[i % len(pipe)])
+            r.cmd("XGROUP", "SETID", name, "g", "$")
+        else:
+            conn = self.connect(autocommit=False)
+            cur = conn.cursor()
+            psql = self.produce_batch_sql(system, name)
+        last = 0
+        total = 0
+        t_start = time.time()
+        t_next = t_start + period
+        t_maint = t_start + 1
+        n_in_period = 0
+        t_prev = t_start
+        i = 0
+        while True:
+            now = time.time()
+            if now >= t_next:
+                sz = self.size_of(system, name)
+                samples.append(dict(t=round(now - t_start, 2),
+                                    records_per_s=round(n_in_period / (now - t_prev), 1),
+                                    size_bytes=sz))
+                n_in_period = 0
+                t_prev = now
+                t_next += period
+                if now - t_start >= seconds:
+                    break
+            l = half[i % len(half)]
+            i += 1
+            if system == "redis":
+                r.pipeline(pipe[i % len(pipe)])
+                rep = r.cmd("XREADGROUP", "GROUP", "g", "c", "COUNT", CONSUME_BATCH, "STREAMS", name, ">")
+                ents = rep[0][1] if rep else []
+                if ents:
+                    r.cmd("XACK", name, "g", *[e[0] for e in ents])
+                got = len(ents)
+            else:
+                cur.execute(psql, l[:2])
+                conn.commit()
+                if system == "pgq":
+                    cur.execute("SELECT pgq.ticker(%s)", (name,))
+                    conn.commit()
+                got = 0
+                if system == "mqlog":
+                    cur.execute("SELECT value FROM mq_poll(%s, %s, %s, '0')", ("g_" + name, name, CONSUME_BATCH))
+                    got = len(cur.fetchall())
+                    cur.execute("SELECT mq_commit(%s)", ("g_" + name,))
+                elif system == "heap_log":
+                    cur.execute("SELECT id, value FROM %s WHERE id > %%s ORDER BY id LIMIT %d"
+                                % (name, CONSUME_BATCH), (last,))
+                    rows = cur.fetchall()
+                    got = len(rows)
+                    if rows:
+                        last = rows[-1][0]
+                        cur.execute("UPDATE heap_offsets SET last_id = %s WHERE consumer = %s", (last, name))
+                elif system == "skip_locked":
+                    cur.execute("DELETE FROM %s WHERE msg_id IN (SELECT msg_id FROM %s WHERE vt <= now()"
+                                " ORDER BY msg_id LIMIT %d FOR UPDATE SKIP LOCKED) RETURNING message"
+                                % (name, name, CONSUME_BATCH))
+                    got = len(cur.fetchall())
+                elif system == "pgq":
+                    cur.execute("SELECT pgq.next_batch(%s, 'c')", (name,))
+                    bid = cur.fetchone()[0]
+                    if bid is not None:
+                        cur.execute("SELECT ev_data FROM pgq.get_batch_events(%s)", (bid,))
+                        got = len(cur.fetchall())
+                        cur.execute("SELECT pgq.finish_batch(%s)", (bid,))
+                conn.commit()
+                if now >= t_maint:
+                    t_maint = now + 1
+                    if system == "mqlog" and inline_maint:
+                        # the loop's own session runs the maintenance pass
+                        conn.autocommit = True
+                        cur.execute("SELECT count(*) FROM mq_run_maintenance()")
+                        conn.autocommit = False
+                    elif system == "heap_log":
+                        # retention of the hand-written log: delete what
+                        # every consumer has read (one consumer here)
+                        cur.execute("DELETE FROM %s WHERE id <= (SELECT min(last_id) FROM heap_offsets"
+                                    " WHERE consumer = %%s)" % name, (name,))
+                        conn.commit()
+                    elif system == "pgq":
+                        # what pgqd's maintenance does: rotation in two steps
+                        conn.autocommit = True
+                        cur.execute("SELECT pgq.maint_rotate_tables_step1(%s)", (name,))
+                        cur.execute("SELECT pgq.maint_rotate_tables_step2()")
+                        conn.autocommit = False
+            n_in_period += got
+            total += got
+        if conn:
+            conn.close()
+        if r:
+            r.close()
+        rates = [s["records_per_s"] for s in samples]
+        sizes = [s["size_bytes"] for s in samples]
+        dur = samples[-1]["t"] if samples else seconds
+        row = dict(records_per_s=total / dur if dur else None, mb_per_s=total * size / dur / 1e6 if dur else None,
+                   seconds=round(dur, 1), samples=samples,
+                   first_records_per_s=rates[0], last_records_per_s=rates[-1],
+                   first_size_bytes=sizes[0], last_size_bytes=sizes[-1], max_size_bytes=max(sizes),
+                   throughput_change=change(rates), size_change=change(sizes))
+        if system == "mqlog":
+            row["maintenance"] = ("mq_run_maintenance() every second in the loop's session" if inline_maint
+                                  else "maintenance worker, mqlog.maintenance_naptime = 1s")
+            row["retention_bytes"] = SUSTAIN_RETENTION
+            row["segment_bytes"] = SUSTAIN_SEGMENT
+        if system == "redis":
+            row["maxlen"] = SUSTAIN_REDIS_MAXLEN
+        if system == "pgq":
+            row["rotation_period_s"] = rot
+        self.emit(system, "sustained_inline" if inline_maint else "sustained", size, **row)
+
+    # ============================================================== main
+    def main(self):
+        t0 = time.time()
+        self.setup()
+        systems = [s for s in SYSTEMS if s in self.only]
+        for size in VALUE_SIZES:
+            log("== value %d bytes" % size)
+            lits = self.batch_literals(self.cfg["records"], size, size)
+            for s in systems:
+                name = "b_%s_%d" % (s, size)
+                self.guarded(s, "produce_batch", size, lambda: self.run_produce_batch(s, size, lits, name))
+            for s in systems:
+                name = "b_%s_%d" % (s, size)
+                self.guarded(s, "consume", size, lambda: self.run_consume(s, size, name, lits))
+                if s == "mqlog":
+                    self.guarded(s, "consume_fetch", size, lambda: self.run_consume_fetch(size, name))
+            for clients in (1, 8):
+                for s in systems:
+                    self.guarded(s, "produce_single", size, lambda: self.run_single(s, size, clients),
+                                 clients=clients)
+            for s in systems:
+                self.guarded(s, "latency", size, lambda: self.run_latency(s, size))
+            # free the space of this size's runs before the next
+            for s in systems:
+                for pfx in ("b", "s", "l"):
+                    try:
+                        self.drop(s, "%s_%s_%d" % (pfx, s, size))
+                    except Exception:
+                        self.admin = self.connect()
+        log("== sustained run: %d s in all, %d s per system" % (
+            self.cfg["sustained_s"], self.cfg["sustained_s"] // len(systems)))
+        runs = [(s, False) for s in systems]
+        if "mqlog" in systems:
+            runs.insert(0, ("mqlog", True))
+        per = max(10, self.cfg["sustained_s"] // len(runs))
+        for s, inline in runs:
+            if s == "mqlog":
+                # inline: the worker must keep out (a day between passes);
+                # otherwise the worker enforces retention once a second
+                self.set_naptime(86400 if inline else 1)
+            self.guarded(s, "sustained_inline" if inline else "sustained", 100,
+                         lambda: self.run_sustained(s, per, inline))
+        self.set_naptime(None)
+        log("== done in %.0f s" % (time.time() - t0))
+        self.out.close()
+
+    def set_naptime(self, secs):
+        if secs is None:
+            self.q("ALTER SYSTEM RESET mqlog.maintenance_naptime")
+        else:
+            self.q("ALTER SYSTEM SET mqlog.maintenance_naptime = %d" % secs)
+        self.q("SELECT pg_reload_conf()")
+        time.sleep(1.5)
+
+    def drop(self, system, name):
+        if system == "mqlog":
+            if self.q1("SELECT count(*) FROM mqlog.topics WHERE topic = %s", (name,)):
+                self.q("SELECT mq_drop_topic(%s)", (name,))
+        elif system in ("heap_log", "skip_locked"):
+            self.q("DROP TABLE IF EXISTS %s" % name)
+            self.q("DROP TABLE IF EXISTS %s_c" % name)
+        elif system == "pgq":
+            for n in (name, name + "_c"):
+                if self.q1("SELECT count(*) FROM pgq.queue WHERE queue_name = %s", (n,)):
+                    self.q("SELECT pgq.unregister_consumer(%s, 'c')", (n,))
+                    self.q("SELECT pgq.drop_queue(%s, true)", (n,))
+        elif system == "redis":
+            r = self.redis()
+            r.cmd("DEL", name)
+            r.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mode", choices=sorted(MODES), default="quick")
+    ap.add_argument("--pghost", required=True, help="PostgreSQL socket directory")
+    ap.add_argument("--pgport", type=int, required=True)
+    ap.add_argument("--pgbin", default="/usr/lib/postgresql/15/bin")
+    ap.add_argument("--redis-port", type=int, required=True)
+    ap.add_argument("--redis-ok", type=int, default=1)
+    ap.add_argument("--work", required=True, help="scratch directory for pgbench scripts")
+    ap.add_argument("--out", required=True, help="JSON lines output")
+    ap.add_argument("--systems", default="", help="comma-separated subset of " + ",".join(SYSTEMS))
+    args = ap.parse_args()
+    Bench(args).main()
+
+
+if __name__ == "__main__":
+    main()

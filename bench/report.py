@@ -1,0 +1,444 @@
+#!/usr/bin/python3
+"""Turn bench/results/latest.jsonl into the Markdown table and the PNG.
+
+    bench/report.py results/latest.jsonl --md results/latest.md --png results/latest.png
+
+Markdown: mqlog's ratio to each peer per workload, latency, WAL and disk
+bytes per record, the sustained run, and each target of issue 6 marked met
+or not met.  PNG (matplotlib, Debian's python3-matplotlib): throughput per
+system per workload, latency, bytes per record, and the sustained run over
+time.  Works on partial results: a missing or failed row shows as "—" or
+"error" and its target as "not measured".
+"""
+
+import argparse
+import json
+import sys
+
+SYSTEMS = ["mqlog", "heap_log", "skip_locked", "pgq", "redis"]
+PEERS = SYSTEMS[1:]
+LABEL = {
+    "mqlog": "mqlog",
+    "heap_log": "heap log",
+    "skip_locked": "SKIP LOCKED queue",
+    "pgq": "PgQ",
+    "redis": "Redis Streams",
+}
+WORKLOADS = [  # (workload, clients, label)
+    ("produce_batch", 1, "batched produce (1000/call)"),
+    ("produce_single", 1, "single-record produce, 1 client"),
+    ("produce_single", 8, "single-record produce, 8 clients"),
+    ("consume", 1, "consume 500/batch + commit/ack"),
+]
+KEY_BYTES = 9   # every record carries a 9-byte key ("k" and 8 digits)
+
+
+def load(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                rows.append(json.loads(line))
+    return rows
+
+
+class Results:
+    def __init__(self, rows):
+        self.rows = rows
+        self.meta = rows[0] if rows else {}
+
+    def get(self, system, workload, value_bytes=100, clients=None):
+        for r in self.rows:
+            if (r["system"] == system and r["workload"] == workload and r["value_bytes"] == value_bytes
+                    and (clients is None or r.get("clients") == clients)):
+                return r
+        return None
+
+    def val(self, system, workload, field, value_bytes=100, clients=None):
+        r = self.get(system, workload, value_bytes, clients)
+        if r is None or r.get("error"):
+            return None
+        return r.get(field)
+
+
+def fmt(x, digits=0):
+    if x is None:
+        return "—"
+    if isinstance(x, str):
+        return x
+    if digits == 0:
+        return "{:,.0f}".format(x)
+    return "{:,.{d}f}".format(x, d=digits)
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def pct_change(x):
+    return "n/a (started at 0)" if x is None else "%+.1f%%" % (100 * x)
+
+
+def fmt_ratio(x):
+    return "—" if x is None else "%.2f×" % x
+
+
+def cell(res, system, workload, field, vb, clients, digits=0):
+    r = res.get(system, workload, vb, clients)
+    if r is None:
+        return "—"
+    if r.get("error"):
+        return "error"
+    return fmt(r.get(field), digits)
+
+
+def targets(res):
+    """Issue 6's targets, 100-byte values: (target, measured, met)."""
+    out = []
+
+    def ratio_target(text, workload, peer, need, clients=1, note=""):
+        a = res.val("mqlog", workload, "records_per_s", 100, clients)
+        b = res.val(peer, workload, "records_per_s", 100, clients)
+        x = ratio(a, b)
+        meas = "not measured" if x is None else "%.2f× (%s vs %s records/s)%s" % (x, fmt(a), fmt(b), note)
+        out.append((text, meas, None if x is None else x >= need))
+
+    ratio_target("batched produce ≥ 3× the heap log's `INSERT … SELECT unnest(…)`", "produce_batch", "heap_log", 3)
+    ratio_target("batched produce ≥ 6× pgmq-style `send_batch`", "produce_batch", "skip_locked", 6,
+                 note="; stand-in: the SKIP LOCKED queue in pgmq's table layout, pgmq itself is not in Debian")
+    ratio_target("batched produce ≥ 3× PgQ's batched insert", "produce_batch", "pgq", 3)
+    ratio_target("poll + commit, batches of 500, ≥ 1.5× the heap log read by offset + offset commit",
+                 "consume", "heap_log", 1.5)
+    ratio_target("poll + commit, batches of 500, ≥ 4× Redis `XREADGROUP` + `XACK`", "consume", "redis", 4)
+    ratio_target("single-record autocommit produce, 8 clients, ≥ 1.2× the heap insert", "produce_single",
+                 "heap_log", 1.2, clients=8)
+
+    a = res.val("mqlog", "produce_batch", "wal_bytes_per_record")
+    b = res.val("heap_log", "produce_batch", "wal_bytes_per_record")
+    x = ratio(a, b)
+    out.append(("WAL bytes per record ≤ 0.5× the heap log's (batched produce)",
+                "not measured" if x is None else "%.2f× (%s vs %s bytes)" % (x, fmt(a, 1), fmt(b, 1)),
+                None if x is None else x <= 0.5))
+    a = res.val("mqlog", "produce_single", "wal_bytes_per_record", 100, 8)
+    b = res.val("heap_log", "produce_single", "wal_bytes_per_record", 100, 8)
+    x = ratio(a, b)
+    out.append(("WAL bytes per record ≤ 0.5× the heap log's (single-record produce, 8 clients)",
+                "not measured" if x is None else "%.2f× (%s vs %s bytes)" % (x, fmt(a, 1), fmt(b, 1)),
+                None if x is None else x <= 0.5))
+    d = res.val("mqlog", "produce_batch", "disk_bytes_per_record")
+    bound = 100 + KEY_BYTES + 16
+    out.append(("on-disk bytes per record ≤ value + key + 16 (= %d)" % bound,
+                "not measured" if d is None else "%s bytes" % fmt(d, 1),
+                None if d is None else d <= bound))
+    p50 = res.val("mqlog", "latency", "p50_ms")
+    p99 = res.val("mqlog", "latency", "p99_ms")
+    out.append(("produce-to-poll latency p50 ≤ 1 ms", "not measured" if p50 is None else "%.2f ms" % p50,
+                None if p50 is None else p50 <= 1))
+    out.append(("produce-to-poll latency p99 ≤ 5 ms", "not measured" if p99 is None else "%.2f ms" % p99,
+                None if p99 is None else p99 <= 5))
+    for wl, how in (("sustained", "maintenance worker"), ("sustained_inline", "mq_run_maintenance in the loop")):
+        r = res.get("mqlog", wl)
+        if r is None:
+            continue
+        if r.get("error"):
+            out.append(("sustained run (%s): size and throughput within ±10%%" % how, "error", None))
+            continue
+        tc, sc = r.get("throughput_change"), r.get("size_change")
+        met = (tc is not None and sc is not None and abs(tc) <= 0.10 and abs(sc) <= 0.10)
+        out.append(("sustained run (%s): size and throughput within ±10%% first to last" % how,
+                    "throughput %s, size %s (%s → %s MB)" % (
+                        pct_change(tc), pct_change(sc),
+                        fmt(r["first_size_bytes"] / 1e6, 1), fmt(r["last_size_bytes"] / 1e6, 1)),
+                    met))
+    return out
+
+
+def markdown(res):
+    m = res.meta
+    L = []
+    L.append("# mqlog benchmark: latest run")
+    L.append("")
+    L.append("Written by `bench/report.py` from `bench/results/latest.jsonl`; see `doc/benchmarks.md` for what "
+             "each row measures and how to reproduce it.")
+    L.append("")
+    L.append("- run: **%s** mode, %s" % (m.get("mode", "?"), m.get("date", "?")))
+    L.append("- machine: %s cores (%s), %s MB RAM, Linux %s" % (
+        m.get("cores"), m.get("cpu", "?"), m.get("mem_mb"), m.get("kernel")))
+    L.append("- PostgreSQL %s, mqlog %s (commit %s), PgQ %s, Redis %s (%s)" % (
+        m.get("pg_version"), m.get("mqlog_version"), m.get("mqlog_commit") or "?", m.get("pgq_version"), m.get("redis_version"),
+        m.get("redis_settings")))
+    st = m.get("settings", {})
+    L.append("- PostgreSQL settings, the same for every PostgreSQL system: " +
+             ", ".join("`%s=%s`" % (k, v) for k, v in sorted(st.items())))
+    L.append("- values: random letters and digits of 100 bytes and 1 KiB, each record with a 9-byte key; "
+             "one partition / table / queue / stream per run")
+    L.append("")
+
+    L.append("## Throughput, records/s (higher is better), and mqlog's ratio to each peer")
+    L.append("")
+    head = "| workload | value | " + " | ".join(LABEL[s] for s in SYSTEMS) + " | " + \
+           " | ".join("mqlog ÷ " + LABEL[p] for p in PEERS) + " |"
+    L.append(head)
+    L.append("|" + "---|" * (2 + len(SYSTEMS) + len(PEERS)))
+    for vb in (100, 1024):
+        for wl, cl, label in WORKLOADS:
+            cells = [cell(res, s, wl, "records_per_s", vb, cl) for s in SYSTEMS]
+            me = res.val("mqlog", wl, "records_per_s", vb, cl)
+            rats = [fmt_ratio(ratio(me, res.val(p, wl, "records_per_s", vb, cl))) for p in PEERS]
+            L.append("| %s | %s | %s | %s |" % (label, "%d B" % vb, " | ".join(cells), " | ".join(rats)))
+    L.append("")
+    fetch = [(vb, res.get("mqlog", "consume_fetch", vb)) for vb in (100, 1024)]
+    if any(r for _, r in fetch):
+        L.append("mqlog read by offset (`mq_fetch` + `mq_commit(group, topic, partition, offset)`), "
+                 "batches of 500: " + ", ".join(
+                     "%d B: %s records/s" % (vb, "error" if r and r.get("error") else fmt(r and r.get("records_per_s")))
+                     for vb, r in fetch) + ".")
+        L.append("")
+    L.append("MB/s of values (batched produce): " + "; ".join(
+        "%s %s / %s" % (LABEL[s], fmt(res.val(s, "produce_batch", "mb_per_s", 100), 1),
+                        fmt(res.val(s, "produce_batch", "mb_per_s", 1024), 1)) for s in SYSTEMS) +
+        " (100 B / 1 KiB).")
+    L.append("")
+
+    L.append("## Produce-to-consume latency with a waiting consumer, ms (lower is better)")
+    L.append("")
+    L.append("| value | " + " | ".join("%s p50 / p99" % LABEL[s] for s in SYSTEMS) + " |")
+    L.append("|" + "---|" * (1 + len(SYSTEMS)))
+    for vb in (100, 1024):
+        cells = []
+        for s in SYSTEMS:
+            r = res.get(s, "latency", vb)
+            if r is None:
+                cells.append("—")
+            elif r.get("error"):
+                cells.append("error")
+            else:
+                cells.append("%.2f / %.2f" % (r["p50_ms"], r["p99_ms"]))
+        L.append("| %d B | %s |" % (vb, " | ".join(cells)))
+    L.append("")
+    L.append("How each consumer waits: mqlog `mq_poll(…, timeout => '1s')` (woken by the commit); heap log, "
+             "SKIP LOCKED queue and PgQ poll with a 1 ms nap when empty, and PgQ's batches need ticks, which the "
+             "bench makes every 2 ms; Redis `XREADGROUP … BLOCK 1000`. The producer's own call, commit and WAL "
+             "flush included, is inside the figure: mqlog's `mq_produce` took p50 %s ms of it (100 B)." %
+             fmt(res.val("mqlog", "latency", "produce_call_p50_ms"), 2))
+    L.append("")
+
+    L.append("## Bytes per record (lower is better)")
+    L.append("")
+    L.append("| measure | value | " + " | ".join(LABEL[s] for s in SYSTEMS[:4]) + " | mqlog ÷ heap log |")
+    L.append("|" + "---|" * (3 + 4))
+    for field, wl, cl, label in (("wal_bytes_per_record", "produce_batch", 1, "WAL, batched produce"),
+                                 ("wal_bytes_per_record", "produce_single", 1, "WAL, single-record, 1 client"),
+                                 ("wal_bytes_per_record", "produce_single", 8, "WAL, single-record, 8 clients"),
+                                 ("disk_bytes_per_record", "produce_batch", 1, "on disk (table, indexes, TOAST)")):
+        for vb in (100, 1024):
+            cells = [cell(res, s, wl, field, vb, cl, 1) for s in SYSTEMS[:4]]
+            x = ratio(res.val("mqlog", wl, field, vb, cl), res.val("heap_log", wl, field, vb, cl))
+            L.append("| %s | %d B | %s | %s |" % (label, vb, " | ".join(cells), fmt_ratio(x)))
+    L.append("")
+    rb = [(vb, res.get("redis", "produce_batch", vb)) for vb in (100, 1024)]
+    if all(r and not r.get("error") for _, r in rb):
+        L.append("Redis keeps the stream in memory: %s (100 B) and %s (1 KiB) bytes of memory per record, "
+                 "and its append-only file grew by %s and %s bytes per record." % (
+                     fmt(rb[0][1].get("memory_bytes_per_record"), 1), fmt(rb[1][1].get("memory_bytes_per_record"), 1),
+                     fmt(rb[0][1].get("aof_bytes_per_record"), 1), fmt(rb[1][1].get("aof_bytes_per_record"), 1)))
+        L.append("")
+
+    L.append("## Sustained run with retention (100-byte values)")
+    L.append("")
+    L.append("Each loop iteration produces 500 records in one transaction and consumes 500 with their "
+             "commit/ack; every system bounds its footprint its own way.")
+    L.append("")
+    L.append("| system | how it stays bounded | seconds | records/s | throughput change | size first → last (max), MB | size change |")
+    L.append("|---|---|---|---|---|---|---|")
+    for s in SYSTEMS:
+        for wl in ("sustained_inline", "sustained"):
+            r = res.get(s, wl)
+            if r is None:
+                continue
+            if r.get("error"):
+                L.append("| %s | | | error: %s | | | |" % (LABEL[s], r["error"].replace("|", "/")))
+                continue
+            how = {
+                "mqlog": "retention.bytes %s MiB, segment.bytes %s MiB; %s" % (
+                    r.get("retention_bytes", 0) // 2 ** 20, r.get("segment_bytes", 0) // 2 ** 20, r.get("maintenance")),
+                "heap_log": "DELETE of consumed rows every second, autovacuum at its defaults",
+                "skip_locked": "consumers DELETE what they take, autovacuum at its defaults",
+                "pgq": "table rotation every %s s (maint_rotate_tables_step1/2)" % r.get("rotation_period_s"),
+                "redis": "XADD MAXLEN ~ %s" % fmt(r.get("maxlen")),
+            }[s]
+            L.append("| %s | %s | %s | %s | %s | %s → %s (%s) | %s |" % (
+                LABEL[s], how, fmt(r.get("seconds")), fmt(r.get("records_per_s")),
+                pct_change(r.get("throughput_change")),
+                fmt(r["first_size_bytes"] / 1e6, 1), fmt(r["last_size_bytes"] / 1e6, 1),
+                fmt(r["max_size_bytes"] / 1e6, 1), pct_change(r.get("size_change"))))
+    L.append("")
+    L.append("Change = mean of the last fifth of the samples over the mean of the first fifth, minus one.")
+    L.append("")
+
+    L.append("## Targets of issue 6 (100-byte values)")
+    L.append("")
+    L.append("| target | measured | |")
+    L.append("|---|---|---|")
+    for text, meas, met in targets(res):
+        L.append("| %s | %s | %s |" % (text, meas, "not measured" if met is None else ("**met**" if met else "not met")))
+    L.append("")
+    errs = [r for r in res.rows if r.get("error")]
+    if errs:
+        L.append("## Failures")
+        L.append("")
+        for r in errs:
+            L.append("- %s, %s, %d B, %d client(s): %s" % (r["system"], r["workload"], r["value_bytes"],
+                                                          r.get("clients", 1), r["error"]))
+        L.append("")
+    return "\n".join(L)
+
+
+def plot(res, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"mqlog": "#d62728", "heap_log": "#1f77b4", "skip_locked": "#9467bd", "pgq": "#2ca02c",
+              "redis": "#ff7f0e"}
+    fig, axes = plt.subplots(2, 3, figsize=(19, 10.5))
+    m = res.meta
+    fig.suptitle("mqlog benchmark (%s mode, %s, %s cores, PostgreSQL %s, fsync and synchronous_commit on)" % (
+        m.get("mode"), m.get("date"), m.get("cores"), m.get("pg_version")), fontsize=13)
+
+    def bars(ax, vb):
+        n = len(SYSTEMS)
+        w = 0.8 / n
+        for i, s in enumerate(SYSTEMS):
+            ys = [res.val(s, wl, "records_per_s", vb, cl) or 0 for wl, cl, _ in WORKLOADS]
+            xs = [j + (i - (n - 1) / 2) * w for j in range(len(WORKLOADS))]
+            ax.bar(xs, ys, w, label=LABEL[s], color=colors[s])
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(WORKLOADS)))
+        ax.set_xticklabels(["batched\nproduce", "single produce\n1 client", "single produce\n8 clients",
+                            "consume 500\n+ commit"], fontsize=9)
+        ax.set_ylabel("records/s (log scale)")
+        ax.set_title("throughput, %s-byte values" % vb)
+        ax.grid(axis="y", which="both", alpha=0.3)
+
+    bars(axes[0][0], 100)
+    bars(axes[0][1], 1024)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=len(SYSTEMS), bbox_to_anchor=(0.5, 0.955), fontsize=11)
+
+    ax = axes[0][2]
+    n = len(SYSTEMS)
+    w = 0.8 / n
+    groups = [(100, "p50_ms"), (100, "p99_ms"), (1024, "p50_ms"), (1024, "p99_ms")]
+    for i, s in enumerate(SYSTEMS):
+        ys = [res.val(s, "latency", f, vb) or 0 for vb, f in groups]
+        xs = [j + (i - (n - 1) / 2) * w for j in range(len(groups))]
+        ax.bar(xs, ys, w, label=LABEL[s], color=colors[s])
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(["p50, 100 B", "p99, 100 B", "p50, 1 KiB", "p99, 1 KiB"], fontsize=9)
+    ax.set_ylabel("ms (log scale)")
+    ax.set_title("produce-to-consume latency, waiting consumer")
+    ax.axhline(1, color="grey", ls=":", lw=1)
+    ax.axhline(5, color="grey", ls=":", lw=1)
+    ax.grid(axis="y", which="both", alpha=0.3)
+
+    ax = axes[1][0]
+    pg = SYSTEMS[:4]
+    w = 0.8 / len(pg)
+    groups = [("wal_bytes_per_record", "produce_batch", 1, "WAL, batched"),
+              ("wal_bytes_per_record", "produce_single", 8, "WAL, single\n8 clients"),
+              ("disk_bytes_per_record", "produce_batch", 1, "on disk")]
+    for i, s in enumerate(pg):
+        ys = [res.val(s, wl, f, 100, cl) or 0 for f, wl, cl, _ in groups]
+        xs = [j + (i - (len(pg) - 1) / 2) * w for j in range(len(groups))]
+        ax.bar(xs, ys, w, label=LABEL[s], color=colors[s])
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([g[3] for g in groups], fontsize=9)
+    ax.set_ylabel("bytes per record (100-byte value, 9-byte key)")
+    ax.set_title("bytes per record, PostgreSQL systems")
+    ax.axhline(100 + KEY_BYTES + 16, color="grey", ls=":", lw=1)
+    ax.grid(axis="y", alpha=0.3)
+
+    for ax, field, title, scale in ((axes[1][1], "records_per_s", "sustained run: throughput", 1),
+                                    (axes[1][2], "size_bytes", "sustained run: size", 1e6)):
+        for s in SYSTEMS:
+            for wl, ls in (("sustained", "-"), ("sustained_inline", "--")):
+                r = res.get(s, wl)
+                if not r or r.get("error") or not r.get("samples"):
+                    continue
+                t = [x["t"] for x in r["samples"]]
+                y = [x[field] / scale if x[field] is not None else None for x in r["samples"]]
+                lab = LABEL[s] + (" (inline maintenance)" if wl == "sustained_inline" else "")
+                ax.plot(t, y, ls, color=colors[s], label=lab, lw=1.6)
+        ax.set_xlabel("seconds into the system's run")
+        ax.set_title(title + " (100-byte values, 500 produced + 500 consumed per loop)")
+        ax.grid(alpha=0.3)
+        ax.title.set_fontsize(10)
+    axes[1][1].set_ylabel("records/s")
+    axes[1][1].set_ylim(bottom=0)
+    axes[1][2].set_ylabel("MB (log scale)")
+    axes[1][2].set_yscale("log")
+    axes[1][2].legend(fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.savefig(path, dpi=80)
+
+
+BEGIN = "<!-- bench:latest:begin -->"
+END = "<!-- bench:latest:end -->"
+
+
+def update_doc(path, md):
+    """Put the latest tables into the doc, between its two markers, with
+    the headings pushed one level down."""
+    try:
+        with open(path) as f:
+            doc = f.read()
+    except OSError as e:
+        print("report.py: %s not updated: %s" % (path, e), file=sys.stderr)
+        return
+    if BEGIN not in doc or END not in doc:
+        print("report.py: %s has no %s ... %s markers; not updated" % (path, BEGIN, END), file=sys.stderr)
+        return
+    body = "\n".join(("#" + line) if line.startswith("#") else line
+                      for line in md.splitlines()[1:]).strip()
+    head, rest = doc.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    with open(path, "w") as f:
+        f.write(head + BEGIN + "\n" + body + "\n" + END + tail)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("jsonl")
+    ap.add_argument("--md")
+    ap.add_argument("--png")
+    ap.add_argument("--doc", help="a Markdown file whose section between the markers "
+                    "<!-- bench:latest:begin --> and <!-- bench:latest:end --> is replaced by the tables")
+    a = ap.parse_args()
+    res = Results(load(a.jsonl))
+    if not res.rows:
+        print("report.py: no results in %s" % a.jsonl, file=sys.stderr)
+        return 1
+    md = markdown(res)
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write(md + "\n")
+    else:
+        print(md)
+    if a.doc:
+        update_doc(a.doc, md)
+    if a.png:
+        try:
+            plot(res, a.png)
+        except Exception as e:  # noqa: BLE001 - the table matters more than the plot
+            print("report.py: no plot: %s" % e, file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# mqlog's benchmark: mqlog beside a heap-table log, a SKIP LOCKED queue, PgQ
+# and Redis Streams, in one run on one throwaway PostgreSQL 15 cluster and
+# one throwaway Redis, with ratios, targets and a plot.
+#
+#   bench/run.sh            full run, about 15 minutes      (make bench)
+#   bench/run.sh --quick    same shape, smaller counts, < 3 min (make bench QUICK=1)
+#   bench/run.sh --keep     leave the servers running at the end (for poking)
+#   bench/run.sh --servers-only   start the servers, print how to reach them, stop
+#
+# Run it as root on Debian 12: it installs the Debian packages it needs,
+# builds and installs mqlog, then runs PostgreSQL as the `postgres` OS user
+# (Unix socket only) and Redis on 127.0.0.1.  Everything lives in a fresh
+# temporary directory that is removed at the end.  Results go to
+# bench/results/latest.{jsonl,md,png}; doc/benchmarks.md explains them.
+# This is a benchmark, not a test: nothing in the test suite runs it.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+BENCH=$ROOT/bench
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+PGPORT=${BENCH_PGPORT:-5488}
+REDISPORT=${BENCH_REDISPORT:-6388}
+PY=/usr/bin/python3             # Debian's python, where the python3-* packages are
+
+MODE=full
+KEEP=0
+SERVERS_ONLY=0
+for a in "$@"; do
+    case "$a" in
+        --quick) MODE=quick ;;
+        --full) MODE=full ;;
+        --keep) KEEP=1 ;;
+        --servers-only) KEEP=1; SERVERS_ONLY=1 ;;
+        -h|--help) sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        *) echo "run.sh: unknown argument $a" >&2; exit 2 ;;
+    esac
+done
+
+step() { printf '\n==== %s  (%s)\n' "$*" "$(date +%T)"; }
+START=$(date +%s)
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "bench/run.sh must run as root: it installs packages and mqlog, and starts PostgreSQL as the postgres user." >&2
+    exit 1
+fi
+
+# ---------------------------------------------------------------- packages
+step "Debian packages"
+PACKAGES=(
+    postgresql-15 postgresql-client-15 postgresql-server-dev-15 build-essential  # server, pgbench, PGXS
+    postgresql-15-pgq3           # PgQ
+    redis-server redis-tools     # Redis Streams, redis-benchmark
+    python3 python3-psycopg2     # the driver of every PostgreSQL workload
+    python3-matplotlib           # the PNG
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+    [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # pgq3 pulls in pgqd; no daemon is started by this script.
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+else
+    echo "all ${#PACKAGES[@]} packages present"
+fi
+BINDIR=$("$PG_CONFIG" --bindir)
+
+# --------------------------------------------------------------- build mqlog
+step "build and install mqlog"
+make -C "$ROOT" -s PG_CONFIG="$PG_CONFIG"
+make -C "$ROOT" -s install PG_CONFIG="$PG_CONFIG" >/dev/null
+echo "installed into $("$PG_CONFIG" --pkglibdir)"
+
+# ------------------------------------------------------------------ servers
+WORK=$(mktemp -d /tmp/mqlog-bench.XXXXXX)
+chmod 755 "$WORK"
+chown postgres:postgres "$WORK"
+PGDATA=$WORK/pgdata
+
+as_pg() { (cd / && runuser -u postgres -- "$@"); }
+
+cleanup() {
+    local rc=$?
+    if [ "$KEEP" = 1 ]; then
+        echo "--keep: PostgreSQL: psql -h $WORK -p $PGPORT -U postgres bench;  Redis: redis-cli -p $REDISPORT"
+        echo "stop with: runuser -u postgres -- $BINDIR/pg_ctl -D $PGDATA stop; redis-cli -p $REDISPORT shutdown nosave; rm -rf $WORK"
+        exit $rc
+    fi
+    if [ -f "$PGDATA/postmaster.pid" ]; then
+        as_pg "$BINDIR/pg_ctl" -D "$PGDATA" -m fast -w -t 60 stop >/dev/null 2>&1 ||
+            as_pg "$BINDIR/pg_ctl" -D "$PGDATA" -m immediate -w stop >/dev/null 2>&1 || true
+    fi
+    if [ -f "$WORK/redis.pid" ]; then
+        redis-cli -h 127.0.0.1 -p "$REDISPORT" shutdown nosave >/dev/null 2>&1 ||
+            kill "$(cat "$WORK/redis.pid")" 2>/dev/null || true
+    fi
+    if [ $rc -ne 0 ] && [ -f "$WORK/server.log" ]; then
+        echo "last lines of the PostgreSQL log:" >&2
+        tail -n 20 "$WORK/server.log" >&2
+    fi
+    rm -rf "$WORK"
+    exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+step "throwaway PostgreSQL 15 in $WORK (Unix socket only, port $PGPORT)"
+as_pg "$BINDIR/initdb" -D "$PGDATA" -U postgres -A trust -E UTF8 >"$WORK/initdb.log" 2>&1 ||
+    { cat "$WORK/initdb.log" >&2; exit 1; }
+# The same settings serve every PostgreSQL system; they are printed with
+# the results.  Durability is on: fsync, synchronous_commit, full pages.
+cat >>"$PGDATA/postgresql.conf" <<EOF
+
+# bench/run.sh
+port = $PGPORT
+listen_addresses = ''
+unix_socket_directories = '$WORK'
+shared_preload_libraries = 'mqlog'
+wal_level = logical
+output_plugin_libraries = 'pgoutput, test_decoding, mqlog'
+fsync = on
+synchronous_commit = on
+full_page_writes = on
+shared_buffers = 256MB
+max_wal_size = 4GB
+checkpoint_timeout = 30min
+max_connections = 50
+EOF
+if ! as_pg "$BINDIR/pg_ctl" -D "$PGDATA" -l "$WORK/server.log" -w -t 60 start >/dev/null; then
+    echo "PostgreSQL did not start:" >&2
+    tail -n 30 "$WORK/server.log" >&2
+    exit 1
+fi
+"$BINDIR/createdb" -h "$WORK" -p "$PGPORT" -U postgres bench
+
+step "throwaway Redis on 127.0.0.1:$REDISPORT (appendonly yes, appendfsync everysec)"
+mkdir -p "$WORK/redis"
+cat >"$WORK/redis.conf" <<EOF
+bind 127.0.0.1
+port $REDISPORT
+protected-mode yes
+daemonize yes
+pidfile $WORK/redis.pid
+logfile $WORK/redis.log
+dir $WORK/redis
+appendonly yes
+appendfsync everysec
+save ""
+EOF
+REDIS_OK=1
+if ! redis-server "$WORK/redis.conf"; then
+    echo "redis-server did not start; Redis rows will carry the error" >&2
+    REDIS_OK=0
+fi
+for _ in $(seq 50); do
+    redis-cli -h 127.0.0.1 -p "$REDISPORT" ping >/dev/null 2>&1 && break
+    sleep 0.1
+done
+
+if [ "$SERVERS_ONLY" = 1 ]; then
+    echo "bench.py args: --pghost $WORK --pgport $PGPORT --pgbin $BINDIR --redis-port $REDISPORT --work $WORK"
+    exit 0
+fi
+
+# ---------------------------------------------------------------- the bench
+step "benchmark ($MODE)"
+mkdir -p "$BENCH/results"
+set +e
+"$PY" "$BENCH/bench.py" --mode "$MODE" \
+    --pghost "$WORK" --pgport "$PGPORT" --pgbin "$BINDIR" \
+    --redis-port "$REDISPORT" --redis-ok "$REDIS_OK" \
+    --work "$WORK" --out "$BENCH/results/latest.jsonl"
+brc=$?
+set -e
+if [ $brc -ne 0 ]; then
+    echo "bench.py exited with $brc; writing the report from what it measured" >&2
+fi
+
+step "report"
+"$PY" "$BENCH/report.py" "$BENCH/results/latest.jsonl" \
+    --md "$BENCH/results/latest.md" --png "$BENCH/results/latest.png" --doc "$ROOT/doc/benchmarks.md"
+
+echo
+echo "done in $(( $(date +%s) - START )) s:"
+echo "  $BENCH/results/latest.jsonl"
+echo "  $BENCH/results/latest.md"
+echo "  $BENCH/results/latest.png"
+exit $brc
