@@ -607,7 +607,7 @@ CREATE VIEW mqlog.groups AS
     SELECT g.group_id,
            CASE WHEN count(m.member_id) > 0 THEN 'Stable' ELSE 'Empty' END AS state,
            max(m.generation) AS generation,
-           max(m.assignor) AS assignor,
+           (array_agg(m.assignor ORDER BY m.joined_at) FILTER (WHERE m.member_id IS NOT NULL))[1] AS assignor,
            count(m.member_id) AS members
       FROM (SELECT DISTINCT group_id FROM mqlog.committed_offset
             UNION SELECT group_id FROM mqlog._group_members()) g
@@ -629,6 +629,11 @@ GRANT SELECT ON mqlog.groups, mqlog.group_members, mqlog.consumer_lag TO PUBLIC;
  * Segment lifecycle: roll, retention.  Run by the maintenance worker of
  * every database where mqlog is installed, or by hand.
  * ------------------------------------------------------------------------ */
+
+CREATE FUNCTION mqlog._segment_first_timestamp(relid oid) RETURNS timestamptz
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_segment_first_timestamp';
+COMMENT ON FUNCTION mqlog._segment_first_timestamp(oid) IS
+    'internal: timestamp of the first batch of a segment (what segment.ms is measured from)';
 
 CREATE FUNCTION mqlog._roll_begin(topic_id int, "partition" int, relid oid) RETURNS bigint
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_roll_begin';
@@ -734,6 +739,8 @@ DECLARE
     next_base bigint;
     dropped bool;
 BEGIN
+    /* one pass at a time per database: a second caller waits for the first */
+    PERFORM pg_advisory_xact_lock(hashtext('mqlog maintenance'));
     /* a segment a reader is inside is left for the next pass */
     PERFORM set_config('lock_timeout', '100ms', true);
 
@@ -742,12 +749,12 @@ BEGIN
           FROM mqlog.topic t, generate_series(0, t.partitions - 1) AS g(p)
          ORDER BY t.topic_id, g.p
     LOOP
-        /* roll: segment.bytes, or segment.ms since the segment was created */
+        /* roll: segment.bytes, or segment.ms since the segment's first record, as in Kafka */
         SELECT sg.* INTO s FROM mqlog.segment sg
          WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND NOT sg.sealed;
         IF FOUND AND pg_relation_size(s.relid) > 0 AND
            (pg_relation_size(s.relid) >= (p.c->>'segment.bytes')::bigint OR
-            s.created_at < now() - ((p.c->>'segment.ms') || ' ms')::interval) THEN
+            mqlog._segment_first_timestamp(s.relid) < now() - ((p.c->>'segment.ms') || ' ms')::interval) THEN
             next_base := mqlog._roll_segment(p.topic_id, p.part);
             IF next_base IS NOT NULL THEN
                 action := 'roll'; topic := p.name; "partition" := p.part;
@@ -774,7 +781,7 @@ BEGIN
                 next_base := mqlog._compact_segment(p.topic_id, p.part, s.relid);
                 IF next_base > 0 THEN
                     action := 'compact'; topic := p.name; "partition" := p.part;
-                    detail := next_base || ' records removed';
+                    detail := next_base || CASE WHEN next_base = 1 THEN ' record removed' ELSE ' records removed' END;
                     RETURN NEXT;
                 END IF;
             END LOOP;

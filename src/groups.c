@@ -20,10 +20,15 @@
  * retries the transaction:
  *	- ownership: the partition must still be assigned to this session;
  *	- no concurrent commit: the row must still hold the offset this session
- *	  started from.  The UPDATE ... WHERE committed_offset = expected locks
- *	  the row, and a member that takes a partition over reads that row with
- *	  FOR SHARE (after inserting it if it is missing), so it waits for an
- *	  in-flight commit of the previous owner instead of reading past it.
+ *	  started from (UPDATE ... WHERE committed_offset = expected).
+ * and on a lock per (group, partition), in the advisory lock space with a
+ * field of its own: a commit takes it in exclusive mode, before it checks
+ * ownership, and keeps it to the end of its transaction; a member that
+ * takes a partition over takes it in share mode and lets it go at once,
+ * before it reads the committed offset.  So the new owner waits for a
+ * commit of the previous owner that is in flight instead of reading past
+ * it, and a previous owner that checks ownership after the handover fails.  A transaction that polled a partition it then lost fails
+ * its commit too, since its work includes records now owned by another.
  * A rolled-back transaction rewinds the positions it moved, so the same
  * session is handed the same records again.
  *
@@ -39,7 +44,9 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "common/hashfn.h"
 #include "storage/ipc.h"
+#include "storage/lock.h"
 #include "storage/latch.h"
 #include "storage/shmem.h"
 #include "utils/array.h"
@@ -499,6 +506,7 @@ typedef struct Position
 
 static HTAB *positions = NULL;
 static bool exit_hook_set = false;
+static List *fenced_groups = NIL;	/* lost a partition polled in this transaction */
 static int	poll_rotation = 0;
 
 static void
@@ -522,6 +530,27 @@ make_key(PosKey *key, const char *group, int32 topic_id, int32 partition)
 	strlcpy(key->group, group, MQ_GROUP_NAME_LEN);
 	key->topic_id = topic_id;
 	key->partition = partition;
+}
+
+/* the lock that orders a partition's handover, see the file header */
+static void
+handover_locktag(LOCKTAG *tag, const char *group, int32 topic_id, int32 partition)
+{
+	uint32		h = hash_bytes((const unsigned char *) group, strlen(group));
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, h,
+						 (uint32) topic_id * 65599u + (uint32) partition, 3);
+}
+
+static bool
+group_fenced(const char *group)
+{
+	ListCell   *lc;
+
+	foreach(lc, fenced_groups)
+		if (strcmp((char *) lfirst(lc), group) == 0)
+			return true;
+	return false;
 }
 
 /*
@@ -597,6 +626,12 @@ groups_xact_callback(XactEvent event, void *arg)
 
 	if (positions == NULL)
 		return;
+	if (event == XACT_EVENT_PRE_PREPARE && nundo > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that has polled or committed a consumer group"),
+				 errdetail("Positions and partition handover locks of a session cannot outlive it in a prepared transaction."),
+				 errhint("Commit the transaction instead of preparing it.")));
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
 	{
 		while (nundo > 0)
@@ -605,6 +640,8 @@ groups_xact_callback(XactEvent event, void *arg)
 	else if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_PARALLEL_COMMIT)
 		return;
 	nundo = 0;
+	list_free_deep(fenced_groups);
+	fenced_groups = NIL;
 	hash_seq_init(&seq, positions);
 	while ((pos = hash_seq_search(&seq)) != NULL)
 		pos->subid = InvalidSubTransactionId;
@@ -956,7 +993,14 @@ sync_positions(const char *group, MqTopicPart *tp, int n, MqTopic **topics, int 
 	while ((pos = hash_seq_search(&seq)) != NULL)
 		if (strcmp(pos->key.group, group) == 0 &&
 			!assigned_here(tp, n, pos->key.topic_id, pos->key.partition))
+		{
+			/* records polled in this transaction now belong to another member */
+			if (pos->subid != InvalidSubTransactionId && pos->position != pos->committed &&
+				!group_fenced(group))
+				fenced_groups = lappend(fenced_groups,
+										MemoryContextStrdup(TopMemoryContext, group));
 			hash_search(positions, &pos->key, HASH_REMOVE, NULL);
+		}
 
 	for (int i = 0; i < n; i++)
 	{
@@ -964,7 +1008,6 @@ sync_positions(const char *group, MqTopicPart *tp, int n, MqTopic **topics, int 
 		bool		found;
 		MqTopic    *topic = NULL;
 		int64		committed;
-		int64		start;
 
 		make_key(&key, group, tp[i].topic_id, tp[i].partition);
 		pos = hash_search(positions, &key, HASH_ENTER, &found);
@@ -990,19 +1033,17 @@ sync_positions(const char *group, MqTopicPart *tp, int n, MqTopic **topics, int 
 		pos->stale = false;
 
 		/*
-		 * Make sure the row exists and lock it: if the previous owner is
-		 * committing right now we wait for it rather than read past it.
+		 * Wait for a commit of the previous owner that is in flight, then
+		 * read where it left off.
 		 */
-		if (!XactReadOnly)
 		{
-			int64		lso,
-						hw;
+			LOCKTAG		tag;
 
-			MqPartitionOffsets(topic, tp[i].partition, &lso, &hw);
-			start = (mqlog_offset_reset == MQ_RESET_LATEST) ? lso : MqLogStartOffset(topic, tp[i].partition);
-			(void) write_committed(group, tp[i].topic_id, tp[i].partition, -1, start, false);
+			handover_locktag(&tag, group, tp[i].topic_id, tp[i].partition);
+			(void) LockAcquire(&tag, ShareLock, false, false);
+			LockRelease(&tag, ShareLock, false);
 		}
-		committed = read_committed(group, tp[i].topic_id, tp[i].partition, !XactReadOnly);
+		committed = read_committed(group, tp[i].topic_id, tp[i].partition, false);
 		pos->committed = committed;
 		if (committed < 0 || committed < MqLogStartOffset(topic, tp[i].partition))
 		{
@@ -1201,32 +1242,59 @@ mq_poll(PG_FUNCTION_ARGS)
  * ------------------------------------------------------------------------ */
 
 static void
-commit_one(const char *group, MqTopicPart *tp, int ntp, Position *pos, int64 offset,
-		   const char *topic_name)
+commit_fails(Position *pos, const char *group, const char *topic_name, const char *detail)
 {
-	if (!assigned_here(tp, ntp, pos->key.topic_id, pos->key.partition))
+	pos->stale = true;
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not commit offset of partition %d of topic \"%s\" for group \"%s\"",
+					pos->key.partition, topic_name, group),
+			 errdetail("%s", detail),
+			 errhint("Roll back and poll again.")));
+}
+
+/*
+ * Commit one partition's offset: the handover lock first, then ownership,
+ * then the conditional write (see the file header).
+ */
+static void
+commit_one(const char *group, Position *pos, int64 offset, const char *topic_name)
+{
+	LOCKTAG		tag;
+	MqTopicPart *tp;
+	int			ntp;
+
+	/* a member that lost the partition fails at once, without waiting */
+	for (int pass = 0; pass < 2; pass++)
 	{
-		pos->stale = true;
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("could not commit offset of partition %d of topic \"%s\" for group \"%s\"",
-						pos->key.partition, topic_name, group),
-				 errdetail("The partition was reassigned to another member by a rebalance."),
-				 errhint("Roll back and poll again: the records will be delivered to the partition's new owner.")));
+		ntp = my_assignment(group, &tp, NULL);
+		if (!assigned_here(tp, Max(ntp, 0), pos->key.topic_id, pos->key.partition))
+			commit_fails(pos, group, topic_name,
+						 "The partition was reassigned to another member by a rebalance.");
+		if (pass == 0)
+		{
+			handover_locktag(&tag, group, pos->key.topic_id, pos->key.partition);
+			(void) LockAcquire(&tag, ExclusiveLock, false, false);
+		}
 	}
 	if (!write_committed(group, pos->key.topic_id, pos->key.partition, pos->committed, offset, false))
-	{
-		pos->stale = true;
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("could not commit offset of partition %d of topic \"%s\" for group \"%s\"",
-						pos->key.partition, topic_name, group),
-				 errdetail("Another member or an offset reset committed this partition meanwhile."),
-				 errhint("Roll back and poll again.")));
-	}
+		commit_fails(pos, group, topic_name,
+					 "Another member or an offset reset committed this partition meanwhile.");
 	save_position(pos);
 	pos->committed = offset;
 	pos->polled = false;
+}
+
+/* A transaction that lost a partition it polled must not commit the rest. */
+static void
+check_not_fenced(const char *group)
+{
+	if (group_fenced(group))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not commit offsets for group \"%s\"", group),
+				 errdetail("A partition this transaction polled was reassigned to another member by a rebalance."),
+				 errhint("Roll back and poll again: the records will be delivered to the partition's new owner.")));
 }
 
 static const char *
@@ -1257,6 +1325,7 @@ mq_commit(PG_FUNCTION_ARGS)
 				 errmsg("this session is not a member of consumer group \"%s\"", group),
 				 errhint("Call mq_poll() first; a member that did not poll for max.poll.interval.ms is evicted.")));
 
+	check_not_fenced(group);
 	hash_seq_init(&seq, positions);
 	while ((pos = hash_seq_search(&seq)) != NULL)
 		if (strcmp(pos->key.group, group) == 0 && pos->position != pos->committed)
@@ -1264,7 +1333,7 @@ mq_commit(PG_FUNCTION_ARGS)
 	foreach(lc, todo)
 	{
 		pos = lfirst(lc);
-		commit_one(group, tp, ntp, pos, pos->position, topic_name_of(pos->key.topic_id));
+		commit_one(group, pos, pos->position, topic_name_of(pos->key.topic_id));
 		count++;
 	}
 	PG_RETURN_INT64(count);
@@ -1334,14 +1403,12 @@ mq_commit_offset(PG_FUNCTION_ARGS)
 	char	   *group;
 	MqTopic    *topic;
 	int64		offset;
-	MqTopicPart *tp;
-	int			ntp;
 	Position   *pos;
 
 	PreventCommandIfReadOnly("mq_commit");
 	pos = explicit_args(fcinfo, &group, &topic, &offset);
-	ntp = my_assignment(group, &tp, NULL);
-	commit_one(group, tp, Max(ntp, 0), pos, offset, topic->name);
+	check_not_fenced(group);
+	commit_one(group, pos, offset, topic->name);
 	PG_RETURN_INT64(1);
 }
 

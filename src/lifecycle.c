@@ -45,6 +45,30 @@ PG_FUNCTION_INFO_V1(mqlog_roll_begin);
 PG_FUNCTION_INFO_V1(mqlog_roll_finish);
 PG_FUNCTION_INFO_V1(mqlog_forget_topic);
 PG_FUNCTION_INFO_V1(mqlog_compact_segment);
+PG_FUNCTION_INFO_V1(mqlog_segment_first_timestamp);
+
+/*
+ * Timestamp of a segment's first batch, or NULL if it is empty: what
+ * segment.ms is measured from, as in Kafka.  Reads one header only.
+ */
+Datum
+mqlog_segment_first_timestamp(PG_FUNCTION_ARGS)
+{
+	Relation	rel = try_table_open(PG_GETARG_OID(0), AccessShareLock);
+	MqSegmentReader reader;
+	MqBatchHeader hdr;
+	bool		found;
+
+	if (rel == NULL)
+		PG_RETURN_NULL();
+	MqReaderInit(&reader, rel);
+	found = MqReaderNextHeader(&reader, &hdr);
+	MqReaderEnd(&reader);
+	table_close(rel, AccessShareLock);
+	if (!found)
+		PG_RETURN_NULL();
+	PG_RETURN_TIMESTAMPTZ(hdr.first_timestamp);
+}
 
 Datum
 mqlog_roll_begin(PG_FUNCTION_ARGS)

@@ -42,7 +42,7 @@ int			mqlog_maintenance_naptime = 10;
 PGDLLEXPORT void mqlog_launcher_main(Datum main_arg);
 PGDLLEXPORT void mqlog_maintenance_main(Datum main_arg);
 
-#define MAX_DB_WORKERS 64
+#define MAX_DB_WORKERS 256
 
 typedef struct DbWorker
 {
@@ -151,7 +151,12 @@ mqlog_launcher_main(Datum main_arg)
 			if (w == NULL)
 			{
 				if (nworkers == MAX_DB_WORKERS)
+				{
+					ereport(WARNING,
+							(errmsg("mqlog maintenance covers at most %d databases; database %u is skipped",
+									MAX_DB_WORKERS, dboid)));
 					continue;
+				}
 				w = &workers[nworkers++];
 				w->dboid = dboid;
 				w->handle = NULL;
@@ -185,6 +190,25 @@ mqlog_launcher_main(Datum main_arg)
 				w->last_start = now;
 			else
 				w->handle = NULL;
+		}
+		/* forget databases that are gone, once their last pass is over */
+		{
+			int			keep = 0;
+			pid_t		pid;
+
+			for (int i = 0; i < nworkers; i++)
+			{
+				if (!list_member_oid(dbs, workers[i].dboid) &&
+					(workers[i].handle == NULL ||
+					 GetBackgroundWorkerPid(workers[i].handle, &pid) == BGWH_STOPPED))
+				{
+					if (workers[i].handle)
+						pfree(workers[i].handle);
+					continue;
+				}
+				workers[keep++] = workers[i];
+			}
+			nworkers = keep;
 		}
 		list_free(dbs);
 		sleep_naptime();

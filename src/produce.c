@@ -157,8 +157,11 @@ append_batch(MqTopic **topicp, int32 partition, MqRecord *records, int nrecords)
 			 * The catalog, freshly read, names another active segment than
 			 * shared memory: a roll that committed an instant ago and whose
 			 * commit callback has not run yet.  The catalog is right; read
-			 * the new segment's tail.
+			 * the new segment's tail.  Never go back to a sealed one.
 			 */
+			if (seg->sealed)
+				elog(ERROR, "mqlog: the active segment of partition %d of topic \"%s\" is sealed",
+					 partition, topic->name);
 			MqPartitionLoad(part, rel, seg->base_offset);
 		}
 

@@ -23,6 +23,7 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 #include "mqlog.h"
 
@@ -78,7 +79,14 @@ load_topic(const char *where, Datum arg, Oid argtype)
 			 " (c->>'delete.retention.ms')::bigint"
 			 " FROM mqlog.topic, LATERAL mqlog.effective_config(config) c WHERE %s = $1",
 			 where);
+	/*
+	 * Read the catalog as it is now, not as the statement's or transaction's
+	 * snapshot saw it: a producer must find the segment a roll made active
+	 * a moment ago, also in a REPEATABLE READ transaction.  (A fresh
+	 * snapshot still sees this transaction's own earlier changes.)
+	 */
 	SPI_connect();
+	PushActiveSnapshot(GetLatestSnapshot());
 	ret = SPI_execute_with_args(query, 1, &argtype, &arg, NULL, true, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "mqlog: topic lookup failed: %s", SPI_result_code_string(ret));
@@ -130,6 +138,7 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		}
 		MemoryContextSwitchTo(old);
 	}
+	PopActiveSnapshot();
 	SPI_finish();
 	return t;
 }
