@@ -286,7 +286,7 @@ DECLARE
     relname text := mqlog._segment_relname(topic_id, name, part, base_offset);
     rel oid;
 BEGIN
-    EXECUTE format('CREATE TABLE mqlog_data.%I ("offset" bigint, ts timestamptz, key bytea, value bytea, headers mqlog.header[]) USING mqlog',
+    EXECUTE format('CREATE TABLE mqlog_data.%I ("offset" bigint, ts timestamptz, key bytea, value bytea, headers mqlog.header[]) USING mqlog WITH (parallel_workers = 0)',
                    relname);
     rel := format('mqlog_data.%I', relname)::regclass::oid;
     EXECUTE format('COMMENT ON TABLE mqlog_data.%I IS %L', relname,
@@ -618,7 +618,8 @@ COMMENT ON VIEW mqlog.groups IS 'consumer groups: those with members or committe
 CREATE VIEW mqlog.consumer_lag AS
     SELECT c.group_id, p.topic, p."partition", c.committed_offset,
            p.high_watermark, p.last_stable_offset,
-           greatest(p.last_stable_offset - c.committed_offset, 0) AS lag
+           CASE WHEN p.last_stable_offset IS NOT NULL
+                THEN greatest(p.last_stable_offset - c.committed_offset, 0) END AS lag
       FROM mqlog.committed_offset c
       JOIN mqlog.partitions p ON p.topic_id = c.topic_id AND p."partition" = c."partition";
 COMMENT ON VIEW mqlog.consumer_lag IS 'per group and partition: committed offset, high watermark and lag (to the last stable offset)';
@@ -711,7 +712,7 @@ BEGIN
     SELECT name INTO tname FROM mqlog.topic t WHERE t.topic_id = _compact_segment.topic_id;
     canonical := mqlog._segment_relname(topic_id, tname, part, seg.base_offset);
     tmpname := left(canonical, 55) || '.c' || lpad((floor(random() * 100000))::int::text, 5, '0');
-    EXECUTE format('CREATE TABLE mqlog_data.%I ("offset" bigint, ts timestamptz, key bytea, value bytea, headers mqlog.header[]) USING mqlog',
+    EXECUTE format('CREATE TABLE mqlog_data.%I ("offset" bigint, ts timestamptz, key bytea, value bytea, headers mqlog.header[]) USING mqlog WITH (parallel_workers = 0)',
                    tmpname);
     newrel := format('mqlog_data.%I', tmpname)::regclass::oid;
     PERFORM mqlog._compact_segment_into(topic_id, part, seg_relid, newrel);
@@ -728,7 +729,32 @@ END
 $$;
 COMMENT ON FUNCTION mqlog._compact_segment(int, int, oid) IS 'internal: rewrite a sealed segment keeping the newest record per key';
 
-CREATE FUNCTION mq_run_maintenance()
+/* Drop segment relations no longer in the catalog (their drop had to wait for a reader). */
+CREATE FUNCTION mqlog._drop_orphans() RETURNS SETOF text
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    SET mqlog.allow_segment_ddl = on AS $$
+DECLARE
+    r record;
+BEGIN
+    PERFORM set_config('lock_timeout', '100ms', true);
+    FOR r IN
+        SELECT c.oid FROM pg_class c
+         WHERE c.relnamespace = 'mqlog_data'::regnamespace AND c.relkind = 'r'
+           AND NOT EXISTS (SELECT FROM mqlog.segment sg WHERE sg.relid = c.oid)
+    LOOP
+        BEGIN
+            EXECUTE format('DROP TABLE %s', r.oid::regclass);
+            RETURN NEXT r.oid::text;
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;
+        END;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION mqlog._drop_orphans() IS 'internal: drop segments unlinked from the catalog whose drop had to wait for a reader';
+REVOKE ALL ON FUNCTION mqlog._drop_orphans() FROM PUBLIC;
+
+CREATE FUNCTION mq_run_maintenance(only_topic text DEFAULT NULL)
     RETURNS TABLE (action text, topic text, "partition" int, segment text, detail text)
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
     SET mqlog.allow_segment_ddl = on AS $$
@@ -747,6 +773,7 @@ BEGIN
     FOR p IN
         SELECT t.topic_id, t.name, g.p AS part, mqlog.effective_config(t.config) AS c
           FROM mqlog.topic t, generate_series(0, t.partitions - 1) AS g(p)
+         WHERE only_topic IS NULL OR t.name = only_topic
          ORDER BY t.topic_id, g.p
     LOOP
         /* roll: segment.bytes, or segment.ms since the segment's first record, as in Kafka */
@@ -824,23 +851,15 @@ BEGIN
     END LOOP;
 
     /* orphans: segments unlinked earlier whose drop had to wait */
-    FOR s IN
-        SELECT c.oid FROM pg_class c
-         WHERE c.relnamespace = 'mqlog_data'::regnamespace AND c.relkind = 'r'
-           AND NOT EXISTS (SELECT FROM mqlog.segment sg WHERE sg.relid = c.oid)
-    LOOP
-        BEGIN
-            EXECUTE format('DROP TABLE %s', s.oid::regclass);
-            action := 'drop-orphan'; topic := NULL; "partition" := NULL;
-            segment := s.oid::text; detail := NULL;
+    IF only_topic IS NULL THEN
+        FOR segment IN SELECT * FROM mqlog._drop_orphans() LOOP
+            action := 'drop-orphan'; topic := NULL; "partition" := NULL; detail := NULL;
             RETURN NEXT;
-        EXCEPTION WHEN lock_not_available THEN
-            NULL;
-        END;
-    END LOOP;
+        END LOOP;
+    END IF;
 END
 $$;
-COMMENT ON FUNCTION mq_run_maintenance() IS
-    'one maintenance pass now: roll full or old segments, compact, drop segments past retention.ms / retention.bytes';
-REVOKE ALL ON FUNCTION mq_run_maintenance() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mq_run_maintenance() TO mqlog_admin;
+COMMENT ON FUNCTION mq_run_maintenance(text) IS
+    'one maintenance pass now (of every topic, or of one): roll full or old segments, compact, drop segments past retention.ms / retention.bytes';
+REVOKE ALL ON FUNCTION mq_run_maintenance(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mq_run_maintenance(text) TO mqlog_admin;

@@ -14,7 +14,7 @@
  *		varint	header count, then per header: key length, key, value
  *				length (-1 for null), value
  *
- * A 100-byte value without key or headers thus costs 106 bytes, and a batch
+ * A 100-byte value without key or headers thus costs 107 bytes, and a batch
  * of many records adds one 56-byte header.  Decoding checks every length
  * against the batch bounds, so a corrupt batch is an error, never a crash.
  *

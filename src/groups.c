@@ -920,6 +920,7 @@ join_group(const char *group, MqTopic **topics, int ntopics)
 	MqMember   *m;
 	MqGroupState *g;
 	bool		changed = false;
+	bool		joined = false;
 	TimestampTz now = GetCurrentTimestamp();
 
 	LWLockAcquire(gs->lock, LW_EXCLUSIVE);
@@ -946,6 +947,7 @@ join_group(const char *group, MqTopic **topics, int ntopics)
 		m->joined_at = now;
 		m->assignor = mqlog_assignor;
 		changed = true;
+		joined = true;
 	}
 	m->max_poll_interval_ms = mqlog_max_poll_interval_ms;
 	m->last_poll = now;
@@ -965,6 +967,28 @@ join_group(const char *group, MqTopic **topics, int ntopics)
 	if (g->needs_rebalance)
 		rebalance(g);
 	LWLockRelease(gs->lock);
+
+	/*
+	 * A new membership (the first, or after an eviction) starts from the
+	 * committed offsets, as a Kafka consumer does after it rejoins; if this
+	 * transaction had polled under the old membership, it may not commit.
+	 */
+	if (joined)
+	{
+		HASH_SEQ_STATUS seq;
+		Position   *pos;
+
+		hash_seq_init(&seq, positions);
+		while ((pos = hash_seq_search(&seq)) != NULL)
+			if (strcmp(pos->key.group, group) == 0)
+			{
+				if (pos->subid != InvalidSubTransactionId && pos->position != pos->committed &&
+					!group_fenced(group))
+					fenced_groups = lappend(fenced_groups,
+											MemoryContextStrdup(TopMemoryContext, group));
+				pos->stale = true;
+			}
+	}
 }
 
 static void

@@ -216,11 +216,18 @@ mqlog_launcher_main(Datum main_arg)
 	proc_exit(0);
 }
 
-/* One pass in its own transaction; returns false if mqlog is not installed. */
+/*
+ * A pass over every topic, each topic in its own transaction: a roll keeps
+ * producers of its partition out until its transaction commits, so those
+ * transactions must be short.  Returns false if mqlog is not installed.
+ */
 static bool
 maintenance_pass(void)
 {
-	bool		installed;
+	char	   *nsp = NULL;
+	List	   *topics = NIL;
+	ListCell   *lc;
+	MemoryContext outer = CurrentMemoryContext;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -229,24 +236,56 @@ maintenance_pass(void)
 	pgstat_report_activity(STATE_RUNNING, "mqlog maintenance");
 	if (SPI_execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
 					" WHERE e.extname = 'mqlog'"
-					" AND to_regprocedure(quote_ident(n.nspname) || '.mq_run_maintenance()') IS NOT NULL",
+					" AND to_regprocedure(quote_ident(n.nspname) || '.mq_run_maintenance(text)') IS NOT NULL",
 					true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "mqlog maintenance: extension lookup failed");
-	installed = (SPI_processed == 1);
-	if (installed)
+	if (SPI_processed == 1)
 	{
-		char	   *nsp = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		char	   *q = psprintf("SELECT count(*) FROM %s.mq_run_maintenance()", quote_identifier(nsp));
+		MemoryContext old = MemoryContextSwitchTo(outer);
 
-		if (SPI_execute(q, false, 0) != SPI_OK_SELECT)
-			elog(ERROR, "mqlog maintenance: pass failed");
+		nsp = pstrdup(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+		MemoryContextSwitchTo(old);
+		if (SPI_execute("SELECT name FROM mqlog.topic ORDER BY topic_id", true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "mqlog maintenance: topic list failed");
+		old = MemoryContextSwitchTo(outer);
+		for (uint64 i = 0; i < SPI_processed; i++)
+			topics = lappend(topics, pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1)));
+		MemoryContextSwitchTo(old);
 	}
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	if (nsp == NULL)
+	{
+		pgstat_report_activity(STATE_IDLE, NULL);
+		return false;
+	}
+
+	/* each topic, then the sweep of orphaned segments (the full pass) */
+	topics = lappend(topics, NULL);
+	foreach(lc, topics)
+	{
+		char	   *topic = lfirst(lc);
+		char	   *q;
+
+		if (topic)
+			q = psprintf("SELECT count(*) FROM %s.mq_run_maintenance(%s)",
+						 quote_identifier(nsp), quote_literal_cstr(topic));
+		else
+			q = pstrdup("SELECT count(*) FROM mqlog._drop_orphans()");
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (SPI_execute(q, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "mqlog maintenance: pass failed");
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
-	return installed;
+	return true;
 }
 
 void
