@@ -197,6 +197,16 @@ def markdown(res):
                      "%d B: %s records/s" % (vb, "error" if r and r.get("error") else fmt(r and r.get("records_per_s")))
                      for vb, r in fetch) + ".")
         L.append("")
+    fl = [(vb, res.val("floor", "produce_batch", "records_per_s", vb)) for vb in (100, 1024)]
+    if any(x for _, x in fl):
+        L.append("The floor of this client path, the same arrays sent and parsed and a durable commit with "
+                 "nothing stored: " + ", ".join(
+                     "%d B: %s records/s (mqlog reaches %s of it, so mqlog ÷ heap log can be at most %s)" % (
+                         vb, fmt(x), "—" if not x or not res.val("mqlog", "produce_batch", "records_per_s", vb)
+                         else "%.0f%%" % (100 * res.val("mqlog", "produce_batch", "records_per_s", vb) / x),
+                         fmt_ratio(ratio(x, res.val("heap_log", "produce_batch", "records_per_s", vb))))
+                     for vb, x in fl) + ".")
+        L.append("")
     L.append("MB/s of values (batched produce): " + "; ".join(
         "%s %s / %s" % (LABEL[s], fmt(res.val(s, "produce_batch", "mb_per_s", 100), 1),
                         fmt(res.val(s, "produce_batch", "mb_per_s", 1024), 1)) for s in SYSTEMS) +
@@ -382,7 +392,7 @@ def plot(res, path):
     axes[1][1].set_ylim(bottom=0)
     axes[1][2].set_ylabel("MB (log scale)")
     axes[1][2].set_yscale("log")
-    axes[1][2].legend(fontsize=8)
+    axes[1][2].legend(fontsize=8, loc="center right", framealpha=0.9)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
     fig.savefig(path, dpi=80)
 

@@ -51,6 +51,7 @@ PACKAGES=(
     postgresql-15 postgresql-client-15 postgresql-server-dev-15 build-essential  # server, pgbench, PGXS
     postgresql-15-pgq3           # PgQ
     redis-server redis-tools     # Redis Streams, redis-benchmark
+    python3-hiredis              # Redis replies parsed in C, as redis-py does
     python3 python3-psycopg2     # the driver of every PostgreSQL workload
     python3-matplotlib           # the PNG
 )
@@ -98,6 +99,10 @@ cleanup() {
         redis-cli -h 127.0.0.1 -p "$REDISPORT" shutdown nosave >/dev/null 2>&1 ||
             kill "$(cat "$WORK/redis.pid")" 2>/dev/null || true
     fi
+    if [ -f "$WORK/server.log" ] && [ -d "$BENCH/results" ]; then
+        # checkpoints, lock waits and errors, to explain a dip in the samples
+        tail -n 3000 "$WORK/server.log" >"$BENCH/results/latest-postgresql.log" || true
+    fi
     if [ $rc -ne 0 ] && [ -f "$WORK/server.log" ]; then
         echo "last lines of the PostgreSQL log:" >&2
         tail -n 20 "$WORK/server.log" >&2
@@ -129,6 +134,7 @@ shared_buffers = 256MB
 max_wal_size = 4GB
 checkpoint_timeout = 30min
 max_connections = 50
+log_lock_waits = on
 EOF
 if ! as_pg "$BINDIR/pg_ctl" -D "$PGDATA" -l "$WORK/server.log" -w -t 60 start >/dev/null; then
     echo "PostgreSQL did not start:" >&2
