@@ -46,6 +46,10 @@ MODES = {
                   sustained_s=60, sample_s=2),
     "full": dict(records=200000, pgbench_s=15, redis_single=200000, latency_n=1000,
                  sustained_s=600, sample_s=5),
+    # issue 5's soak: 10 minutes each of mqlog (worker-driven retention) and
+    # the heap log (DELETE after consume); run with --workloads sustained
+    "soak": dict(records=10000, pgbench_s=2, redis_single=20000, latency_n=150,
+                 sustained_s=1200, sample_s=10),
 }
 BATCH = 1000          # records per batched-produce call
 CONSUME_BATCH = 500   # records per consume batch, commit/ack included
@@ -991,7 +995,7 @@ class Bench:
             self.out.close()
             return
         runs = [(s, False) for s in systems]
-        if "mqlog" in systems:
+        if "mqlog" in systems and self.cfg is not MODES["soak"]:
             runs.insert(0, ("mqlog", True))
         per = max(10, self.cfg["sustained_s"] // len(runs))
         log("== sustained run: %d s in all, %d s per run" % (self.cfg["sustained_s"], per))

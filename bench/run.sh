@@ -7,6 +7,9 @@
 #   bench/run.sh --quick    same shape, smaller counts, < 3 min (make bench QUICK=1)
 #   bench/run.sh --keep     leave the servers running at the end (for poking)
 #   bench/run.sh --servers-only   start the servers, print how to reach them, stop
+#   bench/run.sh --soak     issue 5's soak: 10 minutes each of mqlog (retention
+#                           by the maintenance worker) and the heap log (DELETE
+#                           after consume); results in bench/results/soak.jsonl
 #
 # Run it as root on Debian 12: it installs the Debian packages it needs,
 # builds and installs mqlog, then runs PostgreSQL as the `postgres` OS user
@@ -30,6 +33,7 @@ for a in "$@"; do
     case "$a" in
         --quick) MODE=quick ;;
         --full) MODE=full ;;
+        --soak) MODE=soak ;;
         --keep) KEEP=1 ;;
         --servers-only) KEEP=1; SERVERS_ONLY=1 ;;
         -h|--help) sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
@@ -176,6 +180,13 @@ fi
 step "benchmark ($MODE)"
 mkdir -p "$BENCH/results"
 set +e
+if [ "$MODE" = soak ]; then
+    "$PY" "$BENCH/bench.py" --mode soak --systems mqlog,heap_log --workloads sustained \
+        --pghost "$WORK" --pgport "$PGPORT" --pgbin "$BINDIR" \
+        --redis-port "$REDISPORT" --redis-ok "$REDIS_OK" \
+        --work "$WORK" --out "$BENCH/results/soak.jsonl"
+    exit $?
+fi
 "$PY" "$BENCH/bench.py" --mode "$MODE" \
     --pghost "$WORK" --pgport "$PGPORT" --pgbin "$BINDIR" \
     --redis-port "$REDISPORT" --redis-ok "$REDIS_OK" \
