@@ -982,8 +982,8 @@ join_group(const char *group, MqTopic **topics, int ntopics)
 		while ((pos = hash_seq_search(&seq)) != NULL)
 			if (strcmp(pos->key.group, group) == 0)
 			{
-				if (pos->subid != InvalidSubTransactionId && pos->position != pos->committed &&
-					!group_fenced(group))
+				if (pos->polled && pos->subid != InvalidSubTransactionId &&
+					pos->position != pos->committed && !group_fenced(group))
 					fenced_groups = lappend(fenced_groups,
 											MemoryContextStrdup(TopMemoryContext, group));
 				pos->stale = true;
@@ -1019,8 +1019,8 @@ sync_positions(const char *group, MqTopicPart *tp, int n, MqTopic **topics, int 
 			!assigned_here(tp, n, pos->key.topic_id, pos->key.partition))
 		{
 			/* records polled in this transaction now belong to another member */
-			if (pos->subid != InvalidSubTransactionId && pos->position != pos->committed &&
-				!group_fenced(group))
+			if (pos->polled && pos->subid != InvalidSubTransactionId &&
+				pos->position != pos->committed && !group_fenced(group))
 				fenced_groups = lappend(fenced_groups,
 										MemoryContextStrdup(TopMemoryContext, group));
 			hash_search(positions, &pos->key, HASH_REMOVE, NULL);
