@@ -558,51 +558,6 @@ static ProcessUtility_hook_type prev_utility = NULL;
 bool		mqlog_allow_segment_ddl = false;
 
 static bool
-mqlog_check_perms(List *rangeTable, bool ereport_on_violation)
-{
-	ListCell   *lc;
-	Oid			amoid = InvalidOid;
-	bool		looked = false;
-
-	foreach(lc, rangeTable)
-	{
-		RangeTblEntry *rte = lfirst(lc);
-		HeapTuple	tup;
-
-		if (rte->rtekind != RTE_RELATION ||
-			(rte->requiredPerms & (ACL_INSERT | ACL_UPDATE | ACL_DELETE)) == 0)
-			continue;
-		if (!looked)
-		{
-			amoid = get_table_am_oid("mqlog", true);
-			looked = true;
-		}
-		if (!OidIsValid(amoid))
-			break;
-		tup = SearchSysCache1(RELOID, ObjectIdGetDatum(rte->relid));
-		if (HeapTupleIsValid(tup))
-		{
-			Form_pg_class cls = (Form_pg_class) GETSTRUCT(tup);
-			bool		is_segment = (cls->relam == amoid);
-			char	   *relname = pstrdup(NameStr(cls->relname));
-
-			ReleaseSysCache(tup);
-			if (is_segment)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("%s is not supported on mqlog segment \"%s\"",
-								(rte->requiredPerms & ACL_INSERT) ? "INSERT" :
-								(rte->requiredPerms & ACL_UPDATE) ? "UPDATE" : "DELETE",
-								relname),
-						 errhint("Segments are append-only logs: produce with mq_produce() or mq_produce_batch().")));
-		}
-	}
-	if (prev_check_perms)
-		return prev_check_perms(rangeTable, ereport_on_violation);
-	return true;
-}
-
-static bool
 is_segment(Oid relid)
 {
 	Oid			amoid = get_table_am_oid("mqlog", true);
@@ -619,6 +574,32 @@ is_segment(Oid relid)
 	}
 	return result;
 }
+
+static bool
+mqlog_check_perms(List *rangeTable, bool ereport_on_violation)
+{
+	ListCell   *lc;
+
+	foreach(lc, rangeTable)
+	{
+		RangeTblEntry *rte = lfirst(lc);
+
+		if (rte->rtekind == RTE_RELATION &&
+			(rte->requiredPerms & (ACL_INSERT | ACL_UPDATE | ACL_DELETE)) != 0 &&
+			is_segment(rte->relid))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("%s is not supported on mqlog segment \"%s\"",
+							(rte->requiredPerms & ACL_INSERT) ? "INSERT" :
+							(rte->requiredPerms & ACL_UPDATE) ? "UPDATE" : "DELETE",
+							get_rel_name(rte->relid)),
+					 errhint("Segments are append-only logs: produce with mq_produce() or mq_produce_batch().")));
+	}
+	if (prev_check_perms)
+		return prev_check_perms(rangeTable, ereport_on_violation);
+	return true;
+}
+
 
 /* every table and materialized view of the database except segments */
 static List *
