@@ -554,6 +554,26 @@ group_fenced(const char *group)
 }
 
 /*
+ * Remember until the end of the transaction that a group may not commit.
+ * The list lives as long as the transaction's state, beyond the per-call
+ * memory of the mq_poll that notices the loss: its cells and names are
+ * allocated in TopMemoryContext and freed by groups_xact_callback.  (A cell
+ * once came from the caller's context, and a later lappend or the
+ * list_free_deep at COMMIT touched freed memory: issue 16's crash.)
+ */
+static void
+fence_group(const char *group)
+{
+	MemoryContext old;
+
+	if (group_fenced(group))
+		return;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	fenced_groups = lappend(fenced_groups, pstrdup(group));
+	MemoryContextSwitchTo(old);
+}
+
+/*
  * Undo log of position changes, so that a rolled-back transaction or
  * subtransaction rewinds what it polled and committed.  A record holds the
  * values a position had before the first change in one subtransaction.
@@ -983,9 +1003,8 @@ join_group(const char *group, MqTopic **topics, int ntopics)
 			if (strcmp(pos->key.group, group) == 0)
 			{
 				if (pos->polled && pos->subid != InvalidSubTransactionId &&
-					pos->position != pos->committed && !group_fenced(group))
-					fenced_groups = lappend(fenced_groups,
-											MemoryContextStrdup(TopMemoryContext, group));
+					pos->position != pos->committed)
+					fence_group(group);
 				pos->stale = true;
 			}
 	}
@@ -1020,9 +1039,8 @@ sync_positions(const char *group, MqTopicPart *tp, int n, MqTopic **topics, int 
 		{
 			/* records polled in this transaction now belong to another member */
 			if (pos->polled && pos->subid != InvalidSubTransactionId &&
-				pos->position != pos->committed && !group_fenced(group))
-				fenced_groups = lappend(fenced_groups,
-										MemoryContextStrdup(TopMemoryContext, group));
+				pos->position != pos->committed)
+				fence_group(group);
 			hash_search(positions, &pos->key, HASH_REMOVE, NULL);
 		}
 
