@@ -39,4 +39,4 @@ bench:
 	$(srcdir)/bench/run.sh $(if $(QUICK),--quick,)
 
 # PGXS does not track header dependencies; every object includes mqlog.h.
-$(OBJS): src/mqlog.h
+$(OBJS): src/mqlog.h src/acl.h

@@ -11,11 +11,18 @@ CREATE FUNCTION @extschema@.mqlog_assert_preloaded() RETURNS void
 SELECT @extschema@.mqlog_assert_preloaded();
 DROP FUNCTION @extschema@.mqlog_assert_preloaded();
 
+/*
+ * mqlog_admin is cluster-wide: a CREATE EXTENSION running at the same time
+ * in another database may create it first (unique_violation on
+ * pg_authid's name index), which is as good.
+ */
 DO $$
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'mqlog_admin') THEN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'mqlog_admin') THEN
         CREATE ROLE mqlog_admin NOLOGIN;
     END IF;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;
 END
 $$;
 
@@ -61,7 +68,8 @@ CREATE TABLE mqlog.topic (
     partitions          int NOT NULL CHECK (partitions > 0),
     replication_factor  int NOT NULL CHECK (replication_factor > 0),
     config              jsonb NOT NULL DEFAULT '{}',
-    created_at          timestamptz NOT NULL DEFAULT now()
+    created_at          timestamptz NOT NULL DEFAULT now(),
+    owner               oid NOT NULL    -- the role that created it
 ) WITH (user_catalog_table = true);
 COMMENT ON TABLE mqlog.topic IS 'one row per topic; config holds the overrides, mqlog.topics shows the effective values';
 
@@ -87,8 +95,37 @@ CREATE TABLE mqlog.node (
 );
 COMMENT ON TABLE mqlog.node IS 'follower nodes known to this leader (multi-node replication); the local node is implicit';
 
-REVOKE ALL ON mqlog.topic, mqlog.segment, mqlog.node FROM PUBLIC;
-GRANT SELECT ON mqlog.topic, mqlog.segment, mqlog.node TO PUBLIC;
+/*
+ * Privileges (see acl.c): a topic's owner, members of mqlog_admin and
+ * superusers hold every privilege on it; others hold what mq_grant gave
+ * them.  privs is a bit mask: 1 produce, 2 consume, 4 describe, 8 alter.
+ * grantee 0 is PUBLIC.
+ */
+CREATE TABLE mqlog.topic_acl (
+    topic_id  int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    grantee   oid NOT NULL,
+    privs     int NOT NULL CHECK (privs > 0 AND privs < 16),
+    PRIMARY KEY (topic_id, grantee)
+);
+COMMENT ON TABLE mqlog.topic_acl IS 'topic privileges granted with mq_grant (grantee 0 = PUBLIC; privs: 1 produce, 2 consume, 4 describe, 8 alter)';
+
+CREATE TABLE mqlog.consumer_group (
+    group_id    text PRIMARY KEY,
+    owner       oid NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE mqlog.consumer_group IS 'the owner of every consumer group: the role that first joined, committed, reset or granted on it';
+
+CREATE TABLE mqlog.group_acl (
+    group_id  text NOT NULL REFERENCES mqlog.consumer_group ON DELETE CASCADE,
+    grantee   oid NOT NULL,
+    PRIMARY KEY (group_id, grantee)
+);
+COMMENT ON TABLE mqlog.group_acl IS 'roles granted the use of a consumer group with mq_grant_group (grantee 0 = PUBLIC)';
+
+/* the catalog shows every topic and group: readable through the filtered views only */
+REVOKE ALL ON mqlog.topic, mqlog.segment, mqlog.node, mqlog.topic_acl,
+    mqlog.consumer_group, mqlog.group_acl FROM PUBLIC;
 
 /* ------------------------------------------------------------------------
  * The segment table access method
@@ -108,16 +145,20 @@ CREATE FUNCTION mqlog._catalog_changed() RETURNS void
     LANGUAGE c AS 'MODULE_PATHNAME', 'mqlog_catalog_changed';
 COMMENT ON FUNCTION mqlog._catalog_changed() IS 'internal: tells every backend to reload its cached topic metadata';
 
-CREATE FUNCTION mqlog._partition_offsets(topic_id int, "partition" int,
+/*
+ * Behind the views, so callable by every role: each checks the describe
+ * privilege on the topic (and that a relation is a segment) itself.
+ */
+CREATE FUNCTION mqlog.partition_offsets(topic_id int, "partition" int,
     OUT high_watermark bigint, OUT last_stable_offset bigint)
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_partition_offsets';
-COMMENT ON FUNCTION mqlog._partition_offsets(int, int) IS 'internal: high watermark and last stable offset of a partition';
+COMMENT ON FUNCTION mqlog.partition_offsets(int, int) IS 'high watermark and last stable offset of a partition (needs describe on the topic)';
 
-CREATE FUNCTION mqlog._segment_stats(relid oid,
+CREATE FUNCTION mqlog.segment_stats(relid oid,
     OUT batch_count bigint, OUT record_count bigint, OUT first_timestamp timestamptz,
     OUT max_timestamp timestamptz, OUT next_offset bigint)
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_segment_stats';
-COMMENT ON FUNCTION mqlog._segment_stats(oid) IS 'internal: statistics read from the batch headers of one segment';
+COMMENT ON FUNCTION mqlog.segment_stats(oid) IS 'statistics read from the batch headers of one segment (needs describe on its topic)';
 
 CREATE FUNCTION mqlog._forget_topic(topic_id int) RETURNS void
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_forget_topic';
@@ -131,7 +172,7 @@ REVOKE ALL ON FUNCTION mqlog._catalog_changed(), mqlog._forget_topic(int) FROM P
 
 CREATE FUNCTION mqlog.config_defaults() RETURNS jsonb
     LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT '{
+    SELECT pg_catalog.jsonb '{
         "cleanup.policy": "delete",
         "delete.retention.ms": 86400000,
         "max.message.bytes": 1048588,
@@ -142,7 +183,7 @@ CREATE FUNCTION mqlog.config_defaults() RETURNS jsonb
         "retention.ms": 604800000,
         "segment.bytes": 1073741824,
         "segment.ms": 604800000
-    }'::jsonb
+    }'
 $$;
 COMMENT ON FUNCTION mqlog.config_defaults() IS 'the topic configuration keys mqlog knows, with Kafka''s defaults';
 
@@ -242,13 +283,15 @@ COMMENT ON FUNCTION mqlog._validate_config(jsonb) IS 'internal: checks config ke
 
 CREATE FUNCTION mqlog.effective_config(overrides jsonb) RETURNS jsonb
     LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT mqlog.config_defaults() || coalesce(overrides, '{}')
+    SELECT mqlog.config_defaults() OPERATOR(pg_catalog.||) coalesce(overrides, pg_catalog.jsonb '{}')
 $$;
 COMMENT ON FUNCTION mqlog.effective_config(jsonb) IS 'Kafka''s defaults overlaid with a topic''s overrides';
 
 /* ------------------------------------------------------------------------
- * Topic administration.  SECURITY DEFINER so that the catalog stays
- * read-only for everyone; EXECUTE is granted to mqlog_admin only.
+ * Topic administration.  mq_create_topic, mq_alter_topic, mq_add_partitions
+ * and mq_drop_topic are C entry points (admin.c) that check the caller's
+ * privileges and then run the internal functions below as the extension
+ * owner.  No role but the owner may execute these.
  * ------------------------------------------------------------------------ */
 
 CREATE FUNCTION mqlog._check_topic_name(name text) RETURNS void
@@ -281,12 +324,13 @@ $$;
 COMMENT ON FUNCTION mqlog._segment_relname(int, text, int, bigint) IS 'internal: the relation name of a segment, <topic>-<partition>-<base offset>';
 
 CREATE FUNCTION mqlog._create_segment(topic_id int, name text, part int, base_offset bigint) RETURNS oid
-    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    SET mqlog.allow_segment_ddl = on AS $$
 DECLARE
     relname text := mqlog._segment_relname(topic_id, name, part, base_offset);
     rel oid;
 BEGIN
-    EXECUTE format('CREATE TABLE mqlog_data.%I ("offset" bigint, ts timestamptz, key bytea, value bytea, headers mqlog.header[]) USING mqlog WITH (parallel_workers = 0)',
+    EXECUTE format('CREATE TABLE mqlog_data.%I ("offset" pg_catalog.int8, ts pg_catalog.timestamptz, key pg_catalog.bytea, value pg_catalog.bytea, headers mqlog.header[]) USING mqlog WITH (parallel_workers = 0)',
                    relname);
     rel := format('mqlog_data.%I', relname)::regclass::oid;
     EXECUTE format('COMMENT ON TABLE mqlog_data.%I IS %L', relname,
@@ -297,10 +341,10 @@ END
 $$;
 COMMENT ON FUNCTION mqlog._create_segment(int, text, int, bigint) IS 'internal: creates one segment relation and lists it in the chain';
 
-CREATE FUNCTION mq_create_topic(name text, partitions int DEFAULT 1,
-                                replication_factor int DEFAULT 1, config jsonb DEFAULT '{}')
+CREATE FUNCTION mqlog._create_topic(name text, partitions int, replication_factor int,
+                                     config jsonb, owner oid)
     RETURNS void
-    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     cfg jsonb;
     nodes int;
@@ -327,20 +371,32 @@ BEGIN
                   HINT = 'Add follower nodes first, or use a smaller replication factor.';
     END IF;
     cfg := mqlog._validate_config(coalesce(config, '{}'));
-    IF EXISTS (SELECT FROM mqlog.topic t WHERE t.name = mq_create_topic.name) THEN
+    IF EXISTS (SELECT FROM mqlog.topic t WHERE t.name = _create_topic.name) THEN
         RAISE EXCEPTION 'topic "%" already exists', name
             USING ERRCODE = 'duplicate_object';
     END IF;
-    INSERT INTO mqlog.topic (name, partitions, replication_factor, config)
-        VALUES (name, partitions, replication_factor, cfg)
-        RETURNING topic_id INTO tid;
+    BEGIN
+        INSERT INTO mqlog.topic (name, partitions, replication_factor, config, owner)
+            VALUES (name, partitions, replication_factor, cfg, owner)
+            RETURNING topic_id INTO tid;
+    EXCEPTION WHEN unique_violation THEN
+        /* a concurrent mq_create_topic of the same name committed first */
+        RAISE EXCEPTION 'topic "%" already exists', name
+            USING ERRCODE = 'duplicate_object';
+    END;
     FOR p IN 0 .. partitions - 1 LOOP
         PERFORM mqlog._create_segment(tid, name, p, 0);
     END LOOP;
     PERFORM mqlog._catalog_changed();
 END
 $$;
-COMMENT ON FUNCTION mq_create_topic(text, int, int, jsonb) IS 'create a topic with its partitions; config uses Kafka''s keys';
+COMMENT ON FUNCTION mqlog._create_topic(text, int, int, jsonb, oid) IS 'internal: mq_create_topic''s catalog work';
+
+CREATE FUNCTION mq_create_topic(name text, partitions int DEFAULT 1,
+                                replication_factor int DEFAULT 1, config jsonb DEFAULT '{}')
+    RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_create_topic';
+COMMENT ON FUNCTION mq_create_topic(text, int, int, jsonb) IS 'create a topic with its partitions, owned by the caller; config uses Kafka''s keys';
 
 CREATE FUNCTION mqlog._lock_topic(name text) RETURNS mqlog.topic
     LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -362,8 +418,8 @@ $$;
 
 COMMENT ON FUNCTION mqlog._lock_topic(text) IS 'internal: a topic''s catalog row, locked FOR UPDATE, or an error if there is none';
 
-CREATE FUNCTION mq_alter_topic(name text, config jsonb) RETURNS void
-    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+CREATE FUNCTION mqlog._alter_topic(name text, config jsonb) RETURNS void
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t mqlog.topic := mqlog._lock_topic(name);
     cfg jsonb := mqlog._validate_config(config);
@@ -375,10 +431,14 @@ BEGIN
     PERFORM mqlog._catalog_changed();
 END
 $$;
-COMMENT ON FUNCTION mq_alter_topic(text, jsonb) IS 'change topic config overrides; a JSON null resets a key to its default';
+COMMENT ON FUNCTION mqlog._alter_topic(text, jsonb) IS 'internal: mq_alter_topic''s catalog work';
 
-CREATE FUNCTION mq_add_partitions(name text, total int) RETURNS void
-    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+CREATE FUNCTION mq_alter_topic(name text, config jsonb) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_alter_topic';
+COMMENT ON FUNCTION mq_alter_topic(text, jsonb) IS 'change topic config overrides (needs alter); a JSON null resets a key to its default';
+
+CREATE FUNCTION mqlog._add_partitions(name text, total int) RETURNS void
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t mqlog.topic := mqlog._lock_topic(name);
 BEGIN
@@ -407,10 +467,14 @@ BEGIN
     PERFORM mqlog._catalog_changed();
 END
 $$;
-COMMENT ON FUNCTION mq_add_partitions(text, int) IS 'grow a topic to a new total number of partitions';
+COMMENT ON FUNCTION mqlog._add_partitions(text, int) IS 'internal: mq_add_partitions''s catalog work';
 
-CREATE FUNCTION mq_drop_topic(name text) RETURNS void
-    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+CREATE FUNCTION mq_add_partitions(name text, total int) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_add_partitions';
+COMMENT ON FUNCTION mq_add_partitions(text, int) IS 'grow a topic to a new total number of partitions (needs alter)';
+
+CREATE FUNCTION mqlog._drop_topic(name text) RETURNS void
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
     SET mqlog.allow_segment_ddl = on AS $$
 DECLARE
     t mqlog.topic := mqlog._lock_topic(name);
@@ -424,13 +488,46 @@ BEGIN
     PERFORM mqlog._catalog_changed();
 END
 $$;
-COMMENT ON FUNCTION mq_drop_topic(text) IS 'drop a topic, its partitions and all their segments';
+COMMENT ON FUNCTION mqlog._drop_topic(text) IS 'internal: mq_drop_topic''s catalog work';
 
-REVOKE ALL ON FUNCTION mq_create_topic(text, int, int, jsonb), mq_alter_topic(text, jsonb),
-    mq_add_partitions(text, int), mq_drop_topic(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION mq_create_topic(text, int, int, jsonb), mq_alter_topic(text, jsonb),
-    mq_add_partitions(text, int), mq_drop_topic(text) TO mqlog_admin;
-REVOKE ALL ON FUNCTION mqlog._create_segment(int, text, int, bigint), mqlog._lock_topic(text) FROM PUBLIC;
+CREATE FUNCTION mq_drop_topic(name text) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_drop_topic';
+COMMENT ON FUNCTION mq_drop_topic(text) IS 'drop a topic, its partitions and all their segments (needs alter)';
+
+/* creating topics is for mqlog_admin (or whom a DBA grants EXECUTE); the rest checks topic privileges */
+REVOKE ALL ON FUNCTION mq_create_topic(text, int, int, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mq_create_topic(text, int, int, jsonb) TO mqlog_admin;
+
+/* ------------------------------------------------------------------------
+ * Privileges (acl.c)
+ * ------------------------------------------------------------------------ */
+
+CREATE FUNCTION mq_grant(topic text, role text, privilege text) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_grant';
+COMMENT ON FUNCTION mq_grant(text, text, text) IS
+    'grant produce, consume, describe, alter or all on a topic to a role or PUBLIC (topic owner or mqlog_admin)';
+
+CREATE FUNCTION mq_revoke(topic text, role text, privilege text) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_revoke';
+COMMENT ON FUNCTION mq_revoke(text, text, text) IS 'revoke a topic privilege granted with mq_grant';
+
+CREATE FUNCTION mq_grant_group("group" text, role text) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_grant_group';
+COMMENT ON FUNCTION mq_grant_group(text, text) IS
+    'let a role (or PUBLIC) join, commit, seek, reset and delete a consumer group (group owner or mqlog_admin)';
+
+CREATE FUNCTION mq_revoke_group("group" text, role text) RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_revoke_group';
+COMMENT ON FUNCTION mq_revoke_group(text, text) IS 'revoke a grant made with mq_grant_group';
+
+CREATE FUNCTION mq_has_topic_privilege(topic text, privilege text) RETURNS bool
+    LANGUAGE c STABLE STRICT AS 'MODULE_PATHNAME', 'mq_has_topic_privilege';
+COMMENT ON FUNCTION mq_has_topic_privilege(text, text) IS
+    'does the current role hold the privilege on the topic? (null if there is no such topic)';
+
+CREATE FUNCTION mq_has_group_privilege("group" text) RETURNS bool
+    LANGUAGE c STABLE STRICT AS 'MODULE_PATHNAME', 'mq_has_group_privilege';
+COMMENT ON FUNCTION mq_has_group_privilege(text) IS 'may the current role use the consumer group?';
 
 /* ------------------------------------------------------------------------
  * Produce and fetch (C)
@@ -494,8 +591,9 @@ CREATE VIEW mqlog.topics AS
     SELECT t.name AS topic, t.partitions, t.replication_factor,
            mqlog.effective_config(t.config) AS config,
            t.config AS config_overrides, t.topic_id, t.created_at
-      FROM mqlog.topic t;
-COMMENT ON VIEW mqlog.topics IS 'topics with their effective configuration';
+      FROM mqlog.topic t
+     WHERE mq_has_topic_privilege(t.name, 'describe');
+COMMENT ON VIEW mqlog.topics IS 'topics with their effective configuration (those the current role may describe)';
 
 CREATE VIEW mqlog.segments AS
     SELECT t.name AS topic, s."partition", s.base_offset, s.relid::regclass AS relation,
@@ -503,16 +601,17 @@ CREATE VIEW mqlog.segments AS
            st.first_timestamp, st.max_timestamp, st.next_offset, s.sealed, s.created_at,
            s.sealed_at, s.compacted_at
       FROM mqlog.segment s
-      JOIN mqlog.topic t USING (topic_id)
-     CROSS JOIN LATERAL mqlog._segment_stats(s.relid) st;
-COMMENT ON VIEW mqlog.segments IS 'every segment of every partition, with statistics from its batch headers';
+      JOIN (SELECT * FROM mqlog.topic t0 WHERE mq_has_topic_privilege(t0.name, 'describe') OFFSET 0) t
+           USING (topic_id)
+     CROSS JOIN LATERAL mqlog.segment_stats(s.relid) st;
+COMMENT ON VIEW mqlog.segments IS 'every segment of every partition the current role may describe, with statistics from its batch headers';
 
 CREATE VIEW mqlog.partitions AS
     SELECT t.name AS topic, p AS "partition",
            seg.log_start_offset, o.high_watermark, o.last_stable_offset,
            seg.size_bytes, seg.segment_count,
            0 AS leader, t.topic_id
-      FROM mqlog.topic t
+      FROM (SELECT * FROM mqlog.topic t0 WHERE mq_has_topic_privilege(t0.name, 'describe') OFFSET 0) t
      CROSS JOIN LATERAL generate_series(0, t.partitions - 1) AS p
      CROSS JOIN LATERAL (
            SELECT min(s.base_offset) AS log_start_offset,
@@ -520,8 +619,8 @@ CREATE VIEW mqlog.partitions AS
                   count(*) AS segment_count
              FROM mqlog.segment s
             WHERE s.topic_id = t.topic_id AND s."partition" = p) seg
-     CROSS JOIN LATERAL mqlog._partition_offsets(t.topic_id, p) o;
-COMMENT ON VIEW mqlog.partitions IS 'every partition: log start offset, high watermark, last stable offset, size, segments and leader node (0 = this node)';
+     CROSS JOIN LATERAL mqlog.partition_offsets(t.topic_id, p) o;
+COMMENT ON VIEW mqlog.partitions IS 'every partition the current role may describe: log start offset, high watermark, last stable offset, size, segments and leader node (0 = this node)';
 
 GRANT SELECT ON mqlog.topics, mqlog.segments, mqlog.partitions TO PUBLIC;
 
@@ -542,7 +641,6 @@ CREATE TABLE mqlog.committed_offset (
 );
 COMMENT ON TABLE mqlog.committed_offset IS 'the committed position (next offset to read) of every group on every partition';
 REVOKE ALL ON mqlog.committed_offset FROM PUBLIC;
-GRANT SELECT ON mqlog.committed_offset TO PUBLIC;
 
 CREATE FUNCTION mq_poll("group" text, topics text[], max_records int DEFAULT 500,
                         timeout interval DEFAULT '0')
@@ -588,18 +686,18 @@ CREATE FUNCTION mq_delete_group("group" text, force bool DEFAULT false) RETURNS 
 COMMENT ON FUNCTION mq_delete_group(text, bool) IS
     'forget a group''s committed offsets; refused while it has members unless force';
 
-CREATE FUNCTION mqlog._group_members(
+CREATE FUNCTION mqlog.group_member_list(
     OUT group_id text, OUT member_id text, OUT pid int,
     OUT assignor text, OUT generation int, OUT topics text[], OUT assigned text[],
     OUT joined_at timestamptz, OUT last_poll timestamptz)
     RETURNS SETOF record
     LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'mqlog_group_members';
-COMMENT ON FUNCTION mqlog._group_members() IS 'internal: group members of this database from shared memory';
+COMMENT ON FUNCTION mqlog.group_member_list() IS 'members of the consumer groups of this database the current role may use, from shared memory';
 
 CREATE VIEW mqlog.group_members AS
     SELECT m.group_id, m.member_id, m.pid, a.client_addr, m.assignor, m.generation,
            m.topics, m.assigned, m.joined_at, m.last_poll
-      FROM mqlog._group_members() m
+      FROM mqlog.group_member_list() m
       LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = m.pid;
 COMMENT ON VIEW mqlog.group_members IS 'members (sessions) of consumer groups in this database, with their assigned partitions';
 
@@ -608,12 +706,15 @@ CREATE VIEW mqlog.groups AS
            CASE WHEN count(m.member_id) > 0 THEN 'Stable' ELSE 'Empty' END AS state,
            max(m.generation) AS generation,
            (array_agg(m.assignor ORDER BY m.joined_at) FILTER (WHERE m.member_id IS NOT NULL))[1] AS assignor,
-           count(m.member_id) AS members
-      FROM (SELECT DISTINCT group_id FROM mqlog.committed_offset
-            UNION SELECT group_id FROM mqlog._group_members()) g
-      LEFT JOIN mqlog._group_members() m USING (group_id)
-     GROUP BY g.group_id;
-COMMENT ON VIEW mqlog.groups IS 'consumer groups: those with members or committed offsets';
+           count(m.member_id) AS members,
+           pg_catalog.pg_get_userbyid(cg.owner) AS owner
+      FROM (SELECT x.group_id FROM (SELECT DISTINCT group_id FROM mqlog.committed_offset) x
+             WHERE mq_has_group_privilege(x.group_id)
+            UNION SELECT group_id FROM mqlog.group_member_list()) g
+      LEFT JOIN mqlog.group_member_list() m USING (group_id)
+      LEFT JOIN mqlog.consumer_group cg USING (group_id)
+     GROUP BY g.group_id, cg.owner;
+COMMENT ON VIEW mqlog.groups IS 'consumer groups the current role may use that have members or committed offsets, with their owner';
 
 CREATE VIEW mqlog.consumer_lag AS
     SELECT c.group_id, p.topic, p."partition", c.committed_offset,
@@ -621,8 +722,9 @@ CREATE VIEW mqlog.consumer_lag AS
            CASE WHEN p.last_stable_offset IS NOT NULL
                 THEN greatest(p.last_stable_offset - c.committed_offset, 0) END AS lag
       FROM mqlog.committed_offset c
-      JOIN mqlog.partitions p ON p.topic_id = c.topic_id AND p."partition" = c."partition";
-COMMENT ON VIEW mqlog.consumer_lag IS 'per group and partition: committed offset, high watermark and lag (to the last stable offset)';
+      JOIN mqlog.partitions p ON p.topic_id = c.topic_id AND p."partition" = c."partition"
+     WHERE mq_has_group_privilege(c.group_id);
+COMMENT ON VIEW mqlog.consumer_lag IS 'per group and partition the current role may see: committed offset, high watermark and lag (to the last stable offset)';
 
 GRANT SELECT ON mqlog.groups, mqlog.group_members, mqlog.consumer_lag TO PUBLIC;
 
@@ -635,6 +737,11 @@ CREATE FUNCTION mqlog._segment_first_timestamp(relid oid) RETURNS timestamptz
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_segment_first_timestamp';
 COMMENT ON FUNCTION mqlog._segment_first_timestamp(oid) IS
     'internal: timestamp of the first batch of a segment (what segment.ms is measured from)';
+
+CREATE FUNCTION mqlog._maintenance_lock() RETURNS void
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_maintenance_lock';
+COMMENT ON FUNCTION mqlog._maintenance_lock() IS
+    'internal: the lock that serializes maintenance passes of a database, held to the end of the transaction; no SQL function can take it';
 
 CREATE FUNCTION mqlog._roll_begin(topic_id int, "partition" int, relid oid) RETURNS bigint
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_roll_begin';
@@ -668,7 +775,7 @@ BEGIN
         RETURN NULL;            /* busy, or nothing to seal */
     END IF;
     SELECT name INTO tname FROM mqlog.topic t WHERE t.topic_id = _roll_segment.topic_id;
-    SELECT * INTO st FROM mqlog._segment_stats(seg.relid);
+    SELECT * INTO st FROM mqlog.segment_stats(seg.relid);
     UPDATE mqlog.segment s SET sealed = true, sealed_at = now(), next_offset = next_base,
            max_timestamp = coalesce(st.max_timestamp, now())
      WHERE s.relid = seg.relid;
@@ -766,7 +873,7 @@ DECLARE
     dropped bool;
 BEGIN
     /* one pass at a time per database: a second caller waits for the first */
-    PERFORM pg_advisory_xact_lock(hashtext('mqlog maintenance'));
+    PERFORM mqlog._maintenance_lock();
     /* a segment a reader is inside is left for the next pass */
     PERFORM set_config('lock_timeout', '100ms', true);
 
@@ -863,3 +970,20 @@ COMMENT ON FUNCTION mq_run_maintenance(text) IS
     'one maintenance pass now (of every topic, or of one): roll full or old segments, compact, drop segments past retention.ms / retention.bytes';
 REVOKE ALL ON FUNCTION mq_run_maintenance(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mq_run_maintenance(text) TO mqlog_admin;
+
+/* ------------------------------------------------------------------------
+ * No internal function is callable by PUBLIC: mqlog._* are run only by
+ * mqlog's own functions, as the extension owner.
+ * ------------------------------------------------------------------------ */
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace OPERATOR(pg_catalog.=) 'mqlog'::pg_catalog.regnamespace
+                AND p.proname OPERATOR(pg_catalog.~~) '\_%'
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+    END LOOP;
+END
+$$;

@@ -145,8 +145,9 @@ SELECT mq_create_topic('forever', 2);
 SELECT topic, partition, high_watermark FROM mqlog.partitions
  WHERE topic = 'forever' ORDER BY partition;
 
--- Privileges: administration is for superusers and members of mqlog_admin.
--- The catalog is readable by everyone and writable by no one directly.
+-- Privileges: creating topics is for superusers and members of mqlog_admin;
+-- altering one needs its alter privilege.  The catalog is neither readable
+-- nor writable directly (sql/privileges.sql covers grants).
 CREATE ROLE regress_mqlog_user;
 CREATE ROLE regress_mqlog_admin IN ROLE mqlog_admin;
 SET ROLE regress_mqlog_user;
@@ -157,7 +158,7 @@ SELECT mq_drop_topic('orders');
 INSERT INTO mqlog.topic (name, partitions, replication_factor) VALUES ('nope', 1, 1);
 UPDATE mqlog.topic SET partitions = 1;
 DELETE FROM mqlog.topic;
--- Reading the views is allowed.
+-- The views show only topics the role may describe: none yet.
 SELECT topic, partitions FROM mqlog.topics ORDER BY topic;
 SELECT topic, partition, high_watermark FROM mqlog.partitions
  WHERE topic = 'orders' ORDER BY partition;

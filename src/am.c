@@ -358,11 +358,22 @@ mqlog_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode, char 
 	if (rel->rd_createSubid == InvalidSubTransactionId &&
 		rel->rd_firstRelfilenodeSubid == InvalidSubTransactionId)
 		refuse(rel, "TRUNCATE");
+
 	if (persistence != RELPERSISTENCE_PERMANENT)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("mqlog segments must be permanent relations"),
 				 errdetail("Unlogged and temporary segments would not be replayed on a standby.")));
+	/*
+	 * Every way of making a relation of this access method ends here (CREATE
+	 * TABLE ... USING, default_table_access_method, CREATE TABLE AS, SELECT
+	 * INTO): only mqlog's own functions make segments.
+	 */
+	if (!mqlog_allow_segment_ddl)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("relations using access method \"mqlog\" are created by mqlog only"),
+				 errhint("Create a topic with mq_create_topic(); its segments are made for it.")));
 
 	*freezeXid = RecentXmin;
 	*minmulti = GetOldestMultiXactId();
@@ -554,11 +565,9 @@ mqlog_am_handler(PG_FUNCTION_ARGS)
 static ExecutorCheckPerms_hook_type prev_check_perms = NULL;
 static ProcessUtility_hook_type prev_utility = NULL;
 
-/* set (SET clause of mqlog's own functions) while mqlog changes segments */
-bool		mqlog_allow_segment_ddl = false;
 
-static bool
-is_segment(Oid relid)
+bool
+MqIsSegment(Oid relid)
 {
 	Oid			amoid = get_table_am_oid("mqlog", true);
 	HeapTuple	tup;
@@ -575,6 +584,27 @@ is_segment(Oid relid)
 	return result;
 }
 
+/*
+ * Open a relation that a caller claims is a segment: refused, before it is
+ * opened, unless it is one.  NULL if it does not exist (any more).
+ */
+Relation
+MqSegmentOpen(Oid relid, LOCKMODE lockmode)
+{
+	if (!MqIsSegment(relid))
+	{
+		char	   *name = get_rel_name(relid);
+
+		if (name == NULL)
+			return NULL;
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("relation \"%s\" is not an mqlog segment", name),
+				 errhint("Segments are the relations listed in mqlog.segments.")));
+	}
+	return try_table_open(relid, lockmode);
+}
+
 static bool
 mqlog_check_perms(List *rangeTable, bool ereport_on_violation)
 {
@@ -586,7 +616,7 @@ mqlog_check_perms(List *rangeTable, bool ereport_on_violation)
 
 		if (rte->rtekind == RTE_RELATION &&
 			(rte->requiredPerms & (ACL_INSERT | ACL_UPDATE | ACL_DELETE)) != 0 &&
-			is_segment(rte->relid))
+			MqIsSegment(rte->relid))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("%s is not supported on mqlog segment \"%s\"",
@@ -624,6 +654,22 @@ vacuum_full_targets(void)
 	return rels;
 }
 
+static bool
+vacuum_is_full(VacuumStmt *vac)
+{
+	ListCell   *lc;
+	bool		full = false;
+
+	foreach(lc, vac->options)
+	{
+		DefElem    *opt = lfirst(lc);
+
+		if (strcmp(opt->defname, "full") == 0)
+			full = (opt->arg == NULL) || defGetBoolean(opt);
+	}
+	return full;
+}
+
 static void
 refuse_ddl(const char *what, RangeVar *rv)
 {
@@ -656,7 +702,7 @@ mqlog_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 			{
 				RangeVar   *rv = makeRangeVarFromNameList((List *) lfirst(lc));
 
-				if (is_segment(RangeVarGetRelid(rv, NoLock, true)))
+				if (MqIsSegment(RangeVarGetRelid(rv, NoLock, true)))
 					refuse_ddl("DROP TABLE", rv);
 			}
 		}
@@ -665,7 +711,7 @@ mqlog_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 			AlterTableStmt *at = (AlterTableStmt *) stmt;
 			ListCell   *lc;
 
-			if (is_segment(RangeVarGetRelid(at->relation, NoLock, true)))
+			if (MqIsSegment(RangeVarGetRelid(at->relation, NoLock, true)))
 				foreach(lc, at->cmds)
 				{
 					AlterTableCmd *cmd = lfirst(lc);
@@ -676,8 +722,50 @@ mqlog_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				}
 		}
 		else if (IsA(stmt, RenameStmt) && ((RenameStmt *) stmt)->relation &&
-				 is_segment(RangeVarGetRelid(((RenameStmt *) stmt)->relation, NoLock, true)))
+				 MqIsSegment(RangeVarGetRelid(((RenameStmt *) stmt)->relation, NoLock, true)))
 			refuse_ddl("ALTER TABLE", ((RenameStmt *) stmt)->relation);
+		else if (IsA(stmt, AlterObjectSchemaStmt) && ((AlterObjectSchemaStmt *) stmt)->relation &&
+				 MqIsSegment(RangeVarGetRelid(((AlterObjectSchemaStmt *) stmt)->relation, NoLock, true)))
+			refuse_ddl("ALTER TABLE SET SCHEMA", ((AlterObjectSchemaStmt *) stmt)->relation);
+		else if (IsA(stmt, RuleStmt) &&
+				 MqIsSegment(RangeVarGetRelid(((RuleStmt *) stmt)->relation, NoLock, true)))
+			refuse_ddl("CREATE RULE", ((RuleStmt *) stmt)->relation);
+		else if (IsA(stmt, CreateTrigStmt) &&
+				 MqIsSegment(RangeVarGetRelid(((CreateTrigStmt *) stmt)->relation, NoLock, true)))
+			refuse_ddl("CREATE TRIGGER", ((CreateTrigStmt *) stmt)->relation);
+		else if (IsA(stmt, ClusterStmt) && ((ClusterStmt *) stmt)->relation &&
+				 MqIsSegment(RangeVarGetRelid(((ClusterStmt *) stmt)->relation, NoLock, true)))
+			refuse_ddl("CLUSTER or VACUUM FULL", ((ClusterStmt *) stmt)->relation);
+		else if (IsA(stmt, VacuumStmt) && ((VacuumStmt *) stmt)->is_vacuumcmd &&
+				 vacuum_is_full((VacuumStmt *) stmt))
+		{
+			ListCell   *lc;
+
+			foreach(lc, ((VacuumStmt *) stmt)->rels)
+			{
+				VacuumRelation *vr = lfirst(lc);
+
+				if (vr->relation && MqIsSegment(RangeVarGetRelid(vr->relation, NoLock, true)))
+					refuse_ddl("CLUSTER or VACUUM FULL", vr->relation);
+			}
+		}
+		else if (IsA(stmt, CreatePolicyStmt) &&
+				 MqIsSegment(RangeVarGetRelid(((CreatePolicyStmt *) stmt)->table, NoLock, true)))
+			refuse_ddl("CREATE POLICY", ((CreatePolicyStmt *) stmt)->table);
+		else if (IsA(stmt, CreateStmt))
+		{
+			CreateStmt *cs = (CreateStmt *) stmt;
+			ListCell   *lc;
+
+			if (cs->accessMethod && strcmp(cs->accessMethod, "mqlog") == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("relations using access method \"mqlog\" are created by mqlog only"),
+						 errhint("Create a topic with mq_create_topic(); its segments are made for it.")));
+			foreach(lc, cs->inhRelations)
+				if (MqIsSegment(RangeVarGetRelid(lfirst(lc), NoLock, true)))
+					refuse_ddl("CREATE TABLE ... INHERITS", lfirst(lc));
+		}
 	}
 
 	/*
@@ -688,18 +776,7 @@ mqlog_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	if (IsA(stmt, VacuumStmt) && ((VacuumStmt *) stmt)->is_vacuumcmd &&
 		((VacuumStmt *) stmt)->rels == NIL && OidIsValid(get_table_am_oid("mqlog", true)))
 	{
-		VacuumStmt *vac = (VacuumStmt *) stmt;
-		ListCell   *lc;
-		bool		full = false;
-
-		foreach(lc, vac->options)
-		{
-			DefElem    *opt = lfirst(lc);
-
-			if (strcmp(opt->defname, "full") == 0)
-				full = (opt->arg == NULL) || defGetBoolean(opt);
-		}
-		if (full)
+		if (vacuum_is_full((VacuumStmt *) stmt))
 		{
 			PlannedStmt *copy = copyObject(pstmt);
 

@@ -30,6 +30,7 @@
 #include "utils/typcache.h"
 
 #include "mqlog.h"
+#include "acl.h"
 
 PG_FUNCTION_INFO_V1(mq_fetch);
 PG_FUNCTION_INFO_V1(mq_earliest_offset);
@@ -321,6 +322,7 @@ mq_fetch(PG_FUNCTION_ARGS)
 	MqTopic    *topic = MqTopicLookup(name, false);
 	MqRecordOutput out;
 
+	MqTopicCheckPrivilege(topic, MQ_PRIV_CONSUME);
 	MqCheckPartition(topic, partition);
 	if (from < 0)
 		ereport(ERROR,
@@ -346,6 +348,7 @@ mq_earliest_offset(PG_FUNCTION_ARGS)
 	MqTopic    *topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)), false);
 	int32		partition = PG_GETARG_INT32(1);
 
+	MqTopicCheckPrivilege(topic, MQ_PRIV_DESCRIBE);
 	MqCheckPartition(topic, partition);
 	PG_RETURN_INT64(MqLogStartOffset(topic, partition));
 }
@@ -358,6 +361,7 @@ mq_latest_offset(PG_FUNCTION_ARGS)
 	int64		lso,
 				hw;
 
+	MqTopicCheckPrivilege(topic, MQ_PRIV_DESCRIBE);
 	MqCheckPartition(topic, partition);
 	MqPartitionOffsets(topic, partition, &lso, &hw);
 	if (lso < 0)
@@ -429,6 +433,7 @@ mq_offsets_for_times(PG_FUNCTION_ARGS)
 	TimestampTz ts = PG_GETARG_TIMESTAMPTZ(1);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
+	MqTopicCheckPrivilege(topic, MQ_PRIV_DESCRIBE);
 	InitMaterializedSRF(fcinfo, 0);
 	for (int p = 0; p < topic->partitions; p++)
 	{
@@ -461,6 +466,7 @@ mq_verify(PG_FUNCTION_ARGS)
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "mq_verify",
 											  ALLOCSET_DEFAULT_SIZES);
 
+	MqTopicCheckPrivilege(topic, MQ_PRIV_DESCRIBE);
 	InitMaterializedSRF(fcinfo, 0);
 	for (int p = 0; p < topic->partitions; p++)
 	{
@@ -552,6 +558,7 @@ mqlog_partition_offsets(PG_FUNCTION_ARGS)
 	int64		lso,
 				hw;
 
+	MqTopicCheckPrivilege(topic, MQ_PRIV_DESCRIBE);
 	MqCheckPartition(topic, partition);
 	MqPartitionOffsets(topic, partition, &lso, &hw);
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
@@ -566,7 +573,7 @@ Datum
 mqlog_segment_stats(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
-	Relation	rel = try_table_open(relid, AccessShareLock);
+	Relation	rel;
 	TupleDesc	desc;
 	Datum		values[5];
 	bool		nulls[5] = {false, false, true, true, true};
@@ -578,6 +585,8 @@ mqlog_segment_stats(PG_FUNCTION_ARGS)
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	MqCheckSegmentDescribe(relid);
+	rel = MqSegmentOpen(relid, AccessShareLock);
 	if (rel != NULL)
 	{
 		MqSegmentReader reader;

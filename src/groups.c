@@ -58,6 +58,7 @@
 #include "utils/timestamp.h"
 
 #include "mqlog.h"
+#include "acl.h"
 
 PG_FUNCTION_INFO_V1(mq_poll);
 PG_FUNCTION_INFO_V1(mq_commit);
@@ -734,35 +735,6 @@ MqGroupsInitCallbacks(void)
  * The offsets table, written as the extension owner
  * ------------------------------------------------------------------------ */
 
-typedef struct OwnerSwitch
-{
-	Oid			saved_user;
-	int			saved_sec;
-} OwnerSwitch;
-
-static void
-become_owner(OwnerSwitch *sw)
-{
-	Oid			relid = get_relname_relid("committed_offset", get_namespace_oid("mqlog", false));
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "mqlog.committed_offset is missing");
-	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	GetUserIdAndSecContext(&sw->saved_user, &sw->saved_sec);
-	SetUserIdAndSecContext(owner, sw->saved_sec | SECURITY_LOCAL_USERID_CHANGE);
-	SPI_connect();
-}
-
-static void
-restore_user(OwnerSwitch *sw)
-{
-	SPI_finish();
-	SetUserIdAndSecContext(sw->saved_user, sw->saved_sec);
-}
-
 /*
  * The statements on the offsets table run on every poll that takes over a
  * partition and on every commit, so their plans are prepared once per
@@ -779,17 +751,20 @@ enum
 };
 
 static const char *const query_text[NUM_QUERIES] = {
-	"SELECT committed_offset FROM mqlog.committed_offset"
-	" WHERE group_id = $1 AND topic_id = $2 AND partition = $3",
-	"SELECT committed_offset FROM mqlog.committed_offset"
-	" WHERE group_id = $1 AND topic_id = $2 AND partition = $3 FOR SHARE",
+	"SELECT c.committed_offset FROM mqlog.committed_offset c"
+	" WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2"
+	" AND c.partition OPERATOR(pg_catalog.=) $3",
+	"SELECT c.committed_offset FROM mqlog.committed_offset c"
+	" WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2"
+	" AND c.partition OPERATOR(pg_catalog.=) $3 FOR SHARE",
 	"INSERT INTO mqlog.committed_offset (group_id, topic_id, partition, committed_offset)"
 	" VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-	"UPDATE mqlog.committed_offset SET committed_offset = $4, committed_at = now()"
-	" WHERE group_id = $1 AND topic_id = $2 AND partition = $3 AND committed_offset = $5",
+	"UPDATE mqlog.committed_offset c SET committed_offset = $4, committed_at = pg_catalog.now()"
+	" WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2"
+	" AND c.partition OPERATOR(pg_catalog.=) $3 AND c.committed_offset OPERATOR(pg_catalog.=) $5",
 	"INSERT INTO mqlog.committed_offset (group_id, topic_id, partition, committed_offset)"
 	" VALUES ($1, $2, $3, $4) ON CONFLICT (group_id, topic_id, partition)"
-	" DO UPDATE SET committed_offset = $4, committed_at = now()",
+	" DO UPDATE SET committed_offset = $4, committed_at = pg_catalog.now()",
 };
 
 static SPIPlanPtr query_plan[NUM_QUERIES];
@@ -825,11 +800,11 @@ run_query(int q, const char *group, int32 topic_id, int32 partition,
 static int64
 read_committed(const char *group, int32 topic_id, int32 partition, bool lock)
 {
-	OwnerSwitch sw;
+	MqSpi		spi;
 	int64		result = -1;
 	int			ret;
 
-	become_owner(&sw);
+	MqSpiBegin(&spi, true);
 	ret = run_query(lock ? Q_READ_LOCK : Q_READ, group, topic_id, partition, 0, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "mqlog: reading committed offsets failed: %s", SPI_result_code_string(ret));
@@ -839,7 +814,7 @@ read_committed(const char *group, int32 topic_id, int32 partition, bool lock)
 
 		result = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}
-	restore_user(&sw);
+	MqSpiEnd(&spi);
 	return result;
 }
 
@@ -852,17 +827,17 @@ static bool
 write_committed(const char *group, int32 topic_id, int32 partition,
 				int64 expected, int64 offset, bool unconditional)
 {
-	OwnerSwitch sw;
+	MqSpi		spi;
 	int			ret;
 	bool		ok;
 
-	become_owner(&sw);
+	MqSpiBegin(&spi, true);
 	ret = run_query(unconditional ? Q_UPSERT : (expected < 0 ? Q_INSERT_IF_ABSENT : Q_UPDATE_IF),
 					group, topic_id, partition, offset, expected);
 	if (ret != SPI_OK_INSERT && ret != SPI_OK_UPDATE)
 		elog(ERROR, "mqlog: writing committed offsets failed: %s", SPI_result_code_string(ret));
 	ok = (SPI_processed == 1);
-	restore_user(&sw);
+	MqSpiEnd(&spi);
 	return ok;
 }
 
@@ -1114,6 +1089,7 @@ resolve_topics(FunctionCallInfo fcinfo, int *ntopics)
 	{
 		topics = palloc(sizeof(MqTopic *));
 		topics[n++] = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(1)), false);
+		MqTopicCheckPrivilege(topics[0], MQ_PRIV_CONSUME);
 	}
 	else
 	{
@@ -1142,6 +1118,7 @@ resolve_topics(FunctionCallInfo fcinfo, int *ntopics)
 						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						 errmsg("topic names must not be null")));
 			t = MqTopicLookup(TextDatumGetCString(elems[i]), false);
+			MqTopicCheckPrivilege(t, MQ_PRIV_CONSUME);
 			for (int j = 0; j < n; j++)
 				dup |= (topics[j] == t);
 			if (!dup)
@@ -1237,6 +1214,7 @@ mq_poll(PG_FUNCTION_ARGS)
 		timeout_ms = us / 1000;
 	}
 
+	MqGroupCheckAccess(group, MQ_GROUP_USE);
 	MqInitRecordOutput(fcinfo, &out);
 	join_group(group, topics, ntopics);
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
@@ -1339,10 +1317,14 @@ check_not_fenced(const char *group)
 				 errhint("Roll back and poll again: the records will be delivered to the partition's new owner.")));
 }
 
+/* a topic's name, once the caller is known to hold consume on it */
 static const char *
 topic_name_of(int32 topic_id)
 {
-	return MqTopicLookupById(topic_id)->name;
+	MqTopic    *topic = MqTopicLookupById(topic_id);
+
+	MqTopicCheckPrivilege(topic, MQ_PRIV_CONSUME);
+	return topic->name;
 }
 
 Datum
@@ -1360,6 +1342,7 @@ mq_commit(PG_FUNCTION_ARGS)
 	check_groups_ready();
 	group = group_arg(fcinfo, 0);
 	PreventCommandIfReadOnly("mq_commit");
+	MqGroupCheckAccess(group, MQ_GROUP_USE);
 	ntp = my_assignment(group, &tp, NULL);
 	if (ntp < 0)
 		ereport(ERROR,
@@ -1420,7 +1403,8 @@ check_offset_arg(MqTopic *topic, int32 partition, int64 offset)
  * checked, and the session's position entry for that partition.
  */
 static Position *
-explicit_args(FunctionCallInfo fcinfo, char **group, MqTopic **topic, int64 *offset)
+explicit_args(FunctionCallInfo fcinfo, char **group, MqTopic **topic, int64 *offset,
+			  MqGroupAccess access)
 {
 	int32		partition;
 	Position   *pos;
@@ -1431,9 +1415,16 @@ explicit_args(FunctionCallInfo fcinfo, char **group, MqTopic **topic, int64 *off
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("topic, partition and offset must not be null")));
-	*topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(1)), false);
 	partition = PG_GETARG_INT32(2);
 	*offset = PG_GETARG_INT64(3);
+	if (*offset < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("offset must not be negative"),
+				 errhint("An offset is the next offset to read, from 0 to the high watermark.")));
+	*topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(1)), false);
+	MqTopicCheckPrivilege(*topic, MQ_PRIV_CONSUME);
+	MqGroupCheckAccess(*group, access);
 	pos = explicit_position(*group, *topic, partition);
 	check_offset_arg(*topic, partition, *offset);
 	return pos;
@@ -1448,7 +1439,7 @@ mq_commit_offset(PG_FUNCTION_ARGS)
 	Position   *pos;
 
 	PreventCommandIfReadOnly("mq_commit");
-	pos = explicit_args(fcinfo, &group, &topic, &offset);
+	pos = explicit_args(fcinfo, &group, &topic, &offset, MQ_GROUP_USE);
 	check_not_fenced(group);
 	commit_one(group, pos, offset, topic->name);
 	PG_RETURN_INT64(1);
@@ -1460,7 +1451,7 @@ mq_seek(PG_FUNCTION_ARGS)
 	char	   *group;
 	MqTopic    *topic;
 	int64		offset;
-	Position   *pos = explicit_args(fcinfo, &group, &topic, &offset);
+	Position   *pos = explicit_args(fcinfo, &group, &topic, &offset, MQ_GROUP_USE_EXISTING);
 
 	save_position(pos);
 	pos->position = offset;
@@ -1518,12 +1509,70 @@ refuse_if_active(const char *group, bool force, const char *what)
 {
 	int			n = active_members(group);
 
+	if (n > 0 && force)
+		MqGroupCheckAccess(group, MQ_GROUP_OWNER);
 	if (n > 0 && !force)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("cannot %s of consumer group \"%s\" while it has %d active member%s",
 						what, group, n, n == 1 ? "" : "s"),
 				 errhint("Stop the consumers (or call mq_leave), or pass force => true.")));
+}
+
+/* an optional sign and digits only: what mq_reset_offsets takes for an offset */
+static bool
+looks_like_integer(const char *s)
+{
+	while (isspace((unsigned char) *s))
+		s++;
+	if (*s == '+' || *s == '-')
+		s++;
+	if (!isdigit((unsigned char) *s))
+		return false;
+	while (isdigit((unsigned char) *s))
+		s++;
+	while (isspace((unsigned char) *s))
+		s++;
+	return *s == '\0';
+}
+
+/*
+ * A reset target that is neither a keyword nor an offset must be a
+ * timestamp; the parser's own error would not say what else was allowed,
+ * so it runs in a subtransaction and its error is replaced.
+ */
+static TimestampTz
+parse_reset_time(const char *to)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	TimestampTz ts = 0;
+	bool		ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		ts = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in, CStringGetDatum(to),
+													 ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		ok = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid offset reset target \"%s\"", to),
+				 errhint("Reset to 'earliest', 'latest', an offset from 0 to the high watermark, or a timestamp such as '2026-01-31 12:00:00+00'.")));
+	return ts;
 }
 
 Datum
@@ -1554,18 +1603,26 @@ mq_reset_offsets(PG_FUNCTION_ARGS)
 	{
 		errno = 0;
 		exact = strtoll(to, &end, 10);
-		if (*to == '\0' || *end != '\0' || errno != 0)
+		if (looks_like_integer(to))
+		{
+			int			code = (errno == ERANGE) ? ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE :
+				ERRCODE_INVALID_PARAMETER_VALUE;
+
+			if (code == ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE || exact < 0)
+				ereport(ERROR,
+						(errcode(code),
+						 errmsg("offset \"%s\" is out of range", to),
+						 errhint("Reset to 'earliest', 'latest', an offset from 0 to the high watermark, or a timestamp such as '2026-01-31 12:00:00+00'.")));
+		}
+		else
 		{
 			exact = -1;
 			is_time = true;
-			ts = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in, CStringGetDatum(to),
-														 ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+			ts = parse_reset_time(to);
 		}
-		else if (exact < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("offset must not be negative")));
 	}
+	MqTopicCheckPrivilege(topic, MQ_PRIV_CONSUME);
+	MqGroupCheckAccess(group, MQ_GROUP_USE);
 	refuse_if_active(group, force, "reset offsets");
 
 	InitMaterializedSRF(fcinfo, 0);
@@ -1613,24 +1670,33 @@ mq_delete_group(PG_FUNCTION_ARGS)
 {
 	char	   *group;
 	bool		force;
-	OwnerSwitch sw;
+	MqSpi		spi;
 	Oid			type = TEXTOID;
 	Datum		val;
 	int64		n;
+	uint64		owned;
 
 	check_groups_ready();
 	group = group_arg(fcinfo, 0);
 	force = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 	PreventCommandIfReadOnly("mq_delete_group");
+	MqGroupCheckAccess(group, MQ_GROUP_USE_EXISTING);
 	refuse_if_active(group, force, "delete the offsets");
 	val = CStringGetTextDatum(group);
-	become_owner(&sw);
-	if (SPI_execute_with_args("DELETE FROM mqlog.committed_offset WHERE group_id = $1",
+	MqSpiBegin(&spi, true);
+	if (SPI_execute_with_args("DELETE FROM mqlog.committed_offset c WHERE c.group_id OPERATOR(pg_catalog.=) $1",
 							  1, &type, &val, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "mqlog: deleting committed offsets failed");
 	n = SPI_processed;
-	restore_user(&sw);
-	if (n == 0 && active_members(group) == 0)
+	/* its ownership and grants go with it (group_acl cascades) */
+	if (SPI_execute_with_args("DELETE FROM mqlog.consumer_group g WHERE g.group_id OPERATOR(pg_catalog.=) $1",
+							  1, &type, &val, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "mqlog: deleting the group failed");
+	owned = SPI_processed;
+	MqSpiEnd(&spi);
+	MqGroupForget(group);
+	MqlogCatalogChanged();
+	if (n == 0 && owned == 0 && active_members(group) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("consumer group \"%s\" does not exist", group)));
@@ -1663,8 +1729,24 @@ mqlog_group_members(PG_FUNCTION_ARGS)
 		MqMember   *m = &copy[i];
 		Datum		values[9];
 		bool		nulls[9] = {0};
-		Datum	   *topics = palloc(sizeof(Datum) * Max(m->ntopics, 1));
-		Datum	   *assigned = palloc(sizeof(Datum) * Max(m->nassigned, 1));
+		bool		visible;
+		int			j;
+		Datum	   *topics;
+		Datum	   *assigned;
+
+		/*
+		 * Only the groups the caller may use.  Asked once per group: the
+		 * in_use flag of the copies is reused to hold the answer.
+		 */
+		for (j = 0; j < i; j++)
+			if (strcmp(copy[j].group, m->group) == 0)
+				break;
+		visible = (j < i) ? copy[j].in_use : MqGroupHasAccess(m->group, GetUserId());
+		m->in_use = visible;
+		if (!visible)
+			continue;
+		topics = palloc(sizeof(Datum) * Max(m->ntopics, 1));
+		assigned = palloc(sizeof(Datum) * Max(m->nassigned, 1));
 
 		for (int t = 0; t < m->ntopics; t++)
 			topics[t] = CStringGetTextDatum(MqTopicNameOrId(m->topic_ids[t]));

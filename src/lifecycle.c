@@ -46,6 +46,26 @@ PG_FUNCTION_INFO_V1(mqlog_roll_finish);
 PG_FUNCTION_INFO_V1(mqlog_forget_topic);
 PG_FUNCTION_INFO_V1(mqlog_compact_segment);
 PG_FUNCTION_INFO_V1(mqlog_segment_first_timestamp);
+PG_FUNCTION_INFO_V1(mqlog_maintenance_lock);
+
+/*
+ * One maintenance pass at a time per database.  The lock is an advisory
+ * lock tag with a field of its own (4; pg_advisory_lock() and friends use
+ * 1 and 2, the group handover lock 3), so no SQL function can take it: an
+ * ordinary role cannot stall retention by holding it.  Held to the end of
+ * the transaction; a second pass waits for the first.
+ */
+#define MQ_MAINTENANCE_LOCK_KEY	0x6d716c67	/* "mqlg" */
+
+Datum
+mqlog_maintenance_lock(PG_FUNCTION_ARGS)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, MQ_MAINTENANCE_LOCK_KEY, 0, 4);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	PG_RETURN_VOID();
+}
 
 /*
  * Timestamp of a segment's first batch, or NULL if it is empty: what
@@ -54,7 +74,7 @@ PG_FUNCTION_INFO_V1(mqlog_segment_first_timestamp);
 Datum
 mqlog_segment_first_timestamp(PG_FUNCTION_ARGS)
 {
-	Relation	rel = try_table_open(PG_GETARG_OID(0), AccessShareLock);
+	Relation	rel = MqSegmentOpen(PG_GETARG_OID(0), AccessShareLock);
 	MqSegmentReader reader;
 	MqBatchHeader hdr;
 	bool		found;
@@ -282,6 +302,10 @@ mqlog_compact_segment(PG_FUNCTION_ARGS)
 				aborted = 0;
 
 	MqCheckPartition(topic, partition);
+	if (!MqIsSegment(oldrel) || (OidIsValid(newrel) && !MqIsSegment(newrel)))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("compaction works on mqlog segments only")));
 	if (!topic->compact)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -36,6 +36,7 @@
 #include "utils/timestamp.h"
 
 #include "mqlog.h"
+#include "acl.h"
 
 int			mqlog_maintenance_naptime = 10;
 
@@ -127,6 +128,7 @@ mqlog_launcher_main(Datum main_arg)
 
 	setup_signals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	MqWorkerPinSearchPath();
 
 	/*
 	 * The latch is also set whenever one of our workers starts or stops, so
@@ -234,9 +236,11 @@ maintenance_pass(void)
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "mqlog maintenance");
-	if (SPI_execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
-					" WHERE e.extname = 'mqlog'"
-					" AND to_regprocedure(quote_ident(n.nspname) || '.mq_run_maintenance(text)') IS NOT NULL",
+	if (SPI_execute("SELECT n.nspname FROM pg_catalog.pg_extension e"
+					" JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
+					" WHERE e.extname OPERATOR(pg_catalog.=) 'mqlog'"
+					" AND pg_catalog.to_regprocedure(pg_catalog.quote_ident(n.nspname)"
+					" OPERATOR(pg_catalog.||) '.mq_run_maintenance(text)') IS NOT NULL",
 					true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "mqlog maintenance: extension lookup failed");
 	if (SPI_processed == 1)
@@ -245,7 +249,7 @@ maintenance_pass(void)
 
 		nsp = pstrdup(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 		MemoryContextSwitchTo(old);
-		if (SPI_execute("SELECT name FROM mqlog.topic ORDER BY topic_id", true, 0) != SPI_OK_SELECT)
+		if (SPI_execute("SELECT t.name FROM mqlog.topic t ORDER BY t.topic_id", true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "mqlog maintenance: topic list failed");
 		old = MemoryContextSwitchTo(outer);
 		for (uint64 i = 0; i < SPI_processed; i++)
@@ -269,10 +273,10 @@ maintenance_pass(void)
 		char	   *q;
 
 		if (topic)
-			q = psprintf("SELECT count(*) FROM %s.mq_run_maintenance(%s)",
+			q = psprintf("SELECT pg_catalog.count(*) FROM %s.mq_run_maintenance(%s)",
 						 quote_identifier(nsp), quote_literal_cstr(topic));
 		else
-			q = pstrdup("SELECT count(*) FROM mqlog._drop_orphans()");
+			q = pstrdup("SELECT pg_catalog.count(*) FROM mqlog._drop_orphans()");
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		SPI_connect();
@@ -295,6 +299,7 @@ mqlog_maintenance_main(Datum main_arg)
 
 	setup_signals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	MqWorkerPinSearchPath();
 	(void) maintenance_pass();
 	proc_exit(0);
 }

@@ -25,7 +25,10 @@ int			mqlog_max_inflight = 64;
 bool		mqlog_preloaded = false;
 
 extern void MqAmInitHooks(void);
-extern bool mqlog_allow_segment_ddl;
+#include "acl.h"
+
+/* set (SET clause of mqlog's own functions) while mqlog makes or changes segments */
+bool		mqlog_allow_segment_ddl = false;
 
 static const struct config_enum_entry assignor_options[] = {
 	{"range", MQ_ASSIGN_RANGE, false},
@@ -85,6 +88,11 @@ _PG_init(void)
 							 &mqlog_allow_segment_ddl, false,
 							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("mqlog.allow_everyone_if_no_acl_found",
+							 "Lets every role produce to, consume from and describe a topic that has no grants.",
+							 "Kafka's allow.everyone.if.no.acl.found.  Off: a topic is its owner's and mqlog_admin's until mq_grant().",
+							 &mqlog_allow_everyone_if_no_acl_found, false,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("mqlog.maintenance_naptime",
 							"Time between maintenance passes (segment roll and retention) in each database.",
 							NULL,

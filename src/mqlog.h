@@ -19,7 +19,9 @@
 #include "storage/block.h"
 #include "storage/bufpage.h"
 #include "storage/condition_variable.h"
+#include "storage/lockdefs.h"
 #include "storage/lwlock.h"
+#include "utils/relcache.h"
 #include "access/tupdesc.h"
 #include "fmgr.h"
 #include "utils/tuplestore.h"
@@ -372,6 +374,9 @@ typedef struct MqTopic
 	bool		log_append_time;
 	bool		compact;
 	int64		delete_retention_ms;
+	Oid			owner;			/* the role that created it */
+	int			nacl;			/* mqlog.topic_acl rows, see acl.c */
+	struct MqTopicAclItem *acl;
 	/* per partition, the segment chain in ascending base offset */
 	int		   *nsegments;
 	MqSegmentRef **segments;
@@ -383,6 +388,12 @@ extern MqTopic *MqTopicLookupById(int32 topic_id);
 extern const char *MqTopicNameOrId(int32 topic_id);
 extern MqTopic *MqTopicRefresh(const char *name);
 extern void MqCheckPartition(MqTopic *topic, int32 partition);
+extern int32 MqTopicIdOfSegment(Oid relid);
+
+/* segment relations (am.c) */
+extern bool MqIsSegment(Oid relid);
+extern Relation MqSegmentOpen(Oid relid, LOCKMODE lockmode);
+extern bool mqlog_allow_segment_ddl;
 extern MqPartition *MqTopicPartition(MqTopic *topic, int32 partition);
 extern const MqSegmentRef *MqTopicActiveSegment(MqTopic *topic, int32 partition);
 

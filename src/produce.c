@@ -33,6 +33,7 @@
 #include "utils/typcache.h"
 
 #include "mqlog.h"
+#include "acl.h"
 
 PG_FUNCTION_INFO_V1(mq_produce);
 PG_FUNCTION_INFO_V1(mq_produce_batch);
@@ -412,6 +413,7 @@ mq_produce(PG_FUNCTION_ARGS)
 	check_writable();
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	topic = MqTopicLookup(name, false);
+	MqTopicCheckPrivilege(topic, MQ_PRIV_PRODUCE);
 
 	memset(&rec, 0, sizeof(rec));
 	if (!PG_ARGISNULL(1))
@@ -495,6 +497,7 @@ mq_produce_batch(PG_FUNCTION_ARGS)
 				 errhint("Pass an array of bytea values; an element may be null (a tombstone).")));
 	check_writable();
 	topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)), false);
+	MqTopicCheckPrivilege(topic, MQ_PRIV_PRODUCE);
 	InitMaterializedSRF(fcinfo, 0);
 
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "mq_produce_batch", ALLOCSET_DEFAULT_SIZES);

@@ -26,6 +26,7 @@
 #include "utils/snapmgr.h"
 
 #include "mqlog.h"
+#include "acl.h"
 
 typedef struct TopicEntry
 {
@@ -68,24 +69,28 @@ static MqTopic *
 load_topic(const char *where, Datum arg, Oid argtype)
 {
 	MqTopic    *t = NULL;
-	char		query[512];
+	char		query[1024];
 	int			ret;
+	MqSpi		spi;
 
 	snprintf(query, sizeof(query),
-			 "SELECT topic_id, name, partitions,"
-			 " (c->>'max.message.bytes')::bigint,"
-			 " c->>'message.timestamp.type' = 'LogAppendTime',"
-			 " c->>'cleanup.policy' LIKE '%%compact%%',"
-			 " (c->>'delete.retention.ms')::bigint"
-			 " FROM mqlog.topic, LATERAL mqlog.effective_config(config) c WHERE %s = $1",
+			 "SELECT t.topic_id, t.name, t.partitions,"
+			 " (c OPERATOR(pg_catalog.->>) 'max.message.bytes')::pg_catalog.int8,"
+			 " (c OPERATOR(pg_catalog.->>) 'message.timestamp.type') OPERATOR(pg_catalog.=) 'LogAppendTime',"
+			 " (c OPERATOR(pg_catalog.->>) 'cleanup.policy') OPERATOR(pg_catalog.~~) '%%compact%%',"
+			 " (c OPERATOR(pg_catalog.->>) 'delete.retention.ms')::pg_catalog.int8,"
+			 " t.owner"
+			 " FROM mqlog.topic t, LATERAL mqlog.effective_config(t.config) c"
+			 " WHERE t.%s OPERATOR(pg_catalog.=) $1",
 			 where);
 	/*
 	 * Read the catalog as it is now, not as the statement's or transaction's
 	 * snapshot saw it: a producer must find the segment a roll made active
 	 * a moment ago, also in a REPEATABLE READ transaction.  (A fresh
-	 * snapshot still sees this transaction's own earlier changes.)
+	 * snapshot still sees this transaction's own earlier changes.)  The
+	 * catalog is readable by the extension owner only.
 	 */
-	SPI_connect();
+	MqSpiBegin(&spi, true);
 	PushActiveSnapshot(GetLatestSnapshot());
 	ret = SPI_execute_with_args(query, 1, &argtype, &arg, NULL, true, 1);
 	if (ret != SPI_OK_SELECT)
@@ -98,6 +103,7 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		MemoryContext old = MemoryContextSwitchTo(topic_cxt);
 		Datum		segarg;
 		Oid			segtype = INT4OID;
+		int		   *fill;
 
 		t = palloc0(sizeof(MqTopic));
 		t->catalog_relid = get_relname_relid("topic", get_namespace_oid("mqlog", false));
@@ -108,18 +114,48 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		t->log_append_time = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
 		t->compact = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
 		t->delete_retention_ms = DatumGetInt64(SPI_getbinval(tup, desc, 7, &isnull));
+		t->owner = DatumGetObjectId(SPI_getbinval(tup, desc, 8, &isnull));
+		if (isnull)
+			t->owner = InvalidOid;
 		t->nsegments = palloc0(sizeof(int) * t->partitions);
 		t->segments = palloc0(sizeof(MqSegmentRef *) * t->partitions);
 		t->parts = palloc0(sizeof(MqPartition *) * t->partitions);
 		MemoryContextSwitchTo(old);
 
 		segarg = Int32GetDatum(t->topic_id);
-		ret = SPI_execute_with_args("SELECT partition, base_offset, relid, sealed FROM mqlog.segment"
-									" WHERE topic_id = $1 ORDER BY partition, base_offset",
+		ret = SPI_execute_with_args("SELECT a.grantee, a.privs FROM mqlog.topic_acl a"
+									" WHERE a.topic_id OPERATOR(pg_catalog.=) $1",
+									1, &segtype, &segarg, NULL, true, 0);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "mqlog: topic privilege lookup failed: %s", SPI_result_code_string(ret));
+		old = MemoryContextSwitchTo(topic_cxt);
+		t->acl = palloc0(sizeof(MqTopicAclItem) * Max(SPI_processed, 1));
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			t->acl[i].grantee = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+			t->acl[i].privs = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		}
+		t->nacl = SPI_processed;
+		MemoryContextSwitchTo(old);
+
+		ret = SPI_execute_with_args("SELECT s.partition, s.base_offset, s.relid, s.sealed FROM mqlog.segment s"
+									" WHERE s.topic_id OPERATOR(pg_catalog.=) $1 ORDER BY s.partition, s.base_offset",
 									1, &segtype, &segarg, NULL, true, 0);
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "mqlog: segment lookup failed: %s", SPI_result_code_string(ret));
 		old = MemoryContextSwitchTo(topic_cxt);
+		/* two passes: count each partition's segments, then fill them in */
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+			if (p >= 0 && p < t->partitions)
+				t->nsegments[p]++;
+		}
+		fill = palloc0(sizeof(int) * t->partitions);
+		for (int p = 0; p < t->partitions; p++)
+			if (t->nsegments[p] > 0)
+				t->segments[p] = palloc(sizeof(MqSegmentRef) * t->nsegments[p]);
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
 			HeapTuple	st = SPI_tuptable->vals[i];
@@ -129,17 +165,16 @@ load_topic(const char *where, Datum arg, Oid argtype)
 
 			if (p < 0 || p >= t->partitions)
 				continue;
-			if (t->segments[p] == NULL)
-				t->segments[p] = palloc(sizeof(MqSegmentRef) * SPI_processed);
-			ref = &t->segments[p][t->nsegments[p]++];
+			ref = &t->segments[p][fill[p]++];
 			ref->base_offset = DatumGetInt64(SPI_getbinval(st, sd, 2, &isnull));
 			ref->relid = DatumGetObjectId(SPI_getbinval(st, sd, 3, &isnull));
 			ref->sealed = DatumGetBool(SPI_getbinval(st, sd, 4, &isnull));
 		}
+		pfree(fill);
 		MemoryContextSwitchTo(old);
 	}
 	PopActiveSnapshot();
-	SPI_finish();
+	MqSpiEnd(&spi);
 	return t;
 }
 
@@ -266,6 +301,29 @@ MqTopicActiveSegment(MqTopic *topic, int32 partition)
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("partition %d of topic \"%s\" has no segment", partition, topic->name)));
 	return &topic->segments[partition][topic->nsegments[partition] - 1];
+}
+
+/* The topic a segment relation belongs to, or 0 if the catalog lists it nowhere. */
+int32
+MqTopicIdOfSegment(Oid relid)
+{
+	MqSpi		spi;
+	Oid			argtype = OIDOID;
+	Datum		arg = ObjectIdGetDatum(relid);
+	int32		result = 0;
+
+	MqSpiBegin(&spi, true);
+	if (SPI_execute_with_args("SELECT s.topic_id FROM mqlog.segment s WHERE s.relid OPERATOR(pg_catalog.=) $1",
+							  1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "mqlog: segment lookup failed");
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+
+		result = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	MqSpiEnd(&spi);
+	return result;
 }
 
 /* For views: a topic's name, or its id if it was dropped meanwhile. */

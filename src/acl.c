@@ -1,0 +1,589 @@
+/*-------------------------------------------------------------------------
+ *
+ * acl.c
+ *		Who may do what: SPI with a pinned search_path, per-topic privileges
+ *		(Kafka's ACL operations mapped to PostgreSQL roles) and per-group
+ *		ownership, and the SQL functions that grant and revoke them.
+ *
+ * The rule every SPI query of mqlog follows: it runs between MqSpiBegin and
+ * MqSpiEnd, which set search_path to "pg_catalog, pg_temp" for its duration
+ * (as a SECURITY DEFINER function's SET clause would), and it
+ * schema-qualifies every relation, function, type and operator it names.
+ * So no role can plant a function or an operator that mqlog's queries
+ * would resolve to, whatever search_path the caller, its role or its
+ * database sets.  Queries that read or write mqlog's catalog run as the
+ * extension owner (MqSpiBegin(..., true)): the catalog tables are not
+ * readable by PUBLIC, since they would show every topic and group.
+ *
+ * Topic privileges live in mqlog.topic_acl (topic, grantee, bit mask); a
+ * topic's owner (its creator), members of mqlog_admin and superusers hold
+ * all of them.  They are read with the topic into the backend's topic cache
+ * (topic.c), so a check is a few has_privs_of_role() calls.  A group
+ * belongs to the role that first joined it, committed to it, reset it or
+ * granted on it (mqlog.consumer_group); others need mq_grant_group().
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+
+#include "mqlog.h"
+#include "acl.h"
+
+PG_FUNCTION_INFO_V1(mq_grant);
+PG_FUNCTION_INFO_V1(mq_revoke);
+PG_FUNCTION_INFO_V1(mq_grant_group);
+PG_FUNCTION_INFO_V1(mq_revoke_group);
+PG_FUNCTION_INFO_V1(mq_has_topic_privilege);
+PG_FUNCTION_INFO_V1(mq_has_group_privilege);
+
+bool		mqlog_allow_everyone_if_no_acl_found = false;
+
+/* ------------------------------------------------------------------------
+ * SPI with a pinned search_path
+ * ------------------------------------------------------------------------ */
+
+/* The role that owns the extension's objects: the owner of schema mqlog. */
+Oid
+MqExtensionOwner(void)
+{
+	Oid			nsp = get_namespace_oid("mqlog", false);
+	HeapTuple	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for namespace %u", nsp);
+	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+void
+MqSpiBegin(MqSpi *spi, bool as_owner)
+{
+	spi->as_owner = as_owner;
+	if (as_owner)
+	{
+		Oid			owner = MqExtensionOwner();
+
+		GetUserIdAndSecContext(&spi->saved_user, &spi->saved_sec);
+		SetUserIdAndSecContext(owner, spi->saved_sec | SECURITY_LOCAL_USERID_CHANGE);
+	}
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "mqlog: SPI_connect failed");
+	spi->guc_level = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+}
+
+void
+MqSpiEnd(MqSpi *spi)
+{
+	AtEOXact_GUC(true, spi->guc_level);
+	SPI_finish();
+	if (spi->as_owner)
+		SetUserIdAndSecContext(spi->saved_user, spi->saved_sec);
+}
+
+/*
+ * A background worker connects with its database's and role's settings,
+ * which a database owner controls (ALTER DATABASE ... SET search_path), and
+ * it runs as a superuser: it pins its own search_path before any query.
+ */
+void
+MqWorkerPinSearchPath(void)
+{
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+static Oid
+admin_role(void)
+{
+	return get_role_oid("mqlog_admin", true);
+}
+
+bool
+MqIsAdmin(Oid role)
+{
+	Oid			admin = admin_role();
+
+	return superuser_arg(role) || (OidIsValid(admin) && has_privs_of_role(role, admin));
+}
+
+/* ------------------------------------------------------------------------
+ * Topic privileges
+ * ------------------------------------------------------------------------ */
+
+static const struct
+{
+	const char *name;
+	int			bits;
+}			priv_names[] = {
+	{"produce", MQ_PRIV_PRODUCE},
+	{"consume", MQ_PRIV_CONSUME},
+	{"describe", MQ_PRIV_DESCRIBE},
+	{"alter", MQ_PRIV_ALTER},
+	{"all", MQ_PRIV_ALL},
+};
+
+int
+MqPrivilegeFromName(const char *name)
+{
+	for (int i = 0; i < lengthof(priv_names); i++)
+		if (pg_strcasecmp(name, priv_names[i].name) == 0)
+			return priv_names[i].bits;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown topic privilege \"%s\"", name),
+			 errhint("Valid privileges are: produce, consume, describe, alter, all.")));
+	return 0;					/* keep the compiler quiet */
+}
+
+static const char *
+privilege_name(int priv)
+{
+	for (int i = 0; i < lengthof(priv_names); i++)
+		if (priv_names[i].bits == priv)
+			return priv_names[i].name;
+	return "?";
+}
+
+/*
+ * Does role hold priv on the topic?  As in Kafka, produce, consume and
+ * alter each imply describe.
+ */
+bool
+MqTopicHasPrivilege(MqTopic *topic, Oid role, int priv)
+{
+	int			implied = (priv == MQ_PRIV_DESCRIBE) ? MQ_PRIV_ALL : priv;
+
+	if (MqIsAdmin(role))
+		return true;
+	if (OidIsValid(topic->owner) && has_privs_of_role(role, topic->owner))
+		return true;
+	for (int i = 0; i < topic->nacl; i++)
+	{
+		MqTopicAclItem *a = &topic->acl[i];
+
+		if ((a->privs & implied) != 0 &&
+			(!OidIsValid(a->grantee) || has_privs_of_role(role, a->grantee)))
+			return true;
+	}
+	return topic->nacl == 0 && mqlog_allow_everyone_if_no_acl_found;
+}
+
+void
+MqTopicCheckPrivilege(MqTopic *topic, int priv)
+{
+	Oid			role = GetUserId();
+
+	if (!MqTopicHasPrivilege(topic, role, priv))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for topic \"%s\"", topic->name),
+				 errdetail("Role \"%s\" does not hold the privilege \"%s\" on topic \"%s\".",
+						   GetUserNameFromId(role, false), privilege_name(priv), topic->name),
+				 errhint("The topic's owner or a member of mqlog_admin can grant it with mq_grant('%s', '%s', '%s').",
+						 topic->name, GetUserNameFromId(role, false), privilege_name(priv))));
+}
+
+/*
+ * A segment's statistics show what its topic holds: describe on the topic,
+ * or mqlog_admin for a segment no topic lists any more.
+ */
+void
+MqCheckSegmentDescribe(Oid relid)
+{
+	int32		topic_id;
+
+	if (!MqIsSegment(relid))
+		return;					/* MqSegmentOpen gives the error */
+	topic_id = MqTopicIdOfSegment(relid);
+	if (topic_id > 0)
+		MqTopicCheckPrivilege(MqTopicLookupById(topic_id), MQ_PRIV_DESCRIBE);
+	else if (!MqIsAdmin(GetUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for segment \"%s\"", get_rel_name(relid)),
+				 errdetail("The segment belongs to no topic; only members of mqlog_admin may read it.")));
+}
+
+/* ------------------------------------------------------------------------
+ * Group ownership
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Positive answers are cached per backend: (group, role) was allowed at
+ * this catalog generation.  mq_grant_group, mq_revoke_group and
+ * mq_delete_group bump the generation.  A claim made by this transaction is
+ * not cached, since a rollback takes it back.
+ */
+typedef struct GroupAccessEntry
+{
+	char		group[NAMEDATALEN * 2 + 2];	/* hash key; longer names are not cached */
+	Oid			role;
+	uint64		generation;
+} GroupAccessEntry;
+
+static HTAB *group_access = NULL;
+
+static GroupAccessEntry *
+group_cache(const char *group, bool create)
+{
+	if (strlen(group) >= sizeof(((GroupAccessEntry *) 0)->group))
+		return NULL;
+	if (group_access == NULL)
+	{
+		HASHCTL		ctl;
+
+		if (!create)
+			return NULL;
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(((GroupAccessEntry *) 0)->group);
+		ctl.entrysize = sizeof(GroupAccessEntry);
+		ctl.hcxt = TopMemoryContext;
+		group_access = hash_create("mqlog group access", 32, &ctl,
+								   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	return hash_search(group_access, group, create ? HASH_ENTER : HASH_FIND, NULL);
+}
+
+void
+MqGroupForget(const char *group)
+{
+	if (group_access && strlen(group) < sizeof(((GroupAccessEntry *) 0)->group))
+		hash_search(group_access, group, HASH_REMOVE, NULL);
+}
+
+/*
+ * Read a group's owner and grantees with a fresh snapshot (a claim another
+ * session committed a moment ago counts, also in REPEATABLE READ).  Runs
+ * inside MqSpiBegin(..., true).  Returns false if the group has no owner.
+ */
+static bool
+read_group(const char *group, Oid *owner, ArrayType **grantees)
+{
+	Oid			argtype = TEXTOID;
+	Datum		arg = CStringGetTextDatum(group);
+	bool		found = false;
+	int			ret;
+
+	PushActiveSnapshot(GetLatestSnapshot());
+	ret = SPI_execute_with_args("SELECT g.owner, ARRAY(SELECT a.grantee FROM mqlog.group_acl a"
+								" WHERE a.group_id OPERATOR(pg_catalog.=) g.group_id)"
+								" FROM mqlog.consumer_group g WHERE g.group_id OPERATOR(pg_catalog.=) $1",
+								1, &argtype, &arg, NULL, true, 1);
+	PopActiveSnapshot();
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "mqlog: group owner lookup failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+
+		*owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		*grantees = DatumGetArrayTypePCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		found = true;
+	}
+	return found;
+}
+
+static bool
+group_allows(Oid role, Oid owner, ArrayType *grantees, bool owner_only)
+{
+	Datum	   *elems;
+	int			n;
+
+	if (MqIsAdmin(role) || has_privs_of_role(role, owner))
+		return true;
+	if (owner_only)
+		return false;
+	deconstruct_array(grantees, OIDOID, sizeof(Oid), true, TYPALIGN_INT, &elems, NULL, &n);
+	for (int i = 0; i < n; i++)
+	{
+		Oid			g = DatumGetObjectId(elems[i]);
+
+		if (!OidIsValid(g) || has_privs_of_role(role, g))
+			return true;
+	}
+	return false;
+}
+
+/* Claim a group for role; false if another session has claimed it first. */
+static bool
+claim_group(const char *group, Oid role)
+{
+	Oid			types[2] = {TEXTOID, OIDOID};
+	Datum		vals[2] = {CStringGetTextDatum(group), ObjectIdGetDatum(role)};
+	int			ret;
+
+	ret = SPI_execute_with_args("INSERT INTO mqlog.consumer_group (group_id, owner) VALUES ($1, $2)"
+								" ON CONFLICT DO NOTHING", 2, types, vals, NULL, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "mqlog: claiming group failed: %s", SPI_result_code_string(ret));
+	return SPI_processed == 1;
+}
+
+/*
+ * Check that the current role may use the group; with MQ_GROUP_USE a group
+ * nobody owns becomes the current role's.
+ */
+void
+MqGroupCheckAccess(const char *group, MqGroupAccess mode)
+{
+	Oid			role = GetUserId();
+	uint64		gen = MqlogCatalogGeneration();
+	GroupAccessEntry *e;
+	MqSpi		spi;
+	Oid			owner = InvalidOid;
+	ArrayType  *grantees = NULL;
+	bool		exists;
+	bool		ok;
+	bool		claimed = false;
+
+	if (mode != MQ_GROUP_OWNER)
+	{
+		e = group_cache(group, false);
+		if (e && e->role == role && e->generation == gen)
+			return;
+	}
+
+	MqSpiBegin(&spi, true);
+	exists = read_group(group, &owner, &grantees);
+	if (!exists && mode == MQ_GROUP_USE)
+	{
+		claimed = claim_group(group, role);
+		if (claimed)
+			owner = role;
+		else
+			exists = read_group(group, &owner, &grantees);
+	}
+	MqSpiEnd(&spi);
+
+	if (claimed)
+		return;
+	if (!exists)
+	{
+		if (mode == MQ_GROUP_OWNER && !MqIsAdmin(role))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for consumer group \"%s\"", group),
+					 errdetail("The group has no owner yet; forcing it needs a member of mqlog_admin.")));
+		return;					/* nothing to protect: an unknown group */
+	}
+	ok = group_allows(role, owner, grantees, mode == MQ_GROUP_OWNER);
+	if (!ok)
+	{
+		if (mode == MQ_GROUP_OWNER)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for consumer group \"%s\"", group),
+					 errdetail("Forcing a group with live members needs its owner (role \"%s\") or a member of mqlog_admin.",
+							   GetUserNameFromId(owner, true) ? GetUserNameFromId(owner, true) : "?")));
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for consumer group \"%s\"", group),
+				 errdetail("The group belongs to role \"%s\"; role \"%s\" holds no grant on it.",
+						   GetUserNameFromId(owner, true) ? GetUserNameFromId(owner, true) : "?",
+						   GetUserNameFromId(role, false)),
+				 errhint("Its owner or a member of mqlog_admin can grant it with mq_grant_group('%s', '%s').",
+						 group, GetUserNameFromId(role, false))));
+	}
+	if (mode != MQ_GROUP_OWNER && (e = group_cache(group, true)) != NULL)
+	{
+		e->role = role;
+		e->generation = gen;
+	}
+}
+
+/* For the views: may role see the group?  Unknown groups are nobody's. */
+bool
+MqGroupHasAccess(const char *group, Oid role)
+{
+	MqSpi		spi;
+	Oid			owner;
+	ArrayType  *grantees;
+	bool		exists;
+
+	if (MqIsAdmin(role))
+		return true;
+	MqSpiBegin(&spi, true);
+	exists = read_group(group, &owner, &grantees);
+	MqSpiEnd(&spi);
+	return exists && group_allows(role, owner, grantees, false);
+}
+
+/* ------------------------------------------------------------------------
+ * SQL: mq_grant, mq_revoke, mq_grant_group, mq_revoke_group
+ * ------------------------------------------------------------------------ */
+
+static char *
+text_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
+}
+
+/* a role name, or PUBLIC (InvalidOid) */
+static Oid
+grantee_arg(FunctionCallInfo fcinfo, int argno)
+{
+	char	   *name = text_arg(fcinfo, argno, "role");
+
+	if (pg_strcasecmp(name, "public") == 0)
+		return InvalidOid;
+	return get_role_oid(name, false);
+}
+
+static void
+check_topic_grantor(MqTopic *topic)
+{
+	Oid			role = GetUserId();
+
+	if (!MqIsAdmin(role) && !(OidIsValid(topic->owner) && has_privs_of_role(role, topic->owner)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to grant privileges on topic \"%s\"", topic->name),
+				 errdetail("Only the topic's owner and members of mqlog_admin can grant and revoke.")));
+}
+
+static void
+change_topic_acl(FunctionCallInfo fcinfo, bool grant)
+{
+	char	   *name = text_arg(fcinfo, 0, "topic name");
+	Oid			grantee = grantee_arg(fcinfo, 1);
+	int			privs = MqPrivilegeFromName(text_arg(fcinfo, 2, "privilege"));
+	MqTopic    *topic = MqTopicLookup(name, false);
+	Oid			types[3] = {INT4OID, OIDOID, INT4OID};
+	Datum		vals[3];
+	MqSpi		spi;
+	int			ret;
+
+	check_topic_grantor(topic);
+	vals[0] = Int32GetDatum(topic->topic_id);
+	vals[1] = ObjectIdGetDatum(grantee);
+	vals[2] = Int32GetDatum(privs);
+	MqSpiBegin(&spi, true);
+	if (grant)
+		ret = SPI_execute_with_args("INSERT INTO mqlog.topic_acl AS a (topic_id, grantee, privs) VALUES ($1, $2, $3)"
+									" ON CONFLICT (topic_id, grantee) DO UPDATE"
+									" SET privs = a.privs OPERATOR(pg_catalog.|) $3",
+									3, types, vals, NULL, false, 0);
+	else
+	{
+		ret = SPI_execute_with_args("UPDATE mqlog.topic_acl a SET privs = a.privs OPERATOR(pg_catalog.&)"
+									" (OPERATOR(pg_catalog.~) $3)"
+									" WHERE a.topic_id OPERATOR(pg_catalog.=) $1 AND a.grantee OPERATOR(pg_catalog.=) $2",
+									3, types, vals, NULL, false, 0);
+		if (ret == SPI_OK_UPDATE)
+			ret = SPI_execute_with_args("DELETE FROM mqlog.topic_acl a"
+										" WHERE a.topic_id OPERATOR(pg_catalog.=) $1 AND a.grantee OPERATOR(pg_catalog.=) $2"
+										" AND a.privs OPERATOR(pg_catalog.=) 0",
+										2, types, vals, NULL, false, 0);
+	}
+	if (ret < 0)
+		elog(ERROR, "mqlog: changing topic privileges failed: %s", SPI_result_code_string(ret));
+	MqSpiEnd(&spi);
+	MqlogCatalogChanged();
+}
+
+Datum
+mq_grant(PG_FUNCTION_ARGS)
+{
+	change_topic_acl(fcinfo, true);
+	PG_RETURN_VOID();
+}
+
+Datum
+mq_revoke(PG_FUNCTION_ARGS)
+{
+	change_topic_acl(fcinfo, false);
+	PG_RETURN_VOID();
+}
+
+static void
+change_group_acl(FunctionCallInfo fcinfo, bool grant)
+{
+	char	   *group = text_arg(fcinfo, 0, "group name");
+	Oid			grantee = grantee_arg(fcinfo, 1);
+	Oid			types[2] = {TEXTOID, OIDOID};
+	Datum		vals[2];
+	MqSpi		spi;
+	int			ret;
+
+	if (strlen(group) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("group name must not be empty")));
+	/* the owner or an admin; a group nobody owns yet becomes the caller's */
+	MqGroupCheckAccess(group, grant ? MQ_GROUP_USE : MQ_GROUP_USE_EXISTING);
+	MqGroupCheckAccess(group, MQ_GROUP_OWNER);
+	vals[0] = CStringGetTextDatum(group);
+	vals[1] = ObjectIdGetDatum(grantee);
+	MqSpiBegin(&spi, true);
+	if (grant)
+		ret = SPI_execute_with_args("INSERT INTO mqlog.group_acl (group_id, grantee) VALUES ($1, $2)"
+									" ON CONFLICT DO NOTHING", 2, types, vals, NULL, false, 0);
+	else
+		ret = SPI_execute_with_args("DELETE FROM mqlog.group_acl a"
+									" WHERE a.group_id OPERATOR(pg_catalog.=) $1 AND a.grantee OPERATOR(pg_catalog.=) $2",
+									2, types, vals, NULL, false, 0);
+	if (ret < 0)
+		elog(ERROR, "mqlog: changing group privileges failed: %s", SPI_result_code_string(ret));
+	MqSpiEnd(&spi);
+	MqlogCatalogChanged();
+}
+
+Datum
+mq_grant_group(PG_FUNCTION_ARGS)
+{
+	change_group_acl(fcinfo, true);
+	PG_RETURN_VOID();
+}
+
+Datum
+mq_revoke_group(PG_FUNCTION_ARGS)
+{
+	change_group_acl(fcinfo, false);
+	PG_RETURN_VOID();
+}
+
+/* mq_has_topic_privilege(topic, privilege): what the views filter by */
+Datum
+mq_has_topic_privilege(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_arg(fcinfo, 0, "topic name");
+	int			privs = MqPrivilegeFromName(text_arg(fcinfo, 1, "privilege"));
+	MqTopic    *topic = MqTopicLookup(name, true);
+
+	if (topic == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_BOOL(MqTopicHasPrivilege(topic, GetUserId(), privs));
+}
+
+Datum
+mq_has_group_privilege(PG_FUNCTION_ARGS)
+{
+	char	   *group = text_arg(fcinfo, 0, "group name");
+
+	PG_RETURN_BOOL(MqGroupHasAccess(group, GetUserId()));
+}

@@ -1,0 +1,125 @@
+/*-------------------------------------------------------------------------
+ *
+ * admin.c
+ *		Topic administration entry points: mq_create_topic, mq_alter_topic,
+ *		mq_add_partitions, mq_drop_topic.
+ *
+ * The catalog work itself is PL/pgSQL (mqlog._create_topic and friends in
+ * the install script), which no ordinary role may execute.  These C entry
+ * points stand in front of it because only here is the caller still the
+ * current user: a SECURITY DEFINER function cannot tell who called it, so
+ * it could neither check the caller's topic privilege nor record who owns
+ * a new topic.  Each checks, then runs the internal function as the
+ * extension owner with a pinned search_path (MqSpiBegin).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+
+#include "mqlog.h"
+#include "acl.h"
+
+PG_FUNCTION_INFO_V1(mq_create_topic);
+PG_FUNCTION_INFO_V1(mq_alter_topic);
+PG_FUNCTION_INFO_V1(mq_add_partitions);
+PG_FUNCTION_INFO_V1(mq_drop_topic);
+
+/*
+ * Run "SELECT mqlog._<what>($1, ...)" as the extension owner, with the
+ * caller's arguments (nulls included) and, when extra is valid, one more
+ * oid argument after them.
+ */
+static void
+call_internal(const char *call, FunctionCallInfo fcinfo, int nargs, const Oid *types,
+			  Oid extra)
+{
+	Oid			argtypes[8];
+	Datum		values[8];
+	char		nulls[8];
+	int			n = nargs;
+	MqSpi		spi;
+	int			ret;
+
+	Assert(nargs < lengthof(values));
+	for (int i = 0; i < nargs; i++)
+	{
+		argtypes[i] = types[i];
+		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
+		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+	}
+	if (OidIsValid(extra))
+	{
+		argtypes[n] = OIDOID;
+		values[n] = ObjectIdGetDatum(extra);
+		nulls[n] = ' ';
+		n++;
+	}
+	PreventCommandIfReadOnly(call);
+	MqSpiBegin(&spi, true);
+	ret = SPI_execute_with_args(call, n, argtypes, values, nulls, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "mqlog: \"%s\" failed: %s", call, SPI_result_code_string(ret));
+	MqSpiEnd(&spi);
+}
+
+/* the topic named by argument 0, which the caller may alter */
+static void
+check_alter(FunctionCallInfo fcinfo)
+{
+	MqTopic    *topic;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("topic name must not be null")));
+	topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)), false);
+	MqTopicCheckPrivilege(topic, MQ_PRIV_ALTER);
+}
+
+/*
+ * Who may create topics is the EXECUTE privilege on mq_create_topic
+ * (granted to mqlog_admin); the creator owns the topic.
+ */
+Datum
+mq_create_topic(PG_FUNCTION_ARGS)
+{
+	static const Oid types[] = {TEXTOID, INT4OID, INT4OID, JSONBOID};
+
+	call_internal("SELECT mqlog._create_topic($1, $2, $3, $4, $5)", fcinfo, 4, types, GetUserId());
+	PG_RETURN_VOID();
+}
+
+Datum
+mq_alter_topic(PG_FUNCTION_ARGS)
+{
+	static const Oid types[] = {TEXTOID, JSONBOID};
+
+	check_alter(fcinfo);
+	call_internal("SELECT mqlog._alter_topic($1, $2)", fcinfo, 2, types, InvalidOid);
+	PG_RETURN_VOID();
+}
+
+Datum
+mq_add_partitions(PG_FUNCTION_ARGS)
+{
+	static const Oid types[] = {TEXTOID, INT4OID};
+
+	check_alter(fcinfo);
+	call_internal("SELECT mqlog._add_partitions($1, $2)", fcinfo, 2, types, InvalidOid);
+	PG_RETURN_VOID();
+}
+
+Datum
+mq_drop_topic(PG_FUNCTION_ARGS)
+{
+	static const Oid types[] = {TEXTOID};
+
+	check_alter(fcinfo);
+	call_internal("SELECT mqlog._drop_topic($1)", fcinfo, 1, types, InvalidOid);
+	PG_RETURN_VOID();
+}
