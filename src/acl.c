@@ -37,6 +37,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -172,7 +173,7 @@ privilege_name(int priv)
 bool
 MqTopicHasPrivilege(MqTopic *topic, Oid role, int priv)
 {
-	int			implied = (priv == MQ_PRIV_DESCRIBE) ? MQ_PRIV_ALL : priv;
+	int			held = 0;
 
 	if (MqIsAdmin(role))
 		return true;
@@ -182,11 +183,14 @@ MqTopicHasPrivilege(MqTopic *topic, Oid role, int priv)
 	{
 		MqTopicAclItem *a = &topic->acl[i];
 
-		if ((a->privs & implied) != 0 &&
-			(!OidIsValid(a->grantee) || has_privs_of_role(role, a->grantee)))
-			return true;
+		if (!OidIsValid(a->grantee) || has_privs_of_role(role, a->grantee))
+			held |= a->privs;
 	}
-	return topic->nacl == 0 && mqlog_allow_everyone_if_no_acl_found;
+	if (held != 0)
+		held |= MQ_PRIV_DESCRIBE;
+	else if (topic->nacl == 0 && mqlog_allow_everyone_if_no_acl_found)
+		held = MQ_PRIV_PRODUCE | MQ_PRIV_CONSUME | MQ_PRIV_DESCRIBE;
+	return (held & priv) == priv;
 }
 
 void
@@ -243,18 +247,39 @@ typedef struct GroupAccessEntry
 } GroupAccessEntry;
 
 static HTAB *group_access = NULL;
+static bool group_access_valid = true;
+
+/* role membership changed: has_privs_of_role answers may differ now */
+static void
+roles_changed(Datum arg, int cacheid, uint32 hashvalue)
+{
+	group_access_valid = false;
+}
 
 static GroupAccessEntry *
 group_cache(const char *group, bool create)
 {
 	if (strlen(group) >= sizeof(((GroupAccessEntry *) 0)->group))
 		return NULL;
+	if (group_access != NULL && !group_access_valid)
+	{
+		hash_destroy(group_access);
+		group_access = NULL;
+	}
+	group_access_valid = true;
 	if (group_access == NULL)
 	{
 		HASHCTL		ctl;
+		static bool callbacks = false;
 
 		if (!create)
 			return NULL;
+		if (!callbacks)
+		{
+			CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, roles_changed, (Datum) 0);
+			CacheRegisterSyscacheCallback(AUTHOID, roles_changed, (Datum) 0);
+			callbacks = true;
+		}
 		memset(&ctl, 0, sizeof(ctl));
 		ctl.keysize = sizeof(((GroupAccessEntry *) 0)->group);
 		ctl.entrysize = sizeof(GroupAccessEntry);
@@ -357,7 +382,9 @@ MqGroupCheckAccess(const char *group, MqGroupAccess mode)
 	bool		ok;
 	bool		claimed = false;
 
-	if (mode != MQ_GROUP_OWNER)
+	bool		owner_only = (mode == MQ_GROUP_OWNER || mode == MQ_GROUP_GRANT);
+
+	if (!owner_only)
 	{
 		e = group_cache(group, false);
 		if (e && e->role == role && e->generation == gen)
@@ -380,6 +407,10 @@ MqGroupCheckAccess(const char *group, MqGroupAccess mode)
 		return;
 	if (!exists)
 	{
+		if (mode == MQ_GROUP_GRANT)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("consumer group \"%s\" does not exist", group)));
 		if (mode == MQ_GROUP_OWNER && !MqIsAdmin(role))
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -387,29 +418,47 @@ MqGroupCheckAccess(const char *group, MqGroupAccess mode)
 					 errdetail("The group has no owner yet; forcing it needs a member of mqlog_admin.")));
 		return;					/* nothing to protect: an unknown group */
 	}
-	ok = group_allows(role, owner, grantees, mode == MQ_GROUP_OWNER);
+	ok = group_allows(role, owner, grantees, owner_only);
 	if (!ok)
 	{
+		const char *owner_name = GetUserNameFromId(owner, true);
+
+		if (mode == MQ_GROUP_GRANT)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied to grant or revoke on consumer group \"%s\"", group),
+					 errdetail("Only the group's owner (role \"%s\") and members of mqlog_admin can grant and revoke.",
+							   owner_name ? owner_name : "?")));
 		if (mode == MQ_GROUP_OWNER)
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("permission denied for consumer group \"%s\"", group),
 					 errdetail("Forcing a group with live members needs its owner (role \"%s\") or a member of mqlog_admin.",
-							   GetUserNameFromId(owner, true) ? GetUserNameFromId(owner, true) : "?")));
+							   owner_name ? owner_name : "?")));
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for consumer group \"%s\"", group),
 				 errdetail("The group belongs to role \"%s\"; role \"%s\" holds no grant on it.",
-						   GetUserNameFromId(owner, true) ? GetUserNameFromId(owner, true) : "?",
-						   GetUserNameFromId(role, false)),
+						   owner_name ? owner_name : "?", GetUserNameFromId(role, false)),
 				 errhint("Its owner or a member of mqlog_admin can grant it with mq_grant_group('%s', '%s').",
 						 group, GetUserNameFromId(role, false))));
 	}
-	if (mode != MQ_GROUP_OWNER && (e = group_cache(group, true)) != NULL)
+	if (!owner_only && (e = group_cache(group, true)) != NULL)
 	{
 		e->role = role;
 		e->generation = gen;
 	}
+}
+
+/* Kafka's rule, kept short enough for the member table: 1 to 127 bytes */
+void
+MqCheckGroupName(const char *group)
+{
+	if (group[0] == '\0' || strlen(group) >= MQ_GROUP_NAME_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid consumer group name \"%s\"", group),
+				 errdetail("A group name is 1 to %d bytes long.", MQ_GROUP_NAME_LEN - 1)));
 }
 
 /* For the views: may role see the group?  Unknown groups are nobody's. */
@@ -455,14 +504,15 @@ grantee_arg(FunctionCallInfo fcinfo, int argno)
 }
 
 static void
-check_topic_grantor(MqTopic *topic)
+check_topic_grantor(MqTopic *topic, bool grant)
 {
 	Oid			role = GetUserId();
 
 	if (!MqIsAdmin(role) && !(OidIsValid(topic->owner) && has_privs_of_role(role, topic->owner)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to grant privileges on topic \"%s\"", topic->name),
+				 errmsg("permission denied to %s privileges on topic \"%s\"",
+						grant ? "grant" : "revoke", topic->name),
 				 errdetail("Only the topic's owner and members of mqlog_admin can grant and revoke.")));
 }
 
@@ -478,7 +528,7 @@ change_topic_acl(FunctionCallInfo fcinfo, bool grant)
 	MqSpi		spi;
 	int			ret;
 
-	check_topic_grantor(topic);
+	check_topic_grantor(topic, grant);
 	vals[0] = Int32GetDatum(topic->topic_id);
 	vals[1] = ObjectIdGetDatum(grantee);
 	vals[2] = Int32GetDatum(privs);
@@ -490,15 +540,16 @@ change_topic_acl(FunctionCallInfo fcinfo, bool grant)
 									3, types, vals, NULL, false, 0);
 	else
 	{
-		ret = SPI_execute_with_args("UPDATE mqlog.topic_acl a SET privs = a.privs OPERATOR(pg_catalog.&)"
-									" (OPERATOR(pg_catalog.~) $3)"
-									" WHERE a.topic_id OPERATOR(pg_catalog.=) $1 AND a.grantee OPERATOR(pg_catalog.=) $2",
+		/* a row left with no privilege goes; the others lose the bits */
+		ret = SPI_execute_with_args("DELETE FROM mqlog.topic_acl a"
+									" WHERE a.topic_id OPERATOR(pg_catalog.=) $1 AND a.grantee OPERATOR(pg_catalog.=) $2"
+									" AND (a.privs OPERATOR(pg_catalog.&) (OPERATOR(pg_catalog.~) $3)) OPERATOR(pg_catalog.=) 0",
 									3, types, vals, NULL, false, 0);
-		if (ret == SPI_OK_UPDATE)
-			ret = SPI_execute_with_args("DELETE FROM mqlog.topic_acl a"
-										" WHERE a.topic_id OPERATOR(pg_catalog.=) $1 AND a.grantee OPERATOR(pg_catalog.=) $2"
-										" AND a.privs OPERATOR(pg_catalog.=) 0",
-										2, types, vals, NULL, false, 0);
+		if (ret == SPI_OK_DELETE)
+			ret = SPI_execute_with_args("UPDATE mqlog.topic_acl a SET privs = a.privs OPERATOR(pg_catalog.&)"
+										" (OPERATOR(pg_catalog.~) $3)"
+										" WHERE a.topic_id OPERATOR(pg_catalog.=) $1 AND a.grantee OPERATOR(pg_catalog.=) $2",
+										3, types, vals, NULL, false, 0);
 	}
 	if (ret < 0)
 		elog(ERROR, "mqlog: changing topic privileges failed: %s", SPI_result_code_string(ret));
@@ -530,13 +581,11 @@ change_group_acl(FunctionCallInfo fcinfo, bool grant)
 	MqSpi		spi;
 	int			ret;
 
-	if (strlen(group) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("group name must not be empty")));
-	/* the owner or an admin; a group nobody owns yet becomes the caller's */
-	MqGroupCheckAccess(group, grant ? MQ_GROUP_USE : MQ_GROUP_USE_EXISTING);
-	MqGroupCheckAccess(group, MQ_GROUP_OWNER);
+	MqCheckGroupName(group);
+	/* the owner or an admin; a group nobody owns yet becomes the granter's */
+	if (grant)
+		MqGroupCheckAccess(group, MQ_GROUP_USE);
+	MqGroupCheckAccess(group, MQ_GROUP_GRANT);
 	vals[0] = CStringGetTextDatum(group);
 	vals[1] = ObjectIdGetDatum(grantee);
 	MqSpiBegin(&spi, true);

@@ -9,6 +9,8 @@
 #ifndef MQLOG_ACL_H
 #define MQLOG_ACL_H
 
+#define MQ_GROUP_NAME_LEN	128		/* a group name is shorter */
+
 /* Kafka's ACL operations on a topic, as bits of MqTopicAclItem.privs */
 #define MQ_PRIV_PRODUCE		0x01	/* Kafka Write */
 #define MQ_PRIV_CONSUME		0x02	/* Kafka Read */
@@ -27,7 +29,8 @@ typedef enum MqGroupAccess
 {
 	MQ_GROUP_USE,				/* join, commit, reset: claims a new group */
 	MQ_GROUP_USE_EXISTING,		/* seek, delete: never claims */
-	MQ_GROUP_OWNER				/* forced reset or delete: owner or mqlog_admin */
+	MQ_GROUP_OWNER,				/* forced reset or delete: owner or mqlog_admin */
+	MQ_GROUP_GRANT				/* grant or revoke on it: owner or mqlog_admin */
 } MqGroupAccess;
 
 /*
@@ -60,5 +63,6 @@ extern void MqCheckSegmentDescribe(Oid relid);
 extern void MqGroupCheckAccess(const char *group, MqGroupAccess mode);
 extern bool MqGroupHasAccess(const char *group, Oid role);
 extern void MqGroupForget(const char *group);
+extern void MqCheckGroupName(const char *group);
 
 #endif							/* MQLOG_ACL_H */

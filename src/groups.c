@@ -69,7 +69,6 @@ PG_FUNCTION_INFO_V1(mq_reset_offsets);
 PG_FUNCTION_INFO_V1(mq_delete_group);
 PG_FUNCTION_INFO_V1(mqlog_group_members);
 
-#define MQ_GROUP_NAME_LEN	128
 #define MQ_MAX_SUB_TOPICS	16
 #define MQ_MAX_ASSIGNED		512
 #define MQ_MAX_POLL_TIMEOUT_MS	(600 * 1000)
@@ -855,11 +854,7 @@ group_arg(FunctionCallInfo fcinfo, int argno)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("group must not be null")));
 	group = text_to_cstring(PG_GETARG_TEXT_PP(argno));
-	if (group[0] == '\0' || strlen(group) >= MQ_GROUP_NAME_LEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_NAME),
-				 errmsg("invalid consumer group name \"%s\"", group),
-				 errdetail("A group name is 1 to %d bytes long.", MQ_GROUP_NAME_LEN - 1)));
+	MqCheckGroupName(group);
 	return group;
 }
 

@@ -510,6 +510,9 @@ mq_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	{
 		case SUBXACT_EVENT_ABORT_SUB:
 			release_inflight(mySubid, true);
+			/* a catalog change (a grant, a config) rolled back: reload */
+			if (catalog_bump_at_commit)
+				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
 			break;
 		case SUBXACT_EVENT_COMMIT_SUB:
 			for (int i = 0; i < nlocal; i++)
