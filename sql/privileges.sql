@@ -383,7 +383,9 @@ SELECT mq_seek('priv_g', 'priv_t', 0, 0);
 
 -- A PUBLIC grantee may use the group, and delete it: its committed
 -- offsets, its owner and its grants go, and the next role to use the name
--- owns it.
+-- owns it.  (A group's owner is durable once the group has committed
+-- offsets or a grant; before that it lasts as long as the group has live
+-- members, as a Kafka group with neither offsets nor members is gone.)
 SET ROLE regress_mq_alice;
 SELECT mq_grant_group('priv_g', 'PUBLIC');
 SET ROLE regress_mq_carol;
@@ -394,6 +396,10 @@ RESET ROLE;
 SELECT * FROM owners;
 SET ROLE regress_mq_carol;
 SELECT count(*) FROM mq_poll('priv_g', 'priv_t');
+SET ROLE regress_mq_alice;
+SELECT mq_has_group_privilege('priv_g');
+SET ROLE regress_mq_carol;
+SELECT mq_commit('priv_g');
 SELECT mq_leave('priv_g');
 SET ROLE regress_mq_alice;
 SELECT mq_has_group_privilege('priv_g');

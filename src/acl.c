@@ -49,10 +49,7 @@
 
 PG_FUNCTION_INFO_V1(mq_grant);
 PG_FUNCTION_INFO_V1(mq_revoke);
-PG_FUNCTION_INFO_V1(mq_grant_group);
-PG_FUNCTION_INFO_V1(mq_revoke_group);
 PG_FUNCTION_INFO_V1(mq_has_topic_privilege);
-PG_FUNCTION_INFO_V1(mq_has_group_privilege);
 
 bool		mqlog_allow_everyone_if_no_acl_found = false;
 
@@ -244,6 +241,7 @@ typedef struct GroupAccessEntry
 	char		group[NAMEDATALEN * 2 + 2];	/* hash key; longer names are not cached */
 	Oid			role;
 	uint64		generation;
+	Oid			owner;
 } GroupAccessEntry;
 
 static HTAB *group_access = NULL;
@@ -350,27 +348,79 @@ group_allows(Oid role, Oid owner, ArrayType *grantees, bool owner_only)
 	return false;
 }
 
-/* Claim a group for role; false if another session has claimed it first. */
-static bool
-claim_group(const char *group, Oid role)
+/*
+ * Make a group's ownership durable: the row in mqlog.consumer_group, if
+ * there is none yet.  Called by the calls that write committed offsets
+ * (their transaction is what makes the group exist after its members have
+ * gone) and by mq_grant_group.  It must never wait for another session's
+ * open transaction that is claiming the same group -- a consumer would
+ * then stall behind another member's long transaction -- so the insert
+ * runs in a subtransaction with a short lock_timeout and gives way: the
+ * other claim persists the row, and if it rolls back, the next commit
+ * claims again.
+ */
+void
+MqGroupPersistOwner(const char *group, Oid live_owner)
 {
-	Oid			types[2] = {TEXTOID, OIDOID};
-	Datum		vals[2] = {CStringGetTextDatum(group), ObjectIdGetDatum(role)};
-	int			ret;
+	MqSpi		spi;
+	Oid			owner;
+	ArrayType  *grantees;
+	Oid			claimer = OidIsValid(live_owner) ? live_owner : GetUserId();
 
-	ret = SPI_execute_with_args("INSERT INTO mqlog.consumer_group (group_id, owner) VALUES ($1, $2)"
-								" ON CONFLICT DO NOTHING", 2, types, vals, NULL, false, 0);
-	if (ret != SPI_OK_INSERT)
-		elog(ERROR, "mqlog: claiming group failed: %s", SPI_result_code_string(ret));
-	return SPI_processed == 1;
+	MqSpiBegin(&spi, true);		/* GetUserId() is the extension owner from here */
+	if (!read_group(group, &owner, &grantees))
+	{
+		MemoryContext cxt = CurrentMemoryContext;
+		ResourceOwner resowner = CurrentResourceOwner;
+		Oid			types[2] = {TEXTOID, OIDOID};
+		Datum		vals[2];
+
+		vals[0] = CStringGetTextDatum(group);
+		vals[1] = ObjectIdGetDatum(claimer);
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(cxt);
+		PG_TRY();
+		{
+			int			level = NewGUCNestLevel();
+
+			(void) set_config_option("lock_timeout", "10", PGC_USERSET, PGC_S_SESSION,
+									 GUC_ACTION_SAVE, true, 0, false);
+			if (SPI_execute_with_args("INSERT INTO mqlog.consumer_group (group_id, owner) VALUES ($1, $2)"
+									  " ON CONFLICT DO NOTHING", 2, types, vals, NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "mqlog: claiming group failed");
+			AtEOXact_GUC(true, level);
+			ReleaseCurrentSubTransaction();
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(cxt);
+			CurrentResourceOwner = resowner;
+			if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+				ReThrowError(edata);
+		}
+		PG_END_TRY();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = resowner;
+	}
+	MqSpiEnd(&spi);
 }
 
 /*
- * Check that the current role may use the group; with MQ_GROUP_USE a group
- * nobody owns becomes the current role's.
+ * Check that the current role may use the group, as its owner, a grantee
+ * or a member of mqlog_admin.  The owner is the durable row's, else, for a
+ * group whose first members have not committed yet, live_owner (kept with
+ * the group's members in shared memory by groups.c); a group with neither
+ * is nobody's, and the current role may take it.  Returns the owner the
+ * answer was based on (the current role for a new group).
  */
-void
-MqGroupCheckAccess(const char *group, MqGroupAccess mode)
+Oid
+MqGroupCheckAccess(const char *group, MqGroupAccess mode, Oid live_owner)
 {
 	Oid			role = GetUserId();
 	uint64		gen = MqlogCatalogGeneration();
@@ -378,48 +428,39 @@ MqGroupCheckAccess(const char *group, MqGroupAccess mode)
 	MqSpi		spi;
 	Oid			owner = InvalidOid;
 	ArrayType  *grantees = NULL;
-	bool		exists;
-	bool		ok;
-	bool		claimed = false;
-
+	bool		durable;
 	bool		owner_only = (mode == MQ_GROUP_OWNER || mode == MQ_GROUP_GRANT);
 
 	if (!owner_only)
 	{
 		e = group_cache(group, false);
 		if (e && e->role == role && e->generation == gen)
-			return;
+			return e->owner;
 	}
 
 	MqSpiBegin(&spi, true);
-	exists = read_group(group, &owner, &grantees);
-	if (!exists && mode == MQ_GROUP_USE)
-	{
-		claimed = claim_group(group, role);
-		if (claimed)
-			owner = role;
-		else
-			exists = read_group(group, &owner, &grantees);
-	}
+	durable = read_group(group, &owner, &grantees);
 	MqSpiEnd(&spi);
 
-	if (claimed)
-		return;
-	if (!exists)
+	if (!durable)
 	{
-		if (mode == MQ_GROUP_GRANT)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("consumer group \"%s\" does not exist", group)));
-		if (mode == MQ_GROUP_OWNER && !MqIsAdmin(role))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied for consumer group \"%s\"", group),
-					 errdetail("The group has no owner yet; forcing it needs a member of mqlog_admin.")));
-		return;					/* nothing to protect: an unknown group */
+		if (!OidIsValid(live_owner))
+		{
+			if (mode == MQ_GROUP_GRANT)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_OBJECT),
+						 errmsg("consumer group \"%s\" does not exist", group)));
+			if (mode == MQ_GROUP_OWNER && !MqIsAdmin(role))
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+						 errmsg("permission denied for consumer group \"%s\"", group),
+						 errdetail("The group has no owner yet; forcing it needs a member of mqlog_admin.")));
+			return role;		/* nothing to protect: a new group */
+		}
+		owner = live_owner;
+		grantees = construct_empty_array(OIDOID);
 	}
-	ok = group_allows(role, owner, grantees, owner_only);
-	if (!ok)
+	if (!group_allows(role, owner, grantees, owner_only))
 	{
 		const char *owner_name = GetUserNameFromId(owner, true);
 
@@ -443,11 +484,39 @@ MqGroupCheckAccess(const char *group, MqGroupAccess mode)
 				 errhint("Its owner or a member of mqlog_admin can grant it with mq_grant_group('%s', '%s').",
 						 group, GetUserNameFromId(role, false))));
 	}
-	if (!owner_only && (e = group_cache(group, true)) != NULL)
+	/* only answers from the durable row are cached: live owners go away */
+	if (durable && !owner_only && (e = group_cache(group, true)) != NULL)
 	{
 		e->role = role;
 		e->generation = gen;
+		e->owner = owner;
 	}
+	return owner;
+}
+
+/* mq_grant_group and mq_revoke_group, once the caller may grant */
+void
+MqGroupChangeGrant(const char *group, Oid grantee, bool grant)
+{
+	Oid			types[2] = {TEXTOID, OIDOID};
+	Datum		vals[2];
+	MqSpi		spi;
+	int			ret;
+
+	vals[0] = CStringGetTextDatum(group);
+	vals[1] = ObjectIdGetDatum(grantee);
+	MqSpiBegin(&spi, true);
+	if (grant)
+		ret = SPI_execute_with_args("INSERT INTO mqlog.group_acl (group_id, grantee) VALUES ($1, $2)"
+									" ON CONFLICT DO NOTHING", 2, types, vals, NULL, false, 0);
+	else
+		ret = SPI_execute_with_args("DELETE FROM mqlog.group_acl a"
+									" WHERE a.group_id OPERATOR(pg_catalog.=) $1 AND a.grantee OPERATOR(pg_catalog.=) $2",
+									2, types, vals, NULL, false, 0);
+	if (ret < 0)
+		elog(ERROR, "mqlog: changing group privileges failed: %s", SPI_result_code_string(ret));
+	MqSpiEnd(&spi);
+	MqlogCatalogChanged();
 }
 
 /* Kafka's rule, kept short enough for the member table: 1 to 127 bytes */
@@ -461,9 +530,9 @@ MqCheckGroupName(const char *group)
 				 errdetail("A group name is 1 to %d bytes long.", MQ_GROUP_NAME_LEN - 1)));
 }
 
-/* For the views: may role see the group?  Unknown groups are nobody's. */
+/* For the views: may role see the group?  A group nobody owns is nobody's. */
 bool
-MqGroupHasAccess(const char *group, Oid role)
+MqGroupHasAccess(const char *group, Oid role, Oid live_owner)
 {
 	MqSpi		spi;
 	Oid			owner;
@@ -475,6 +544,8 @@ MqGroupHasAccess(const char *group, Oid role)
 	MqSpiBegin(&spi, true);
 	exists = read_group(group, &owner, &grantees);
 	MqSpiEnd(&spi);
+	if (!exists && OidIsValid(live_owner))
+		return has_privs_of_role(role, live_owner);
 	return exists && group_allows(role, owner, grantees, false);
 }
 
@@ -482,8 +553,8 @@ MqGroupHasAccess(const char *group, Oid role)
  * SQL: mq_grant, mq_revoke, mq_grant_group, mq_revoke_group
  * ------------------------------------------------------------------------ */
 
-static char *
-text_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+char *
+MqTextArg(FunctionCallInfo fcinfo, int argno, const char *what)
 {
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
@@ -493,10 +564,10 @@ text_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 }
 
 /* a role name, or PUBLIC (InvalidOid) */
-static Oid
-grantee_arg(FunctionCallInfo fcinfo, int argno)
+Oid
+MqGranteeArg(FunctionCallInfo fcinfo, int argno)
 {
-	char	   *name = text_arg(fcinfo, argno, "role");
+	char	   *name = MqTextArg(fcinfo, argno, "role");
 
 	if (pg_strcasecmp(name, "public") == 0)
 		return InvalidOid;
@@ -519,9 +590,9 @@ check_topic_grantor(MqTopic *topic, bool grant)
 static void
 change_topic_acl(FunctionCallInfo fcinfo, bool grant)
 {
-	char	   *name = text_arg(fcinfo, 0, "topic name");
-	Oid			grantee = grantee_arg(fcinfo, 1);
-	int			privs = MqPrivilegeFromName(text_arg(fcinfo, 2, "privilege"));
+	char	   *name = MqTextArg(fcinfo, 0, "topic name");
+	Oid			grantee = MqGranteeArg(fcinfo, 1);
+	int			privs = MqPrivilegeFromName(MqTextArg(fcinfo, 2, "privilege"));
 	MqTopic    *topic = MqTopicLookup(name, false);
 	Oid			types[3] = {INT4OID, OIDOID, INT4OID};
 	Datum		vals[3];
@@ -571,68 +642,15 @@ mq_revoke(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-static void
-change_group_acl(FunctionCallInfo fcinfo, bool grant)
-{
-	char	   *group = text_arg(fcinfo, 0, "group name");
-	Oid			grantee = grantee_arg(fcinfo, 1);
-	Oid			types[2] = {TEXTOID, OIDOID};
-	Datum		vals[2];
-	MqSpi		spi;
-	int			ret;
-
-	MqCheckGroupName(group);
-	/* the owner or an admin; a group nobody owns yet becomes the granter's */
-	if (grant)
-		MqGroupCheckAccess(group, MQ_GROUP_USE);
-	MqGroupCheckAccess(group, MQ_GROUP_GRANT);
-	vals[0] = CStringGetTextDatum(group);
-	vals[1] = ObjectIdGetDatum(grantee);
-	MqSpiBegin(&spi, true);
-	if (grant)
-		ret = SPI_execute_with_args("INSERT INTO mqlog.group_acl (group_id, grantee) VALUES ($1, $2)"
-									" ON CONFLICT DO NOTHING", 2, types, vals, NULL, false, 0);
-	else
-		ret = SPI_execute_with_args("DELETE FROM mqlog.group_acl a"
-									" WHERE a.group_id OPERATOR(pg_catalog.=) $1 AND a.grantee OPERATOR(pg_catalog.=) $2",
-									2, types, vals, NULL, false, 0);
-	if (ret < 0)
-		elog(ERROR, "mqlog: changing group privileges failed: %s", SPI_result_code_string(ret));
-	MqSpiEnd(&spi);
-	MqlogCatalogChanged();
-}
-
-Datum
-mq_grant_group(PG_FUNCTION_ARGS)
-{
-	change_group_acl(fcinfo, true);
-	PG_RETURN_VOID();
-}
-
-Datum
-mq_revoke_group(PG_FUNCTION_ARGS)
-{
-	change_group_acl(fcinfo, false);
-	PG_RETURN_VOID();
-}
-
 /* mq_has_topic_privilege(topic, privilege): what the views filter by */
 Datum
 mq_has_topic_privilege(PG_FUNCTION_ARGS)
 {
-	char	   *name = text_arg(fcinfo, 0, "topic name");
-	int			privs = MqPrivilegeFromName(text_arg(fcinfo, 1, "privilege"));
+	char	   *name = MqTextArg(fcinfo, 0, "topic name");
+	int			privs = MqPrivilegeFromName(MqTextArg(fcinfo, 1, "privilege"));
 	MqTopic    *topic = MqTopicLookup(name, true);
 
 	if (topic == NULL)
 		PG_RETURN_NULL();
 	PG_RETURN_BOOL(MqTopicHasPrivilege(topic, GetUserId(), privs));
-}
-
-Datum
-mq_has_group_privilege(PG_FUNCTION_ARGS)
-{
-	char	   *group = text_arg(fcinfo, 0, "group name");
-
-	PG_RETURN_BOOL(MqGroupHasAccess(group, GetUserId()));
 }

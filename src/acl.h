@@ -9,6 +9,8 @@
 #ifndef MQLOG_ACL_H
 #define MQLOG_ACL_H
 
+#include "fmgr.h"
+
 #define MQ_GROUP_NAME_LEN	128		/* a group name is shorter */
 
 /* Kafka's ACL operations on a topic, as bits of MqTopicAclItem.privs */
@@ -48,6 +50,10 @@ typedef struct MqSpi
 
 extern bool mqlog_allow_everyone_if_no_acl_found;
 
+/* argument helpers of the SQL functions */
+extern char *MqTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern Oid	MqGranteeArg(FunctionCallInfo fcinfo, int argno);
+
 extern void MqSpiBegin(MqSpi *spi, bool as_owner);
 extern void MqSpiEnd(MqSpi *spi);
 extern Oid	MqExtensionOwner(void);
@@ -60,8 +66,10 @@ extern void MqTopicCheckPrivilege(struct MqTopic *topic, int priv);
 extern int	MqPrivilegeFromName(const char *name);
 
 extern void MqCheckSegmentDescribe(Oid relid);
-extern void MqGroupCheckAccess(const char *group, MqGroupAccess mode);
-extern bool MqGroupHasAccess(const char *group, Oid role);
+extern Oid	MqGroupCheckAccess(const char *group, MqGroupAccess mode, Oid live_owner);
+extern void MqGroupPersistOwner(const char *group, Oid live_owner);
+extern void MqGroupChangeGrant(const char *group, Oid grantee, bool grant);
+extern bool MqGroupHasAccess(const char *group, Oid role, Oid live_owner);
 extern void MqGroupForget(const char *group);
 extern void MqCheckGroupName(const char *group);
 

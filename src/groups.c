@@ -68,6 +68,9 @@ PG_FUNCTION_INFO_V1(mq_seek);
 PG_FUNCTION_INFO_V1(mq_reset_offsets);
 PG_FUNCTION_INFO_V1(mq_delete_group);
 PG_FUNCTION_INFO_V1(mqlog_group_members);
+PG_FUNCTION_INFO_V1(mq_grant_group);
+PG_FUNCTION_INFO_V1(mq_revoke_group);
+PG_FUNCTION_INFO_V1(mq_has_group_privilege);
 
 #define MQ_MAX_SUB_TOPICS	16
 #define MQ_MAX_ASSIGNED		512
@@ -112,6 +115,7 @@ typedef struct MqGroupState
 	char		name[MQ_GROUP_NAME_LEN];
 	int			generation;
 	bool		needs_rebalance;
+	Oid			owner;			/* whose group it is, while it has members (acl.c) */
 } MqGroupState;
 
 typedef struct MqGroupsShared
@@ -903,9 +907,29 @@ my_assignment(const char *group, MqTopicPart **out, int *generation)
  * mq_poll
  * ------------------------------------------------------------------------ */
 
-/* Join or refresh membership; rebalance inline if anything changed. */
-static void
-join_group(const char *group, MqTopic **topics, int ntopics)
+/* the owner kept with a live group's members, or InvalidOid */
+static Oid
+live_owner(const char *group)
+{
+	MqGroupState *g;
+	Oid			owner = InvalidOid;
+
+	LWLockAcquire(gs->lock, LW_SHARED);
+	g = find_group(MyDatabaseId, group, false);
+	if (g)
+		owner = g->owner;
+	LWLockRelease(gs->lock);
+	return owner;
+}
+
+/*
+ * Join or refresh membership; rebalance inline if anything changed.  The
+ * access check was made against seen_owner; if another role's session
+ * created the group (and so became its owner) since, nothing is done and
+ * false is returned, to check again.
+ */
+static bool
+join_group(const char *group, MqTopic **topics, int ntopics, Oid seen_owner, Oid owner)
 {
 	MqMember   *m;
 	MqGroupState *g;
@@ -915,6 +939,13 @@ join_group(const char *group, MqTopic **topics, int ntopics)
 
 	LWLockAcquire(gs->lock, LW_EXCLUSIVE);
 	g = find_group(MyDatabaseId, group, true);
+	if (OidIsValid(g->owner) && g->owner != seen_owner)
+	{
+		LWLockRelease(gs->lock);
+		return false;
+	}
+	if (!OidIsValid(g->owner))
+		g->owner = owner;
 	m = find_member(MyDatabaseId, group, MyProcPid);
 	if (m == NULL)
 	{
@@ -977,6 +1008,22 @@ join_group(const char *group, MqTopic **topics, int ntopics)
 					fence_group(group);
 				pos->stale = true;
 			}
+	}
+	return true;
+}
+
+/* Check the role may use the group, then join it. */
+static void
+join_checked(const char *group, MqTopic **topics, int ntopics)
+{
+	for (;;)
+	{
+		Oid			seen = live_owner(group);
+		Oid			owner = MqGroupCheckAccess(group, MQ_GROUP_USE, seen);
+
+		if (join_group(group, topics, ntopics, seen, owner))
+			return;
+		CHECK_FOR_INTERRUPTS();
 	}
 }
 
@@ -1209,9 +1256,8 @@ mq_poll(PG_FUNCTION_ARGS)
 		timeout_ms = us / 1000;
 	}
 
-	MqGroupCheckAccess(group, MQ_GROUP_USE);
 	MqInitRecordOutput(fcinfo, &out);
-	join_group(group, topics, ntopics);
+	join_checked(group, topics, ntopics);
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 
 	for (;;)
@@ -1223,7 +1269,7 @@ mq_poll(PG_FUNCTION_ARGS)
 		if (ntp < 0)
 		{
 			/* evicted meanwhile: join again */
-			join_group(group, topics, ntopics);
+			join_checked(group, topics, ntopics);
 			continue;
 		}
 		if (gen != generation)
@@ -1337,7 +1383,7 @@ mq_commit(PG_FUNCTION_ARGS)
 	check_groups_ready();
 	group = group_arg(fcinfo, 0);
 	PreventCommandIfReadOnly("mq_commit");
-	MqGroupCheckAccess(group, MQ_GROUP_USE);
+	MqGroupCheckAccess(group, MQ_GROUP_USE, live_owner(group));
 	ntp = my_assignment(group, &tp, NULL);
 	if (ntp < 0)
 		ereport(ERROR,
@@ -1350,6 +1396,8 @@ mq_commit(PG_FUNCTION_ARGS)
 	while ((pos = hash_seq_search(&seq)) != NULL)
 		if (strcmp(pos->key.group, group) == 0 && pos->position != pos->committed)
 			todo = lappend(todo, pos);
+	if (todo != NIL)
+		MqGroupPersistOwner(group, live_owner(group));
 	foreach(lc, todo)
 	{
 		pos = lfirst(lc);
@@ -1419,7 +1467,7 @@ explicit_args(FunctionCallInfo fcinfo, char **group, MqTopic **topic, int64 *off
 				 errhint("An offset is the next offset to read, from 0 to the high watermark.")));
 	*topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(1)), false);
 	MqTopicCheckPrivilege(*topic, MQ_PRIV_CONSUME);
-	MqGroupCheckAccess(*group, access);
+	MqGroupCheckAccess(*group, access, live_owner(*group));
 	pos = explicit_position(*group, *topic, partition);
 	check_offset_arg(*topic, partition, *offset);
 	return pos;
@@ -1436,6 +1484,7 @@ mq_commit_offset(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("mq_commit");
 	pos = explicit_args(fcinfo, &group, &topic, &offset, MQ_GROUP_USE);
 	check_not_fenced(group);
+	MqGroupPersistOwner(group, live_owner(group));
 	commit_one(group, pos, offset, topic->name);
 	PG_RETURN_INT64(1);
 }
@@ -1505,7 +1554,7 @@ refuse_if_active(const char *group, bool force, const char *what)
 	int			n = active_members(group);
 
 	if (n > 0 && force)
-		MqGroupCheckAccess(group, MQ_GROUP_OWNER);
+		MqGroupCheckAccess(group, MQ_GROUP_OWNER, live_owner(group));
 	if (n > 0 && !force)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
@@ -1617,8 +1666,9 @@ mq_reset_offsets(PG_FUNCTION_ARGS)
 		}
 	}
 	MqTopicCheckPrivilege(topic, MQ_PRIV_CONSUME);
-	MqGroupCheckAccess(group, MQ_GROUP_USE);
+	MqGroupCheckAccess(group, MQ_GROUP_USE, live_owner(group));
 	refuse_if_active(group, force, "reset offsets");
+	MqGroupPersistOwner(group, live_owner(group));
 
 	InitMaterializedSRF(fcinfo, 0);
 	for (int p = 0; p < topic->partitions; p++)
@@ -1675,7 +1725,7 @@ mq_delete_group(PG_FUNCTION_ARGS)
 	group = group_arg(fcinfo, 0);
 	force = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 	PreventCommandIfReadOnly("mq_delete_group");
-	MqGroupCheckAccess(group, MQ_GROUP_USE_EXISTING);
+	MqGroupCheckAccess(group, MQ_GROUP_USE_EXISTING, live_owner(group));
 	refuse_if_active(group, force, "delete the offsets");
 	val = CStringGetTextDatum(group);
 	MqSpiBegin(&spi, true);
@@ -1707,16 +1757,23 @@ mqlog_group_members(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	MqMember   *copy;
+	Oid		   *owners;
 	int			n = 0;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (gs == NULL)
 		return (Datum) 0;
 	copy = palloc(sizeof(MqMember) * gs->nslots);
+	owners = palloc(sizeof(Oid) * gs->nslots);
 	LWLockAcquire(gs->lock, LW_SHARED);
 	for (int i = 0; i < gs->nslots; i++)
 		if (gs->members[i].in_use && gs->members[i].dboid == MyDatabaseId)
+		{
+			MqGroupState *g = find_group(MyDatabaseId, gs->members[i].group, false);
+
+			owners[n] = g ? g->owner : InvalidOid;
 			copy[n++] = gs->members[i];
+		}
 	LWLockRelease(gs->lock);
 
 	for (int i = 0; i < n; i++)
@@ -1736,7 +1793,7 @@ mqlog_group_members(PG_FUNCTION_ARGS)
 		for (j = 0; j < i; j++)
 			if (strcmp(copy[j].group, m->group) == 0)
 				break;
-		visible = (j < i) ? copy[j].in_use : MqGroupHasAccess(m->group, GetUserId());
+		visible = (j < i) ? copy[j].in_use : MqGroupHasAccess(m->group, GetUserId(), owners[i]);
 		m->in_use = visible;
 		if (!visible)
 			continue;
@@ -1760,4 +1817,52 @@ mqlog_group_members(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/* ------------------------------------------------------------------------
+ * mq_grant_group, mq_revoke_group, mq_has_group_privilege
+ * ------------------------------------------------------------------------ */
+
+static void
+change_group_grant(FunctionCallInfo fcinfo, bool grant)
+{
+	char	   *group = MqTextArg(fcinfo, 0, "group name");
+	Oid			grantee = MqGranteeArg(fcinfo, 1);
+	Oid			live;
+
+	check_groups_ready();
+	MqCheckGroupName(group);
+	PreventCommandIfReadOnly(grant ? "mq_grant_group" : "mq_revoke_group");
+	live = live_owner(group);
+	/* a group nobody owns yet becomes the granter's */
+	if (grant)
+	{
+		MqGroupCheckAccess(group, MQ_GROUP_USE, live);
+		MqGroupPersistOwner(group, live);
+	}
+	MqGroupCheckAccess(group, MQ_GROUP_GRANT, live);
+	MqGroupChangeGrant(group, grantee, grant);
+}
+
+Datum
+mq_grant_group(PG_FUNCTION_ARGS)
+{
+	change_group_grant(fcinfo, true);
+	PG_RETURN_VOID();
+}
+
+Datum
+mq_revoke_group(PG_FUNCTION_ARGS)
+{
+	change_group_grant(fcinfo, false);
+	PG_RETURN_VOID();
+}
+
+Datum
+mq_has_group_privilege(PG_FUNCTION_ARGS)
+{
+	char	   *group = text_to_cstring(PG_GETARG_TEXT_PP(0));
+
+	check_groups_ready();
+	PG_RETURN_BOOL(MqGroupHasAccess(group, GetUserId(), live_owner(group)));
 }
