@@ -603,7 +603,9 @@ CREATE VIEW mqlog.segments AS
       FROM mqlog.segment s
       JOIN (SELECT * FROM mqlog.topic t0 WHERE mq_has_topic_privilege(t0.name, 'describe') OFFSET 0) t
            USING (topic_id)
-     CROSS JOIN LATERAL mqlog.segment_stats(s.relid) st;
+     -- the argument names t so that the planner cannot call segment_stats
+     -- (which refuses topics the caller may not describe) before the join
+     CROSS JOIN LATERAL mqlog.segment_stats(CASE WHEN t.topic_id IS NOT NULL THEN s.relid END) st;
 COMMENT ON VIEW mqlog.segments IS 'every segment of every partition the current role may describe, with statistics from its batch headers';
 
 CREATE VIEW mqlog.partitions AS
