@@ -587,7 +587,7 @@ COMMENT ON FUNCTION mq_partition_for_key(bytea, int) IS
  * Views
  * ------------------------------------------------------------------------ */
 
-CREATE VIEW mqlog.topics AS
+CREATE VIEW mqlog.topics WITH (security_barrier) AS
     SELECT t.name AS topic, t.partitions, t.replication_factor,
            mqlog.effective_config(t.config) AS config,
            t.config AS config_overrides, t.topic_id, t.created_at
@@ -595,7 +595,7 @@ CREATE VIEW mqlog.topics AS
      WHERE mq_has_topic_privilege(t.name, 'describe');
 COMMENT ON VIEW mqlog.topics IS 'topics with their effective configuration (those the current role may describe)';
 
-CREATE VIEW mqlog.segments AS
+CREATE VIEW mqlog.segments WITH (security_barrier) AS
     SELECT t.name AS topic, s."partition", s.base_offset, s.relid::regclass AS relation,
            pg_relation_size(s.relid) AS size_bytes, st.record_count, st.batch_count,
            st.first_timestamp, st.max_timestamp, st.next_offset, s.sealed, s.created_at,
@@ -608,7 +608,7 @@ CREATE VIEW mqlog.segments AS
      CROSS JOIN LATERAL mqlog.segment_stats(CASE WHEN t.topic_id IS NOT NULL THEN s.relid END) st;
 COMMENT ON VIEW mqlog.segments IS 'every segment of every partition the current role may describe, with statistics from its batch headers';
 
-CREATE VIEW mqlog.partitions AS
+CREATE VIEW mqlog.partitions WITH (security_barrier) AS
     SELECT t.name AS topic, p AS "partition",
            seg.log_start_offset, o.high_watermark, o.last_stable_offset,
            seg.size_bytes, seg.segment_count,
@@ -696,14 +696,14 @@ CREATE FUNCTION mqlog.group_member_list(
     LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'mqlog_group_members';
 COMMENT ON FUNCTION mqlog.group_member_list() IS 'members of the consumer groups of this database the current role may use, from shared memory';
 
-CREATE VIEW mqlog.group_members AS
+CREATE VIEW mqlog.group_members WITH (security_barrier) AS
     SELECT m.group_id, m.member_id, m.pid, a.client_addr, m.assignor, m.generation,
            m.topics, m.assigned, m.joined_at, m.last_poll
       FROM mqlog.group_member_list() m
       LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = m.pid;
 COMMENT ON VIEW mqlog.group_members IS 'members (sessions) of consumer groups in this database, with their assigned partitions';
 
-CREATE VIEW mqlog.groups AS
+CREATE VIEW mqlog.groups WITH (security_barrier) AS
     SELECT g.group_id,
            CASE WHEN count(m.member_id) > 0 THEN 'Stable' ELSE 'Empty' END AS state,
            max(m.generation) AS generation,
@@ -718,7 +718,7 @@ CREATE VIEW mqlog.groups AS
      GROUP BY g.group_id, cg.owner;
 COMMENT ON VIEW mqlog.groups IS 'consumer groups the current role may use that have members or committed offsets, with their owner';
 
-CREATE VIEW mqlog.consumer_lag AS
+CREATE VIEW mqlog.consumer_lag WITH (security_barrier) AS
     SELECT c.group_id, p.topic, p."partition", c.committed_offset,
            p.high_watermark, p.last_stable_offset,
            CASE WHEN p.last_stable_offset IS NOT NULL

@@ -457,6 +457,31 @@ foreach my $t ('topic', 'segment', 'committed_offset', 'topic_acl', 'consumer_gr
 	like($err, qr/ERROR:\s+42501/, "attacker cannot read the catalog table mqlog.$t");
 }
 
+# The views are security barriers: a cheap leaky function of the attacker
+# in a WHERE clause sees only the rows the view lets through.
+$node->safe_psql('victim', q{SELECT count(*) FROM mq_poll('secret-group', 'secret', 1); SELECT mq_commit('secret-group');});
+$node->safe_psql(
+	'victim', q{
+CREATE FUNCTION evil_a.leak(text) RETURNS bool LANGUAGE plpgsql COST 0.0000001
+    AS $$ BEGIN RAISE NOTICE 'leaked: %', $1; RETURN true; END $$;
+}, extra_params => [ '-U', 'attacker' ]);
+foreach my $q (
+	q{SELECT count(*) FROM mqlog.topics WHERE evil_a.leak(topic)},
+	q{SELECT count(*) FROM mqlog.partitions WHERE evil_a.leak(topic)},
+	q{SELECT count(*) FROM mqlog.segments WHERE evil_a.leak(relation::text)},
+	q{SELECT count(*) FROM mqlog.groups WHERE evil_a.leak(group_id)},
+	q{SELECT count(*) FROM mqlog.group_members WHERE evil_a.leak(group_id)},
+	q{SELECT count(*) FROM mqlog.consumer_lag WHERE evil_a.leak(group_id || topic)})
+{
+	my ($ret, $out, $err) = $node->psql('victim', $q, extra_params => [ '-U', 'attacker' ]);
+	is($ret, 0, "attacker runs: $q");
+	unlike($err, qr/leaked: .*secret/, '... and its leaky function never sees the secret topic or group');
+}
+like(
+	($node->psql('victim', q{SELECT count(*) FROM mqlog.topics WHERE evil_a.leak(topic)},
+		extra_params => [ '-U', 'attacker' ]))[2],
+	qr/leaked: orders/, 'control: the leaky function does see what the attacker may describe');
+
 # ---------------------------------------------------------------------------
 # 4. The old advisory lock key no longer stalls maintenance
 # ---------------------------------------------------------------------------
