@@ -168,6 +168,14 @@ SELECT count(*) FROM mq_produce('tx_wide', 'one too many', partition => 64);
 ROLLBACK;
 SELECT sum(high_watermark) AS hw, sum(last_stable_offset) AS lso
   FROM mqlog.partitions WHERE topic = 'tx_wide';
+-- mq_produce_batch checks the limit before it writes anything: a batch
+-- over 65 partitions (keys spread by the partitioner) fails, and no
+-- partition moved (no aborted holes).
+SELECT count(DISTINCT mq_partition_for_key(convert_to('k' || i, 'UTF8'), 65)) AS partitions_touched
+  FROM generate_series(1, 700) i;
+SELECT * FROM mq_produce_batch('tx_wide', array_fill('v'::bytea, ARRAY[700]),
+                               keys => ARRAY(SELECT convert_to('k' || i, 'UTF8') FROM generate_series(1, 700) i));
+SELECT sum(high_watermark) AS hw FROM mqlog.partitions WHERE topic = 'tx_wide';
 SELECT mq_drop_topic('tx_wide');
 
 -- Every batch, including the aborted ones, is intact.

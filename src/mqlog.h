@@ -348,6 +348,7 @@ extern MqPartition *MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 part
 extern void MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset);
 extern int64 MqPartitionLso(MqPartition *part, int64 *high_watermark);
 extern void MqPartitionRegisterInflight(MqPartition *part, int64 offset);
+extern void MqPartitionCheckInflightRoom(MqPartition **parts, int nparts);
 extern void MqPartitionInitCallbacks(void);
 extern void MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset);
 extern void MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset);

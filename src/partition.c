@@ -176,6 +176,8 @@ MqDataArrivedCV(void)
  * Partition entries
  * ------------------------------------------------------------------------ */
 
+static void too_many_partitions(void) pg_attribute_noreturn();
+
 MqPartition *
 MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition)
 {
@@ -406,11 +408,7 @@ MqPartitionRegisterInflight(MqPartition *part, int64 offset)
 		maxlocal = newmax;
 	}
 	if (nlocal >= mqlog_max_inflight)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("transaction writes to too many mqlog partitions"),
-				 errdetail("One transaction may produce to at most %d partitions.", mqlog_max_inflight),
-				 errhint("Raise mqlog.max_inflight_partitions and restart the server, or split the transaction.")));
+		too_many_partitions();
 
 	SpinLockAcquire(&mq_shared->free_lock);
 	if (dlist_is_empty(&mq_shared->free_list))
@@ -500,6 +498,40 @@ mq_xact_callback(XactEvent event, void *arg)
 		default:
 			break;
 	}
+}
+
+static void
+too_many_partitions(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("transaction writes to too many mqlog partitions"),
+			 errdetail("One transaction may produce to at most %d partitions.", mqlog_max_inflight),
+			 errhint("Raise mqlog.max_inflight_partitions and restart the server, or split the transaction.")));
+}
+
+/*
+ * Before a call writes anything: would appending to these partitions
+ * (distinct) take this transaction past mqlog.max_inflight_partitions?
+ * Then it fails here, with nothing written, not after some batches went in
+ * and left holes in their partitions.
+ */
+void
+MqPartitionCheckInflightRoom(MqPartition **parts, int nparts)
+{
+	int			more = 0;
+
+	for (int i = 0; i < nparts; i++)
+	{
+		bool		here = false;
+
+		for (int j = 0; j < nlocal && !here; j++)
+			here = (local[j].part == parts[i]);
+		if (!here)
+			more++;
+	}
+	if (nlocal + more > mqlog_max_inflight)
+		too_many_partitions();
 }
 
 static void

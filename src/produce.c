@@ -597,6 +597,15 @@ mq_produce_batch(PG_FUNCTION_ARGS)
 	order = palloc(sizeof(int32) * n);
 	memcpy(order, parts, sizeof(int32) * n);
 	qsort(order, n, sizeof(int32), cmp_int32);
+	{
+		MqPartition **touched = palloc(sizeof(MqPartition *) * n);
+		int			ntouched = 0;
+
+		for (int i = 0; i < n; i++)
+			if (i == 0 || order[i - 1] != order[i])
+				touched[ntouched++] = MqTopicPartition(topic, order[i]);
+		MqPartitionCheckInflightRoom(touched, ntouched);
+	}
 	for (int i = 0; i < n; i++)
 	{
 		int32		p = order[i];
