@@ -1104,14 +1104,7 @@ sync_positions(const char *group, MqTopicPart *tp, int n, MqTopic **topics, int 
 		}
 		committed = read_committed(group, tp[i].topic_id, tp[i].partition, false);
 		pos->committed = committed;
-		if (committed < 0 || committed < MqLogStartOffset(topic, tp[i].partition))
-		{
-			int64		lso,
-						hw;
-
-			MqPartitionOffsets(topic, tp[i].partition, &lso, &hw);
-			committed = (mqlog_offset_reset == MQ_RESET_LATEST) ? lso : MqLogStartOffset(topic, tp[i].partition);
-		}
+		/* no offset, or one retention removed: poll_once applies the policy */
 		pos->position = committed;
 	}
 }
@@ -1171,6 +1164,42 @@ resolve_topics(FunctionCallInfo fcinfo, int *ntopics)
 	return topics;
 }
 
+/*
+ * Where a position goes that is no offset yet (-1: the group never
+ * committed this partition) or that retention has overtaken: Kafka's
+ * auto.offset.reset, mqlog.auto_offset_reset here, for both cases.
+ */
+static int64
+reset_position(const char *group, MqTopic *topic, int32 partition, int64 position)
+{
+	int64		start = MqLogStartOffset(topic, partition);
+	int64		lso,
+				hw;
+
+	if (mqlog_offset_reset == MQ_RESET_EARLIEST)
+		return start;
+	if (mqlog_offset_reset == MQ_RESET_LATEST)
+	{
+		MqPartitionOffsets(topic, partition, &lso, &hw);
+		return lso >= 0 ? lso : start;
+	}
+	if (position < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("consumer group \"%s\" has no offset for partition %d of topic \"%s\"",
+						group, partition, topic->name),
+				 errdetail("mqlog.auto_offset_reset is \"none\"."),
+				 errhint("Position the group with mq_seek() or mq_reset_offsets(), or set mqlog.auto_offset_reset to earliest or latest.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("offset " INT64_FORMAT " of partition %d of topic \"%s\" is no longer in the log",
+					position, partition, topic->name),
+			 errdetail("Retention removed offsets " INT64_FORMAT " to " INT64_FORMAT " before consumer group \"%s\" read them; the log now starts at " INT64_FORMAT ".",
+					   position, start - 1, group, start),
+			 errhint("Position the group with mq_seek() or mq_reset_offsets(), or set mqlog.auto_offset_reset to earliest or latest.")));
+	return start;				/* keep the compiler quiet */
+}
+
 /* One round over the assigned partitions, starting at a rotating index. */
 static int
 poll_once(const char *group, MqTopicPart *tp, int n, MqTopic **topics, int ntopics,
@@ -1197,8 +1226,10 @@ poll_once(const char *group, MqTopicPart *tp, int n, MqTopic **topics, int ntopi
 			continue;
 		if (pos->position < MqLogStartOffset(topic, p->partition))
 		{
+			int64		target = reset_position(group, topic, p->partition, pos->position);
+
 			save_position(pos);
-			pos->position = MqLogStartOffset(topic, p->partition);
+			pos->position = target;
 		}
 
 		/*
@@ -1394,7 +1425,8 @@ mq_commit(PG_FUNCTION_ARGS)
 	check_not_fenced(group);
 	hash_seq_init(&seq, positions);
 	while ((pos = hash_seq_search(&seq)) != NULL)
-		if (strcmp(pos->key.group, group) == 0 && pos->position != pos->committed)
+		if (strcmp(pos->key.group, group) == 0 && pos->position >= 0 &&
+			pos->position != pos->committed)
 			todo = lappend(todo, pos);
 	if (todo != NIL)
 		MqGroupPersistOwner(group, live_owner(group));
@@ -1413,10 +1445,29 @@ explicit_position(const char *group, MqTopic *topic, int32 partition)
 {
 	PosKey		key;
 	Position   *pos;
+	MqTopicPart *tp;
+	int			ntp;
 
 	MqCheckPartition(topic, partition);
 	make_key(&key, group, topic->topic_id, partition);
 	pos = hash_search(positions, &key, HASH_FIND, NULL);
+
+	/*
+	 * Assigned, but its position was never loaded (a poll failed before it
+	 * could, e.g. with mqlog.auto_offset_reset = none): load it now, so that
+	 * mq_seek can position it.
+	 */
+	ntp = my_assignment(group, &tp, NULL);
+	if (pos == NULL && assigned_here(tp, Max(ntp, 0), topic->topic_id, partition))
+	{
+		pos = hash_search(positions, &key, HASH_ENTER, NULL);
+		pos->polled = false;
+		pos->stale = false;
+		pos->subid = InvalidSubTransactionId;
+		pos->committed = read_committed(group, topic->topic_id, partition, false);
+		pos->position = pos->committed;
+		push_undo(pos, true);
+	}
 	if (pos == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

@@ -41,6 +41,7 @@ static const struct config_enum_entry assignor_options[] = {
 static const struct config_enum_entry reset_options[] = {
 	{"earliest", MQ_RESET_EARLIEST, false},
 	{"latest", MQ_RESET_LATEST, false},
+	{"none", MQ_RESET_NONE, false},
 	{NULL, 0, false}
 };
 

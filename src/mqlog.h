@@ -45,7 +45,8 @@ typedef enum MqAssignor
 typedef enum MqOffsetReset
 {
 	MQ_RESET_EARLIEST,
-	MQ_RESET_LATEST
+	MQ_RESET_LATEST,
+	MQ_RESET_NONE				/* an error, as Kafka's auto.offset.reset=none */
 } MqOffsetReset;
 
 struct Latch;
