@@ -68,7 +68,7 @@ call_internal(const char *call, FunctionCallInfo fcinfo, int nargs, const Oid *t
 }
 
 /* the topic named by argument 0, which the caller may alter */
-static void
+static MqTopic *
 check_alter(FunctionCallInfo fcinfo)
 {
 	MqTopic    *topic;
@@ -79,6 +79,7 @@ check_alter(FunctionCallInfo fcinfo)
 				 errmsg("topic name must not be null")));
 	topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)), false);
 	MqTopicCheckPrivilege(topic, MQ_PRIV_ALTER);
+	return topic;
 }
 
 /*
@@ -119,7 +120,8 @@ mq_drop_topic(PG_FUNCTION_ARGS)
 {
 	static const Oid types[] = {TEXTOID};
 
-	check_alter(fcinfo);
+	/* waiting consumers of the topic hold locks the drop needs: wake them */
+	MqAnnounceDdl(check_alter(fcinfo)->topic_id);
 	call_internal("SELECT mqlog._drop_topic($1)", fcinfo, 1, types, InvalidOid);
 	PG_RETURN_VOID();
 }

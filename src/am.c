@@ -692,6 +692,16 @@ mqlog_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 {
 	Node	   *stmt = pstmt->utilityStmt;
 
+	/* waiting consumers hold locks DROP EXTENSION mqlog needs: wake them */
+	if (IsA(stmt, DropStmt) && ((DropStmt *) stmt)->removeType == OBJECT_EXTENSION)
+	{
+		ListCell   *lc;
+
+		foreach(lc, ((DropStmt *) stmt)->objects)
+			if (strcmp(strVal(lfirst(lc)), "mqlog") == 0)
+				MqAnnounceDdl(0);
+	}
+
 	if (!mqlog_allow_segment_ddl)
 	{
 		if (IsA(stmt, DropStmt) && ((DropStmt *) stmt)->removeType == OBJECT_TABLE)

@@ -1200,6 +1200,45 @@ reset_position(const char *group, MqTopic *topic, int32 partition, int64 positio
 	return start;				/* keep the compiler quiet */
 }
 
+/*
+ * A waiting poll holds AccessShareLock on mqlog's catalog and on the
+ * segments it has read, to the end of its transaction, so DDL that needs
+ * them (mq_drop_topic, DROP EXTENSION) would wait behind it for the whole
+ * poll timeout.  That DDL announces itself first (MqAnnounceDdl) and wakes
+ * the waiting polls; a poll that learns of DDL on one of its topics, or on
+ * the extension, ends with a retryable error: its transaction rolls back,
+ * its positions rewind, the DDL goes ahead, and the consumer's next poll
+ * sees what it did.  (Lock-waiter checks cannot be used here: the locks
+ * are fast-path locks, which LockHasWaiters does not handle.)
+ */
+#define MQ_POLL_RECHECK_MS	1000
+
+static void
+yield_to_ddl(uint64 seen, MqTopic **topics, int ntopics)
+{
+	int32		topic_id;
+	uint64		now = MqDdlCount(&topic_id);
+	const char *what = NULL;
+
+	if (now == seen)
+		return;
+	if (topic_id == 0 || now > seen + 1)
+		what = "mqlog";			/* the extension, or more than one change */
+	for (int t = 0; t < ntopics && what == NULL; t++)
+		if (topics[t]->topic_id == topic_id)
+			what = topics[t]->name;
+	if (what == NULL)
+		return;					/* DDL on another topic */
+	ConditionVariableCancelSleep();
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("mq_poll gave way to a concurrent drop of %s%s%s",
+					strcmp(what, "mqlog") == 0 ? "" : "topic \"", what,
+					strcmp(what, "mqlog") == 0 ? " or one of its topics" : "\""),
+			 errdetail("Another session is dropping it and needs the locks this transaction holds."),
+			 errhint("Roll back and poll again.")));
+}
+
 /* One round over the assigned partitions, starting at a rotating index. */
 static int
 poll_once(const char *group, MqTopicPart *tp, int n, MqTopic **topics, int ntopics,
@@ -1264,6 +1303,7 @@ mq_poll(PG_FUNCTION_ARGS)
 	int			ntp = 0;
 	int			generation = -1;
 	bool		sleeping = false;
+	uint64		ddl_seen;
 
 	check_groups_ready();
 	group = group_arg(fcinfo, 0);
@@ -1290,6 +1330,7 @@ mq_poll(PG_FUNCTION_ARGS)
 	MqInitRecordOutput(fcinfo, &out);
 	join_checked(group, topics, ntopics);
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	ddl_seen = MqDdlCount(NULL);
 
 	for (;;)
 	{
@@ -1319,10 +1360,11 @@ mq_poll(PG_FUNCTION_ARGS)
 			continue;
 		}
 		(void) ConditionVariableTimedSleep(MqDataArrivedCV(),
-										   Max(1, Min(1000, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline))),
+										   Max(1, Min(MQ_POLL_RECHECK_MS, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline))),
 										   PG_WAIT_EXTENSION);
 		heartbeat(group);
 		CHECK_FOR_INTERRUPTS();
+		yield_to_ddl(ddl_seen, topics, ntopics);
 	}
 	if (sleeping)
 		ConditionVariableCancelSleep();

@@ -350,6 +350,10 @@ extern void MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset);
 extern int64 MqPartitionLso(MqPartition *part, int64 *high_watermark);
 extern void MqPartitionRegisterInflight(MqPartition *part, int64 offset);
 extern void MqPartitionCheckInflightRoom(MqPartition **parts, int nparts);
+
+#define MQ_DDL_SLOTS 64
+extern void MqAnnounceDdl(int32 topic_id);
+extern uint64 MqDdlCount(int32 *topic_id);
 extern void MqPartitionInitCallbacks(void);
 extern void MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset);
 extern void MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset);

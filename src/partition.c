@@ -54,6 +54,9 @@ typedef struct MqShared
 	int			part_tranche;	/* tranche id of the partition locks */
 	pg_atomic_uint64 catalog_generation;
 	ConditionVariable data_cv;	/* broadcast when produced records commit */
+	/* DDL announcements, a slot per database hash (MqAnnounceDdl) */
+	pg_atomic_uint64 ddl_count[MQ_DDL_SLOTS];
+	pg_atomic_uint32 ddl_topic[MQ_DDL_SLOTS];
 	slock_t		free_lock;		/* protects free_list */
 	dlist_head	free_list;		/* unused MqInflight entries */
 	MqInflight	pool[FLEXIBLE_ARRAY_MEMBER];
@@ -119,6 +122,11 @@ mq_shmem_startup(void)
 		mq_shared->hash_lock = &(GetNamedLWLockTranche("mqlog"))->lock;
 		mq_shared->part_tranche = LWLockNewTrancheId();
 		pg_atomic_init_u64(&mq_shared->catalog_generation, 1);
+		for (int i = 0; i < MQ_DDL_SLOTS; i++)
+		{
+			pg_atomic_init_u64(&mq_shared->ddl_count[i], 0);
+			pg_atomic_init_u32(&mq_shared->ddl_topic[i], 0);
+		}
 		ConditionVariableInit(&mq_shared->data_cv);
 		SpinLockInit(&mq_shared->free_lock);
 		dlist_init(&mq_shared->free_list);
@@ -163,6 +171,35 @@ MqlogCatalogChanged(void)
 {
 	pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
 	catalog_bump_at_commit = true;
+}
+
+/*
+ * DDL that will need locks waiting consumers hold (mq_drop_topic of a
+ * topic, or 0: DROP EXTENSION) says so before it asks for them, and wakes
+ * the consumers, which give way (groups.c).  A slot per database hash:
+ * another database that shares the slot only causes a spurious check.
+ */
+void
+MqAnnounceDdl(int32 topic_id)
+{
+	int			slot = MyDatabaseId % MQ_DDL_SLOTS;
+
+	pg_atomic_write_u32(&mq_shared->ddl_topic[slot], (uint32) topic_id);
+	pg_atomic_fetch_add_u64(&mq_shared->ddl_count[slot], 1);
+	ConditionVariableBroadcast(&mq_shared->data_cv);
+}
+
+/* The count of announcements in this database's slot, and the last topic. */
+uint64
+MqDdlCount(int32 *topic_id)
+{
+	int			slot = MyDatabaseId % MQ_DDL_SLOTS;
+	uint64		count = pg_atomic_read_u64(&mq_shared->ddl_count[slot]);
+
+	pg_memory_barrier();
+	if (topic_id)
+		*topic_id = (int32) pg_atomic_read_u32(&mq_shared->ddl_topic[slot]);
+	return count;
 }
 
 /* Waiting consumers sleep on this; every commit that produced wakes them. */

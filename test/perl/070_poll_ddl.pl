@@ -1,0 +1,113 @@
+# A waiting mq_poll never makes DDL wait for its timeout (issue 16).
+#
+# Consumers wait in mq_poll(timeout => '300 s') on an idle topic.  Another
+# session drops the topic, then (with new consumers waiting) drops the
+# extension.  Each DDL must complete long before any poll timeout, the
+# waiting polls must end with their retryable error (40001, "gave way"),
+# and a consumer's next poll must report what the DDL did.  A plain
+# mq_fetch in the same database must not hang meanwhile either.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+
+my $node = PostgreSQL::Test::Cluster->new('poll_ddl');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'mqlog'\n");
+$node->start;
+my $psql = $node->installed_command('psql');
+
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION mqlog;
+SELECT mq_create_topic('idle', 2);
+SELECT mq_create_topic('idle2', 1);
+SELECT mq_create_topic('busy', 1);
+SELECT mq_produce('busy', 'b0');
+});
+
+# Start a consumer that polls once with a long timeout; returns its harness
+# and output buffers.
+#
+# After the poll, the consumer waits (at most a minute) until the DDL has
+# committed -- until $gone is true -- and polls once more.
+sub start_consumer
+{
+	my ($group, $topic, $gone) = @_;
+	my ($in, $out, $err) =
+	  ("\\set VERBOSITY verbose\nSELECT count(*) FROM mq_poll('$group', '$topic', 10, timeout => '300 s');\n"
+		  . "DO \$\$ BEGIN FOR i IN 1..600 LOOP EXIT WHEN $gone; PERFORM pg_sleep(0.1); END LOOP; END \$\$;\n"
+		  . "SELECT 'next poll';\nSELECT count(*) FROM mq_poll('$group', '$topic', 10);\n\\q\n",
+		'', '');
+	my $h = IPC::Run::start([ $psql, '-X', '-d', $node->connstr('postgres') ],
+		'<', \$in, '>', \$out, '2>', \$err);
+	return [ $h, \$out, \$err ];
+}
+
+# Wait (pumping the consumers' input) until n of them sleep in mq_poll.
+sub wait_for_pollers
+{
+	my ($n, @consumers) = @_;
+	my $until = time + 120;
+	while (time < $until)
+	{
+		$_->[0]->pump_nb foreach @consumers;
+		return 1
+		  if $node->safe_psql('postgres',
+			qq{SELECT count(*) >= $n FROM pg_stat_activity WHERE query LIKE '%timeout => ''300 s''%' AND wait_event_type = 'Extension'}
+		  ) eq 't';
+		select(undef, undef, undef, 0.1);
+	}
+	return 0;
+}
+
+# --- mq_drop_topic while two consumers wait ---------------------------------
+
+my $topic_gone = q{mq_has_topic_privilege('idle', 'describe') IS NULL};
+my @c = (start_consumer('g1', 'idle', $topic_gone), start_consumer('g2', 'idle', $topic_gone));
+ok(wait_for_pollers(2, @c), 'two consumers wait in mq_poll on topic "idle"');
+
+my $t0 = time;
+my ($ret, $out, $err) = $node->psql('postgres', q{SET statement_timeout = '60s'; SELECT mq_drop_topic('idle');});
+my $took = time - $t0;
+is($ret, 0, 'mq_drop_topic completes while consumers wait') or diag $err;
+cmp_ok($took, '<', 60, "... well before the 300 s poll timeout ($took s)");
+
+foreach my $c (@c)
+{
+	my ($h, $o, $e) = @$c;
+	$h->finish;
+	like($$e, qr/ERROR:\s+40001:\s+mq_poll gave way to a concurrent drop/, 'the waiting poll ended with its retryable error');
+	like($$e, qr/ERROR:\s+42704:\s+topic "idle" does not exist/, 'the next poll says the topic is gone');
+}
+
+# --- DROP EXTENSION while consumers wait, and mq_fetch meanwhile -------------
+
+my $ext_gone = q{NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'mqlog')};
+@c = (start_consumer('g3', 'idle2', $ext_gone), start_consumer('g4', 'idle2', $ext_gone));
+ok(wait_for_pollers(2, @c), 'two consumers wait in mq_poll on topic "idle2"');
+($ret, $out, $err) = $node->psql('postgres',
+	q{SET statement_timeout = '30s'; SELECT count(*) FROM mq_fetch('busy', 0, 0);});
+is($ret, 0, 'mq_fetch is not blocked by waiting consumers');
+is($out, '1', '... and reads the record');
+
+$t0 = time;
+($ret, $out, $err) = $node->psql('postgres', q{SET statement_timeout = '60s'; DROP EXTENSION mqlog CASCADE;});
+$took = time - $t0;
+is($ret, 0, 'DROP EXTENSION mqlog CASCADE completes while consumers wait') or diag $err;
+cmp_ok($took, '<', 60, "... well before the poll timeout ($took s)");
+foreach my $c (@c)
+{
+	my ($h, $o, $e) = @$c;
+	$h->finish;
+	like($$e, qr/ERROR:\s+40001:\s+mq_poll gave way to a concurrent drop/, 'the waiting poll ended with its retryable error');
+	like($$e, qr/ERROR:\s+42(883|P01): .* does not exist/, 'the next poll finds no mqlog (no function, or no catalog if it began during the drop)');
+}
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_namespace WHERE nspname IN ('mqlog', 'mqlog_data')}),
+	'0', 'the extension is gone');
+
+$node->stop;
+done_testing();
