@@ -12,6 +12,51 @@ SELECT @extschema@.mqlog_assert_preloaded();
 DROP FUNCTION @extschema@.mqlog_assert_preloaded();
 
 /*
+ * mq_produce, mq_poll and the rest live in the schema the extension is
+ * installed in, and are called unqualified.  A role that can create
+ * objects in that schema -- in PostgreSQL 15 the database owner owns
+ * "public" -- could plant an overload there (mq_produce(text, text) wins
+ * over the real one for untyped literals) that runs with the rights of a
+ * superuser who calls mqlog.  So the schema must be one only superusers
+ * can create objects in.
+ */
+DO $$
+DECLARE
+    nsp oid := '@extschema@'::pg_catalog.regnamespace;
+    owner oid;
+    risky text;
+BEGIN
+    SELECT CASE WHEN n.nspowner OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole
+                THEN d.datdba ELSE n.nspowner END
+      INTO owner
+      FROM pg_catalog.pg_namespace n, pg_catalog.pg_database d
+     WHERE n.oid OPERATOR(pg_catalog.=) nsp
+       AND d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database();
+    SELECT pg_catalog.string_agg(CASE WHEN r.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                                      ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(r.grantee)) END, ', ')
+      INTO risky
+      FROM (SELECT owner AS grantee
+            UNION
+            SELECT CASE WHEN a.grantee OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole
+                        THEN d.datdba ELSE a.grantee END
+              FROM pg_catalog.pg_namespace n, pg_catalog.pg_database d,
+                   LATERAL pg_catalog.aclexplode(n.nspacl) a
+             WHERE n.oid OPERATOR(pg_catalog.=) nsp
+               AND d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
+               AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE') r
+     WHERE r.grantee OPERATOR(pg_catalog.=) 0
+        OR NOT (SELECT a.rolsuper FROM pg_catalog.pg_authid a WHERE a.oid OPERATOR(pg_catalog.=) r.grantee);
+    IF risky IS NOT NULL THEN
+        RAISE EXCEPTION 'mqlog must be installed in a schema in which only superusers can create objects'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = pg_catalog.format('In schema %s, %s can create objects, for example a function that shadows an mqlog function and runs with the rights of a superuser who calls it.',
+                                             nsp::pg_catalog.regnamespace, risky),
+                  HINT = 'As a superuser: CREATE SCHEMA mq; GRANT USAGE ON SCHEMA mq TO PUBLIC; CREATE EXTENSION mqlog SCHEMA mq; and add mq to search_path.';
+    END IF;
+END
+$$;
+
+/*
  * mqlog_admin is cluster-wide: a CREATE EXTENSION running at the same time
  * in another database may create it first (unique_violation on
  * pg_authid's name index), which is as good.
@@ -31,7 +76,12 @@ COMMENT ON SCHEMA mqlog IS 'mqlog catalog, views and internal functions';
 CREATE SCHEMA mqlog_data;
 COMMENT ON SCHEMA mqlog_data IS 'mqlog segment relations, one per segment, named <topic>-<partition>-<base offset>';
 GRANT USAGE ON SCHEMA mqlog TO PUBLIC;
-GRANT USAGE ON SCHEMA mqlog_data TO PUBLIC;
+/*
+ * No USAGE on mqlog_data for PUBLIC: a role that could name a segment
+ * could lock it (PREPARE locks before privileges are checked) and stall
+ * rolls, drops and retention.  mqlog's functions open segments by oid.
+ */
+REVOKE ALL ON SCHEMA mqlog_data FROM PUBLIC;
 
 /* ------------------------------------------------------------------------
  * Types
@@ -482,7 +532,7 @@ DECLARE
 BEGIN
     PERFORM mqlog._forget_topic(t.topic_id);
     FOR seg IN SELECT relid FROM mqlog.segment WHERE topic_id = t.topic_id LOOP
-        EXECUTE format('DROP TABLE %s', seg.relid::regclass);
+        EXECUTE format('DROP TABLE %s CASCADE', seg.relid::regclass);
     END LOOP;
     DELETE FROM mqlog.topic WHERE topic_id = t.topic_id;
     PERFORM mqlog._catalog_changed();
@@ -828,7 +878,7 @@ BEGIN
     UPDATE mqlog.segment s SET relid = newrel, compacted_at = now() WHERE s.relid = seg_relid;
     PERFORM mqlog._catalog_changed();
     BEGIN
-        EXECUTE format('DROP TABLE %s', seg_relid::regclass);
+        EXECUTE format('DROP TABLE %s CASCADE', seg_relid::regclass);
         EXECUTE format('ALTER TABLE mqlog_data.%I RENAME TO %I', tmpname, canonical);
     EXCEPTION WHEN lock_not_available THEN
         NULL;       /* a reader is inside the old one: the orphan sweep drops it */
@@ -852,7 +902,7 @@ BEGIN
            AND NOT EXISTS (SELECT FROM mqlog.segment sg WHERE sg.relid = c.oid)
     LOOP
         BEGIN
-            EXECUTE format('DROP TABLE %s', r.oid::regclass);
+            EXECUTE format('DROP TABLE %s CASCADE', r.oid::regclass);
             RETURN NEXT r.oid::text;
         EXCEPTION WHEN lock_not_available THEN
             NULL;
@@ -862,6 +912,17 @@ END
 $$;
 COMMENT ON FUNCTION mqlog._drop_orphans() IS 'internal: drop segments unlinked from the catalog whose drop had to wait for a reader';
 REVOKE ALL ON FUNCTION mqlog._drop_orphans() FROM PUBLIC;
+
+/*
+ * The time ms milliseconds ago.  Kafka accepts *.ms values up to 2^63-1,
+ * more than an interval holds; anything beyond 10^14 ms (3000 years) means
+ * "never" just as well, so it is capped rather than left to fail the pass.
+ */
+CREATE FUNCTION mqlog._ms_ago(ms bigint) RETURNS timestamptz
+    LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT now() - make_interval(secs => least(ms, 100000000000000) / 1000.0)
+$$;
+COMMENT ON FUNCTION mqlog._ms_ago(bigint) IS 'internal: the time a number of milliseconds ago, capped at 10^14 ms';
 
 CREATE FUNCTION mq_run_maintenance(only_topic text DEFAULT NULL)
     RETURNS TABLE (action text, topic text, "partition" int, segment text, detail text)
@@ -890,7 +951,7 @@ BEGIN
          WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND NOT sg.sealed;
         IF FOUND AND pg_relation_size(s.relid) > 0 AND
            (pg_relation_size(s.relid) >= (p.c->>'segment.bytes')::bigint OR
-            mqlog._segment_first_timestamp(s.relid) < now() - ((p.c->>'segment.ms') || ' ms')::interval) THEN
+            mqlog._segment_first_timestamp(s.relid) < mqlog._ms_ago((p.c->>'segment.ms')::bigint)) THEN
             next_base := mqlog._roll_segment(p.topic_id, p.part);
             IF next_base IS NOT NULL THEN
                 action := 'roll'; topic := p.name; "partition" := p.part;
@@ -907,7 +968,7 @@ BEGIN
             FOR s IN
                 SELECT sg.* FROM mqlog.segment sg
                  WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND sg.sealed
-                   AND sg.max_timestamp < now() - ((p.c->>'min.compaction.lag.ms') || ' ms')::interval
+                   AND sg.max_timestamp < mqlog._ms_ago((p.c->>'min.compaction.lag.ms')::bigint)
                    AND (sg.compacted_at IS NULL OR sg.compacted_at < (
                         SELECT max(x.sealed_at) FROM mqlog.segment x
                          WHERE x.topic_id = p.topic_id AND x."partition" = p.part))
@@ -934,7 +995,7 @@ BEGIN
             LOOP
                 dropped := false;
                 IF (p.c->>'retention.ms')::bigint >= 0 AND
-                   s.max_timestamp < now() - ((p.c->>'retention.ms') || ' ms')::interval THEN
+                   s.max_timestamp < mqlog._ms_ago((p.c->>'retention.ms')::bigint) THEN
                     detail := 'older than retention.ms';
                     dropped := true;
                 ELSIF (p.c->>'retention.bytes')::bigint >= 0 AND
@@ -951,7 +1012,7 @@ BEGIN
                 segment := s.relid::regclass::text;
                 RETURN NEXT;
                 BEGIN
-                    EXECUTE format('DROP TABLE %s', s.relid::regclass);
+                    EXECUTE format('DROP TABLE %s CASCADE', s.relid::regclass);
                 EXCEPTION WHEN lock_not_available THEN
                     NULL;       /* a reader is inside: the orphan sweep drops it later */
                 END;

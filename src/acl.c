@@ -254,6 +254,25 @@ roles_changed(Datum arg, int cacheid, uint32 hashvalue)
 	group_access_valid = false;
 }
 
+/*
+ * An answer may rest on a row this transaction wrote (read_group sees its
+ * own changes): a rollback takes the row back, so it takes the cache too.
+ */
+static void
+group_cache_xact(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		group_access_valid = false;
+}
+
+static void
+group_cache_subxact(SubXactEvent event, SubTransactionId mySubid,
+					SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		group_access_valid = false;
+}
+
 static GroupAccessEntry *
 group_cache(const char *group, bool create)
 {
@@ -276,6 +295,8 @@ group_cache(const char *group, bool create)
 		{
 			CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, roles_changed, (Datum) 0);
 			CacheRegisterSyscacheCallback(AUTHOID, roles_changed, (Datum) 0);
+			RegisterXactCallback(group_cache_xact, NULL);
+			RegisterSubXactCallback(group_cache_subxact, NULL);
 			callbacks = true;
 		}
 		memset(&ctl, 0, sizeof(ctl));
@@ -355,9 +376,10 @@ group_allows(Oid role, Oid owner, ArrayType *grantees, bool owner_only)
  * gone) and by mq_grant_group.  It must never wait for another session's
  * open transaction that is claiming the same group -- a consumer would
  * then stall behind another member's long transaction -- so the insert
- * runs in a subtransaction with a short lock_timeout and gives way: the
- * other claim persists the row, and if it rolls back, the next commit
- * claims again.
+ * runs in a subtransaction with a short lock_timeout, and when another
+ * claim is in flight this call fails with 40001: only the very first
+ * commits of a new group can meet that, and a retry finds the claim
+ * decided.
  */
 void
 MqGroupPersistOwner(const char *group, Oid live_owner)
@@ -403,6 +425,16 @@ MqGroupPersistOwner(const char *group, Oid live_owner)
 			CurrentResourceOwner = resowner;
 			if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
 				ReThrowError(edata);
+			/*
+			 * Another open transaction is claiming the group.  Going on
+			 * would let that claim, if it commits, take over the offsets
+			 * this one commits; the first claim wins, this one retries.
+			 */
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("consumer group \"%s\" is being claimed by another transaction", group),
+					 errdetail("A group belongs to the role whose commit, offset reset or grant first created it."),
+					 errhint("Roll back and try again.")));
 		}
 		PG_END_TRY();
 		MemoryContextSwitchTo(cxt);

@@ -43,6 +43,9 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
+#include "commands/extension.h"
+#include "utils/acl.h"
+
 #include "mqlog.h"
 
 PG_FUNCTION_INFO_V1(mqlog_am_handler);
@@ -697,8 +700,11 @@ mqlog_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 	{
 		ListCell   *lc;
 
+		/* only for who may drop it: an announcement makes polls give way */
 		foreach(lc, ((DropStmt *) stmt)->objects)
-			if (strcmp(strVal(lfirst(lc)), "mqlog") == 0)
+			if (strcmp(strVal(lfirst(lc)), "mqlog") == 0 &&
+				OidIsValid(get_extension_oid("mqlog", true)) &&
+				pg_extension_ownercheck(get_extension_oid("mqlog", true), GetUserId()))
 				MqAnnounceDdl(0);
 	}
 

@@ -1214,21 +1214,29 @@ reset_position(const char *group, MqTopic *topic, int32 partition, int64 positio
 #define MQ_POLL_RECHECK_MS	1000
 
 static void
-yield_to_ddl(uint64 seen, MqTopic **topics, int ntopics)
+yield_to_ddl(uint64 *seen, MqTopic **topics, int ntopics)
 {
 	int32		topic_id;
 	uint64		now = MqDdlCount(&topic_id);
 	const char *what = NULL;
 
-	if (now == seen)
+	if (now == *seen)
 		return;
-	if (topic_id == 0 || now > seen + 1)
+	if (topic_id < 0)
+	{
+		*seen = now;			/* DDL in another database */
+		return;
+	}
+	if (topic_id == 0 || now > *seen + 1)
 		what = "mqlog";			/* the extension, or more than one change */
 	for (int t = 0; t < ntopics && what == NULL; t++)
 		if (topics[t]->topic_id == topic_id)
 			what = topics[t]->name;
 	if (what == NULL)
-		return;					/* DDL on another topic */
+	{
+		*seen = now;			/* DDL on another topic */
+		return;
+	}
 	ConditionVariableCancelSleep();
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -1364,7 +1372,7 @@ mq_poll(PG_FUNCTION_ARGS)
 										   PG_WAIT_EXTENSION);
 		heartbeat(group);
 		CHECK_FOR_INTERRUPTS();
-		yield_to_ddl(ddl_seen, topics, ntopics);
+		yield_to_ddl(&ddl_seen, topics, ntopics);
 	}
 	if (sleeping)
 		ConditionVariableCancelSleep();

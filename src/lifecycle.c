@@ -102,6 +102,10 @@ mqlog_roll_begin(PG_FUNCTION_ARGS)
 	Relation	rel;
 	int64		next;
 
+	if (!MqIsSegment(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("relation %u is not an mqlog segment", relid)));
 	if (!ConditionalLockRelationOid(relid, ExclusiveLock))
 		PG_RETURN_NULL();
 
@@ -134,8 +138,13 @@ mqlog_roll_finish(PG_FUNCTION_ARGS)
 	int32		partition = PG_GETARG_INT32(1);
 	Oid			relid = PG_GETARG_OID(2);
 	int64		base = PG_GETARG_INT64(3);
-	MqTopic    *topic = MqTopicLookupById(topic_id);
+	MqTopic    *topic;
 
+	if (!MqIsSegment(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("relation %u is not an mqlog segment", relid)));
+	topic = MqTopicLookupById(topic_id);
 	MqCheckPartition(topic, partition);
 	MqPartitionSwitchAtCommit(MqTopicPartition(topic, partition), relid, base);
 	PG_RETURN_VOID();

@@ -226,7 +226,7 @@ mqlog_launcher_main(Datum main_arg)
 static bool
 maintenance_pass(void)
 {
-	char	   *nsp = NULL;
+	char	   *volatile nsp = NULL;
 	List	   *topics = NIL;
 	ListCell   *lc;
 	MemoryContext outer = CurrentMemoryContext;
@@ -277,15 +277,35 @@ maintenance_pass(void)
 						 quote_identifier(nsp), quote_literal_cstr(topic));
 		else
 			q = pstrdup("SELECT pg_catalog.count(*) FROM mqlog._drop_orphans()");
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		if (SPI_execute(q, false, 0) != SPI_OK_SELECT)
-			elog(ERROR, "mqlog maintenance: pass failed");
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
+		/*
+		 * An error in one topic (a segment some role's object depends on,
+		 * a lock that cannot be had) is logged and the pass goes on with
+		 * the next: one topic must not stop retention for the others.
+		 */
+		PG_TRY();
+		{
+			SetCurrentStatementStartTimestamp();
+			StartTransactionCommand();
+			SPI_connect();
+			PushActiveSnapshot(GetTransactionSnapshot());
+			if (SPI_execute(q, false, 0) != SPI_OK_SELECT)
+				elog(ERROR, "mqlog maintenance: pass failed");
+			SPI_finish();
+			PopActiveSnapshot();
+			CommitTransactionCommand();
+		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(outer);
+			EmitErrorReport();
+			FlushErrorState();
+			AbortCurrentTransaction();
+			MemoryContextSwitchTo(outer);
+			ereport(LOG,
+					(errmsg("mqlog maintenance: the pass over %s failed and goes on with the rest",
+							topic ? psprintf("topic \"%s\"", topic) : "orphaned segments")));
+		}
+		PG_END_TRY();
 	}
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);

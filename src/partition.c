@@ -57,6 +57,7 @@ typedef struct MqShared
 	/* DDL announcements, a slot per database hash (MqAnnounceDdl) */
 	pg_atomic_uint64 ddl_count[MQ_DDL_SLOTS];
 	pg_atomic_uint32 ddl_topic[MQ_DDL_SLOTS];
+	pg_atomic_uint32 ddl_db[MQ_DDL_SLOTS];
 	slock_t		free_lock;		/* protects free_list */
 	dlist_head	free_list;		/* unused MqInflight entries */
 	MqInflight	pool[FLEXIBLE_ARRAY_MEMBER];
@@ -126,6 +127,7 @@ mq_shmem_startup(void)
 		{
 			pg_atomic_init_u64(&mq_shared->ddl_count[i], 0);
 			pg_atomic_init_u32(&mq_shared->ddl_topic[i], 0);
+			pg_atomic_init_u32(&mq_shared->ddl_db[i], 0);
 		}
 		ConditionVariableInit(&mq_shared->data_cv);
 		SpinLockInit(&mq_shared->free_lock);
@@ -185,11 +187,15 @@ MqAnnounceDdl(int32 topic_id)
 	int			slot = MyDatabaseId % MQ_DDL_SLOTS;
 
 	pg_atomic_write_u32(&mq_shared->ddl_topic[slot], (uint32) topic_id);
+	pg_atomic_write_u32(&mq_shared->ddl_db[slot], (uint32) MyDatabaseId);
 	pg_atomic_fetch_add_u64(&mq_shared->ddl_count[slot], 1);
 	ConditionVariableBroadcast(&mq_shared->data_cv);
 }
 
-/* The count of announcements in this database's slot, and the last topic. */
+/*
+ * The count of announcements in this database's slot, and the last one's
+ * topic (-1 when it came from another database sharing the slot).
+ */
 uint64
 MqDdlCount(int32 *topic_id)
 {
@@ -198,7 +204,8 @@ MqDdlCount(int32 *topic_id)
 
 	pg_memory_barrier();
 	if (topic_id)
-		*topic_id = (int32) pg_atomic_read_u32(&mq_shared->ddl_topic[slot]);
+		*topic_id = (pg_atomic_read_u32(&mq_shared->ddl_db[slot]) == (uint32) MyDatabaseId) ?
+			(int32) pg_atomic_read_u32(&mq_shared->ddl_topic[slot]) : -1;
 	return count;
 }
 

@@ -81,9 +81,24 @@ CREATE ROLE attacker LOGIN;
 CREATE ROLE dbowner LOGIN;
 CREATE DATABASE victim OWNER dbowner;
 });
+# The database owner owns schema public: mqlog refuses to go there, since
+# the owner could plant overloads of its functions in it.
+{
+	my ($ret, $out, $err) = $node->psql('victim', 'CREATE EXTENSION mqlog SCHEMA public',
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($err, qr/ERROR:\s+42501:\s+mqlog must be installed in a schema in which only superusers can create objects/,
+		'CREATE EXTENSION refuses a schema the database owner can create objects in');
+	like($err, qr/DETAIL:.*dbowner can create objects/, '... and names the role');
+}
 $node->safe_psql(
 	'victim', q{
-CREATE EXTENSION mqlog SCHEMA public;
+CREATE SCHEMA mq;
+GRANT USAGE ON SCHEMA mq TO PUBLIC;
+CREATE EXTENSION mqlog SCHEMA mq;
+ALTER DATABASE victim SET search_path = "$user", public, mq;
+});
+$node->safe_psql(
+	'victim', q{
 SELECT mq_create_topic('orders', 2);
 SELECT mq_create_topic('rolling', 1, config => '{"segment.ms": 1}');
 SELECT mq_produce_batch('orders', ARRAY['a','b','c','d']::bytea[]);
@@ -224,7 +239,7 @@ SELECT string_agg(format('%s/%s hw=%s start=%s', topic, partition, high_watermar
   FROM mqlog.partitions WHERE topic = 'orders';
 SELECT string_agg(format('%s %s/%s=%s', group_id, topic, partition, committed_offset), ' ' ORDER BY group_id, topic, partition)
   FROM mqlog.consumer_lag WHERE group_id = 'victim-group';
-SELECT bool_and(ok) FROM public.mq_verify('orders');
+SELECT bool_and(ok) FROM mq.mq_verify('orders');
 });
 }
 
@@ -260,36 +275,36 @@ my $before = log_state();
 # Statements name only functions (no operators, no casts), so that the
 # attacker's own SQL resolves nothing through the shadows.
 my @calls = (
-	q{SELECT * FROM public.mq_produce('orders', 'x')},
-	q{SELECT * FROM public.mq_produce_batch('orders', '{x}')},
-	q{SELECT count(*) FROM public.mq_fetch('orders', 0, 0)},
-	q{SELECT public.mq_earliest_offset('orders', 0)},
-	q{SELECT public.mq_latest_offset('orders', 1)},
-	q{SELECT count(*) FROM public.mq_offsets_for_times('orders', '2020-01-01')},
-	q{SELECT count(*) FROM public.mq_verify('orders')},
-	q{SELECT count(*) FROM public.mq_poll('attack-group', 'orders', 10)},
-	q{SELECT count(*) FROM public.mq_poll('attack-group', '{orders,rolling}', 10)},
-	q{SELECT public.mq_commit('attack-group')},
-	q{SELECT public.mq_commit('attack-group', 'orders', 0, 1)},
-	q{SELECT public.mq_seek('attack-group', 'orders', 0, 0)},
-	q{SELECT count(*) FROM public.mq_reset_offsets('attack-group', 'orders', 'earliest')},
-	q{SELECT count(*) FROM public.mq_reset_offsets('attack-group', 'orders', '2020-01-01 00:00:00+00', force => true)},
-	q{SELECT count(*) FROM public.mq_reset_offsets('attack-group', 'orders', '1', force => true)},
-	q{SELECT public.mq_leave('attack-group')},
-	q{SELECT public.mq_delete_group('attack-group')},
-	q{SELECT public.mq_delete_group('victim-group', force => true)},
-	q{SELECT count(*) FROM public.mq_reset_offsets('victim-group', 'orders', 'latest', force => true)},
-	q{SELECT public.mq_grant('orders', 'attacker', 'all')},
-	q{SELECT public.mq_grant_group('victim-group', 'attacker')},
-	q{SELECT public.mq_grant_group('attack-group-2', 'PUBLIC')},
-	q{SELECT public.mq_revoke_group('attack-group-2', 'PUBLIC')},
-	q{SELECT public.mq_has_topic_privilege('orders', 'consume')},
-	q{SELECT public.mq_has_group_privilege('victim-group')},
-	q{SELECT public.mq_alter_topic('orders', '{"retention.ms": 1}')},
-	q{SELECT public.mq_add_partitions('orders', 3)},
-	q{SELECT public.mq_drop_topic('orders')},
-	q{SELECT public.mq_create_topic('attacker-topic')},
-	q{SELECT count(*) FROM public.mq_run_maintenance()},
+	q{SELECT * FROM mq.mq_produce('orders', 'x')},
+	q{SELECT * FROM mq.mq_produce_batch('orders', '{x}')},
+	q{SELECT count(*) FROM mq.mq_fetch('orders', 0, 0)},
+	q{SELECT mq.mq_earliest_offset('orders', 0)},
+	q{SELECT mq.mq_latest_offset('orders', 1)},
+	q{SELECT count(*) FROM mq.mq_offsets_for_times('orders', '2020-01-01')},
+	q{SELECT count(*) FROM mq.mq_verify('orders')},
+	q{SELECT count(*) FROM mq.mq_poll('attack-group', 'orders', 10)},
+	q{SELECT count(*) FROM mq.mq_poll('attack-group', '{orders,rolling}', 10)},
+	q{SELECT mq.mq_commit('attack-group')},
+	q{SELECT mq.mq_commit('attack-group', 'orders', 0, 1)},
+	q{SELECT mq.mq_seek('attack-group', 'orders', 0, 0)},
+	q{SELECT count(*) FROM mq.mq_reset_offsets('attack-group', 'orders', 'earliest')},
+	q{SELECT count(*) FROM mq.mq_reset_offsets('attack-group', 'orders', '2020-01-01 00:00:00+00', force => true)},
+	q{SELECT count(*) FROM mq.mq_reset_offsets('attack-group', 'orders', '1', force => true)},
+	q{SELECT mq.mq_leave('attack-group')},
+	q{SELECT mq.mq_delete_group('attack-group')},
+	q{SELECT mq.mq_delete_group('victim-group', force => true)},
+	q{SELECT count(*) FROM mq.mq_reset_offsets('victim-group', 'orders', 'latest', force => true)},
+	q{SELECT mq.mq_grant('orders', 'attacker', 'all')},
+	q{SELECT mq.mq_grant_group('victim-group', 'attacker')},
+	q{SELECT mq.mq_grant_group('attack-group-2', 'PUBLIC')},
+	q{SELECT mq.mq_revoke_group('attack-group-2', 'PUBLIC')},
+	q{SELECT mq.mq_has_topic_privilege('orders', 'consume')},
+	q{SELECT mq.mq_has_group_privilege('victim-group')},
+	q{SELECT mq.mq_alter_topic('orders', '{"retention.ms": 1}')},
+	q{SELECT mq.mq_add_partitions('orders', 3)},
+	q{SELECT mq.mq_drop_topic('orders')},
+	q{SELECT mq.mq_create_topic('attacker-topic')},
+	q{SELECT count(*) FROM mq.mq_run_maintenance()},
 	q{SELECT count(*) FROM mqlog.topics},
 	q{SELECT count(*) FROM mqlog.partitions},
 	q{SELECT count(*) FROM mqlog.segments},
@@ -301,29 +316,35 @@ my @calls = (
 	q{SELECT count(*) FROM mqlog.segment_stats(16)},
 	q{SELECT count(*) FROM mqlog.partition_offsets(1, 0)});
 
-# Each statement in a session of its own, errors allowed; returns how many
-# failed with "permission denied" (42501) as a sanity check of the run.
+# Each statement in a session of its own, errors allowed.  Returns how
+# many were refused by mqlog's privilege checks (42501) and how many ran;
+# a call that cannot even reach mqlog (no such schema or function) fails
+# the test, or the run would prove nothing.
 sub run_calls
 {
 	my ($user, $prefix) = @_;
-	my $denied = 0;
+	my ($denied, $ran, $unreached) = (0, 0, '');
 	foreach my $c (@calls)
 	{
 		my ($ret, $out, $err) = $node->psql(
 			'victim', "$prefix$c;",
 			extra_params => [ '-U', $user, '-v', 'VERBOSITY=verbose' ]);
 		$denied++ if $err =~ /42501/;
+		$ran++ if $ret == 0;
+		$unreached .= "$c: $err\n" if $err =~ /permission denied for schema|42883/;
 	}
+	is($unreached, '', "every call as $user reached mqlog");
+	cmp_ok($ran, '>', 10, "$ran calls as $user succeeded");
 	return $denied;
 }
 
-my $denied = run_calls('attacker', 'SET search_path = evil_a, pg_catalog, public; ');
+my $denied = run_calls('attacker', 'SET search_path = evil_a, pg_catalog, public, mq; ');
 cmp_ok($denied, '>', 5, "session search_path: the attacker was refused $denied calls");
 is(hits('evil_a'), 0, 'session search_path: no shadow ran');
 is(privileged(), '', 'session search_path: attacker and owner still unprivileged');
 
 $node->safe_psql('victim',
-	'ALTER ROLE attacker IN DATABASE victim SET search_path = evil_a, pg_catalog, public');
+	'ALTER ROLE attacker IN DATABASE victim SET search_path = evil_a, pg_catalog, public, mq');
 run_calls('attacker', '');
 is(hits('evil_a'), 0, 'role search_path: no shadow ran');
 is(privileged(), '', 'role search_path: attacker and owner still unprivileged');
@@ -331,7 +352,7 @@ $node->safe_psql('victim', 'ALTER ROLE attacker IN DATABASE victim RESET search_
 
 # The database owner sets the database's search_path: every session of
 # that database gets it, a superuser's too, and so does the worker.
-$node->safe_psql('victim', 'ALTER DATABASE victim SET search_path = evil_d, pg_catalog, public',
+$node->safe_psql('victim', 'ALTER DATABASE victim SET search_path = evil_d, pg_catalog, public, mq',
 	extra_params => [ '-U', 'dbowner' ]);
 run_calls('dbowner', '');
 run_calls('attacker', '');
@@ -340,18 +361,18 @@ is(privileged(), '', 'database search_path: attacker and owner still unprivilege
 
 # A superuser (the DBA) calls everything in that database, grants included.
 my @admin_calls = (
-	q{SELECT public.mq_create_topic('admin-topic', 2, config => '{"segment.ms": 1}')},
-	q{SELECT public.mq_alter_topic('admin-topic', '{"retention.ms": 1}')},
-	q{SELECT public.mq_add_partitions('admin-topic', 3)},
-	q{SELECT public.mq_produce('admin-topic', 'x', key => 'k')},
-	q{SELECT public.mq_grant('admin-topic', 'PUBLIC', 'describe')},
-	q{SELECT public.mq_revoke('admin-topic', 'PUBLIC', 'describe')},
-	q{SELECT count(*) FROM public.mq_poll('admin-group', 'admin-topic', 10)},
-	q{SELECT public.mq_commit('admin-group')},
-	q{SELECT count(*) FROM public.mq_run_maintenance()},
-	q{SELECT public.mq_leave('admin-group')},
-	q{SELECT public.mq_delete_group('admin-group')},
-	q{SELECT public.mq_drop_topic('admin-topic')});
+	q{SELECT mq.mq_create_topic('admin-topic', 2, config => '{"segment.ms": 1}')},
+	q{SELECT mq.mq_alter_topic('admin-topic', '{"retention.ms": 1}')},
+	q{SELECT mq.mq_add_partitions('admin-topic', 3)},
+	q{SELECT mq.mq_produce('admin-topic', 'x', key => 'k')},
+	q{SELECT mq.mq_grant('admin-topic', 'PUBLIC', 'describe')},
+	q{SELECT mq.mq_revoke('admin-topic', 'PUBLIC', 'describe')},
+	q{SELECT count(*) FROM mq.mq_poll('admin-group', 'admin-topic', 10)},
+	q{SELECT mq.mq_commit('admin-group')},
+	q{SELECT count(*) FROM mq.mq_run_maintenance()},
+	q{SELECT mq.mq_leave('admin-group')},
+	q{SELECT mq.mq_delete_group('admin-group')},
+	q{SELECT mq.mq_drop_topic('admin-topic')});
 foreach my $c (@admin_calls, @calls)
 {
 	next if $c =~ /victim-group|mq_produce|mq_alter_topic\('orders'|mq_add_partitions\('orders'|mq_drop_topic\('orders'/;
@@ -369,7 +390,7 @@ ok( $node->poll_query_until(
 	'the maintenance worker ran a pass under the hostile database search_path');
 is(hits('evil_d'), 0, 'maintenance worker: no shadow ran');
 is(privileged(), '', 'maintenance worker: attacker and owner still unprivileged');
-$node->safe_psql('victim', 'ALTER DATABASE victim RESET search_path', extra_params => [ '-U', 'dbowner' ]);
+$node->safe_psql('victim', 'ALTER DATABASE victim SET search_path = "$user", public, mq', extra_params => [ '-U', 'dbowner' ]);
 unlike(slurp_file($node->logfile, $log_offset), qr/mqlog-hijack/,
 	'no shadow ran anywhere after the control (server log)');
 
@@ -441,14 +462,22 @@ foreach my $user ('attacker', 'postgres')
 	like($err, qr/ERROR:\s+42809.*not an mqlog segment/s, "$user: mqlog.segment_stats refuses pg_authid");
 }
 {
-	my ($ret, $out, $err) = $node->psql('victim', "SELECT * FROM mqlog.segment_stats('$seg'::regclass)",
+	# by oid: other roles have no USAGE on mqlog_data, so cannot name segments
+	my $segoid = $node->safe_psql('victim', "SELECT '$seg'::regclass::oid");
+	my ($ret, $out, $err) = $node->psql('victim', "SELECT * FROM mqlog.segment_stats($segoid)",
 		extra_params => [ '-U', 'dbowner', '-v', 'VERBOSITY=verbose' ]);
 	is($ret, 0, 'a role with consume may read the statistics of a segment of the topic');
 	$node->safe_psql('victim', q{SELECT mq_create_topic('secret')});
-	my $sseg = $node->safe_psql('victim', q{SELECT relation FROM mqlog.segments WHERE topic = 'secret'});
-	($ret, $out, $err) = $node->psql('victim', "SELECT * FROM mqlog.segment_stats('$sseg'::regclass)",
+	my $sseg = $node->safe_psql('victim', q{SELECT relation::oid FROM mqlog.segments WHERE topic = 'secret'});
+	($ret, $out, $err) = $node->psql('victim', "SELECT * FROM mqlog.segment_stats($sseg)",
 		extra_params => [ '-U', 'attacker', '-v', 'VERBOSITY=verbose' ]);
 	like($err, qr/ERROR:\s+42501/, 'attacker: segment statistics of a topic it may not describe are refused');
+}
+{
+	my ($ret, $out, $err) = $node->psql('victim', "BEGIN; PREPARE p AS SELECT 1 FROM $seg;",
+		extra_params => [ '-U', 'attacker', '-v', 'VERBOSITY=verbose' ]);
+	like($err, qr/ERROR:\s+42501:\s+permission denied for schema mqlog_data/,
+		'attacker cannot name a segment, so cannot lock one (PREPARE locks before privileges are checked)');
 }
 foreach my $t ('topic', 'segment', 'committed_offset', 'topic_acl', 'consumer_group', 'group_acl', 'node')
 {
@@ -533,6 +562,71 @@ like(
 	$h2->finish;
 	like($err2, qr/ERROR:\s+42710:\s+topic "race" already exists/, 'the loser gets 42710, not 23505');
 	unlike($err2, qr/23505/, '... and no unique_violation');
+}
+
+# ---------------------------------------------------------------------------
+# 6. Holes a hostile review found in the first version of the above
+# ---------------------------------------------------------------------------
+
+# A claim this transaction made, then rolled back, must not leave the
+# session believing it may use the group once another role owns it.
+{
+	my $psql = $node->installed_command('psql');
+	my ($in, $out, $err) = (
+		"\\set VERBOSITY verbose\nBEGIN;\n"
+		  . "SELECT count(*) FROM mq.mq_reset_offsets('claimed', 'orders', 'earliest');\n"
+		  . "SELECT count(*) FROM mq.mq_reset_offsets('claimed', 'orders', 'earliest');\n"
+		  . "ROLLBACK;\nSELECT 'step1';\n", '', '');
+	my $h = IPC::Run::start([ $psql, '-X', '-d', $node->connstr('victim') . ' user=attacker' ],
+		'<', \$in, '>', \$out, '2>', \$err);
+	my $until = time + 60;
+	while ($out !~ /step1/ && time < $until) { $h->pump_nb; select(undef, undef, undef, 0.05); }
+	like($out, qr/step1/, 'attacker claimed group "claimed" in a transaction and rolled it back');
+	$node->safe_psql('victim',
+		q{SELECT count(*) FROM mq.mq_poll('claimed', 'orders'); SELECT mq.mq_commit('claimed');},
+		extra_params => [ '-U', 'dbowner' ]);
+	$in .= "SELECT count(*) FROM mq.mq_reset_offsets('claimed', 'orders', 'latest');\n"
+	  . "SELECT mq.mq_delete_group('claimed');\nSELECT 'step2';\n\\q\n";
+	$h->finish;
+	like($err, qr/ERROR:\s+42501:\s+permission denied for consumer group "claimed".*ERROR:\s+42501:\s+permission denied for consumer group "claimed"/s,
+		'the same session then may neither reset nor delete the group the owner claimed');
+	is($node->safe_psql('victim', q{SELECT owner FROM mqlog.groups WHERE group_id = 'claimed'}),
+		'dbowner', '... which still belongs to the owner');
+}
+
+# Nothing may depend on a segment: a role's temporary view referring to
+# one (by oid) does not stop a drop or retention.
+$node->safe_psql('victim', q{SELECT mq_create_topic('doomed'); SELECT mq_grant('doomed', 'attacker', 'consume');});
+{
+	my $psql = $node->installed_command('psql');
+	my $doid = $node->safe_psql('victim', q{SELECT relation::oid FROM mqlog.segments WHERE topic = 'doomed'});
+	my ($in, $out, $err) = ("CREATE TEMP VIEW dep AS SELECT ${doid}::regclass AS r;\nSELECT 'dep';\n", '', '');
+	my $h = IPC::Run::start([ $psql, '-X', '-d', $node->connstr('victim') . ' user=attacker' ],
+		'<', \$in, '>', \$out, '2>', \$err);
+	my $until = time + 60;
+	while ($out !~ /dep/ && time < $until) { $h->pump_nb; select(undef, undef, undef, 0.05); }
+	like($out, qr/dep/, 'attacker made a temporary view that depends on a segment');
+	my ($ret, $o, $e) = $node->psql('victim', q{SELECT mq_drop_topic('doomed');});
+	is($ret, 0, 'mq_drop_topic drops the topic all the same') or diag $e;
+	$in .= "\\q\n";
+	$h->finish;
+}
+
+# A role with alter on one topic sets its *.ms keys to Kafka's maximum:
+# maintenance still works, for that topic and the others.
+$node->safe_psql('victim', q{SELECT mq_create_topic('toy'); SELECT mq_grant('toy', 'attacker', 'alter');});
+$node->safe_psql('victim',
+	q{SELECT mq.mq_alter_topic('toy', '{"retention.ms": 9223372036854775807, "segment.ms": 9223372036854775807, "min.compaction.lag.ms": 9223372036854775807}')},
+	extra_params => [ '-U', 'attacker' ]);
+{
+	my ($ret, $o, $e) = $node->psql('victim', q{SELECT count(*) >= 0 FROM mq_run_maintenance();});
+	is($ret, 0, 'mq_run_maintenance() copes with *.ms = 2^63-1') or diag $e;
+}
+
+# Only who may drop the extension makes waiting polls give way.
+{
+	my ($ret, $o, $e) = $node->psql('victim', q{DROP EXTENSION mqlog}, extra_params => [ '-U', 'attacker' ]);
+	like($e, qr/must be owner of extension mqlog/, 'an ordinary role cannot drop the extension');
 }
 
 is(privileged(), '', 'at the end, attacker and owner are still unprivileged');

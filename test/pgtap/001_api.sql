@@ -180,8 +180,8 @@ SELECT table_privs_are('mqlog', 'topic', 'mqlog_pgtap_admin', ARRAY[]::name[],
                        'mqlog_admin has no privilege on mqlog.topic: it changes topics through the functions');
 SELECT schema_privs_are('mqlog', 'mqlog_pgtap_user', ARRAY['USAGE'],
                         'an ordinary role has USAGE but not CREATE on schema mqlog');
-SELECT schema_privs_are('mqlog_data', 'mqlog_pgtap_user', ARRAY['USAGE'],
-                        'an ordinary role has USAGE but not CREATE on schema mqlog_data');
+SELECT schema_privs_are('mqlog_data', 'mqlog_pgtap_user', ARRAY[]::name[],
+                        'an ordinary role has no privilege on schema mqlog_data: it cannot name, and so cannot lock, a segment');
 SELECT function_privs_are('mq_create_topic', ARRAY['text', 'integer', 'integer', 'jsonb'],
                           'mqlog_pgtap_user', ARRAY[]::name[],
                           'an ordinary role cannot execute mq_create_topic');
