@@ -367,6 +367,13 @@ SELECT mq_leave('grp_sp2');
 -- Clean up: the committed offsets go with the topics
 -- ------------------------------------------------------------------------
 
+-- One session may be a member of at most mqlog.max_groups_per_session
+-- groups (8 by default; shared memory holds that many slots per possible
+-- backend, so no session can take the slots of others).
+SHOW mqlog.max_groups_per_session;
+SELECT count(*) FROM generate_series(1, 20) i, LATERAL mq_poll('grp_cap_' || i, 'grp_t', 1);
+SELECT count(*) AS memberships FROM mqlog.group_members WHERE pid = pg_backend_pid();
+SELECT count(*) FILTER (WHERE mq_leave('grp_cap_' || i)) AS left FROM generate_series(1, 20) i;
 SELECT mq_leave(g) FROM unnest(ARRAY['grp', 'grp_fan_a', 'grp_late']) g;
 SELECT * FROM members;
 SELECT mq_drop_topic(t) FROM unnest(ARRAY['grp_t', 'grp_u', 'grp_add', 'grp_ret', 'grp_sp']) t;

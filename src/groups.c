@@ -80,6 +80,7 @@ PG_FUNCTION_INFO_V1(mq_has_group_privilege);
 int			mqlog_assignor = MQ_ASSIGN_RANGE;
 int			mqlog_offset_reset = MQ_RESET_EARLIEST;
 int			mqlog_max_poll_interval_ms = 300000;
+int			mqlog_max_groups_per_session = 8;
 
 static const char *const assignor_names[] = {"range", "roundrobin", "sticky"};
 
@@ -134,10 +135,15 @@ static MqGroupsShared *gs = NULL;
  * Shared memory
  * ------------------------------------------------------------------------ */
 
+/*
+ * Every session may be a member of mqlog.max_groups_per_session groups,
+ * and the tables are sized so that every possible backend can be: one
+ * session joining group after group cannot take the slots others need.
+ */
 static int
 group_slots(void)
 {
-	return MaxBackends * 2;
+	return MaxBackends * mqlog_max_groups_per_session;
 }
 
 Size
@@ -949,6 +955,23 @@ join_group(const char *group, MqTopic **topics, int ntopics, Oid seen_owner, Oid
 	m = find_member(MyDatabaseId, group, MyProcPid);
 	if (m == NULL)
 	{
+		int			mine = 0;
+
+		for (int i = 0; i < gs->nslots; i++)
+			if (gs->members[i].in_use && gs->members[i].pid == MyProcPid)
+				mine++;
+		if (mine >= mqlog_max_groups_per_session)
+		{
+			if (group_member_count(g) == 0)
+				g->in_use = false;	/* find_group made it for us */
+			LWLockRelease(gs->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("this session is a member of too many consumer groups"),
+					 errdetail("A session may be a member of at most %d groups (mqlog.max_groups_per_session).",
+							   mqlog_max_groups_per_session),
+					 errhint("Call mq_leave() for the groups this session no longer polls.")));
+		}
 		for (int i = 0; i < gs->nslots && m == NULL; i++)
 			if (!gs->members[i].in_use)
 				m = &gs->members[i];

@@ -77,6 +77,12 @@ _PG_init(void)
 							 "earliest (the default here, unlike Kafka) replays the history; latest starts at the end.",
 							 &mqlog_offset_reset, MQ_RESET_EARLIEST, reset_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.max_groups_per_session",
+							"Consumer groups one session may be a member of at once.",
+							"Shared memory holds this many member and group slots per possible backend.",
+							&mqlog_max_groups_per_session,
+							8, 1, 1024,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("mqlog.max_poll_interval_ms",
 							"A group member that does not poll for this long is evicted (Kafka's max.poll.interval.ms).",
 							NULL,
