@@ -531,7 +531,14 @@ DECLARE
     seg record;
 BEGIN
     PERFORM mqlog._forget_topic(t.topic_id);
-    FOR seg IN SELECT relid FROM mqlog.segment WHERE topic_id = t.topic_id LOOP
+    /*
+     * Drop a bounded number of segments here: one transaction that drops
+     * thousands of relations runs out of the shared lock table (53200).
+     * The rest are unlinked with the catalog rows and dropped by the
+     * orphan sweep, in transactions of the same bound.
+     */
+    FOR seg IN SELECT s.relid FROM mqlog.segment s WHERE s.topic_id = t.topic_id
+                ORDER BY s."partition", s.base_offset LIMIT mqlog._drop_batch() LOOP
         EXECUTE format('DROP TABLE %s CASCADE', seg.relid::regclass);
     END LOOP;
     DELETE FROM mqlog.topic WHERE topic_id = t.topic_id;
@@ -889,6 +896,17 @@ $$;
 COMMENT ON FUNCTION mqlog._compact_segment(int, int, oid) IS 'internal: rewrite a sealed segment keeping the newest record per key';
 
 /* Drop segment relations no longer in the catalog (their drop had to wait for a reader). */
+/* How many segment relations one transaction drops at most. */
+CREATE FUNCTION mqlog._drop_batch() RETURNS int
+    LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$ SELECT 200 $$;
+COMMENT ON FUNCTION mqlog._drop_batch() IS 'internal: the most segment relations one transaction drops (each takes a few locks)';
+
+/*
+ * Drop segment relations no longer in the catalog: a dropped topic's rest,
+ * and those whose drop had to wait for a reader.  At most _drop_batch()
+ * per call, so each transaction holds a bounded number of locks; the
+ * worker calls it again, in new transactions, while it finds more.
+ */
 CREATE FUNCTION mqlog._drop_orphans() RETURNS SETOF text
     LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
     SET mqlog.allow_segment_ddl = on AS $$
@@ -900,6 +918,7 @@ BEGIN
         SELECT c.oid FROM pg_class c
          WHERE c.relnamespace = 'mqlog_data'::regnamespace AND c.relkind = 'r'
            AND NOT EXISTS (SELECT FROM mqlog.segment sg WHERE sg.relid = c.oid)
+         ORDER BY c.oid LIMIT mqlog._drop_batch()
     LOOP
         BEGIN
             EXECUTE format('DROP TABLE %s CASCADE', r.oid::regclass);

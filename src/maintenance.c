@@ -218,6 +218,53 @@ mqlog_launcher_main(Datum main_arg)
 	proc_exit(0);
 }
 
+#define MQ_SWEEP_BATCH	200		/* mqlog._drop_batch() */
+#define MQ_SWEEP_ROUNDS	100		/* 20,000 orphans per pass at most */
+
+/*
+ * One step of a pass in a transaction of its own; returns the count it
+ * selected, or -1 after an error.  An error in one topic (a segment some
+ * role's object depends on, a lock that cannot be had) is logged and the
+ * pass goes on with the next: one topic must not stop retention for the
+ * others.
+ */
+static int64
+run_step(const char *q, const char *what, MemoryContext outer)
+{
+	volatile int64 n = -1;
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (SPI_execute(q, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "mqlog maintenance: pass failed");
+		{
+			bool		isnull;
+
+			n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		}
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(outer);
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		MemoryContextSwitchTo(outer);
+		ereport(LOG,
+				(errmsg("mqlog maintenance: the pass over %s failed and goes on with the rest", what)));
+		n = -1;
+	}
+	PG_END_TRY();
+	return n;
+}
+
 /*
  * A pass over every topic, each topic in its own transaction: a roll keeps
  * producers of its partition out until its transaction commits, so those
@@ -226,7 +273,7 @@ mqlog_launcher_main(Datum main_arg)
 static bool
 maintenance_pass(void)
 {
-	char	   *volatile nsp = NULL;
+	char	   *nsp = NULL;
 	List	   *topics = NIL;
 	ListCell   *lc;
 	MemoryContext outer = CurrentMemoryContext;
@@ -265,48 +312,23 @@ maintenance_pass(void)
 		return false;
 	}
 
-	/* each topic, then the sweep of orphaned segments (the full pass) */
-	topics = lappend(topics, NULL);
+	/*
+	 * Each topic, then the sweep of orphaned segments (the full pass), in
+	 * batches: a dropped topic of thousands of partitions leaves that many.
+	 * A sweep that drops less than a batch has found them all.
+	 */
 	foreach(lc, topics)
 	{
 		char	   *topic = lfirst(lc);
-		char	   *q;
 
-		if (topic)
-			q = psprintf("SELECT pg_catalog.count(*) FROM %s.mq_run_maintenance(%s)",
-						 quote_identifier(nsp), quote_literal_cstr(topic));
-		else
-			q = pstrdup("SELECT pg_catalog.count(*) FROM mqlog._drop_orphans()");
-		/*
-		 * An error in one topic (a segment some role's object depends on,
-		 * a lock that cannot be had) is logged and the pass goes on with
-		 * the next: one topic must not stop retention for the others.
-		 */
-		PG_TRY();
-		{
-			SetCurrentStatementStartTimestamp();
-			StartTransactionCommand();
-			SPI_connect();
-			PushActiveSnapshot(GetTransactionSnapshot());
-			if (SPI_execute(q, false, 0) != SPI_OK_SELECT)
-				elog(ERROR, "mqlog maintenance: pass failed");
-			SPI_finish();
-			PopActiveSnapshot();
-			CommitTransactionCommand();
-		}
-		PG_CATCH();
-		{
-			MemoryContextSwitchTo(outer);
-			EmitErrorReport();
-			FlushErrorState();
-			AbortCurrentTransaction();
-			MemoryContextSwitchTo(outer);
-			ereport(LOG,
-					(errmsg("mqlog maintenance: the pass over %s failed and goes on with the rest",
-							topic ? psprintf("topic \"%s\"", topic) : "orphaned segments")));
-		}
-		PG_END_TRY();
+		(void) run_step(psprintf("SELECT pg_catalog.count(*) FROM %s.mq_run_maintenance(%s)",
+								 quote_identifier(nsp), quote_literal_cstr(topic)),
+						psprintf("topic \"%s\"", topic), outer);
 	}
+	for (int i = 0; i < MQ_SWEEP_ROUNDS; i++)
+		if (run_step("SELECT pg_catalog.count(*) FROM mqlog._drop_orphans()",
+					 "orphaned segments", outer) < MQ_SWEEP_BATCH)
+			break;
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	return true;
