@@ -233,8 +233,9 @@ MqCheckSegmentDescribe(Oid relid)
 /*
  * Positive answers are cached per backend: (group, role) was allowed at
  * this catalog generation.  mq_grant_group, mq_revoke_group and
- * mq_delete_group bump the generation.  A claim made by this transaction is
- * not cached, since a rollback takes it back.
+ * mq_delete_group bump the generation; a change of role membership and an
+ * aborted (sub)transaction (whose rows an answer may rest on) drop the
+ * whole cache.
  */
 typedef struct GroupAccessEntry
 {
