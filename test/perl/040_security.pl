@@ -7,8 +7,8 @@
 #    every pg_catalog function whose name mqlog's code uses (the list is
 #    generated from extension/*.sql and src/*.c, so a new unqualified call
 #    is covered as soon as it is written), an operator for every
-#    pg_catalog operator with a symbol mqlog's code uses, and a domain for
-#    every type name it casts to.  Each shadow, when run, counts a hit in a
+#    pg_catalog operator (all of them, so a new operator in the code is
+#    covered too), and a domain for every type name it casts to.  Each shadow, when run, counts a hit in a
 #    sequence (not transactional: a rollback keeps it), logs a WARNING and
 #    tries ALTER ROLE ... SUPERUSER.  With that schema first in search_path
 #    -- set per session, per role and per database -- every mqlog entry
@@ -66,9 +66,6 @@ foreach my $f (@sources)
 }
 my $func_list = join(',', map { "'$_'" } sort keys %funcs);
 my $type_list = join(',', map { "'$_'" } sort keys %types);
-my @ops = ('=', '<>', '<', '>', '<=', '>=', '||', '->>', '->', '?', '~', '!~', '~~', '!~~',
-	'-', '+', '*', '/', '%', '&', '|', '#');
-my $op_list = join(',', map { "'$_'" } @ops);
 
 # ---------------------------------------------------------------------------
 # Setup: a database owned by a non-superuser, mqlog in it, a topic the
@@ -162,7 +159,6 @@ BEGIN
                     o.oprresult::regtype AS res
                FROM pg_operator o
               WHERE o.oprnamespace = 'pg_catalog'::regnamespace
-                AND o.oprname IN ($op_list)
     LOOP
         BEGIN
             IF r.l::oid = 0 THEN
