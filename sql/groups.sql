@@ -203,9 +203,9 @@ SELECT topic, partition, "offset", convert_from(value, 'UTF8') AS value
   FROM mq_poll('grp_two', 'grp_u') ORDER BY topic, partition, "offset";
 SELECT mq_leave('grp_two');
 
--- force => true resets while a member is active.  The member's next commit
--- then fails, since the committed offset changed under it, and its next
--- poll starts from the reset offset.
+-- force => true resets while a member is active: when the reset commits,
+-- the group's members are evicted, so each rejoins at its next poll and
+-- starts from the reset offset (here this session, at once).
 SELECT * FROM mq_reset_offsets('grp_fan_a', 'grp_u', '1', force => true);
 SELECT * FROM mq_produce('grp_u', 'u4', partition => 0, ts => '2022-01-01 00:00:00+00');
 SELECT topic, partition, "offset", convert_from(value, 'UTF8') AS value
@@ -220,6 +220,7 @@ SELECT * FROM lag WHERE group_id = 'grp_fan_a';
 -- number of committed offsets it removed.
 SELECT mq_delete_group('grp_fan_b');
 SELECT mq_delete_group('grp_fan_b', force => true);
+-- the forced delete evicted this session from grp_fan_b: nothing to leave
 SELECT mq_leave('grp_fan_b');
 SELECT mq_delete_group('grp_two');
 SELECT * FROM groups;

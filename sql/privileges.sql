@@ -373,6 +373,7 @@ RESET ROLE;
 SELECT * FROM offsets WHERE group_id = 'priv_g';
 SET ROLE regress_mq_alice;
 SELECT * FROM mq_reset_offsets('priv_g', 'priv_t', 'latest', force => true);
+-- the forced reset evicted the group's members, this session too
 SELECT mq_leave('priv_g');
 
 -- Revoked, bob is refused again.

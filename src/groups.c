@@ -55,6 +55,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "mqlog.h"
@@ -75,6 +76,7 @@ PG_FUNCTION_INFO_V1(mq_has_group_privilege);
 #define MQ_MAX_SUB_TOPICS	16
 #define MQ_MAX_ASSIGNED		512
 #define MQ_MAX_POLL_TIMEOUT_MS	(600 * 1000)
+#define MQ_MAX_EVICTIONS	64		/* groups one transaction forces */
 
 /* settings (session) */
 int			mqlog_assignor = MQ_ASSIGN_RANGE;
@@ -648,12 +650,68 @@ apply_undo(Undo *u)
 	pos->subid = u->prev_subid;
 }
 
+/*
+ * Groups whose members a forced mq_reset_offsets or mq_delete_group of this
+ * transaction evicts when it commits: they rejoin at their next poll (a
+ * waiting poll at once) and start again from the new committed offsets;
+ * a transaction of theirs that polled under the old membership cannot
+ * commit.  Evicting earlier would let them reload the old offsets.
+ */
+typedef struct PendingEviction
+{
+	char		group[MQ_GROUP_NAME_LEN];
+	SubTransactionId subid;
+} PendingEviction;
+
+static PendingEviction *evictions = NULL;
+static int	nevictions = 0;
+
+static void
+evict_at_commit(const char *group)
+{
+	if (evictions == NULL)
+		evictions = MemoryContextAlloc(TopMemoryContext, sizeof(PendingEviction) * MQ_MAX_EVICTIONS);
+	for (int i = 0; i < nevictions; i++)
+		if (strcmp(evictions[i].group, group) == 0)
+			return;
+	if (nevictions == MQ_MAX_EVICTIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a transaction may force at most %d consumer groups", MQ_MAX_EVICTIONS)));
+	strlcpy(evictions[nevictions].group, group, MQ_GROUP_NAME_LEN);
+	evictions[nevictions].subid = GetCurrentSubTransactionId();
+	nevictions++;
+}
+
+static void
+apply_evictions(void)
+{
+	if (nevictions == 0 || gs == NULL)
+		return;
+	LWLockAcquire(gs->lock, LW_EXCLUSIVE);
+	for (int e = 0; e < nevictions; e++)
+		for (int i = 0; i < gs->nslots; i++)
+		{
+			MqMember   *m = &gs->members[i];
+
+			if (m->in_use && m->dboid == MyDatabaseId && strcmp(m->group, evictions[e].group) == 0)
+				remove_member(m);
+		}
+	LWLockRelease(gs->lock);
+	ConditionVariableBroadcast(MqDataArrivedCV());
+}
+
 static void
 groups_xact_callback(XactEvent event, void *arg)
 {
 	HASH_SEQ_STATUS seq;
 	Position   *pos;
 
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
+		apply_evictions();
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		nevictions = 0;
 	if (positions == NULL)
 		return;
 	if (event == XACT_EVENT_PRE_PREPARE && nundo > 0)
@@ -681,6 +739,22 @@ static void
 groups_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 						SubTransactionId parentSubid, void *arg)
 {
+	if (event == SUBXACT_EVENT_ABORT_SUB || event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		int			keep = 0;
+
+		for (int i = 0; i < nevictions; i++)
+		{
+			if (evictions[i].subid == mySubid)
+			{
+				if (event == SUBXACT_EVENT_ABORT_SUB)
+					continue;
+				evictions[i].subid = parentSubid;
+			}
+			evictions[keep++] = evictions[i];
+		}
+		nevictions = keep;
+	}
 	if (positions == NULL)
 		return;
 	if (event == SUBXACT_EVENT_ABORT_SUB)
@@ -814,7 +888,15 @@ read_committed(const char *group, int32 topic_id, int32 partition, bool lock)
 	int			ret;
 
 	MqSpiBegin(&spi, true);
+
+	/*
+	 * With a fresh snapshot: a poll that waited (for a handover, or in its
+	 * timeout while a forced reset committed) must see what committed
+	 * meanwhile, not what its statement's snapshot saw when it started.
+	 */
+	PushActiveSnapshot(GetLatestSnapshot());
 	ret = run_query(lock ? Q_READ_LOCK : Q_READ, group, topic_id, partition, 0, 0);
+	PopActiveSnapshot();
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "mqlog: reading committed offsets failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 1)
@@ -1371,8 +1453,12 @@ mq_poll(PG_FUNCTION_ARGS)
 		ntp = my_assignment(group, &tp, &gen);
 		if (ntp < 0)
 		{
-			/* evicted meanwhile: join again */
+			/*
+			 * Evicted meanwhile: join again, and reload the positions (the
+			 * group may be a new one, its generation counting from 0).
+			 */
 			join_checked(group, topics, ntopics);
+			generation = -1;
 			continue;
 		}
 		if (gen != generation)
@@ -1678,7 +1764,10 @@ refuse_if_active(const char *group, bool force, const char *what)
 	int			n = active_members(group);
 
 	if (n > 0 && force)
+	{
 		MqGroupCheckAccess(group, MQ_GROUP_OWNER, live_owner(group));
+		evict_at_commit(group);
+	}
 	if (n > 0 && !force)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),

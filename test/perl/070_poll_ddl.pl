@@ -84,6 +84,32 @@ foreach my $c (@c)
 	like($$e, qr/ERROR:\s+42704:\s+topic "idle" does not exist/, 'the next poll says the topic is gone');
 }
 
+# --- a forced offset reset while a consumer waits ----------------------------
+
+# The consumer reads and commits the three records, then waits for more.
+# A forced reset to earliest evicts the group's members when it commits:
+# the waiting poll rejoins at once and hands the three records again.
+$node->safe_psql('postgres',
+	q{SELECT mq_create_topic('rs', 1); SELECT mq_produce_batch('rs', ARRAY['r0','r1','r2']::bytea[]);});
+{
+	my ($in, $out, $err) = (
+		"SELECT count(*) AS first FROM mq_poll('gr', 'rs', 10);\nSELECT mq_commit('gr');\n"
+		  . "SELECT count(*) AS again FROM mq_poll('gr', 'rs', 10, timeout => '300 s');\n\\q\n",
+		'', '');
+	my $h = IPC::Run::start([ $psql, '-X', '-A', '-t', '-d', $node->connstr('postgres') ],
+		'<', \$in, '>', \$out, '2>', \$err);
+	ok(wait_for_pollers(1, [$h]), 'a consumer of "rs" committed all and waits');
+	my $t0 = time;
+	$node->safe_psql('postgres', q{SELECT count(*) FROM mq_reset_offsets('gr', 'rs', 'earliest', force => true)});
+	my $until = time + 60;
+	while ($out !~ /^3\n1\n3$/m && time < $until) { $h->pump_nb; select(undef, undef, undef, 0.05); }
+	my $took = time - $t0;
+	like($out, qr/^3\n1\n3$/m, "the waiting poll returned the three records again after the reset ($took s)")
+	  or diag "out: $out err: $err";
+	cmp_ok($took, '<', 60, '... long before its timeout');
+	$h->finish;
+}
+
 # --- DROP EXTENSION while consumers wait, and mq_fetch meanwhile -------------
 
 my $ext_gone = q{NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'mqlog')};
