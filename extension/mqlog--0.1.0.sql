@@ -953,6 +953,16 @@ DECLARE
     total bigint;
     next_base bigint;
     dropped bool;
+    /*
+     * Relations this call may create or drop: each holds locks to the end
+     * of the transaction, and a topic of thousands of partitions must not
+     * run out of the lock table.  Rolls and compactions beyond it wait for
+     * the next call (a row with action 'more' says so; the worker calls
+     * again at once); segments past retention are still unlinked, and the
+     * orphan sweep drops them.
+     */
+    budget int := mqlog._drop_batch();
+    more bool := false;
 BEGIN
     /* one pass at a time per database: a second caller waits for the first */
     PERFORM mqlog._maintenance_lock();
@@ -965,14 +975,22 @@ BEGIN
          WHERE only_topic IS NULL OR t.name = only_topic
          ORDER BY t.topic_id, g.p
     LOOP
+        IF budget <= 0 AND NOT more THEN
+            more := true;
+            action := 'more'; topic := p.name; "partition" := p.part; segment := NULL;
+            detail := 'this call created and dropped as many relations as one transaction may; call again for the rest';
+            RETURN NEXT;
+        END IF;
+
         /* roll: segment.bytes, or segment.ms since the segment's first record, as in Kafka */
         SELECT sg.* INTO s FROM mqlog.segment sg
          WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND NOT sg.sealed;
-        IF FOUND AND pg_relation_size(s.relid) > 0 AND
+        IF NOT more AND FOUND AND pg_relation_size(s.relid) > 0 AND
            (pg_relation_size(s.relid) >= (p.c->>'segment.bytes')::bigint OR
             mqlog._segment_first_timestamp(s.relid) < mqlog._ms_ago((p.c->>'segment.ms')::bigint)) THEN
             next_base := mqlog._roll_segment(p.topic_id, p.part);
             IF next_base IS NOT NULL THEN
+                budget := budget - 1;
                 action := 'roll'; topic := p.name; "partition" := p.part;
                 segment := s.relid::regclass::text; detail := 'next segment starts at offset ' || next_base;
                 RETURN NEXT;
@@ -983,7 +1001,7 @@ BEGIN
          * compaction: sealed segments past min.compaction.lag.ms that have
          * not been compacted since the partition last rolled
          */
-        IF p.c->>'cleanup.policy' LIKE '%compact%' THEN
+        IF NOT more AND p.c->>'cleanup.policy' LIKE '%compact%' THEN
             FOR s IN
                 SELECT sg.* FROM mqlog.segment sg
                  WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND sg.sealed
@@ -993,6 +1011,8 @@ BEGIN
                          WHERE x.topic_id = p.topic_id AND x."partition" = p.part))
                  ORDER BY sg.base_offset
             LOOP
+                EXIT WHEN budget <= 0;
+                budget := budget - 2;
                 segment := s.relid::regclass::text;
                 next_base := mqlog._compact_segment(p.topic_id, p.part, s.relid);
                 IF next_base > 0 THEN
@@ -1030,11 +1050,14 @@ BEGIN
                 action := 'delete'; topic := p.name; "partition" := p.part;
                 segment := s.relid::regclass::text;
                 RETURN NEXT;
-                BEGIN
-                    EXECUTE format('DROP TABLE %s CASCADE', s.relid::regclass);
-                EXCEPTION WHEN lock_not_available THEN
-                    NULL;       /* a reader is inside: the orphan sweep drops it later */
-                END;
+                IF budget > 0 THEN
+                    budget := budget - 1;
+                    BEGIN
+                        EXECUTE format('DROP TABLE %s CASCADE', s.relid::regclass);
+                    EXCEPTION WHEN lock_not_available THEN
+                        NULL;   /* a reader is inside: the orphan sweep drops it later */
+                    END;
+                END IF;         /* else an orphan, for the sweep */
             END LOOP;
         END IF;
     END LOOP;

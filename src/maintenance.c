@@ -219,7 +219,7 @@ mqlog_launcher_main(Datum main_arg)
 }
 
 #define MQ_SWEEP_BATCH	200		/* mqlog._drop_batch() */
-#define MQ_SWEEP_ROUNDS	100		/* 20,000 orphans per pass at most */
+#define MQ_SWEEP_ROUNDS	100		/* 20,000 orphans (or rolls of a topic) per pass at most */
 
 /*
  * One step of a pass in a transaction of its own; returns the count it
@@ -320,10 +320,14 @@ maintenance_pass(void)
 	foreach(lc, topics)
 	{
 		char	   *topic = lfirst(lc);
+		char	   *q = psprintf("SELECT pg_catalog.count(*) FILTER (WHERE m.action OPERATOR(pg_catalog.=) 'more')"
+								 " FROM %s.mq_run_maintenance(%s) m",
+								 quote_identifier(nsp), quote_literal_cstr(topic));
 
-		(void) run_step(psprintf("SELECT pg_catalog.count(*) FROM %s.mq_run_maintenance(%s)",
-								 quote_identifier(nsp), quote_literal_cstr(topic)),
-						psprintf("topic \"%s\"", topic), outer);
+		/* again while a call says its relation budget ran out ('more') */
+		for (int i = 0; i < MQ_SWEEP_ROUNDS; i++)
+			if (run_step(q, psprintf("topic \"%s\"", topic), outer) <= 0)
+				break;
 	}
 	for (int i = 0; i < MQ_SWEEP_ROUNDS; i++)
 		if (run_step("SELECT pg_catalog.count(*) FROM mqlog._drop_orphans()",

@@ -53,11 +53,30 @@ cmp_ok($left, '<', 4002, "it dropped a batch itself ($left relations left)");
 is($ret, 0, 'mq_run_maintenance() sweeps without an error') or diag $err;
 is($out, '200', '... one batch of 200 orphans');
 
-# the worker sweeps the rest, batch after batch, in one pass
+# Rolls are bounded the same way: 500 partitions due to roll (segment.ms
+# is 1 ms) make one call roll 200 and say 'more'.
+$node->safe_psql('postgres', q{
+SELECT mq_create_topic('rolls', 500, config => '{"segment.ms": 1}');
+DO $$ BEGIN
+    FOR p IN 0 .. 499 LOOP
+        PERFORM mq_produce('rolls', 'r', partition => p);
+        COMMIT;     -- one transaction may produce to 64 partitions
+    END LOOP;
+END $$;
+});
+is($node->safe_psql('postgres',
+	q{SELECT string_agg(action || '=' || n, ' ' ORDER BY action) FROM
+	    (SELECT action, count(*) AS n FROM mq_run_maintenance('rolls') GROUP BY action) x}),
+	'more=1 roll=200', 'one mq_run_maintenance() call rolls 200 partitions and says there is more');
+
+# the worker does the rest, calling again while there is more, and sweeps
+# the orphans batch after batch, in one pass
 $node->append_conf('postgresql.conf', "mqlog.maintenance_naptime = 1\n");
 $node->reload;
-ok($node->poll_query_until('postgres', "SELECT ($segments) = 2"),
-	'the maintenance worker swept every orphan');
+ok($node->poll_query_until('postgres', "SELECT ($segments) = 1002"),
+	'the maintenance worker swept every orphan and rolled every partition');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM mqlog.segments WHERE topic = 'rolls' AND sealed}),
+	'500', 'each partition of "rolls" has one sealed segment');
 is($node->safe_psql('postgres', q{SELECT bool_and(ok) FROM mq_verify('keep')}), 't',
 	'the other topic is intact');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM mq_fetch('keep', 0, 0)}) +
