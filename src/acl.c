@@ -389,6 +389,14 @@ MqGroupPersistOwner(const char *group, Oid live_owner)
 	Oid			owner;
 	ArrayType  *grantees;
 	Oid			claimer = OidIsValid(live_owner) ? live_owner : GetUserId();
+	GroupAccessEntry *e = group_cache(group, false);
+
+	/*
+	 * A cached answer rests on the durable row (only those are cached):
+	 * nothing to record, and no query on the hot path of every commit.
+	 */
+	if (e && e->generation == MqlogCatalogGeneration())
+		return;
 
 	MqSpiBegin(&spi, true);		/* GetUserId() is the extension owner from here */
 	if (!read_group(group, &owner, &grantees))
