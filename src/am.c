@@ -347,6 +347,16 @@ mqlog_tuple_lock(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableSlo
  * Storage
  * ------------------------------------------------------------------------ */
 
+/* a relation of this access method made other than by mqlog's functions */
+static void
+refuse_create(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("relations using access method \"mqlog\" are created by mqlog only"),
+			 errhint("Create a topic with mq_create_topic(); its segments are made for it.")));
+}
+
 /*
  * Called when a segment is created, and by TRUNCATE: a segment may only be
  * emptied in the (sub)transaction that created it, since its offsets are
@@ -373,10 +383,7 @@ mqlog_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode, char 
 	 * INTO): only mqlog's own functions make segments.
 	 */
 	if (!mqlog_allow_segment_ddl)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("relations using access method \"mqlog\" are created by mqlog only"),
-				 errhint("Create a topic with mq_create_topic(); its segments are made for it.")));
+		refuse_create();
 
 	*freezeXid = RecentXmin;
 	*minmulti = GetOldestMultiXactId();
@@ -594,18 +601,26 @@ MqIsSegment(Oid relid)
 Relation
 MqSegmentOpen(Oid relid, LOCKMODE lockmode)
 {
-	if (!MqIsSegment(relid))
-	{
-		char	   *name = get_rel_name(relid);
-
-		if (name == NULL)
-			return NULL;
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("relation \"%s\" is not an mqlog segment", name),
-				 errhint("Segments are the relations listed in mqlog.segments.")));
-	}
+	if (!MqIsSegment(relid) && get_rel_name(relid) == NULL)
+		return NULL;
+	MqCheckSegment(relid);
 	return try_table_open(relid, lockmode);
+}
+
+/* Refuse a relation an internal function was given that is not a segment. */
+void
+MqCheckSegment(Oid relid)
+{
+	char	   *name;
+
+	if (MqIsSegment(relid))
+		return;
+	name = get_rel_name(relid);
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 name ? errmsg("relation \"%s\" is not an mqlog segment", name) :
+			 errmsg("relation %u is not an mqlog segment", relid),
+			 errhint("Segments are the relations listed in mqlog.segments.")));
 }
 
 static bool
@@ -774,10 +789,7 @@ mqlog_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 			ListCell   *lc;
 
 			if (cs->accessMethod && strcmp(cs->accessMethod, "mqlog") == 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("relations using access method \"mqlog\" are created by mqlog only"),
-						 errhint("Create a topic with mq_create_topic(); its segments are made for it.")));
+				refuse_create();
 			foreach(lc, cs->inhRelations)
 				if (MqIsSegment(RangeVarGetRelid(lfirst(lc), NoLock, true)))
 					refuse_ddl("CREATE TABLE ... INHERITS", lfirst(lc));

@@ -1569,11 +1569,13 @@ mq_commit(PG_FUNCTION_ARGS)
 	int64		count = 0;
 	List	   *todo = NIL;
 	ListCell   *lc;
+	Oid			owner;
 
 	check_groups_ready();
 	group = group_arg(fcinfo, 0);
 	PreventCommandIfReadOnly("mq_commit");
-	MqGroupCheckAccess(group, MQ_GROUP_USE, live_owner(group));
+	owner = live_owner(group);
+	MqGroupCheckAccess(group, MQ_GROUP_USE, owner);
 	ntp = my_assignment(group, &tp, NULL);
 	if (ntp < 0)
 		ereport(ERROR,
@@ -1588,7 +1590,7 @@ mq_commit(PG_FUNCTION_ARGS)
 			pos->position != pos->committed)
 			todo = lappend(todo, pos);
 	if (todo != NIL)
-		MqGroupPersistOwner(group, live_owner(group));
+		MqGroupPersistOwner(group, owner);
 	foreach(lc, todo)
 	{
 		pos = lfirst(lc);

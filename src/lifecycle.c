@@ -102,10 +102,7 @@ mqlog_roll_begin(PG_FUNCTION_ARGS)
 	Relation	rel;
 	int64		next;
 
-	if (!MqIsSegment(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("relation %u is not an mqlog segment", relid)));
+	MqCheckSegment(relid);
 	if (!ConditionalLockRelationOid(relid, ExclusiveLock))
 		PG_RETURN_NULL();
 
@@ -140,10 +137,7 @@ mqlog_roll_finish(PG_FUNCTION_ARGS)
 	int64		base = PG_GETARG_INT64(3);
 	MqTopic    *topic;
 
-	if (!MqIsSegment(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("relation %u is not an mqlog segment", relid)));
+	MqCheckSegment(relid);
 	topic = MqTopicLookupById(topic_id);
 	MqCheckPartition(topic, partition);
 	MqPartitionSwitchAtCommit(MqTopicPartition(topic, partition), relid, base);
@@ -311,10 +305,9 @@ mqlog_compact_segment(PG_FUNCTION_ARGS)
 				aborted = 0;
 
 	MqCheckPartition(topic, partition);
-	if (!MqIsSegment(oldrel) || (OidIsValid(newrel) && !MqIsSegment(newrel)))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("compaction works on mqlog segments only")));
+	MqCheckSegment(oldrel);
+	if (OidIsValid(newrel))
+		MqCheckSegment(newrel);
 	if (!topic->compact)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -218,7 +218,6 @@ mqlog_launcher_main(Datum main_arg)
 	proc_exit(0);
 }
 
-#define MQ_SWEEP_BATCH	200		/* mqlog._drop_batch() */
 #define MQ_SWEEP_ROUNDS	100		/* 20,000 orphans (or rolls of a topic) per pass at most */
 
 /*
@@ -315,7 +314,7 @@ maintenance_pass(void)
 	/*
 	 * Each topic, then the sweep of orphaned segments (the full pass), in
 	 * batches: a dropped topic of thousands of partitions leaves that many.
-	 * A sweep that drops less than a batch has found them all.
+	 * A sweep that drops less than a full batch has found them all.
 	 */
 	foreach(lc, topics)
 	{
@@ -330,8 +329,9 @@ maintenance_pass(void)
 				break;
 	}
 	for (int i = 0; i < MQ_SWEEP_ROUNDS; i++)
-		if (run_step("SELECT pg_catalog.count(*) FROM mqlog._drop_orphans()",
-					 "orphaned segments", outer) < MQ_SWEEP_BATCH)
+		if (run_step("SELECT CASE WHEN pg_catalog.count(*) OPERATOR(pg_catalog.>=) mqlog._drop_batch()"
+					 " THEN 1::pg_catalog.int8 ELSE 0::pg_catalog.int8 END FROM mqlog._drop_orphans()",
+					 "orphaned segments", outer) <= 0)
 			break;
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);

@@ -400,6 +400,7 @@ extern int32 MqTopicIdOfSegment(Oid relid);
 /* segment relations (am.c) */
 extern bool MqIsSegment(Oid relid);
 extern Relation MqSegmentOpen(Oid relid, LOCKMODE lockmode);
+extern void MqCheckSegment(Oid relid);
 extern bool mqlog_allow_segment_ddl;
 extern MqPartition *MqTopicPartition(MqTopic *topic, int32 partition);
 extern const MqSegmentRef *MqTopicActiveSegment(MqTopic *topic, int32 partition);
