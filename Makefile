@@ -11,6 +11,9 @@ DATA        = $(sort $(wildcard extension/mqlog--*.sql))
 PGFILEDESC  = "mqlog - Kafka-style log for PostgreSQL"
 
 PG_CPPFLAGS = -I$(srcdir)/src
+# Kafka's compression codecs (codec.c), from Debian's zlib1g-dev, liblz4-dev,
+# libsnappy-dev and libzstd-dev.
+SHLIB_LINK  = -lz -llz4 -lsnappy -lzstd
 # -Wextra is kept; the three switches below silence warnings that the
 # PostgreSQL 15 server headers themselves trigger under -Wextra.
 PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
@@ -38,5 +41,5 @@ include $(PGXS)
 bench:
 	$(srcdir)/bench/run.sh $(if $(QUICK),--quick,)
 
-# PGXS does not track header dependencies; every object includes mqlog.h.
-$(OBJS): src/mqlog.h src/acl.h
+# PGXS does not track header dependencies: every object depends on every header.
+$(OBJS): $(wildcard src/*.h)

@@ -47,6 +47,7 @@
 #include "utils/acl.h"
 
 #include "mqlog.h"
+#include "logiter.h"
 
 PG_FUNCTION_INFO_V1(mqlog_am_handler);
 
@@ -71,13 +72,7 @@ refuse(Relation rel, const char *what)
 typedef struct MqScanDesc
 {
 	TableScanDescData base;
-	MqSegmentReader reader;
-	MemoryContext batch_cxt;
-	MqRecord   *recs;
-	int			maxrecs;
-	int			nrecs;
-	int			cur;
-	bool		done;
+	MqLogIter	it;
 	Oid			header_type;
 	TupleDesc	header_desc;
 } MqScanDesc;
@@ -113,9 +108,7 @@ mqlog_scan_begin(Relation rel, Snapshot snapshot, int nkeys, struct ScanKeyData 
 	scan->base.rs_nkeys = nkeys;
 	scan->base.rs_flags = flags;
 	scan->base.rs_parallel = pscan;
-	MqReaderInit(&scan->reader, rel);
-	scan->batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog segment scan",
-											ALLOCSET_DEFAULT_SIZES);
+	MqLogIterBeginSegment(&scan->it, rel, MQ_ITER_RECORDS);
 	scan->header_type = get_element_type(TupleDescAttr(desc, 4)->atttypid);
 	if (OidIsValid(scan->header_type))
 		scan->header_desc = BlessTupleDesc(lookup_rowtype_tupdesc_copy(scan->header_type, -1));
@@ -127,8 +120,7 @@ mqlog_scan_end(TableScanDesc sscan)
 {
 	MqScanDesc *scan = (MqScanDesc *) sscan;
 
-	MqReaderEnd(&scan->reader);
-	MemoryContextDelete(scan->batch_cxt);
+	MqLogIterEnd(&scan->it);
 	pfree(scan);
 }
 
@@ -138,15 +130,12 @@ mqlog_scan_rescan(TableScanDesc sscan, struct ScanKeyData *key, bool set_params,
 {
 	MqScanDesc *scan = (MqScanDesc *) sscan;
 
-	MqReaderEnd(&scan->reader);
-	MqReaderInit(&scan->reader, sscan->rs_rd);
-	scan->nrecs = scan->cur = 0;
-	scan->done = false;
+	MqLogIterEnd(&scan->it);
+	MqLogIterBeginSegment(&scan->it, sscan->rs_rd, MQ_ITER_RECORDS);
 }
 
 /*
- * Batches are decoded one at a time into batch_cxt; the records of
- * committed batches are returned until the first batch of a transaction
+ * The records of committed batches, until the first batch of a transaction
  * still running.
  */
 static bool
@@ -156,41 +145,9 @@ mqlog_scan_getnextslot(TableScanDesc sscan, ScanDirection direction, TupleTableS
 	MqRecord   *rec;
 
 	ExecClearTuple(slot);
-	while (scan->cur >= scan->nrecs)
-	{
-		MqBatchHeader hdr;
-		MemoryContext old;
-		MqBatchFate fate;
-
-		if (scan->done || !MqReaderNext(&scan->reader, true))
-		{
-			scan->done = true;
-			return false;
-		}
-		memcpy(&hdr, scan->reader.batchbuf.data, sizeof(hdr));
-		fate = MqBatchGetFate(&hdr, -1);
-		if (fate == MQ_FATE_IN_PROGRESS)
-		{
-			scan->done = true;
-			return false;
-		}
-		if (fate == MQ_FATE_INVISIBLE)
-			continue;
-		MemoryContextReset(scan->batch_cxt);
-		old = MemoryContextSwitchTo(scan->batch_cxt);
-		/* the records point into the batch: keep a copy for the slot */
-		{
-			char	   *copy = palloc(hdr.length);
-
-			memcpy(copy, scan->reader.batchbuf.data, hdr.length);
-			scan->recs = palloc(sizeof(MqRecord) * hdr.record_count);
-			scan->nrecs = MqBatchDecode(copy, scan->recs, hdr.record_count);
-		}
-		MemoryContextSwitchTo(old);
-		scan->cur = 0;
-	}
-
-	rec = &scan->recs[scan->cur++];
+	rec = MqLogNextRecord(&scan->it);
+	if (rec == NULL)
+		return false;
 	memset(slot->tts_isnull, 0, sizeof(bool) * SEGMENT_NATTS);
 	slot->tts_values[0] = Int64GetDatum(rec->offset);
 	slot->tts_values[1] = TimestampTzGetDatum(rec->ts);

@@ -1,80 +1,127 @@
 /*-------------------------------------------------------------------------
  *
  * batch.c
- *		Record batch encoding and decoding, and Kafka's murmur2 hash.
+ *		Encoding and decoding Kafka's record batch v2 (see batch.h for the
+ *		stored layout), and Kafka's murmur2 hash.
  *
- * A batch is a fixed MqBatchHeader followed by its records, each encoded
- * the way Kafka's v2 record format does it:
+ * A record inside a batch is what Kafka's DefaultRecord writes, every
+ * integer a zigzag varint:
  *
  *		varint	length of the rest of the record
- *		varlong	timestamp delta from the batch's first timestamp (zigzag)
- *		varint	offset delta from the batch's base offset (zigzag)
- *		varint	key length, -1 for no key (zigzag), then the key
- *		varint	value length, -1 for a tombstone (zigzag), then the value
+ *		int8	attributes (unused, zero)
+ *		varlong	timestamp delta from the batch's base timestamp
+ *		varint	offset delta from the batch's base offset
+ *		varint	key length, -1 for no key, then the key
+ *		varint	value length, -1 for a tombstone, then the value
  *		varint	header count, then per header: key length, key, value
  *				length (-1 for null), value
  *
- * A 100-byte value without key or headers thus costs 107 bytes, and a batch
- * of many records adds one 56-byte header.  Decoding checks every length
- * against the batch bounds, so a corrupt batch is an error, never a crash.
+ * A 100-byte value without key or headers thus costs 108 bytes, and a batch
+ * adds 69 (Kafka's 61 and mqlog's prefix of 8).  Decoding checks every
+ * length against the batch bounds, so a corrupt batch is an error, never a
+ * crash.  Timestamps are Kafka's milliseconds: a record's timestamp keeps
+ * millisecond precision, as in Kafka.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "port/pg_bswap.h"
+#include "utils/memutils.h"
 #include "port/pg_crc32c.h"
 
-#include "mqlog.h"
+#include "batch.h"
 
 /* ------------------------------------------------------------------------
- * Varints (zigzag, base 128), as Kafka writes them
+ * Big-endian fields and zigzag varints, as Kafka writes them
  * ------------------------------------------------------------------------ */
 
 static inline void
-put_uvarint(StringInfo buf, uint64 v)
+put16(char *p, int16 v)
 {
-	char		tmp[10];
-	int			n = 0;
+	uint16		be = pg_hton16((uint16) v);
 
-	while (v >= 0x80)
-	{
-		tmp[n++] = (char) ((v & 0x7F) | 0x80);
-		v >>= 7;
-	}
-	tmp[n++] = (char) v;
-	appendBinaryStringInfoNT(buf, tmp, n);
+	memcpy(p, &be, 2);
+}
+
+static inline void
+put32(char *p, int32 v)
+{
+	uint32		be = pg_hton32((uint32) v);
+
+	memcpy(p, &be, 4);
+}
+
+static inline void
+put64(char *p, int64 v)
+{
+	uint64		be = pg_hton64((uint64) v);
+
+	memcpy(p, &be, 8);
+}
+
+static inline int16
+get16(const char *p)
+{
+	uint16		v;
+
+	memcpy(&v, p, 2);
+	return (int16) pg_ntoh16(v);
+}
+
+static inline int32
+get32(const char *p)
+{
+	uint32		v;
+
+	memcpy(&v, p, 4);
+	return (int32) pg_ntoh32(v);
+}
+
+static inline int64
+get64(const char *p)
+{
+	uint64		v;
+
+	memcpy(&v, p, 8);
+	return (int64) pg_ntoh64(v);
 }
 
 static inline void
 put_varint(StringInfo buf, int64 v)
 {
-	put_uvarint(buf, ((uint64) v << 1) ^ (uint64) (v >> 63));
-}
+	uint64		u = ((uint64) v << 1) ^ (uint64) (v >> 63);
+	char		tmp[10];
+	int			n = 0;
 
-static inline int
-uvarint_size(uint64 v)
-{
-	int			n = 1;
-
-	while (v >= 0x80)
+	while (u >= 0x80)
 	{
-		v >>= 7;
-		n++;
+		tmp[n++] = (char) ((u & 0x7F) | 0x80);
+		u >>= 7;
 	}
-	return n;
+	tmp[n++] = (char) u;
+	appendBinaryStringInfoNT(buf, tmp, n);
 }
 
 static inline int
 varint_size(int64 v)
 {
-	return uvarint_size(((uint64) v << 1) ^ (uint64) (v >> 63));
+	uint64		u = ((uint64) v << 1) ^ (uint64) (v >> 63);
+	int			n = 1;
+
+	while (u >= 0x80)
+	{
+		u >>= 7;
+		n++;
+	}
+	return n;
 }
 
-/* Reads an unsigned varint; errors out rather than read past end. */
-static inline uint64
-get_uvarint(const char **p, const char *end)
+/* Reads a zigzag varint; errors out rather than read past end. */
+static inline int64
+get_varint(const char **p, const char *end)
 {
-	uint64		v = 0;
+	uint64		u = 0;
 	int			shift = 0;
 
 	for (;;)
@@ -86,20 +133,12 @@ get_uvarint(const char **p, const char *end)
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("mqlog record batch is malformed: truncated varint")));
 		b = (uint8) *(*p)++;
-		v |= (uint64) (b & 0x7F) << shift;
+		u |= (uint64) (b & 0x7F) << shift;
 		if ((b & 0x80) == 0)
 			break;
 		shift += 7;
 	}
-	return v;
-}
-
-static inline int64
-get_varint(const char **p, const char *end)
-{
-	uint64		v = get_uvarint(p, end);
-
-	return (int64) (v >> 1) ^ -(int64) (v & 1);
+	return (int64) (u >> 1) ^ -(int64) (u & 1);
 }
 
 static inline const char *
@@ -119,19 +158,44 @@ get_bytes(const char **p, const char *end, int64 len, bool allow_null)
 }
 
 /* ------------------------------------------------------------------------
+ * Timestamps: Kafka counts milliseconds from 1970, PostgreSQL microseconds
+ * from 2000.  Rounding is toward minus infinity, so that a record's
+ * timestamp never moves past the time it was given.
+ * ------------------------------------------------------------------------ */
+
+#define MQ_EPOCH_DIFF_MS \
+	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000)
+
+int64
+MqKafkaTime(TimestampTz ts)
+{
+	int64		ms = ts / 1000;
+
+	if (ts < 0 && ts % 1000 != 0)
+		ms--;
+	return ms + MQ_EPOCH_DIFF_MS;
+}
+
+TimestampTz
+MqPgTime(int64 kafka_ms)
+{
+	return (kafka_ms - MQ_EPOCH_DIFF_MS) * 1000;
+}
+
+/* ------------------------------------------------------------------------
  * Encoding
  * ------------------------------------------------------------------------ */
 
 static Size
-record_body_size(const MqRecord *rec, TimestampTz first_ts, int delta)
+record_body_size(const MqRecord *rec, int64 ts_delta, int delta)
 {
-	Size		sz = 0;
+	Size		sz = 1;			/* attributes */
 
-	sz += varint_size(rec->ts - first_ts);
+	sz += varint_size(ts_delta);
 	sz += varint_size(delta);
 	sz += varint_size(rec->key ? rec->keylen : -1) + (rec->key ? rec->keylen : 0);
 	sz += varint_size(rec->value ? rec->valuelen : -1) + (rec->value ? rec->valuelen : 0);
-	sz += uvarint_size(rec->nheaders);
+	sz += varint_size(rec->nheaders);
 	for (int i = 0; i < rec->nheaders; i++)
 	{
 		MqHeaderKV *h = &rec->headers[i];
@@ -142,46 +206,31 @@ record_body_size(const MqRecord *rec, TimestampTz first_ts, int delta)
 	return sz;
 }
 
-/* Upper bound of one record's encoded size, for max.message.bytes checks. */
+/*
+ * One record's encoded size in a batch of its own, which is what Kafka
+ * compares with max.message.bytes (a record batch's overhead included).
+ */
 Size
 MqRecordEncodedSize(const MqRecord *rec)
 {
-	Size		body = record_body_size(rec, rec->ts, 0);
+	Size		body = record_body_size(rec, 0, 0);
 
-	return body + uvarint_size(body);
+	return MQ_KAFKA_HEADER_SIZE + body + varint_size(body);
 }
 
-/*
- * Encode records into buf as one batch.  Normally the records get
- * consecutive offsets and the base offset is left zero: the caller sets it
- * under the partition lock with MqBatchSetOffset, which does not disturb
- * the CRC.  With keep_offsets (compaction) each record keeps rec->offset,
- * gaps and all, and the base offset is the first record's.
- */
-void
-MqBatchBuild(StringInfo buf, MqRecord *records, int nrecords,
-			 TransactionId xid, uint16 attributes, bool keep_offsets)
+static void
+encode_records(StringInfo buf, MqRecord *records, int nrecords, int64 base_ms,
+			   bool keep_offsets)
 {
-	MqBatchHeader hdr;
-	int			start = buf->len;
-	TimestampTz first_ts = records[0].ts;
-	TimestampTz max_ts = records[0].ts;
-	MqBatchHeader *out;
-
-	Assert(nrecords > 0);
-	memset(&hdr, 0, sizeof(hdr));
-	appendBinaryStringInfoNT(buf, (char *) &hdr, sizeof(hdr));
-
 	for (int i = 0; i < nrecords; i++)
 	{
 		MqRecord   *rec = &records[i];
-
 		int			delta = keep_offsets ? (int) (rec->offset - records[0].offset) : i;
+		int64		ts_delta = MqKafkaTime(rec->ts) - base_ms;
 
-		if (rec->ts > max_ts)
-			max_ts = rec->ts;
-		put_uvarint(buf, record_body_size(rec, first_ts, delta));
-		put_varint(buf, rec->ts - first_ts);
+		put_varint(buf, record_body_size(rec, ts_delta, delta));
+		appendStringInfoCharMacro(buf, 0);
+		put_varint(buf, ts_delta);
 		put_varint(buf, delta);
 		if (rec->key)
 		{
@@ -197,7 +246,7 @@ MqBatchBuild(StringInfo buf, MqRecord *records, int nrecords,
 		}
 		else
 			put_varint(buf, -1);
-		put_uvarint(buf, rec->nheaders);
+		put_varint(buf, rec->nheaders);
 		for (int j = 0; j < rec->nheaders; j++)
 		{
 			MqHeaderKV *h = &rec->headers[j];
@@ -213,111 +262,257 @@ MqBatchBuild(StringInfo buf, MqRecord *records, int nrecords,
 				put_varint(buf, -1);
 		}
 	}
+}
 
-	hdr.magic = MQ_BATCH_MAGIC;
-	hdr.length = buf->len - start;
-	hdr.attributes = attributes;
-	hdr.xid = xid;
-	hdr.last_offset_delta = keep_offsets ? (int32) (records[nrecords - 1].offset - records[0].offset) : nrecords - 1;
-	if (keep_offsets)
-		hdr.base_offset = records[0].offset;
-	hdr.record_count = nrecords;
-	hdr.first_timestamp = first_ts;
-	hdr.max_timestamp = max_ts;
-	out = (MqBatchHeader *) (buf->data + start);
-	memcpy(out, &hdr, sizeof(hdr));
-	out->crc = MqBatchComputeCrc(buf->data + start, hdr.length);
+static uint32
+kafka_crc(const char *kafka, uint32 kafka_len)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, kafka + MQ_KAFKA_CRC_START, kafka_len - MQ_KAFKA_CRC_START);
+	FIN_CRC32C(crc);
+	return crc;
+}
+
+static void
+put_prefix(char *p, TransactionId xid)
+{
+	p[0] = 0;
+	p[1] = (char) MQ_PREFIX_MAGIC;
+	p[2] = p[3] = 0;
+	memcpy(p + 4, &xid, sizeof(TransactionId));
+}
+
+/*
+ * Encode records as one stored batch appended to buf.  Normally the
+ * records get consecutive offsets and the base offset is left zero: the
+ * caller stamps it under the partition lock with MqBatchSetOffset, which
+ * leaves the CRC valid.  With keep_offsets (compaction) each record keeps
+ * rec->offset, gaps and all, and the base offset is the first record's.
+ * The codec in attributes compresses the records.
+ */
+void
+MqBatchBuild(StringInfo buf, MqRecord *records, int nrecords,
+			 TransactionId xid, int16 attributes, bool keep_offsets)
+{
+	int			start = buf->len;
+	int64		base_ms = MqKafkaTime(records[0].ts);
+	int64		max_ms = base_ms;
+	MqCodec		codec = (MqCodec) (attributes & MQ_ATTR_CODEC_MASK);
+	char	   *k;
+	uint32		kafka_len;
+
+	Assert(nrecords > 0);
+	for (int i = 1; i < nrecords; i++)
+		max_ms = Max(max_ms, MqKafkaTime(records[i].ts));
+
+	enlargeStringInfo(buf, MQ_BATCH_HEADER_SIZE);
+	memset(buf->data + buf->len, 0, MQ_BATCH_HEADER_SIZE);
+	buf->len += MQ_BATCH_HEADER_SIZE;
+	if (codec == MQ_CODEC_NONE)
+		encode_records(buf, records, nrecords, base_ms, keep_offsets);
+	else
+	{
+		StringInfoData raw;
+
+		initStringInfo(&raw);
+		encode_records(&raw, records, nrecords, base_ms, keep_offsets);
+		MqCompress(codec, raw.data, raw.len, buf);
+		pfree(raw.data);
+	}
+
+	put_prefix(buf->data + start, xid);
+	k = buf->data + start + MQ_PREFIX_SIZE;
+	kafka_len = buf->len - start - MQ_PREFIX_SIZE;
+	put64(k + 0, keep_offsets ? records[0].offset : 0);
+	put32(k + 8, (int32) (kafka_len - MQ_KAFKA_LOG_OVERHEAD));
+	put32(k + 12, 0);
+	k[16] = MQ_KAFKA_MAGIC;
+	put16(k + 21, attributes);
+	put32(k + 23, keep_offsets ? (int32) (records[nrecords - 1].offset - records[0].offset)
+		  : nrecords - 1);
+	put64(k + 27, base_ms);
+	put64(k + 35, max_ms);
+	put64(k + 43, -1);			/* producerId: none, no idempotence */
+	put16(k + 51, -1);
+	put32(k + 53, -1);
+	put32(k + 57, nrecords);
+	put32(k + 17, (int32) kafka_crc(k, kafka_len));
 }
 
 void
 MqBatchSetOffset(char *batch, int64 base_offset)
 {
-	memcpy(batch + offsetof(MqBatchHeader, base_offset), &base_offset, sizeof(int64));
+	put64(batch + MQ_PREFIX_SIZE, base_offset);
 }
 
-uint32
-MqBatchComputeCrc(const char *batch, uint32 length)
+void
+MqBatchSetEpoch(char *batch, int32 leader_epoch)
 {
-	pg_crc32c	crc;
+	put32(batch + MQ_PREFIX_SIZE + 12, leader_epoch);
+}
 
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, batch + MQ_BATCH_CRC_START, length - MQ_BATCH_CRC_START);
-	FIN_CRC32C(crc);
-	return crc;
+/*
+ * Store a Kafka batch that someone else encoded (a Kafka client, a
+ * leader): mqlog's prefix, then the bytes as they are.  The caller has
+ * checked them with MqBatchCheckKafka.
+ */
+void
+MqBatchWrapKafka(StringInfo buf, const char *kafka, uint32 len, TransactionId xid)
+{
+	enlargeStringInfo(buf, MQ_PREFIX_SIZE + len);
+	put_prefix(buf->data + buf->len, xid);
+	buf->len += MQ_PREFIX_SIZE;
+	appendBinaryStringInfoNT(buf, kafka, len);
+}
+
+/* ------------------------------------------------------------------------
+ * Header and checks
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Parse the stored header at stored (avail bytes readable).  Returns false
+ * if the bytes are not a batch header: all zeroes (a torn or never written
+ * tail; then h->magic is 0) or a bad magic or length.
+ */
+bool
+MqBatchParseHeader(const char *stored, Size avail, MqBatchHeader *h)
+{
+	const char *k = stored + MQ_PREFIX_SIZE;
+	int32		blen;
+
+	memset(h, 0, sizeof(*h));
+	if (avail < MQ_BATCH_HEADER_SIZE)
+		return false;
+	h->flags = (uint8) stored[0];
+	h->magic = (uint8) stored[1];
+	memcpy(&h->xid, stored + 4, sizeof(TransactionId));
+	h->base_offset = get64(k);
+	blen = get32(k + 8);
+	h->leader_epoch = get32(k + 12);
+	h->kafka_magic = (int8) k[16];
+	h->crc = (uint32) get32(k + 17);
+	h->attributes = get16(k + 21);
+	h->last_offset_delta = get32(k + 23);
+	h->first_timestamp = MqPgTime(get64(k + 27));
+	h->max_timestamp = MqPgTime(get64(k + 35));
+	h->producer_id = get64(k + 43);
+	h->producer_epoch = get16(k + 51);
+	h->base_sequence = get32(k + 53);
+	h->record_count = get32(k + 57);
+	if (h->magic != MQ_PREFIX_MAGIC || h->kafka_magic != MQ_KAFKA_MAGIC ||
+		blen < MQ_KAFKA_HEADER_SIZE - MQ_KAFKA_LOG_OVERHEAD ||
+		(Size) blen > MaxAllocSize)
+		return false;
+	h->length = MQ_PREFIX_SIZE + MQ_KAFKA_LOG_OVERHEAD + (uint32) blen;
+	return true;
 }
 
 bool
-MqBatchCheckCrc(const char *batch, uint32 length)
+MqBatchCheckCrc(const char *stored, uint32 length)
 {
-	MqBatchHeader hdr;
+	MqBatchHeader h;
 
-	if (length < MQ_BATCH_HEADER_SIZE)
+	if (!MqBatchParseHeader(stored, length, &h) || h.length != length)
 		return false;
-	memcpy(&hdr, batch, sizeof(hdr));
-	if (hdr.magic != MQ_BATCH_MAGIC || hdr.length != length)
-		return false;
-	return hdr.crc == MqBatchComputeCrc(batch, length);
+	return h.crc == kafka_crc(stored + MQ_PREFIX_SIZE, length - MQ_PREFIX_SIZE);
+}
+
+/*
+ * Check a Kafka batch from outside (a client's produce, a leader's log)
+ * before it is stored: what is wrong, or NULL.  The records are checked by
+ * decoding them later; here the frame, the magic and the CRC.
+ */
+const char *
+MqBatchCheckKafka(const char *kafka, Size len)
+{
+	int32		blen;
+
+	if (len < MQ_KAFKA_HEADER_SIZE)
+		return "it is shorter than a record batch header";
+	if (kafka[16] != MQ_KAFKA_MAGIC)
+		return psprintf("its magic byte is %d; only record batch v2 (magic 2) is supported",
+						(int) kafka[16]);
+	blen = get32(kafka + 8);
+	if (blen < 0 || (Size) blen + MQ_KAFKA_LOG_OVERHEAD != len)
+		return psprintf("its batchLength field says %d bytes, but %zu follow it",
+						blen, len - MQ_KAFKA_LOG_OVERHEAD);
+	if ((uint32) get32(kafka + 17) != kafka_crc(kafka, (uint32) len))
+		return "its CRC-32C does not match";
+	if (get32(kafka + 57) <= 0)
+		return "it holds no records";
+	return NULL;
 }
 
 /* ------------------------------------------------------------------------
  * Decoding
  * ------------------------------------------------------------------------ */
 
-/*
- * Decode up to maxrecords records of a whole, CRC-checked batch into
- * records[]; keys, values and headers point into the batch.  Returns how
- * many were decoded.
- */
-int
-MqBatchDecode(const char *batch, MqRecord *records, int maxrecords)
+const char *
+MqBatchRecords(const char *stored, const MqBatchHeader *h, StringInfo scratch, Size *len)
 {
-	return MqBatchDecodeFrom(batch, PG_INT64_MIN, records, maxrecords);
+	const char *data = stored + MQ_BATCH_HEADER_SIZE;
+	Size		n = h->length - MQ_BATCH_HEADER_SIZE;
+
+	if (MqBatchCodec(h) == MQ_CODEC_NONE)
+	{
+		*len = n;
+		return data;
+	}
+	resetStringInfo(scratch);
+	MqDecompress(MqBatchCodec(h), data, n, scratch, h->base_offset);
+	*len = scratch->len;
+	return scratch->data;
 }
 
 /*
- * The same, for the records at or after from_offset only: records before
- * it are skipped by their length, which is what a reader resuming inside a
- * large batch needs.
+ * Decode up to maxrecords records at or after from_offset from a batch's
+ * record bytes into records[]; keys, values and headers point into data.
+ * Records before from_offset are skipped by their length, which is what a
+ * reader resuming inside a large batch needs.  Returns how many were
+ * decoded.
  */
 int
-MqBatchDecodeFrom(const char *batch, int64 from_offset, MqRecord *records, int maxrecords)
+MqBatchDecodeRecords(const MqBatchHeader *h, const char *data, Size len,
+					 int64 from_offset, MqRecord *records, int maxrecords)
 {
-	MqBatchHeader hdr;
-	const char *p = batch + MQ_BATCH_HEADER_SIZE;
-	const char *end;
+	const char *p = data;
+	const char *end = data + len;
+	int64		base_ms = MqKafkaTime(h->first_timestamp);
 	int			n = 0;
-
-	memcpy(&hdr, batch, sizeof(hdr));
-	end = batch + hdr.length;
 
 	while (p < end && n < maxrecords)
 	{
 		MqRecord   *rec = &records[n];
-		uint64		reclen = get_uvarint(&p, end);
-		int64		len;
+		int64		reclen = get_varint(&p, end);
+		int64		flen;
 		const char *recend;
-		uint64		nh;
+		int64		nh;
 
-		if (reclen > (uint64) (end - p))
+		if (reclen < 1 || reclen > end - p)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("mqlog record batch is malformed: record length out of bounds")));
 		recend = p + reclen;
-		rec->ts = hdr.first_timestamp + get_varint(&p, recend);
-		rec->offset = hdr.base_offset + get_varint(&p, recend);
+		p++;					/* attributes */
+		rec->ts = MqPgTime(base_ms + get_varint(&p, recend));
+		rec->offset = h->base_offset + get_varint(&p, recend);
 		if (rec->offset < from_offset)
 		{
 			p = recend;
 			continue;
 		}
-		len = get_varint(&p, recend);
-		rec->key = get_bytes(&p, recend, len, true);
-		rec->keylen = rec->key ? (int) len : 0;
-		len = get_varint(&p, recend);
-		rec->value = get_bytes(&p, recend, len, true);
-		rec->valuelen = rec->value ? (int) len : 0;
-		nh = get_uvarint(&p, recend);
-		if (nh > (uint64) (recend - p))
+		if (h->attributes & MQ_ATTR_LOG_APPEND_TIME)
+			rec->ts = h->max_timestamp;
+		flen = get_varint(&p, recend);
+		rec->key = get_bytes(&p, recend, flen, true);
+		rec->keylen = rec->key ? (int) flen : 0;
+		flen = get_varint(&p, recend);
+		rec->value = get_bytes(&p, recend, flen, true);
+		rec->valuelen = rec->value ? (int) flen : 0;
+		nh = get_varint(&p, recend);
+		if (nh < 0 || nh > recend - p)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("mqlog record batch is malformed: header count out of bounds")));
@@ -325,14 +520,14 @@ MqBatchDecodeFrom(const char *batch, int64 from_offset, MqRecord *records, int m
 		rec->headers = nh > 0 ? palloc(sizeof(MqHeaderKV) * nh) : NULL;
 		for (int i = 0; i < (int) nh; i++)
 		{
-			MqHeaderKV *h = &rec->headers[i];
+			MqHeaderKV *hk = &rec->headers[i];
 
-			len = get_varint(&p, recend);
-			h->key = get_bytes(&p, recend, len, false);
-			h->keylen = (int) len;
-			len = get_varint(&p, recend);
-			h->value = get_bytes(&p, recend, len, true);
-			h->valuelen = h->value ? (int) len : 0;
+			flen = get_varint(&p, recend);
+			hk->key = get_bytes(&p, recend, flen, false);
+			hk->keylen = (int) flen;
+			flen = get_varint(&p, recend);
+			hk->value = get_bytes(&p, recend, flen, true);
+			hk->valuelen = hk->value ? (int) flen : 0;
 		}
 		p = recend;
 		n++;

@@ -228,10 +228,18 @@ out_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr messa
 	MqBatchHeader hdr;
 	char	   *name;
 	int			n;
+	StringInfoData scratch;
+	const char *data;
+	Size		len;
 
 	if (strcmp(prefix, MQLOG_MESSAGE_PREFIX) != 0 || message_size < SizeOfMqlogAppend)
 		return;
 	memcpy(&xlrec, message, SizeOfMqlogAppend);
+	if (xlrec.format != MQ_SEGMENT_FORMAT)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("mqlog decoding message of partition %d is in format %u, this mqlog reads format %d",
+						xlrec.partition, xlrec.format, MQ_SEGMENT_FORMAT)));
 	if (xlrec.chunk_start == 0)
 		resetStringInfo(&st->batch);
 	if (st->batch.len != (int) xlrec.chunk_start)
@@ -246,10 +254,13 @@ out_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr messa
 				 errmsg("CRC mismatch in decoded mqlog batch at offset " INT64_FORMAT " of partition %d",
 						xlrec.base_offset, xlrec.partition)));
 	old = MemoryContextSwitchTo(st->cxt);
-	memcpy(&hdr, st->batch.data, sizeof(hdr));
+	(void) MqBatchParseHeader(st->batch.data, st->batch.len, &hdr);
 	name = topic_name(xlrec.topic_id);
-	recs = palloc(sizeof(MqRecord) * hdr.record_count);
-	n = MqBatchDecode(st->batch.data, recs, hdr.record_count);
+	initStringInfo(&scratch);
+	data = MqBatchRecords(st->batch.data, &hdr, &scratch, &len);
+	recs = palloc(sizeof(MqRecord) * Max(hdr.record_count, 1));
+	n = (hdr.attributes & MQ_ATTR_CONTROL) ? 0 :
+		MqBatchDecodeRecords(&hdr, data, len, PG_INT64_MIN, recs, hdr.record_count);
 	for (int i = 0; i < n; i++)
 	{
 		OutputPluginPrepareWrite(ctx, i == n - 1);

@@ -31,8 +31,10 @@
 
 #include "mqlog.h"
 #include "acl.h"
+#include "logiter.h"
 
 PG_FUNCTION_INFO_V1(mq_fetch);
+PG_FUNCTION_INFO_V1(mq_fetch_kafka_batches);
 PG_FUNCTION_INFO_V1(mq_earliest_offset);
 PG_FUNCTION_INFO_V1(mq_latest_offset);
 PG_FUNCTION_INFO_V1(mq_offsets_for_times);
@@ -171,17 +173,9 @@ MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
 {
 	int64		lso,
 				hw;
-	int			nseg = topic->nsegments[partition];
-	MqSegmentRef *segs = topic->segments[partition];
-	int			first = 0;
-	int			count = 0;
-	int64		bytes = 0;
-	int64		next = from_offset;
-	bool		stop = false;
-	MqRecord   *recs = NULL;
-	int			maxrecs = 0;
-	MemoryContext batch_cxt,
-				old;
+	MqLogIter	it;
+	MqRecord   *rec;
+	int64		next;
 
 	MqPartitionOffsets(topic, partition, &lso, &hw);
 	if (from_offset >= hw)
@@ -192,88 +186,16 @@ MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
 	}
 	if (out)
 		out->topic = cstring_to_text(topic->name);
-	for (int i = 0; i < nseg; i++)
-		if (segs[i].base_offset <= from_offset)
-			first = i;
-
-	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog fetch batch",
-									  ALLOCSET_DEFAULT_SIZES);
-	for (int s = first; s < nseg && !stop; s++)
-	{
-		Relation	rel = try_table_open(segs[s].relid, AccessShareLock);
-		MqSegmentReader reader;
-
-		/*
-		 * Gone since our cache was loaded: dropped by retention or replaced
-		 * by compaction.  Stop here rather than skip it, so that a consumer
-		 * never moves past records it did not see; the next call reads the
-		 * current chain.
-		 */
-		if (rel == NULL)
-			break;
-		MqReaderInit(&reader, rel);
-		MqReaderSeek(&reader, Max(from_offset, next));
-		while (!stop && MqReaderNext(&reader, true))
-		{
-			MqBatchHeader hdr;
-			int			n;
-
-			CHECK_FOR_INTERRUPTS();
-			memcpy(&hdr, reader.batchbuf.data, sizeof(hdr));
-			if (MqBatchNextOffset(&hdr) <= from_offset)
-				continue;
-			switch (MqBatchGetFate(&hdr, lso))
-			{
-				case MQ_FATE_IN_PROGRESS:
-					stop = true;
-					continue;
-				case MQ_FATE_INVISIBLE:
-					next = Max(next, MqBatchNextOffset(&hdr));
-					continue;
-				case MQ_FATE_VISIBLE:
-					break;
-			}
-			if (hdr.record_count > maxrecs)
-			{
-				maxrecs = Max(hdr.record_count, 64);
-				recs = recs ? repalloc(recs, sizeof(MqRecord) * maxrecs)
-					: palloc(sizeof(MqRecord) * maxrecs);
-			}
-			MemoryContextReset(batch_cxt);
-			old = MemoryContextSwitchTo(batch_cxt);
-			n = MqBatchDecodeFrom(reader.batchbuf.data, from_offset, recs,
-								  Min(maxrecs, max_records - count));
-			MemoryContextSwitchTo(old);
-			for (int r = 0; r < n; r++)
-			{
-				MqRecord   *rec = &recs[r];
-
-				if (rec->offset < from_offset)
-					continue;
-				if (count >= max_records ||
-					(count > 0 && bytes + rec->keylen + rec->valuelen > max_bytes))
-				{
-					stop = true;
-					break;
-				}
-				if (out)
-					emit_record(out, partition, rec);
-				count++;
-				bytes += rec->keylen + rec->valuelen;
-				next = rec->offset + 1;
-			}
-			/* full: the batch may hold more, which the next read gets */
-			if (count >= max_records)
-				stop = true;
-			if (!stop)
-				next = Max(next, MqBatchNextOffset(&hdr));
-		}
-		MqReaderEnd(&reader);
-		table_close(rel, AccessShareLock);
-	}
-	MemoryContextDelete(batch_cxt);
+	MqLogIterBegin(&it, topic, partition, from_offset, lso, MQ_ITER_RECORDS);
+	it.max_records = max_records;
+	it.max_bytes = max_bytes;
+	while ((rec = MqLogNextRecord(&it)) != NULL)
+		if (out)
+			emit_record(out, partition, rec);
+	next = it.next;
 	if (nread)
-		*nread = count;
+		*nread = it.nreturned;
+	MqLogIterEnd(&it);
 	return next;
 }
 
@@ -291,24 +213,6 @@ MqInitRecordOutput(FunctionCallInfo fcinfo, MqRecordOutput *out)
 	out->header_desc = lookup_rowtype_tupdesc_copy(out->header_type, -1);
 	out->header_desc = BlessTupleDesc(out->header_desc);
 	out->topic = NULL;
-}
-
-static void
-check_offset_range(MqTopic *topic, int32 partition, int64 offset)
-{
-	int64		lso,
-				hw;
-	int64		start = MqLogStartOffset(topic, partition);
-
-	MqPartitionOffsets(topic, partition, &lso, &hw);
-	if (offset < start || offset > hw)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("offset " INT64_FORMAT " is out of range for partition %d of topic \"%s\"",
-						offset, partition, topic->name),
-				 errdetail("Valid offsets run from the log start offset " INT64_FORMAT " to the high watermark " INT64_FORMAT ".",
-						   start, hw),
-				 errhint("Fetch from the log start offset (mq_earliest_offset) or from the end (mq_latest_offset).")));
 }
 
 Datum
@@ -336,9 +240,54 @@ mq_fetch(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_bytes must be at least 1")));
-	check_offset_range(topic, partition, from);
+	MqCheckOffsetRange(topic, partition, from, true);
 	MqInitRecordOutput(fcinfo, &out);
 	(void) MqReadPartition(topic, partition, from, max_records, max_bytes, &out, NULL);
+	return (Datum) 0;
+}
+
+/*
+ * mq_fetch_kafka_batches(topic, partition, from_offset, max_bytes): the
+ * committed batches holding from_offset and after, as stored, which is
+ * Kafka's record batch v2: what a Fetch response carries.  As in Kafka, the
+ * first batch may start before from_offset, and at least one batch is
+ * returned however large.
+ */
+Datum
+mq_fetch_kafka_batches(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)), false);
+	int32		partition = PG_GETARG_INT32(1);
+	int64		from = PG_GETARG_INT64(2);
+	int32		max_bytes = PG_GETARG_INT32(3);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int64		lso,
+				hw;
+	MqLogIter	it;
+
+	MqTopicCheckPrivilege(topic, MQ_PRIV_CONSUME);
+	MqCheckPartition(topic, partition);
+	if (max_bytes < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_bytes must be at least 1")));
+	MqCheckOffsetRange(topic, partition, from, true);
+	InitMaterializedSRF(fcinfo, 0);
+	MqPartitionOffsets(topic, partition, &lso, &hw);
+	MqLogIterBegin(&it, topic, partition, from, lso, MQ_ITER_BYTES);
+	it.max_bytes = max_bytes;
+	while (MqLogNextBatch(&it))
+	{
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+
+		values[0] = Int64GetDatum(it.hdr.base_offset);
+		values[1] = Int64GetDatum(MqBatchNextOffset(&it.hdr) - 1);
+		values[2] = PointerGetDatum(MqBytea(it.stored + MQ_PREFIX_SIZE,
+											it.hdr.length - MQ_PREFIX_SIZE));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	MqLogIterEnd(&it);
 	return (Datum) 0;
 }
 
@@ -384,45 +333,33 @@ MqOffsetForTime(MqTopic *topic, int32 partition, TimestampTz ts, TimestampTz *fo
 	int64		lso,
 				hw;
 	int64		result = -1;
+	MqLogIter	headers;
 
+	/* record timestamps are Kafka's milliseconds: so is the question */
+	ts = MqPgTime(MqKafkaTime(ts));
 	MqPartitionOffsets(topic, partition, &lso, &hw);
-	for (int s = 0; s < topic->nsegments[partition] && result < 0; s++)
+	MqLogIterBegin(&headers, topic, partition, MqLogStartOffset(topic, partition), lso, 0);
+	while (result < 0 && MqLogNextBatch(&headers))
 	{
-		Relation	rel = try_table_open(topic->segments[partition][s].relid, AccessShareLock);
-		MqSegmentReader reader;
-		MqBatchHeader hdr;
+		MqLogIter	batch;
+		MqRecord   *rec;
 
-		if (rel == NULL)
+		if (headers.hdr.max_timestamp < ts)
 			continue;
-		MqReaderInit(&reader, rel);
-		while (result < 0 && MqReaderNextHeader(&reader, &hdr))
-		{
-			MqBatchFate fate = MqBatchGetFate(&hdr, lso);
-
-			if (fate == MQ_FATE_IN_PROGRESS)
-				break;
-			if (fate == MQ_FATE_INVISIBLE || hdr.max_timestamp < ts)
-				continue;
-			reader.lpos = reader.batch_lpos;
-			if (MqReaderNext(&reader, true))
+		/* the answer is in this batch: read its records */
+		MqLogIterBegin(&batch, topic, partition, headers.hdr.base_offset, lso, MQ_ITER_RECORDS);
+		while ((rec = MqLogNextRecord(&batch)) != NULL &&
+			   rec->offset < MqBatchNextOffset(&headers.hdr))
+			if (rec->ts >= ts)
 			{
-				MqRecord   *recs = palloc(sizeof(MqRecord) * hdr.record_count);
-				int			n = MqBatchDecode(reader.batchbuf.data, recs, hdr.record_count);
-
-				for (int r = 0; r < n; r++)
-					if (recs[r].ts >= ts)
-					{
-						result = recs[r].offset;
-						if (found_ts)
-							*found_ts = recs[r].ts;
-						break;
-					}
-				pfree(recs);
+				result = rec->offset;
+				if (found_ts)
+					*found_ts = rec->ts;
+				break;
 			}
-		}
-		MqReaderEnd(&reader);
-		table_close(rel, AccessShareLock);
+		MqLogIterEnd(&batch);
 	}
+	MqLogIterEnd(&headers);
 	return result;
 }
 
@@ -476,7 +413,7 @@ mq_verify(PG_FUNCTION_ARGS)
 		{
 			MqSegmentRef *seg = &topic->segments[p][s];
 			Relation	rel = try_table_open(seg->relid, AccessShareLock);
-			MqSegmentReader reader;
+			MqLogIter	it;
 			int64		batches = 0,
 						records = 0;
 			char	   *problem = NULL;
@@ -485,45 +422,49 @@ mq_verify(PG_FUNCTION_ARGS)
 
 			if (rel == NULL)
 				continue;
-			MqReaderInit(&reader, rel);
 			if (prev_next < 0)
 				prev_next = seg->base_offset;
-			while (problem == NULL && MqReaderNext(&reader, false))
+			MqLogIterBeginSegment(&it, rel, MQ_ITER_ANY_FATE | MQ_ITER_BYTES | MQ_ITER_NO_CRC);
+			while (problem == NULL && MqLogNextBatch(&it))
 			{
-				MqBatchHeader hdr;
+				MqBatchHeader *hdr = &it.hdr;
 				MqRecord   *recs;
 				int			n;
+				const char *data;
+				Size		len;
+				StringInfoData scratch;
 				MemoryContext old;
 
-				memcpy(&hdr, reader.batchbuf.data, sizeof(hdr));
 				batches++;
-				if (!MqBatchCheckCrc(reader.batchbuf.data, hdr.length))
+				if (!MqBatchCheckCrc(it.stored, hdr->length))
 				{
-					problem = psprintf("CRC mismatch in the batch at offset " INT64_FORMAT, hdr.base_offset);
+					problem = psprintf("CRC mismatch in the batch at offset " INT64_FORMAT, hdr->base_offset);
 					break;
 				}
-				if (hdr.base_offset < prev_next)
+				if (hdr->base_offset < prev_next)
 				{
 					problem = psprintf("batch at offset " INT64_FORMAT " follows offset " INT64_FORMAT,
-									   hdr.base_offset, prev_next - 1);
+									   hdr->base_offset, prev_next - 1);
 					break;
 				}
 				MemoryContextReset(cxt);
 				old = MemoryContextSwitchTo(cxt);
-				recs = palloc(sizeof(MqRecord) * (hdr.record_count + 1));
-				n = MqBatchDecode(reader.batchbuf.data, recs, hdr.record_count + 1);
+				initStringInfo(&scratch);
+				data = MqBatchRecords(it.stored, hdr, &scratch, &len);
+				recs = palloc(sizeof(MqRecord) * (hdr->record_count + 1));
+				n = MqBatchDecodeRecords(hdr, data, len, PG_INT64_MIN, recs, hdr->record_count + 1);
 				MemoryContextSwitchTo(old);
-				if (n != hdr.record_count)
+				if (n != hdr->record_count)
 					problem = psprintf("batch at offset " INT64_FORMAT " holds %d records, its header says %d",
-									   hdr.base_offset, n, hdr.record_count);
+									   hdr->base_offset, n, hdr->record_count);
 				for (int r = 1; r < n && problem == NULL; r++)
 					if (recs[r].offset <= recs[r - 1].offset)
 						problem = psprintf("offsets go backwards inside the batch at offset " INT64_FORMAT,
-										   hdr.base_offset);
+										   hdr->base_offset);
 				records += n;
-				prev_next = MqBatchNextOffset(&hdr);
+				prev_next = MqBatchNextOffset(hdr);
 			}
-			if (problem == NULL && reader.lpos < reader.end_lpos)
+			if (problem == NULL && it.reader.lpos < it.reader.end_lpos)
 				problem = psprintf("torn batch at the tail (a crash during an append); the next append cuts it off");
 			values[0] = Int32GetDatum(p);
 			values[1] = ObjectIdGetDatum(seg->relid);
@@ -535,7 +476,7 @@ mq_verify(PG_FUNCTION_ARGS)
 			else
 				nulls[5] = true;
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-			MqReaderEnd(&reader);
+			MqLogIterEnd(&it);
 			table_close(rel, AccessShareLock);
 		}
 	}
@@ -589,27 +530,22 @@ mqlog_segment_stats(PG_FUNCTION_ARGS)
 	rel = MqSegmentOpen(relid, AccessShareLock);
 	if (rel != NULL)
 	{
-		MqSegmentReader reader;
-		MqBatchHeader hdr;
+		MqLogIter	it;
 
-		MqReaderInit(&reader, rel);
-		while (MqReaderNextHeader(&reader, &hdr))
+		MqLogIterBeginSegment(&it, rel, MQ_ITER_INVISIBLE);
+		while (MqLogNextBatch(&it))
 		{
-			MqBatchFate fate = MqBatchGetFate(&hdr, -1);
-
-			if (fate == MQ_FATE_IN_PROGRESS)
-				break;
-			next = MqBatchNextOffset(&hdr);
-			if (fate == MQ_FATE_INVISIBLE)
+			next = MqBatchNextOffset(&it.hdr);
+			if (it.fate == MQ_FATE_INVISIBLE)
 				continue;
-			if (batches == 0 || hdr.first_timestamp < first_ts)
-				first_ts = hdr.first_timestamp;
-			if (batches == 0 || hdr.max_timestamp > max_ts)
-				max_ts = hdr.max_timestamp;
+			if (batches == 0 || it.hdr.first_timestamp < first_ts)
+				first_ts = it.hdr.first_timestamp;
+			if (batches == 0 || it.hdr.max_timestamp > max_ts)
+				max_ts = it.hdr.max_timestamp;
 			batches++;
-			records += hdr.record_count;
+			records += it.hdr.record_count;
 		}
-		MqReaderEnd(&reader);
+		MqLogIterEnd(&it);
 		table_close(rel, AccessShareLock);
 	}
 	values[0] = Int64GetDatum(batches);

@@ -40,6 +40,7 @@
 #include "utils/rel.h"
 
 #include "mqlog.h"
+#include "logiter.h"
 
 PG_FUNCTION_INFO_V1(mqlog_roll_begin);
 PG_FUNCTION_INFO_V1(mqlog_roll_finish);
@@ -75,19 +76,20 @@ Datum
 mqlog_segment_first_timestamp(PG_FUNCTION_ARGS)
 {
 	Relation	rel = MqSegmentOpen(PG_GETARG_OID(0), AccessShareLock);
-	MqSegmentReader reader;
-	MqBatchHeader hdr;
+	MqLogIter	it;
 	bool		found;
+	TimestampTz ts;
 
 	if (rel == NULL)
 		PG_RETURN_NULL();
-	MqReaderInit(&reader, rel);
-	found = MqReaderNextHeader(&reader, &hdr);
-	MqReaderEnd(&reader);
+	MqLogIterBeginSegment(&it, rel, MQ_ITER_ANY_FATE);
+	found = MqLogNextBatch(&it);
+	ts = it.hdr.first_timestamp;
+	MqLogIterEnd(&it);
 	table_close(rel, AccessShareLock);
 	if (!found)
 		PG_RETURN_NULL();
-	PG_RETURN_TIMESTAMPTZ(hdr.first_timestamp);
+	PG_RETURN_TIMESTAMPTZ(ts);
 }
 
 Datum
@@ -177,8 +179,8 @@ key_hash(const char *key, int len)
 }
 
 /*
- * Calls fn for every committed record of a relation below the LSO; returns
- * the records of invisible (aborted) batches through *aborted.
+ * Calls fn for the committed records of each batch of a relation below the
+ * LSO; returns the records of invisible (aborted) batches through *aborted.
  */
 typedef void (*record_fn) (MqRecord *rec, int nrec, MqBatchHeader *hdr, void *arg);
 
@@ -186,41 +188,19 @@ static void
 walk_segment(Oid relid, int64 lso, record_fn fn, void *arg, int64 *aborted)
 {
 	Relation	rel = try_table_open(relid, AccessShareLock);
-	MqSegmentReader reader;
-	MemoryContext cxt,
-				old;
+	MqLogIter	it;
+	MqRecord   *recs;
+	int			n;
 
 	if (rel == NULL)
 		return;
-	cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog compaction batch", ALLOCSET_DEFAULT_SIZES);
-	MqReaderInit(&reader, rel);
-	while (MqReaderNext(&reader, true))
-	{
-		MqBatchHeader hdr;
-		MqRecord   *recs;
-		int			n;
-		MqBatchFate fate;
-
-		CHECK_FOR_INTERRUPTS();
-		memcpy(&hdr, reader.batchbuf.data, sizeof(hdr));
-		fate = MqBatchGetFate(&hdr, lso);
-		if (fate == MQ_FATE_IN_PROGRESS)
-			break;
-		if (fate == MQ_FATE_INVISIBLE)
-		{
-			if (aborted)
-				*aborted += hdr.record_count;
-			continue;
-		}
-		MemoryContextReset(cxt);
-		old = MemoryContextSwitchTo(cxt);
-		recs = palloc(sizeof(MqRecord) * hdr.record_count);
-		n = MqBatchDecode(reader.batchbuf.data, recs, hdr.record_count);
-		fn(recs, n, &hdr, arg);
-		MemoryContextSwitchTo(old);
-	}
-	MqReaderEnd(&reader);
-	MemoryContextDelete(cxt);
+	MqLogIterBeginSegment(&it, rel, MQ_ITER_RECORDS);
+	it.lso = lso;
+	while ((recs = MqLogNextBatchRecords(&it, &n)) != NULL)
+		fn(recs, n, &it.hdr, arg);
+	if (aborted)
+		*aborted += it.invisible_records;
+	MqLogIterEnd(&it);
 	table_close(rel, AccessShareLock);
 }
 
@@ -278,7 +258,8 @@ rewrite_batch(MqRecord *recs, int n, MqBatchHeader *hdr, void *arg)
 	if (st->target && nkeep > 0)
 	{
 		resetStringInfo(&st->buf);
-		MqBatchBuild(&st->buf, keep, nkeep, GetCurrentTransactionId(), 0, true);
+		MqBatchBuild(&st->buf, keep, nkeep, GetCurrentTransactionId(),
+					 hdr->attributes & (MQ_ATTR_CODEC_MASK | MQ_ATTR_LOG_APPEND_TIME), true);
 		MqSegmentAppend(st->target, st->topic->topic_id, st->partition, st->lpos,
 						st->buf.data, st->buf.len, -1, XLMQ_COMPACTION);
 		st->lpos += st->buf.len;

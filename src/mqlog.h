@@ -27,6 +27,8 @@
 #include "utils/tuplestore.h"
 #include "utils/relcache.h"
 
+#include "batch.h"
+
 /* ------------------------------------------------------------------------
  * Settings (mqlog.c)
  * ------------------------------------------------------------------------ */
@@ -68,90 +70,6 @@ extern void MqlogCatalogChanged(void);
 extern uint64 MqlogCatalogGeneration(void);
 
 /* ------------------------------------------------------------------------
- * Record batches (batch.c)
- *
- * A batch is the unit of append: one per partition per produce call.  Its
- * header is fixed-size and little-endian as the machine stores it; the
- * records that follow are varint-encoded like Kafka's v2 format.
- * ------------------------------------------------------------------------ */
-
-#define MQ_BATCH_MAGIC			1
-
-/* flags byte: the batch's fate, set by VACUUM with WAL (not covered by CRC) */
-#define MQ_BATCH_COMMITTED		0x01
-#define MQ_BATCH_ABORTED		0x02
-
-/* attributes (covered by CRC) */
-#define MQ_ATTR_LOG_APPEND_TIME 0x0001
-
-typedef struct MqBatchHeader
-{
-	uint8		flags;			/* MQ_BATCH_COMMITTED / MQ_BATCH_ABORTED */
-	uint8		magic;			/* MQ_BATCH_MAGIC */
-	uint16		reserved1;
-	uint32		length;			/* whole batch in bytes, header included */
-	int64		base_offset;	/* offset of the first record */
-	int32		leader_epoch;	/* for replication; 0 on a single node */
-	uint32		crc;			/* CRC32C of bytes [MQ_BATCH_CRC_START, length) */
-	/* everything below is covered by the CRC */
-	uint16		attributes;		/* MQ_ATTR_* */
-	uint16		reserved2;
-	TransactionId xid;			/* (sub)transaction that appended it */
-	int32		last_offset_delta;	/* last record's offset - base_offset */
-	int32		record_count;	/* records in the batch */
-	TimestampTz first_timestamp;
-	TimestampTz max_timestamp;
-} MqBatchHeader;
-
-/*
- * The CRC leaves out the fate flags (VACUUM sets them later) and the base
- * offset and epoch, so that a batch can be encoded and checksummed before
- * the partition lock is taken and its offset is known, as in Kafka.
- */
-#define MQ_BATCH_HEADER_SIZE	sizeof(MqBatchHeader)
-#define MQ_BATCH_CRC_START		offsetof(MqBatchHeader, attributes)
-
-static inline int64
-MqBatchNextOffset(const MqBatchHeader *h)
-{
-	return h->base_offset + h->last_offset_delta + 1;
-}
-
-/* A record in memory, as produce builds it and fetch decodes it. */
-typedef struct MqHeaderKV
-{
-	const char *key;
-	int			keylen;
-	const char *value;			/* NULL for a null header value */
-	int			valuelen;
-} MqHeaderKV;
-
-typedef struct MqRecord
-{
-	int64		offset;
-	TimestampTz ts;
-	const char *key;			/* NULL: no key */
-	int			keylen;
-	const char *value;			/* NULL: tombstone */
-	int			valuelen;
-	int			nheaders;
-	MqHeaderKV *headers;
-} MqRecord;
-
-extern void MqBatchBuild(StringInfo buf, MqRecord *records, int nrecords,
-						 TransactionId xid, uint16 attributes, bool keep_offsets);
-extern void MqBatchSetOffset(char *batch, int64 base_offset);
-extern bool MqBatchCheckCrc(const char *batch, uint32 length);
-extern uint32 MqBatchComputeCrc(const char *batch, uint32 length);
-extern int	MqBatchDecode(const char *batch, MqRecord *records, int maxrecords);
-extern int	MqBatchDecodeFrom(const char *batch, int64 from_offset, MqRecord *records,
-							  int maxrecords);
-extern Size MqRecordEncodedSize(const MqRecord *rec);
-
-/* Kafka's murmur2 */
-extern int32 MqMurmur2(const char *data, int len);
-
-/* ------------------------------------------------------------------------
  * Segment pages (segment.c)
  *
  * A segment is a byte log laid over standard pages: the data area of page
@@ -162,6 +80,13 @@ extern int32 MqMurmur2(const char *data, int len);
 
 #define MQ_PAGE_MAGIC			0x4D51	/* "MQ" */
 
+/*
+ * The segment format: 1 was mqlog 0.1.0's own batch format, 2 is Kafka's
+ * record batch v2 behind mqlog's prefix.  Every page says which it holds.
+ */
+#define MQ_SEGMENT_FORMAT		2
+#define MQ_SEGMENT_FORMAT_V1_SPECIAL 16	/* 0.1.0's special space, no version */
+
 typedef struct MqPageOpaque
 {
 	int64		cover_offset;	/* base offset of the batch holding the first
@@ -169,6 +94,8 @@ typedef struct MqPageOpaque
 	BlockNumber cover_block;	/* where that batch starts */
 	uint16		cover_pos;		/* ... and at which byte of that page */
 	uint16		magic;
+	uint16		format;			/* MQ_SEGMENT_FORMAT */
+	uint16		reserved[3];
 } MqPageOpaque;
 
 #define MQ_PAGE_DATA_START		MAXALIGN(SizeOfPageHeaderData)
@@ -220,8 +147,9 @@ typedef struct MqSegmentReader
 	uint64		end_lpos;		/* physical end of data */
 	uint64		lpos;			/* next batch starts here */
 	uint64		batch_lpos;		/* where the current batch started */
-	StringInfoData batchbuf;	/* the current batch, contiguous */
-	bool		borrowed;		/* batchbuf is the backend's spare buffer */
+	MqBatchHeader hdr;			/* the current batch's header */
+	StringInfo	batchbuf;		/* the current batch, contiguous (often the
+								 * backend's spare buffer) */
 } MqSegmentReader;
 
 extern void MqReaderInit(MqSegmentReader *reader, Relation rel);
@@ -273,10 +201,12 @@ typedef struct xl_mqlog_append
 	uint16		batch_pos;
 	uint16		first_pos;		/* where the chunk starts in block ref 0 */
 	uint16		flags;			/* XLMQ_* */
+	uint16		format;			/* MQ_SEGMENT_FORMAT of the batch bytes: the
+								 * decoding stream's version too */
 	/* chunk bytes follow */
 } xl_mqlog_append;
 
-#define SizeOfMqlogAppend	(offsetof(xl_mqlog_append, flags) + sizeof(uint16))
+#define SizeOfMqlogAppend	(offsetof(xl_mqlog_append, format) + sizeof(uint16))
 
 /* a rewrite by compaction: records the log already had, not new ones */
 #define XLMQ_COMPACTION			0x0001
@@ -351,6 +281,9 @@ extern void MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset);
 extern int64 MqPartitionLso(MqPartition *part, int64 *high_watermark);
 extern void MqPartitionRegisterInflight(MqPartition *part, int64 offset);
 extern void MqPartitionCheckInflightRoom(MqPartition **parts, int nparts);
+struct MqTopic;
+extern int64 MqPartitionAppend(struct MqTopic **topicp, int32 partition, StringInfo batch,
+							   int64 at_offset, int32 leader_epoch);
 
 #define MQ_DDL_SLOTS 64
 extern void MqAnnounceDdl(int32 topic_id);
@@ -379,6 +312,8 @@ typedef struct MqTopic
 	int			partitions;
 	int64		max_message_bytes;
 	bool		log_append_time;
+	int			compression;	/* compression.type: MqCodec or
+								 * MQ_CODEC_PRODUCER */
 	bool		compact;
 	int64		delete_retention_ms;
 	Oid			owner;			/* the role that created it */

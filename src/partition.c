@@ -29,11 +29,13 @@
  */
 #include "postgres.h"
 
+#include "access/table.h"
 #include "access/xact.h"
 #include "nodes/pg_list.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
+#include "storage/lmgr.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/hsearch.h"
@@ -620,4 +622,146 @@ MqPartitionInitCallbacks(void)
 {
 	RegisterXactCallback(mq_xact_callback, NULL);
 	RegisterSubXactCallback(mq_subxact_callback, NULL);
+}
+
+/* ------------------------------------------------------------------------
+ * The append protocol
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Append one stored batch (mqlog's prefix and Kafka's bytes, checksummed)
+ * to a partition and return its base offset.  at_offset < 0 lets the log
+ * assign the next offset, as a produce does; otherwise the batch must start
+ * exactly at the log end (a follower copying its leader).  leader_epoch >= 0
+ * is stamped into the batch.  The caller holds an xid (the prefix names it)
+ * and has checked the batch and the in-flight room.
+ *
+ * Every append goes through here, so the rules hold for all of them: the
+ * partition lock serializes appenders, the in-flight entry is registered
+ * under it before a byte is written (the LSO cannot pass the batch), and
+ * a torn tail left by a crash is cut off first.  If a roll made the cached
+ * segment chain stale, *topicp is refreshed and the append goes to the new
+ * active segment.
+ */
+int64
+MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
+				  int64 at_offset, int32 leader_epoch)
+{
+	MqTopic    *topic = *topicp;
+	MqBatchHeader hdr;
+	int64		span;
+	int64		base;
+
+	if (!MqBatchParseHeader(batch->data, batch->len, &hdr) || hdr.length != batch->len)
+		elog(ERROR, "mqlog: appending a malformed batch");
+	span = (int64) hdr.last_offset_delta + 1;
+
+	for (int attempt = 0;; attempt++)
+	{
+		const MqSegmentRef *seg = MqTopicActiveSegment(topic, partition);
+		MqPartition *part = MqTopicPartition(topic, partition);
+		Relation	rel;
+
+		rel = try_table_open(seg->relid, RowExclusiveLock);
+		if (rel == NULL && attempt < 3)
+		{
+			topic = *topicp = MqTopicRefresh(topic->name);
+			continue;
+		}
+		if (rel == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("topic \"%s\" was dropped", topic->name)));
+
+		LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+		if ((!part->loaded || seg->sealed) && attempt == 0)
+		{
+			/*
+			 * The first append since start-up (or promotion) reads the tail
+			 * of the active segment: make sure our chain is current, never
+			 * a stale one whose "active" segment has been sealed.
+			 */
+			LWLockRelease(&part->lock);
+			table_close(rel, NoLock);
+			topic = *topicp = MqTopicRefresh(topic->name);
+			continue;
+		}
+		MqPartitionEnsureLoaded(part, rel, seg->base_offset);
+		if (part->active_relid != seg->relid)
+		{
+			if (attempt == 0)
+			{
+				/* a roll sealed the segment since our cache was loaded */
+				LWLockRelease(&part->lock);
+				table_close(rel, NoLock);
+				topic = *topicp = MqTopicRefresh(topic->name);
+				continue;
+			}
+
+			/*
+			 * The catalog, freshly read, names another active segment than
+			 * shared memory: a roll that committed an instant ago and whose
+			 * commit callback has not run yet.  The catalog is right; read
+			 * the new segment's tail.  Never go back to a sealed one.
+			 */
+			if (seg->sealed)
+				elog(ERROR, "mqlog: the active segment of partition %d of topic \"%s\" is sealed",
+					 partition, topic->name);
+			MqPartitionLoad(part, rel, seg->base_offset);
+		}
+
+		if (part->torn_lpos != part->end_lpos)
+		{
+			/*
+			 * A crash tore the last batch.  Cut it off under an exclusive
+			 * lock, so that no reader has the pages pinned; take it without
+			 * holding the LWLock or the weaker lock, to keep the lock order
+			 * simple.
+			 */
+			MqSegmentTail tail;
+
+			LWLockRelease(&part->lock);
+			table_close(rel, NoLock);
+			UnlockRelationOid(seg->relid, RowExclusiveLock);
+			rel = table_open(seg->relid, AccessExclusiveLock);
+			LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+			MqPartitionLoad(part, rel, seg->base_offset);
+			if (part->torn_lpos != part->end_lpos)
+			{
+				tail.end_lpos = part->end_lpos;
+				tail.torn_lpos = part->torn_lpos;
+				tail.next_offset = part->next_offset;
+				MqSegmentRepairTail(rel, &tail);
+				part->torn_lpos = part->end_lpos;
+			}
+		}
+
+		base = part->next_offset;
+		if (at_offset >= 0 && at_offset != base)
+		{
+			LWLockRelease(&part->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("batch at offset " INT64_FORMAT " does not follow the end of partition %d of topic \"%s\"",
+							at_offset, partition, topic->name),
+					 errdetail("The log end offset is " INT64_FORMAT ".", base)));
+		}
+		MqBatchSetOffset(batch->data, base);
+		if (leader_epoch >= 0)
+			MqBatchSetEpoch(batch->data, leader_epoch);
+		MqPartitionRegisterInflight(part, base);
+
+		part->dirty = true;
+		MqSegmentAppend(rel, topic->topic_id, partition, part->end_lpos,
+						batch->data, batch->len, MqPartitionLso(part, NULL), 0);
+		part->end_lpos += batch->len;
+		part->torn_lpos = part->end_lpos;
+		part->next_offset = base + span;
+		part->dirty = false;
+		LWLockRelease(&part->lock);
+
+		table_close(rel, NoLock);
+		break;
+	}
+	return base;
 }

@@ -34,9 +34,11 @@
 
 #include "mqlog.h"
 #include "acl.h"
+#include "append.h"
 
 PG_FUNCTION_INFO_V1(mq_produce);
 PG_FUNCTION_INFO_V1(mq_produce_batch);
+PG_FUNCTION_INFO_V1(mq_produce_kafka_batch);
 PG_FUNCTION_INFO_V1(mq_murmur2);
 PG_FUNCTION_INFO_V1(mq_partition_for_key);
 
@@ -70,146 +72,6 @@ check_writable(void)
 				 errmsg("cannot produce to mqlog during recovery"),
 				 errhint("Produce on the primary server.")));
 	PreventCommandIfReadOnly("mq_produce");
-}
-
-static void
-check_record(MqTopic *topic, MqRecord *rec)
-{
-	Size		sz = MqRecordEncodedSize(rec);
-
-	if (topic->compact && rec->key == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("records produced to compacted topic \"%s\" must have a key", topic->name),
-				 errhint("Compaction keeps the newest record per key; pass key => ...")));
-	if (sz > (Size) topic->max_message_bytes)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("record of %zu bytes exceeds max.message.bytes of topic \"%s\"",
-						sz, topic->name),
-				 errdetail("The topic allows records of at most " INT64_FORMAT " bytes.",
-						   topic->max_message_bytes),
-				 errhint("Raise it with mq_alter_topic('%s', '{\"max.message.bytes\": ...}').",
-						 topic->name)));
-}
-
-/*
- * Append records as one batch to a partition; returns the base offset.
- * The caller has validated them.  If a roll made the cached segment chain
- * stale, *topicp is refreshed and the append goes to the new segment.
- */
-static int64
-append_batch(MqTopic **topicp, int32 partition, MqRecord *records, int nrecords)
-{
-	MqTopic    *topic = *topicp;
-	StringInfoData batch;
-	TransactionId xid;
-	int64		base;
-
-	/* WAL-logged data needs an xid, and decoding needs it assigned first */
-	xid = GetCurrentTransactionId();
-	initStringInfo(&batch);
-	MqBatchBuild(&batch, records, nrecords, xid,
-				 topic->log_append_time ? MQ_ATTR_LOG_APPEND_TIME : 0, false);
-
-	for (int attempt = 0;; attempt++)
-	{
-		const MqSegmentRef *seg = MqTopicActiveSegment(topic, partition);
-		MqPartition *part = MqTopicPartition(topic, partition);
-		Relation	rel;
-
-		rel = try_table_open(seg->relid, RowExclusiveLock);
-		if (rel == NULL && attempt < 3)
-		{
-			topic = *topicp = MqTopicRefresh(topic->name);
-			continue;
-		}
-		if (rel == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("topic \"%s\" was dropped", topic->name)));
-
-		LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-		if ((!part->loaded || seg->sealed) && attempt == 0)
-		{
-			/*
-			 * The first append since start-up (or promotion) reads the tail
-			 * of the active segment: make sure our chain is current, never
-			 * a stale one whose "active" segment has been sealed.
-			 */
-			LWLockRelease(&part->lock);
-			table_close(rel, NoLock);
-			topic = *topicp = MqTopicRefresh(topic->name);
-			continue;
-		}
-		MqPartitionEnsureLoaded(part, rel, seg->base_offset);
-		if (part->active_relid != seg->relid)
-		{
-			if (attempt == 0)
-			{
-				/* a roll sealed the segment since our cache was loaded */
-				LWLockRelease(&part->lock);
-				table_close(rel, NoLock);
-				topic = *topicp = MqTopicRefresh(topic->name);
-				continue;
-			}
-
-			/*
-			 * The catalog, freshly read, names another active segment than
-			 * shared memory: a roll that committed an instant ago and whose
-			 * commit callback has not run yet.  The catalog is right; read
-			 * the new segment's tail.  Never go back to a sealed one.
-			 */
-			if (seg->sealed)
-				elog(ERROR, "mqlog: the active segment of partition %d of topic \"%s\" is sealed",
-					 partition, topic->name);
-			MqPartitionLoad(part, rel, seg->base_offset);
-		}
-
-		if (part->torn_lpos != part->end_lpos)
-		{
-			/*
-			 * A crash tore the last batch.  Cut it off under an exclusive
-			 * lock, so that no reader has the pages pinned; take it without
-			 * holding the LWLock or the weaker lock, to keep the lock order
-			 * simple.
-			 */
-			MqSegmentTail tail;
-
-			LWLockRelease(&part->lock);
-			table_close(rel, NoLock);
-			UnlockRelationOid(seg->relid, RowExclusiveLock);
-			rel = table_open(seg->relid, AccessExclusiveLock);
-			LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-			MqPartitionLoad(part, rel, seg->base_offset);
-			if (part->torn_lpos != part->end_lpos)
-			{
-				tail.end_lpos = part->end_lpos;
-				tail.torn_lpos = part->torn_lpos;
-				tail.next_offset = part->next_offset;
-				MqSegmentRepairTail(rel, &tail);
-				part->torn_lpos = part->end_lpos;
-			}
-		}
-
-		base = part->next_offset;
-		MqBatchSetOffset(batch.data, base);
-		MqPartitionRegisterInflight(part, base);
-
-		part->dirty = true;
-		MqSegmentAppend(rel, topic->topic_id, partition, part->end_lpos,
-						batch.data, batch.len, MqPartitionLso(part, NULL), 0);
-		part->end_lpos += batch.len;
-		part->torn_lpos = part->end_lpos;
-		part->next_offset = base + nrecords;
-		part->dirty = false;
-		LWLockRelease(&part->lock);
-
-		table_close(rel, NoLock);
-		break;
-	}
-	pfree(batch.data);
-	return base;
 }
 
 static TimestampTz
@@ -444,9 +306,9 @@ mq_produce(PG_FUNCTION_ARGS)
 		partition = key_partition(rec.key, rec.keylen, topic->partitions);
 	else
 		partition = sticky_partition(topic);
-	check_record(topic, &rec);
+	MqCheckRecord(topic, &rec);
 
-	offset = append_batch(&topic, partition, &rec, 1);
+	offset = MqLogAppend(&topic, partition, &rec, 1);
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "mq_produce must return a composite type");
@@ -591,7 +453,7 @@ mq_produce_batch(PG_FUNCTION_ARGS)
 		}
 	}
 	for (int i = 0; i < n; i++)
-		check_record(topic, &recs[i]);
+		MqCheckRecord(topic, &recs[i]);
 
 	/* one batch per partition, records in their input order */
 	order = palloc(sizeof(int32) * n);
@@ -621,7 +483,7 @@ mq_produce_batch(PG_FUNCTION_ARGS)
 		for (int j = 0; j < n; j++)
 			if (parts[j] == p)
 				group[ng++] = recs[j];
-		base = append_batch(&topic, p, group, ng);
+		base = MqLogAppend(&topic, p, group, ng);
 		values[0] = Int32GetDatum(p);
 		values[1] = Int64GetDatum(base);
 		values[2] = Int32GetDatum(ng);
@@ -632,6 +494,26 @@ mq_produce_batch(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 	return (Datum) 0;
+}
+
+/*
+ * mq_produce_kafka_batch(topic, partition, batch): append a record batch v2
+ * that a Kafka producer encoded, as a broker does with a Produce request:
+ * the log assigns the offsets and returns the base offset.
+ */
+Datum
+mq_produce_kafka_batch(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic;
+	int32		partition = PG_GETARG_INT32(1);
+	bytea	   *batch = PG_GETARG_BYTEA_PP(2);
+
+	check_writable();
+	topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)), false);
+	MqTopicCheckPrivilege(topic, MQ_PRIV_PRODUCE);
+	MqCheckPartition(topic, partition);
+	PG_RETURN_INT64(MqLogAppendKafka(&topic, partition, VARDATA_ANY(batch),
+									 VARSIZE_ANY_EXHDR(batch), -1, -1));
 }
 
 Datum

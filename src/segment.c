@@ -68,6 +68,7 @@ MqPageInit(Page page, int64 cover_offset, BlockNumber cover_block, uint16 cover_
 	opaque->cover_block = cover_block;
 	opaque->cover_pos = cover_pos;
 	opaque->magic = MQ_PAGE_MAGIC;
+	opaque->format = MQ_SEGMENT_FORMAT;
 }
 
 /*
@@ -86,11 +87,25 @@ MqPageWriteChunk(Page page, BlockNumber blkno, bool init,
 	((PageHeader) page)->pd_lower = pos + len;
 }
 
+/*
+ * A page's special space, checked: a page of another segment format (one
+ * written by mqlog 0.1.0) is refused with a hint, never misread.
+ */
 static MqPageOpaque *
 page_opaque(Relation rel, Page page, BlockNumber blkno)
 {
 	MqPageOpaque *opaque;
 
+	if (!PageIsNew(page) &&
+		PageGetSpecialSize(page) == MQ_SEGMENT_FORMAT_V1_SPECIAL &&
+		*(uint16 *) ((char *) page + BLCKSZ - sizeof(uint16)) == MQ_PAGE_MAGIC)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("mqlog segment \"%s\" is in segment format 1 (mqlog 0.1.0), which this mqlog cannot read",
+						RelationGetRelationName(rel)),
+				 errdetail("This mqlog stores Kafka's record batch v2 (segment format %d).",
+						   MQ_SEGMENT_FORMAT),
+				 errhint("Read the records out with mqlog 0.1.0, then DROP EXTENSION mqlog and CREATE EXTENSION mqlog with this version and produce them again.")));
 	if (PageIsNew(page) || PageGetSpecialSize(page) != MAXALIGN(sizeof(MqPageOpaque)))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
@@ -102,6 +117,12 @@ page_opaque(Relation rel, Page page, BlockNumber blkno)
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("mqlog segment \"%s\" has a page with a bad magic number at block %u",
 						RelationGetRelationName(rel), blkno)));
+	if (opaque->format != MQ_SEGMENT_FORMAT)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("mqlog segment \"%s\" is in segment format %u, which this mqlog cannot read",
+						RelationGetRelationName(rel), opaque->format),
+				 errdetail("This mqlog reads segment format %d.", MQ_SEGMENT_FORMAT)));
 	return opaque;
 }
 
@@ -131,9 +152,16 @@ MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
 	memset(&xlrec, 0, sizeof(xlrec));
 	xlrec.topic_id = topic_id;
 	xlrec.partition = partition;
-	memcpy(&xlrec.base_offset, batch + offsetof(MqBatchHeader, base_offset), sizeof(int64));
+	{
+		MqBatchHeader hdr;
+
+		if (!MqBatchParseHeader(batch, length, &hdr))
+			elog(ERROR, "mqlog: appending a malformed batch");
+		xlrec.base_offset = hdr.base_offset;
+	}
 	xlrec.lso = lso;
 	xlrec.flags = xlflags;
+	xlrec.format = MQ_SEGMENT_FORMAT;
 	xlrec.batch_length = length;
 	xlrec.batch_block = MqLposBlock(lpos);
 	xlrec.batch_pos = MqLposPageOffset(lpos);
@@ -268,10 +296,14 @@ segment_end(Relation rel, BlockNumber *nblocks)
 /*
  * One batch buffer is kept for the life of the backend and lent to one
  * reader at a time: batches are often 100 kB and more, and a fresh buffer
- * per call costs more in page faults than the reading itself.
+ * per call costs more in page faults than the reading itself.  The reader
+ * works on the buffer itself, not a copy, so that an error in the middle of
+ * a read leaves nothing behind: at abort the buffer is simply taken back.
  */
 static StringInfoData spare_buf;
 static bool spare_lent = false;
+
+#define MQ_SPARE_KEEP	(8 * 1024 * 1024)
 
 void
 MqReaderInit(MqSegmentReader *reader, Relation rel)
@@ -290,46 +322,51 @@ MqReaderInit(MqSegmentReader *reader, Relation rel)
 			initStringInfo(&spare_buf);
 			MemoryContextSwitchTo(old);
 		}
-		reader->batchbuf = spare_buf;
-		reader->borrowed = true;
+		reader->batchbuf = &spare_buf;
 		spare_lent = true;
 	}
 	else
-		initStringInfo(&reader->batchbuf);
+	{
+		reader->batchbuf = palloc(sizeof(StringInfoData));
+		initStringInfo(reader->batchbuf);
+	}
 }
 
-/*
- * At abort, a reader that errored out still holds the spare buffer, which
- * may have been reallocated since: forget it (the memory stays in
- * TopMemoryContext, a one-off leak) and start a new one next time.
- */
+/* give the spare buffer back; one that grew very large is shrunk */
+static void
+return_spare(void)
+{
+	if (spare_buf.maxlen > MQ_SPARE_KEEP)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		pfree(spare_buf.data);
+		initStringInfo(&spare_buf);
+		MemoryContextSwitchTo(old);
+	}
+	resetStringInfo(&spare_buf);
+	spare_lent = false;
+}
+
+/* At abort, a reader that errored out still holds the spare buffer. */
 void
 MqReaderAtAbort(void)
 {
 	if (spare_lent)
-	{
-		memset(&spare_buf, 0, sizeof(spare_buf));
-		spare_lent = false;
-	}
+		return_spare();
 }
 
 void
 MqReaderEnd(MqSegmentReader *reader)
 {
-	if (reader->borrowed)
+	if (reader->batchbuf == &spare_buf)
+		return_spare();
+	else if (reader->batchbuf != NULL)
 	{
-		/* give it back, grown if it had to grow; very large ones are freed */
-		if (reader->batchbuf.maxlen > 8 * 1024 * 1024)
-		{
-			pfree(reader->batchbuf.data);
-			memset(&spare_buf, 0, sizeof(spare_buf));
-		}
-		else
-			spare_buf = reader->batchbuf;
-		spare_lent = false;
+		pfree(reader->batchbuf->data);
+		pfree(reader->batchbuf);
 	}
-	else
-		pfree(reader->batchbuf.data);
+	reader->batchbuf = NULL;
 }
 
 /* where the batch covering block blkno's first byte starts, and its offset */
@@ -393,12 +430,13 @@ bool
 MqReaderNext(MqSegmentReader *reader, bool verify_crc)
 {
 	MqBatchHeader hdr;
+	char		raw[MQ_BATCH_HEADER_SIZE];
+	StringInfo	buf = reader->batchbuf;
 
 	if (reader->lpos + MQ_BATCH_HEADER_SIZE > reader->end_lpos)
 		return false;
-	read_bytes(reader, reader->lpos, (char *) &hdr, MQ_BATCH_HEADER_SIZE);
-	if (hdr.magic != MQ_BATCH_MAGIC || hdr.length < MQ_BATCH_HEADER_SIZE ||
-		hdr.length > MaxAllocSize)
+	read_bytes(reader, reader->lpos, raw, MQ_BATCH_HEADER_SIZE);
+	if (!MqBatchParseHeader(raw, MQ_BATCH_HEADER_SIZE, &hdr))
 	{
 		/* a zeroed or cut-off header at the tail is a torn write */
 		if (hdr.magic == 0)
@@ -412,15 +450,14 @@ MqReaderNext(MqSegmentReader *reader, bool verify_crc)
 	if (reader->lpos + hdr.length > reader->end_lpos)
 		return false;
 
-	resetStringInfo(&reader->batchbuf);
-	enlargeStringInfo(&reader->batchbuf, hdr.length);
-	memcpy(reader->batchbuf.data, &hdr, MQ_BATCH_HEADER_SIZE);
+	resetStringInfo(buf);
+	enlargeStringInfo(buf, hdr.length);
+	memcpy(buf->data, raw, MQ_BATCH_HEADER_SIZE);
 	read_bytes(reader, reader->lpos + MQ_BATCH_HEADER_SIZE,
-			   reader->batchbuf.data + MQ_BATCH_HEADER_SIZE,
-			   hdr.length - MQ_BATCH_HEADER_SIZE);
-	reader->batchbuf.len = hdr.length;
+			   buf->data + MQ_BATCH_HEADER_SIZE, hdr.length - MQ_BATCH_HEADER_SIZE);
+	buf->len = hdr.length;
 
-	if (verify_crc && !MqBatchCheckCrc(reader->batchbuf.data, hdr.length))
+	if (verify_crc && !MqBatchCheckCrc(buf->data, hdr.length))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("CRC mismatch in mqlog segment \"%s\" at offset " INT64_FORMAT,
@@ -428,6 +465,7 @@ MqReaderNext(MqSegmentReader *reader, bool verify_crc)
 				 errdetail("The batch of %d records starting at offset " INT64_FORMAT " is damaged.",
 						   hdr.record_count, hdr.base_offset)));
 
+	reader->hdr = hdr;
 	reader->batch_lpos = reader->lpos;
 	reader->lpos += hdr.length;
 	return true;
@@ -441,22 +479,28 @@ MqReaderNext(MqSegmentReader *reader, bool verify_crc)
 static bool
 next_header(MqSegmentReader *reader, MqBatchHeader *hdr, bool *torn)
 {
+	char		raw[MQ_BATCH_HEADER_SIZE];
+	bool		ok;
+
 	*torn = false;
+	memset(hdr, 0, sizeof(*hdr));
 	if (reader->lpos >= reader->end_lpos)
 		return false;
 	if (reader->lpos + MQ_BATCH_HEADER_SIZE > reader->end_lpos)
 	{
 		*torn = true;
-		hdr->magic = 0;
 		return false;
 	}
-	read_bytes(reader, reader->lpos, (char *) hdr, MQ_BATCH_HEADER_SIZE);
-	if (hdr->magic != MQ_BATCH_MAGIC || hdr->length < MQ_BATCH_HEADER_SIZE ||
-		reader->lpos + hdr->length > reader->end_lpos)
+	read_bytes(reader, reader->lpos, raw, MQ_BATCH_HEADER_SIZE);
+	ok = MqBatchParseHeader(raw, MQ_BATCH_HEADER_SIZE, hdr);
+	if (!ok || reader->lpos + hdr->length > reader->end_lpos)
 	{
 		*torn = true;
+		if (!ok)
+			hdr->magic = 0;
 		return false;
 	}
+	reader->hdr = *hdr;
 	reader->batch_lpos = reader->lpos;
 	reader->lpos += hdr->length;
 	return true;
@@ -497,7 +541,7 @@ MqSegmentReadTail(Relation rel, int64 base_offset, MqSegmentTail *tail)
 			tail->next_offset = MqBatchNextOffset(&hdr);
 			tail->end_lpos = reader.lpos;
 		}
-		if (torn && hdr.magic == MQ_BATCH_MAGIC)
+		if (torn && hdr.magic == MQ_PREFIX_MAGIC)
 			tail->next_offset = Max(tail->next_offset, MqBatchNextOffset(&hdr));
 	}
 	MqReaderEnd(&reader);

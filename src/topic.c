@@ -79,7 +79,8 @@ load_topic(const char *where, Datum arg, Oid argtype)
 			 " (c OPERATOR(pg_catalog.->>) 'message.timestamp.type') OPERATOR(pg_catalog.=) 'LogAppendTime',"
 			 " (c OPERATOR(pg_catalog.->>) 'cleanup.policy') OPERATOR(pg_catalog.~~) '%%compact%%',"
 			 " (c OPERATOR(pg_catalog.->>) 'delete.retention.ms')::pg_catalog.int8,"
-			 " t.owner"
+			 " t.owner,"
+			 " c OPERATOR(pg_catalog.->>) 'compression.type'"
 			 " FROM mqlog.topic t, LATERAL mqlog.effective_config(t.config) c"
 			 " WHERE t.%s OPERATOR(pg_catalog.=) $1",
 			 where);
@@ -117,6 +118,14 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		t->owner = DatumGetObjectId(SPI_getbinval(tup, desc, 8, &isnull));
 		if (isnull)
 			t->owner = InvalidOid;
+		{
+			Datum		d = SPI_getbinval(tup, desc, 9, &isnull);
+
+			t->compression = isnull ? MQ_CODEC_PRODUCER :
+				MqCodecFromName(TextDatumGetCString(d));
+			if (t->compression < MQ_CODEC_PRODUCER)
+				t->compression = MQ_CODEC_PRODUCER;
+		}
 		t->nsegments = palloc0(sizeof(int) * t->partitions);
 		t->segments = palloc0(sizeof(MqSegmentRef *) * t->partitions);
 		t->parts = palloc0(sizeof(MqPartition *) * t->partitions);

@@ -1,4 +1,4 @@
-/* mqlog 0.1.0: catalog, segment access method, topic administration, produce and fetch. */
+/* mqlog 0.2.0: catalog, segment access method, topic administration, produce and fetch. */
 
 \echo Use "CREATE EXTENSION mqlog" to load this file. \quit
 
@@ -224,6 +224,7 @@ CREATE FUNCTION mqlog.config_defaults() RETURNS jsonb
     LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT pg_catalog.jsonb '{
         "cleanup.policy": "delete",
+        "compression.type": "producer",
         "delete.retention.ms": 86400000,
         "max.message.bytes": 1048588,
         "message.timestamp.type": "CreateTime",
@@ -269,7 +270,7 @@ BEGIN
             CONTINUE;           /* null resets the key to its default */
         END IF;
         txt := CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}' WHEN 'number' THEN v::text ELSE NULL END;
-        IF k IN ('cleanup.policy', 'message.timestamp.type') THEN
+        IF k IN ('cleanup.policy', 'message.timestamp.type', 'compression.type') THEN
             IF jsonb_typeof(v) <> 'string' THEN
                 RAISE EXCEPTION 'topic config "%" must be a string', k
                     USING ERRCODE = 'invalid_parameter_value';
@@ -283,6 +284,13 @@ BEGIN
                     RAISE EXCEPTION 'invalid value "%" for topic config "cleanup.policy"', v #>> '{}'
                         USING ERRCODE = 'invalid_parameter_value',
                               HINT = 'Valid values are: delete, compact, compact,delete.';
+                END IF;
+            ELSIF k = 'compression.type' THEN
+                txt := lower(txt);
+                IF txt NOT IN ('producer', 'uncompressed', 'gzip', 'snappy', 'lz4', 'zstd') THEN
+                    RAISE EXCEPTION 'invalid value "%" for topic config "compression.type"', v #>> '{}'
+                        USING ERRCODE = 'invalid_parameter_value',
+                              HINT = 'Valid values are: producer, uncompressed, gzip, snappy, lz4, zstd.';
                 END IF;
             ELSE
                 IF lower(txt) = 'createtime' THEN
@@ -611,6 +619,18 @@ CREATE FUNCTION mq_fetch(topic text, "partition" int, from_offset bigint,
     LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mq_fetch';
 COMMENT ON FUNCTION mq_fetch(text, int, bigint, int, int) IS
     'read committed records of one partition from an offset, stopping at the last stable offset';
+
+CREATE FUNCTION mq_produce_kafka_batch(topic text, "partition" int, batch bytea) RETURNS bigint
+    LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_produce_kafka_batch';
+COMMENT ON FUNCTION mq_produce_kafka_batch(text, int, bytea) IS
+    'append a Kafka record batch v2 as a Kafka producer encoded it; the log assigns the offsets and returns the base offset';
+
+CREATE FUNCTION mq_fetch_kafka_batches(topic text, "partition" int, from_offset bigint,
+                                       max_bytes int DEFAULT 1048576)
+    RETURNS TABLE (base_offset bigint, last_offset bigint, batch bytea)
+    LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mq_fetch_kafka_batches';
+COMMENT ON FUNCTION mq_fetch_kafka_batches(text, int, bigint, int) IS
+    'the committed record batches from an offset as stored: Kafka''s record batch v2, byte for byte';
 
 CREATE FUNCTION mq_earliest_offset(topic text, "partition" int) RETURNS bigint
     LANGUAGE c STABLE STRICT AS 'MODULE_PATHNAME', 'mq_earliest_offset';

@@ -1,0 +1,175 @@
+/*-------------------------------------------------------------------------
+ *
+ * append.c
+ *		Writing a partition's log: records encoded here, or Kafka batches
+ *		encoded elsewhere, all through one append protocol
+ *		(MqPartitionAppend).
+ *
+ * A batch is encoded and checksummed before the partition lock is taken;
+ * under it only the base offset (and a follower's leader epoch) is
+ * stamped, which the CRC does not cover, the in-flight entry registered
+ * and the pages written.  A Kafka batch from a client is stored as the
+ * client sent it when the topic keeps the producer's compression, and
+ * encoded again (the broker's "recompression") when the topic wants
+ * another codec or log-append time.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "append.h"
+
+/*
+ * One record's size (a batch of its own, as Kafka counts it) against
+ * max.message.bytes, and a key on a compacted topic.
+ */
+void
+MqCheckRecord(MqTopic *topic, MqRecord *rec)
+{
+	Size		sz = MqRecordEncodedSize(rec);
+
+	if (topic->compact && rec->key == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("records produced to compacted topic \"%s\" must have a key", topic->name),
+				 errhint("Compaction keeps the newest record per key; pass key => ...")));
+	if (sz > (Size) topic->max_message_bytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("record of %zu bytes exceeds max.message.bytes of topic \"%s\"",
+						sz, topic->name),
+				 errdetail("The topic allows records of at most " INT64_FORMAT " bytes.",
+						   topic->max_message_bytes),
+				 errhint("Raise it with mq_alter_topic('%s', '{\"max.message.bytes\": ...}').",
+						 topic->name)));
+}
+
+/*
+ * The attributes of a batch produced from SQL: the topic's codec (a SQL
+ * producer has none of its own, so "producer" means uncompressed) and its
+ * timestamp type.
+ */
+static int16
+batch_attributes(MqTopic *topic)
+{
+	int16		attr = 0;
+
+	if (topic->compression > MQ_CODEC_NONE)
+		attr |= topic->compression;
+	if (topic->log_append_time)
+		attr |= MQ_ATTR_LOG_APPEND_TIME;
+	return attr;
+}
+
+int64
+MqLogAppend(MqTopic **topicp, int32 partition, MqRecord *records, int nrecords)
+{
+	StringInfoData batch;
+	TransactionId xid;
+	int64		base;
+
+	/* WAL-logged data needs an xid, and decoding needs it assigned first */
+	xid = GetCurrentTransactionId();
+	initStringInfo(&batch);
+	MqBatchBuild(&batch, records, nrecords, xid, batch_attributes(*topicp), false);
+	base = MqPartitionAppend(topicp, partition, &batch, -1, -1);
+	pfree(batch.data);
+	return base;
+}
+
+static void
+bad_kafka_batch(MqTopic *topic, int32 partition, const char *why)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+			 errmsg("invalid Kafka record batch for partition %d of topic \"%s\"",
+					partition, topic->name),
+			 errdetail("The batch is refused because %s.", why),
+			 errhint("Send one record batch v2 (magic 2) as a Kafka producer encodes it.")));
+}
+
+int64
+MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
+				 int64 at_offset, int32 leader_epoch)
+{
+	MqTopic    *topic = *topicp;
+	const char *why = MqBatchCheckKafka(kafka, len);
+	StringInfoData stored;
+	StringInfoData scratch;
+	MqBatchHeader hdr;
+	MqRecord   *recs;
+	int			n;
+	const char *data;
+	Size		dlen;
+	bool		reencode;
+	int64		base;
+	MemoryContext cxt,
+				old;
+
+	if (why)
+		bad_kafka_batch(topic, partition, why);
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog Kafka batch", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+
+	/* parse it as stored, to decode and check every record */
+	initStringInfo(&stored);
+	MqBatchWrapKafka(&stored, kafka, (uint32) len, InvalidTransactionId);
+	if (!MqBatchParseHeader(stored.data, stored.len, &hdr))
+		bad_kafka_batch(topic, partition, "its header is malformed");
+	if (hdr.attributes & MQ_ATTR_CONTROL)
+		bad_kafka_batch(topic, partition, "it is a control batch, which only a broker writes");
+	if (hdr.attributes & MQ_ATTR_TRANSACTIONAL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("transactional Kafka batches are not supported"),
+				 errhint("Produce in a PostgreSQL transaction instead; it gives the same atomicity.")));
+	if (MqBatchCodec(&hdr) > MQ_CODEC_ZSTD)
+		bad_kafka_batch(topic, partition, psprintf("its compression codec %d is unknown", MqBatchCodec(&hdr)));
+	initStringInfo(&scratch);
+	data = MqBatchRecords(stored.data, &hdr, &scratch, &dlen);
+	if ((Size) hdr.record_count > dlen)
+		bad_kafka_batch(topic, partition, "its record count is larger than its records");
+	recs = palloc(sizeof(MqRecord) * (hdr.record_count + 1));
+	n = MqBatchDecodeRecords(&hdr, data, dlen, PG_INT64_MIN, recs, hdr.record_count + 1);
+	if (n != hdr.record_count)
+		bad_kafka_batch(topic, partition,
+						psprintf("it holds %d records, but its header says %d", n, hdr.record_count));
+	for (int i = 0; i < n; i++)
+	{
+		if (recs[i].offset != hdr.base_offset + i)
+			bad_kafka_batch(topic, partition, "its offset deltas do not run 0, 1, 2, ...");
+		MqCheckRecord(topic, &recs[i]);
+	}
+	if (hdr.last_offset_delta != n - 1)
+		bad_kafka_batch(topic, partition, "its lastOffsetDelta does not match its records");
+
+	/* as the broker does: the topic's codec and timestamp type win */
+	reencode = topic->log_append_time ||
+		(topic->compression != MQ_CODEC_PRODUCER && topic->compression != MqBatchCodec(&hdr));
+	resetStringInfo(&stored);
+	if (reencode)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+
+		if (topic->log_append_time)
+			for (int i = 0; i < n; i++)
+				recs[i].ts = now;
+		MqBatchBuild(&stored, recs, n, GetCurrentTransactionId(), batch_attributes(topic), false);
+	}
+	else
+		MqBatchWrapKafka(&stored, kafka, (uint32) len, GetCurrentTransactionId());
+
+	MemoryContextSwitchTo(old);
+	{
+		MqPartition *part = MqTopicPartition(topic, partition);
+
+		MqPartitionCheckInflightRoom(&part, 1);
+	}
+	base = MqPartitionAppend(topicp, partition, &stored, at_offset, leader_epoch);
+	MemoryContextDelete(cxt);
+	return base;
+}

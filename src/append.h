@@ -1,0 +1,30 @@
+/*-------------------------------------------------------------------------
+ *
+ * append.h
+ *		The C service API for writing a partition's log (append.c): what
+ *		mq_produce, mq_produce_batch, mq_produce_kafka_batch and, later, a
+ *		follower's apply worker and the Kafka listener call.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MQLOG_APPEND_H
+#define MQLOG_APPEND_H
+
+#include "mqlog.h"
+
+/* records -> one batch in the topic's codec; returns the base offset */
+extern int64 MqLogAppend(MqTopic **topicp, int32 partition, MqRecord *records,
+						 int nrecords);
+
+/*
+ * A Kafka record batch v2 encoded by someone else.  at_offset < 0: the log
+ * assigns the offsets (a Kafka client's produce); otherwise the batch goes
+ * exactly there, with the given leader epoch (a follower).
+ */
+extern int64 MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka,
+							  Size len, int64 at_offset, int32 leader_epoch);
+
+/* a record as the topic's rules allow it (key on compacted topics, size) */
+extern void MqCheckRecord(MqTopic *topic, MqRecord *rec);
+
+#endif							/* MQLOG_APPEND_H */

@@ -1,0 +1,168 @@
+/*-------------------------------------------------------------------------
+ *
+ * batch.h
+ *		The stored record batch: mqlog's 8-byte prefix followed by a Kafka
+ *		record batch v2, byte for byte (batch.c, codec.c).
+ *
+ * Stored layout (all Kafka fields big-endian, as Kafka writes them):
+ *
+ *	  mqlog prefix (not Kafka's, never sent to a Kafka client)
+ *		 0	uint8	fate flags (MQ_BATCH_COMMITTED / MQ_BATCH_ABORTED), set
+ *					later by VACUUM with WAL, hence outside every checksum
+ *		 1	uint8	MQ_PREFIX_MAGIC
+ *		 2	uint16	reserved, zero
+ *		 4	uint32	xid of the (sub)transaction that appended the batch,
+ *					in the machine's byte order
+ *	  Kafka record batch v2 (offsets below are from its first byte)
+ *		 0	int64	baseOffset
+ *		 8	int32	batchLength: bytes after this field
+ *		12	int32	partitionLeaderEpoch
+ *		16	int8	magic = 2
+ *		17	uint32	crc: CRC-32C of bytes [21, end)
+ *		21	int16	attributes: codec (bits 0-2), timestamp type (bit 3),
+ *					transactional (bit 4), control (bit 5)
+ *		23	int32	lastOffsetDelta
+ *		27	int64	baseTimestamp, milliseconds since 1970
+ *		35	int64	maxTimestamp
+ *		43	int64	producerId
+ *		51	int16	producerEpoch
+ *		53	int32	baseSequence
+ *		57	int32	records count
+ *		61	records, compressed as one stream when the codec is not none
+ *
+ * The CRC leaves out the base offset and the leader epoch, so a batch is
+ * encoded and checksummed before the partition lock is taken, and the
+ * offset stamped under it, as Kafka's broker does.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MQLOG_BATCH_H
+#define MQLOG_BATCH_H
+
+#include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
+
+/* prefix */
+#define MQ_PREFIX_SIZE			8
+#define MQ_PREFIX_MAGIC			0xB2	/* "batch, Kafka v2" */
+#define MQ_BATCH_COMMITTED		0x01
+#define MQ_BATCH_ABORTED		0x02
+
+/* Kafka's header */
+#define MQ_KAFKA_MAGIC			2
+#define MQ_KAFKA_HEADER_SIZE	61
+#define MQ_KAFKA_LOG_OVERHEAD	12	/* baseOffset + batchLength */
+#define MQ_KAFKA_CRC_START		21
+#define MQ_BATCH_HEADER_SIZE	(MQ_PREFIX_SIZE + MQ_KAFKA_HEADER_SIZE)
+
+/* attributes */
+#define MQ_ATTR_CODEC_MASK		0x0007
+#define MQ_ATTR_LOG_APPEND_TIME 0x0008
+#define MQ_ATTR_TRANSACTIONAL	0x0010
+#define MQ_ATTR_CONTROL			0x0020
+
+/* Kafka's compression codecs, as numbered in the attributes */
+typedef enum MqCodec
+{
+	MQ_CODEC_NONE = 0,
+	MQ_CODEC_GZIP = 1,
+	MQ_CODEC_SNAPPY = 2,
+	MQ_CODEC_LZ4 = 3,
+	MQ_CODEC_ZSTD = 4
+} MqCodec;
+
+#define MQ_CODEC_PRODUCER		(-1)	/* topic config: keep the producer's */
+
+/* A stored batch's header in host order, timestamps as PostgreSQL's. */
+typedef struct MqBatchHeader
+{
+	uint8		flags;			/* prefix: fate */
+	uint8		magic;			/* prefix: MQ_PREFIX_MAGIC (0: torn/zeroed) */
+	TransactionId xid;			/* prefix */
+	uint32		length;			/* stored length, prefix included */
+	int64		base_offset;
+	int32		leader_epoch;
+	int8		kafka_magic;
+	uint32		crc;
+	int16		attributes;
+	int32		last_offset_delta;
+	TimestampTz first_timestamp;	/* baseTimestamp */
+	TimestampTz max_timestamp;
+	int64		producer_id;
+	int16		producer_epoch;
+	int32		base_sequence;
+	int32		record_count;
+} MqBatchHeader;
+
+static inline int64
+MqBatchNextOffset(const MqBatchHeader *h)
+{
+	return h->base_offset + h->last_offset_delta + 1;
+}
+
+static inline MqCodec
+MqBatchCodec(const MqBatchHeader *h)
+{
+	return (MqCodec) (h->attributes & MQ_ATTR_CODEC_MASK);
+}
+
+/* A record in memory, as produce builds it and readers decode it. */
+typedef struct MqHeaderKV
+{
+	const char *key;
+	int			keylen;
+	const char *value;			/* NULL for a null header value */
+	int			valuelen;
+} MqHeaderKV;
+
+typedef struct MqRecord
+{
+	int64		offset;
+	TimestampTz ts;
+	const char *key;			/* NULL: no key */
+	int			keylen;
+	const char *value;			/* NULL: tombstone */
+	int			valuelen;
+	int			nheaders;
+	MqHeaderKV *headers;
+} MqRecord;
+
+/* Kafka timestamps (ms since 1970) <-> TimestampTz (us since 2000) */
+extern int64 MqKafkaTime(TimestampTz ts);
+extern TimestampTz MqPgTime(int64 kafka_ms);
+
+/* encoding */
+extern void MqBatchBuild(StringInfo buf, MqRecord *records, int nrecords,
+						 TransactionId xid, int16 attributes, bool keep_offsets);
+extern void MqBatchSetOffset(char *batch, int64 base_offset);
+extern void MqBatchSetEpoch(char *batch, int32 leader_epoch);
+extern void MqBatchWrapKafka(StringInfo buf, const char *kafka, uint32 len,
+							 TransactionId xid);
+extern Size MqRecordEncodedSize(const MqRecord *rec);
+
+/* the header and its checks */
+extern bool MqBatchParseHeader(const char *stored, Size avail, MqBatchHeader *h);
+extern bool MqBatchCheckCrc(const char *stored, uint32 length);
+extern const char *MqBatchCheckKafka(const char *kafka, Size len);
+
+/*
+ * Records of a stored batch: MqBatchRecords points at the record bytes,
+ * decompressing into scratch when the batch is compressed (an error names
+ * the codec and the offset; the caller's error context names the rest).
+ */
+extern const char *MqBatchRecords(const char *stored, const MqBatchHeader *h,
+								  StringInfo scratch, Size *len);
+extern int	MqBatchDecodeRecords(const MqBatchHeader *h, const char *data, Size len,
+								 int64 from_offset, MqRecord *records, int maxrecords);
+
+/* Kafka's murmur2 */
+extern int32 MqMurmur2(const char *data, int len);
+
+/* codecs (codec.c) */
+extern const char *MqCodecName(int codec);
+extern int	MqCodecFromName(const char *name);
+extern void MqCompress(MqCodec codec, const char *src, Size len, StringInfo dst);
+extern void MqDecompress(MqCodec codec, const char *src, Size len, StringInfo dst,
+						 int64 base_offset);
+
+#endif							/* MQLOG_BATCH_H */

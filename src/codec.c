@@ -1,0 +1,398 @@
+/*-------------------------------------------------------------------------
+ *
+ * codec.c
+ *		Kafka's compression codecs for the records of a batch: gzip,
+ *		snappy, lz4 and zstd, as Kafka's own clients write them.
+ *
+ * The records section of a batch (everything after the 61-byte header) is
+ * compressed as one stream; the header says which codec.  The framing of
+ * each codec is Kafka's:
+ *
+ *	gzip	a gzip member (RFC 1952), read with zlib's gzip/zlib detection
+ *	snappy	the xerial framing Kafka's Java client writes (magic, version,
+ *			then 4-byte big-endian block lengths, blocks of 32 kB input);
+ *			raw snappy, which librdkafka writes, is read as well
+ *	lz4		an LZ4 frame with independent 64 kB blocks (Kafka's Java
+ *			reader refuses dependent blocks)
+ *	zstd	a zstd frame
+ *
+ * The libraries allocate with malloc; every context is freed before an
+ * error is raised.  Decompression never grows its output past
+ * MaxAllocSize, so a hostile batch cannot ask for more memory than one
+ * palloc could hold.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <lz4frame.h>
+#include <snappy-c.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "port/pg_bswap.h"
+#include "utils/memutils.h"
+
+#include "batch.h"
+
+static const char *const codec_names[] = {"none", "gzip", "snappy", "lz4", "zstd"};
+
+const char *
+MqCodecName(int codec)
+{
+	if (codec == MQ_CODEC_PRODUCER)
+		return "producer";
+	if (codec < 0 || codec > MQ_CODEC_ZSTD)
+		return "unknown";
+	return codec_names[codec];
+}
+
+/* topic config compression.type -> codec; -2 if the name is unknown */
+int
+MqCodecFromName(const char *name)
+{
+	if (strcmp(name, "producer") == 0)
+		return MQ_CODEC_PRODUCER;
+	if (strcmp(name, "uncompressed") == 0)
+		return MQ_CODEC_NONE;
+	for (int c = MQ_CODEC_GZIP; c <= MQ_CODEC_ZSTD; c++)
+		if (strcmp(name, codec_names[c]) == 0)
+			return c;
+	return -2;
+}
+
+static void
+bad_data(MqCodec codec, int64 base_offset, const char *why)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("could not decompress the %s-compressed batch at offset " INT64_FORMAT,
+					codec_names[codec], base_offset),
+			 errdetail("The %s data is damaged or truncated: %s.", codec_names[codec], why)));
+}
+
+/* make room for at least want more bytes, refusing to pass MaxAllocSize */
+static void
+reserve(StringInfo dst, Size want, MqCodec codec, int64 base_offset)
+{
+	if ((Size) dst->len + want >= MaxAllocSize)
+		bad_data(codec, base_offset, "it decompresses to more than 1 GB");
+	enlargeStringInfo(dst, (int) want);
+}
+
+/* ------------------------------------------------------------------------
+ * gzip
+ * ------------------------------------------------------------------------ */
+
+static void
+gzip_compress(const char *src, Size len, StringInfo dst)
+{
+	z_stream	zs;
+	uLong		bound;
+
+	memset(&zs, 0, sizeof(zs));
+	if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
+					 Z_DEFAULT_STRATEGY) != Z_OK)
+		elog(ERROR, "mqlog: could not initialize gzip compression");
+	bound = deflateBound(&zs, len);
+	enlargeStringInfo(dst, (int) bound);
+	zs.next_in = (Bytef *) src;
+	zs.avail_in = len;
+	zs.next_out = (Bytef *) dst->data + dst->len;
+	zs.avail_out = bound;
+	if (deflate(&zs, Z_FINISH) != Z_STREAM_END)
+	{
+		deflateEnd(&zs);
+		elog(ERROR, "mqlog: gzip compression failed");
+	}
+	dst->len += zs.total_out;
+	deflateEnd(&zs);
+}
+
+static void
+gzip_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
+{
+	z_stream	zs;
+	int			ret = Z_OK;
+
+	memset(&zs, 0, sizeof(zs));
+	if (inflateInit2(&zs, 15 + 32) != Z_OK)
+		elog(ERROR, "mqlog: could not initialize gzip decompression");
+	zs.next_in = (Bytef *) src;
+	zs.avail_in = len;
+	while (ret != Z_STREAM_END)
+	{
+		Size		room = Max(len * 4, 65536);
+
+		if ((Size) dst->len + room >= MaxAllocSize)
+		{
+			inflateEnd(&zs);
+			bad_data(MQ_CODEC_GZIP, base_offset, "it decompresses to more than 1 GB");
+		}
+		enlargeStringInfo(dst, (int) room);
+		zs.next_out = (Bytef *) dst->data + dst->len;
+		zs.avail_out = room;
+		ret = inflate(&zs, Z_NO_FLUSH);
+		dst->len += room - zs.avail_out;
+		if (ret != Z_OK && ret != Z_STREAM_END)
+		{
+			const char *why = zs.msg ? pstrdup(zs.msg) : "the stream ends early";
+
+			inflateEnd(&zs);
+			bad_data(MQ_CODEC_GZIP, base_offset, why);
+		}
+		if (ret == Z_OK && zs.avail_in == 0 && zs.avail_out != 0)
+		{
+			inflateEnd(&zs);
+			bad_data(MQ_CODEC_GZIP, base_offset, "the stream ends early");
+		}
+	}
+	inflateEnd(&zs);
+}
+
+/* ------------------------------------------------------------------------
+ * snappy, in xerial's framing
+ * ------------------------------------------------------------------------ */
+
+static const char xerial_magic[8] = {(char) 0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0};
+
+#define XERIAL_HEADER	16		/* magic, version, compatible version */
+#define XERIAL_BLOCK	(32 * 1024)
+
+static void
+snappy_compress_xerial(const char *src, Size len, StringInfo dst)
+{
+	uint32		v = pg_hton32(1);
+
+	appendBinaryStringInfo(dst, xerial_magic, 8);
+	appendBinaryStringInfo(dst, (char *) &v, 4);	/* version */
+	appendBinaryStringInfo(dst, (char *) &v, 4);	/* compatible version */
+	for (Size done = 0; done < len; done += XERIAL_BLOCK)
+	{
+		size_t		in = Min(len - done, (Size) XERIAL_BLOCK);
+		size_t		out = snappy_max_compressed_length(in);
+		uint32		be;
+
+		enlargeStringInfo(dst, (int) (out + 4));
+		if (snappy_compress(src + done, in, dst->data + dst->len + 4, &out) != SNAPPY_OK)
+			elog(ERROR, "mqlog: snappy compression failed");
+		be = pg_hton32((uint32) out);
+		memcpy(dst->data + dst->len, &be, 4);
+		dst->len += 4 + out;
+	}
+}
+
+static void
+snappy_raw_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
+{
+	size_t		out;
+
+	if (snappy_uncompressed_length(src, len, &out) != SNAPPY_OK)
+		bad_data(MQ_CODEC_SNAPPY, base_offset, "a block has a bad length header");
+	reserve(dst, out, MQ_CODEC_SNAPPY, base_offset);
+	if (snappy_uncompress(src, len, dst->data + dst->len, &out) != SNAPPY_OK)
+		bad_data(MQ_CODEC_SNAPPY, base_offset, "a block does not decode");
+	dst->len += out;
+}
+
+static void
+snappy_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
+{
+	Size		pos = XERIAL_HEADER;
+
+	if (len < XERIAL_HEADER || memcmp(src, xerial_magic, 8) != 0)
+	{
+		snappy_raw_decompress(src, len, dst, base_offset);
+		return;
+	}
+	while (pos < len)
+	{
+		uint32		blen;
+
+		if (len - pos < 4)
+			bad_data(MQ_CODEC_SNAPPY, base_offset, "a block length is cut off");
+		memcpy(&blen, src + pos, 4);
+		blen = pg_ntoh32(blen);
+		pos += 4;
+		if (blen > len - pos)
+			bad_data(MQ_CODEC_SNAPPY, base_offset, "a block runs past the end");
+		snappy_raw_decompress(src + pos, blen, dst, base_offset);
+		pos += blen;
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * lz4 frames
+ * ------------------------------------------------------------------------ */
+
+static void
+lz4_compress(const char *src, Size len, StringInfo dst)
+{
+	LZ4F_preferences_t prefs;
+	size_t		bound;
+	size_t		n;
+
+	memset(&prefs, 0, sizeof(prefs));
+	prefs.frameInfo.blockSizeID = LZ4F_max64KB;
+	prefs.frameInfo.blockMode = LZ4F_blockIndependent;
+	bound = LZ4F_compressFrameBound(len, &prefs);
+	enlargeStringInfo(dst, (int) bound);
+	n = LZ4F_compressFrame(dst->data + dst->len, bound, src, len, &prefs);
+	if (LZ4F_isError(n))
+		elog(ERROR, "mqlog: lz4 compression failed: %s", LZ4F_getErrorName(n));
+	dst->len += n;
+}
+
+static void
+lz4_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
+{
+	LZ4F_dctx  *dctx;
+	size_t		ret = 1;
+	Size		pos = 0;
+
+	if (LZ4F_isError(LZ4F_createDecompressionContext(&dctx, LZ4F_VERSION)))
+		elog(ERROR, "mqlog: could not initialize lz4 decompression");
+	while (ret != 0)
+	{
+		size_t		in = len - pos;
+		size_t		out = 65536;
+
+		if ((Size) dst->len + out >= MaxAllocSize)
+		{
+			LZ4F_freeDecompressionContext(dctx);
+			bad_data(MQ_CODEC_LZ4, base_offset, "it decompresses to more than 1 GB");
+		}
+		enlargeStringInfo(dst, (int) out);
+		ret = LZ4F_decompress(dctx, dst->data + dst->len, &out, src + pos, &in, NULL);
+		if (LZ4F_isError(ret))
+		{
+			const char *why = pstrdup(LZ4F_getErrorName(ret));
+
+			LZ4F_freeDecompressionContext(dctx);
+			bad_data(MQ_CODEC_LZ4, base_offset, why);
+		}
+		pos += in;
+		dst->len += out;
+		if (in == 0 && out == 0)
+			break;				/* no progress: the input is cut off */
+	}
+	LZ4F_freeDecompressionContext(dctx);
+	if (ret != 0)
+		bad_data(MQ_CODEC_LZ4, base_offset, "the frame ends early");
+}
+
+/* ------------------------------------------------------------------------
+ * zstd
+ * ------------------------------------------------------------------------ */
+
+static void
+zstd_compress(const char *src, Size len, StringInfo dst)
+{
+	size_t		bound = ZSTD_compressBound(len);
+	size_t		n;
+
+	enlargeStringInfo(dst, (int) bound);
+	n = ZSTD_compress(dst->data + dst->len, bound, src, len, ZSTD_CLEVEL_DEFAULT);
+	if (ZSTD_isError(n))
+		elog(ERROR, "mqlog: zstd compression failed: %s", ZSTD_getErrorName(n));
+	dst->len += n;
+}
+
+static void
+zstd_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
+{
+	ZSTD_DStream *ds = ZSTD_createDStream();
+	ZSTD_inBuffer in = {src, len, 0};
+	size_t		ret = 1;
+
+	if (ds == NULL)
+		elog(ERROR, "mqlog: could not initialize zstd decompression");
+	ZSTD_initDStream(ds);
+	for (;;)
+	{
+		ZSTD_outBuffer out;
+
+		if ((Size) dst->len + ZSTD_DStreamOutSize() >= MaxAllocSize)
+		{
+			ZSTD_freeDStream(ds);
+			bad_data(MQ_CODEC_ZSTD, base_offset, "it decompresses to more than 1 GB");
+		}
+		enlargeStringInfo(dst, (int) ZSTD_DStreamOutSize());
+		out.dst = dst->data + dst->len;
+		out.size = ZSTD_DStreamOutSize();
+		out.pos = 0;
+		ret = ZSTD_decompressStream(ds, &out, &in);
+		if (ZSTD_isError(ret))
+		{
+			const char *why = pstrdup(ZSTD_getErrorName(ret));
+
+			ZSTD_freeDStream(ds);
+			bad_data(MQ_CODEC_ZSTD, base_offset, why);
+		}
+		dst->len += out.pos;
+		/* all input read and the output not full: nothing more to come */
+		if (in.pos == in.size && out.pos < out.size)
+			break;
+	}
+	ZSTD_freeDStream(ds);
+	if (ret != 0)
+		bad_data(MQ_CODEC_ZSTD, base_offset, "the frame ends early");
+}
+
+/* ------------------------------------------------------------------------
+ * Entry points
+ * ------------------------------------------------------------------------ */
+
+/* Append src compressed with codec to dst. */
+void
+MqCompress(MqCodec codec, const char *src, Size len, StringInfo dst)
+{
+	switch (codec)
+	{
+		case MQ_CODEC_GZIP:
+			gzip_compress(src, len, dst);
+			break;
+		case MQ_CODEC_SNAPPY:
+			snappy_compress_xerial(src, len, dst);
+			break;
+		case MQ_CODEC_LZ4:
+			lz4_compress(src, len, dst);
+			break;
+		case MQ_CODEC_ZSTD:
+			zstd_compress(src, len, dst);
+			break;
+		case MQ_CODEC_NONE:
+			appendBinaryStringInfo(dst, src, len);
+			break;
+	}
+	dst->data[dst->len] = '\0';
+}
+
+/* Append src decompressed to dst; bad data is an error naming the offset. */
+void
+MqDecompress(MqCodec codec, const char *src, Size len, StringInfo dst, int64 base_offset)
+{
+	switch (codec)
+	{
+		case MQ_CODEC_GZIP:
+			gzip_decompress(src, len, dst, base_offset);
+			break;
+		case MQ_CODEC_SNAPPY:
+			snappy_decompress(src, len, dst, base_offset);
+			break;
+		case MQ_CODEC_LZ4:
+			lz4_decompress(src, len, dst, base_offset);
+			break;
+		case MQ_CODEC_ZSTD:
+			zstd_decompress(src, len, dst, base_offset);
+			break;
+		case MQ_CODEC_NONE:
+			appendBinaryStringInfo(dst, src, len);
+			break;
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("the batch at offset " INT64_FORMAT " names unknown compression codec %d",
+							base_offset, (int) codec)));
+	}
+}

@@ -1,0 +1,391 @@
+/*-------------------------------------------------------------------------
+ *
+ * logiter.c
+ *		The one loop over a partition's log: batches and records from an
+ *		offset, across segments, with visibility and a budget.
+ *
+ * Visibility is decided batch by batch (MqBatchGetFate): a batch of a
+ * transaction that committed is returned, one that aborted is a hole that
+ * the iterator passes (counting its records), and at the first batch of a
+ * transaction still in flight, at or above the last stable offset, the
+ * iteration ends, so that nobody ever reads past a record that may still
+ * commit.  The caller takes the LSO from shared memory before the first
+ * page is read (MqPartitionOffsets), which is what makes "below the LSO,
+ * the clog decides" true.
+ *
+ * A segment of the cached chain that is gone (retention dropped it, or
+ * compaction replaced it) ends the iteration with it->stale set: readers
+ * stop there rather than skip records they did not see, and the next call
+ * reads the current chain.
+ *
+ * Errors while reading (a CRC mismatch, a batch that does not decompress)
+ * carry a context line naming topic, partition, segment and offset.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "logiter.h"
+
+static void
+iter_error_context(void *arg)
+{
+	MqLogIter  *it = arg;
+
+	if (it->rel == NULL)
+		return;
+	if (it->topic)
+		errcontext("reading partition %d of topic \"%s\", segment \"%s\", batch at offset " INT64_FORMAT,
+				   it->partition, it->topic->name, RelationGetRelationName(it->rel),
+				   it->hdr.base_offset);
+	else
+		errcontext("reading mqlog segment \"%s\", batch at offset " INT64_FORMAT,
+				   RelationGetRelationName(it->rel), it->hdr.base_offset);
+}
+
+static void
+iter_init(MqLogIter *it, int flags)
+{
+	memset(it, 0, sizeof(*it));
+	it->flags = flags;
+	it->max_records = PG_INT32_MAX;
+	it->max_bytes = PG_INT64_MAX;
+	it->cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog log iterator",
+									ALLOCSET_DEFAULT_SIZES);
+}
+
+/*
+ * The error context is pushed for the duration of each call, not from
+ * Begin to End: a sequential scan's iterator lives across executor calls.
+ */
+#define ITER_ENTER(it) \
+	ErrorContextCallback errcb_; \
+	errcb_.callback = iter_error_context; \
+	errcb_.arg = (it); \
+	errcb_.previous = error_context_stack; \
+	error_context_stack = &errcb_
+#define ITER_LEAVE() (error_context_stack = errcb_.previous)
+
+/*
+ * Read a partition from offset from.  lso is the partition's last stable
+ * offset, or -1 where there is none (a standby).  The caller may set
+ * max_records and max_bytes before the first call.
+ */
+void
+MqLogIterBegin(MqLogIter *it, MqTopic *topic, int32 partition, int64 from,
+			   int64 lso, int flags)
+{
+	int			nseg = topic->nsegments[partition];
+
+	iter_init(it, flags);
+	it->topic = topic;
+	it->partition = partition;
+	it->from = from;
+	it->next = from;
+	it->lso = lso;
+	it->seg = -1;
+	for (int i = 0; i < nseg; i++)
+		if (topic->segments[partition][i].base_offset <= from)
+			it->seg = i;
+	if (it->seg < 0)
+		it->seg = 0;
+	it->seg--;					/* the first call opens it */
+}
+
+/* Read one segment relation, as the sequential scan of a segment does. */
+void
+MqLogIterBeginSegment(MqLogIter *it, Relation rel, int flags)
+{
+	iter_init(it, flags);
+	it->rel = rel;
+	it->from = PG_INT64_MIN;
+	it->next = PG_INT64_MIN;
+	it->lso = -1;
+	MqReaderInit(&it->reader, rel);
+	it->reading = true;
+}
+
+static void
+close_segment(MqLogIter *it)
+{
+	if (it->reading)
+		MqReaderEnd(&it->reader);
+	it->reading = false;
+	if (it->own_rel && it->rel)
+		table_close(it->rel, AccessShareLock);
+	it->own_rel = false;
+	if (it->topic)
+		it->rel = NULL;
+}
+
+/* open the next segment of the chain; false at its end or at a gone one */
+static bool
+open_next_segment(MqLogIter *it)
+{
+	const MqSegmentRef *ref;
+
+	close_segment(it);
+	if (it->topic == NULL || ++it->seg >= it->topic->nsegments[it->partition])
+		return false;
+	ref = &it->topic->segments[it->partition][it->seg];
+	it->rel = try_table_open(ref->relid, AccessShareLock);
+	if (it->rel == NULL)
+	{
+		it->stale = true;
+		return false;
+	}
+	it->own_rel = true;
+	MqReaderInit(&it->reader, it->rel);
+	it->reading = true;
+	MqReaderSeek(&it->reader, it->next);
+	return true;
+}
+
+static bool
+budget_left(MqLogIter *it, int64 cost)
+{
+	if (it->nreturned >= it->max_records)
+		return false;
+	return it->nreturned == 0 || it->bytes + cost <= it->max_bytes;
+}
+
+/*
+ * Advance to the next batch the caller should see; its header is in
+ * it->hdr and its fate in it->fate.  False at the end of the log, at a
+ * transaction still in flight, at a gone segment, or (for MQ_ITER_BYTES
+ * without records) when the byte budget is used up.
+ */
+static bool
+next_batch(MqLogIter *it)
+{
+	bool		want_bytes = (it->flags & (MQ_ITER_BYTES | MQ_ITER_RECORDS)) != 0;
+
+	it->nrecs = it->cur = 0;
+	while (!it->done)
+	{
+		bool		got;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!it->reading && !open_next_segment(it))
+		{
+			it->done = true;
+			break;
+		}
+		if (want_bytes)
+			got = MqReaderNext(&it->reader, (it->flags & MQ_ITER_NO_CRC) == 0);
+		else
+			got = MqReaderNextHeader(&it->reader, &it->hdr);
+		if (!got)
+		{
+			if (it->topic == NULL)
+				it->done = true;
+			else
+				close_segment(it);
+			continue;
+		}
+		it->hdr = it->reader.hdr;
+		it->stored = want_bytes ? it->reader.batchbuf->data : NULL;
+		if (MqBatchNextOffset(&it->hdr) <= it->from)
+			continue;
+		if (it->flags & MQ_ITER_ANY_FATE)
+		{
+			it->fate = MQ_FATE_VISIBLE;
+			return true;
+		}
+		it->fate = MqBatchGetFate(&it->hdr, it->lso);
+		if (it->fate == MQ_FATE_IN_PROGRESS)
+		{
+			it->done = true;
+			break;
+		}
+		if (it->fate == MQ_FATE_INVISIBLE)
+		{
+			it->next = Max(it->next, MqBatchNextOffset(&it->hdr));
+			it->invisible_records += it->hdr.record_count;
+			if (it->flags & MQ_ITER_INVISIBLE)
+				return true;
+			continue;
+		}
+		if ((it->flags & MQ_ITER_RECORDS) == 0 && (it->flags & MQ_ITER_BYTES))
+		{
+			/* whole batches against the byte budget (raw reads) */
+			if (!budget_left(it, it->hdr.length))
+			{
+				it->done = true;
+				break;
+			}
+			it->nreturned++;
+			it->bytes += it->hdr.length;
+			it->next = Max(it->next, MqBatchNextOffset(&it->hdr));
+		}
+		return true;
+	}
+	it->nrecs = it->cur = 0;
+	return false;
+}
+
+/*
+ * Decode the current batch's records at or after it->from.  Everything for
+ * one batch (the record array, decompressed bytes, header arrays) lives in
+ * it->cxt, reset per batch, so a long read allocates no more than its
+ * largest batch needs.
+ */
+static void
+decode_batch(MqLogIter *it)
+{
+	MemoryContext old;
+	const char *data;
+	Size		len;
+
+	MemoryContextReset(it->cxt);
+	old = MemoryContextSwitchTo(it->cxt);
+	it->maxrecs = Max(it->hdr.record_count, 1);
+	it->recs = palloc(sizeof(MqRecord) * it->maxrecs);
+	initStringInfo(&it->scratch);
+	data = MqBatchRecords(it->stored, &it->hdr, &it->scratch, &len);
+	/* a control batch (a Kafka transaction marker) holds no user records */
+	if (it->hdr.attributes & MQ_ATTR_CONTROL)
+		it->nrecs = 0;
+	else
+		it->nrecs = MqBatchDecodeRecords(&it->hdr, data, len, it->from,
+										 it->recs, it->maxrecs);
+	it->cur = 0;
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * The next visible record at or after it->from, or NULL at the end, at a
+ * running transaction or when the budget is spent (at least one record is
+ * returned, as in Kafka).  The record points into memory that the next
+ * call may reuse.
+ */
+static MqRecord *
+next_record(MqLogIter *it)
+{
+	Assert(it->flags & MQ_ITER_RECORDS);
+	for (;;)
+	{
+		if (it->cur < it->nrecs)
+		{
+			MqRecord   *rec = &it->recs[it->cur];
+
+			if (!budget_left(it, rec->keylen + rec->valuelen))
+			{
+				it->done = true;
+				return NULL;
+			}
+			it->cur++;
+			it->nreturned++;
+			it->bytes += rec->keylen + rec->valuelen;
+			it->next = rec->offset + 1;
+			/* the batch is used up: the records after its last are holes */
+			if (it->cur == it->nrecs)
+				it->next = Max(it->next, MqBatchNextOffset(&it->hdr));
+			return rec;
+		}
+		if (it->done || it->nreturned >= it->max_records)
+			return NULL;
+		if (!next_batch(it))
+			return NULL;
+		if (it->fate != MQ_FATE_VISIBLE)
+			continue;
+		decode_batch(it);
+		if (it->nrecs == 0)
+			it->next = Max(it->next, MqBatchNextOffset(&it->hdr));
+	}
+}
+
+/*
+ * The records of the next visible batch at once (at or after it->from),
+ * for readers that work batch by batch (compaction); NULL at the end.  The
+ * budget does not apply.
+ */
+MqRecord *
+MqLogNextBatchRecords(MqLogIter *it, int *n)
+{
+	ITER_ENTER(it);
+	Assert(it->flags & MQ_ITER_RECORDS);
+	*n = 0;
+	while (next_batch(it))
+	{
+		if (it->fate != MQ_FATE_VISIBLE)
+			continue;
+		decode_batch(it);
+		it->next = Max(it->next, MqBatchNextOffset(&it->hdr));
+		it->cur = it->nrecs;
+		*n = it->nrecs;
+		ITER_LEAVE();
+		return it->recs;
+	}
+	ITER_LEAVE();
+	return NULL;
+}
+
+bool
+MqLogNextBatch(MqLogIter *it)
+{
+	bool		r;
+
+	ITER_ENTER(it);
+	r = next_batch(it);
+	ITER_LEAVE();
+	return r;
+}
+
+MqRecord *
+MqLogNextRecord(MqLogIter *it)
+{
+	MqRecord   *r;
+
+	ITER_ENTER(it);
+	r = next_record(it);
+	ITER_LEAVE();
+	return r;
+}
+
+void
+MqLogIterEnd(MqLogIter *it)
+{
+	if (it->topic)
+		close_segment(it);
+	else if (it->reading)
+	{
+		MqReaderEnd(&it->reader);
+		it->reading = false;
+	}
+	MemoryContextDelete(it->cxt);
+}
+
+/* ------------------------------------------------------------------------
+ * The offset-range check
+ * ------------------------------------------------------------------------ */
+
+/*
+ * An offset a reader may start at, or a committed position may name: from
+ * the log start offset to the high watermark (allow_end: the high
+ * watermark itself, "the end", is valid too, as Kafka allows).  Everyone
+ * who checks an offset calls this, so that fetch, seek, commit and reset
+ * agree on the bounds and on the words of the error.
+ */
+void
+MqCheckOffsetRange(MqTopic *topic, int32 partition, int64 offset, bool allow_end)
+{
+	int64		lso,
+				hw;
+	int64		start = MqLogStartOffset(topic, partition);
+
+	MqPartitionOffsets(topic, partition, &lso, &hw);
+	if (offset < start || offset > hw || (!allow_end && offset == hw))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("offset " INT64_FORMAT " is out of range for partition %d of topic \"%s\"",
+						offset, partition, topic->name),
+				 errdetail("Valid offsets run from the log start offset " INT64_FORMAT " to the high watermark " INT64_FORMAT ".",
+						   start, hw),
+				 errhint("Use the log start offset (mq_earliest_offset) or the end (mq_latest_offset).")));
+}

@@ -1,0 +1,79 @@
+/*-------------------------------------------------------------------------
+ *
+ * logiter.h
+ *		The one iterator over the batches and records of a partition's log
+ *		(logiter.c).  Every reader uses it: mq_fetch and mq_poll, the Kafka
+ *		batches served raw, offsets for times, compaction, the verifier,
+ *		the segment statistics and the sequential scan of a segment.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MQLOG_LOGITER_H
+#define MQLOG_LOGITER_H
+
+#include "mqlog.h"
+
+/* what the iterator returns */
+#define MQ_ITER_RECORDS		0x01	/* decode records (else headers only) */
+#define MQ_ITER_INVISIBLE	0x02	/* also return aborted batches (fate says) */
+#define MQ_ITER_ANY_FATE	0x04	/* every whole batch, never stop at a running
+									 * one (the verifier) */
+#define MQ_ITER_BYTES		0x08	/* read each batch's bytes (raw, CRC) */
+#define MQ_ITER_NO_CRC		0x10	/* the caller checks CRCs itself */
+
+typedef struct MqLogIter
+{
+	/* what to read */
+	MqTopic    *topic;			/* NULL: one segment, given by relation */
+	int32		partition;
+	int64		from;			/* first offset wanted */
+	int64		lso;			/* below it the clog decides; -1: stop at the
+								 * first running transaction */
+	int			flags;
+	int			max_records;	/* budget: records returned */
+	int64		max_bytes;		/* budget: keys and values (records) or stored
+								 * bytes (batches); at least one is returned */
+
+	/* where it is */
+	int			seg;			/* index into the topic's segment chain */
+	Relation	rel;
+	bool		own_rel;		/* opened here, closed here */
+	bool		reading;		/* reader is initialized */
+	MqSegmentReader reader;
+	bool		done;
+	bool		stale;			/* a segment of the cached chain is gone */
+
+	/* the current batch */
+	MqBatchHeader hdr;
+	MqBatchFate fate;
+	const char *stored;			/* its bytes, with MQ_ITER_BYTES/RECORDS */
+
+	/* records of the current batch */
+	MqRecord   *recs;
+	int			nrecs;
+	int			maxrecs;
+	int			cur;
+	StringInfoData scratch;		/* decompressed records */
+	MemoryContext cxt;			/* per batch */
+
+	/* progress */
+	int			nreturned;
+	int64		bytes;
+	int64		next;			/* offset after what was returned or skipped */
+	int64		invisible_records;	/* records of aborted batches passed */
+
+} MqLogIter;
+
+extern void MqLogIterBegin(MqLogIter *it, MqTopic *topic, int32 partition,
+						   int64 from, int64 lso, int flags);
+extern void MqLogIterBeginSegment(MqLogIter *it, Relation rel, int flags);
+extern bool MqLogNextBatch(MqLogIter *it);
+extern MqRecord *MqLogNextRecord(MqLogIter *it);
+extern MqRecord *MqLogNextBatchRecords(MqLogIter *it, int *n);
+extern void MqLogIterEnd(MqLogIter *it);
+
+/* the one offset-range check */
+extern void MqCheckOffsetRange(MqTopic *topic, int32 partition, int64 offset,
+							   bool allow_end);
+
+#endif							/* MQLOG_LOGITER_H */
