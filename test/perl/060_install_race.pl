@@ -77,7 +77,8 @@ foreach my $end ('COMMIT', 'ROLLBACK')
 	$hb->finish;
 	unlike($$errb, qr/ERROR/, "$end: session B had no error") or diag $$errb;
 	is($node->safe_psql('db2', q{SELECT extversion FROM pg_extension WHERE extname = 'mqlog'}),
-		'0.1.0', "$end: mqlog is installed in db2");
+		$node->safe_psql('db2', q{SELECT default_version FROM pg_available_extensions WHERE name = 'mqlog'}),
+		"$end: mqlog is installed in db2");
 	is($node->safe_psql('db1', q{SELECT count(*) FROM pg_extension WHERE extname = 'mqlog'}),
 		$end eq 'COMMIT' ? '1' : '0', "$end: mqlog is installed in db1 as A's transaction decided");
 	is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_roles WHERE rolname = 'mqlog_admin'}),
