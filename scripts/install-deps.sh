@@ -18,6 +18,9 @@ PACKAGES=(
     libipc-run-perl                         # IPC::Run, needed by PostgreSQL::Test::Utils
     perl                                    # prove, Test::More
     build-essential                         # gcc, make
+    zlib1g-dev liblz4-dev libsnappy-dev libzstd-dev  # Kafka's codecs (gzip, lz4, snappy, zstd)
+    python3-kafka                           # kafka.record: the independent v2 batch codec the tests use
+    python3-snappy python3-lz4 python3-zstandard     # ... and its compression codecs
 )
 
 is_installed() {
