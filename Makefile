@@ -6,7 +6,7 @@
 
 EXTENSION   = mqlog
 MODULE_big  = mqlog
-OBJS        = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
+OBJS        = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c src/*/*.c)))
 DATA        = $(sort $(wildcard extension/mqlog--*.sql))
 PGFILEDESC  = "mqlog - Kafka-style log for PostgreSQL"
 
@@ -42,4 +42,4 @@ bench:
 	$(srcdir)/bench/run.sh $(if $(QUICK),--quick,)
 
 # PGXS does not track header dependencies: every object depends on every header.
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard src/*.h src/*/*.h)

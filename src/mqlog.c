@@ -14,9 +14,18 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
 #include "utils/guc.h"
 
 #include "mqlog.h"
+#include "store/wal.h"
+#include "log/am.h"
+#include "log/partition.h"
+#include "acl/acl.h"
+#include "groups/groups.h"
+#include "workers/workers.h"
 
 PG_MODULE_MAGIC;
 
@@ -25,7 +34,6 @@ int			mqlog_max_inflight = 64;
 bool		mqlog_preloaded = false;
 
 extern void MqAmInitHooks(void);
-#include "acl.h"
 
 /* set (SET clause of mqlog's own functions) while mqlog makes or changes segments */
 bool		mqlog_allow_segment_ddl = false;
@@ -46,6 +54,11 @@ static const struct config_enum_entry reset_options[] = {
 };
 
 void		_PG_init(void);
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+static void mq_shmem_request(void);
+static void mq_shmem_startup(void);
 
 void
 _PG_init(void)
@@ -108,7 +121,10 @@ _PG_init(void)
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("mqlog");
 
-	MqPartitionShmemRequest();
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = mq_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = mq_shmem_startup;
 	MqlogRegisterRmgr();
 	MqPartitionInitCallbacks();
 	MqGroupsInitCallbacks();
@@ -116,6 +132,32 @@ _PG_init(void)
 	MqMaintenanceRegister();
 	MqAmInitHooks();
 	mqlog_preloaded = true;
+}
+
+/* ------------------------------------------------------------------------
+ * Shared memory: each module says what it needs and initializes its part.
+ * ------------------------------------------------------------------------ */
+
+static void
+mq_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(add_size(MqPartitionShmemSize(), MqGroupsShmemSize()));
+	RequestNamedLWLockTranche("mqlog", 1);
+	RequestNamedLWLockTranche("mqlog_groups", 1);
+}
+
+static void
+mq_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	MqPartitionShmemInit();
+	MqGroupsShmemInit();
+	LWLockRelease(AddinShmemInitLock);
+	MqPartitionRegisterTranche();
 }
 
 PG_FUNCTION_INFO_V1(mqlog_assert_preloaded);

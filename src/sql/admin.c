@@ -21,8 +21,10 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 
-#include "mqlog.h"
-#include "acl.h"
+#include "base/spi.h"
+#include "log/partition.h"
+#include "log/topic.h"
+#include "acl/acl.h"
 
 PG_FUNCTION_INFO_V1(mq_create_topic);
 PG_FUNCTION_INFO_V1(mq_alter_topic);

@@ -25,8 +25,10 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
-#include "mqlog.h"
-#include "acl.h"
+#include "base/spi.h"
+#include "store/batch.h"
+#include "log/partition.h"
+#include "log/topic.h"
 
 typedef struct TopicEntry
 {
@@ -350,4 +352,13 @@ MqTopicRefresh(const char *name)
 {
 	topic_generation = 0;
 	return MqTopicLookup(name, false);
+}
+
+/* The log start offset: the base offset of the oldest segment. */
+int64
+MqLogStartOffset(MqTopic *topic, int32 partition)
+{
+	if (topic->nsegments[partition] == 0)
+		return 0;
+	return topic->segments[partition][0].base_offset;
 }

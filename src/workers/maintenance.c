@@ -35,8 +35,9 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "base/spi.h"
 #include "mqlog.h"
-#include "acl.h"
+#include "workers/workers.h"
 
 int			mqlog_maintenance_naptime = 10;
 

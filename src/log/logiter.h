@@ -11,7 +11,8 @@
 #ifndef MQLOG_LOGITER_H
 #define MQLOG_LOGITER_H
 
-#include "mqlog.h"
+#include "log/topic.h"
+#include "store/segment.h"
 
 /* what the iterator returns */
 #define MQ_ITER_RECORDS		0x01	/* decode records (else headers only) */

@@ -30,7 +30,11 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#include "logiter.h"
+#include "store/batch.h"
+#include "store/segment.h"
+#include "log/logiter.h"
+#include "log/partition.h"
+#include "log/topic.h"
 
 static void
 iter_error_context(void *arg)

@@ -10,7 +10,8 @@
 #ifndef MQLOG_APPEND_H
 #define MQLOG_APPEND_H
 
-#include "mqlog.h"
+#include "log/topic.h"
+#include "store/batch.h"
 
 /* records -> one batch in the topic's codec; returns the base offset */
 extern int64 MqLogAppend(MqTopic **topicp, int32 partition, MqRecord *records,

@@ -25,6 +25,8 @@
 #include "utils/memutils.h"
 
 #include "mqlog.h"
+#include "groups/groups.h"
+#include "workers/workers.h"
 
 PGDLLEXPORT void mqlog_coordinator_main(Datum main_arg);
 

@@ -13,18 +13,6 @@
 
 #define MQ_GROUP_NAME_LEN	128		/* a group name is shorter */
 
-/* Kafka's ACL operations on a topic, as bits of MqTopicAclItem.privs */
-#define MQ_PRIV_PRODUCE		0x01	/* Kafka Write */
-#define MQ_PRIV_CONSUME		0x02	/* Kafka Read */
-#define MQ_PRIV_DESCRIBE	0x04	/* Kafka Describe; implied by the others */
-#define MQ_PRIV_ALTER		0x08	/* Kafka Alter and Delete */
-#define MQ_PRIV_ALL			0x0f
-
-typedef struct MqTopicAclItem
-{
-	Oid			grantee;		/* InvalidOid: PUBLIC */
-	int			privs;
-} MqTopicAclItem;
 
 /* what a group call needs (MqGroupCheckAccess) */
 typedef enum MqGroupAccess
@@ -35,18 +23,6 @@ typedef enum MqGroupAccess
 	MQ_GROUP_GRANT				/* grant or revoke on it: owner or mqlog_admin */
 } MqGroupAccess;
 
-/*
- * A stretch of SPI work with search_path pinned to pg_catalog, pg_temp,
- * optionally as the extension owner.  Every SPI query of mqlog runs inside
- * one; an error in between is unwound by transaction abort.
- */
-typedef struct MqSpi
-{
-	bool		as_owner;
-	Oid			saved_user;
-	int			saved_sec;
-	int			guc_level;
-} MqSpi;
 
 extern bool mqlog_allow_everyone_if_no_acl_found;
 
@@ -54,10 +30,6 @@ extern bool mqlog_allow_everyone_if_no_acl_found;
 extern char *MqTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
 extern Oid	MqGranteeArg(FunctionCallInfo fcinfo, int argno);
 
-extern void MqSpiBegin(MqSpi *spi, bool as_owner);
-extern void MqSpiEnd(MqSpi *spi);
-extern Oid	MqExtensionOwner(void);
-extern void MqWorkerPinSearchPath(void);
 extern bool MqIsAdmin(Oid role);
 
 struct MqTopic;

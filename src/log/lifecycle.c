@@ -40,7 +40,13 @@
 #include "utils/rel.h"
 
 #include "mqlog.h"
-#include "logiter.h"
+#include "store/batch.h"
+#include "store/segment.h"
+#include "store/wal.h"
+#include "log/am.h"
+#include "log/logiter.h"
+#include "log/partition.h"
+#include "log/topic.h"
 
 PG_FUNCTION_INFO_V1(mqlog_roll_begin);
 PG_FUNCTION_INFO_V1(mqlog_roll_finish);
@@ -115,18 +121,10 @@ mqlog_roll_begin(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	part = MqTopicPartition(topic, partition);
 	rel = table_open(relid, NoLock);
-
-	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-	MqPartitionEnsureLoaded(part, rel, seg->base_offset);
-	if (part->active_relid != relid || !dlist_is_empty(&part->inflight))
-	{
-		LWLockRelease(&part->lock);
-		table_close(rel, NoLock);
-		PG_RETURN_NULL();
-	}
-	next = part->next_offset;
-	LWLockRelease(&part->lock);
+	next = MqPartitionRollPoint(part, rel, relid, seg->base_offset);
 	table_close(rel, NoLock);
+	if (next < 0)
+		PG_RETURN_NULL();
 	PG_RETURN_INT64(next);
 }
 

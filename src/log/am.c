@@ -47,7 +47,12 @@
 #include "utils/acl.h"
 
 #include "mqlog.h"
-#include "logiter.h"
+#include "store/batch.h"
+#include "store/segment.h"
+#include "log/am.h"
+#include "log/logiter.h"
+#include "log/partition.h"
+#include "log/records.h"
 
 PG_FUNCTION_INFO_V1(mqlog_am_handler);
 
@@ -532,7 +537,6 @@ mqlog_am_handler(PG_FUNCTION_ARGS)
 static ExecutorCheckPerms_hook_type prev_check_perms = NULL;
 static ProcessUtility_hook_type prev_utility = NULL;
 
-
 bool
 MqIsSegment(Oid relid)
 {
@@ -604,7 +608,6 @@ mqlog_check_perms(List *rangeTable, bool ereport_on_violation)
 		return prev_check_perms(rangeTable, ereport_on_violation);
 	return true;
 }
-
 
 /* every table and materialized view of the database except segments */
 static List *

@@ -21,7 +21,10 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "append.h"
+#include "store/batch.h"
+#include "log/append.h"
+#include "log/partition.h"
+#include "log/topic.h"
 
 /*
  * One record's size (a batch of its own, as Kafka counts it) against

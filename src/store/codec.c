@@ -33,7 +33,7 @@
 #include "port/pg_bswap.h"
 #include "utils/memutils.h"
 
-#include "batch.h"
+#include "store/batch.h"
 
 static const char *const codec_names[] = {"none", "gzip", "snappy", "lz4", "zstd"};
 

@@ -32,9 +32,11 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
-#include "mqlog.h"
-#include "acl.h"
-#include "append.h"
+#include "store/batch.h"
+#include "log/append.h"
+#include "log/partition.h"
+#include "log/topic.h"
+#include "acl/acl.h"
 
 PG_FUNCTION_INFO_V1(mq_produce);
 PG_FUNCTION_INFO_V1(mq_produce_batch);

@@ -31,7 +31,9 @@
 
 #include "access/table.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "nodes/pg_list.h"
+#include "lib/ilist.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
@@ -43,6 +45,38 @@
 #include "utils/rel.h"
 
 #include "mqlog.h"
+#include "store/batch.h"
+#include "store/segment.h"
+#include "log/partition.h"
+#include "log/topic.h"
+
+/*
+ * Topic ids are per database and start again at 1 when the extension is
+ * dropped and created again, so the key also names the database and the
+ * catalog table's relation (a new one for each incarnation).
+ */
+typedef struct MqPartitionKey
+{
+	Oid			dboid;
+	Oid			catalog_relid;
+	int32		topic_id;
+	int32		partition;
+} MqPartitionKey;
+
+struct MqPartition
+{
+	MqPartitionKey key;			/* hash key: must be first */
+	LWLock		lock;			/* serializes appends; protects what follows */
+	bool		loaded;			/* tail read from disk */
+	bool		dirty;			/* an append failed midway: re-read the tail */
+	Oid			active_relid;	/* segment where appends go */
+	int64		active_base;
+	uint64		end_lpos;		/* append position in the active segment */
+	uint64		torn_lpos;		/* > end_lpos when a crash tore the tail */
+	int64		next_offset;	/* offset the next batch gets */
+	dlist_head	inflight;		/* MqInflight, ascending first offset */
+	ConditionVariable cv;		/* broadcast when appends commit */
+};
 
 typedef struct MqInflight
 {
@@ -83,9 +117,6 @@ static bool catalog_bump_at_commit = false;
 
 static void mq_backend_exit(int code, Datum arg);
 
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-
 static Size
 pool_entries(void)
 {
@@ -98,27 +129,21 @@ shared_size(void)
 	return add_size(offsetof(MqShared, pool), mul_size(pool_entries(), sizeof(MqInflight)));
 }
 
-static void
-mq_shmem_request(void)
+/* What the partition state needs in shared memory (mqlog.c sums it up). */
+Size
+MqPartitionShmemSize(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(add_size(add_size(shared_size(), MqGroupsShmemSize()),
-									hash_estimate_size(mqlog_max_partitions, sizeof(MqPartition))));
-	RequestNamedLWLockTranche("mqlog", 1);
-	RequestNamedLWLockTranche("mqlog_groups", 1);
+	return add_size(shared_size(),
+					hash_estimate_size(mqlog_max_partitions, sizeof(MqPartition)));
 }
 
-static void
-mq_shmem_startup(void)
+/* Called with AddinShmemInitLock held. */
+void
+MqPartitionShmemInit(void)
 {
 	bool		found;
 	HASHCTL		info;
 
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	mq_shared = ShmemInitStruct("mqlog", shared_size(), &found);
 	if (!found)
 	{
@@ -142,18 +167,13 @@ mq_shmem_startup(void)
 	info.entrysize = sizeof(MqPartition);
 	part_hash = ShmemInitHash("mqlog partitions", mqlog_max_partitions, mqlog_max_partitions,
 							  &info, HASH_ELEM | HASH_BLOBS);
-	MqGroupsShmemInit();
-	LWLockRelease(AddinShmemInitLock);
-	LWLockRegisterTranche(mq_shared->part_tranche, "mqlog_partition");
 }
 
+/* Called after AddinShmemInitLock is released, in every process. */
 void
-MqPartitionShmemRequest(void)
+MqPartitionRegisterTranche(void)
 {
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = mq_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = mq_shmem_startup;
+	LWLockRegisterTranche(mq_shared->part_tranche, "mqlog_partition");
 }
 
 /* ------------------------------------------------------------------------
@@ -622,6 +642,68 @@ MqPartitionInitCallbacks(void)
 {
 	RegisterXactCallback(mq_xact_callback, NULL);
 	RegisterSubXactCallback(mq_subxact_callback, NULL);
+}
+
+/* ------------------------------------------------------------------------
+ * Offsets
+ * ------------------------------------------------------------------------ */
+
+/*
+ * The partition's last stable offset and high watermark.  On a standby the
+ * tail is read from disk each time (replay moves it) and the LSO is -1:
+ * readers then find it batch by batch.
+ */
+void
+MqPartitionOffsets(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
+{
+	const MqSegmentRef *seg = MqTopicActiveSegment(topic, partition);
+	MqPartition *part = MqTopicPartition(topic, partition);
+	Relation	rel;
+
+	rel = try_table_open(seg->relid, AccessShareLock);
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("topic \"%s\" was dropped", topic->name)));
+	if (RecoveryInProgress())
+	{
+		MqSegmentTail tail;
+
+		MqSegmentReadTail(rel, seg->base_offset, &tail);
+		*hw = tail.next_offset;
+		*lso = -1;
+	}
+	else
+	{
+		LWLockAcquire(&part->lock, LW_SHARED);
+		if (!part->loaded || part->dirty)
+		{
+			LWLockRelease(&part->lock);
+			LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+			MqPartitionEnsureLoaded(part, rel, seg->base_offset);
+		}
+		*lso = MqPartitionLso(part, hw);
+		LWLockRelease(&part->lock);
+	}
+	table_close(rel, AccessShareLock);
+}
+
+/*
+ * Where a roll of the active segment relid would start the next one: the
+ * partition's next offset, or -1 if the roll must wait (a transaction has
+ * appended there and not finished, or the segment is no longer active).
+ */
+int64
+MqPartitionRollPoint(MqPartition *part, Relation rel, Oid relid, int64 base_offset)
+{
+	int64		next = -1;
+
+	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+	MqPartitionEnsureLoaded(part, rel, base_offset);
+	if (part->active_relid == relid && dlist_is_empty(&part->inflight))
+		next = part->next_offset;
+	LWLockRelease(&part->lock);
+	return next;
 }
 
 /* ------------------------------------------------------------------------

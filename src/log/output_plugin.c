@@ -48,56 +48,10 @@
 #include "utils/rel.h"
 
 #include "mqlog.h"
+#include "store/batch.h"
+#include "store/segment.h"
+#include "store/wal.h"
 
-#define MQLOG_MESSAGE_PREFIX "mqlog"
-
-/* ------------------------------------------------------------------------
- * rm_decode
- * ------------------------------------------------------------------------ */
-
-void
-MqlogDecode(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
-{
-	SnapBuild  *builder = ctx->snapshot_builder;
-	XLogReaderState *r = buf->record;
-	TransactionId xid = XLogRecGetXid(r);
-	uint8		info = XLogRecGetInfo(r) & ~XLR_INFO_MASK;
-	RepOriginId origin_id = XLogRecGetOrigin(r);
-	RelFileNode rnode;
-	Snapshot	snapshot;
-
-	ReorderBufferProcessXid(ctx->reorder, xid, buf->origptr);
-
-	if (info != XLOG_MQLOG_APPEND)
-		return;
-
-	/* compaction rewrites records the stream already carried */
-	if (XLogRecGetDataLen(r) >= SizeOfMqlogAppend &&
-		(((xl_mqlog_append *) XLogRecGetData(r))->flags & XLMQ_COMPACTION))
-		return;
-	if (SnapBuildCurrentState(builder) < SNAPBUILD_FULL_SNAPSHOT)
-		return;
-	if (ctx->fast_forward)
-		return;
-
-	/* only appends in the slot's database */
-	XLogRecGetBlockTag(r, 0, &rnode, NULL, NULL);
-	if (rnode.dbNode != ctx->slot->data.database)
-		return;
-
-	/* core does not check for a missing callback here, so we do */
-	if (ctx->callbacks.filter_by_origin_cb != NULL &&
-		filter_by_origin_cb_wrapper(ctx, origin_id))
-		return;
-
-	if (!SnapBuildProcessChange(builder, xid, buf->origptr))
-		return;
-
-	snapshot = SnapBuildGetOrBuildSnapshot(builder, xid);
-	ReorderBufferQueueMessage(ctx->reorder, xid, snapshot, buf->endptr, true,
-							  MQLOG_MESSAGE_PREFIX,
-							  XLogRecGetDataLen(r), XLogRecGetData(r));
-}
 
 /* ------------------------------------------------------------------------
  * Output plugin

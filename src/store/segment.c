@@ -51,6 +51,9 @@
 #include "utils/rel.h"
 
 #include "mqlog.h"
+#include "store/batch.h"
+#include "store/segment.h"
+#include "store/wal.h"
 
 /* ------------------------------------------------------------------------
  * Pages

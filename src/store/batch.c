@@ -30,7 +30,7 @@
 #include "utils/memutils.h"
 #include "port/pg_crc32c.h"
 
-#include "batch.h"
+#include "store/batch.h"
 
 /* ------------------------------------------------------------------------
  * Big-endian fields and zigzag varints, as Kafka writes them

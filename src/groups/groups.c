@@ -58,8 +58,13 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "base/spi.h"
 #include "mqlog.h"
-#include "acl.h"
+#include "log/partition.h"
+#include "log/records.h"
+#include "log/topic.h"
+#include "acl/acl.h"
+#include "groups/groups.h"
 
 PG_FUNCTION_INFO_V1(mq_poll);
 PG_FUNCTION_INFO_V1(mq_commit);

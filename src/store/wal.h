@@ -1,0 +1,83 @@
+/*-------------------------------------------------------------------------
+ *
+ * wal.h
+ *		mqlog's WAL records, its custom resource manager and rm_decode
+ *		(wal.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MQLOG_WAL_H
+#define MQLOG_WAL_H
+
+#include "storage/block.h"
+
+/* ------------------------------------------------------------------------
+ * WAL (wal.c)
+ * ------------------------------------------------------------------------ */
+
+/* the prefix of the logical decoding messages rm_decode emits */
+#define MQLOG_MESSAGE_PREFIX	"mqlog"
+
+#define RM_MQLOG_ID				RM_EXPERIMENTAL_ID
+
+#define XLOG_MQLOG_APPEND		0x00
+#define XLOG_MQLOG_TRUNCATE		0x10
+#define XLOG_MQLOG_FREEZE		0x20
+
+/*
+ * An append record carries one chunk of a batch: the bytes for up to
+ * MQ_WAL_MAX_BLOCKS consecutive pages.  Most batches fit in one chunk.
+ */
+#define MQ_WAL_MAX_BLOCKS		32
+
+typedef struct xl_mqlog_append
+{
+	int32		topic_id;
+	int32		partition;
+	int64		base_offset;	/* the batch this chunk belongs to */
+	int64		lso;			/* partition LSO when appended (replication) */
+	uint32		batch_length;
+	uint32		chunk_start;	/* position of this chunk in the batch */
+	uint32		chunk_length;
+	BlockNumber batch_block;	/* where the batch starts */
+	uint16		batch_pos;
+	uint16		first_pos;		/* where the chunk starts in block ref 0 */
+	uint16		flags;			/* XLMQ_* */
+	uint16		format;			/* MQ_SEGMENT_FORMAT of the batch bytes: the
+								 * decoding stream's version too */
+	/* chunk bytes follow */
+} xl_mqlog_append;
+
+#define SizeOfMqlogAppend	(offsetof(xl_mqlog_append, format) + sizeof(uint16))
+
+/* a rewrite by compaction: records the log already had, not new ones */
+#define XLMQ_COMPACTION			0x0001
+
+/* reset the end of data on one page (block ref 0) after a torn batch */
+typedef struct xl_mqlog_truncate
+{
+	uint16		end_pos;
+} xl_mqlog_truncate;
+
+/* record the fate of batches starting on one page (block ref 0) */
+typedef struct xl_mqlog_freeze
+{
+	uint16		nbatches;
+	/* nbatches MqFreezeItem follow */
+} xl_mqlog_freeze;
+
+typedef struct MqFreezeItem
+{
+	uint16		pos;			/* where the batch header starts on the page */
+	uint8		flags;			/* MQ_BATCH_COMMITTED or MQ_BATCH_ABORTED */
+	uint8		pad;
+} MqFreezeItem;
+
+extern void MqlogRegisterRmgr(void);
+
+/* logical decoding (decode.c) */
+struct LogicalDecodingContext;
+struct XLogRecordBuffer;
+extern void MqlogDecode(struct LogicalDecodingContext *ctx, struct XLogRecordBuffer *buf);
+
+#endif							/* MQLOG_WAL_H */
