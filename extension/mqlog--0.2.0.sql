@@ -673,7 +673,9 @@ CREATE VIEW mqlog.topics WITH (security_barrier) AS
 COMMENT ON VIEW mqlog.topics IS 'topics with their effective configuration (those the current role may describe)';
 
 CREATE VIEW mqlog.segments WITH (security_barrier) AS
-    SELECT t.name AS topic, s."partition", s.base_offset, s.relid::regclass AS relation,
+    SELECT t.name AS topic, s."partition",
+           -- null for a segment the partition rolled into a moment ago: the worker records it
+           CASE WHEN s.base_offset >= 0 THEN s.base_offset END AS base_offset, s.relid::regclass AS relation,
            pg_relation_size(s.relid) AS size_bytes, st.record_count, st.batch_count,
            st.first_timestamp, st.max_timestamp, st.next_offset, s.sealed, s.created_at,
            s.sealed_at, s.compacted_at
@@ -682,7 +684,9 @@ CREATE VIEW mqlog.segments WITH (security_barrier) AS
            USING (topic_id)
      -- the argument names t so that the planner cannot call segment_stats
      -- (which refuses topics the caller may not describe) before the join
-     CROSS JOIN LATERAL mqlog.segment_stats(CASE WHEN t.topic_id IS NOT NULL THEN s.relid END) st;
+     CROSS JOIN LATERAL mqlog.segment_stats(CASE WHEN t.topic_id IS NOT NULL THEN s.relid END) st
+     -- a segment prepared ahead is not part of the log until something is written to it
+     WHERE s.base_offset >= 0 OR pg_relation_size(s.relid) > 0;
 COMMENT ON VIEW mqlog.segments IS 'every segment of every partition the current role may describe, with statistics from its batch headers';
 
 CREATE VIEW mqlog.partitions WITH (security_barrier) AS
@@ -693,9 +697,9 @@ CREATE VIEW mqlog.partitions WITH (security_barrier) AS
       FROM (SELECT * FROM mqlog.topic t0 WHERE mq_has_topic_privilege(t0.name, 'describe') OFFSET 0) t
      CROSS JOIN LATERAL generate_series(0, t.partitions - 1) AS p
      CROSS JOIN LATERAL (
-           SELECT min(s.base_offset) AS log_start_offset,
+           SELECT min(s.base_offset) FILTER (WHERE s.base_offset >= 0) AS log_start_offset,
                   coalesce(sum(pg_relation_size(s.relid)), 0)::bigint AS size_bytes,
-                  count(*) AS segment_count
+                  count(*) FILTER (WHERE s.base_offset >= 0 OR pg_relation_size(s.relid) > 0) AS segment_count
              FROM mqlog.segment s
             WHERE s.topic_id = t.topic_id AND s."partition" = p) seg
      CROSS JOIN LATERAL mqlog.partition_offsets(t.topic_id, p) o;
@@ -845,7 +849,8 @@ DECLARE
     st record;
 BEGIN
     SELECT * INTO seg FROM mqlog.segment s
-     WHERE s.topic_id = _roll_segment.topic_id AND s."partition" = part AND NOT s.sealed;
+     WHERE s.topic_id = _roll_segment.topic_id AND s."partition" = part AND NOT s.sealed
+       AND s.base_offset >= 0;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
@@ -865,6 +870,154 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mqlog._roll_segment(int, int) IS 'internal: roll one partition to a new segment';
+
+/*
+ * Segments prepared ahead.  An appender rolls into a partition's spare when
+ * a batch is due to roll (segment.bytes, segment.ms), which changes shared
+ * memory only; the worker then records the roll here and prepares the next
+ * spare.  See partition.c.
+ */
+CREATE FUNCTION mqlog._spare_base(topic_id int, "partition" int, relid oid) RETURNS bigint
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_spare_base';
+COMMENT ON FUNCTION mqlog._spare_base(int, int, oid) IS
+    'internal: where the partition rolled into its spare segment, or null while it is unused';
+
+CREATE FUNCTION mqlog._publish_spare(topic_id int, "partition" int, relid oid) RETURNS void
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_publish_spare';
+COMMENT ON FUNCTION mqlog._publish_spare(int, int, oid) IS
+    'internal: let appenders roll into this spare segment once the transaction commits';
+
+CREATE FUNCTION mqlog._roll_to_spare(topic_id int, "partition" int) RETURNS bigint
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_roll_to_spare';
+COMMENT ON FUNCTION mqlog._roll_to_spare(int, int) IS
+    'internal: roll a partition into its spare segment now (segment.ms with no appender); the new base offset or null';
+
+CREATE FUNCTION mqlog._prepare_spare(topic_id int, part int) RETURNS oid
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    SET mqlog.allow_segment_ddl = on AS $$
+DECLARE
+    tname text;
+    relname text;
+    rel oid;
+BEGIN
+    IF EXISTS (SELECT FROM mqlog.segment s WHERE s.topic_id = _prepare_spare.topic_id
+                  AND s."partition" = part AND s.base_offset = -1) THEN
+        RETURN NULL;
+    END IF;
+    SELECT t.name INTO tname FROM mqlog.topic t WHERE t.topic_id = _prepare_spare.topic_id;
+    /* a provisional name; the worker renames it when it records the roll */
+    relname := left(mqlog._segment_relname(topic_id, tname, part, 0), 30) || '-next-' || txid_current() || '-' || part;
+    EXECUTE format('CREATE TABLE mqlog_data.%I ("offset" pg_catalog.int8, ts pg_catalog.timestamptz, key pg_catalog.bytea, value pg_catalog.bytea, headers mqlog.header[]) USING mqlog WITH (parallel_workers = 0)',
+                   relname);
+    rel := format('mqlog_data.%I', relname)::regclass::oid;
+    EXECUTE format('COMMENT ON TABLE mqlog_data.%I IS %L', relname,
+                   format('mqlog segment of topic %s, partition %s, prepared ahead', tname, part));
+    INSERT INTO mqlog.segment (topic_id, "partition", base_offset, relid) VALUES (topic_id, part, -1, rel);
+    PERFORM mqlog._publish_spare(topic_id, part, rel);
+    PERFORM mqlog._catalog_changed();
+    RETURN rel;
+END
+$$;
+COMMENT ON FUNCTION mqlog._prepare_spare(int, int) IS 'internal: create the segment a partition rolls into next';
+
+CREATE FUNCTION mqlog._rename_segment(relid oid, newname text) RETURNS bool
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    SET mqlog.allow_segment_ddl = on SET lock_timeout = '10ms' AS $$
+BEGIN
+    EXECUTE format('ALTER TABLE %s RENAME TO %I', relid::regclass, newname);
+    RETURN true;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;               /* appenders are in it: the next pass tries again */
+END
+$$;
+COMMENT ON FUNCTION mqlog._rename_segment(oid, text) IS 'internal: give a segment its name, if it can be locked at once';
+
+/* Record a roll an appender made into the spare; returns its base offset, or null. */
+CREATE FUNCTION mqlog._finalize_spare(topic_id int, part int) RETURNS bigint
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    sp mqlog.segment;
+    old mqlog.segment;
+    b bigint;
+    st record;
+    tname text;
+BEGIN
+    SELECT * INTO sp FROM mqlog.segment s
+     WHERE s.topic_id = _finalize_spare.topic_id AND s."partition" = part AND s.base_offset = -1;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    b := mqlog._spare_base(topic_id, part, sp.relid);
+    IF b IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO old FROM mqlog.segment s
+     WHERE s.topic_id = _finalize_spare.topic_id AND s."partition" = part AND NOT s.sealed
+       AND s.base_offset >= 0;
+    IF FOUND THEN
+        SELECT * INTO st FROM mqlog.segment_stats(old.relid);
+        UPDATE mqlog.segment s SET sealed = true, sealed_at = now(), next_offset = b,
+               max_timestamp = coalesce(st.max_timestamp, now())
+         WHERE s.relid = old.relid;
+    END IF;
+    UPDATE mqlog.segment s SET base_offset = b, created_at = now() WHERE s.relid = sp.relid;
+    SELECT t.name INTO tname FROM mqlog.topic t WHERE t.topic_id = _finalize_spare.topic_id;
+    PERFORM mqlog._rename_segment(sp.relid, mqlog._segment_relname(topic_id, tname, part, b));
+    PERFORM mqlog._catalog_changed();
+    RETURN b;
+END
+$$;
+COMMENT ON FUNCTION mqlog._finalize_spare(int, int) IS 'internal: record where a partition rolled into its spare segment, and seal the old one';
+
+CREATE FUNCTION mqlog._request_pass() RETURNS void
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_request_pass';
+COMMENT ON FUNCTION mqlog._request_pass() IS 'internal: ask the maintenance launcher for a roll-ahead pass in this database soon';
+
+CREATE FUNCTION mqlog._wanted_spares() RETURNS TABLE (topic_id int, "partition" int)
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_wanted_spares';
+COMMENT ON FUNCTION mqlog._wanted_spares() IS
+    'internal: partitions whose appenders asked for a spare segment or rolled into one not yet recorded';
+
+/*
+ * The pass an appender asks for (mqlog.roll_ahead): record the rolls made
+ * into spares and prepare the next spares, for the partitions that want it
+ * only.  Returns 1 if it stopped at its relation budget (call again).
+ */
+CREATE FUNCTION mqlog._roll_ahead() RETURNS bigint
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    SET mqlog.allow_segment_ddl = on AS $$
+DECLARE
+    w record;
+    budget int := mqlog._drop_batch();
+    again bool := false;
+BEGIN
+    PERFORM mqlog._maintenance_lock();
+    PERFORM set_config('lock_timeout', '100ms', true);
+    FOR w IN SELECT * FROM mqlog._wanted_spares() ORDER BY 1, 2 LOOP
+        IF budget <= 0 THEN
+            RETURN 1;
+        END IF;
+        PERFORM mqlog._finalize_spare(w.topic_id, w."partition");
+        IF current_setting('mqlog.roll_ahead')::bool AND
+           mqlog._prepare_spare(w.topic_id, w."partition") IS NOT NULL THEN
+            budget := budget - 1;
+        END IF;
+    END LOOP;
+    /* segments whose rename appenders held off: again, and soon again if need be */
+    FOR w IN SELECT sg.relid, mqlog._segment_relname(sg.topic_id, t.name, sg."partition", sg.base_offset) AS name
+               FROM mqlog.segment sg JOIN mqlog.topic t USING (topic_id) JOIN pg_class c ON c.oid = sg.relid
+              WHERE sg.base_offset >= 0 AND c.relname LIKE '%-next-%' LOOP
+        IF NOT mqlog._rename_segment(w.relid, w.name) THEN
+            again := true;
+        END IF;
+    END LOOP;
+    IF again THEN
+        PERFORM mqlog._request_pass();
+    END IF;
+    RETURN 0;
+END
+$$;
+COMMENT ON FUNCTION mqlog._roll_ahead() IS 'internal: the maintenance pass an appender asks for when it rolls or needs the next segment';
 
 CREATE FUNCTION mqlog._compact_segment_into(topic_id int, "partition" int, old_relid oid, new_relid oid)
     RETURNS bigint
@@ -983,6 +1136,7 @@ DECLARE
      */
     budget int := mqlog._drop_batch();
     more bool := false;
+    rolled bool;
 BEGIN
     /* one pass at a time per database: a second caller waits for the first */
     PERFORM mqlog._maintenance_lock();
@@ -1002,19 +1156,72 @@ BEGIN
             RETURN NEXT;
         END IF;
 
-        /* roll: segment.bytes, or segment.ms since the segment's first record, as in Kafka */
+        /* a roll an appender made into the spare: record it */
+        rolled := false;
+        IF NOT more THEN
+            SELECT sg.relid INTO s FROM mqlog.segment sg
+             WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND NOT sg.sealed
+               AND sg.base_offset >= 0;
+            next_base := mqlog._finalize_spare(p.topic_id, p.part);
+            IF next_base IS NOT NULL THEN
+                rolled := true;
+                action := 'roll'; topic := p.name; "partition" := p.part;
+                segment := s.relid::regclass::text;
+                detail := 'next segment starts at offset ' || next_base || ' (rolled by an appender)';
+                RETURN NEXT;
+            END IF;
+        END IF;
+
+        /*
+         * roll: segment.ms since the segment's first record with nobody
+         * appending (retention needs it sealed), or segment.bytes where no
+         * spare was ready for the appender
+         */
         SELECT sg.* INTO s FROM mqlog.segment sg
-         WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND NOT sg.sealed;
+         WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND NOT sg.sealed
+           AND sg.base_offset >= 0;
         IF NOT more AND FOUND AND pg_relation_size(s.relid) > 0 AND
            (pg_relation_size(s.relid) >= (p.c->>'segment.bytes')::bigint OR
             mqlog._segment_first_timestamp(s.relid) < mqlog._ms_ago((p.c->>'segment.ms')::bigint)) THEN
-            next_base := mqlog._roll_segment(p.topic_id, p.part);
+            next_base := mqlog._roll_to_spare(p.topic_id, p.part);
             IF next_base IS NOT NULL THEN
+                PERFORM mqlog._finalize_spare(p.topic_id, p.part);
+            ELSE
+                next_base := mqlog._roll_segment(p.topic_id, p.part);
                 budget := budget - 1;
+            END IF;
+            IF next_base IS NOT NULL THEN
+                rolled := true;
                 action := 'roll'; topic := p.name; "partition" := p.part;
                 segment := s.relid::regclass::text; detail := 'next segment starts at offset ' || next_base;
                 RETURN NEXT;
             END IF;
+        END IF;
+
+        /*
+         * prepare the next segment ahead: right after a roll, or once the
+         * active one is half full or half its segment.ms old
+         */
+        IF NOT more AND budget > 0 AND current_setting('mqlog.roll_ahead')::bool THEN
+            SELECT sg.* INTO s FROM mqlog.segment sg
+             WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND NOT sg.sealed
+               AND sg.base_offset >= 0;
+            IF FOUND AND NOT EXISTS (SELECT FROM mqlog.segment x WHERE x.topic_id = p.topic_id
+                                        AND x."partition" = p.part AND x.base_offset = -1)
+               AND (rolled OR pg_relation_size(s.relid) * 2 >= (p.c->>'segment.bytes')::bigint OR
+                    (pg_relation_size(s.relid) > 0 AND
+                     mqlog._segment_first_timestamp(s.relid) < mqlog._ms_ago((p.c->>'segment.ms')::bigint / 2))) THEN
+                PERFORM mqlog._prepare_spare(p.topic_id, p.part);
+                budget := budget - 1;
+            END IF;
+        END IF;
+
+        /* names of segments rolled into while appenders held them */
+        IF NOT more AND p.part = 0 THEN
+            PERFORM mqlog._rename_segment(sg.relid, mqlog._segment_relname(p.topic_id, p.name, sg."partition", sg.base_offset))
+               FROM mqlog.segment sg JOIN pg_class c ON c.oid = sg.relid
+              WHERE sg.topic_id = p.topic_id AND sg.base_offset >= 0
+                AND c.relname <> mqlog._segment_relname(p.topic_id, p.name, sg."partition", sg.base_offset);
         END IF;
 
         /*

@@ -20,6 +20,9 @@
 \set SHOW_CONTEXT never
 
 ALTER SYSTEM SET mqlog.maintenance_naptime = 86400;
+-- Rolls here are the worker's (mq_run_maintenance), at the steps that show
+-- them; appenders rolling at segment.bytes themselves is test/perl/100_roll.pl.
+ALTER SYSTEM SET mqlog.roll_ahead = off;
 SELECT pg_reload_conf();
 -- Give the launcher a moment to read it, then wait for a pass that was
 -- already running in this database to end.
@@ -336,4 +339,5 @@ SELECT mq_drop_topic('lc_compact');
 SELECT count(*) FROM pg_class c
  WHERE c.relnamespace = 'mqlog_data'::regnamespace AND c.relname LIKE 'lc\_%';
 ALTER SYSTEM RESET mqlog.maintenance_naptime;
+ALTER SYSTEM RESET mqlog.roll_ahead;
 SELECT pg_reload_conf();

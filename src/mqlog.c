@@ -29,6 +29,8 @@
 
 PG_MODULE_MAGIC;
 
+bool		mqlog_roll_ahead = true;
+
 int			mqlog_max_partitions = 4096;
 int			mqlog_max_inflight = 64;
 bool		mqlog_preloaded = false;
@@ -119,6 +121,11 @@ _PG_init(void)
 							&mqlog_maintenance_naptime,
 							10, 1, 86400,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomBoolVariable("mqlog.roll_ahead",
+							 "Prepares each partition's next segment ahead, so that appenders roll exactly at segment.bytes and segment.ms.",
+							 "Off: no segment is prepared ahead, and the maintenance worker rolls segments on its passes instead (they can outgrow segment.bytes meanwhile).",
+							 &mqlog_roll_ahead, true,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("mqlog");
 
 	prev_shmem_request_hook = shmem_request_hook;

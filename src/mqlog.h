@@ -14,5 +14,6 @@
 extern int	mqlog_max_partitions;
 extern int	mqlog_max_inflight;
 extern bool mqlog_preloaded;
+extern bool mqlog_roll_ahead;
 
 #endif							/* MQLOG_H */

@@ -28,6 +28,12 @@
  */
 #include "postgres.h"
 
+#include "utils/lsyscache.h"
+
+#include "catalog/namespace.h"
+
+#include "funcapi.h"
+
 #include "access/xact.h"
 #include "common/hashfn.h"
 #include "utils/hsearch.h"
@@ -53,6 +59,11 @@ PG_FUNCTION_INFO_V1(mqlog_roll_finish);
 PG_FUNCTION_INFO_V1(mqlog_forget_topic);
 PG_FUNCTION_INFO_V1(mqlog_compact_segment);
 PG_FUNCTION_INFO_V1(mqlog_segment_first_timestamp);
+PG_FUNCTION_INFO_V1(mqlog_spare_base);
+PG_FUNCTION_INFO_V1(mqlog_publish_spare);
+PG_FUNCTION_INFO_V1(mqlog_roll_to_spare);
+PG_FUNCTION_INFO_V1(mqlog_wanted_spares);
+PG_FUNCTION_INFO_V1(mqlog_request_pass);
 PG_FUNCTION_INFO_V1(mqlog_maintenance_lock);
 
 /*
@@ -141,6 +152,110 @@ mqlog_roll_finish(PG_FUNCTION_ARGS)
 	topic = MqTopicLookupById(topic_id);
 	MqCheckPartition(topic, partition);
 	MqPartitionSwitchAtCommit(MqTopicPartition(topic, partition), relid, base);
+	PG_RETURN_VOID();
+}
+
+/*
+ * mqlog._spare_base(topic_id, partition, relid): where the partition rolled
+ * into its spare segment relid, or null while the spare is unused.
+ */
+Datum
+mqlog_spare_base(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic = MqTopicLookupById(PG_GETARG_INT32(0));
+	int32		partition = PG_GETARG_INT32(1);
+	Oid			relid = PG_GETARG_OID(2);
+	int64		base;
+
+	MqCheckPartition(topic, partition);
+	MqCheckSegment(relid);
+	base = MqPartitionSpareBase(MqTopicPartition(topic, partition), relid);
+	if (base < 0)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(base);
+}
+
+/* mqlog._publish_spare(topic_id, partition, relid): appenders may roll into it once this commits. */
+Datum
+mqlog_publish_spare(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic = MqTopicLookupById(PG_GETARG_INT32(0));
+	int32		partition = PG_GETARG_INT32(1);
+	Oid			relid = PG_GETARG_OID(2);
+
+	MqCheckPartition(topic, partition);
+	MqCheckSegment(relid);
+	MqPartitionPublishSpareAtCommit(MqTopicPartition(topic, partition), relid);
+	PG_RETURN_VOID();
+}
+
+/*
+ * mqlog._roll_to_spare(topic_id, partition): roll an idle partition into
+ * its spare (segment.ms passed with no appender to do it); the new base
+ * offset, or null if there was nothing to roll or no spare.
+ */
+Datum
+mqlog_roll_to_spare(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic = MqTopicRefresh(MqTopicLookupById(PG_GETARG_INT32(0))->name);
+	int32		partition = PG_GETARG_INT32(1);
+	const MqSegmentRef *seg;
+	Relation	active,
+				spare;
+	int64		base;
+
+	MqCheckPartition(topic, partition);
+	if (!OidIsValid(topic->spares[partition]))
+		PG_RETURN_NULL();
+	seg = MqTopicActiveSegment(topic, partition);
+	active = try_table_open(seg->relid, RowExclusiveLock);
+	if (active == NULL)
+		PG_RETURN_NULL();
+	spare = try_table_open(topic->spares[partition], RowExclusiveLock);
+	if (spare == NULL)
+	{
+		table_close(active, NoLock);
+		PG_RETURN_NULL();
+	}
+	base = MqPartitionRollToSpare(MqTopicPartition(topic, partition), active, seg->base_offset, spare);
+	table_close(spare, NoLock);
+	table_close(active, NoLock);
+	if (base < 0)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(base);
+}
+
+/*
+ * mqlog._wanted_spares(): (topic_id, partition) of every partition of this
+ * database whose appenders asked for a spare segment or rolled into one
+ * that the catalog does not show yet.
+ */
+Datum
+mqlog_wanted_spares(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			catalog = get_relname_relid("topic", get_namespace_oid("mqlog", false));
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	foreach(lc, MqPartitionsWantingSpares(catalog))
+	{
+		List	   *pair = lfirst(lc);
+		Datum		values[2];
+		bool		nulls[2] = {false, false};
+
+		values[0] = Int32GetDatum(linitial_int(pair));
+		values[1] = Int32GetDatum(lsecond_int(pair));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/* mqlog._request_pass(): a roll-ahead pass in this database soon. */
+Datum
+mqlog_request_pass(PG_FUNCTION_ARGS)
+{
+	MqRequestMaintenance();
 	PG_RETURN_VOID();
 }
 

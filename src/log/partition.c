@@ -35,14 +35,18 @@
 #include "nodes/pg_list.h"
 #include "lib/ilist.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "port/atomics.h"
+#include "storage/bufmgr.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/timestamp.h"
 
 #include "mqlog.h"
 #include "store/batch.h"
@@ -74,8 +78,17 @@ struct MqPartition
 	uint64		end_lpos;		/* append position in the active segment */
 	uint64		torn_lpos;		/* > end_lpos when a crash tore the tail */
 	int64		next_offset;	/* offset the next batch gets */
+	TimestampTz active_since;	/* first timestamp in the active segment, 0
+								 * while it is empty: segment.ms counts from it */
+	Oid			spare_relid;	/* a committed, empty segment prepared ahead,
+								 * where the next roll goes (InvalidOid: none) */
+	TimestampTz spare_wanted;	/* when an appender asked for a spare (0: no
+								 * request outstanding) */
+	bool		roll_unrecorded;	/* rolled into the spare; the worker has not
+									 * recorded it in the catalog yet */
 	dlist_head	inflight;		/* MqInflight, ascending first offset */
-	ConditionVariable cv;		/* broadcast when appends commit */
+	ConditionVariable cv;		/* broadcast when appends commit, and when a
+								 * spare is ready */
 };
 
 typedef struct MqInflight
@@ -90,6 +103,8 @@ typedef struct MqShared
 	int			part_tranche;	/* tranche id of the partition locks */
 	pg_atomic_uint64 catalog_generation;
 	ConditionVariable data_cv;	/* broadcast when produced records commit */
+	struct Latch *maintenance_latch;	/* the maintenance launcher's */
+	pg_atomic_uint32 maintenance_db;	/* a database that wants a pass now */
 	/* DDL announcements, a slot per database hash (MqAnnounceDdl) */
 	pg_atomic_uint64 ddl_count[MQ_DDL_SLOTS];
 	pg_atomic_uint32 ddl_topic[MQ_DDL_SLOTS];
@@ -157,6 +172,8 @@ MqPartitionShmemInit(void)
 			pg_atomic_init_u32(&mq_shared->ddl_db[i], 0);
 		}
 		ConditionVariableInit(&mq_shared->data_cv);
+		mq_shared->maintenance_latch = NULL;
+		pg_atomic_init_u32(&mq_shared->maintenance_db, InvalidOid);
 		SpinLockInit(&mq_shared->free_lock);
 		dlist_init(&mq_shared->free_list);
 		for (Size i = 0; i < pool_entries(); i++)
@@ -285,6 +302,10 @@ MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition)
 		part->dirty = false;
 		part->active_relid = InvalidOid;
 		part->active_base = 0;
+		part->active_since = 0;
+		part->spare_relid = InvalidOid;
+		part->spare_wanted = 0;
+		part->roll_unrecorded = false;
 		part->end_lpos = 0;
 		part->torn_lpos = 0;
 		part->next_offset = 0;
@@ -307,6 +328,7 @@ MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset)
 	MqSegmentReadTail(rel, base_offset, &tail);
 	part->active_relid = RelationGetRelid(rel);
 	part->active_base = base_offset;
+	part->active_since = MqSegmentFirstTimestamp(rel);
 	part->end_lpos = tail.end_lpos;
 	part->torn_lpos = tail.torn_lpos;
 	part->next_offset = tail.next_offset;
@@ -337,6 +359,7 @@ typedef struct PendingSwitch
 } PendingSwitch;
 
 static List *pending_switches = NIL;
+static void apply_spares(bool commit);
 static List *pending_forgets = NIL;	/* topic ids dropped by this transaction */
 static Oid	pending_forget_catalog = InvalidOid;
 
@@ -412,6 +435,7 @@ apply_switches(bool commit)
 			ps->part->active_base = ps->base_offset;
 			ps->part->end_lpos = 0;
 			ps->part->torn_lpos = 0;
+			ps->part->active_since = 0;
 			ps->part->next_offset = Max(ps->part->next_offset, ps->base_offset);
 			ps->part->dirty = false;
 			ps->part->loaded = true;
@@ -545,6 +569,7 @@ mq_xact_callback(XactEvent event, void *arg)
 				ConditionVariableBroadcast(&mq_shared->data_cv);
 			}
 			apply_switches(true);
+			apply_spares(true);
 			apply_forgets(true);
 			if (catalog_bump_at_commit)
 				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
@@ -556,6 +581,7 @@ mq_xact_callback(XactEvent event, void *arg)
 			release_inflight(InvalidSubTransactionId, true);
 			MqReaderAtAbort();
 			apply_switches(false);
+			apply_spares(false);
 			apply_forgets(false);
 			if (catalog_bump_at_commit)
 				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
@@ -707,6 +733,250 @@ MqPartitionRollPoint(MqPartition *part, Relation rel, Oid relid, int64 base_offs
 }
 
 /* ------------------------------------------------------------------------
+ * Rolling at segment.bytes and segment.ms
+ *
+ * The maintenance worker prepares the next segment of a partition ahead
+ * (when the active one is half full, and right after every roll): it
+ * creates the relation, lists it in the catalog with base offset
+ * MQ_SPARE_BASE and, when that commits, publishes it here as the spare.
+ * The appender whose batch is due to roll takes the spare under the
+ * partition lock, which is all a roll is: shared state.  The worker then
+ * records in the catalog where the spare began and seals the old segment
+ * (its next pass, which the roll asks for at once); until then the topic
+ * cache places the spare from shared memory, or after a restart from its
+ * first page.
+ *
+ * If no spare is ready when a roll is due, the appender waits for one up
+ * to MQ_SPARE_WAIT_MS (once per roll, not per batch), then appends to the
+ * active segment after all: a segment outgrows segment.bytes only when the
+ * worker cannot keep up.
+ * ------------------------------------------------------------------------ */
+
+#define MQ_SPARE_WAIT_MS	1000
+
+/* Must a batch of len bytes whose newest record is at max_ts roll first? */
+static bool
+roll_due(MqPartition *part, MqTopic *topic, uint32 len, TimestampTz max_ts)
+{
+	int64		blocks;
+
+	if (part->end_lpos == 0)
+		return false;			/* an empty segment takes any batch */
+	blocks = (int64) MqLposBlock(part->end_lpos + len - 1) + 1;
+	if (blocks * BLCKSZ > topic->segment_bytes)
+		return true;
+	/* Kafka compares record time with record time, not with the clock */
+	return part->active_since != 0 && topic->segment_ms >= 0 &&
+		topic->segment_ms <= PG_INT64_MAX / 1000 &&
+		max_ts - part->active_since >= topic->segment_ms * 1000;
+}
+
+/* Caller holds part->lock exclusively. */
+static void
+switch_to_spare(MqPartition *part, Oid spare)
+{
+	part->active_relid = spare;
+	part->active_base = part->next_offset;
+	part->end_lpos = 0;
+	part->torn_lpos = 0;
+	part->active_since = 0;
+	part->spare_relid = InvalidOid;
+	part->roll_unrecorded = true;
+	part->dirty = false;
+}
+
+/*
+ * No spare for a due roll: ask the worker and wait a little, with the
+ * partition lock released (returns true: try again), unless this roll has
+ * waited long enough already (false: append where we are).
+ */
+static bool
+wait_for_spare(MqPartition *part)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!mqlog_roll_ahead)
+		return false;
+	if (part->spare_wanted == 0)
+		part->spare_wanted = now;
+	if (TimestampDifferenceExceeds(part->spare_wanted, now, MQ_SPARE_WAIT_MS))
+		return false;
+	LWLockRelease(&part->lock);
+	MqRequestMaintenance();
+	(void) ConditionVariableTimedSleep(&part->cv, 50, PG_WAIT_EXTENSION);
+	ConditionVariableCancelSleep();
+	return true;
+}
+
+/*
+ * Where the spare relid began, if the partition has rolled into it: shared
+ * memory knows while the server runs; after a restart its first page does.
+ * -1 if it is still unused.
+ */
+int64
+MqPartitionSpareBase(MqPartition *part, Oid relid)
+{
+	int64		base = -1;
+	bool		known;
+	Relation	rel;
+
+	LWLockAcquire(&part->lock, LW_SHARED);
+	known = part->loaded;
+	if (known && part->active_relid == relid)
+		base = part->active_base;
+	LWLockRelease(&part->lock);
+	if (known)
+		return base;
+	rel = try_table_open(relid, AccessShareLock);
+	if (rel == NULL)
+		return -1;
+	base = MqSegmentFirstOffset(rel);
+	table_close(rel, AccessShareLock);
+	return base;
+}
+
+/* spares prepared by this transaction, published when it commits */
+typedef struct PendingSpare
+{
+	MqPartition *part;
+	Oid			relid;
+} PendingSpare;
+
+static List *pending_spares = NIL;
+
+void
+MqPartitionPublishSpareAtCommit(MqPartition *part, Oid relid)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	PendingSpare *ps = palloc(sizeof(PendingSpare));
+
+	ps->part = part;
+	ps->relid = relid;
+	pending_spares = lappend(pending_spares, ps);
+	MemoryContextSwitchTo(old);
+}
+
+static void
+apply_spares(bool commit)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending_spares)
+	{
+		PendingSpare *ps = lfirst(lc);
+
+		if (commit)
+		{
+			LWLockAcquire(&ps->part->lock, LW_EXCLUSIVE);
+			if (ps->part->active_relid != ps->relid)
+			{
+				ps->part->spare_relid = ps->relid;
+				ps->part->spare_wanted = 0;
+				ps->part->roll_unrecorded = false;
+			}
+			LWLockRelease(&ps->part->lock);
+			ConditionVariableBroadcast(&ps->part->cv);
+		}
+		pfree(ps);
+	}
+	list_free(pending_spares);
+	pending_spares = NIL;
+}
+
+/*
+ * The worker's roll of a partition that segment.ms made due while nobody
+ * appends (retention needs its segments sealed): take the spare as an
+ * appender would.  Returns the new base offset, or -1 if there is nothing
+ * to roll, no usable spare, or the caller's chain is stale.
+ */
+int64
+MqPartitionRollToSpare(MqPartition *part, Relation active, int64 active_base, Relation spare)
+{
+	int64		base = -1;
+
+	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+	MqPartitionEnsureLoaded(part, active, active_base);
+	if (part->active_relid == RelationGetRelid(active) && part->end_lpos > 0 &&
+		RelationGetNumberOfBlocks(spare) == 0)
+	{
+		switch_to_spare(part, RelationGetRelid(spare));
+		base = part->active_base;
+	}
+	LWLockRelease(&part->lock);
+	if (base >= 0)
+		MqlogCatalogChanged();
+	return base;
+}
+
+/*
+ * The partitions of this database's topics (catalog catalog_relid) whose
+ * appenders asked for a spare or rolled into one unrecorded: what a
+ * roll-ahead pass works on (mqlog._roll_ahead()).
+ */
+List *
+MqPartitionsWantingSpares(Oid catalog_relid)
+{
+	List	   *result = NIL;
+	HASH_SEQ_STATUS seq;
+	MqPartition *part;
+
+	LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
+	hash_seq_init(&seq, part_hash);
+	while ((part = hash_seq_search(&seq)) != NULL)
+	{
+		bool		wants;
+
+		if (part->key.dboid != MyDatabaseId || part->key.catalog_relid != catalog_relid)
+			continue;
+		LWLockAcquire(&part->lock, LW_SHARED);
+		wants = part->roll_unrecorded ||
+			(part->spare_wanted != 0 && !OidIsValid(part->spare_relid));
+		LWLockRelease(&part->lock);
+		if (wants)
+			result = lappend(result, list_make2_int(part->key.topic_id, part->key.partition));
+	}
+	LWLockRelease(mq_shared->hash_lock);
+	return result;
+}
+
+/* ------------------------------------------------------------------------
+ * Waking the maintenance launcher
+ * ------------------------------------------------------------------------ */
+
+void
+MqSetMaintenanceLatch(struct Latch *latch)
+{
+	mq_shared->maintenance_latch = latch;
+}
+
+/* Ask for a maintenance pass in this database now (a roll was due or done). */
+void
+MqRequestMaintenance(void)
+{
+	struct Latch *latch = mq_shared->maintenance_latch;
+
+	pg_atomic_write_u32(&mq_shared->maintenance_db, MyDatabaseId);
+	if (latch)
+		SetLatch(latch);
+}
+
+/* Keep a request the launcher could not serve yet, unless a newer one came. */
+void
+MqRepostMaintenanceRequest(Oid dboid)
+{
+	uint32		expected = InvalidOid;
+
+	(void) pg_atomic_compare_exchange_u32(&mq_shared->maintenance_db, &expected, dboid);
+}
+
+/* The database that asked, if any; the request is consumed. */
+Oid
+MqTakeMaintenanceRequest(void)
+{
+	return (Oid) pg_atomic_exchange_u32(&mq_shared->maintenance_db, InvalidOid);
+}
+
+/* ------------------------------------------------------------------------
  * The append protocol
  * ------------------------------------------------------------------------ */
 
@@ -733,6 +1003,8 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 	MqBatchHeader hdr;
 	int64		span;
 	int64		base;
+	Relation	spare_rel = NULL;
+	int			spare_tries = 0;
 
 	if (!MqBatchParseHeader(batch->data, batch->len, &hdr) || hdr.length != batch->len)
 		elog(ERROR, "mqlog: appending a malformed batch");
@@ -743,6 +1015,8 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		const MqSegmentRef *seg = MqTopicActiveSegment(topic, partition);
 		MqPartition *part = MqTopicPartition(topic, partition);
 		Relation	rel;
+		bool		rolled = false;
+		bool		ask = false;
 
 		rel = try_table_open(seg->relid, RowExclusiveLock);
 		if (rel == NULL && attempt < 3)
@@ -781,6 +1055,22 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 			}
 
 			/*
+			 * Shared memory is ahead of the catalog we read: an appender
+			 * rolled into the spare segment, which the catalog still lists
+			 * as a spare.  Read the chain again; it places the spare.
+			 */
+			if (seg->base_offset < part->active_base)
+			{
+				LWLockRelease(&part->lock);
+				table_close(rel, NoLock);
+				if (attempt > 8)
+					elog(ERROR, "mqlog: the segment chain of partition %d of topic \"%s\" does not settle",
+						 partition, topic->name);
+				topic = *topicp = MqTopicRefresh(topic->name);
+				continue;
+			}
+
+			/*
 			 * The catalog, freshly read, names another active segment than
 			 * shared memory: a roll that committed an instant ago and whose
 			 * commit callback has not run yet.  The catalog is right; read
@@ -791,6 +1081,9 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 					 partition, topic->name);
 			MqPartitionLoad(part, rel, seg->base_offset);
 		}
+		if (!OidIsValid(part->spare_relid) && OidIsValid(topic->spares[partition]) &&
+			topic->spares[partition] != part->active_relid)
+			part->spare_relid = topic->spares[partition];
 
 		if (part->torn_lpos != part->end_lpos)
 		{
@@ -818,6 +1111,47 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 			}
 		}
 
+		/*
+		 * Roll where Kafka rolls: when this batch would take the segment
+		 * past segment.bytes, or its records are segment.ms younger than
+		 * the segment's first.  The next segment was prepared ahead by the
+		 * maintenance worker and committed; taking it is a change of
+		 * shared state only, so no appender ever creates a relation.
+		 */
+		if (roll_due(part, topic, batch->len, hdr.max_timestamp))
+		{
+			Oid			spare = part->spare_relid;
+
+			if (OidIsValid(spare) && spare_rel != NULL && RelationGetRelid(spare_rel) == spare)
+			{
+				if (RelationGetNumberOfBlocks(spare_rel) == 0)
+				{
+					switch_to_spare(part, spare);
+					table_close(rel, NoLock);
+					rel = spare_rel;
+					spare_rel = NULL;
+					rolled = true;
+				}
+				else
+					part->spare_relid = InvalidOid; /* not empty: never write there */
+			}
+			else if (OidIsValid(spare) && spare_tries++ < 3)
+			{
+				/* lock the spare first, without holding the partition lock */
+				LWLockRelease(&part->lock);
+				table_close(rel, NoLock);
+				if (spare_rel != NULL)
+					table_close(spare_rel, NoLock);
+				spare_rel = try_table_open(spare, RowExclusiveLock);
+				continue;
+			}
+			else if (!OidIsValid(spare) && wait_for_spare(part))
+			{
+				table_close(rel, NoLock);
+				continue;
+			}
+		}
+
 		base = part->next_offset;
 		if (at_offset >= 0 && at_offset != base)
 		{
@@ -839,11 +1173,26 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		part->end_lpos += batch->len;
 		part->torn_lpos = part->end_lpos;
 		part->next_offset = base + span;
+		if (part->active_since == 0)
+			part->active_since = hdr.first_timestamp;
 		part->dirty = false;
+		/* past half of segment.bytes: have the next segment prepared */
+		if (mqlog_roll_ahead && !OidIsValid(part->spare_relid) && part->spare_wanted == 0 &&
+			(int64) (MqLposBlock(part->end_lpos) + 1) * BLCKSZ * 2 > topic->segment_bytes)
+		{
+			part->spare_wanted = GetCurrentTimestamp();
+			ask = true;
+		}
 		LWLockRelease(&part->lock);
 
 		table_close(rel, NoLock);
+		if (rolled)
+			MqlogCatalogChanged();
+		if ((rolled || ask) && mqlog_roll_ahead)
+			MqRequestMaintenance();
 		break;
 	}
+	if (spare_rel != NULL)
+		table_close(spare_rel, NoLock);
 	return base;
 }

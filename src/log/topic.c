@@ -67,6 +67,38 @@ reset_cache(void)
 	topic_hash = hash_create("mqlog topics", 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 }
 
+/*
+ * A prepared segment sorts first (its base offset is MQ_SPARE_BASE).  If the
+ * partition has rolled into it and the worker has not recorded that yet, it
+ * is the active segment, the last of the chain, and the one before it is
+ * sealed; otherwise it waits in topic->spares.
+ */
+static void
+place_spare(MqTopic *t, int p)
+{
+	MqSegmentRef *segs = t->segments[p];
+	int			n = t->nsegments[p];
+	MqSegmentRef spare;
+	int64		base;
+
+	if (n == 0 || segs[0].base_offset != MQ_SPARE_BASE)
+		return;
+	spare = segs[0];
+	memmove(&segs[0], &segs[1], sizeof(MqSegmentRef) * (n - 1));
+	t->nsegments[p] = --n;
+	base = MqPartitionSpareBase(MqTopicPartition(t, p), spare.relid);
+	if (base < 0 || n == 0)
+	{
+		t->spares[p] = spare.relid;
+		return;
+	}
+	segs[n - 1].sealed = true;
+	spare.base_offset = base;
+	spare.sealed = false;
+	segs[n] = spare;
+	t->nsegments[p] = n + 1;
+}
+
 static MqTopic *
 load_topic(const char *where, Datum arg, Oid argtype)
 {
@@ -82,7 +114,9 @@ load_topic(const char *where, Datum arg, Oid argtype)
 			 " (c OPERATOR(pg_catalog.->>) 'cleanup.policy') OPERATOR(pg_catalog.~~) '%%compact%%',"
 			 " (c OPERATOR(pg_catalog.->>) 'delete.retention.ms')::pg_catalog.int8,"
 			 " t.owner,"
-			 " c OPERATOR(pg_catalog.->>) 'compression.type'"
+			 " c OPERATOR(pg_catalog.->>) 'compression.type',"
+			 " (c OPERATOR(pg_catalog.->>) 'segment.bytes')::pg_catalog.int8,"
+			 " (c OPERATOR(pg_catalog.->>) 'segment.ms')::pg_catalog.int8"
 			 " FROM mqlog.topic t, LATERAL mqlog.effective_config(t.config) c"
 			 " WHERE t.%s OPERATOR(pg_catalog.=) $1",
 			 where);
@@ -128,9 +162,12 @@ load_topic(const char *where, Datum arg, Oid argtype)
 			if (t->compression < MQ_CODEC_PRODUCER)
 				t->compression = MQ_CODEC_PRODUCER;
 		}
+		t->segment_bytes = DatumGetInt64(SPI_getbinval(tup, desc, 10, &isnull));
+		t->segment_ms = DatumGetInt64(SPI_getbinval(tup, desc, 11, &isnull));
 		t->nsegments = palloc0(sizeof(int) * t->partitions);
 		t->segments = palloc0(sizeof(MqSegmentRef *) * t->partitions);
 		t->parts = palloc0(sizeof(MqPartition *) * t->partitions);
+		t->spares = palloc0(sizeof(Oid) * t->partitions);
 		MemoryContextSwitchTo(old);
 
 		segarg = Int32GetDatum(t->topic_id);
@@ -182,6 +219,8 @@ load_topic(const char *where, Datum arg, Oid argtype)
 			ref->sealed = DatumGetBool(SPI_getbinval(st, sd, 4, &isnull));
 		}
 		pfree(fill);
+		for (int p = 0; p < t->partitions; p++)
+			place_spare(t, p);
 		MemoryContextSwitchTo(old);
 	}
 	PopActiveSnapshot();

@@ -706,3 +706,38 @@ MqReaderNextHeader(MqSegmentReader *reader, MqBatchHeader *hdr)
 
 	return next_header(reader, hdr, &torn);
 }
+
+/*
+ * Where a segment begins: the offset block 0 says its first batch has, or
+ * -1 for a segment nothing was ever written to.  This is how a segment the
+ * partition rolled into is placed in its chain after a restart, before the
+ * maintenance worker has recorded its base offset in the catalog.
+ */
+int64
+MqSegmentFirstOffset(Relation rel)
+{
+	MqSegmentReader reader;
+	int64		result = -1;
+	uint64		cover_lpos;
+
+	MqReaderInit(&reader, rel);
+	if (reader.nblocks > 0)
+		result = page_cover(&reader, 0, &cover_lpos);
+	MqReaderEnd(&reader);
+	return result;
+}
+
+/* The first batch's timestamp, 0 for an empty segment: segment.ms counts from it. */
+TimestampTz
+MqSegmentFirstTimestamp(Relation rel)
+{
+	MqSegmentReader reader;
+	MqBatchHeader hdr;
+	TimestampTz result = 0;
+
+	MqReaderInit(&reader, rel);
+	if (MqReaderNextHeader(&reader, &hdr))
+		result = hdr.first_timestamp;
+	MqReaderEnd(&reader);
+	return result;
+}

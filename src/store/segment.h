@@ -9,6 +9,7 @@
 #ifndef MQLOG_SEGMENT_H
 #define MQLOG_SEGMENT_H
 
+#include "datatype/timestamp.h"
 #include "storage/block.h"
 #include "storage/bufpage.h"
 #include "utils/relcache.h"
@@ -82,6 +83,8 @@ extern void MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
 							uint64 lpos, const char *batch, uint32 length,
 							int64 lso, uint16 xlflags);
 extern void MqSegmentRepairTail(Relation rel, MqSegmentTail *tail);
+extern int64 MqSegmentFirstOffset(Relation rel);
+extern TimestampTz MqSegmentFirstTimestamp(Relation rel);
 
 /*
  * Sequential reader over the batches of one segment.  It copies each batch

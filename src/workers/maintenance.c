@@ -36,6 +36,7 @@
 #include "utils/timestamp.h"
 
 #include "base/spi.h"
+#include "log/partition.h"
 #include "mqlog.h"
 #include "workers/workers.h"
 
@@ -50,8 +51,12 @@ typedef struct DbWorker
 {
 	Oid			dboid;
 	BackgroundWorkerHandle *handle;
-	TimestampTz last_start;
+	TimestampTz last_start;		/* of its last regular pass */
+	TimestampTz last_urgent;	/* of its last roll-ahead pass */
 } DbWorker;
+
+/* roll-ahead passes of one database start at most this often */
+#define MQ_ROLL_AHEAD_SPACING_MS	100
 
 void
 MqMaintenanceRegister(void)
@@ -78,10 +83,11 @@ setup_signals(void)
 }
 
 static void
-sleep_naptime(void)
+sleep_naptime(bool soon)
 {
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 mqlog_maintenance_naptime * 1000L, PG_WAIT_EXTENSION);
+					 soon ? MQ_ROLL_AHEAD_SPACING_MS : mqlog_maintenance_naptime * 1000L,
+					 PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
 	if (ConfigReloadPending)
 	{
@@ -126,10 +132,12 @@ mqlog_launcher_main(Datum main_arg)
 {
 	DbWorker	workers[MAX_DB_WORKERS];
 	int			nworkers = 0;
+	bool		first_round = true;
 
 	setup_signals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	MqWorkerPinSearchPath();
+	MqSetMaintenanceLatch(MyLatch);
 
 	/*
 	 * The latch is also set whenever one of our workers starts or stops, so
@@ -141,12 +149,17 @@ mqlog_launcher_main(Datum main_arg)
 		ListCell   *lc;
 		TimestampTz now = GetCurrentTimestamp();
 
+		/* an appender that rolled, or needs a spare, wants its pass now */
+		Oid			urgent = MqTakeMaintenanceRequest();
+		bool		urgent_started = false;
+
 		foreach(lc, dbs)
 		{
 			Oid			dboid = lfirst_oid(lc);
 			DbWorker   *w = NULL;
 			pid_t		pid;
 			BackgroundWorker worker;
+			bool		regular_due;
 
 			for (int i = 0; i < nworkers; i++)
 				if (workers[i].dboid == dboid)
@@ -163,13 +176,23 @@ mqlog_launcher_main(Datum main_arg)
 				w = &workers[nworkers++];
 				w->dboid = dboid;
 				w->handle = NULL;
-				w->last_start = 0;
+
+				/*
+				 * At start-up every database gets a pass at once; one that
+				 * appears later gets its first a naptime after we see it
+				 * (a roll-ahead pass it asks for meanwhile does not count).
+				 */
+				w->last_start = first_round ? 0 : now;
+				w->last_urgent = 0;
 			}
 			if (w->handle != NULL &&
 				GetBackgroundWorkerPid(w->handle, &pid) != BGWH_STOPPED)
 				continue;		/* its last pass is still running */
-			if (!TimestampDifferenceExceeds(w->last_start, now,
-											mqlog_maintenance_naptime * 1000))
+			regular_due = TimestampDifferenceExceeds(w->last_start, now,
+													 mqlog_maintenance_naptime * 1000);
+			if (!regular_due &&
+				(dboid != urgent ||
+				 !TimestampDifferenceExceeds(w->last_urgent, now, MQ_ROLL_AHEAD_SPACING_MS)))
 				continue;
 			if (w->handle != NULL)
 			{
@@ -187,13 +210,29 @@ mqlog_launcher_main(Datum main_arg)
 			strlcpy(worker.bgw_type, "mqlog maintenance", BGW_MAXLEN);
 			worker.bgw_main_arg = ObjectIdGetDatum(dboid);
 			worker.bgw_notify_pid = MyProcPid;
+			/* a pass an appender asked for before the next regular one: rolls only */
+			if (!regular_due)
+			{
+				worker.bgw_extra[0] = 'r';
+				snprintf(worker.bgw_name, BGW_MAXLEN, "mqlog roll-ahead of database %u", dboid);
+			}
 
 			/* no free slot: the handle stays NULL and the next round retries */
 			if (RegisterDynamicBackgroundWorker(&worker, &w->handle))
-				w->last_start = now;
+			{
+				if (regular_due)
+					w->last_start = now;
+				else
+					w->last_urgent = now;
+				if (dboid == urgent)
+					urgent_started = true;
+			}
 			else
 				w->handle = NULL;
 		}
+		/* a request that found the database's pass still running waits for it to end */
+		if (OidIsValid(urgent) && !urgent_started)
+			MqRepostMaintenanceRequest(urgent);
 		/* forget databases that are gone, once their last pass is over */
 		{
 			int			keep = 0;
@@ -214,7 +253,8 @@ mqlog_launcher_main(Datum main_arg)
 			nworkers = keep;
 		}
 		list_free(dbs);
-		sleep_naptime();
+		first_round = false;
+		sleep_naptime(OidIsValid(urgent) && !urgent_started);
 	}
 	proc_exit(0);
 }
@@ -271,7 +311,7 @@ run_step(const char *q, const char *what, MemoryContext outer)
  * transactions must be short.  Returns false if mqlog is not installed.
  */
 static bool
-maintenance_pass(void)
+maintenance_pass(bool roll_ahead_only)
 {
 	char	   *nsp = NULL;
 	List	   *topics = NIL;
@@ -313,6 +353,21 @@ maintenance_pass(void)
 	}
 
 	/*
+	 * A pass an appender asked for: record the rolls appenders made and
+	 * prepare the segments they will roll into next, for the partitions
+	 * that want it, and nothing else.
+	 */
+	if (roll_ahead_only)
+	{
+		for (int i = 0; i < MQ_SWEEP_ROUNDS; i++)
+			if (run_step("SELECT mqlog._roll_ahead()", "segments prepared ahead", outer) <= 0)
+				break;
+		pgstat_report_stat(false);
+		pgstat_report_activity(STATE_IDLE, NULL);
+		return true;
+	}
+
+	/*
 	 * Each topic, then the sweep of orphaned segments (the full pass), in
 	 * batches: a dropped topic of thousands of partitions leaves that many.
 	 * A sweep that drops less than a full batch has found them all.
@@ -347,6 +402,6 @@ mqlog_maintenance_main(Datum main_arg)
 	setup_signals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	MqWorkerPinSearchPath();
-	(void) maintenance_pass();
+	(void) maintenance_pass(MyBgworkerEntry->bgw_extra[0] == 'r');
 	proc_exit(0);
 }

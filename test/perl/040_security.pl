@@ -5,7 +5,7 @@
 #
 # 1. Shadow objects.  In a schema of its own, each plants a function for
 #    every pg_catalog function whose name mqlog's code uses (the list is
-#    generated from extension/*.sql and src/*.c, so a new unqualified call
+#    generated from extension/*.sql and src/**/*.c, so a new unqualified call
 #    is covered as soon as it is written), an operator for every
 #    pg_catalog operator (all of them, so a new operator in the code is
 #    covered too), and a domain for every type name it casts to.  Each shadow, when run, counts a hit in a
@@ -53,7 +53,7 @@ $node->start;
 # ---------------------------------------------------------------------------
 
 my (%funcs, %types);
-my @sources = (glob("$root/extension/*.sql"), glob("$root/src/*.c"));
+my @sources = (glob("$root/extension/*.sql"), glob("$root/src/*.c"), glob("$root/src/*/*.c"));
 ok(@sources > 10, 'found mqlog sources to take names from');
 foreach my $f (@sources)
 {
