@@ -1191,7 +1191,6 @@ BEGIN
                 budget := budget - 1;
             END IF;
             IF next_base IS NOT NULL THEN
-                rolled := true;
                 action := 'roll'; topic := p.name; "partition" := p.part;
                 segment := s.relid::regclass::text; detail := 'next segment starts at offset ' || next_base;
                 RETURN NEXT;
@@ -1199,8 +1198,9 @@ BEGIN
         END IF;
 
         /*
-         * prepare the next segment ahead: right after a roll, or once the
-         * active one is half full or half its segment.ms old
+         * prepare the next segment ahead: right after an appender rolled
+         * (it is busy), or once the active segment is half full or half its
+         * segment.ms old
          */
         IF NOT more AND budget > 0 AND current_setting('mqlog.roll_ahead')::bool THEN
             SELECT sg.* INTO s FROM mqlog.segment sg

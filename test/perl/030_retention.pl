@@ -41,6 +41,9 @@ max_wal_senders = 4
 output_plugin_libraries = 'pgoutput, test_decoding, mqlog'
 mqlog.maintenance_naptime = 1
 autovacuum = off
+# the worker's own rolls, at its passes, are what this test is about; appenders
+# rolling at segment.bytes themselves are test/perl/100_roll.pl's
+mqlog.roll_ahead = off
 });
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION mqlog');
