@@ -34,7 +34,8 @@ except ImportError:     # pragma: no cover - the pure-Python parser below
     hiredis = None
 
 SYSTEMS = ["mqlog", "heap_log", "skip_locked", "pgq", "redis"]
-WORKLOADS = ["produce_batch", "consume", "produce_single", "latency", "sustained"]
+WORKLOADS = ["produce_batch", "consume", "produce_single", "latency", "json", "sustained"]
+JSON_CODECS = ["uncompressed", "lz4", "zstd"]   # mqlog's compression.type in the JSON workload
 PG_SYSTEMS = SYSTEMS[:4]
 VALUE_SIZES = [100, 1024]
 ALPHABET = (string.ascii_letters + string.digits).encode()
@@ -395,6 +396,62 @@ class Bench:
             finally:
                 r.close()
         return None
+
+    # ================================================= compressible values
+    def json_literals(self, n, seed):
+        """JSON-like events of about 300 bytes, as applications produce them:
+        the same keys in every record, a few fields that vary."""
+        rng = random.Random(seed)
+        lits = []
+        statuses = ["created", "paid", "packed", "shipped", "delivered"]
+        for _ in range(min(8, max(1, n // BATCH))):
+            vals = []
+            for _ in range(BATCH):
+                v = json.dumps({
+                    "order_id": rng.randrange(10 ** 9), "customer": "c-%06d" % rng.randrange(10 ** 6),
+                    "status": rng.choice(statuses), "currency": "EUR",
+                    "amount": round(rng.uniform(1, 500), 2), "created_at": "2026-11-%02dT%02d:%02d:%02dZ" % (
+                        rng.randrange(1, 29), rng.randrange(24), rng.randrange(60), rng.randrange(60)),
+                    "items": [{"sku": "SKU-%04d" % rng.randrange(10000), "qty": rng.randrange(1, 4)}
+                              for _ in range(rng.randrange(1, 4))],
+                    "channel": rng.choice(["web", "app", "store"])}, separators=(",", ":"))
+                vals.append(v.encode())
+            keys = [b"k%08d" % rng.randrange(10 ** 8) for _ in range(BATCH)]
+            # bytea[] literals in hex: JSON has quotes and commas
+            lits.append(("{" + ",".join('"\\\\x%s"' % v.hex() for v in vals) + "}",
+                         "{" + ",".join(k.decode() for k in keys) + "}", vals, keys))
+        return lits
+
+    def run_json(self, system, codec, lits):
+        """Batched produce of the JSON-like events: rate, WAL and disk bytes
+        per record; mqlog with each compression.type, the heap log as is."""
+        n = self.cfg["records"]
+        calls = n // BATCH
+        name = "j_%s_%s" % (system, codec or "plain")
+        self.reset(system, name)
+        if system == "mqlog":
+            self.q("SELECT mq_alter_topic(%s, jsonb_build_object('compression.type', %s::text))", (name, codec))
+        sql = self.produce_batch_sql(system, name)
+        conn = self.connect()
+        self.q("CHECKPOINT")
+        size0 = self.size_of(system, name)
+        w0 = self.lsn()
+        t0 = time.perf_counter()
+        with conn.cursor() as cur:
+            for i in range(calls):
+                vl, kl = lits[i % len(lits)][:2]
+                cur.execute(sql, (vl, kl))
+                cur.fetchall() if cur.description else None
+        dt = time.perf_counter() - t0
+        w1 = self.lsn()
+        conn.close()
+        rec = calls * BATCH
+        size1 = self.size_of(system, name)
+        avg = sum(len(v) for l in lits for v in l[2]) / sum(len(l[2]) for l in lits)
+        self.emit(system, "json", int(round(avg)), records_per_s=rec / dt, mb_per_s=rec * avg / dt / 1e6,
+                  wal_bytes_per_record=(w1 - w0) / rec, disk_bytes_per_record=(size1 - size0) / rec,
+                  batch=BATCH, codec=codec)
+        self.drop(system, name)
 
     # ================================================= batched produce
     def batch_literals(self, n, size, seed):
@@ -990,6 +1047,12 @@ class Bench:
                         self.drop(s, "%s_%s_%d" % (pfx, s, size))
                     except Exception:
                         self.admin = self.connect()
+        if "json" in self.workloads:
+            log("== JSON-like values, compressed and not")
+            jl = self.json_literals(self.cfg["records"], 7)
+            for codec in JSON_CODECS:
+                self.guarded("mqlog", "json", 0, lambda: self.run_json("mqlog", codec, jl))
+            self.guarded("heap_log", "json", 0, lambda: self.run_json("heap_log", None, jl))
         if "sustained" not in self.workloads:
             log("== done in %.0f s" % (time.time() - t0))
             self.out.close()

@@ -257,6 +257,25 @@ def markdown(res):
                      fmt(rb[0][1].get("aof_bytes_per_record"), 1), fmt(rb[1][1].get("aof_bytes_per_record"), 1)))
         L.append("")
 
+    js = [r for r in res.rows if r["workload"] == "json" and not r.get("error")]
+    if js:
+        heap = next((r for r in js if r["system"] == "heap_log"), None)
+        L.append("## Compressible values: JSON-like events, batched produce (1000/call)")
+        L.append("")
+        L.append("Order events of about %d bytes (the same keys in every record, a few fields that vary); "
+                 "mqlog with each `compression.type`, the heap log as it is (PostgreSQL compresses only "
+                 "values of 2 kB and more)." % js[0]["value_bytes"])
+        L.append("")
+        L.append("| system | records/s | WAL bytes/record | disk bytes/record | disk ÷ heap log |")
+        L.append("|---|---|---|---|---|")
+        for r in js:
+            name = LABEL.get(r["system"], r["system"]) + (" (%s)" % r["codec"] if r.get("codec") else "")
+            x = ratio(r.get("disk_bytes_per_record"), heap.get("disk_bytes_per_record") if heap else None)
+            L.append("| %s | %s | %s | %s | %s |" % (name, fmt(r.get("records_per_s")),
+                                                      fmt(r.get("wal_bytes_per_record"), 1),
+                                                      fmt(r.get("disk_bytes_per_record"), 1), fmt_ratio(x)))
+        L.append("")
+
     L.append("## Sustained run with retention (100-byte values)")
     L.append("")
     L.append("Each loop iteration produces 500 records in one transaction and consumes 500 with their "
