@@ -60,6 +60,7 @@
 
 #include "base/spi.h"
 #include "mqlog.h"
+#include "log/logiter.h"
 #include "log/partition.h"
 #include "log/records.h"
 #include "log/topic.h"
@@ -1643,21 +1644,6 @@ explicit_position(const char *group, MqTopic *topic, int32 partition)
 	return pos;
 }
 
-static void
-check_offset_arg(MqTopic *topic, int32 partition, int64 offset)
-{
-	int64		lso,
-				hw;
-
-	MqPartitionOffsets(topic, partition, &lso, &hw);
-	if (offset < 0 || offset > hw)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("offset " INT64_FORMAT " is out of range for partition %d of topic \"%s\"",
-						offset, partition, topic->name),
-				 errdetail("Valid offsets are 0 to the high watermark " INT64_FORMAT ".", hw)));
-}
-
 /*
  * Arguments (group, topic, partition, offset) of mq_commit and mq_seek:
  * checked, and the session's position entry for that partition.
@@ -1686,7 +1672,7 @@ explicit_args(FunctionCallInfo fcinfo, char **group, MqTopic **topic, int64 *off
 	MqTopicCheckPrivilege(*topic, MQ_PRIV_CONSUME);
 	MqGroupCheckAccess(*group, access, live_owner(*group));
 	pos = explicit_position(*group, *topic, partition);
-	check_offset_arg(*topic, partition, *offset);
+	MqCheckOffsetRange(*topic, partition, *offset, true);
 	return pos;
 }
 
@@ -1913,13 +1899,7 @@ mq_reset_offsets(PG_FUNCTION_ARGS)
 		}
 		else
 		{
-			if (exact > hw || exact < MqLogStartOffset(topic, p))
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("offset " INT64_FORMAT " is out of range for partition %d of topic \"%s\"",
-								exact, p, topic->name),
-						 errdetail("The partition holds offsets " INT64_FORMAT " to " INT64_FORMAT ".",
-								   MqLogStartOffset(topic, p), hw)));
+			MqCheckOffsetRange(topic, p, exact, false);
 			target = exact;
 		}
 		(void) write_committed(group, topic->topic_id, p, -1, target, true);

@@ -370,25 +370,31 @@ MqLogIterEnd(MqLogIter *it)
  * ------------------------------------------------------------------------ */
 
 /*
- * An offset a reader may start at, or a committed position may name: from
- * the log start offset to the high watermark (allow_end: the high
- * watermark itself, "the end", is valid too, as Kafka allows).  Everyone
- * who checks an offset calls this, so that fetch, seek, commit and reset
- * agree on the bounds and on the words of the error.
+ * The one check of an offset argument, so that fetch, seek, commit and
+ * reset agree on the bounds and on the words of the error.  A read starts
+ * between the log start offset and the high watermark (the high watermark
+ * itself, "the end", included, as Kafka allows).  A group position may
+ * also lie below the log start (position = true): Kafka lets a consumer
+ * commit or seek there, and mqlog.auto_offset_reset moves it when it is
+ * read.
  */
 void
-MqCheckOffsetRange(MqTopic *topic, int32 partition, int64 offset, bool allow_end)
+MqCheckOffsetRange(MqTopic *topic, int32 partition, int64 offset, bool position)
 {
 	int64		lso,
 				hw;
 	int64		start = MqLogStartOffset(topic, partition);
+	int64		low = position ? 0 : start;
 
 	MqPartitionOffsets(topic, partition, &lso, &hw);
-	if (offset < start || offset > hw || (!allow_end && offset == hw))
+	if (offset < low || offset > hw)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("offset " INT64_FORMAT " is out of range for partition %d of topic \"%s\"",
 						offset, partition, topic->name),
+				 position ?
+				 errdetail("A position runs from 0 to the high watermark " INT64_FORMAT "; one below the log start offset " INT64_FORMAT " is reset by mqlog.auto_offset_reset when it is read.",
+						   hw, start) :
 				 errdetail("Valid offsets run from the log start offset " INT64_FORMAT " to the high watermark " INT64_FORMAT ".",
 						   start, hw),
 				 errhint("Use the log start offset (mq_earliest_offset) or the end (mq_latest_offset).")));

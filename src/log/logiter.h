@@ -75,6 +75,6 @@ extern void MqLogIterEnd(MqLogIter *it);
 
 /* the one offset-range check */
 extern void MqCheckOffsetRange(MqTopic *topic, int32 partition, int64 offset,
-							   bool allow_end);
+							   bool position);
 
 #endif							/* MQLOG_LOGITER_H */

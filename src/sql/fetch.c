@@ -73,7 +73,7 @@ mq_fetch(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_bytes must be at least 1")));
-	MqCheckOffsetRange(topic, partition, from, true);
+	MqCheckOffsetRange(topic, partition, from, false);
 	MqInitRecordOutput(fcinfo, &out);
 	(void) MqReadPartition(topic, partition, from, max_records, max_bytes, &out, NULL);
 	return (Datum) 0;
@@ -104,7 +104,7 @@ mq_fetch_kafka_batches(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_bytes must be at least 1")));
-	MqCheckOffsetRange(topic, partition, from, true);
+	MqCheckOffsetRange(topic, partition, from, false);
 	InitMaterializedSRF(fcinfo, 0);
 	MqPartitionOffsets(topic, partition, &lso, &hw);
 	MqLogIterBegin(&it, topic, partition, from, lso, MQ_ITER_BYTES);
