@@ -54,6 +54,7 @@ extern int	mqlog_assignor;
 extern int	mqlog_offset_reset;
 extern int	mqlog_max_poll_interval_ms;
 extern int	mqlog_max_groups_per_session;
+extern int	mqlog_poll_recheck_interval;
 
 extern Size MqGroupsShmemSize(void);
 extern void MqGroupsShmemInit(void);
