@@ -25,16 +25,22 @@ ALTER SYSTEM SET mqlog.maintenance_naptime = 86400;
 ALTER SYSTEM SET mqlog.roll_ahead = off;
 SELECT pg_reload_conf();
 -- Give the launcher a moment to read it, then wait for a pass that was
--- already running in this database to end.
+-- already running in this database to end.  pg_stat_activity is read once
+-- per transaction unless the snapshot is cleared.  A pass still running
+-- after a minute is an error, so that the diff shows it.
 DO $$
 BEGIN
     PERFORM pg_sleep(1);
     FOR i IN 1 .. 600 LOOP
-        EXIT WHEN NOT EXISTS (SELECT FROM pg_stat_activity
-                               WHERE backend_type = 'mqlog maintenance'
-                                 AND datname = current_database());
+        PERFORM pg_stat_clear_snapshot();
+        IF NOT EXISTS (SELECT FROM pg_stat_activity
+                        WHERE backend_type = 'mqlog maintenance'
+                          AND datname = current_database()) THEN
+            RETURN;
+        END IF;
         PERFORM pg_sleep(0.1);
     END LOOP;
+    RAISE EXCEPTION 'a maintenance pass in this database was still running after 60 s';
 END
 $$;
 

@@ -104,6 +104,17 @@ _PG_init(void)
 							&mqlog_max_poll_interval_ms,
 							300000, 1000, INT_MAX,
 							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	/*
+	 * Superuser only: every waiting poll wakes this often, so a small value
+	 * costs the whole server CPU; tests raise it so that only a real wakeup
+	 * can end a wait early.
+	 */
+	DefineCustomIntVariable("mqlog.poll_recheck_interval",
+							"How often a waiting mq_poll looks for records without being woken.",
+							"Commits, rebalances and DDL wake waiting polls at once; this bounds the wait for records nothing announces, such as records replayed on a standby.",
+							&mqlog_poll_recheck_interval,
+							1000, 10, 600000,
+							PGC_SUSET, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomBoolVariable("mqlog.allow_segment_ddl",
 							 "Lets mqlog's own functions drop, alter and rename segment relations.",
 							 "Set only by mqlog's functions; DROP TABLE or ALTER TABLE of a segment is refused otherwise.",

@@ -89,6 +89,7 @@ int			mqlog_assignor = MQ_ASSIGN_RANGE;
 int			mqlog_offset_reset = MQ_RESET_EARLIEST;
 int			mqlog_max_poll_interval_ms = 300000;
 int			mqlog_max_groups_per_session = 8;
+int			mqlog_poll_recheck_interval = 1000;
 
 static const char *const assignor_names[] = {"range", "roundrobin", "sticky"};
 
@@ -1322,8 +1323,6 @@ reset_position(const char *group, MqTopic *topic, int32 partition, int64 positio
  * sees what it did.  (Lock-waiter checks cannot be used here: the locks
  * are fast-path locks, which LockHasWaiters does not handle.)
  */
-#define MQ_POLL_RECHECK_MS	1000
-
 static void
 yield_to_ddl(uint64 *seen, MqTopic **topics, int ntopics)
 {
@@ -1356,6 +1355,24 @@ yield_to_ddl(uint64 *seen, MqTopic **topics, int ntopics)
 					strcmp(what, "mqlog") == 0 ? " or one of its topics" : "\""),
 			 errdetail("Another session is dropping it and needs the locks this transaction holds."),
 			 errhint("Roll back and poll again.")));
+}
+
+/*
+ * How long a waiting poll sleeps before it looks again by itself.  What
+ * makes records readable, a producer's commit, wakes the waiting polls, and
+ * so do rebalances, evictions and DDL on their topics; the timed wakeup
+ * catches what wakes nobody (records replayed on a hot standby, committed
+ * records that an aborted transaction held back).  It also refreshes the
+ * member's last_poll, so it never waits more than half of
+ * mqlog.max_poll_interval_ms: a waiting member must not look idle to the
+ * coordinator (join_checked stored this session's value in the member).
+ */
+static long
+poll_sleep_ms(TimestampTz deadline)
+{
+	long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+
+	return Max(1, Min(Min(mqlog_poll_recheck_interval, mqlog_max_poll_interval_ms / 2), left));
 }
 
 /* One round over the assigned partitions, starting at a rotating index. */
@@ -1483,7 +1500,7 @@ mq_poll(PG_FUNCTION_ARGS)
 			continue;
 		}
 		(void) ConditionVariableTimedSleep(MqDataArrivedCV(),
-										   Max(1, Min(MQ_POLL_RECHECK_MS, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline))),
+										   poll_sleep_ms(deadline),
 										   PG_WAIT_EXTENSION);
 		heartbeat(group);
 		CHECK_FOR_INTERRUPTS();

@@ -30,6 +30,7 @@ struct Latch;
 extern int	mqlog_assignor;
 extern int	mqlog_offset_reset;
 extern int	mqlog_max_poll_interval_ms;
+extern int	mqlog_poll_recheck_interval;
 extern int	mqlog_max_groups_per_session;
 extern Size MqGroupsShmemSize(void);
 extern void MqGroupsShmemInit(void);

@@ -16,7 +16,14 @@ use IPC::Run;
 
 my $node = PostgreSQL::Test::Cluster->new('poll_ddl');
 $node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'mqlog'\n");
+# A waiting poll also looks by itself every mqlog.poll_recheck_interval
+# (1 s by default), which would notice the DDL as well; at 10 minutes only
+# the DDL's own wakeup can end the waits in time.
+$node->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'mqlog'
+mqlog.poll_recheck_interval = '10min'
+});
 $node->start;
 my $psql = $node->installed_command('psql');
 

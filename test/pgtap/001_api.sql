@@ -2,12 +2,49 @@
 -- function signatures, parameter names and return types, catalog views and
 -- their columns, Kafka's murmur2 partitioner, and who may do what.
 --
+-- Then what the functions do: produce and fetch (the bytes, keys, headers,
+-- timestamps, offsets, holes, the last stable offset), bad input with its
+-- SQLSTATE, privileges in action, and a consumer group (poll, commit,
+-- seek, consumer lag, leave).
+--
 -- Run by scripts/test.sh with pg_prove, in a database where
 -- CREATE EXTENSION pgtap and CREATE EXTENSION mqlog have already been done.
--- Everything happens in one transaction that is rolled back, roles included.
+-- Everything happens in one transaction that is rolled back, roles included,
+-- except the records the reads below find: a reader sees only committed
+-- records, not even those of its own open transaction, so the DO block
+-- below commits them first, to a topic of their own, and the last DO block
+-- drops that topic.
+-- Timestamps are checked to the second, never below the millisecond.
+
+-- Topic pgtap.data, committed: partition 0 holds offsets 0 (key k0, value
+-- v0), 1 (three bytes with a zero byte, two headers), 2 (a tombstone of
+-- k0), 3 (a hole: rolled back) and 4; partition 1 one batch of three.
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM mqlog.topic WHERE name = 'pgtap.data') THEN
+        PERFORM mq_drop_topic('pgtap.data');    -- left by an earlier run that failed
+    END IF;
+    PERFORM mq_create_topic('pgtap.data', 2);
+    PERFORM mq_produce('pgtap.data', 'v0', key => 'k0', partition => 0,
+                       ts => '2024-05-01 12:00:00+00');
+    PERFORM mq_produce('pgtap.data', '\x00ff10'::bytea, partition => 0,
+                       headers => ARRAY[('h1', 'x'), ('h2', NULL)]::mqlog.header[],
+                       ts => '2024-05-01 12:00:01+00');
+    PERFORM mq_produce('pgtap.data', NULL, key => 'k0', partition => 0,
+                       ts => '2024-05-01 12:00:02+00');
+    BEGIN
+        PERFORM mq_produce('pgtap.data', 'rolled back', partition => 0);
+        RAISE EXCEPTION 'roll back to here';
+    EXCEPTION WHEN raise_exception THEN
+        NULL;
+    END;
+    PERFORM mq_produce('pgtap.data', 'after the hole', partition => 0);
+    PERFORM mq_produce_batch('pgtap.data', ARRAY['b0', 'b1', 'b2']::bytea[], partition => 1);
+END
+$$;
 
 BEGIN;
-SELECT plan(131);
+SELECT plan(222);
 
 -- ---------------------------------------------------------------------------
 -- Extension, schemas, role, types
@@ -267,5 +304,243 @@ SELECT is((SELECT count(*) FROM mqlog.segment s
             WHERE NOT EXISTS (SELECT FROM mqlog.topic t WHERE t.topic_id = s.topic_id)), 0::bigint,
           'no segment is left without its topic');
 
+-- ---------------------------------------------------------------------------
+-- Reading what was committed (pgtap.data, above)
+-- ---------------------------------------------------------------------------
+
+SELECT results_eq($$SELECT "offset" FROM mq_fetch('pgtap.data', 0, 0)$$,
+                  $$VALUES (0::bigint), (1), (2), (4)$$,
+                  'mq_fetch returns the committed offsets in order; the rolled-back offset 3 is a hole');
+SELECT is((SELECT value FROM mq_fetch('pgtap.data', 0, 0) WHERE "offset" = 0), 'v0'::bytea,
+          'a fetch returns the value produced');
+SELECT is((SELECT value FROM mq_fetch('pgtap.data', 0, 1, 1)), '\x00ff10'::bytea,
+          '... byte for byte, a zero byte included');
+SELECT is((SELECT key FROM mq_fetch('pgtap.data', 0, 0, 1)), 'k0'::bytea,
+          'and its key');
+SELECT is((SELECT key FROM mq_fetch('pgtap.data', 0, 1, 1)), NULL::bytea,
+          'a record produced without a key has none');
+SELECT ok((SELECT value IS NULL AND key = 'k0' FROM mq_fetch('pgtap.data', 0, 2, 1)),
+          'a tombstone keeps its key and a null value');
+SELECT is((SELECT headers FROM mq_fetch('pgtap.data', 0, 1, 1)),
+          ARRAY[('h1', 'x'), ('h2', NULL)]::mqlog.header[],
+          'headers come back in order, a null header value stays null');
+SELECT is((SELECT headers FROM mq_fetch('pgtap.data', 0, 0, 1)), NULL::mqlog.header[],
+          'a record produced without headers has none');
+SELECT is((SELECT ts FROM mq_fetch('pgtap.data', 0, 0, 1)), '2024-05-01 12:00:00+00'::timestamptz,
+          'the timestamp the producer gave is kept');
+SELECT ok((SELECT ts BETWEEN now() - interval '1 hour' AND clock_timestamp()
+             FROM mq_fetch('pgtap.data', 0, 4, 1)),
+          'a record produced without ts gets the server''s clock');
+SELECT is((SELECT count(*) FROM mq_fetch('pgtap.data', 1, 0) WHERE topic = 'pgtap.data' AND "partition" = 1),
+          3::bigint, 'each record names its topic and partition');
+SELECT results_eq($$SELECT "offset", value FROM mq_fetch('pgtap.data', 1, 0)$$,
+                  $$VALUES (0::bigint, 'b0'::bytea), (1, 'b1'), (2, 'b2')$$,
+                  'a batch takes consecutive offsets, in the order of its values');
+SELECT results_eq($$SELECT "offset" FROM mq_fetch('pgtap.data', 0, 0, max_records => 2)$$,
+                  $$VALUES (0::bigint), (1)$$,
+                  'max_records limits a fetch');
+SELECT results_eq($$SELECT "offset" FROM mq_fetch('pgtap.data', 0, 3)$$,
+                  $$VALUES (4::bigint)$$,
+                  'a fetch from a hole starts at the next committed record');
+SELECT is_empty($$SELECT * FROM mq_fetch('pgtap.data', 0, 5)$$,
+                'a fetch from the high watermark is empty');
+SELECT is_empty($$SELECT * FROM mq_fetch('pgtap.data', NULL, 0)$$,
+                'mq_fetch is strict: a null argument returns no rows');
+SELECT is(mq_earliest_offset('pgtap.data', 0), 0::bigint, 'mq_earliest_offset is 0 before retention');
+SELECT is(mq_latest_offset('pgtap.data', 0), 5::bigint, 'mq_latest_offset is past the last record, hole included');
+SELECT results_eq($$SELECT "partition", high_watermark, last_stable_offset FROM mqlog.partitions
+                     WHERE topic = 'pgtap.data' ORDER BY 1$$,
+                  $$VALUES (0, 5::bigint, 5::bigint), (1, 3, 3)$$,
+                  'mqlog.partitions: high watermark and last stable offset of each partition');
+SELECT results_eq($$SELECT "partition", "offset" FROM mq_offsets_for_times('pgtap.data', '2024-05-01 12:00:00.5+00')
+                     ORDER BY 1$$,
+                  $$VALUES (0, 1::bigint), (1, 0)$$,
+                  'mq_offsets_for_times finds the first record at or after the time in each partition');
+SELECT results_eq($$SELECT "partition", "offset" FROM mq_offsets_for_times('pgtap.data', now() + interval '1 day')
+                     ORDER BY 1$$,
+                  $$VALUES (0, NULL::bigint), (1, NULL)$$,
+                  '... and null where there is none');
+SELECT results_eq($$SELECT "partition", ok AND problem IS NULL FROM mq_verify('pgtap.data') ORDER BY 1$$,
+                  $$VALUES (0, true), (1, true)$$,
+                  'mq_verify finds every segment intact');
+
+-- ---------------------------------------------------------------------------
+-- Producing in this transaction
+-- ---------------------------------------------------------------------------
+
+SELECT is((SELECT ROW("partition", "offset")::text FROM mq_produce('pgtap.data', 'mine 3', partition => 1)),
+          '(1,3)', 'mq_produce returns the partition and the next offset');
+SELECT is((SELECT "offset" FROM mq_produce('pgtap.data', 'mine 4', partition => 1)), 4::bigint,
+          'the offset advances by one per record');
+SELECT is((SELECT ROW("partition", base_offset, record_count)::text
+             FROM mq_produce_batch('pgtap.data', ARRAY['mine 5', 'mine 6']::bytea[], partition => 1)),
+          '(1,5,2)', 'mq_produce_batch returns its partition, base offset and record count');
+SELECT results_eq($$SELECT high_watermark, last_stable_offset FROM mqlog.partitions
+                     WHERE topic = 'pgtap.data' AND "partition" = 1$$,
+                  $$VALUES (7::bigint, 3::bigint)$$,
+                  'the high watermark counts this transaction''s records, the last stable offset waits at its first');
+SELECT is((SELECT count(*) FROM mq_fetch('pgtap.data', 1, 0)), 3::bigint,
+          'a reader, this session included, sees none of the records of a transaction still open');
+SELECT is(mq_latest_offset('pgtap.data', 1), 3::bigint, 'mq_latest_offset is the last stable offset');
+SELECT is(mq_latest_offset('pgtap.data', 0), 5::bigint, 'the other partition is not held back');
+SELECT is((SELECT "partition" FROM mq_produce('pgtap.data', 'keyed', key => 'customer-7')),
+          mq_partition_for_key('customer-7', 2),
+          'a keyed record without a partition goes where its key hashes');
+
+-- ---------------------------------------------------------------------------
+-- Bad input, by SQLSTATE
+-- ---------------------------------------------------------------------------
+
+SELECT throws_ok($$SELECT mq_produce('pgtap.nope', 'x')$$, '42704', 'topic "pgtap.nope" does not exist',
+                 'mq_produce to an unknown topic: 42704');
+SELECT throws_ok($$SELECT * FROM mq_fetch('pgtap.nope', 0, 0)$$, '42704', NULL,
+                 'mq_fetch of an unknown topic: 42704');
+SELECT throws_ok($$SELECT mq_latest_offset('pgtap.nope', 0)$$, '42704', NULL,
+                 'mq_latest_offset of an unknown topic: 42704');
+SELECT throws_ok($$SELECT mq_alter_topic('pgtap.nope', '{}')$$, '42704', NULL,
+                 'mq_alter_topic of an unknown topic: 42704');
+SELECT throws_ok($$SELECT mq_drop_topic('pgtap.nope')$$, '42704', NULL,
+                 'mq_drop_topic of an unknown topic: 42704');
+SELECT throws_ok($$SELECT mq_produce('pgtap.data', 'x', partition => 2)$$,
+                 '22023', 'partition 2 of topic "pgtap.data" does not exist',
+                 'mq_produce to a partition that does not exist: 22023');
+SELECT throws_ok($$SELECT * FROM mq_fetch('pgtap.data', 5, 0)$$, '22023', NULL,
+                 'mq_fetch of a partition that does not exist: 22023');
+SELECT throws_ok($$SELECT * FROM mq_fetch('pgtap.data', 0, 6)$$, '22023', NULL,
+                 'mq_fetch past the high watermark: 22023');
+SELECT throws_ok($$SELECT * FROM mq_fetch('pgtap.data', 0, -1)$$, '22023', NULL,
+                 'mq_fetch from a negative offset: 22023');
+SELECT throws_ok($$SELECT * FROM mq_fetch('pgtap.data', 0, 0, max_records => 0)$$, '22023', NULL,
+                 'mq_fetch of 0 records: 22023');
+SELECT throws_ok($$SELECT mq_produce(NULL, 'x')$$, '22004', NULL,
+                 'mq_produce with a null topic: 22004');
+SELECT throws_ok($$SELECT mq_produce('pgtap.data', 'x', headers => ARRAY[(NULL, 'v')]::mqlog.header[])$$,
+                 '22004', NULL, 'a header with a null key: 22004');
+SELECT throws_ok($$SELECT * FROM mq_produce_batch('pgtap.data', '{}'::bytea[])$$, '22023', NULL,
+                 'mq_produce_batch of no values: 22023');
+SELECT throws_ok($$SELECT * FROM mq_produce_batch('pgtap.data', ARRAY['x', 'y']::bytea[], keys => ARRAY['k']::bytea[])$$,
+                 '2202E', NULL, 'mq_produce_batch with fewer keys than values: 2202E');
+SELECT throws_ok($$SELECT mq_create_topic('pgtap.data')$$, '42710', 'topic "pgtap.data" already exists',
+                 'mq_create_topic of an existing topic: 42710');
+SELECT throws_ok($$SELECT mq_create_topic('pgtap bad name')$$, '42602', NULL,
+                 'mq_create_topic with an invalid name: 42602');
+SELECT throws_ok($$SELECT mq_create_topic('pgtap.zero', 0)$$, '22023', NULL,
+                 'mq_create_topic with 0 partitions: 22023');
+SELECT throws_ok($$SELECT mq_create_topic('pgtap.cfg', config => '{"retention.mss": 1}')$$, '22023', NULL,
+                 'mq_create_topic with an unknown config key: 22023');
+SELECT throws_ok($$SELECT mq_create_topic('pgtap.cfg', config => '{"segment.bytes": 100}')$$, '22003', NULL,
+                 'mq_create_topic with a config value out of range: 22003');
+SELECT throws_ok($$SELECT mq_add_partitions('pgtap.data', 1)$$, '22023', NULL,
+                 'mq_add_partitions cannot reduce the partitions: 22023');
+SELECT is((SELECT count(*) FROM mqlog.topics WHERE topic LIKE 'pgtap.%' AND topic <> 'pgtap.data'), 0::bigint,
+          'none of the refused calls created a topic');
+SELECT is((SELECT partitions FROM mqlog.topics WHERE topic = 'pgtap.data'), 2,
+          '... nor changed the partitions of pgtap.data');
+SELECT lives_ok($$SELECT mq_create_topic('pgtap.small', 1, config => '{"max.message.bytes": 64}')$$,
+                'a topic with max.message.bytes 64');
+SELECT throws_ok($$SELECT mq_produce('pgtap.small', decode(repeat('ab', 100), 'hex'))$$, '54000', NULL,
+                 'refuses a 100-byte record: 54000');
+SELECT lives_ok($$SELECT mq_produce('pgtap.small', 'short')$$,
+                '... and takes a short one');
+SELECT lives_ok($$SELECT mq_create_topic('pgtap.compact', 1, config => '{"cleanup.policy": "compact"}')$$,
+                'a compacted topic');
+SELECT throws_ok($$SELECT mq_produce('pgtap.compact', 'no key')$$, '22023', NULL,
+                 'refuses a record without a key: 22023');
+SELECT throws_ok($$SELECT * FROM mq_poll('pgtap-g', 'pgtap.data', 0)$$, '22023', NULL,
+                 'mq_poll of 0 records: 22023');
+SELECT throws_ok($$SELECT * FROM mq_poll('pgtap-g', 'pgtap.data', 10, '11 minutes')$$, '22023', NULL,
+                 'mq_poll with a timeout over 600 seconds: 22023');
+SELECT throws_ok($$SELECT * FROM mq_poll('pgtap-g', 'pgtap.nope')$$, '42704', NULL,
+                 'mq_poll of an unknown topic: 42704');
+SELECT is((SELECT count(*) FROM mqlog.group_members WHERE group_id = 'pgtap-g'), 0::bigint,
+          'a refused poll joins no group');
+
+-- ---------------------------------------------------------------------------
+-- Privileges in action: an ordinary role on a topic it holds no grant on,
+-- then with consume
+-- ---------------------------------------------------------------------------
+
+SET LOCAL ROLE mqlog_pgtap_user;
+SELECT throws_ok($$SELECT * FROM mq_fetch('pgtap.data', 0, 0)$$, '42501',
+                 'permission denied for topic "pgtap.data"',
+                 'a role without grants cannot fetch: 42501');
+SELECT throws_ok($$SELECT mq_produce('pgtap.data', 'x')$$, '42501', NULL,
+                 '... nor produce');
+SELECT throws_ok($$SELECT * FROM mq_poll('pgtap-user', 'pgtap.data')$$, '42501', NULL,
+                 '... nor poll');
+SELECT throws_ok($$SELECT mq_latest_offset('pgtap.data', 0)$$, '42501', NULL,
+                 '... nor describe');
+SELECT throws_ok($$SELECT mq_grant('pgtap.data', 'mqlog_pgtap_user', 'consume')$$, '42501', NULL,
+                 '... nor grant itself a privilege');
+SELECT throws_ok($$SELECT mq_produce('pgtap.nope', 'x')$$, '42704', NULL,
+                 'an unknown topic is 42704 for it too (checked before the privilege)');
+SELECT is(mq_has_topic_privilege('pgtap.data', 'consume'), false,
+          'mq_has_topic_privilege: it may not consume');
+RESET ROLE;
+SELECT lives_ok($$SELECT mq_grant('pgtap.data', 'mqlog_pgtap_user', 'consume')$$,
+                'the owner grants consume');
+SET LOCAL ROLE mqlog_pgtap_user;
+SELECT is(mq_has_topic_privilege('pgtap.data', 'consume'), true,
+          'mq_has_topic_privilege: now it may consume');
+SELECT is((SELECT count(*) FROM mq_fetch('pgtap.data', 0, 0)), 4::bigint,
+          'with consume it fetches the committed records');
+SELECT is((SELECT count(*) FROM mqlog.topics WHERE topic = 'pgtap.data'), 1::bigint,
+          'consume implies describe: the topic shows in mqlog.topics');
+SELECT throws_ok($$SELECT mq_produce('pgtap.data', 'x')$$, '42501', NULL,
+                 'consume does not let it produce');
+RESET ROLE;
+SELECT lives_ok($$SELECT mq_revoke('pgtap.data', 'mqlog_pgtap_user', 'consume')$$,
+                'the owner revokes consume');
+SET LOCAL ROLE mqlog_pgtap_user;
+SELECT throws_ok($$SELECT * FROM mq_fetch('pgtap.data', 0, 0)$$, '42501', NULL,
+                 'after the revoke it cannot fetch again');
+RESET ROLE;
+
+-- ---------------------------------------------------------------------------
+-- A consumer group: this session alone, so it holds both partitions
+-- ---------------------------------------------------------------------------
+
+SELECT results_eq($$SELECT "partition", "offset" FROM mq_poll('pgtap-g', 'pgtap.data', 100) ORDER BY 1, 2$$,
+                  $$VALUES (0, 0::bigint), (0, 1), (0, 2), (0, 4), (1, 0), (1, 1), (1, 2)$$,
+                  'mq_poll returns the committed records of every partition, not this transaction''s');
+SELECT is((SELECT count(*) FROM mq_poll('pgtap-g', 'pgtap.data', 100)), 0::bigint,
+          'the next poll continues after them: nothing new');
+SELECT is((SELECT members || ' ' || state FROM mqlog.groups WHERE group_id = 'pgtap-g'), '1 Stable',
+          'mqlog.groups: one member, stable');
+SELECT is((SELECT pid || ' ' || (SELECT string_agg(a, ',' ORDER BY a) FROM unnest(assigned) a)
+              FROM mqlog.group_members WHERE group_id = 'pgtap-g'),
+          pg_backend_pid() || ' pgtap.data-0,pgtap.data-1',
+          'mqlog.group_members: this session, with both partitions');
+SELECT is_empty($$SELECT * FROM mqlog.consumer_lag WHERE group_id = 'pgtap-g'$$,
+                'no committed offsets before mq_commit');
+SELECT is(mq_commit('pgtap-g'), 2::bigint, 'mq_commit writes both partitions');
+SELECT results_eq($$SELECT "partition", committed_offset, lag FROM mqlog.consumer_lag
+                     WHERE group_id = 'pgtap-g' ORDER BY 1$$,
+                  $$VALUES (0, 5::bigint, 0::bigint), (1, 3, 0)$$,
+                  'mqlog.consumer_lag: committed at the last stable offsets, lag 0');
+SELECT is(mq_commit('pgtap-g'), 0::bigint, 'a second mq_commit has nothing new to write');
+SELECT lives_ok($$SELECT mq_seek('pgtap-g', 'pgtap.data', 0, 1)$$, 'mq_seek back to offset 1 of partition 0');
+SELECT results_eq($$SELECT "partition", "offset" FROM mq_poll('pgtap-g', 'pgtap.data', 100) ORDER BY 1, 2$$,
+                  $$VALUES (0, 1::bigint), (0, 2), (0, 4)$$,
+                  'the next poll reads from there again');
+SELECT is(mq_commit('pgtap-g', 'pgtap.data', 0, 2), 1::bigint, 'mq_commit of an explicit offset');
+SELECT results_eq($$SELECT "partition", committed_offset, lag FROM mqlog.consumer_lag
+                     WHERE group_id = 'pgtap-g' ORDER BY 1$$,
+                  $$VALUES (0, 2::bigint, 3::bigint), (1, 3, 0)$$,
+                  'consumer lag is the last stable offset minus the committed offset');
+SELECT throws_ok($$SELECT mq_seek('pgtap-g', 'pgtap.data', 0, 6)$$, '22023', NULL,
+                 'mq_seek past the high watermark: 22023');
+SELECT is(mq_leave('pgtap-g'), true, 'mq_leave ends the membership');
+SELECT is((SELECT count(*) FROM mqlog.group_members WHERE group_id = 'pgtap-g'), 0::bigint,
+          'mqlog.group_members has no member left');
+SELECT is(mq_leave('pgtap-g'), false, 'a second mq_leave finds no membership');
+
 SELECT * FROM finish();
 ROLLBACK;
+
+-- The committed topic goes (its records were the only thing committed).
+DO $$
+BEGIN
+    PERFORM mq_drop_topic('pgtap.data');
+END
+$$;
