@@ -577,8 +577,16 @@ mq_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			/* the aborted batches become holes: readers may pass them */
-			release_inflight(InvalidSubTransactionId, true);
+			/*
+			 * The aborted batches become holes: readers may pass them, and
+			 * the LSO may move past records that others committed meanwhile,
+			 * so waiting polls are woken as by a commit.
+			 */
+			if (nlocal > 0)
+			{
+				release_inflight(InvalidSubTransactionId, true);
+				ConditionVariableBroadcast(&mq_shared->data_cv);
+			}
 			MqReaderAtAbort();
 			apply_switches(false);
 			apply_spares(false);
@@ -633,7 +641,14 @@ mq_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	switch (event)
 	{
 		case SUBXACT_EVENT_ABORT_SUB:
-			release_inflight(mySubid, true);
+			{
+				int			before = nlocal;
+
+				release_inflight(mySubid, true);
+				/* as at abort: the LSO may have moved */
+				if (nlocal != before)
+					ConditionVariableBroadcast(&mq_shared->data_cv);
+			}
 			/* a catalog change (a grant, a config) rolled back: reload */
 			if (catalog_bump_at_commit)
 				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
