@@ -1,11 +1,16 @@
 /*-------------------------------------------------------------------------
  *
  * lifecycle.c
- *		Segment roll: the C half of mqlog._roll_segment().
+ *		The C halves of the maintenance worker's segment work: its own roll
+ *		(mqlog._roll_segment), the spare segments appenders roll into
+ *		(mqlog._spare_base, _publish_spare, _roll_to_spare, _wanted_spares;
+ *		see "Rolling at segment.bytes and segment.ms" in partition.c), and
+ *		compaction.
  *
- * Rolling seals a partition's active segment and starts the next one at
- * the partition's next offset.  The maintenance pass does it, never a
- * producer, so producers never wait on DDL of their own.  To seal a
+ * The worker's own roll seals a partition's active segment and starts the
+ * next one at the partition's next offset; it serves partitions that no
+ * appender rolls (segment.ms passed while idle, or mqlog.roll_ahead off),
+ * so producers never wait on DDL of their own.  To seal a
  * segment no append may be in flight in it: _roll_begin takes an
  * ExclusiveLock on the segment only if it is free at once (a producer
  * transaction holds RowExclusiveLock until it ends, so a busy segment is

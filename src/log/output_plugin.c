@@ -1,27 +1,27 @@
 /*-------------------------------------------------------------------------
  *
- * decode.c
- *		Logical decoding of mqlog appends: the resource manager's rm_decode
- *		callback and the "mqlog" output plugin.
+ * output_plugin.c
+ *		The "mqlog" logical decoding output plugin: one text row per record
+ *		of the appends rm_decode (store/wal.c) queues.
  *
  * rm_decode queues every append record of a decodable transaction as a
  * transactional logical message with prefix "mqlog" whose content is the
  * WAL record's main data: the xl_mqlog_append header (topic id, partition,
- * base offset, chunk position, LSO at append time) followed by the chunk's
- * bytes, which are the batch exactly as the leader stored it.  Messages are
- * delivered at commit in WAL order, which is offset order within a
- * partition, and never for an aborted transaction or subtransaction.  A
- * follower can therefore place every record at the leader's offset; any
- * consumer of the "mqlog" prefix (pgoutput with messages 'true' too) sees
- * the same bytes.
+ * base offset, chunk position, LSO at append time, format) followed by the
+ * chunk's bytes, which are the stored batch exactly as the leader stored
+ * it (mqlog's prefix and Kafka's record batch v2).  Messages are delivered
+ * at commit in WAL order, which is offset order within a partition, and
+ * never for an aborted transaction or subtransaction.  Any consumer of the
+ * "mqlog" prefix (pgoutput with messages 'true' too) sees the same bytes.
  *
- * The output plugin turns those messages into one text row per record:
+ * This plugin turns those messages into rows:
  *
  *		topic orders partition 0 offset 5 key 'customer-7' value '{"id":1}'
  *
  * Keys and values print as quoted text when they are printable UTF-8,
- * otherwise as unquoted \x hex.  Batches larger than one WAL record arrive in several messages and
- * are reassembled first.
+ * otherwise as unquoted \x hex.  Batches larger than one WAL record arrive
+ * in several messages and are reassembled first; compressed batches are
+ * decompressed.  A message of another format version is refused.
  *
  *-------------------------------------------------------------------------
  */

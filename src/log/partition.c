@@ -1,9 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * partition.c
- *		Partition state in shared memory: the append position, the high
- *		watermark, the in-flight appends that define the last stable offset,
- *		and the transaction callbacks that release them.
+ *		Partition state in shared memory, private to this file: the append
+ *		position, the high watermark, the in-flight appends that define the
+ *		last stable offset and the transaction callbacks that release them;
+ *		the append protocol every writer goes through (MqPartitionAppend);
+ *		rolls into segments prepared ahead; the catalog generation and the
+ *		DDL announcements.
  *
  * Offsets are assigned under the partition's LWLock at append time, so the
  * log is physically in offset order.  Before an appender writes a batch it

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * fetch.c
- *		Reading a partition: mq_fetch, offsets (earliest, latest, for
- *		times), the verifier and the statistics behind the admin views.
+ *		The SQL entry points that read: mq_fetch, mq_fetch_kafka_batches,
+ *		the offset functions, mq_verify and the statistics behind the admin
+ *		views.  The reading itself is log/logiter.c and log/records.c.
  *
  * A read takes the partition's last stable offset from shared memory first
  * and only then looks at the pages: any batch below that LSO was completely

@@ -1,14 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * produce.c
- *		mq_produce and mq_produce_batch: validate, partition, encode one
- *		batch per partition and append it under the partition lock.
+ *		The SQL entry points that write: mq_produce, mq_produce_batch and
+ *		mq_produce_kafka_batch validate their arguments, choose partitions
+ *		(Kafka's murmur2 for keys) and append one batch per partition
+ *		through the service API (log/append.c).
  *
  * Everything that can fail on bad input is checked before the partition
  * lock is taken and before any byte is written, so a failed call leaves the
- * log as it was.  The batch is encoded and checksummed outside the lock;
- * under it only the base offset is stamped, the in-flight entry registered
- * and the pages written.
+ * log as it was.
  *
  *-------------------------------------------------------------------------
  */

@@ -2,7 +2,8 @@
  *
  * wal.c
  *		mqlog's custom WAL resource manager: redo, desc, identify and mask
- *		for segment pages, and the hook into logical decoding.
+ *		for segment pages, and rm_decode, which hands appends to logical
+ *		decoding (the output plugin is log/output_plugin.c).
  *
  * PostgreSQL 15 lets an extension register a resource manager under an id
  * from 128 up.  mqlog uses RM_EXPERIMENTAL_ID (128), the id reserved for

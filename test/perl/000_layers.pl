@@ -1,0 +1,67 @@
+# The layers of src/ depend one way (doc/architecture.md, "Files"):
+#
+#   base < store < log < acl < groups < sql, workers      (mqlog.c on top)
+#
+# Checks, from the sources alone (no server): every mqlog header a file
+# includes is of its own layer or one below; every C file outside the top
+# lives in a layer folder and has its banner; MqPartition's fields are
+# touched in partition.c only; no file but mqlog.c installs the shared
+# memory hooks.
+use strict;
+use warnings;
+
+use File::Basename qw(dirname);
+use Test::More;
+
+my $src = dirname(__FILE__) . '/../../src';
+my %rank = (base => 0, store => 1, log => 2, acl => 3, groups => 4, sql => 5, workers => 5);
+
+sub layer_of
+{
+	my ($path) = @_;    # relative to src/
+	return 0 if $path eq 'mqlog.h';     # settings: everybody may read them
+	return 6 if $path eq 'mqlog.c';
+	my ($dir) = $path =~ m{^([a-z]+)/} or return undef;
+	return $rank{$dir};
+}
+
+my @files = map { s{^\Q$src\E/}{}r } (glob("$src/*.[ch]"), glob("$src/*/*.[ch]"));
+cmp_ok(scalar(@files), '>', 30, 'found the sources');
+
+my @bad;
+foreach my $f (@files)
+{
+	my $mine = layer_of($f);
+	push @bad, "$f is in no layer folder" and next unless defined $mine;
+	open(my $fh, '<', "$src/$f") or die "$src/$f: $!";
+	my $text = do { local $/; <$fh> };
+	close($fh);
+	push @bad, "$f has no banner" unless $text =~ m{\A/\*-+\n \*\n \* \Q@{[ $f =~ s{.*/}{}r ]}\E\n};
+	while ($text =~ /^#include "([^"]+)"/mg)
+	{
+		my $inc = $1;
+		next unless -e "$src/$inc";    # a PostgreSQL header
+		my $theirs = layer_of($inc);
+		push @bad, "$f includes $inc, a layer above it"
+		  if defined $theirs && $theirs > $mine;
+	}
+	if ($f ne 'log/partition.c' && $text =~ /\bstruct MqPartition\s*\{/)
+	{
+		push @bad, "$f defines MqPartition's fields";
+	}
+	if ($f ne 'mqlog.c' && $text =~ /\bshmem_(request|startup)_hook\s*=/)
+	{
+		push @bad, "$f installs a shared memory hook";
+	}
+}
+is_deeply(\@bad, [], 'includes point down the layers; banners; MqPartition private; hooks in mqlog.c')
+  or diag join("\n", @bad);
+
+# a planted violation is seen (the check can fail)
+{
+	my $mine = layer_of('store/segment.c');
+	my $theirs = layer_of('groups/groups.h');
+	ok($theirs > $mine, 'store/segment.c including groups/groups.h would count as a violation');
+}
+
+done_testing();
