@@ -1,0 +1,21 @@
+/*-------------------------------------------------------------------------
+ *
+ * am.h
+ *		Segment relations: the "mqlog" table access method, what is a
+ *		segment, and the DDL it refuses (am.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MQLOG_AM_H
+#define MQLOG_AM_H
+
+#include "storage/lockdefs.h"
+#include "utils/relcache.h"
+
+extern bool MqIsSegment(Oid relid);
+extern Relation MqSegmentOpen(Oid relid, LOCKMODE lockmode);
+extern void MqCheckSegment(Oid relid);
+extern bool mqlog_allow_segment_ddl;
+extern void MqAmInitHooks(void);
+
+#endif							/* MQLOG_AM_H */

@@ -1,0 +1,73 @@
+/*-------------------------------------------------------------------------
+ *
+ * partition.h
+ *		The shared state of every partition: offsets, the in-flight
+ *		registry behind the last stable offset, the append protocol, the
+ *		catalog generation and the DDL announcements (partition.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MQLOG_PARTITION_H
+#define MQLOG_PARTITION_H
+
+#include "lib/stringinfo.h"
+#include "nodes/pg_list.h"
+#include "storage/condition_variable.h"
+#include "storage/lwlock.h"
+#include "utils/relcache.h"
+
+/* ------------------------------------------------------------------------
+ * Partition state in shared memory (partition.c)
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Topic ids are per database and start again at 1 when the extension is
+ * dropped and created again, so the key also names the database and the
+ * catalog table's relation (a new one for each incarnation).
+ */
+/*
+ * A partition's shared state.  Private to partition.c: everybody else holds
+ * a pointer and calls the functions below, so that the append protocol has
+ * one owner.
+ */
+typedef struct MqPartition MqPartition;
+
+extern Size MqPartitionShmemSize(void);
+extern void MqPartitionShmemInit(void);
+extern void MqPartitionRegisterTranche(void);
+extern MqPartition *MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition);
+extern void MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset);
+extern int64 MqPartitionLso(MqPartition *part, int64 *high_watermark);
+extern void MqPartitionRegisterInflight(MqPartition *part, int64 offset);
+extern void MqPartitionCheckInflightRoom(MqPartition **parts, int nparts);
+extern int64 MqPartitionRollPoint(MqPartition *part, Relation rel, Oid relid, int64 base_offset);
+struct MqTopic;
+extern int64 MqPartitionAppend(struct MqTopic **topicp, int32 partition, StringInfo batch,
+							   int64 at_offset, int32 leader_epoch);
+
+#define MQ_DDL_SLOTS 64
+extern void MqAnnounceDdl(int32 topic_id);
+extern uint64 MqDdlCount(int32 *topic_id);
+extern void MqPartitionInitCallbacks(void);
+extern void MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset);
+extern void MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset);
+extern void MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id);
+
+
+extern int64 MqPartitionSpareBase(MqPartition *part, Oid relid);
+extern void MqPartitionPublishSpareAtCommit(MqPartition *part, Oid relid);
+extern int64 MqPartitionRollToSpare(MqPartition *part, Relation active, int64 active_base,
+									Relation spare);
+struct Latch;
+extern List *MqPartitionsWantingSpares(Oid catalog_relid);
+extern void MqSetMaintenanceLatch(struct Latch *latch);
+extern void MqRequestMaintenance(void);
+extern Oid	MqTakeMaintenanceRequest(void);
+extern void MqRepostMaintenanceRequest(Oid dboid);
+
+extern void MqPartitionOffsets(struct MqTopic *topic, int32 partition, int64 *lso, int64 *hw);
+extern ConditionVariable *MqDataArrivedCV(void);
+extern void MqlogCatalogChanged(void);
+extern uint64 MqlogCatalogGeneration(void);
+
+#endif							/* MQLOG_PARTITION_H */

@@ -1,0 +1,82 @@
+/*-------------------------------------------------------------------------
+ *
+ * topic.h
+ *		The topic metadata cache: a topic's config, privileges and segment
+ *		chains, read from the catalog (topic.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MQLOG_TOPIC_H
+#define MQLOG_TOPIC_H
+
+#include "log/partition.h"
+
+/* Kafka's ACL operations on a topic, as bits of MqTopicAclItem.privs */
+#define MQ_PRIV_PRODUCE		0x01	/* Kafka Write */
+#define MQ_PRIV_CONSUME		0x02	/* Kafka Read */
+#define MQ_PRIV_DESCRIBE	0x04	/* Kafka Describe; implied by the others */
+#define MQ_PRIV_ALTER		0x08	/* Kafka Alter and Delete */
+#define MQ_PRIV_ALL			0x0f
+
+typedef struct MqTopicAclItem
+{
+	Oid			grantee;		/* InvalidOid: PUBLIC */
+	int			privs;
+} MqTopicAclItem;
+
+/* ------------------------------------------------------------------------
+ * Topic metadata cache (topic.c)
+ * ------------------------------------------------------------------------ */
+
+typedef struct MqSegmentRef
+{
+	int64		base_offset;
+	Oid			relid;
+	bool		sealed;
+} MqSegmentRef;
+
+/*
+ * A segment prepared ahead by the maintenance worker is listed in the
+ * catalog with this base offset until the worker records where it began
+ * (the partition rolled into it; see partition.c).
+ */
+#define MQ_SPARE_BASE	(-1)
+
+typedef struct MqTopic
+{
+	Oid			catalog_relid;	/* mqlog.topic, see MqPartitionKey */
+	int32		topic_id;
+	char	   *name;
+	int			partitions;
+	int64		max_message_bytes;
+	bool		log_append_time;
+	int			compression;	/* compression.type: MqCodec or
+								 * MQ_CODEC_PRODUCER */
+	bool		compact;
+	int64		delete_retention_ms;
+	int64		segment_bytes;	/* roll when a segment would pass it */
+	int64		segment_ms;		/* ... or is older than this */
+	Oid			owner;			/* the role that created it */
+	int			nacl;			/* mqlog.topic_acl rows, see acl.c */
+	struct MqTopicAclItem *acl;
+	/* per partition, the segment chain in ascending base offset */
+	int		   *nsegments;
+	MqSegmentRef **segments;
+	Oid		   *spares;			/* per partition, a prepared segment not yet
+								 * in use, or InvalidOid */
+	struct MqPartition **parts;	/* shared state, looked up lazily */
+} MqTopic;
+
+extern MqTopic *MqTopicLookup(const char *name, bool missing_ok);
+extern MqTopic *MqTopicLookupById(int32 topic_id);
+extern const char *MqTopicNameOrId(int32 topic_id);
+extern MqTopic *MqTopicRefresh(const char *name);
+extern void MqCheckPartition(MqTopic *topic, int32 partition);
+extern int32 MqTopicIdOfSegment(Oid relid);
+
+extern MqPartition *MqTopicPartition(MqTopic *topic, int32 partition);
+extern const MqSegmentRef *MqTopicActiveSegment(MqTopic *topic, int32 partition);
+
+extern int64 MqLogStartOffset(MqTopic *topic, int32 partition);
+
+#endif							/* MQLOG_TOPIC_H */
