@@ -904,7 +904,11 @@ BEGIN
                   AND s."partition" = part AND s.base_offset = -1) THEN
         RETURN NULL;
     END IF;
-    SELECT t.name INTO tname FROM mqlog.topic t WHERE t.topic_id = _prepare_spare.topic_id;
+    SELECT t.name INTO tname FROM mqlog.topic t
+     WHERE t.topic_id = _prepare_spare.topic_id AND part < t.partitions;
+    IF NOT FOUND THEN
+        RETURN NULL;            /* dropped, or its creation rolled back */
+    END IF;
     /* a provisional name; the worker renames it when it records the roll */
     relname := left(mqlog._segment_relname(topic_id, tname, part, 0), 30) || '-next-' || txid_current() || '-' || part;
     EXECUTE format('CREATE TABLE mqlog_data.%I ("offset" pg_catalog.int8, ts pg_catalog.timestamptz, key pg_catalog.bytea, value pg_catalog.bytea, headers mqlog.header[]) USING mqlog WITH (parallel_workers = 0)',
@@ -993,7 +997,8 @@ DECLARE
 BEGIN
     PERFORM mqlog._maintenance_lock();
     PERFORM set_config('lock_timeout', '100ms', true);
-    FOR w IN SELECT * FROM mqlog._wanted_spares() ORDER BY 1, 2 LOOP
+    FOR w IN SELECT ws.* FROM mqlog._wanted_spares() ws JOIN mqlog.topic t USING (topic_id)
+              WHERE ws."partition" < t.partitions ORDER BY 1, 2 LOOP
         IF budget <= 0 THEN
             RETURN 1;
         END IF;

@@ -341,9 +341,11 @@ for (my $i = 0; $i < 100; $i++)
 	last if $kept eq '6,7,8';
 }
 is($kept, '6,7,8', 'roll and compaction kept the newest record per key');
+# segment.ms is 1 ms: the producer rolls between records a millisecond
+# apart, as Kafka does, so there may be several sealed segments
 is( $node->safe_psql(
-		'postgres', q{SELECT count(*) FROM mqlog.segments WHERE topic = 'c'}),
-	2, 'topic c has a sealed and an active segment');
+		'postgres', q{SELECT count(*) >= 2 AND count(*) FILTER (WHERE NOT sealed) = 1 FROM mqlog.segments WHERE topic = 'c'}),
+	't', 'topic c has sealed segments and one active segment');
 is(changes('ms'), '', 'mqlog plugin: the compaction rewrite is not decoded again');
 is( $node->safe_psql(
 		'postgres',
