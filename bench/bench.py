@@ -431,25 +431,10 @@ class Bench:
         self.reset(system, name)
         if system == "mqlog":
             self.q("SELECT mq_alter_topic(%s, jsonb_build_object('compression.type', %s::text))", (name, codec))
-        sql = self.produce_batch_sql(system, name)
-        conn = self.connect()
-        self.q("CHECKPOINT")
-        size0 = self.size_of(system, name)
-        w0 = self.lsn()
-        t0 = time.perf_counter()
-        with conn.cursor() as cur:
-            for i in range(calls):
-                vl, kl = lits[i % len(lits)][:2]
-                cur.execute(sql, (vl, kl))
-                cur.fetchall() if cur.description else None
-        dt = time.perf_counter() - t0
-        w1 = self.lsn()
-        conn.close()
-        rec = calls * BATCH
-        size1 = self.size_of(system, name)
+        rec, dt, wal, disk = self.timed_batches(system, name, lits, calls)
         avg = sum(len(v) for l in lits for v in l[2]) / sum(len(l[2]) for l in lits)
         self.emit(system, "json", int(round(avg)), records_per_s=rec / dt, mb_per_s=rec * avg / dt / 1e6,
-                  wal_bytes_per_record=(w1 - w0) / rec, disk_bytes_per_record=(size1 - size0) / rec,
+                  wal_bytes_per_record=wal / rec, disk_bytes_per_record=disk / rec,
                   batch=BATCH, codec=codec)
         self.drop(system, name)
 
@@ -496,6 +481,14 @@ class Bench:
                       memory_bytes_per_record=round(mem / rec, 1),
                       aof_bytes_per_record=round((aof1 - aof0) / rec, 1), batch=BATCH)
             return
+        rec, dt, wal, disk = self.timed_batches(system, name, lits, calls)
+        self.emit(system, "produce_batch", size, records_per_s=rec / dt, mb_per_s=rec * size / dt / 1e6,
+                  wal_bytes_per_record=wal / rec, disk_bytes_per_record=disk / rec,
+                  batch=BATCH)
+
+    def timed_batches(self, system, name, lits, calls):
+        """calls batched produce calls of the pre-built literals, timed,
+        after a checkpoint: (records, seconds, WAL bytes, disk bytes)."""
         sql = self.produce_batch_sql(system, name)
         conn = self.connect()
         self.q("CHECKPOINT")
@@ -510,11 +503,7 @@ class Bench:
         dt = time.perf_counter() - t0
         w1 = self.lsn()
         conn.close()
-        rec = calls * BATCH
-        size1 = self.size_of(system, name)
-        self.emit(system, "produce_batch", size, records_per_s=rec / dt, mb_per_s=rec * size / dt / 1e6,
-                  wal_bytes_per_record=(w1 - w0) / rec, disk_bytes_per_record=(size1 - size0) / rec,
-                  batch=BATCH)
+        return calls * BATCH, dt, w1 - w0, self.size_of(system, name) - size0
 
     def run_produce_floor(self, size, lits):
         """What the batched produce costs before any storage: the same

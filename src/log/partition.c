@@ -353,7 +353,10 @@ MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset)
 		MqPartitionLoad(part, rel, base_offset);
 }
 
-/* segment switches made by this transaction, applied when it commits */
+/*
+ * Segment switches made by this transaction (the worker's roll), and spare
+ * segments it prepared (base_offset MQ_SPARE_BASE), applied when it commits.
+ */
 typedef struct PendingSwitch
 {
 	MqPartition *part;
@@ -362,7 +365,6 @@ typedef struct PendingSwitch
 } PendingSwitch;
 
 static List *pending_switches = NIL;
-static void apply_spares(bool commit);
 static List *pending_forgets = NIL;	/* topic ids dropped by this transaction */
 static Oid	pending_forget_catalog = InvalidOid;
 
@@ -420,12 +422,26 @@ apply_switches(bool commit)
 	{
 		PendingSwitch *ps = lfirst(lc);
 
+		/* a segment prepared ahead: appenders may roll into it from now on */
+		if (commit && ps->base_offset == MQ_SPARE_BASE)
+		{
+			LWLockAcquire(&ps->part->lock, LW_EXCLUSIVE);
+			if (ps->part->active_relid != ps->relid)
+			{
+				ps->part->spare_relid = ps->relid;
+				ps->part->spare_wanted = 0;
+				ps->part->roll_unrecorded = false;
+			}
+			LWLockRelease(&ps->part->lock);
+			ConditionVariableBroadcast(&ps->part->cv);
+		}
+
 		/*
-		 * A producer that saw the new segment in the catalog before this
-		 * callback ran may have switched already (and appended): then
-		 * there is nothing to do.
+		 * The worker's own roll.  A producer that saw the new segment in
+		 * the catalog before this callback ran may have switched already
+		 * (and appended): then there is nothing to do.
 		 */
-		if (commit)
+		else if (commit)
 		{
 			LWLockAcquire(&ps->part->lock, LW_EXCLUSIVE);
 			if (ps->part->active_relid == ps->relid)
@@ -572,7 +588,6 @@ mq_xact_callback(XactEvent event, void *arg)
 				ConditionVariableBroadcast(&mq_shared->data_cv);
 			}
 			apply_switches(true);
-			apply_spares(true);
 			apply_forgets(true);
 			if (catalog_bump_at_commit)
 				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
@@ -592,7 +607,6 @@ mq_xact_callback(XactEvent event, void *arg)
 			}
 			MqReaderAtAbort();
 			apply_switches(false);
-			apply_spares(false);
 			apply_forgets(false);
 			if (catalog_bump_at_commit)
 				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
@@ -853,52 +867,11 @@ MqPartitionSpareBase(MqPartition *part, Oid relid)
 	return base;
 }
 
-/* spares prepared by this transaction, published when it commits */
-typedef struct PendingSpare
-{
-	MqPartition *part;
-	Oid			relid;
-} PendingSpare;
-
-static List *pending_spares = NIL;
-
+/* Publish a spare segment when this transaction (which made it) commits. */
 void
 MqPartitionPublishSpareAtCommit(MqPartition *part, Oid relid)
 {
-	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-	PendingSpare *ps = palloc(sizeof(PendingSpare));
-
-	ps->part = part;
-	ps->relid = relid;
-	pending_spares = lappend(pending_spares, ps);
-	MemoryContextSwitchTo(old);
-}
-
-static void
-apply_spares(bool commit)
-{
-	ListCell   *lc;
-
-	foreach(lc, pending_spares)
-	{
-		PendingSpare *ps = lfirst(lc);
-
-		if (commit)
-		{
-			LWLockAcquire(&ps->part->lock, LW_EXCLUSIVE);
-			if (ps->part->active_relid != ps->relid)
-			{
-				ps->part->spare_relid = ps->relid;
-				ps->part->spare_wanted = 0;
-				ps->part->roll_unrecorded = false;
-			}
-			LWLockRelease(&ps->part->lock);
-			ConditionVariableBroadcast(&ps->part->cv);
-		}
-		pfree(ps);
-	}
-	list_free(pending_spares);
-	pending_spares = NIL;
+	MqPartitionSwitchAtCommit(part, relid, MQ_SPARE_BASE);
 }
 
 /*
