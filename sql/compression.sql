@@ -97,4 +97,15 @@ SELECT high_watermark FROM mqlog.partitions WHERE topic = 'c_raw';
 SELECT mq_fetch_kafka_batches('c_raw', 0, 5000);
 SELECT mq_fetch_kafka_batches('c_raw', 0, 0, 0);
 
+-- A read cut short inside a compressed batch by its record budget goes on
+-- from the next record: polls of 3 from one batch of 10 see each once.
+SELECT mq_create_topic('c_cut', config => '{"compression.type": "zstd"}');
+SELECT count(*) FROM mq_produce_batch('c_cut', (SELECT array_agg(convert_to('r' || i, 'UTF8') ORDER BY i) FROM generate_series(0, 9) i));
+SELECT string_agg("offset"::text, ',' ORDER BY "offset") FROM mq_poll('c_cut_g', 'c_cut', 3);
+SELECT string_agg("offset"::text, ',' ORDER BY "offset") FROM mq_poll('c_cut_g', 'c_cut', 3);
+SELECT string_agg("offset"::text, ',' ORDER BY "offset") FROM mq_poll('c_cut_g', 'c_cut', 3);
+SELECT string_agg("offset"::text, ',' ORDER BY "offset") FROM mq_poll('c_cut_g', 'c_cut', 3);
+SELECT string_agg("offset"::text, ',' ORDER BY "offset") FROM mq_fetch('c_cut', 0, 4, 2);
+SELECT mq_leave('c_cut_g');
+
 SELECT topic, mq_drop_topic(topic) FROM mqlog.topics WHERE topic LIKE 'c\_%' ORDER BY topic;

@@ -248,7 +248,8 @@ decode_batch(MqLogIter *it)
 
 	MemoryContextReset(it->cxt);
 	old = MemoryContextSwitchTo(it->cxt);
-	it->maxrecs = Max(it->hdr.record_count, 1);
+	/* no more than the record budget still allows: the rest is not read */
+	it->maxrecs = Max(Min(it->hdr.record_count, it->max_records - it->nreturned), 1);
 	it->recs = palloc(sizeof(MqRecord) * it->maxrecs);
 	initStringInfo(&it->scratch);
 	data = MqBatchRecords(it->stored, &it->hdr, &it->scratch, &len);
@@ -286,10 +287,15 @@ next_record(MqLogIter *it)
 			it->cur++;
 			it->nreturned++;
 			it->bytes += rec->keylen + rec->valuelen;
+			/*
+			 * A batch's last record is at its last offset (lastOffsetDelta
+			 * says so; mqlog's compaction keeps it so), so this also passes
+			 * a batch that is used up, and a batch cut short by the record
+			 * budget is continued from here by the next read.  (Should a
+			 * batch end in a hole, the next read finds nothing in it and
+			 * passes it.)
+			 */
 			it->next = rec->offset + 1;
-			/* the batch is used up: the records after its last are holes */
-			if (it->cur == it->nrecs)
-				it->next = Max(it->next, MqBatchNextOffset(&it->hdr));
 			return rec;
 		}
 		if (it->done || it->nreturned >= it->max_records)
