@@ -3,7 +3,8 @@
  * am.c
  *		The "mqlog" table access method of segment relations.
  *
- * Segments are written only by mq_produce (segment.c), so the access
+ * Segments are written only by the append protocol (log/partition.c, through
+ * store/segment.c), so the access
  * method is mostly a set of refusals: no INSERT, UPDATE, DELETE, indexes,
  * TRUNCATE, CLUSTER, VACUUM FULL or SET TABLESPACE, each with a clear
  * feature_not_supported error.  What it does do: create the storage, let a

@@ -698,7 +698,7 @@ MqSegmentFreeze(Relation rel, TransactionId horizon, TransactionId *oldest_unfro
 	pfree(items);
 }
 
-/* exported for the segment statistics and the verifier in fetch.c */
+/* a header-only step, for readers that need no records (log/logiter.c) */
 bool
 MqReaderNextHeader(MqSegmentReader *reader, MqBatchHeader *hdr)
 {

@@ -75,7 +75,7 @@ typedef struct MqFreezeItem
 
 extern void MqlogRegisterRmgr(void);
 
-/* logical decoding (decode.c) */
+/* rm_decode (wal.c): appends to logical decoding */
 struct LogicalDecodingContext;
 struct XLogRecordBuffer;
 extern void MqlogDecode(struct LogicalDecodingContext *ctx, struct XLogRecordBuffer *buf);
