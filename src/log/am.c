@@ -3,11 +3,10 @@
  * am.c
  *		The "mqlog" table access method of segment relations.
  *
- * Segments are written only by the append protocol (log/partition.c, through
- * store/segment.c), so the access
- * method is mostly a set of refusals: no INSERT, UPDATE, DELETE, indexes,
- * TRUNCATE, CLUSTER, VACUUM FULL or SET TABLESPACE, each with a clear
- * feature_not_supported error.  What it does do: create the storage, let a
+ * Segments are written only by the append protocol (log/partition.c,
+ * through store/segment.c), so the access method is mostly a set of
+ * refusals: no INSERT, UPDATE, DELETE, indexes, TRUNCATE, CLUSTER, VACUUM
+ * FULL or SET TABLESPACE, each with a clear feature_not_supported error.  What it does do: create the storage, let a
  * DBA look inside with a sequential scan (offset, ts, key, value, headers
  * of every committed record), report its size, and VACUUM, which freezes
  * batch fates so that relfrozenxid can advance.
