@@ -97,6 +97,14 @@ SELECT high_watermark FROM mqlog.partitions WHERE topic = 'c_raw';
 SELECT mq_fetch_kafka_batches('c_raw', 0, 5000);
 SELECT mq_fetch_kafka_batches('c_raw', 0, 0, 0);
 
+-- zstd output of exactly 128 kB, the library's buffer size, and of twice
+-- that: the frame's end is not taken for a cut-off frame.
+SELECT mq_create_topic('c_z128', config => '{"compression.type": "zstd"}');
+SELECT count(*) FROM mq_produce('c_z128', convert_to(repeat('a', 131061), 'UTF8'));
+SELECT count(*) FROM mq_produce_batch('c_z128', ARRAY[convert_to(repeat('b', 131061), 'UTF8'), convert_to(repeat('c', 131061), 'UTF8')]);
+SELECT "offset", length(value) FROM mq_fetch('c_z128', 0, 0) ORDER BY 1;
+SELECT bool_and(ok) FROM mq_verify('c_z128');
+
 -- A read cut short inside a compressed batch by its record budget goes on
 -- from the next record: polls of 3 from one batch of 10 see each once.
 SELECT mq_create_topic('c_cut', config => '{"compression.type": "zstd"}');

@@ -18,6 +18,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "mb/pg_wchar.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -110,6 +111,7 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 	Size		dlen;
 	bool		reencode;
 	int64		base;
+	TimestampTz max_ts = 0;
 	MemoryContext cxt,
 				old;
 
@@ -141,27 +143,49 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 	if (n != hdr.record_count)
 		bad_kafka_batch(topic, partition,
 						psprintf("it holds %d records, but its header says %d", n, hdr.record_count));
+	if (at_offset < 0 && (hdr.attributes & MQ_ATTR_LOG_APPEND_TIME))
+		bad_kafka_batch(topic, partition, "it claims log-append time, which only a broker sets");
 	for (int i = 0; i < n; i++)
 	{
 		if (recs[i].offset != hdr.base_offset + i)
 			bad_kafka_batch(topic, partition, "its offset deltas do not run 0, 1, 2, ...");
 		MqCheckRecord(topic, &recs[i]);
+		max_ts = (i == 0 || recs[i].ts > max_ts) ? recs[i].ts : max_ts;
+		/* header keys come back as text: they must be text of this database */
+		for (int j = 0; j < recs[i].nheaders; j++)
+			if (!pg_verify_mbstr(GetDatabaseEncoding(), recs[i].headers[j].key,
+								 recs[i].headers[j].keylen, true))
+				ereport(ERROR,
+						(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+						 errmsg("invalid Kafka record batch for partition %d of topic \"%s\"",
+								partition, topic->name),
+						 errdetail("Header %d of record %d has a key that is not valid %s (or holds a zero byte).",
+								   j + 1, i + 1, GetDatabaseEncodingName())));
 	}
 	if (hdr.last_offset_delta != n - 1)
 		bad_kafka_batch(topic, partition, "its lastOffsetDelta does not match its records");
 
-	/* as the broker does: the topic's codec and timestamp type win */
+	/*
+	 * As the broker does: the topic's codec and timestamp type win, and a
+	 * client's maxTimestamp is not taken on trust (readers skip batches by
+	 * it).
+	 */
 	reencode = topic->log_append_time ||
-		(topic->compression != MQ_CODEC_PRODUCER && topic->compression != MqBatchCodec(&hdr));
+		(topic->compression != MQ_CODEC_PRODUCER && topic->compression != MqBatchCodec(&hdr)) ||
+		(at_offset < 0 && hdr.max_timestamp != max_ts);
 	resetStringInfo(&stored);
 	if (reencode)
 	{
 		TimestampTz now = GetCurrentTimestamp();
+		int16		attrs = batch_attributes(topic);
 
 		if (topic->log_append_time)
 			for (int i = 0; i < n; i++)
 				recs[i].ts = now;
-		MqBatchBuild(&stored, recs, n, GetCurrentTransactionId(), batch_attributes(topic), false);
+		/* "producer": the producer's codec stays */
+		if (topic->compression == MQ_CODEC_PRODUCER)
+			attrs |= MqBatchCodec(&hdr);
+		MqBatchBuild(&stored, recs, n, GetCurrentTransactionId(), attrs, false);
 	}
 	else
 		MqBatchWrapKafka(&stored, kafka, (uint32) len, GetCurrentTransactionId());

@@ -720,9 +720,21 @@ MqPartitionOffsets(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
 
 	rel = try_table_open(seg->relid, AccessShareLock);
 	if (rel == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("topic \"%s\" was dropped", topic->name)));
+	{
+		/*
+		 * The caller's chain is older than a roll and the retention that
+		 * followed it; the current chain names the active segment.  (The
+		 * caller's MqTopic stays valid to the end of the transaction.)
+		 */
+		MqTopic    *fresh = MqTopicRefresh(topic->name);
+
+		seg = MqTopicActiveSegment(fresh, partition);
+		rel = try_table_open(seg->relid, AccessShareLock);
+		if (rel == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("topic \"%s\" was dropped", topic->name)));
+	}
 	if (RecoveryInProgress())
 	{
 		MqSegmentTail tail;

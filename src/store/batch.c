@@ -26,6 +26,7 @@
  */
 #include "postgres.h"
 
+#include "common/int.h"
 #include "port/pg_bswap.h"
 #include "utils/memutils.h"
 #include "port/pg_crc32c.h"
@@ -180,6 +181,13 @@ TimestampTz
 MqPgTime(int64 kafka_ms)
 {
 	return (kafka_ms - MQ_EPOCH_DIFF_MS) * 1000;
+}
+
+/* Is a Kafka timestamp one PostgreSQL's timestamptz can hold? */
+static bool
+kafka_time_valid(int64 kafka_ms)
+{
+	return kafka_ms >= MqKafkaTime(MIN_TIMESTAMP) && kafka_ms < MqKafkaTime(END_TIMESTAMP);
 }
 
 /* ------------------------------------------------------------------------
@@ -442,6 +450,8 @@ MqBatchCheckKafka(const char *kafka, Size len)
 		return "its CRC-32C does not match";
 	if (get32(kafka + 57) <= 0)
 		return "it holds no records";
+	if (!kafka_time_valid(get64(kafka + 27)) || !kafka_time_valid(get64(kafka + 35)))
+		return "its base or max timestamp is outside the range of timestamptz";
 	return NULL;
 }
 
@@ -481,6 +491,8 @@ MqBatchDecodeRecords(const MqBatchHeader *h, const char *data, Size len,
 	const char *end = data + len;
 	int64		base_ms = MqKafkaTime(h->first_timestamp);
 	int			n = 0;
+	int64		nheaders = 0;
+	int64		ms;
 
 	while (p < end && n < maxrecords)
 	{
@@ -496,7 +508,13 @@ MqBatchDecodeRecords(const MqBatchHeader *h, const char *data, Size len,
 					 errmsg("mqlog record batch is malformed: record length out of bounds")));
 		recend = p + reclen;
 		p++;					/* attributes */
-		rec->ts = MqPgTime(base_ms + get_varint(&p, recend));
+		if (pg_add_s64_overflow(base_ms, get_varint(&p, recend), &ms) || !kafka_time_valid(ms))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+					 errmsg("record timestamp " INT64_FORMAT " ms of the batch at offset " INT64_FORMAT " is out of range",
+							ms, h->base_offset),
+					 errdetail("A record's timestamp must be one timestamptz can hold.")));
+		rec->ts = MqPgTime(ms);
 		rec->offset = h->base_offset + get_varint(&p, recend);
 		if (rec->offset < from_offset)
 		{
@@ -516,6 +534,17 @@ MqBatchDecodeRecords(const MqBatchHeader *h, const char *data, Size len,
 			ereport(ERROR,
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("mqlog record batch is malformed: header count out of bounds")));
+		/*
+		 * A header may take two bytes of the batch and costs a MqHeaderKV
+		 * decoded: a batch of a million tiny headers would make every
+		 * reader allocate gigabytes.  Kafka sets no bound; mqlog does.
+		 */
+		nheaders += nh;
+		if (nheaders > MQ_MAX_BATCH_HEADERS)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("record batch at offset " INT64_FORMAT " has more than %d record headers",
+							h->base_offset, MQ_MAX_BATCH_HEADERS)));
 		rec->nheaders = (int) nh;
 		rec->headers = nh > 0 ? palloc(sizeof(MqHeaderKV) * nh) : NULL;
 		for (int i = 0; i < (int) nh; i++)
@@ -529,7 +558,10 @@ MqBatchDecodeRecords(const MqBatchHeader *h, const char *data, Size len,
 			hk->value = get_bytes(&p, recend, flen, true);
 			hk->valuelen = hk->value ? (int) flen : 0;
 		}
-		p = recend;
+		if (p != recend)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("mqlog record batch is malformed: a record is longer than its fields")));
 		n++;
 	}
 	return n;

@@ -73,6 +73,9 @@ typedef enum MqCodec
 
 #define MQ_CODEC_PRODUCER		(-1)	/* topic config: keep the producer's */
 
+/* record headers in one batch, at most (see MqBatchDecodeRecords) */
+#define MQ_MAX_BATCH_HEADERS	1000000
+
 /* A stored batch's header in host order, timestamps as PostgreSQL's. */
 typedef struct MqBatchHeader
 {

@@ -146,6 +146,16 @@ gzip_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
 			inflateEnd(&zs);
 			bad_data(MQ_CODEC_GZIP, base_offset, "the stream ends early");
 		}
+		/* another member follows, as a concatenating writer makes them */
+		if (ret == Z_STREAM_END && zs.avail_in > 0)
+		{
+			if (inflateReset(&zs) != Z_OK)
+			{
+				inflateEnd(&zs);
+				bad_data(MQ_CODEC_GZIP, base_offset, "a member after the first does not start");
+			}
+			ret = Z_OK;
+		}
 	}
 	inflateEnd(&zs);
 }
@@ -252,7 +262,8 @@ lz4_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
 
 	if (LZ4F_isError(LZ4F_createDecompressionContext(&dctx, LZ4F_VERSION)))
 		elog(ERROR, "mqlog: could not initialize lz4 decompression");
-	while (ret != 0)
+	/* ret is 0 at the end of a frame; more input is another frame */
+	while (pos < len || ret != 0)
 	{
 		size_t		in = len - pos;
 		size_t		out = 65536;
@@ -308,7 +319,13 @@ zstd_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
 	if (ds == NULL)
 		elog(ERROR, "mqlog: could not initialize zstd decompression");
 	ZSTD_initDStream(ds);
-	for (;;)
+
+	/*
+	 * ret is 0 when a frame is complete and everything it holds has been
+	 * written out; more input may start another frame.  An output that
+	 * fills the buffer exactly must not be taken for more to come.
+	 */
+	while (in.pos < in.size || ret != 0)
 	{
 		ZSTD_outBuffer out;
 
@@ -330,7 +347,7 @@ zstd_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
 			bad_data(MQ_CODEC_ZSTD, base_offset, why);
 		}
 		dst->len += out.pos;
-		/* all input read and the output not full: nothing more to come */
+		/* all input read and the output not full: nothing more can come */
 		if (in.pos == in.size && out.pos < out.size)
 			break;
 	}

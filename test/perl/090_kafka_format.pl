@@ -219,6 +219,52 @@ for my $what (sort keys %bad)
 is($node->safe_psql('postgres', "SELECT high_watermark FROM mqlog.partitions WHERE topic = 'p_in'"),
 	$before, 'the refused batches left the log as it was');
 
+# ---------------------------------------------------------------- hostile batches
+# Cases a fuzzing session found, each with a valid CRC (test/kafka/hostile_batches.py).
+{
+	my ($stdout, $stderr);
+	IPC::Run::run([ $python, dirname(__FILE__) . '/../kafka/hostile_batches.py' ],
+		'>', \$stdout, '2>', \$stderr) or die "hostile_batches.py: $stderr";
+	my %h = map { split / /, $_, 2 } grep { length } split /\n/, $stdout;
+	$node->safe_psql('postgres', q{SELECT mq_create_topic('hostile')});
+	my %refused = (
+		log_append_time_bit => qr/claims log-append time, which only a broker sets/,
+		timestamp_huge => qr/base or max timestamp is outside the range of timestamptz/,
+		header_key_not_utf8 => qr/has a key that is not valid UTF8/,
+		header_key_zero_byte => qr/has a key that is not valid UTF8/,
+		record_trailing_byte => qr/a record is longer than its fields/,
+		too_many_headers => qr/has more than 1000000 record headers/,
+		gzip_trailing_garbage => qr/could not decompress the gzip-compressed batch/,
+		lz4_trailing_garbage => qr/could not decompress the lz4-compressed batch/);
+	for my $case (sort keys %refused)
+	{
+		my ($ret, $out, $err) = $node->psql('postgres',
+			"SELECT mq_produce_kafka_batch('hostile', 0, '\\x$h{$case}')");
+		isnt($ret, 0, "$case: refused");
+		like($err, $refused{$case}, "$case: with the reason");
+	}
+	is($node->safe_psql('postgres', "SELECT high_watermark FROM mqlog.partitions WHERE topic = 'hostile'"),
+		'0', 'the refused batches left the log empty');
+	for my $case (qw(gzip_two_members lz4_two_frames))
+	{
+		$node->safe_psql('postgres', "SELECT mq_produce_kafka_batch('hostile', 0, '\\x$h{$case}')");
+	}
+	is( $node->safe_psql(
+			'postgres', q{
+SELECT count(*), count(*) FILTER (WHERE convert_from(value, 'UTF8') = repeat('value ' || ("offset" % 40) || ' ', 20))
+  FROM mq_fetch('hostile', 0, 0)}),
+		'80|80', 'gzip of two members and lz4 of two frames (valid, as Java reads them) decode whole');
+	# a maxTimestamp that lies is not stored: the batch is encoded again
+	$node->safe_psql('postgres', "SELECT mq_create_topic('hostile_ts'); SELECT mq_produce_kafka_batch('hostile_ts', 0, '\\x$h{max_timestamp_zero}')");
+	is( $node->safe_psql(
+			'postgres', q{
+SELECT encode(substr(batch, 36, 8), 'hex') FROM mq_fetch_kafka_batches('hostile_ts', 0, 0) LIMIT 1}),
+		sprintf('%016x', 1700000000000 + 39), "a client's false maxTimestamp is replaced by its records' newest");
+	is( $node->safe_psql(
+			'postgres', q{SELECT "offset" FROM mq_offsets_for_times('hostile_ts', '2023-11-14 22:13:20.030+00')}),
+		'30', 'so a search by time finds its records');
+}
+
 # ---------------------------------------------------------------- damaged on disk
 # Damage the zstd batch of topic m_zstd (the magic number of its zstd
 # frame) and fix its CRC, so that only decompression can notice.
