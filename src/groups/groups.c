@@ -99,13 +99,20 @@ typedef struct MqTopicPart
 	int32		partition;
 } MqTopicPart;
 
+/*
+ * A group member, keyed by its member id, a string as in Kafka.  A SQL
+ * session is one kind of member ("sql-<pid>", one per group it polls); a
+ * process may host many members (the Kafka listener will), and its exit
+ * removes them all.
+ */
 typedef struct MqMember
 {
 	bool		in_use;
 	Oid			dboid;
 	char		group[MQ_GROUP_NAME_LEN];
-	uint64		member_id;
-	int			pid;
+	char		member_id[MQ_MEMBER_ID_LEN];
+	uint64		join_seq;		/* join order: the assignors sort by it */
+	int			pid;			/* the process that hosts the member */
 	int			assignor;
 	int			max_poll_interval_ms;
 	TimestampTz joined_at;
@@ -131,7 +138,7 @@ typedef struct MqGroupState
 typedef struct MqGroupsShared
 {
 	LWLock	   *lock;
-	uint64		next_member_id;
+	uint64		next_join_seq;
 	Latch	   *coordinator_latch;
 	int			nslots;
 	MqGroupState *groups;		/* nslots */
@@ -175,7 +182,7 @@ MqGroupsShmemInit(void)
 	{
 		memset(gs, 0, MqGroupsShmemSize());
 		gs->lock = &(GetNamedLWLockTranche("mqlog_groups"))->lock;
-		gs->next_member_id = 1;
+		gs->next_join_seq = 1;
 		gs->nslots = group_slots();
 	}
 	gs->groups = (MqGroupState *) ((char *) gs + offsetof(MqGroupsShared, members) +
@@ -216,16 +223,32 @@ is_member_of(MqMember *m, MqGroupState *g)
 }
 
 static MqMember *
-find_member(Oid dboid, const char *group, int pid)
+find_member(Oid dboid, const char *group, const char *member_id)
 {
 	for (int i = 0; i < gs->nslots; i++)
 	{
 		MqMember   *m = &gs->members[i];
 
-		if (m->in_use && m->pid == pid && m->dboid == dboid && strcmp(m->group, group) == 0)
+		if (m->in_use && m->dboid == dboid && strcmp(m->member_id, member_id) == 0 &&
+			strcmp(m->group, group) == 0)
 			return m;
 	}
 	return NULL;
+}
+
+/* The member id of this SQL session in every group it polls. */
+static const char *
+session_member_id(void)
+{
+	static char id[MQ_MEMBER_ID_LEN];
+	static int	for_pid = 0;
+
+	if (for_pid != MyProcPid)
+	{
+		snprintf(id, sizeof(id), "sql-%d", MyProcPid);
+		for_pid = MyProcPid;
+	}
+	return id;
 }
 
 static int
@@ -273,10 +296,10 @@ assigned_here(MqTopicPart *tp, int n, int32 topic_id, int32 partition)
 }
 
 static int
-cmp_member_id(const void *a, const void *b)
+cmp_join_seq(const void *a, const void *b)
 {
-	uint64		x = (*(MqMember *const *) a)->member_id;
-	uint64		y = (*(MqMember *const *) b)->member_id;
+	uint64		x = (*(MqMember *const *) a)->join_seq;
+	uint64		y = (*(MqMember *const *) b)->join_seq;
 
 	return (x > y) - (x < y);
 }
@@ -318,7 +341,7 @@ rebalance(MqGroupState *g)
 		pfree(mem);
 		return;
 	}
-	qsort(mem, nmem, sizeof(MqMember *), cmp_member_id);
+	qsort(mem, nmem, sizeof(MqMember *), cmp_join_seq);
 	assignor = mem[0]->assignor;
 
 	/* every subscribed partition, at the largest partition count seen */
@@ -481,8 +504,8 @@ MqGroupsCoordinate(void)
 		if (m->in_use &&
 			TimestampDifferenceExceeds(m->last_poll, now, m->max_poll_interval_ms))
 		{
-			elog(LOG, "mqlog: evicting member %llu (pid %d) of group \"%s\": no poll for %d ms",
-				 (unsigned long long) m->member_id, m->pid, m->group, m->max_poll_interval_ms);
+			elog(LOG, "mqlog: evicting member %s (pid %d) of group \"%s\": no poll for %d ms",
+				 m->member_id, m->pid, m->group, m->max_poll_interval_ms);
 			remove_member(m);
 			evicted++;
 		}
@@ -506,8 +529,10 @@ MqGroupsSetCoordinatorLatch(Latch *latch)
  * Session state: positions
  * ------------------------------------------------------------------------ */
 
+/* a member's position on a partition, keyed by member as the registry is */
 typedef struct PosKey
 {
+	char		member_id[MQ_MEMBER_ID_LEN];
 	char		group[MQ_GROUP_NAME_LEN];
 	int32		topic_id;
 	int32		partition;
@@ -546,6 +571,7 @@ static void
 make_key(PosKey *key, const char *group, int32 topic_id, int32 partition)
 {
 	memset(key, 0, sizeof(*key));
+	strlcpy(key->member_id, session_member_id(), MQ_MEMBER_ID_LEN);
 	strlcpy(key->group, group, MQ_GROUP_NAME_LEN);
 	key->topic_id = topic_id;
 	key->partition = partition;
@@ -980,7 +1006,7 @@ my_assignment(const char *group, MqTopicPart **out, int *generation)
 	int			n = 0;
 
 	LWLockAcquire(gs->lock, LW_SHARED);
-	m = find_member(MyDatabaseId, group, MyProcPid);
+	m = find_member(MyDatabaseId, group, session_member_id());
 	if (m)
 	{
 		n = m->nassigned;
@@ -1041,7 +1067,7 @@ join_group(const char *group, MqTopic **topics, int ntopics, Oid seen_owner, Oid
 	}
 	if (!OidIsValid(g->owner))
 		g->owner = owner;
-	m = find_member(MyDatabaseId, group, MyProcPid);
+	m = find_member(MyDatabaseId, group, session_member_id());
 	if (m == NULL)
 	{
 		int			mine = 0;
@@ -1075,7 +1101,8 @@ join_group(const char *group, MqTopic **topics, int ntopics, Oid seen_owner, Oid
 		m->in_use = true;
 		m->dboid = MyDatabaseId;
 		strlcpy(m->group, group, MQ_GROUP_NAME_LEN);
-		m->member_id = gs->next_member_id++;
+		strlcpy(m->member_id, session_member_id(), MQ_MEMBER_ID_LEN);
+		m->join_seq = gs->next_join_seq++;
 		m->pid = MyProcPid;
 		m->joined_at = now;
 		m->assignor = mqlog_assignor;
@@ -1145,7 +1172,7 @@ heartbeat(const char *group)
 	MqMember   *m;
 
 	LWLockAcquire(gs->lock, LW_SHARED);
-	m = find_member(MyDatabaseId, group, MyProcPid);
+	m = find_member(MyDatabaseId, group, session_member_id());
 	if (m)
 		m->last_poll = GetCurrentTimestamp();	/* only this backend writes it */
 	LWLockRelease(gs->lock);
@@ -1734,7 +1761,7 @@ mq_leave(PG_FUNCTION_ARGS)
 	check_groups_ready();
 	group = group_arg(fcinfo, 0);
 	LWLockAcquire(gs->lock, LW_EXCLUSIVE);
-	m = find_member(MyDatabaseId, group, MyProcPid);
+	m = find_member(MyDatabaseId, group, session_member_id());
 	if (m)
 	{
 		MqGroupState *g;
@@ -2023,7 +2050,7 @@ mqlog_group_members(PG_FUNCTION_ARGS)
 			assigned[a] = CStringGetTextDatum(psprintf("%s-%d", MqTopicNameOrId(m->assigned[a].topic_id),
 													   m->assigned[a].partition));
 		values[0] = CStringGetTextDatum(m->group);
-		values[1] = CStringGetTextDatum(psprintf("member-%llu", (unsigned long long) m->member_id));
+		values[1] = CStringGetTextDatum(m->member_id);
 		values[2] = Int32GetDatum(m->pid);
 		values[3] = CStringGetTextDatum(assignor_names[m->assignor]);
 		values[4] = Int32GetDatum(m->generation);

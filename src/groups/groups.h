@@ -11,6 +11,9 @@
 
 #include "postgres.h"
 
+/* a member id, as Kafka's (a SQL session's is "sql-<pid>") */
+#define MQ_MEMBER_ID_LEN	64
+
 /* consumer group settings (groups.c) */
 typedef enum MqAssignor
 {

@@ -336,7 +336,7 @@ cmp_ok(
 	'>', $gen_before,
 	'the eviction bumped the generation');
 ok( $node->wait_for_log(
-		qr/evicting member \d+ \(pid $slow_pid\) of group "ge": no poll for 2000 ms/,
+		qr/evicting member sql-\d+ \(pid $slow_pid\) of group "ge": no poll for 2000 ms/,
 		$log_offset),
 	'the coordinator logged the eviction');
 
@@ -375,7 +375,7 @@ is( $slow->query_safe(
 		 SELECT count(*) FROM mqlog.group_members WHERE pid = pg_backend_pid()"),
 	"0\n1",
 	'a 5 s poll of the member with a 2 s max_poll_interval_ms returns empty, and it is still a member');
-ok(!$node->log_contains(qr/evicting member \d+ \(pid $slow_pid\)/, $log_offset),
+ok(!$node->log_contains(qr/evicting member sql-\d+ \(pid $slow_pid\)/, $log_offset),
 	'and it was not evicted meanwhile');
 
 $slow->quit;
