@@ -1,12 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * acl.c
- *		Who may do what: SPI with a pinned search_path, per-topic privileges
- *		(Kafka's ACL operations mapped to PostgreSQL roles) and per-group
- *		ownership, and the SQL functions that grant and revoke them.
+ *		Who may do what: per-topic privileges (Kafka's ACL operations mapped
+ *		to PostgreSQL roles) and per-group ownership, and the SQL functions
+ *		that grant and revoke them.
  *
- * The rule every SPI query of mqlog follows: it runs between MqSpiBegin and
- * MqSpiEnd, which set search_path to "pg_catalog, pg_temp" for its duration
+ * The rule every SPI query of mqlog follows (base/spi.c): it runs between
+ * MqSpiBegin and MqSpiEnd, which set search_path to "pg_catalog, pg_temp" for its duration
  * (as a SECURITY DEFINER function's SET clause would), and it
  * schema-qualifies every relation, function, type and operator it names.
  * So no role can plant a function or an operator that mqlog's queries

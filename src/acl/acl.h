@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * acl.h
- *		Privileges: SPI with a pinned search_path (as the caller or as the
- *		extension owner), per-topic privileges, per-group ownership.
+ *		Privileges: per-topic privileges and per-group ownership (acl.c).
+ *		SPI with a pinned search_path is base/spi.h.
  *
  *-------------------------------------------------------------------------
  */

@@ -1179,9 +1179,11 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		if (part->active_since == 0)
 			part->active_since = hdr.first_timestamp;
 		part->dirty = false;
-		/* past half of segment.bytes: have the next segment prepared */
+		/* past half of segment.bytes or segment.ms: have the next segment prepared */
 		if (mqlog_roll_ahead && !OidIsValid(part->spare_relid) && part->spare_wanted == 0 &&
-			(int64) (MqLposBlock(part->end_lpos) + 1) * BLCKSZ * 2 > topic->segment_bytes)
+			((int64) (MqLposBlock(part->end_lpos) + 1) * BLCKSZ * 2 > topic->segment_bytes ||
+			 (topic->segment_ms >= 0 && topic->segment_ms <= PG_INT64_MAX / 1000 &&
+			  hdr.max_timestamp - part->active_since >= topic->segment_ms * 500)))
 		{
 			part->spare_wanted = GetCurrentTimestamp();
 			ask = true;

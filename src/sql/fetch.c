@@ -17,6 +17,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "access/table.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
@@ -27,6 +28,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
@@ -185,6 +187,52 @@ mq_offsets_for_times(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Decode a batch for mq_verify, in a subtransaction: a batch that does not
+ * decompress or decode is a problem to report, not an error that stops the
+ * check of everything else.  Returns the records decoded.
+ */
+static int
+verify_decode(MqLogIter *it, MemoryContext cxt, MqRecord **recs, char **problem)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile int n = 0;
+
+	BeginInternalSubTransaction(NULL);
+	PG_TRY();
+	{
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+		StringInfoData scratch;
+		const char *data;
+		Size		len;
+
+		initStringInfo(&scratch);
+		data = MqBatchRecords(it->stored, &it->hdr, &scratch, &len);
+		*recs = palloc(sizeof(MqRecord) * (it->hdr.record_count + 1));
+		n = MqBatchDecodeRecords(&it->hdr, data, len, PG_INT64_MIN, *recs, it->hdr.record_count + 1);
+		MemoryContextSwitchTo(old);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(caller);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		*problem = psprintf("the batch at offset " INT64_FORMAT " does not decode: %s",
+							it->hdr.base_offset, edata->message);
+		FreeErrorData(edata);
+		n = 0;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(caller);
+	CurrentResourceOwner = owner;
+	return n;
+}
+
+/*
  * Check every batch of every segment: CRC, decodability, record count, and
  * that offsets only grow.  One row per segment.
  */
@@ -221,12 +269,8 @@ mq_verify(PG_FUNCTION_ARGS)
 			while (problem == NULL && MqLogNextBatch(&it))
 			{
 				MqBatchHeader *hdr = &it.hdr;
-				MqRecord   *recs;
+				MqRecord   *recs = NULL;
 				int			n;
-				const char *data;
-				Size		len;
-				StringInfoData scratch;
-				MemoryContext old;
 
 				batches++;
 				if (!MqBatchCheckCrc(it.stored, hdr->length))
@@ -241,13 +285,8 @@ mq_verify(PG_FUNCTION_ARGS)
 					break;
 				}
 				MemoryContextReset(cxt);
-				old = MemoryContextSwitchTo(cxt);
-				initStringInfo(&scratch);
-				data = MqBatchRecords(it.stored, hdr, &scratch, &len);
-				recs = palloc(sizeof(MqRecord) * (hdr->record_count + 1));
-				n = MqBatchDecodeRecords(hdr, data, len, PG_INT64_MIN, recs, hdr->record_count + 1);
-				MemoryContextSwitchTo(old);
-				if (n != hdr->record_count)
+				n = verify_decode(&it, cxt, &recs, &problem);
+				if (problem == NULL && n != hdr->record_count)
 					problem = psprintf("batch at offset " INT64_FORMAT " holds %d records, its header says %d",
 									   hdr->base_offset, n, hdr->record_count);
 				for (int r = 1; r < n && problem == NULL; r++)

@@ -66,14 +66,14 @@ key_partition(const char *key, int keylen, int partitions)
 }
 
 static void
-check_writable(void)
+check_writable(const char *fn)
 {
 	if (RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
 				 errmsg("cannot produce to mqlog during recovery"),
 				 errhint("Produce on the primary server.")));
-	PreventCommandIfReadOnly("mq_produce");
+	PreventCommandIfReadOnly(fn);
 }
 
 static TimestampTz
@@ -274,7 +274,7 @@ mq_produce(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("topic must not be null")));
-	check_writable();
+	check_writable("mq_produce");
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	topic = MqTopicLookup(name, false);
 	MqTopicCheckPrivilege(topic, MQ_PRIV_PRODUCE);
@@ -359,7 +359,7 @@ mq_produce_batch(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("values must not be null"),
 				 errhint("Pass an array of bytea values; an element may be null (a tombstone).")));
-	check_writable();
+	check_writable("mq_produce_batch");
 	topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)), false);
 	MqTopicCheckPrivilege(topic, MQ_PRIV_PRODUCE);
 	InitMaterializedSRF(fcinfo, 0);
@@ -510,7 +510,7 @@ mq_produce_kafka_batch(PG_FUNCTION_ARGS)
 	int32		partition = PG_GETARG_INT32(1);
 	bytea	   *batch = PG_GETARG_BYTEA_PP(2);
 
-	check_writable();
+	check_writable("mq_produce_kafka_batch");
 	topic = MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)), false);
 	MqTopicCheckPrivilege(topic, MQ_PRIV_PRODUCE);
 	MqCheckPartition(topic, partition);

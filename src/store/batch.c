@@ -16,7 +16,7 @@
  *		varint	header count, then per header: key length, key, value
  *				length (-1 for null), value
  *
- * A 100-byte value without key or headers thus costs 108 bytes, and a batch
+ * A 100-byte value without key or headers thus costs 109 bytes, and a batch
  * adds 69 (Kafka's 61 and mqlog's prefix of 8).  Decoding checks every
  * length against the batch bounds, so a corrupt batch is an error, never a
  * crash.  Timestamps are Kafka's milliseconds: a record's timestamp keeps

@@ -50,6 +50,16 @@ redo_append(XLogReaderState *record)
 	uint32		off = 0;
 
 	memcpy(&xlrec, XLogRecGetData(record), SizeOfMqlogAppend);
+
+	/*
+	 * WAL of another segment format (mqlog 0.1.0 wrote a shorter header and
+	 * its own batches) cannot be replayed into this format's pages: stop
+	 * rather than misread it.
+	 */
+	if (XLogRecGetDataLen(record) != SizeOfMqlogAppend + xlrec.chunk_length ||
+		xlrec.format != MQ_SEGMENT_FORMAT)
+		elog(PANIC, "mqlog WAL append record at %X/%X is not of segment format %d; replay it with the mqlog build that wrote it",
+			 LSN_FORMAT_ARGS(record->ReadRecPtr), MQ_SEGMENT_FORMAT);
 	for (int block_id = 0; block_id <= XLogRecMaxBlockId(record); block_id++)
 	{
 		BlockNumber blkno;

@@ -304,6 +304,8 @@ isnt($ret, 0, 'a damaged zstd batch cannot be read');
 like($err, qr/could not decompress the zstd-compressed batch at offset 0/, 'the error names codec and offset');
 like($err, qr/partition 0 of topic "m_zstd", segment "m_zstd-0-00000000000000000000"/,
 	'its context names topic, partition and segment');
+is($node->safe_psql('postgres', q{SELECT ok, problem LIKE '%does not decode: could not decompress the zstd-compressed batch at offset 0%' FROM mq_verify('m_zstd')}),
+	'f|t', 'mq_verify reports the damaged batch as a problem row');
 my $v = $node->safe_psql('postgres', "SELECT count(*) FROM mq_fetch('m_none', 0, 0)");
 is($v, 301, 'other topics read on');
 

@@ -103,7 +103,7 @@ SELECT mq_create_topic('timed', 1, config => '{"segment.ms": 60000}');
 SELECT mq_produce('timed', 'a', ts => '2025-01-01 00:00:00+00');
 SELECT mq_produce('timed', 'b', ts => '2025-01-01 00:00:30+00');
 });
-# the segment is half its segment.ms old in record time: a spare is wanted
+# the segment is half its segment.ms old in record time: the producer asks for a spare
 $node->safe_psql('postgres', q{SELECT mq_produce('timed', 'c', ts => '2025-01-01 00:01:00+00')});
 $node->safe_psql('postgres', q{SELECT mq_produce('timed', 'd', ts => '2025-01-01 00:01:10+00')});
 ok( $node->poll_query_until(

@@ -1,4 +1,4 @@
--- pgTAP: the SQL API contract of mqlog 0.1.0 (extension/mqlog--0.1.0.sql):
+-- pgTAP: the SQL API contract of mqlog 0.2.0 (extension/mqlog--0.2.0.sql):
 -- function signatures, parameter names and return types, catalog views and
 -- their columns, Kafka's murmur2 partitioner, and who may do what.
 --
