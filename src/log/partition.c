@@ -1008,6 +1008,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 	int64		base;
 	Relation	spare_rel = NULL;
 	int			spare_tries = 0;
+	int			refreshes = 0;	/* chain re-reads after another's roll */
 
 	if (!MqBatchParseHeader(batch->data, batch->len, &hdr) || hdr.length != batch->len)
 		elog(ERROR, "mqlog: appending a malformed batch");
@@ -1022,7 +1023,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		bool		ask = false;
 
 		rel = try_table_open(seg->relid, RowExclusiveLock);
-		if (rel == NULL && attempt < 3)
+		if (rel == NULL && ++refreshes <= 3)
 		{
 			topic = *topicp = MqTopicRefresh(topic->name);
 			continue;
@@ -1066,7 +1067,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 			{
 				LWLockRelease(&part->lock);
 				table_close(rel, NoLock);
-				if (attempt > 8)
+				if (++refreshes > 8)
 					elog(ERROR, "mqlog: the segment chain of partition %d of topic \"%s\" does not settle",
 						 partition, topic->name);
 				topic = *topicp = MqTopicRefresh(topic->name);

@@ -97,6 +97,32 @@ SELECT bool_and(relation::text = format('mqlog_data.%I', 'busy-0-' || lpad(base_
   FROM mqlog.segments WHERE topic = 'busy'}),
 	'every segment is named <topic>-<partition>-<base offset>');
 
+# ---------------------------------------------------------------- producers waiting together
+# Batches of about 700 kB: each fills more than half a segment, so every
+# batch but the first of a segment is due to roll, and producers often find
+# no spare ready yet and wait for one together.  All of them must succeed.
+$node->safe_psql('postgres', q{SELECT mq_create_topic('waiters', 1, config => '{"segment.bytes": 1048576}')});
+my @waiters;
+for my $p (1 .. 4)
+{
+	my $sql = '';
+	$sql .= "SELECT count(*) FROM mq_produce_batch('waiters', "
+	  . "(SELECT array_agg(convert_to(lpad('w$p-' || g, 1000, 'z'), 'UTF8')) FROM generate_series(1, 700) g),"
+	  . " partition => 0);\n" for 1 .. 4;
+	my ($in, $out, $err) = ($sql, '', '');
+	push @waiters, [ IPC::Run::start([ 'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres') ],
+		'<', \$in, '>', \$out, '2>', \$err), \$err ];
+}
+my @errs;
+for my $w (@waiters)
+{
+	$w->[0]->finish;
+	push @errs, ${ $w->[1] } if ${ $w->[1] } ne '';
+}
+is_deeply(\@errs, [], 'four producers that waited for spares together all succeeded');
+is($node->safe_psql('postgres', "SELECT high_watermark FROM mqlog.partitions WHERE topic = 'waiters'"),
+	4 * 4 * 700, 'all their records are in the log');
+
 # ---------------------------------------------------------------- segment.ms
 $node->safe_psql('postgres', q{
 SELECT mq_create_topic('timed', 1, config => '{"segment.ms": 60000}');
