@@ -8,6 +8,8 @@
 #  - the worker records every roll (no segment left without its base
 #    offset, every sealed segment's next offset is the next one's base) and
 #    names the segments <topic>-<partition>-<base offset>;
+#  - four producers whose batches are each due to roll, waiting for spares
+#    together, all succeed;
 #  - a producer rolls on segment.ms when its records are that much younger
 #    than the segment's first (record time, as in Kafka);
 #  - kill -9 while a roll is not yet in the catalog (the worker kept out of
