@@ -14,9 +14,9 @@
  * the clog decides" true.
  *
  * A segment of the cached chain that is gone (retention dropped it, or
- * compaction replaced it) ends the iteration with it->stale set: readers
- * stop there rather than skip records they did not see, and the next call
- * reads the current chain.
+ * compaction replaced it) ends the iteration: readers stop there rather
+ * than skip records they did not see, and the next call reads the current
+ * chain.
  *
  * Errors while reading (a CRC mismatch, a batch that does not decompress)
  * carry a context line naming topic, partition, segment and offset.
@@ -139,10 +139,7 @@ open_next_segment(MqLogIter *it)
 	ref = &it->topic->segments[it->partition][it->seg];
 	it->rel = try_table_open(ref->relid, AccessShareLock);
 	if (it->rel == NULL)
-	{
-		it->stale = true;
 		return false;
-	}
 	it->own_rel = true;
 	MqReaderInit(&it->reader, it->rel);
 	it->reading = true;
@@ -243,22 +240,17 @@ static void
 decode_batch(MqLogIter *it)
 {
 	MemoryContext old;
-	const char *data;
-	Size		len;
+
+	/* no more than the record budget still allows: the rest is not read */
+	int			maxrecs = Max(Min(it->hdr.record_count, it->max_records - it->nreturned), 1);
 
 	MemoryContextReset(it->cxt);
 	old = MemoryContextSwitchTo(it->cxt);
-	/* no more than the record budget still allows: the rest is not read */
-	it->maxrecs = Max(Min(it->hdr.record_count, it->max_records - it->nreturned), 1);
-	it->recs = palloc(sizeof(MqRecord) * it->maxrecs);
-	initStringInfo(&it->scratch);
-	data = MqBatchRecords(it->stored, &it->hdr, &it->scratch, &len);
 	/* a control batch (a Kafka transaction marker) holds no user records */
 	if (it->hdr.attributes & MQ_ATTR_CONTROL)
 		it->nrecs = 0;
 	else
-		it->nrecs = MqBatchDecodeRecords(&it->hdr, data, len, it->from,
-										 it->recs, it->maxrecs);
+		it->nrecs = MqBatchDecodeAll(it->stored, &it->hdr, it->from, maxrecs, &it->recs);
 	it->cur = 0;
 	MemoryContextSwitchTo(old);
 }

@@ -42,7 +42,6 @@ typedef struct MqLogIter
 	bool		reading;		/* reader is initialized */
 	MqSegmentReader reader;
 	bool		done;
-	bool		stale;			/* a segment of the cached chain is gone */
 
 	/* the current batch */
 	MqBatchHeader hdr;
@@ -52,9 +51,7 @@ typedef struct MqLogIter
 	/* records of the current batch */
 	MqRecord   *recs;
 	int			nrecs;
-	int			maxrecs;
 	int			cur;
-	StringInfoData scratch;		/* decompressed records */
 	MemoryContext cxt;			/* per batch */
 
 	/* progress */

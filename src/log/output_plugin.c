@@ -182,9 +182,6 @@ out_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr messa
 	MqBatchHeader hdr;
 	char	   *name;
 	int			n;
-	StringInfoData scratch;
-	const char *data;
-	Size		len;
 
 	if (strcmp(prefix, MQLOG_MESSAGE_PREFIX) != 0 || message_size < SizeOfMqlogAppend)
 		return;
@@ -210,11 +207,8 @@ out_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr messa
 	old = MemoryContextSwitchTo(st->cxt);
 	(void) MqBatchParseHeader(st->batch.data, st->batch.len, &hdr);
 	name = topic_name(xlrec.topic_id);
-	initStringInfo(&scratch);
-	data = MqBatchRecords(st->batch.data, &hdr, &scratch, &len);
-	recs = palloc(sizeof(MqRecord) * Max(hdr.record_count, 1));
 	n = (hdr.attributes & MQ_ATTR_CONTROL) ? 0 :
-		MqBatchDecodeRecords(&hdr, data, len, PG_INT64_MIN, recs, hdr.record_count);
+		MqBatchDecodeAll(st->batch.data, &hdr, PG_INT64_MIN, hdr.record_count, &recs);
 	for (int i = 0; i < n; i++)
 	{
 		OutputPluginPrepareWrite(ctx, i == n - 1);

@@ -202,14 +202,9 @@ verify_decode(MqLogIter *it, MemoryContext cxt, MqRecord **recs, char **problem)
 	PG_TRY();
 	{
 		MemoryContext old = MemoryContextSwitchTo(cxt);
-		StringInfoData scratch;
-		const char *data;
-		Size		len;
 
-		initStringInfo(&scratch);
-		data = MqBatchRecords(it->stored, &it->hdr, &scratch, &len);
-		*recs = palloc(sizeof(MqRecord) * (it->hdr.record_count + 1));
-		n = MqBatchDecodeRecords(&it->hdr, data, len, PG_INT64_MIN, *recs, it->hdr.record_count + 1);
+		/* one more than the header says, to see a batch that holds more */
+		n = MqBatchDecodeAll(it->stored, &it->hdr, PG_INT64_MIN, it->hdr.record_count + 1, recs);
 		MemoryContextSwitchTo(old);
 		ReleaseCurrentSubTransaction();
 	}

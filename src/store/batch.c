@@ -477,6 +477,27 @@ MqBatchRecords(const char *stored, const MqBatchHeader *h, StringInfo scratch, S
 }
 
 /*
+ * The records of a stored batch at or after from_offset, at most maxrecs of
+ * them, decompressed and decoded into a new array; everything (the array,
+ * decompressed bytes, header arrays) is allocated in CurrentMemoryContext,
+ * which the records point into.  Returns how many were decoded.
+ */
+int
+MqBatchDecodeAll(const char *stored, const MqBatchHeader *h, int64 from_offset,
+				 int maxrecs, MqRecord **recs)
+{
+	StringInfoData scratch;
+	const char *data;
+	Size		len;
+
+	if (MqBatchCodec(h) != MQ_CODEC_NONE)
+		initStringInfo(&scratch);
+	data = MqBatchRecords(stored, h, &scratch, &len);
+	*recs = palloc(sizeof(MqRecord) * Max(maxrecs, 1));
+	return MqBatchDecodeRecords(h, data, len, from_offset, *recs, maxrecs);
+}
+
+/*
  * Decode up to maxrecords records at or after from_offset from a batch's
  * record bytes into records[]; keys, values and headers point into data.
  * Records before from_offset are skipped by their length, which is what a

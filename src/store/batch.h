@@ -157,6 +157,8 @@ extern const char *MqBatchRecords(const char *stored, const MqBatchHeader *h,
 								  StringInfo scratch, Size *len);
 extern int	MqBatchDecodeRecords(const MqBatchHeader *h, const char *data, Size len,
 								 int64 from_offset, MqRecord *records, int maxrecords);
+extern int	MqBatchDecodeAll(const char *stored, const MqBatchHeader *h, int64 from_offset,
+							 int maxrecs, MqRecord **recs);
 
 /* Kafka's murmur2 */
 extern int32 MqMurmur2(const char *data, int len);
