@@ -91,23 +91,33 @@ mqlog_maintenance_lock(PG_FUNCTION_ARGS)
 }
 
 /*
- * Timestamp of a segment's first batch, or NULL if it is empty: what
- * segment.ms is measured from, as in Kafka.  Reads one header only.
+ * Arguments (topic_id, partition, segment relid) of the internal segment
+ * functions, checked: the partition's shared state, and the relid.
  */
+static MqPartition *
+segment_args(FunctionCallInfo fcinfo, Oid *relid)
+{
+	MqTopic    *topic;
+	int32		partition = PG_GETARG_INT32(1);
+
+	*relid = PG_GETARG_OID(2);
+	MqCheckSegment(*relid);
+	topic = MqTopicLookupById(PG_GETARG_INT32(0));
+	MqCheckPartition(topic, partition);
+	return MqTopicPartition(topic, partition);
+}
+
+/* Timestamp of a segment's first batch, or NULL if it is empty. */
 Datum
 mqlog_segment_first_timestamp(PG_FUNCTION_ARGS)
 {
 	Relation	rel = MqSegmentOpen(PG_GETARG_OID(0), AccessShareLock);
-	MqLogIter	it;
 	bool		found;
-	TimestampTz ts;
+	TimestampTz ts = 0;
 
 	if (rel == NULL)
 		PG_RETURN_NULL();
-	MqLogIterBeginSegment(&it, rel, MQ_ITER_ANY_FATE);
-	found = MqLogNextBatch(&it);
-	ts = it.hdr.first_timestamp;
-	MqLogIterEnd(&it);
+	found = MqSegmentFirstTimestamp(rel, &ts);
 	table_close(rel, AccessShareLock);
 	if (!found)
 		PG_RETURN_NULL();
@@ -147,16 +157,10 @@ mqlog_roll_begin(PG_FUNCTION_ARGS)
 Datum
 mqlog_roll_finish(PG_FUNCTION_ARGS)
 {
-	int32		topic_id = PG_GETARG_INT32(0);
-	int32		partition = PG_GETARG_INT32(1);
-	Oid			relid = PG_GETARG_OID(2);
-	int64		base = PG_GETARG_INT64(3);
-	MqTopic    *topic;
+	Oid			relid;
+	MqPartition *part = segment_args(fcinfo, &relid);
 
-	MqCheckSegment(relid);
-	topic = MqTopicLookupById(topic_id);
-	MqCheckPartition(topic, partition);
-	MqPartitionSwitchAtCommit(MqTopicPartition(topic, partition), relid, base);
+	MqPartitionSwitchAtCommit(part, relid, PG_GETARG_INT64(3));
 	PG_RETURN_VOID();
 }
 
@@ -167,14 +171,10 @@ mqlog_roll_finish(PG_FUNCTION_ARGS)
 Datum
 mqlog_spare_base(PG_FUNCTION_ARGS)
 {
-	MqTopic    *topic = MqTopicLookupById(PG_GETARG_INT32(0));
-	int32		partition = PG_GETARG_INT32(1);
-	Oid			relid = PG_GETARG_OID(2);
-	int64		base;
+	Oid			relid;
+	MqPartition *part = segment_args(fcinfo, &relid);
+	int64		base = MqPartitionSpareBase(part, relid);
 
-	MqCheckPartition(topic, partition);
-	MqCheckSegment(relid);
-	base = MqPartitionSpareBase(MqTopicPartition(topic, partition), relid);
 	if (base < 0)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(base);
@@ -184,13 +184,10 @@ mqlog_spare_base(PG_FUNCTION_ARGS)
 Datum
 mqlog_publish_spare(PG_FUNCTION_ARGS)
 {
-	MqTopic    *topic = MqTopicLookupById(PG_GETARG_INT32(0));
-	int32		partition = PG_GETARG_INT32(1);
-	Oid			relid = PG_GETARG_OID(2);
+	Oid			relid;
+	MqPartition *part = segment_args(fcinfo, &relid);
 
-	MqCheckPartition(topic, partition);
-	MqCheckSegment(relid);
-	MqPartitionPublishSpareAtCommit(MqTopicPartition(topic, partition), relid);
+	MqPartitionPublishSpareAtCommit(part, relid);
 	PG_RETURN_VOID();
 }
 
@@ -239,7 +236,7 @@ Datum
 mqlog_wanted_spares(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Oid			catalog = get_relname_relid("topic", get_namespace_oid("mqlog", false));
+	Oid			catalog = MqTopicCatalogRelid();
 	ListCell   *lc;
 
 	InitMaterializedSRF(fcinfo, 0);

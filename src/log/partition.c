@@ -331,7 +331,8 @@ MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset)
 	MqSegmentReadTail(rel, base_offset, &tail);
 	part->active_relid = RelationGetRelid(rel);
 	part->active_base = base_offset;
-	part->active_since = MqSegmentFirstTimestamp(rel);
+	if (!MqSegmentFirstTimestamp(rel, &part->active_since))
+		part->active_since = 0;	/* empty: the first append sets it */
 	part->end_lpos = tail.end_lpos;
 	part->torn_lpos = tail.torn_lpos;
 	part->next_offset = tail.next_offset;
@@ -798,21 +799,34 @@ MqPartitionRollPoint(MqPartition *part, Relation rel, Oid relid, int64 base_offs
 
 #define MQ_SPARE_WAIT_MS	1000
 
+/* The active segment's relation size once len more bytes are appended. */
+static int64
+size_with(MqPartition *part, uint32 len)
+{
+	return ((int64) MqLposBlock(part->end_lpos + len - 1) + 1) * BLCKSZ;
+}
+
+/*
+ * Are records at max_ts the given share (per mille) of segment.ms younger
+ * than the active segment's first?  Kafka compares record time with record
+ * time, not with the clock.
+ */
+static bool
+age_reached(MqPartition *part, MqTopic *topic, TimestampTz max_ts, int per_mille)
+{
+	return part->active_since != 0 && topic->segment_ms >= 0 &&
+		topic->segment_ms <= PG_INT64_MAX / 1000 &&
+		max_ts - part->active_since >= topic->segment_ms * per_mille;
+}
+
 /* Must a batch of len bytes whose newest record is at max_ts roll first? */
 static bool
 roll_due(MqPartition *part, MqTopic *topic, uint32 len, TimestampTz max_ts)
 {
-	int64		blocks;
-
 	if (part->end_lpos == 0)
 		return false;			/* an empty segment takes any batch */
-	blocks = (int64) MqLposBlock(part->end_lpos + len - 1) + 1;
-	if (blocks * BLCKSZ > topic->segment_bytes)
-		return true;
-	/* Kafka compares record time with record time, not with the clock */
-	return part->active_since != 0 && topic->segment_ms >= 0 &&
-		topic->segment_ms <= PG_INT64_MAX / 1000 &&
-		max_ts - part->active_since >= topic->segment_ms * 1000;
+	return size_with(part, len) > topic->segment_bytes ||
+		age_reached(part, topic, max_ts, 1000);
 }
 
 /* Caller holds part->lock exclusively. */
@@ -1180,11 +1194,13 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		if (part->active_since == 0)
 			part->active_since = hdr.first_timestamp;
 		part->dirty = false;
-		/* past half of segment.bytes or segment.ms: have the next segment prepared */
+		/*
+		 * Past half of segment.bytes (as the next byte would find it) or of
+		 * segment.ms: have the next segment prepared.
+		 */
 		if (mqlog_roll_ahead && !OidIsValid(part->spare_relid) && part->spare_wanted == 0 &&
-			((int64) (MqLposBlock(part->end_lpos) + 1) * BLCKSZ * 2 > topic->segment_bytes ||
-			 (topic->segment_ms >= 0 && topic->segment_ms <= PG_INT64_MAX / 1000 &&
-			  hdr.max_timestamp - part->active_since >= topic->segment_ms * 500)))
+			(size_with(part, 1) * 2 > topic->segment_bytes ||
+			 age_reached(part, topic, hdr.max_timestamp, 500)))
 		{
 			part->spare_wanted = GetCurrentTimestamp();
 			ask = true;

@@ -143,7 +143,7 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		int		   *fill;
 
 		t = palloc0(sizeof(MqTopic));
-		t->catalog_relid = get_relname_relid("topic", get_namespace_oid("mqlog", false));
+		t->catalog_relid = MqTopicCatalogRelid();
 		t->topic_id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
 		t->name = pstrdup(TextDatumGetCString(SPI_getbinval(tup, desc, 2, &isnull)));
 		t->partitions = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
@@ -391,6 +391,16 @@ MqTopicRefresh(const char *name)
 {
 	topic_generation = 0;
 	return MqTopicLookup(name, false);
+}
+
+/*
+ * mqlog.topic's relation: with the database, it names this incarnation of
+ * the extension's topics in shared memory (see MqPartitionKey).
+ */
+Oid
+MqTopicCatalogRelid(void)
+{
+	return get_relname_relid("topic", get_namespace_oid("mqlog", false));
 }
 
 /* The log start offset: the base offset of the oldest segment. */

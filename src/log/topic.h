@@ -78,5 +78,6 @@ extern MqPartition *MqTopicPartition(MqTopic *topic, int32 partition);
 extern const MqSegmentRef *MqTopicActiveSegment(MqTopic *topic, int32 partition);
 
 extern int64 MqLogStartOffset(MqTopic *topic, int32 partition);
+extern Oid	MqTopicCatalogRelid(void);
 
 #endif							/* MQLOG_TOPIC_H */

@@ -727,17 +727,21 @@ MqSegmentFirstOffset(Relation rel)
 	return result;
 }
 
-/* The first batch's timestamp, 0 for an empty segment: segment.ms counts from it. */
-TimestampTz
-MqSegmentFirstTimestamp(Relation rel)
+/*
+ * The first batch's timestamp, what segment.ms counts from, as in Kafka;
+ * false for an empty segment.  Reads one header only.
+ */
+bool
+MqSegmentFirstTimestamp(Relation rel, TimestampTz *ts)
 {
 	MqSegmentReader reader;
 	MqBatchHeader hdr;
-	TimestampTz result = 0;
+	bool		found;
 
 	MqReaderInit(&reader, rel);
-	if (MqReaderNextHeader(&reader, &hdr))
-		result = hdr.first_timestamp;
+	found = MqReaderNextHeader(&reader, &hdr);
+	if (found)
+		*ts = hdr.first_timestamp;
 	MqReaderEnd(&reader);
-	return result;
+	return found;
 }

@@ -84,7 +84,7 @@ extern void MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
 							int64 lso, uint16 xlflags);
 extern void MqSegmentRepairTail(Relation rel, MqSegmentTail *tail);
 extern int64 MqSegmentFirstOffset(Relation rel);
-extern TimestampTz MqSegmentFirstTimestamp(Relation rel);
+extern bool MqSegmentFirstTimestamp(Relation rel, TimestampTz *ts);
 
 /*
  * Sequential reader over the batches of one segment.  It copies each batch
