@@ -381,23 +381,32 @@ $$;
 
 COMMENT ON FUNCTION mqlog._segment_relname(int, text, int, bigint) IS 'internal: the relation name of a segment, <topic>-<partition>-<base offset>';
 
+/*
+ * Base offset -1 makes a segment prepared ahead (a spare, see
+ * mqlog._prepare_spare): its base offset is not known yet, so it gets a
+ * provisional name, which the worker replaces when it records the roll.
+ */
 CREATE FUNCTION mqlog._create_segment(topic_id int, name text, part int, base_offset bigint) RETURNS oid
     LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
     SET mqlog.allow_segment_ddl = on AS $$
 DECLARE
-    relname text := mqlog._segment_relname(topic_id, name, part, base_offset);
+    relname text := CASE WHEN base_offset = -1
+                         THEN left(mqlog._segment_relname(topic_id, name, part, 0), 30) || '-next-' || txid_current() || '-' || part
+                         ELSE mqlog._segment_relname(topic_id, name, part, base_offset) END;
     rel oid;
 BEGIN
     EXECUTE format('CREATE TABLE mqlog_data.%I ("offset" pg_catalog.int8, ts pg_catalog.timestamptz, key pg_catalog.bytea, value pg_catalog.bytea, headers mqlog.header[]) USING mqlog WITH (parallel_workers = 0)',
                    relname);
     rel := format('mqlog_data.%I', relname)::regclass::oid;
     EXECUTE format('COMMENT ON TABLE mqlog_data.%I IS %L', relname,
-                   format('mqlog segment of topic %s, partition %s, from offset %s', name, part, base_offset));
+                   CASE WHEN base_offset = -1
+                        THEN format('mqlog segment of topic %s, partition %s, prepared ahead', name, part)
+                        ELSE format('mqlog segment of topic %s, partition %s, from offset %s', name, part, base_offset) END);
     INSERT INTO mqlog.segment (topic_id, "partition", base_offset, relid) VALUES (topic_id, part, base_offset, rel);
     RETURN rel;
 END
 $$;
-COMMENT ON FUNCTION mqlog._create_segment(int, text, int, bigint) IS 'internal: creates one segment relation and lists it in the chain';
+COMMENT ON FUNCTION mqlog._create_segment(int, text, int, bigint) IS 'internal: creates one segment relation (base offset -1: prepared ahead) and lists it in the chain';
 
 CREATE FUNCTION mqlog._create_topic(name text, partitions int, replication_factor int,
                                      config jsonb, owner oid)
@@ -838,6 +847,18 @@ COMMENT ON FUNCTION mqlog._roll_finish(int, int, oid, bigint) IS
 
 REVOKE ALL ON FUNCTION mqlog._roll_begin(int, int, oid), mqlog._roll_finish(int, int, oid, bigint) FROM PUBLIC;
 
+/*
+ * The segment of a partition that the catalog lists as active: unsealed,
+ * and not a spare (base offset -1).  A row of nulls if there is none.
+ */
+CREATE FUNCTION mqlog._active_segment(topic_id int, part int) RETURNS mqlog.segment
+    LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT s.* FROM mqlog.segment s
+     WHERE s.topic_id OPERATOR(pg_catalog.=) $1 AND s."partition" OPERATOR(pg_catalog.=) $2
+       AND NOT s.sealed AND s.base_offset OPERATOR(pg_catalog.>=) 0
+$$;
+COMMENT ON FUNCTION mqlog._active_segment(int, int) IS 'internal: the catalog row of a partition''s active segment';
+
 /* Seal the active segment of one partition and start the next; returns the new base offset, or null if it was busy. */
 CREATE FUNCTION mqlog._roll_segment(topic_id int, part int) RETURNS bigint
     LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -848,10 +869,8 @@ DECLARE
     newrel oid;
     st record;
 BEGIN
-    SELECT * INTO seg FROM mqlog.segment s
-     WHERE s.topic_id = _roll_segment.topic_id AND s."partition" = part AND NOT s.sealed
-       AND s.base_offset >= 0;
-    IF NOT FOUND THEN
+    seg := mqlog._active_segment(topic_id, part);
+    IF seg.relid IS NULL THEN
         RETURN NULL;
     END IF;
     next_base := mqlog._roll_begin(topic_id, part, seg.relid);
@@ -897,7 +916,6 @@ CREATE FUNCTION mqlog._prepare_spare(topic_id int, part int) RETURNS oid
     SET mqlog.allow_segment_ddl = on AS $$
 DECLARE
     tname text;
-    relname text;
     rel oid;
 BEGIN
     IF EXISTS (SELECT FROM mqlog.segment s WHERE s.topic_id = _prepare_spare.topic_id
@@ -909,14 +927,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;            /* dropped, or its creation rolled back */
     END IF;
-    /* a provisional name; the worker renames it when it records the roll */
-    relname := left(mqlog._segment_relname(topic_id, tname, part, 0), 30) || '-next-' || txid_current() || '-' || part;
-    EXECUTE format('CREATE TABLE mqlog_data.%I ("offset" pg_catalog.int8, ts pg_catalog.timestamptz, key pg_catalog.bytea, value pg_catalog.bytea, headers mqlog.header[]) USING mqlog WITH (parallel_workers = 0)',
-                   relname);
-    rel := format('mqlog_data.%I', relname)::regclass::oid;
-    EXECUTE format('COMMENT ON TABLE mqlog_data.%I IS %L', relname,
-                   format('mqlog segment of topic %s, partition %s, prepared ahead', tname, part));
-    INSERT INTO mqlog.segment (topic_id, "partition", base_offset, relid) VALUES (topic_id, part, -1, rel);
+    rel := mqlog._create_segment(topic_id, tname, part, -1);
     PERFORM mqlog._publish_spare(topic_id, part, rel);
     PERFORM mqlog._catalog_changed();
     RETURN rel;
@@ -955,10 +966,8 @@ BEGIN
     IF b IS NULL THEN
         RETURN NULL;
     END IF;
-    SELECT * INTO old FROM mqlog.segment s
-     WHERE s.topic_id = _finalize_spare.topic_id AND s."partition" = part AND NOT s.sealed
-       AND s.base_offset >= 0;
-    IF FOUND THEN
+    old := mqlog._active_segment(topic_id, part);
+    IF old.relid IS NOT NULL THEN
         SELECT * INTO st FROM mqlog.segment_stats(old.relid);
         UPDATE mqlog.segment s SET sealed = true, sealed_at = now(), next_offset = b,
                max_timestamp = coalesce(st.max_timestamp, now())
@@ -1163,10 +1172,8 @@ BEGIN
 
         /* a roll an appender made into the spare: record it */
         rolled := false;
+        s := mqlog._active_segment(p.topic_id, p.part);
         IF NOT more THEN
-            SELECT sg.relid INTO s FROM mqlog.segment sg
-             WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND NOT sg.sealed
-               AND sg.base_offset >= 0;
             next_base := mqlog._finalize_spare(p.topic_id, p.part);
             IF next_base IS NOT NULL THEN
                 rolled := true;
@@ -1174,6 +1181,7 @@ BEGIN
                 segment := s.relid::regclass::text;
                 detail := 'next segment starts at offset ' || next_base || ' (rolled by an appender)';
                 RETURN NEXT;
+                s := mqlog._active_segment(p.topic_id, p.part);
             END IF;
         END IF;
 
@@ -1182,10 +1190,7 @@ BEGIN
          * appending (retention needs it sealed), or segment.bytes where no
          * spare was ready for the appender
          */
-        SELECT sg.* INTO s FROM mqlog.segment sg
-         WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND NOT sg.sealed
-           AND sg.base_offset >= 0;
-        IF NOT more AND FOUND AND pg_relation_size(s.relid) > 0 AND
+        IF NOT more AND s.relid IS NOT NULL AND pg_relation_size(s.relid) > 0 AND
            (pg_relation_size(s.relid) >= (p.c->>'segment.bytes')::bigint OR
             mqlog._segment_first_timestamp(s.relid) < mqlog._ms_ago((p.c->>'segment.ms')::bigint)) THEN
             next_base := mqlog._roll_to_spare(p.topic_id, p.part);
@@ -1199,6 +1204,7 @@ BEGIN
                 action := 'roll'; topic := p.name; "partition" := p.part;
                 segment := s.relid::regclass::text; detail := 'next segment starts at offset ' || next_base;
                 RETURN NEXT;
+                s := mqlog._active_segment(p.topic_id, p.part);
             END IF;
         END IF;
 
@@ -1207,16 +1213,11 @@ BEGIN
          * (it is busy), or once the active segment is half full or half its
          * segment.ms old
          */
-        IF NOT more AND budget > 0 AND current_setting('mqlog.roll_ahead')::bool THEN
-            SELECT sg.* INTO s FROM mqlog.segment sg
-             WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND NOT sg.sealed
-               AND sg.base_offset >= 0;
-            IF FOUND AND NOT EXISTS (SELECT FROM mqlog.segment x WHERE x.topic_id = p.topic_id
-                                        AND x."partition" = p.part AND x.base_offset = -1)
-               AND (rolled OR pg_relation_size(s.relid) * 2 >= (p.c->>'segment.bytes')::bigint OR
-                    (pg_relation_size(s.relid) > 0 AND
-                     mqlog._segment_first_timestamp(s.relid) < mqlog._ms_ago((p.c->>'segment.ms')::bigint / 2))) THEN
-                PERFORM mqlog._prepare_spare(p.topic_id, p.part);
+        IF NOT more AND budget > 0 AND current_setting('mqlog.roll_ahead')::bool AND s.relid IS NOT NULL
+           AND (rolled OR pg_relation_size(s.relid) * 2 >= (p.c->>'segment.bytes')::bigint OR
+                (pg_relation_size(s.relid) > 0 AND
+                 mqlog._segment_first_timestamp(s.relid) < mqlog._ms_ago((p.c->>'segment.ms')::bigint / 2))) THEN
+            IF mqlog._prepare_spare(p.topic_id, p.part) IS NOT NULL THEN   /* null: it has one */
                 budget := budget - 1;
             END IF;
         END IF;
