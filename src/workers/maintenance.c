@@ -336,6 +336,12 @@ maintenance_pass(bool roll_ahead_only)
 
 		nsp = pstrdup(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 		MemoryContextSwitchTo(old);
+	}
+	/* a roll-ahead pass works on the partitions that asked, not on every topic */
+	if (nsp != NULL && !roll_ahead_only)
+	{
+		MemoryContext old;
+
 		if (SPI_execute("SELECT t.name FROM mqlog.topic t ORDER BY t.topic_id", true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "mqlog maintenance: topic list failed");
 		old = MemoryContextSwitchTo(outer);
