@@ -81,7 +81,9 @@ SELECT * FROM tx_offsets;
 -- ------------------------------------------------------------------------
 
 BEGIN;
-SELECT clock_timestamp() AS before_open \gset
+-- record timestamps are Kafka's milliseconds: before_open must be a
+-- millisecond after the records committed above
+SELECT pg_sleep(0.01) AS pause, clock_timestamp() AS before_open \gset
 SELECT "offset" FROM mq_produce('tx', 'open 14', partition => 0);
 SELECT "offset" FROM mq_produce('tx', 'open 15', partition => 0);
 -- The high watermark counts the open records; the LSO stays at 14, the
