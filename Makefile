@@ -10,10 +10,12 @@ OBJS        = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c src/*/*.c)))
 DATA        = $(sort $(wildcard extension/mqlog--*.sql))
 PGFILEDESC  = "mqlog - Kafka-style log for PostgreSQL"
 
-PG_CPPFLAGS = -I$(srcdir)/src
+PG_CPPFLAGS = -I$(srcdir)/src -I$(libpq_srcdir)
 # Kafka's compression codecs (codec.c), from Debian's zlib1g-dev, liblz4-dev,
 # libsnappy-dev and libzstd-dev.
 SHLIB_LINK  = -lz -llz4 -lsnappy -lzstd
+# libpq: a follower's apply worker streams from its leader (workers/apply.c)
+SHLIB_LINK_INTERNAL = $(libpq)
 # -Wextra is kept; the three switches below silence warnings that the
 # PostgreSQL 15 server headers themselves trigger under -Wextra.
 PG_CFLAGS   = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \

@@ -1310,6 +1310,21 @@ REVOKE ALL ON FUNCTION mq_run_maintenance(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mq_run_maintenance(text) TO mqlog_admin;
 
 /* ------------------------------------------------------------------------
+ * Replication, the leader's side (sql/replica.c): what a follower's apply
+ * worker calls over an ordinary connection.
+ * ------------------------------------------------------------------------ */
+CREATE FUNCTION mqlog._replica_batches(topic_id int, "partition" int, from_offset bigint,
+                                       max_bytes int DEFAULT 4194304)
+    RETURNS TABLE (base_offset bigint, committed boolean, batch bytea)
+    LANGUAGE c STRICT VOLATILE AS 'MODULE_PATHNAME', 'mqlog_replica_batches';
+COMMENT ON FUNCTION mqlog._replica_batches(int, int, bigint, int) IS
+    'internal: the decided batches (below the LSO) from an offset, aborted ones too, for a follower''s copy';
+CREATE FUNCTION mqlog._replica_mark(topic_id int, "partition" int) RETURNS bigint
+    LANGUAGE c STRICT VOLATILE AS 'MODULE_PATHNAME', 'mqlog_replica_mark';
+COMMENT ON FUNCTION mqlog._replica_mark(int, int) IS
+    'internal: logs the partition''s LSO into the WAL for the followers'' streams';
+
+/* ------------------------------------------------------------------------
  * No internal function is callable by PUBLIC: mqlog._* are run only by
  * mqlog's own functions, as the extension owner.
  * ------------------------------------------------------------------------ */

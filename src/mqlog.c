@@ -164,6 +164,8 @@ mq_shmem_request(void)
 	RequestAddinShmemSpace(add_size(MqPartitionShmemSize(), MqGroupsShmemSize()));
 	RequestNamedLWLockTranche("mqlog", 1);
 	RequestNamedLWLockTranche("mqlog_groups", 1);
+	RequestAddinShmemSpace(MqApplyShmemSize());
+	MqApplyRequestLWLocks();
 }
 
 static void
@@ -174,6 +176,7 @@ mq_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	MqPartitionShmemInit();
 	MqGroupsShmemInit();
+	MqApplyShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 	MqPartitionRegisterTranche();
 }

@@ -62,6 +62,7 @@ typedef struct MqOutputState
 	MemoryContext cxt;			/* reset after each batch */
 	StringInfoData batch;		/* reassembled batch */
 	bool		include_xids;
+	bool		replica;		/* binary replica stream (see below) */
 } MqOutputState;
 
 extern void _PG_output_plugin_init(OutputPluginCallbacks *cb);
@@ -80,14 +81,17 @@ out_startup(LogicalDecodingContext *ctx, OutputPluginOptions *opt, bool is_init)
 
 		if (strcmp(elem->defname, "include-xids") == 0)
 			st->include_xids = elem->arg == NULL || defGetBoolean(elem);
+		else if (strcmp(elem->defname, "replica") == 0)
+			st->replica = elem->arg == NULL || defGetBoolean(elem);
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("option \"%s\" is not recognized by the mqlog output plugin", elem->defname),
-					 errhint("Valid options are: include-xids.")));
+					 errhint("Valid options are: include-xids, replica.")));
 	}
 	ctx->output_plugin_private = st;
-	opt->output_type = OUTPUT_PLUGIN_TEXTUAL_OUTPUT;
+	MqSetReplicaDecoding(st->replica ? ctx : NULL, st->replica ? st : NULL);
+	opt->output_type = st->replica ? OUTPUT_PLUGIN_BINARY_OUTPUT : OUTPUT_PLUGIN_TEXTUAL_OUTPUT;
 	opt->receive_rewrites = false;
 }
 
@@ -171,6 +175,43 @@ append_bytes(StringInfo out, const char *data, int len)
 	}
 }
 
+/*
+ * The replica stream: one binary message per decoding message, a type byte
+ * and the message's content as rm_decode (or mqlog._replica_mark) wrote
+ * it, in native byte order (followers run the same build):
+ *
+ *		'A' xl_mqlog_append + chunk	an append, at once, aborted ones too
+ *		'C' xl_mqlog_append			its transaction committed
+ *		'L' MqLsoMark				the leader's LSO of one partition
+ *
+ * The follower (workers/apply.c) gets each message's LSN in the stream's
+ * XLogData header.
+ */
+static void
+replica_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, const char *prefix,
+				Size message_size, const char *message)
+{
+	char		type;
+
+	if (strcmp(prefix, MQLOG_APPEND_PREFIX) == 0 && message_size >= SizeOfMqlogAppend)
+		type = 'A';
+	else if (strcmp(prefix, MQLOG_COMMIT_PREFIX) == 0 && message_size >= SizeOfMqlogAppend)
+		type = 'C';
+	else if (strcmp(prefix, MQLOG_LSO_PREFIX) == 0 && message_size == sizeof(MqLsoMark))
+		type = 'L';
+	else
+		return;
+	if (type != 'L' && ((const xl_mqlog_append *) message)->format != MQ_SEGMENT_FORMAT)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("mqlog decoding message is in format %u, this mqlog streams format %d",
+						((const xl_mqlog_append *) message)->format, MQ_SEGMENT_FORMAT)));
+	OutputPluginPrepareWrite(ctx, true);
+	appendStringInfoChar(ctx->out, type);
+	appendBinaryStringInfo(ctx->out, message, message_size);
+	OutputPluginWrite(ctx, true);
+}
+
 static void
 out_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr message_lsn,
 			bool transactional, const char *prefix, Size message_size, const char *message)
@@ -183,6 +224,11 @@ out_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr messa
 	char	   *name;
 	int			n;
 
+	if (st->replica)
+	{
+		replica_message(ctx, txn, prefix, message_size, message);
+		return;
+	}
 	if (strcmp(prefix, MQLOG_MESSAGE_PREFIX) != 0 || message_size < SizeOfMqlogAppend)
 		return;
 	memcpy(&xlrec, message, SizeOfMqlogAppend);
@@ -246,6 +292,10 @@ out_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr messa
 static void
 out_shutdown(LogicalDecodingContext *ctx)
 {
+	MqOutputState *st = ctx->output_plugin_private;
+
+	if (st && st->replica)
+		MqSetReplicaDecoding(NULL, NULL);
 }
 
 void

@@ -231,6 +231,21 @@ MqlogRegisterRmgr(void)
  * rm_decode
  * ------------------------------------------------------------------------ */
 
+/*
+ * The decoding context (and its plugin's state, so that a new context at a
+ * freed one's address does not inherit the mode) that asked for replica
+ * mode.  A process decodes one slot at a time.
+ */
+static LogicalDecodingContext *replica_ctx = NULL;
+static void *replica_state = NULL;
+
+void
+MqSetReplicaDecoding(LogicalDecodingContext *ctx, void *plugin_state)
+{
+	replica_ctx = ctx;
+	replica_state = plugin_state;
+}
+
 void
 MqlogDecode(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 {
@@ -265,6 +280,30 @@ MqlogDecode(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 	if (ctx->callbacks.filter_by_origin_cb != NULL &&
 		filter_by_origin_cb_wrapper(ctx, origin_id))
 		return;
+
+	if (ctx == replica_ctx && ctx->output_plugin_private == replica_state)
+	{
+		xl_mqlog_append *xlrec = (xl_mqlog_append *) XLogRecGetData(r);
+
+		/* the raw append now, as core decodes a non-transactional message */
+		if (XLogRecGetDataLen(r) < SizeOfMqlogAppend)
+			return;
+		if (SnapBuildCurrentState(builder) == SNAPBUILD_CONSISTENT &&
+			!SnapBuildXactNeedsSkip(builder, buf->origptr))
+		{
+			snapshot = SnapBuildGetOrBuildSnapshot(builder, xid);
+			ReorderBufferQueueMessage(ctx->reorder, xid, snapshot, buf->origptr, false,
+									  MQLOG_APPEND_PREFIX,
+									  XLogRecGetDataLen(r), XLogRecGetData(r));
+		}
+		/* and its commit marker, at commit */
+		if (xlrec->chunk_start != 0 || !SnapBuildProcessChange(builder, xid, buf->origptr))
+			return;
+		snapshot = SnapBuildGetOrBuildSnapshot(builder, xid);
+		ReorderBufferQueueMessage(ctx->reorder, xid, snapshot, buf->endptr, true,
+								  MQLOG_COMMIT_PREFIX, SizeOfMqlogAppend, XLogRecGetData(r));
+		return;
+	}
 
 	if (!SnapBuildProcessChange(builder, xid, buf->origptr))
 		return;

@@ -17,6 +17,38 @@
 
 /* the prefix of the logical decoding messages rm_decode emits */
 #define MQLOG_MESSAGE_PREFIX	"mqlog"
+/* a leader's last stable offset, logged for its followers (replica.c) */
+#define MQLOG_LSO_PREFIX		"mqlog.lso"
+
+/*
+ * How rm_decode hands appends to a decoding plugin.
+ *
+ * Committed mode (every plugin: test_decoding, pgoutput, mqlog's text
+ * output): one transactional message per append record, delivered at
+ * commit, nothing for aborted transactions.
+ *
+ * Replica mode (mqlog's plugin with replica 'true', what a follower
+ * streams): every append record at once as a non-transactional message,
+ * in WAL order, which is offset order, aborted transactions included; and
+ * a transactional "commit marker" (the record's header alone) for the
+ * first chunk of each batch, delivered when the batch's transaction
+ * commits.  A follower thus copies the raw log, holes and all, and learns
+ * each batch's fate from the markers and the LSOs.
+ */
+struct LogicalDecodingContext;
+extern void MqSetReplicaDecoding(struct LogicalDecodingContext *ctx, void *plugin_state);
+
+/* the two message kinds of replica mode, by prefix */
+#define MQLOG_APPEND_PREFIX		"mqlog.append"
+#define MQLOG_COMMIT_PREFIX		"mqlog.commit"
+
+/* the content of a MQLOG_LSO_PREFIX message */
+typedef struct MqLsoMark
+{
+	int32		topic_id;
+	int32		partition;
+	int64		lso;
+} MqLsoMark;
 
 #define RM_MQLOG_ID				RM_EXPERIMENTAL_ID
 

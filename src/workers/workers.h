@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * workers.h
- *		The background workers: maintenance (maintenance.c) and the group
- *		coordinator (coordinator.c).
+ *		The background workers: maintenance (maintenance.c), the group
+ *		coordinator (coordinator.c) and the follower apply workers
+ *		(apply.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -11,8 +12,17 @@
 
 #include "postgres.h"
 
+#include "nodes/pg_list.h"
+
 extern void MqCoordinatorRegister(void);
 extern int	mqlog_maintenance_naptime;
 extern void MqMaintenanceRegister(void);
+
+/* follower apply workers (apply.c) */
+extern Size MqApplyShmemSize(void);
+extern void MqApplyShmemInit(void);
+extern void MqApplyRequestLWLocks(void);
+extern void MqApplyEnsureWorkers(List *leaders);
+extern pid_t MqApplyWorkerPid(const char *leader);
 
 #endif							/* MQLOG_WORKERS_H */

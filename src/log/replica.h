@@ -1,0 +1,34 @@
+/*-------------------------------------------------------------------------
+ *
+ * replica.h
+ *		A partition's log as a follower writes it and a leader exports it
+ *		(replica.c): batches appended at the leader's offsets with their
+ *		fate, the leader's LSO logged for the stream, and the resolved
+ *		batches read back for a copy.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MQLOG_REPLICA_H
+#define MQLOG_REPLICA_H
+
+#include "log/topic.h"
+
+typedef enum MqReplicaAppend
+{
+	MQ_REPLICA_APPENDED,		/* written at the log end offset */
+	MQ_REPLICA_PRESENT			/* the log already holds these bytes there */
+} MqReplicaAppend;
+
+/*
+ * A leader's batch (Kafka bytes, its base offset and epoch inside) at its
+ * offset, committed or aborted as the leader decided.  Below the log end
+ * offset it must be byte-identical to what is there.
+ */
+extern MqReplicaAppend MqLogAppendReplica(MqTopic **topicp, int32 partition,
+										  const char *kafka, Size len, bool committed,
+										  int64 *next_offset);
+
+/* log the partition's LSO into the WAL for the followers' streams */
+extern int64 MqLogMarkLso(MqTopic *topic, int32 partition);
+
+#endif							/* MQLOG_REPLICA_H */

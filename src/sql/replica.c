@@ -1,0 +1,89 @@
+/*-------------------------------------------------------------------------
+ *
+ * replica.c
+ *		The leader's side of replication that followers call over an
+ *		ordinary connection: mqlog._replica_batches (a copy of the decided
+ *		log, aborted batches included) and mqlog._replica_mark (the LSO
+ *		into the stream).  The follower's side is workers/apply.c.
+ *
+ * Both are internal: EXECUTE is revoked from PUBLIC and the apply worker
+ * connects as a role the DBA names in the node's conninfo (a superuser, or
+ * a role granted these functions and REPLICATION).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "funcapi.h"
+#include "utils/builtins.h"
+
+#include "store/batch.h"
+#include "log/logiter.h"
+#include "log/partition.h"
+#include "log/records.h"
+#include "log/replica.h"
+#include "log/topic.h"
+
+PG_FUNCTION_INFO_V1(mqlog_replica_batches);
+PG_FUNCTION_INFO_V1(mqlog_replica_mark);
+
+/*
+ * mqlog._replica_batches(topic_id, partition, from_offset, max_bytes):
+ * the batches after from_offset whose fate is decided (below the LSO), in
+ * offset order, each with committed true or false and its Kafka bytes as
+ * stored.  At least one batch when there is one; then up to max_bytes.
+ */
+Datum
+mqlog_replica_batches(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic = MqTopicLookupById(PG_GETARG_INT32(0));
+	int32		partition = PG_GETARG_INT32(1);
+	int64		from = PG_GETARG_INT64(2);
+	int64		max_bytes = PG_GETARG_INT32(3);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int64		lso,
+				hw,
+				bytes = 0;
+	MqLogIter	it;
+
+	MqCheckPartition(topic, partition);
+	if (from < MqLogStartOffset(topic, partition))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("offset " INT64_FORMAT " of partition %d of topic \"%s\" is below its log start offset",
+						from, partition, topic->name),
+				 errhint("A replica this far behind starts again from the log start offset.")));
+	InitMaterializedSRF(fcinfo, 0);
+	MqPartitionOffsets(topic, partition, &lso, &hw);
+	MqLogIterBegin(&it, topic, partition, from, lso, MQ_ITER_BYTES | MQ_ITER_INVISIBLE);
+	it.max_bytes = PG_INT64_MAX;
+	while (MqLogNextBatch(&it))
+	{
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+
+		if (it.hdr.base_offset >= lso)
+			break;
+		if (bytes > 0 && bytes + it.hdr.length > max_bytes)
+			break;
+		bytes += it.hdr.length;
+		values[0] = Int64GetDatum(it.hdr.base_offset);
+		values[1] = BoolGetDatum(it.fate == MQ_FATE_VISIBLE);
+		values[2] = PointerGetDatum(MqBytea(it.stored + MQ_PREFIX_SIZE,
+											it.hdr.length - MQ_PREFIX_SIZE));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	MqLogIterEnd(&it);
+	return (Datum) 0;
+}
+
+/* mqlog._replica_mark(topic_id, partition) -> the LSO it logged */
+Datum
+mqlog_replica_mark(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic = MqTopicLookupById(PG_GETARG_INT32(0));
+	int32		partition = PG_GETARG_INT32(1);
+
+	MqCheckPartition(topic, partition);
+	PG_RETURN_INT64(MqLogMarkLso(topic, partition));
+}

@@ -1,0 +1,1004 @@
+/*-------------------------------------------------------------------------
+ *
+ * apply.c
+ *		The follower's apply workers: one per leader node this node follows,
+ *		streaming that leader's log by logical decoding and writing it here,
+ *		batch for batch, at the leader's offsets.
+ *
+ * The stream.  The worker connects to the leader twice with libpq: once
+ * with replication=database, to create this node's slot there
+ * ("mqlog_<node>") and run START_REPLICATION with mqlog's output plugin in
+ * replica mode (PG15's walreceiver API hard-codes pgoutput's options and
+ * cannot ask for it), and once as an ordinary session, for the copy and
+ * the LSO marks of sql/replica.c.  The replica stream (log/output_plugin.c)
+ * carries every append of the leader at once, in WAL order, which is
+ * offset order per partition, aborted ones included ('A'); a commit marker
+ * per batch when its transaction commits ('C'); and LSO marks ('L').
+ *
+ * Pending batches.  A batch is written here only once its fate is known:
+ * committed when its marker arrives, aborted when an LSO the leader logged
+ * after it (in a later append's header, or in a mark) passes it without a
+ * marker.  Every commit record precedes the LSO move that its commit
+ * callback makes, so a marker always arrives before an LSO that covers its
+ * batch.  Batches are written in offset order with their fate in mqlog's
+ * prefix (log/replica.c), so commits that come out of offset order and
+ * aborted transactions leave the follower with exactly the leader's log.
+ * A batch that waits long for its fate (an idle partition after an abort)
+ * gets a mark asked of the leader.
+ *
+ * Gaps.  What the stream did not carry (a partition followed before the
+ * slot existed or before this node followed it, a transaction that began
+ * before the slot's consistent point) shows as a pending batch above the
+ * local log end offset; the worker then copies the decided batches from the
+ * leader by offset (mqlog._replica_batches) until the gap is closed.  The
+ * same copy brings every followed partition up to date when the worker
+ * starts.
+ *
+ * Progress.  A replication origin ("mqlog_from_<leader>") records, with
+ * each apply transaction's commit, the stream position from which nothing
+ * pending can be lost: the LSN of the oldest pending append, or of the last
+ * message when nothing is pending.  The worker starts the stream there and
+ * reports it to the leader as flushed, so the slot keeps what a restart
+ * needs.  A batch sent again below the local log end offset must be
+ * byte-identical to the one here, and is then skipped: a restart after a
+ * crash at any point neither loses nor duplicates.
+ *
+ * The loop follows contrib/pg_prewarm/autoprewarm.c and
+ * replication/logical/worker.c: WaitLatchOrSocket on the stream's socket,
+ * SIGTERM, SIGHUP, postmaster death.  An error ends the worker; the cluster
+ * worker starts it again.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "executor/spi.h"
+#include "libpq-fe.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "replication/origin.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "base/spi.h"
+#include "cluster/metadata.h"
+#include "store/batch.h"
+#include "store/segment.h"
+#include "store/wal.h"
+#include "log/partition.h"
+#include "log/replica.h"
+#include "log/topic.h"
+#include "workers/workers.h"
+
+PGDLLEXPORT void mqlog_apply_main(Datum main_arg);
+
+/* ------------------------------------------------------------------------
+ * The workers' registry in shared memory
+ * ------------------------------------------------------------------------ */
+
+#define MQ_MAX_APPLY_WORKERS	64
+#define MQ_NODE_NAME_LEN		64
+
+/* a worker that ended starts again at most this often */
+#define MQ_APPLY_RESTART_MS		2000
+
+typedef struct MqApplySlot
+{
+	char		leader[MQ_NODE_NAME_LEN];	/* "" = free */
+	pid_t		pid;			/* 0 while not running */
+	TimestampTz last_start;
+} MqApplySlot;
+
+typedef struct MqApplyShared
+{
+	LWLock	   *lock;
+	MqApplySlot slots[MQ_MAX_APPLY_WORKERS];
+} MqApplyShared;
+
+static MqApplyShared *apply_shared = NULL;
+
+Size
+MqApplyShmemSize(void)
+{
+	return MAXALIGN(sizeof(MqApplyShared));
+}
+
+void
+MqApplyShmemInit(void)
+{
+	bool		found;
+
+	apply_shared = ShmemInitStruct("mqlog apply workers", MqApplyShmemSize(), &found);
+	if (!found)
+	{
+		memset(apply_shared, 0, sizeof(MqApplyShared));
+		apply_shared->lock = &(GetNamedLWLockTranche("mqlog apply"))->lock;
+	}
+}
+
+void
+MqApplyRequestLWLocks(void)
+{
+	RequestNamedLWLockTranche("mqlog apply", 1);
+}
+
+static bool
+start_worker(int slot, const char *leader)
+{
+	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "mqlog_apply_main", BGW_MAXLEN);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "mqlog apply from %s", leader);
+	strlcpy(worker.bgw_type, "mqlog apply", BGW_MAXLEN);
+	worker.bgw_main_arg = Int32GetDatum(slot);
+	return RegisterDynamicBackgroundWorker(&worker, &handle);
+}
+
+/*
+ * Make sure an apply worker follows each leader named: start the ones that
+ * do not run (at most every MQ_APPLY_RESTART_MS per leader).  Workers of
+ * leaders not named end by themselves when they find nothing to follow.
+ */
+void
+MqApplyEnsureWorkers(List *leaders)
+{
+	ListCell   *lc;
+	TimestampTz now = GetCurrentTimestamp();
+
+	LWLockAcquire(apply_shared->lock, LW_EXCLUSIVE);
+	foreach(lc, leaders)
+	{
+		const char *leader = lfirst(lc);
+		int			slot = -1;
+
+		for (int i = 0; i < MQ_MAX_APPLY_WORKERS; i++)
+		{
+			if (strcmp(apply_shared->slots[i].leader, leader) == 0)
+			{
+				slot = i;
+				break;
+			}
+			if (slot < 0 && apply_shared->slots[i].leader[0] == '\0')
+				slot = i;
+		}
+		if (slot < 0)
+		{
+			ereport(WARNING,
+					(errmsg("mqlog cannot follow leader \"%s\": all %d apply worker slots are taken",
+							leader, MQ_MAX_APPLY_WORKERS)));
+			continue;
+		}
+		if (apply_shared->slots[slot].pid != 0 ||
+			(strcmp(apply_shared->slots[slot].leader, leader) == 0 &&
+			 !TimestampDifferenceExceeds(apply_shared->slots[slot].last_start, now,
+										 MQ_APPLY_RESTART_MS)))
+			continue;
+		strlcpy(apply_shared->slots[slot].leader, leader, MQ_NODE_NAME_LEN);
+		apply_shared->slots[slot].last_start = now;
+		if (!start_worker(slot, leader))
+			ereport(WARNING,
+					(errmsg("mqlog could not start the apply worker for leader \"%s\"", leader),
+					 errhint("Raise max_worker_processes.")));
+	}
+	LWLockRelease(apply_shared->lock);
+}
+
+/* the pid of the apply worker following leader, or 0 */
+pid_t
+MqApplyWorkerPid(const char *leader)
+{
+	pid_t		pid = 0;
+
+	LWLockAcquire(apply_shared->lock, LW_SHARED);
+	for (int i = 0; i < MQ_MAX_APPLY_WORKERS; i++)
+		if (strcmp(apply_shared->slots[i].leader, leader) == 0)
+			pid = apply_shared->slots[i].pid;
+	LWLockRelease(apply_shared->lock);
+	return pid;
+}
+
+static int	my_slot = -1;
+
+static void
+apply_exit(int code, Datum arg)
+{
+	LWLockAcquire(apply_shared->lock, LW_EXCLUSIVE);
+	apply_shared->slots[my_slot].pid = 0;
+	LWLockRelease(apply_shared->lock);
+}
+
+/* ------------------------------------------------------------------------
+ * The worker's state
+ * ------------------------------------------------------------------------ */
+
+/* a batch the stream has carried whose fate, or turn, has not come */
+typedef struct Pending
+{
+	int64		base;
+	int64		next;			/* base + records */
+	XLogRecPtr	lsn;			/* of its first append message */
+	uint32		length;			/* stored length (prefix included) */
+	StringInfoData bytes;		/* stored bytes, as they arrive */
+	bool		committed;
+	bool		aborted;
+} Pending;
+
+typedef struct PartKey
+{
+	int32		leader_topic_id;
+	int32		partition;
+} PartKey;
+
+/* a partition this node follows from the leader */
+typedef struct Part
+{
+	PartKey		key;
+	char		topic[NAMEDATALEN];
+	bool		followed;		/* seen in the last refresh */
+	bool		fresh;			/* followed since the last copy */
+	int64		leo;			/* the local log end offset */
+	List	   *pending;		/* Pending *, in offset order */
+	TimestampTz waiting_since;	/* when the head began to wait */
+	TimestampTz last_ask;		/* last copy or mark asked of the leader */
+} Part;
+
+static MemoryContext apply_cxt;
+static HTAB *parts;
+static char leader[MQ_NODE_NAME_LEN];
+static PGconn *ctl;				/* ordinary session on the leader */
+static PGconn *repl;			/* the stream */
+static RepOriginId origin;
+static XLogRecPtr last_lsn = InvalidXLogRecPtr;	/* of the last message */
+static XLogRecPtr saved_lsn = InvalidXLogRecPtr;	/* the origin's progress */
+static TimestampTz last_feedback = 0;
+
+/* ask the leader about a head that waits this long */
+#define MQ_APPLY_ASK_MS		200
+
+static void
+leader_error(PGconn *conn, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("mqlog apply from leader \"%s\": %s failed", leader, what),
+			 errdetail("%s", pchomp(PQerrorMessage(conn)))));
+}
+
+static PGresult *
+ctl_exec(const char *sql, int nparams, const char *const *params, bool binary)
+{
+	PGresult   *res = PQexecParams(ctl, sql, nparams, NULL, params, NULL, NULL, binary ? 1 : 0);
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
+	{
+		char	   *msg = pchomp(PQresultErrorMessage(res));
+
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("mqlog apply from leader \"%s\": a query on the leader failed", leader),
+				 errdetail("%s", msg)));
+	}
+	return res;
+}
+
+/* slot names allow [a-z0-9_] only */
+static char *
+slot_name(void)
+{
+	char	   *s = psprintf("mqlog_%s", MqClusterNodeName());
+
+	for (char *c = s; *c; c++)
+	{
+		*c = pg_tolower((unsigned char) *c);
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
+			*c = '_';
+	}
+	return s;
+}
+
+/* ------------------------------------------------------------------------
+ * What this node follows
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Read mqlog.replica_state for the partitions that this node follows from
+ * the leader, and the leader's topic ids of their topics.  Partitions no
+ * longer followed are forgotten; new ones start at the local log end.
+ */
+static int
+refresh_followed(void)
+{
+	HASH_SEQ_STATUS seq;
+	Part	   *p;
+	int			nfollowed = 0;
+	PGresult   *ids = NULL;
+
+	hash_seq_init(&seq, parts);
+	while ((p = hash_seq_search(&seq)) != NULL)
+		p->followed = false;
+
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	{
+		Datum		args[2] = {CStringGetTextDatum(leader),
+		CStringGetTextDatum(MqClusterNodeName())};
+		Oid			types[2] = {TEXTOID, TEXTOID};
+
+		if (SPI_execute_with_args("SELECT t.name, r.\"partition\""
+								  "  FROM mqlog.replica_state r JOIN mqlog.topic t USING (topic_id)"
+								  " WHERE r.leader OPERATOR(pg_catalog.=) $1"
+								  "   AND $2 OPERATOR(pg_catalog.=) ANY (r.replicas)"
+								  " ORDER BY 1, 2",
+								  2, types, args, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "mqlog: reading mqlog.replica_state failed");
+	}
+	if (SPI_processed > 0)
+		ids = ctl_exec("SELECT name, topic_id FROM mqlog.topic", 0, NULL, false);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		int32		partition = atoi(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2));
+		PartKey		key;
+		bool		found;
+		int			row = -1;
+
+		for (int r = 0; r < PQntuples(ids); r++)
+			if (strcmp(PQgetvalue(ids, r, 0), name) == 0)
+				row = r;
+		if (row < 0)
+			continue;			/* not on the leader yet */
+		key.leader_topic_id = atoi(PQgetvalue(ids, row, 1));
+		key.partition = partition;
+		p = hash_search(parts, &key, HASH_ENTER, &found);
+		if (!found || strcmp(p->topic, name) != 0)
+		{
+			MqTopic    *t = MqTopicLookup(name, false);
+			int64		lso;
+
+			memset(((char *) p) + sizeof(PartKey), 0, sizeof(Part) - sizeof(PartKey));
+			strlcpy(p->topic, name, NAMEDATALEN);
+			MqPartitionOffsets(t, partition, &lso, &p->leo);
+			p->pending = NIL;
+			p->fresh = true;
+		}
+		p->followed = true;
+		nfollowed++;
+	}
+	if (ids)
+		PQclear(ids);
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+
+	hash_seq_init(&seq, parts);
+	while ((p = hash_seq_search(&seq)) != NULL)
+		if (!p->followed)
+		{
+			list_free_deep(p->pending);
+			hash_search(parts, &p->key, HASH_REMOVE, NULL);
+		}
+	return nfollowed;
+}
+
+/* ------------------------------------------------------------------------
+ * Writing batches here
+ * ------------------------------------------------------------------------ */
+
+static void
+free_pending(Pending *b)
+{
+	pfree(b->bytes.data);
+	pfree(b);
+}
+
+/*
+ * The stream position from which a restart loses nothing pending: the
+ * oldest pending append's, else the last message's.
+ */
+static XLogRecPtr
+restart_point(void)
+{
+	HASH_SEQ_STATUS seq;
+	Part	   *p;
+	XLogRecPtr	lsn = last_lsn;
+
+	hash_seq_init(&seq, parts);
+	while ((p = hash_seq_search(&seq)) != NULL)
+		if (p->pending != NIL)
+			lsn = Min(lsn, ((Pending *) linitial(p->pending))->lsn);
+	return lsn;
+}
+
+static void
+begin_apply(void)
+{
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+}
+
+static void
+end_apply(XLogRecPtr progress)
+{
+	PopActiveSnapshot();
+	replorigin_session_origin_lsn = progress;
+	replorigin_session_origin_timestamp = GetCurrentTimestamp();
+	CommitTransactionCommand();
+	if (progress > saved_lsn)
+		saved_lsn = progress;
+	replorigin_session_origin_lsn = InvalidXLogRecPtr;
+}
+
+/* one decided batch at p's log end (inside an apply transaction) */
+static void
+write_batch(Part *p, const char *kafka, Size len, bool committed)
+{
+	MqTopic    *t = MqTopicLookup(p->topic, false);
+	int64		next;
+
+	(void) MqLogAppendReplica(&t, p->key.partition, kafka, len, committed, &next);
+	p->leo = Max(p->leo, next);
+}
+
+/*
+ * Copy from the leader the decided batches after p's log end, so that a
+ * gap closes; pending batches the copy overtook are dropped.
+ */
+static void
+copy_from_leader(Part *p)
+{
+	for (;;)
+	{
+		char		tid[16],
+					part[16],
+					from[32];
+		const char *params[3] = {tid, part, from};
+		PGresult   *res;
+		int			n;
+
+		snprintf(tid, sizeof(tid), "%d", p->key.leader_topic_id);
+		snprintf(part, sizeof(part), "%d", p->key.partition);
+		snprintf(from, sizeof(from), INT64_FORMAT, p->leo);
+		res = ctl_exec("SELECT base_offset, committed, batch"
+					   "  FROM mqlog._replica_batches($1::int, $2::int, $3::bigint)",
+					   3, params, true);
+		n = PQntuples(res);
+		if (n > 0)
+		{
+			begin_apply();
+			for (int i = 0; i < n; i++)
+				write_batch(p, PQgetvalue(res, i, 2), PQgetlength(res, i, 2),
+							*PQgetvalue(res, i, 1) != 0);
+			end_apply(InvalidXLogRecPtr);
+		}
+		PQclear(res);
+		while (p->pending != NIL && ((Pending *) linitial(p->pending))->next <= p->leo)
+		{
+			free_pending(linitial(p->pending));
+			p->pending = list_delete_first(p->pending);
+		}
+		if (n == 0)
+			break;
+	}
+}
+
+/* ask the leader to log p's LSO into the stream */
+static void
+ask_mark(Part *p)
+{
+	char		tid[16],
+				part[16];
+	const char *params[2] = {tid, part};
+
+	snprintf(tid, sizeof(tid), "%d", p->key.leader_topic_id);
+	snprintf(part, sizeof(part), "%d", p->key.partition);
+	PQclear(ctl_exec("SELECT mqlog._replica_mark($1::int, $2::int)", 2, params, false));
+}
+
+static bool
+head_ready(Part *p)
+{
+	Pending    *b;
+
+	if (p->pending == NIL)
+		return false;
+	b = linitial(p->pending);
+	return b->base == p->leo && b->bytes.len == (int) b->length && (b->committed || b->aborted);
+}
+
+/* write every pending batch whose turn and fate have come, in one transaction */
+static void
+write_ready(void)
+{
+	HASH_SEQ_STATUS seq;
+	Part	   *p;
+	bool		any = false;
+
+	hash_seq_init(&seq, parts);
+	while ((p = hash_seq_search(&seq)) != NULL)
+	{
+		while (head_ready(p))
+		{
+			Pending    *b = linitial(p->pending);
+
+			if (!any)
+				begin_apply();
+			any = true;
+			write_batch(p, b->bytes.data + MQ_PREFIX_SIZE, b->length - MQ_PREFIX_SIZE, b->committed);
+			free_pending(b);
+			p->pending = list_delete_first(p->pending);
+			p->waiting_since = 0;
+		}
+	}
+	if (any)
+		end_apply(restart_point());
+}
+
+/*
+ * Write what is ready; then, for heads that have waited too long, ask the
+ * leader: a copy for a gap below the head, a mark for a fate.
+ */
+static void
+apply_ready(void)
+{
+	HASH_SEQ_STATUS seq;
+	Part	   *p;
+	List	   *copies = NIL;
+	List	   *marks = NIL;
+	ListCell   *lc;
+	TimestampTz now = GetCurrentTimestamp();
+
+	write_ready();
+	hash_seq_init(&seq, parts);
+	while ((p = hash_seq_search(&seq)) != NULL)
+	{
+		if (p->pending == NIL)
+			continue;
+		if (p->waiting_since == 0)
+			p->waiting_since = now;
+		if (!TimestampDifferenceExceeds(p->last_ask, now, MQ_APPLY_ASK_MS))
+			continue;
+		if (((Pending *) linitial(p->pending))->base > p->leo)
+			copies = lappend(copies, p);
+		else if (TimestampDifferenceExceeds(p->waiting_since, now, MQ_APPLY_ASK_MS))
+			marks = lappend(marks, p);
+	}
+	foreach(lc, copies)
+	{
+		p = lfirst(lc);
+		p->last_ask = now;
+		copy_from_leader(p);
+	}
+	foreach(lc, marks)
+	{
+		p = lfirst(lc);
+		p->last_ask = now;
+		ask_mark(p);
+	}
+	if (copies != NIL)
+		write_ready();
+	list_free(copies);
+	list_free(marks);
+}
+
+/* ------------------------------------------------------------------------
+ * The stream's messages
+ * ------------------------------------------------------------------------ */
+
+/* batches of p below lso that have no commit marker are aborted */
+static void
+resolve_below(Part *p, int64 lso)
+{
+	ListCell   *lc;
+
+	foreach(lc, p->pending)
+	{
+		Pending    *b = lfirst(lc);
+
+		if (b->base >= lso)
+			break;
+		if (!b->committed)
+			b->aborted = true;
+	}
+}
+
+static Part *
+find_part(int32 topic_id, int32 partition)
+{
+	PartKey		key;
+
+	key.leader_topic_id = topic_id;
+	key.partition = partition;
+	return hash_search(parts, &key, HASH_FIND, NULL);
+}
+
+static void
+on_append(XLogRecPtr lsn, const char *data, Size len)
+{
+	xl_mqlog_append xl;
+	Part	   *p;
+	Pending    *b = NULL;
+	MemoryContext old;
+
+	memcpy(&xl, data, SizeOfMqlogAppend);
+	if (len != SizeOfMqlogAppend + xl.chunk_length || xl.format != MQ_SEGMENT_FORMAT)
+		elog(ERROR, "mqlog apply from leader \"%s\": malformed append message at %X/%X",
+			 leader, LSN_FORMAT_ARGS(lsn));
+	p = find_part(xl.topic_id, xl.partition);
+	if (p == NULL)
+		return;
+	old = MemoryContextSwitchTo(apply_cxt);
+	if (xl.chunk_start == 0)
+	{
+		Pending    *last = p->pending ? llast(p->pending) : NULL;
+
+		/* sent again after a restart: already here, or already pending */
+		if (xl.base_offset < p->leo || (last && xl.base_offset < last->next))
+		{
+			MemoryContextSwitchTo(old);
+			resolve_below(p, xl.lso);
+			return;
+		}
+		b = palloc0(sizeof(Pending));
+		b->base = xl.base_offset;
+		b->next = xl.base_offset;	/* until the header arrives */
+		b->lsn = lsn;
+		b->length = xl.batch_length;
+		initStringInfo(&b->bytes);
+		p->pending = lappend(p->pending, b);
+	}
+	else if (p->pending != NIL)
+		b = llast(p->pending);
+	if (b && b->base == xl.base_offset && b->bytes.len == (int) xl.chunk_start)
+	{
+		appendBinaryStringInfo(&b->bytes, data + SizeOfMqlogAppend, xl.chunk_length);
+		if (b->bytes.len >= MQ_BATCH_HEADER_SIZE && b->next == b->base)
+		{
+			MqBatchHeader hdr;
+
+			if (!MqBatchParseHeader(b->bytes.data, b->bytes.len, &hdr))
+				elog(ERROR, "mqlog apply from leader \"%s\": malformed batch at offset " INT64_FORMAT,
+					 leader, b->base);
+			b->next = MqBatchNextOffset(&hdr);
+		}
+	}
+	MemoryContextSwitchTo(old);
+	resolve_below(p, xl.lso);
+}
+
+static void
+on_commit(const char *data, Size len)
+{
+	xl_mqlog_append xl;
+	Part	   *p;
+	ListCell   *lc;
+
+	memcpy(&xl, data, SizeOfMqlogAppend);
+	p = find_part(xl.topic_id, xl.partition);
+	if (p == NULL)
+		return;
+	foreach(lc, p->pending)
+	{
+		Pending    *b = lfirst(lc);
+
+		if (b->base == xl.base_offset)
+			b->committed = true;
+	}
+}
+
+static void
+on_lso(const char *data, Size len)
+{
+	MqLsoMark	mark;
+	Part	   *p;
+
+	memcpy(&mark, data, sizeof(mark));
+	p = find_part(mark.topic_id, mark.partition);
+	if (p != NULL)
+		resolve_below(p, mark.lso);
+}
+
+static int64
+get_be64(const char *p)
+{
+	uint64		v;
+
+	memcpy(&v, p, 8);
+	return (int64) pg_ntoh64(v);
+}
+
+static void
+put_be64(char *p, int64 v)
+{
+	uint64		n = pg_hton64((uint64) v);
+
+	memcpy(p, &n, 8);
+}
+
+static void
+send_feedback(bool force)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	char		msg[1 + 8 * 4 + 1];
+	XLogRecPtr	done = saved_lsn;
+
+	if (!force && !TimestampDifferenceExceeds(last_feedback, now, 1000))
+		return;
+	msg[0] = 'r';
+	put_be64(msg + 1, done);
+	put_be64(msg + 9, done);
+	put_be64(msg + 17, done);
+	put_be64(msg + 25, now);
+	msg[33] = 0;
+	if (PQputCopyData(repl, msg, sizeof(msg)) <= 0 || PQflush(repl) != 0)
+		leader_error(repl, "sending feedback");
+	last_feedback = now;
+}
+
+/*
+ * With nothing pending, the restart point moves with the stream even when
+ * nothing is written: record it now and then (WAL-logged, as
+ * pg_replication_origin_advance does), so that the leader's slot lets go
+ * of WAL that an idle follower no longer needs.
+ */
+static void
+advance_idle(void)
+{
+	XLogRecPtr	lsn = restart_point();
+	static TimestampTz last = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (lsn <= saved_lsn || !TimestampDifferenceExceeds(last, now, 1000))
+		return;
+	last = now;
+	StartTransactionCommand();
+	replorigin_advance(origin, lsn, InvalidXLogRecPtr, false, true);
+	CommitTransactionCommand();
+	saved_lsn = lsn;
+}
+
+static void
+on_copy_data(const char *buf, int len)
+{
+	if (buf[0] == 'w' && len >= 25)
+	{
+		XLogRecPtr	lsn = (XLogRecPtr) get_be64(buf + 1);
+		const char *data = buf + 25;
+		Size		dlen = len - 25;
+
+		if (dlen < 1)
+			return;
+		switch (data[0])
+		{
+			case 'A':
+				on_append(lsn, data + 1, dlen - 1);
+				break;
+			case 'C':
+				if (dlen - 1 >= SizeOfMqlogAppend)
+					on_commit(data + 1, dlen - 1);
+				break;
+			case 'L':
+				if (dlen - 1 == sizeof(MqLsoMark))
+					on_lso(data + 1, dlen - 1);
+				break;
+		}
+		last_lsn = Max(last_lsn, lsn);
+	}
+	else if (buf[0] == 'k' && len >= 18)
+	{
+		if (buf[17])
+			send_feedback(true);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Main
+ * ------------------------------------------------------------------------ */
+
+static PGconn *
+connect_leader(const char *conninfo, bool replication)
+{
+	/* the node's conninfo, then the cluster database over its dbname */
+	const char *keys[] = {"dbname", "dbname", "replication", "fallback_application_name",
+	"connect_timeout", NULL};
+	const char *vals[] = {conninfo, mqlog_cluster_database, replication ? "database" : NULL,
+	"mqlog apply", "10", NULL};
+	PGconn	   *conn = PQconnectdbParams(keys, vals, 1);
+
+	if (PQstatus(conn) != CONNECTION_OK)
+		leader_error(conn, "connecting");
+	return conn;
+}
+
+static void
+close_conns(int code, Datum arg)
+{
+	if (repl)
+		PQfinish(repl);
+	if (ctl)
+		PQfinish(ctl);
+	repl = ctl = NULL;
+}
+
+void
+mqlog_apply_main(Datum main_arg)
+{
+	char	   *conninfo;
+	char	   *slot;
+	char	   *origin_name;
+	char	   *cmd;
+	PGresult   *res;
+	HASHCTL		hctl;
+	TimestampTz last_refresh;
+
+	my_slot = DatumGetInt32(main_arg);
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+
+	LWLockAcquire(apply_shared->lock, LW_EXCLUSIVE);
+	strlcpy(leader, apply_shared->slots[my_slot].leader, MQ_NODE_NAME_LEN);
+	apply_shared->slots[my_slot].pid = MyProcPid;
+	LWLockRelease(apply_shared->lock);
+	before_shmem_exit(apply_exit, 0);
+	before_shmem_exit(close_conns, 0);
+
+	BackgroundWorkerInitializeConnection(mqlog_cluster_database, NULL, 0);
+	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
+	apply_cxt = AllocSetContextCreate(TopMemoryContext, "mqlog apply", ALLOCSET_DEFAULT_SIZES);
+	memset(&hctl, 0, sizeof(hctl));
+	hctl.keysize = sizeof(PartKey);
+	hctl.entrysize = sizeof(Part);
+	hctl.hcxt = apply_cxt;
+	parts = hash_create("mqlog apply partitions", 256, &hctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+	conninfo = MqClusterNodeConninfo(leader);
+	if (conninfo == NULL)
+	{
+		ereport(LOG, (errmsg("mqlog apply: leader \"%s\" is not a known node; stopping", leader)));
+		proc_exit(0);
+	}
+	conninfo = MemoryContextStrdup(apply_cxt, conninfo);
+	ctl = connect_leader(conninfo, false);
+	if (refresh_followed() == 0)
+		proc_exit(0);
+
+	/* the replication origin that remembers how far the stream was applied */
+	origin_name = psprintf("mqlog_from_%s", leader);
+	StartTransactionCommand();
+	origin = replorigin_by_name(origin_name, true);
+	if (origin == InvalidRepOriginId)
+		origin = replorigin_create(origin_name);
+	CommitTransactionCommand();
+	replorigin_session_setup(origin);
+	replorigin_session_origin = origin;
+	saved_lsn = replorigin_session_get_progress(false);
+
+	/* this node's slot on the leader */
+	repl = connect_leader(conninfo, true);
+	slot = slot_name();
+	{
+		const char *params[1] = {slot};
+
+		res = ctl_exec("SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = $1",
+					   1, params, false);
+	}
+	if (PQntuples(res) == 0)
+	{
+		PGresult   *cr;
+
+		cmd = psprintf("CREATE_REPLICATION_SLOT \"%s\" LOGICAL mqlog (SNAPSHOT 'nothing')", slot);
+		cr = PQexec(repl, cmd);
+		if (PQresultStatus(cr) != PGRES_TUPLES_OK)
+			leader_error(repl, "creating the replication slot");
+		PQclear(cr);
+		ereport(LOG, (errmsg("mqlog apply: created replication slot \"%s\" on leader \"%s\"", slot, leader)));
+	}
+	PQclear(res);
+
+	/* what the slot's stream will not carry: copy it */
+	{
+		HASH_SEQ_STATUS seq;
+		Part	   *p;
+
+		hash_seq_init(&seq, parts);
+		while ((p = hash_seq_search(&seq)) != NULL)
+		{
+			p->fresh = false;
+			copy_from_leader(p);
+		}
+	}
+
+	last_lsn = saved_lsn;
+	cmd = psprintf("START_REPLICATION SLOT \"%s\" LOGICAL %X/%X (\"replica\" 'true')",
+				   slot, LSN_FORMAT_ARGS(saved_lsn));
+	res = PQexec(repl, cmd);
+	if (PQresultStatus(res) != PGRES_COPY_BOTH)
+		leader_error(repl, "starting the stream");
+	PQclear(res);
+	ereport(LOG, (errmsg("mqlog apply: following leader \"%s\" from %X/%X",
+						 leader, LSN_FORMAT_ARGS(saved_lsn))));
+
+	last_refresh = GetCurrentTimestamp();
+	for (;;)
+	{
+		int			rc;
+		char	   *buf;
+		int			len;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (PQconsumeInput(repl) == 0)
+			leader_error(repl, "reading the stream");
+		while ((len = PQgetCopyData(repl, &buf, 1)) > 0)
+		{
+			on_copy_data(buf, len);
+			PQfreemem(buf);
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (len == -1)
+		{
+			ereport(LOG, (errmsg("mqlog apply: leader \"%s\" ended the stream", leader)));
+			proc_exit(1);
+		}
+		if (len == -2)
+			leader_error(repl, "reading the stream");
+
+		apply_ready();
+		advance_idle();
+		send_feedback(false);
+
+		if (TimestampDifferenceExceeds(last_refresh, GetCurrentTimestamp(), 1000))
+		{
+			last_refresh = GetCurrentTimestamp();
+			if (refresh_followed() == 0)
+			{
+				ereport(LOG, (errmsg("mqlog apply: nothing to follow from leader \"%s\"; stopping", leader)));
+				proc_exit(0);
+			}
+			/* partitions followed since: bring them up first */
+			{
+				HASH_SEQ_STATUS seq;
+				Part	   *p;
+
+				hash_seq_init(&seq, parts);
+				while ((p = hash_seq_search(&seq)) != NULL)
+					if (p->fresh)
+					{
+						p->fresh = false;
+						copy_from_leader(p);
+					}
+			}
+		}
+
+		rc = WaitLatchOrSocket(MyLatch,
+							   WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							   PQsocket(repl), 100, PG_WAIT_EXTENSION);
+		if (rc & WL_LATCH_SET)
+			ResetLatch(MyLatch);
+	}
+}
