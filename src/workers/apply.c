@@ -262,7 +262,8 @@ typedef struct Part
 } Part;
 
 static MemoryContext apply_cxt;
-static HTAB *parts;
+static HTAB *parts;				/* Part by key */
+static List *part_list;			/* the same, to walk across transactions */
 static char leader[MQ_NODE_NAME_LEN];
 static PGconn *ctl;				/* ordinary session on the leader */
 static PGconn *repl;			/* the stream */
@@ -328,14 +329,13 @@ slot_name(void)
 static int
 refresh_followed(void)
 {
-	HASH_SEQ_STATUS seq;
+	ListCell   *plc;
 	Part	   *p;
 	int			nfollowed = 0;
 	PGresult   *ids = NULL;
 
-	hash_seq_init(&seq, parts);
-	while ((p = hash_seq_search(&seq)) != NULL)
-		p->followed = false;
+	foreach(plc, part_list)
+		((Part *) lfirst(plc))->followed = false;
 
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -381,6 +381,13 @@ refresh_followed(void)
 			MqPartitionOffsets(t, partition, &lso, &p->leo);
 			p->pending = NIL;
 			p->fresh = true;
+			if (!found)
+			{
+				MemoryContext old = MemoryContextSwitchTo(apply_cxt);
+
+				part_list = lappend(part_list, p);
+				MemoryContextSwitchTo(old);
+			}
 		}
 		p->followed = true;
 		nfollowed++;
@@ -391,13 +398,16 @@ refresh_followed(void)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
-	hash_seq_init(&seq, parts);
-	while ((p = hash_seq_search(&seq)) != NULL)
+	foreach(plc, part_list)
+	{
+		p = lfirst(plc);
 		if (!p->followed)
 		{
 			list_free_deep(p->pending);
+			part_list = foreach_delete_current(part_list, plc);
 			hash_search(parts, &p->key, HASH_REMOVE, NULL);
 		}
+	}
 	return nfollowed;
 }
 
@@ -419,13 +429,12 @@ free_pending(Pending *b)
 static XLogRecPtr
 restart_point(void)
 {
-	HASH_SEQ_STATUS seq;
+	ListCell   *plc;
 	Part	   *p;
 	XLogRecPtr	lsn = last_lsn;
 
-	hash_seq_init(&seq, parts);
-	while ((p = hash_seq_search(&seq)) != NULL)
-		if (p->pending != NIL)
+	foreach(plc, part_list)
+		if ((p = lfirst(plc))->pending != NIL)
 			lsn = Min(lsn, ((Pending *) linitial(p->pending))->lsn);
 	return lsn;
 }
@@ -530,13 +539,13 @@ head_ready(Part *p)
 static void
 write_ready(void)
 {
-	HASH_SEQ_STATUS seq;
+	ListCell   *plc;
 	Part	   *p;
 	bool		any = false;
 
-	hash_seq_init(&seq, parts);
-	while ((p = hash_seq_search(&seq)) != NULL)
+	foreach(plc, part_list)
 	{
+		p = lfirst(plc);
 		while (head_ready(p))
 		{
 			Pending    *b = linitial(p->pending);
@@ -561,7 +570,7 @@ write_ready(void)
 static void
 apply_ready(void)
 {
-	HASH_SEQ_STATUS seq;
+	ListCell   *plc;
 	Part	   *p;
 	List	   *copies = NIL;
 	List	   *marks = NIL;
@@ -569,9 +578,9 @@ apply_ready(void)
 	TimestampTz now = GetCurrentTimestamp();
 
 	write_ready();
-	hash_seq_init(&seq, parts);
-	while ((p = hash_seq_search(&seq)) != NULL)
+	foreach(plc, part_list)
 	{
+		p = lfirst(plc);
 		if (p->pending == NIL)
 			continue;
 		if (p->waiting_since == 0)
@@ -757,23 +766,19 @@ send_feedback(bool force)
 
 /*
  * With nothing pending, the restart point moves with the stream even when
- * nothing is written: record it now and then (WAL-logged, as
- * pg_replication_origin_advance does), so that the leader's slot lets go
- * of WAL that an idle follower no longer needs.
+ * nothing is written.  Move the origin's progress in memory (a checkpoint
+ * saves it) and report it, so that the leader's slot lets go of WAL that
+ * an idle follower no longer needs.  Losing it in a crash only means
+ * reading again: nothing was pending before it.
  */
 static void
 advance_idle(void)
 {
 	XLogRecPtr	lsn = restart_point();
-	static TimestampTz last = 0;
-	TimestampTz now = GetCurrentTimestamp();
 
-	if (lsn <= saved_lsn || !TimestampDifferenceExceeds(last, now, 1000))
+	if (lsn <= saved_lsn)
 		return;
-	last = now;
-	StartTransactionCommand();
-	replorigin_advance(origin, lsn, InvalidXLogRecPtr, false, true);
-	CommitTransactionCommand();
+	replorigin_session_advance(lsn, InvalidXLogRecPtr);
 	saved_lsn = lsn;
 }
 
@@ -918,12 +923,12 @@ mqlog_apply_main(Datum main_arg)
 
 	/* what the slot's stream will not carry: copy it */
 	{
-		HASH_SEQ_STATUS seq;
+		ListCell   *plc;
 		Part	   *p;
 
-		hash_seq_init(&seq, parts);
-		while ((p = hash_seq_search(&seq)) != NULL)
+		foreach(plc, part_list)
 		{
+			p = lfirst(plc);
 			p->fresh = false;
 			copy_from_leader(p);
 		}
@@ -982,12 +987,11 @@ mqlog_apply_main(Datum main_arg)
 			}
 			/* partitions followed since: bring them up first */
 			{
-				HASH_SEQ_STATUS seq;
+				ListCell   *plc;
 				Part	   *p;
 
-				hash_seq_init(&seq, parts);
-				while ((p = hash_seq_search(&seq)) != NULL)
-					if (p->fresh)
+				foreach(plc, part_list)
+					if ((p = lfirst(plc))->fresh)
 					{
 						p->fresh = false;
 						copy_from_leader(p);
