@@ -76,6 +76,7 @@ MqLogAppend(MqTopic **topicp, int32 partition, MqRecord *records, int nrecords)
 	TransactionId xid;
 	int64		base;
 
+	MqTopicCheckLeader(*topicp, partition);
 	/* WAL-logged data needs an xid, and decoding needs it assigned first */
 	xid = GetCurrentTransactionId();
 	initStringInfo(&batch);
@@ -115,6 +116,7 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 	MemoryContext cxt,
 				old;
 
+	MqTopicCheckLeader(topic, partition);
 	if (why)
 		bad_kafka_batch(topic, partition, why);
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog Kafka batch", ALLOCSET_DEFAULT_SIZES);

@@ -29,6 +29,7 @@
 #include "store/batch.h"
 #include "log/partition.h"
 #include "log/topic.h"
+#include "cluster/metadata.h"
 
 typedef struct TopicEntry
 {
@@ -116,7 +117,8 @@ load_topic(const char *where, Datum arg, Oid argtype)
 			 " t.owner,"
 			 " c OPERATOR(pg_catalog.->>) 'compression.type',"
 			 " (c OPERATOR(pg_catalog.->>) 'segment.bytes')::pg_catalog.int8,"
-			 " (c OPERATOR(pg_catalog.->>) 'segment.ms')::pg_catalog.int8"
+			 " (c OPERATOR(pg_catalog.->>) 'segment.ms')::pg_catalog.int8,"
+			 " t.replication_factor"
 			 " FROM mqlog.topic t, LATERAL mqlog.effective_config(t.config) c"
 			 " WHERE t.%s OPERATOR(pg_catalog.=) $1",
 			 where);
@@ -164,6 +166,7 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		}
 		t->segment_bytes = DatumGetInt64(SPI_getbinval(tup, desc, 10, &isnull));
 		t->segment_ms = DatumGetInt64(SPI_getbinval(tup, desc, 11, &isnull));
+		t->replication_factor = DatumGetInt32(SPI_getbinval(tup, desc, 12, &isnull));
 		t->nsegments = palloc0(sizeof(int) * t->partitions);
 		t->segments = palloc0(sizeof(MqSegmentRef *) * t->partitions);
 		t->parts = palloc0(sizeof(MqPartition *) * t->partitions);
@@ -222,6 +225,27 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		for (int p = 0; p < t->partitions; p++)
 			place_spare(t, p);
 		MemoryContextSwitchTo(old);
+
+		/* a replicated topic: who leads each partition */
+		if (t->replication_factor > 1)
+		{
+			ret = SPI_execute_with_args("SELECT r.partition, r.leader FROM mqlog.replica_state r"
+										" WHERE r.topic_id OPERATOR(pg_catalog.=) $1",
+										1, &segtype, &segarg, NULL, true, 0);
+			if (ret != SPI_OK_SELECT)
+				elog(ERROR, "mqlog: replica lookup failed: %s", SPI_result_code_string(ret));
+			old = MemoryContextSwitchTo(topic_cxt);
+			t->leaders = palloc0(sizeof(char *) * t->partitions);
+			for (uint64 i = 0; i < SPI_processed; i++)
+			{
+				int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+				Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
+
+				if (p >= 0 && p < t->partitions && !isnull)
+					t->leaders[p] = TextDatumGetCString(d);
+			}
+			MemoryContextSwitchTo(old);
+		}
 	}
 	PopActiveSnapshot();
 	MqSpiEnd(&spi);
@@ -323,6 +347,48 @@ MqTopicLookupById(int32 topic_id)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("topic with id %d does not exist", topic_id)));
 	return t;
+}
+
+/* does this node lead the partition (always, for a single-node topic)? */
+bool
+MqTopicLeadsHere(MqTopic *topic, int32 partition)
+{
+	const char *self = MqClusterNodeName();
+
+	if (topic->leaders == NULL)
+		return true;
+	return topic->leaders[partition] != NULL && self != NULL &&
+		strcmp(topic->leaders[partition], self) == 0;
+}
+
+/*
+ * Produce only where the partition's leader is (Kafka's
+ * NOT_LEADER_OR_FOLLOWER): a follower's log is written by its apply worker
+ * alone.
+ */
+void
+MqTopicCheckLeader(MqTopic *topic, int32 partition)
+{
+	const char *leader;
+	char	   *conninfo;
+
+	if (MqTopicLeadsHere(topic, partition))
+		return;
+	leader = topic->leaders[partition];
+	if (leader == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_MQ_NOT_LEADER),
+				 errmsg("partition %d of topic \"%s\" has no known leader on this node",
+						partition, topic->name),
+				 errhint("The cluster worker has not yet copied the partition's metadata from etcd; retry.")));
+	conninfo = MqClusterNodeConninfo(leader);
+	ereport(ERROR,
+			(errcode(ERRCODE_MQ_NOT_LEADER),
+			 errmsg("node \"%s\" is not the leader of partition %d of topic \"%s\"",
+					MqClusterNodeName(), partition, topic->name),
+			 errdetail("The leader is node \"%s\".", leader),
+			 conninfo ? errhint("Produce on node \"%s\" (%s).", leader, conninfo) :
+			 errhint("Produce on node \"%s\".", leader)));
 }
 
 void

@@ -18,6 +18,13 @@
 #define MQ_PRIV_ALTER		0x08	/* Kafka Alter and Delete */
 #define MQ_PRIV_ALL			0x0f
 
+/*
+ * mqlog's own SQLSTATEs, class MQ: Kafka's errors that PostgreSQL has no
+ * code for.
+ */
+#define ERRCODE_MQ_NOT_LEADER			MAKE_SQLSTATE('M','Q','0','0','1')	/* NOT_LEADER_OR_FOLLOWER */
+#define ERRCODE_MQ_NOT_ENOUGH_REPLICAS	MAKE_SQLSTATE('M','Q','0','0','2')	/* NOT_ENOUGH_REPLICAS */
+
 typedef struct MqTopicAclItem
 {
 	Oid			grantee;		/* InvalidOid: PUBLIC */
@@ -48,6 +55,10 @@ typedef struct MqTopic
 	int32		topic_id;
 	char	   *name;
 	int			partitions;
+	int			replication_factor;
+	char	  **leaders;		/* replicated topics: each partition's leader
+								 * node from mqlog.replica_state (NULL where
+								 * unknown); NULL for single-node topics */
 	int64		max_message_bytes;
 	bool		log_append_time;
 	int			compression;	/* compression.type: MqCodec or
@@ -68,6 +79,8 @@ typedef struct MqTopic
 } MqTopic;
 
 extern MqTopic *MqTopicLookup(const char *name, bool missing_ok);
+extern bool MqTopicLeadsHere(MqTopic *topic, int32 partition);
+extern void MqTopicCheckLeader(MqTopic *topic, int32 partition);
 extern MqTopic *MqTopicLookupById(int32 topic_id);
 extern const char *MqTopicNameOrId(int32 topic_id);
 extern MqTopic *MqTopicRefresh(const char *name);

@@ -56,6 +56,17 @@ sticky_partition(MqTopic *topic)
 		sticky_counter = (uint32) MyProcPid;
 		sticky_seeded = true;
 	}
+	if (topic->leaders != NULL)
+	{
+		/* a replicated topic: the partitions this node leads, if any */
+		for (int i = 0; i < topic->partitions; i++)
+		{
+			int32		p = (int32) (sticky_counter++ % (uint32) topic->partitions);
+
+			if (MqTopicLeadsHere(topic, p))
+				return p;
+		}
+	}
 	return (int32) (sticky_counter++ % (uint32) topic->partitions);
 }
 
