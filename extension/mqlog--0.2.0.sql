@@ -1323,6 +1323,12 @@ CREATE FUNCTION mqlog._replica_mark(topic_id int, "partition" int) RETURNS bigin
     LANGUAGE c STRICT VOLATILE AS 'MODULE_PATHNAME', 'mqlog_replica_mark';
 COMMENT ON FUNCTION mqlog._replica_mark(int, int) IS
     'internal: logs the partition''s LSO into the WAL for the followers'' streams';
+CREATE FUNCTION mqlog._replica_progress(node text, topic_ids int[], partitions int[],
+                                        log_end_offsets bigint[])
+    RETURNS TABLE (topic_id int, "partition" int, high_watermark bigint)
+    LANGUAGE c STRICT VOLATILE AS 'MODULE_PATHNAME', 'mqlog_replica_progress';
+COMMENT ON FUNCTION mqlog._replica_progress(text, int[], int[], bigint[]) IS
+    'internal: a follower''s log end offsets in, the partitions'' high watermarks out';
 
 /* ------------------------------------------------------------------------
  * No internal function is callable by PUBLIC: mqlog._* are run only by

@@ -23,6 +23,7 @@
 #include "store/wal.h"
 #include "log/am.h"
 #include "log/partition.h"
+#include "log/replica.h"
 #include "acl/acl.h"
 #include "groups/groups.h"
 #include "workers/workers.h"
@@ -137,6 +138,7 @@ _PG_init(void)
 							 "Off: no segment is prepared ahead, and the maintenance worker rolls segments on its passes instead (they can outgrow segment.bytes meanwhile).",
 							 &mqlog_roll_ahead, true,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+	MqReplicaDefineSettings();
 	MarkGUCPrefixReserved("mqlog");
 
 	prev_shmem_request_hook = shmem_request_hook;

@@ -25,6 +25,7 @@
 #include "store/batch.h"
 #include "log/append.h"
 #include "log/partition.h"
+#include "log/replica.h"
 #include "log/topic.h"
 
 /*
@@ -77,12 +78,14 @@ MqLogAppend(MqTopic **topicp, int32 partition, MqRecord *records, int nrecords)
 	int64		base;
 
 	MqTopicCheckLeader(*topicp, partition);
+	MqReplicaCheckAcks(*topicp, partition);
 	/* WAL-logged data needs an xid, and decoding needs it assigned first */
 	xid = GetCurrentTransactionId();
 	initStringInfo(&batch);
 	MqBatchBuild(&batch, records, nrecords, xid, batch_attributes(*topicp), false);
 	base = MqPartitionAppend(topicp, partition, &batch, -1, -1);
 	pfree(batch.data);
+	MqReplicaAwaitAt(*topicp, partition, base + nrecords);
 	return base;
 }
 
@@ -117,6 +120,7 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 				old;
 
 	MqTopicCheckLeader(topic, partition);
+	MqReplicaCheckAcks(topic, partition);
 	if (why)
 		bad_kafka_batch(topic, partition, why);
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog Kafka batch", ALLOCSET_DEFAULT_SIZES);
@@ -200,5 +204,6 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 	}
 	base = MqPartitionAppend(topicp, partition, &stored, at_offset, leader_epoch);
 	MemoryContextDelete(cxt);
+	MqReplicaAwaitAt(*topicp, partition, base + n);
 	return base;
 }

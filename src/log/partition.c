@@ -55,6 +55,7 @@
 #include "store/batch.h"
 #include "store/segment.h"
 #include "log/partition.h"
+#include "log/replica.h"
 #include "log/topic.h"
 
 /*
@@ -90,8 +91,14 @@ struct MqPartition
 	bool		roll_unrecorded;	/* rolled into the spare; the worker has not
 									 * recorded it in the catalog yet */
 	dlist_head	inflight;		/* MqInflight, ascending first offset */
-	ConditionVariable cv;		/* broadcast when appends commit, and when a
-								 * spare is ready */
+	ConditionVariable cv;		/* broadcast when appends commit, when a
+								 * spare is ready and when the high
+								 * watermark moves */
+	/* replicated partitions (log/replica.c), under lock */
+	pg_atomic_uint64 high_watermark;	/* leader: as computed; follower: as
+										 * the leader said */
+	int			nfollowers;
+	MqFollowerProgress followers[MQ_MAX_FOLLOWERS];
 };
 
 typedef struct MqInflight
@@ -314,6 +321,8 @@ MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition)
 		part->next_offset = 0;
 		dlist_init(&part->inflight);
 		ConditionVariableInit(&part->cv);
+		pg_atomic_init_u64(&part->high_watermark, 0);
+		part->nfollowers = 0;
 	}
 	LWLockRelease(mq_shared->hash_lock);
 	return part;
@@ -593,6 +602,8 @@ mq_xact_callback(XactEvent event, void *arg)
 			if (catalog_bump_at_commit)
 				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
 			catalog_bump_at_commit = false;
+			/* last: the commit is visible here; acks=all waits for the replicas */
+			MqReplicaAwaitAcks();
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
@@ -607,6 +618,7 @@ mq_xact_callback(XactEvent event, void *arg)
 				ConditionVariableBroadcast(&mq_shared->data_cv);
 			}
 			MqReaderAtAbort();
+			MqReplicaForgetAcks();
 			apply_switches(false);
 			apply_forgets(false);
 			if (catalog_bump_at_commit)
@@ -713,7 +725,7 @@ MqPartitionInitCallbacks(void)
  * readers then find it batch by batch.
  */
 void
-MqPartitionOffsets(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
+MqPartitionLogEnd(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
 {
 	const MqSegmentRef *seg = MqTopicActiveSegment(topic, partition);
 	MqPartition *part = MqTopicPartition(topic, partition);
@@ -757,6 +769,146 @@ MqPartitionOffsets(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
 		LWLockRelease(&part->lock);
 	}
 	table_close(rel, AccessShareLock);
+}
+
+/*
+ * What readers may see of a partition: its LSO and high watermark.  For a
+ * single-node topic the high watermark is the log end offset.  For a
+ * replicated one it is Kafka's: on the leader the lowest log end offset
+ * among the in-sync replicas, moving only while they are at least
+ * min.insync.replicas; on a follower what the leader last told it.  The
+ * LSO is never above it, so no reader sees what a failover could lose.
+ */
+void
+MqPartitionOffsets(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
+{
+	MqPartition *part;
+	int64		leo;
+	int64		replicated;
+
+	MqPartitionLogEnd(topic, partition, lso, &leo);
+	*hw = leo;
+	if (topic->replicas == NULL || *lso < 0)
+		return;
+	part = MqTopicPartition(topic, partition);
+	if (MqTopicLeadsHere(topic, partition))
+		replicated = MqPartitionUpdateHighWatermark(part, &topic->replicas[partition],
+													topic->min_insync_replicas);
+	else
+		replicated = (int64) pg_atomic_read_u64(&part->high_watermark);
+	*hw = Min(replicated, leo);
+	*lso = Min(*lso, *hw);
+}
+
+/*
+ * On the leader: the lowest log end offset among the in-sync replicas, if
+ * each has reported and they are at least min_isr; the high watermark
+ * moves up to it.  Reads shared memory only (a committing transaction
+ * waiting for acks=all calls it).  Returns the high watermark.
+ */
+int64
+MqPartitionUpdateHighWatermark(MqPartition *part, const MqReplicaInfo *ri, int min_isr)
+{
+	int64		candidate;
+	bool		known = ri->nisr >= min_isr && ri->leader != NULL;
+
+	LWLockAcquire(&part->lock, LW_SHARED);
+	candidate = part->next_offset;
+	for (int i = 0; known && i < ri->nisr; i++)
+	{
+		bool		found = strcmp(ri->isr[i], ri->leader) == 0;
+
+		for (int f = 0; !found && f < part->nfollowers; f++)
+			if (strcmp(part->followers[f].node, ri->isr[i]) == 0)
+			{
+				candidate = Min(candidate, part->followers[f].leo);
+				found = true;
+			}
+		known = found;			/* an in-sync replica that has not reported */
+	}
+	LWLockRelease(&part->lock);
+	if (known)
+		return MqPartitionAdvanceHighWatermark(part, candidate);
+	return (int64) pg_atomic_read_u64(&part->high_watermark);
+}
+
+/*
+ * Move the high watermark up to hw (never down); waiters on the partition
+ * and polls are woken when it moves.  Returns the high watermark.
+ */
+int64
+MqPartitionAdvanceHighWatermark(MqPartition *part, int64 hw)
+{
+	uint64		cur = pg_atomic_read_u64(&part->high_watermark);
+
+	while ((int64) cur < hw)
+	{
+		if (pg_atomic_compare_exchange_u64(&part->high_watermark, &cur, (uint64) hw))
+		{
+			ConditionVariableBroadcast(&part->cv);
+			ConditionVariableBroadcast(&mq_shared->data_cv);
+			return hw;
+		}
+	}
+	return (int64) cur;
+}
+
+/*
+ * A follower's log end offset, as it reported it.  It is caught up (Kafka's
+ * lastCaughtUpTime) when it has reached the leader's log end offset as of
+ * now, or as of its previous report.
+ */
+void
+MqPartitionReportFollower(MqPartition *part, const char *node, int64 leo)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	MqFollowerProgress *f = NULL;
+
+	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < part->nfollowers; i++)
+		if (strcmp(part->followers[i].node, node) == 0)
+			f = &part->followers[i];
+	if (f == NULL && part->nfollowers < MQ_MAX_FOLLOWERS)
+	{
+		f = &part->followers[part->nfollowers++];
+		memset(f, 0, sizeof(*f));
+		strlcpy(f->node, node, sizeof(f->node));
+	}
+	if (f != NULL)
+	{
+		if (leo >= part->next_offset)
+			f->caught_up = now;
+		else if (f->last_report != 0 && leo >= f->leader_leo)
+			f->caught_up = Max(f->caught_up, f->last_report);
+		f->leo = Max(f->leo, leo);
+		f->last_report = now;
+		f->leader_leo = part->next_offset;
+	}
+	LWLockRelease(&part->lock);
+	ConditionVariableBroadcast(&part->cv);
+}
+
+/* what the follower reported last; false if it never did */
+bool
+MqPartitionFollowerProgress(MqPartition *part, const char *node, MqFollowerProgress *out)
+{
+	bool		found = false;
+
+	LWLockAcquire(&part->lock, LW_SHARED);
+	for (int i = 0; i < part->nfollowers; i++)
+		if (strcmp(part->followers[i].node, node) == 0)
+		{
+			*out = part->followers[i];
+			found = true;
+		}
+	LWLockRelease(&part->lock);
+	return found;
+}
+
+ConditionVariable *
+MqPartitionCV(MqPartition *part)
+{
+	return &part->cv;
 }
 
 /*

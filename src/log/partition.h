@@ -15,6 +15,7 @@
 #include "storage/condition_variable.h"
 #include "storage/lwlock.h"
 #include "utils/relcache.h"
+#include "datatype/timestamp.h"
 
 /* ------------------------------------------------------------------------
  * Partition state in shared memory (partition.c)
@@ -66,6 +67,28 @@ extern Oid	MqTakeMaintenanceRequest(void);
 extern void MqRepostMaintenanceRequest(Oid dboid);
 
 extern void MqPartitionOffsets(struct MqTopic *topic, int32 partition, int64 *lso, int64 *hw);
+extern void MqPartitionLogEnd(struct MqTopic *topic, int32 partition, int64 *lso, int64 *leo);
+
+/* replicated partitions: followers' progress and the high watermark */
+#define MQ_MAX_FOLLOWERS	7
+
+typedef struct MqFollowerProgress
+{
+	char		node[64];
+	int64		leo;			/* its log end offset */
+	TimestampTz last_report;
+	int64		leader_leo;		/* the leader's log end offset then */
+	TimestampTz caught_up;		/* Kafka's lastCaughtUpTime */
+} MqFollowerProgress;
+
+extern int64 MqPartitionAdvanceHighWatermark(MqPartition *part, int64 hw);
+struct MqReplicaInfo;
+extern int64 MqPartitionUpdateHighWatermark(MqPartition *part, const struct MqReplicaInfo *ri,
+											int min_isr);
+extern void MqPartitionReportFollower(MqPartition *part, const char *node, int64 leo);
+extern bool MqPartitionFollowerProgress(MqPartition *part, const char *node,
+										MqFollowerProgress *out);
+extern ConditionVariable *MqPartitionCV(MqPartition *part);
 extern ConditionVariable *MqDataArrivedCV(void);
 extern void MqlogCatalogChanged(void);
 extern uint64 MqlogCatalogGeneration(void);

@@ -13,12 +13,29 @@
  * transaction that aborts or crashes after the pages were written leaves
  * the leader's batch in place, and applying it again finds it present.
  *
+ * acks=all (mqlog.acks) is Kafka's: a produce is refused up front when the
+ * partition has fewer in-sync replicas than min.insync.replicas, and the
+ * commit returns once the high watermark has passed every record the
+ * transaction produced to a replicated partition.  As with PostgreSQL's
+ * synchronous replication, the commit is already durable and visible here
+ * when the wait begins, so a wait that times out or is cancelled ends in a
+ * WARNING, never an error.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "miscadmin.h"
+#include "pgstat.h"
 #include "replication/message.h"
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "tcop/dest.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "store/batch.h"
 #include "store/segment.h"
@@ -88,7 +105,7 @@ MqLogAppendReplica(MqTopic **topicp, int32 partition, const char *kafka, Size le
 		diverged(topic, partition, -1, "The leader sent a batch whose header or CRC is not valid.");
 	*next_offset = MqBatchNextOffset(&hdr);
 
-	MqPartitionOffsets(topic, partition, &lso, &leo);
+	MqPartitionLogEnd(topic, partition, &lso, &leo);
 	if (hdr.base_offset < leo)
 	{
 		pfree(stored.data);
@@ -123,9 +140,184 @@ MqLogMarkLso(MqTopic *topic, int32 partition)
 	MqLsoMark	mark;
 	int64		hw;
 
-	MqPartitionOffsets(topic, partition, &mark.lso, &hw);
+	MqPartitionLogEnd(topic, partition, &mark.lso, &hw);
 	mark.topic_id = topic->topic_id;
 	mark.partition = partition;
 	(void) LogLogicalMessage(MQLOG_LSO_PREFIX, (const char *) &mark, sizeof(mark), false);
 	return mark.lso;
+}
+
+/* ------------------------------------------------------------------------
+ * acks
+ * ------------------------------------------------------------------------ */
+
+int			mqlog_acks = MQ_ACKS_LEADER;
+int			mqlog_acks_timeout = 30000;
+
+static const struct config_enum_entry acks_options[] = {
+	{"1", MQ_ACKS_LEADER, false},
+	{"all", MQ_ACKS_ALL, false},
+	{"-1", MQ_ACKS_ALL, true},
+	{NULL, 0, false}
+};
+
+void
+MqReplicaDefineSettings(void)
+{
+	DefineCustomEnumVariable("mqlog.acks",
+							 "When a commit that produced to a replicated partition returns (Kafka's acks).",
+							 "1: when this leader has committed it; all: when every in-sync replica holds it too. "
+							 "0 has no meaning for SQL, where a produce returns its offset.",
+							 &mqlog_acks, MQ_ACKS_LEADER, acks_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.acks_timeout",
+							"How long a commit with acks=all waits for the in-sync replicas.",
+							"After it the commit returns with a WARNING: it is committed on the leader only.",
+							&mqlog_acks_timeout, 30000, 1, INT_MAX,
+							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+}
+
+typedef struct MqAckWait
+{
+	MqPartition *part;
+	MqReplicaInfo ri;			/* copied: the topic cache may go */
+	int			min_isr;
+	int64		end_offset;		/* the transaction's records end before it */
+	char		topic[NAMEDATALEN];
+	int32		partition;
+} MqAckWait;
+
+static List *ack_waits = NIL;	/* MqAckWait, in TopTransactionContext */
+
+/* Kafka's NOT_ENOUGH_REPLICAS, before anything is written */
+void
+MqReplicaCheckAcks(MqTopic *topic, int32 partition)
+{
+	const MqReplicaInfo *ri;
+
+	if (mqlog_acks != MQ_ACKS_ALL || topic->replicas == NULL)
+		return;
+	ri = &topic->replicas[partition];
+	if (ri->nisr < topic->min_insync_replicas)
+		ereport(ERROR,
+				(errcode(ERRCODE_MQ_NOT_ENOUGH_REPLICAS),
+				 errmsg("not enough in-sync replicas for partition %d of topic \"%s\"",
+						partition, topic->name),
+				 errdetail("The partition has %d in-sync replica%s; min.insync.replicas is %d.",
+						   ri->nisr, ri->nisr == 1 ? "" : "s", topic->min_insync_replicas),
+				 errhint("Produce with mqlog.acks = 1, or wait until the replicas are back in sync (see mqlog.partitions).")));
+}
+
+/* remember to wait at commit until the high watermark reaches end_offset */
+void
+MqReplicaAwaitAt(MqTopic *topic, int32 partition, int64 end_offset)
+{
+	MemoryContext old;
+	MqAckWait  *w;
+	ListCell   *lc;
+
+	if (mqlog_acks != MQ_ACKS_ALL || topic->replicas == NULL)
+		return;
+	foreach(lc, ack_waits)
+	{
+		w = lfirst(lc);
+		if (w->part == MqTopicPartition(topic, partition))
+		{
+			w->end_offset = Max(w->end_offset, end_offset);
+			return;
+		}
+	}
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	w = palloc0(sizeof(MqAckWait));
+	w->part = MqTopicPartition(topic, partition);
+	w->ri = topic->replicas[partition];
+	w->ri.leader = w->ri.leader ? pstrdup(w->ri.leader) : NULL;
+	w->ri.isr = palloc0(sizeof(char *) * Max(w->ri.nisr, 1));
+	for (int i = 0; i < w->ri.nisr; i++)
+		w->ri.isr[i] = pstrdup(topic->replicas[partition].isr[i]);
+	w->min_isr = topic->min_insync_replicas;
+	w->end_offset = end_offset;
+	strlcpy(w->topic, topic->name, NAMEDATALEN);
+	w->partition = partition;
+	ack_waits = lappend(ack_waits, w);
+	MemoryContextSwitchTo(old);
+}
+
+void
+MqReplicaForgetAcks(void)
+{
+	ack_waits = NIL;			/* its memory goes with the transaction */
+}
+
+static void
+ack_warning(MqAckWait *w, int64 hw, const char *why)
+{
+	ereport(WARNING,
+			(errmsg("%s: the transaction has committed on this node, but the in-sync replicas of partition %d of topic \"%s\" may not hold it",
+					why, w->partition, w->topic),
+			 errdetail("The high watermark is " INT64_FORMAT "; the transaction's records end before " INT64_FORMAT ".",
+					   hw, w->end_offset),
+			 errhint("With acks=all, treat the commit as uncertain: after the replicas are back in sync (mqlog.partitions), read the partition to see whether the records are there.")));
+}
+
+/*
+ * Called last in the commit callback (log/partition.c): the commit is
+ * durable and visible, locks are still held.  Waits on each partition's
+ * condition variable, woken when a follower reports or the high watermark
+ * moves, without CHECK_FOR_INTERRUPTS (an error here would be too late):
+ * a cancel or a termination ends the wait with a warning, as
+ * SyncRepWaitForLSN does.
+ */
+void
+MqReplicaAwaitAcks(void)
+{
+	List	   *waits = ack_waits;
+	ListCell   *lc;
+	TimestampTz deadline;
+
+	ack_waits = NIL;
+	if (waits == NIL)
+		return;
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), mqlog_acks_timeout);
+	foreach(lc, waits)
+	{
+		MqAckWait  *w = lfirst(lc);
+		ConditionVariable *cv = MqPartitionCV(w->part);
+		int64		hw;
+
+		ConditionVariablePrepareToSleep(cv);
+		for (;;)
+		{
+			long		left;
+
+			hw = MqPartitionUpdateHighWatermark(w->part, &w->ri, w->min_isr);
+			if (hw >= w->end_offset)
+				break;
+			left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+			if (left <= 0)
+			{
+				ack_warning(w, hw, "timed out waiting for the in-sync replicas");
+				break;
+			}
+			if (ProcDiePending)
+			{
+				ack_warning(w, hw, "terminating the wait for the in-sync replicas");
+				/* as SyncRepWaitForLSN: the client must not take this as a success */
+				whereToSendOutput = DestNone;
+				break;
+			}
+			if (QueryCancelPending)
+			{
+				QueryCancelPending = false;
+				ack_warning(w, hw, "canceled the wait for the in-sync replicas");
+				break;
+			}
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 Min(left, 1000), PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
+		ConditionVariableCancelSleep();
+		if (hw < w->end_offset)
+			break;				/* one warning is enough */
+	}
 }

@@ -28,6 +28,21 @@ extern MqReplicaAppend MqLogAppendReplica(MqTopic **topicp, int32 partition,
 										  const char *kafka, Size len, bool committed,
 										  int64 *next_offset);
 
+/* acks (mqlog.acks): checked at produce, awaited at commit */
+typedef enum MqAcks
+{
+	MQ_ACKS_LEADER = 1,			/* "1": the leader's commit is enough */
+	MQ_ACKS_ALL = -1			/* "all": every in-sync replica holds it */
+} MqAcks;
+
+extern int	mqlog_acks;
+extern int	mqlog_acks_timeout;
+extern void MqReplicaDefineSettings(void);
+extern void MqReplicaCheckAcks(MqTopic *topic, int32 partition);
+extern void MqReplicaAwaitAt(MqTopic *topic, int32 partition, int64 end_offset);
+extern void MqReplicaAwaitAcks(void);
+extern void MqReplicaForgetAcks(void);
+
 /* log the partition's LSO into the WAL for the followers' streams */
 extern int64 MqLogMarkLso(MqTopic *topic, int32 partition);
 

@@ -20,6 +20,7 @@
 #include "catalog/pg_type.h"
 #include "utils/lsyscache.h"
 #include "executor/spi.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -118,7 +119,8 @@ load_topic(const char *where, Datum arg, Oid argtype)
 			 " c OPERATOR(pg_catalog.->>) 'compression.type',"
 			 " (c OPERATOR(pg_catalog.->>) 'segment.bytes')::pg_catalog.int8,"
 			 " (c OPERATOR(pg_catalog.->>) 'segment.ms')::pg_catalog.int8,"
-			 " t.replication_factor"
+			 " t.replication_factor,"
+			 " (c OPERATOR(pg_catalog.->>) 'min.insync.replicas')::pg_catalog.int4"
 			 " FROM mqlog.topic t, LATERAL mqlog.effective_config(t.config) c"
 			 " WHERE t.%s OPERATOR(pg_catalog.=) $1",
 			 where);
@@ -167,6 +169,9 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		t->segment_bytes = DatumGetInt64(SPI_getbinval(tup, desc, 10, &isnull));
 		t->segment_ms = DatumGetInt64(SPI_getbinval(tup, desc, 11, &isnull));
 		t->replication_factor = DatumGetInt32(SPI_getbinval(tup, desc, 12, &isnull));
+		t->min_insync_replicas = DatumGetInt32(SPI_getbinval(tup, desc, 13, &isnull));
+		if (isnull)
+			t->min_insync_replicas = 1;
 		t->nsegments = palloc0(sizeof(int) * t->partitions);
 		t->segments = palloc0(sizeof(MqSegmentRef *) * t->partitions);
 		t->parts = palloc0(sizeof(MqPartition *) * t->partitions);
@@ -226,23 +231,43 @@ load_topic(const char *where, Datum arg, Oid argtype)
 			place_spare(t, p);
 		MemoryContextSwitchTo(old);
 
-		/* a replicated topic: who leads each partition */
+		/* a replicated topic: who leads each partition, and who is in sync */
 		if (t->replication_factor > 1)
 		{
-			ret = SPI_execute_with_args("SELECT r.partition, r.leader FROM mqlog.replica_state r"
+			ret = SPI_execute_with_args("SELECT r.partition, r.leader, r.leader_epoch, r.isr"
+										"  FROM mqlog.replica_state r"
 										" WHERE r.topic_id OPERATOR(pg_catalog.=) $1",
 										1, &segtype, &segarg, NULL, true, 0);
 			if (ret != SPI_OK_SELECT)
 				elog(ERROR, "mqlog: replica lookup failed: %s", SPI_result_code_string(ret));
 			old = MemoryContextSwitchTo(topic_cxt);
-			t->leaders = palloc0(sizeof(char *) * t->partitions);
+			t->replicas = palloc0(sizeof(MqReplicaInfo) * t->partitions);
 			for (uint64 i = 0; i < SPI_processed; i++)
 			{
-				int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-				Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
+				HeapTuple	rt = SPI_tuptable->vals[i];
+				TupleDesc	rd = SPI_tuptable->tupdesc;
+				int			p = DatumGetInt32(SPI_getbinval(rt, rd, 1, &isnull));
+				MqReplicaInfo *ri;
+				Datum		d;
 
-				if (p >= 0 && p < t->partitions && !isnull)
-					t->leaders[p] = TextDatumGetCString(d);
+				if (p < 0 || p >= t->partitions)
+					continue;
+				ri = &t->replicas[p];
+				d = SPI_getbinval(rt, rd, 2, &isnull);
+				ri->leader = isnull ? NULL : TextDatumGetCString(d);
+				ri->leader_epoch = DatumGetInt32(SPI_getbinval(rt, rd, 3, &isnull));
+				d = SPI_getbinval(rt, rd, 4, &isnull);
+				if (!isnull)
+				{
+					Datum	   *elems;
+					bool	   *enulls;
+
+					deconstruct_array(DatumGetArrayTypeP(d), TEXTOID, -1, false, TYPALIGN_INT,
+									  &elems, &enulls, &ri->nisr);
+					ri->isr = palloc0(sizeof(char *) * Max(ri->nisr, 1));
+					for (int k = 0; k < ri->nisr; k++)
+						ri->isr[k] = enulls[k] ? pstrdup("") : TextDatumGetCString(elems[k]);
+				}
 			}
 			MemoryContextSwitchTo(old);
 		}
@@ -355,10 +380,10 @@ MqTopicLeadsHere(MqTopic *topic, int32 partition)
 {
 	const char *self = MqClusterNodeName();
 
-	if (topic->leaders == NULL)
+	if (topic->replicas == NULL)
 		return true;
-	return topic->leaders[partition] != NULL && self != NULL &&
-		strcmp(topic->leaders[partition], self) == 0;
+	return topic->replicas[partition].leader != NULL && self != NULL &&
+		strcmp(topic->replicas[partition].leader, self) == 0;
 }
 
 /*
@@ -374,7 +399,7 @@ MqTopicCheckLeader(MqTopic *topic, int32 partition)
 
 	if (MqTopicLeadsHere(topic, partition))
 		return;
-	leader = topic->leaders[partition];
+	leader = topic->replicas[partition].leader;
 	if (leader == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_MQ_NOT_LEADER),

@@ -49,6 +49,15 @@ typedef struct MqSegmentRef
  */
 #define MQ_SPARE_BASE	(-1)
 
+/* a replicated partition as this node knows it (mqlog.replica_state) */
+typedef struct MqReplicaInfo
+{
+	char	   *leader;			/* NULL: unknown yet */
+	int			leader_epoch;
+	int			nisr;
+	char	  **isr;			/* in-sync replicas, the leader among them */
+} MqReplicaInfo;
+
 typedef struct MqTopic
 {
 	Oid			catalog_relid;	/* mqlog.topic, see MqPartitionKey */
@@ -56,9 +65,10 @@ typedef struct MqTopic
 	char	   *name;
 	int			partitions;
 	int			replication_factor;
-	char	  **leaders;		/* replicated topics: each partition's leader
-								 * node from mqlog.replica_state (NULL where
-								 * unknown); NULL for single-node topics */
+	int			min_insync_replicas;
+	struct MqReplicaInfo *replicas; /* replicated topics: per partition, from
+									 * mqlog.replica_state; NULL for
+									 * single-node topics */
 	int64		max_message_bytes;
 	bool		log_append_time;
 	int			compression;	/* compression.type: MqCodec or

@@ -56,7 +56,7 @@ sticky_partition(MqTopic *topic)
 		sticky_counter = (uint32) MyProcPid;
 		sticky_seeded = true;
 	}
-	if (topic->leaders != NULL)
+	if (topic->replicas != NULL)
 	{
 		/* a replicated topic: the partitions this node leads, if any */
 		for (int i = 0; i < topic->partitions; i++)

@@ -3,8 +3,10 @@
  * replica.c
  *		The leader's side of replication that followers call over an
  *		ordinary connection: mqlog._replica_batches (a copy of the decided
- *		log, aborted batches included) and mqlog._replica_mark (the LSO
- *		into the stream).  The follower's side is workers/apply.c.
+ *		log, aborted batches included), mqlog._replica_mark (the LSO into
+ *		the stream) and mqlog._replica_progress (the follower's log end
+ *		offsets in, the high watermarks out).  The follower's side is
+ *		workers/apply.c.
  *
  * Both are internal: EXECUTE is revoked from PUBLIC and the apply worker
  * connects as a role the DBA names in the node's conninfo (a superuser, or
@@ -15,6 +17,7 @@
 #include "postgres.h"
 
 #include "funcapi.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 
 #include "store/batch.h"
@@ -26,6 +29,7 @@
 
 PG_FUNCTION_INFO_V1(mqlog_replica_batches);
 PG_FUNCTION_INFO_V1(mqlog_replica_mark);
+PG_FUNCTION_INFO_V1(mqlog_replica_progress);
 
 /*
  * mqlog._replica_batches(topic_id, partition, from_offset, max_bytes):
@@ -54,7 +58,7 @@ mqlog_replica_batches(PG_FUNCTION_ARGS)
 						from, partition, topic->name),
 				 errhint("A replica this far behind starts again from the log start offset.")));
 	InitMaterializedSRF(fcinfo, 0);
-	MqPartitionOffsets(topic, partition, &lso, &hw);
+	MqPartitionLogEnd(topic, partition, &lso, &hw);
 	MqLogIterBegin(&it, topic, partition, from, lso, MQ_ITER_BYTES | MQ_ITER_INVISIBLE);
 	it.max_bytes = PG_INT64_MAX;
 	while (MqLogNextBatch(&it))
@@ -86,4 +90,48 @@ mqlog_replica_mark(PG_FUNCTION_ARGS)
 
 	MqCheckPartition(topic, partition);
 	PG_RETURN_INT64(MqLogMarkLso(topic, partition));
+}
+
+/*
+ * mqlog._replica_progress(node, topic_ids, partitions, log_end_offsets):
+ * a follower's log end offsets, by the leader's topic ids; returns each
+ * partition's high watermark, which the follower's readers stop at.
+ */
+Datum
+mqlog_replica_progress(PG_FUNCTION_ARGS)
+{
+	char	   *node = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	ArrayType  *tids = PG_GETARG_ARRAYTYPE_P(1);
+	ArrayType  *parts = PG_GETARG_ARRAYTYPE_P(2);
+	ArrayType  *leos = PG_GETARG_ARRAYTYPE_P(3);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			n = ArrayGetNItems(ARR_NDIM(tids), ARR_DIMS(tids));
+
+	if (ARR_HASNULL(tids) || ARR_HASNULL(parts) || ARR_HASNULL(leos) ||
+		ArrayGetNItems(ARR_NDIM(parts), ARR_DIMS(parts)) != n ||
+		ArrayGetNItems(ARR_NDIM(leos), ARR_DIMS(leos)) != n)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("topic ids, partitions and log end offsets must be arrays of one length without nulls")));
+	InitMaterializedSRF(fcinfo, 0);
+	for (int i = 0; i < n; i++)
+	{
+		int32		tid = ((int32 *) ARR_DATA_PTR(tids))[i];
+		int32		partition = ((int32 *) ARR_DATA_PTR(parts))[i];
+		int64		leo = ((int64 *) ARR_DATA_PTR(leos))[i];
+		MqTopic    *topic = MqTopicLookupById(tid);
+		int64		lso,
+					hw;
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+
+		MqCheckPartition(topic, partition);
+		MqPartitionReportFollower(MqTopicPartition(topic, partition), node, leo);
+		MqPartitionOffsets(topic, partition, &lso, &hw);
+		values[0] = Int32GetDatum(tid);
+		values[1] = Int32GetDatum(partition);
+		values[2] = Int64GetDatum(hw);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

@@ -605,17 +605,20 @@ MqSegmentRepairTail(Relation rel, MqSegmentTail *tail)
 MqBatchFate
 MqBatchGetFate(const MqBatchHeader *h, int64 lso)
 {
+	/*
+	 * At or past the bound nothing is decided for readers, whatever the
+	 * flags say: a follower writes its batches with their fate set, and
+	 * the bound (the high watermark) is below them until the in-sync
+	 * replicas hold them.
+	 */
+	if (lso >= 0 && h->base_offset >= lso)
+		return MQ_FATE_IN_PROGRESS;
 	if (h->flags & MQ_BATCH_COMMITTED)
 		return MQ_FATE_VISIBLE;
 	if (h->flags & MQ_BATCH_ABORTED)
 		return MQ_FATE_INVISIBLE;
-	if (lso >= 0)
-	{
-		if (h->base_offset >= lso)
-			return MQ_FATE_IN_PROGRESS;
-	}
-	else if (TransactionIdIsCurrentTransactionId(h->xid) ||
-			 TransactionIdIsInProgress(h->xid))
+	if (lso < 0 && (TransactionIdIsCurrentTransactionId(h->xid) ||
+					TransactionIdIsInProgress(h->xid)))
 		return MQ_FATE_IN_PROGRESS;
 	return TransactionIdDidCommit(h->xid) ? MQ_FATE_VISIBLE : MQ_FATE_INVISIBLE;
 }

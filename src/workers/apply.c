@@ -261,6 +261,7 @@ typedef struct Part
 	TimestampTz last_ask;		/* last copy or mark asked of the leader */
 } Part;
 
+static struct Part *find_part(int32 topic_id, int32 partition);
 static MemoryContext apply_cxt;
 static HTAB *parts;				/* Part by key */
 static List *part_list;			/* the same, to walk across transactions */
@@ -271,6 +272,10 @@ static RepOriginId origin;
 static XLogRecPtr last_lsn = InvalidXLogRecPtr;	/* of the last message */
 static XLogRecPtr saved_lsn = InvalidXLogRecPtr;	/* the origin's progress */
 static TimestampTz last_feedback = 0;
+static TimestampTz last_report = 0;	/* of progress to the leader */
+
+/* report progress at least this often, written or not */
+#define MQ_APPLY_REPORT_MS	500
 
 /* ask the leader about a head that waits this long */
 #define MQ_APPLY_ASK_MS		200
@@ -378,7 +383,7 @@ refresh_followed(void)
 
 			memset(((char *) p) + sizeof(PartKey), 0, sizeof(Part) - sizeof(PartKey));
 			strlcpy(p->topic, name, NAMEDATALEN);
-			MqPartitionOffsets(t, partition, &lso, &p->leo);
+			MqPartitionLogEnd(t, partition, &lso, &p->leo);
 			p->pending = NIL;
 			p->fresh = true;
 			if (!found)
@@ -511,6 +516,66 @@ copy_from_leader(Part *p)
 	}
 }
 
+/*
+ * Tell the leader every followed partition's log end offset, and take the
+ * high watermarks it answers for this node's readers.
+ */
+static void
+report_progress(void)
+{
+	StringInfoData tids,
+				nums,
+				leos;
+	const char *params[4];
+	PGresult   *res;
+	ListCell   *plc;
+
+	if (part_list == NIL)
+		return;
+	initStringInfo(&tids);
+	initStringInfo(&nums);
+	initStringInfo(&leos);
+	foreach(plc, part_list)
+	{
+		Part	   *p = lfirst(plc);
+		const char *sep = foreach_current_index(plc) == 0 ? "{" : ",";
+
+		appendStringInfo(&tids, "%s%d", sep, p->key.leader_topic_id);
+		appendStringInfo(&nums, "%s%d", sep, p->key.partition);
+		appendStringInfo(&leos, "%s" INT64_FORMAT, sep, p->leo);
+	}
+	appendStringInfoChar(&tids, '}');
+	appendStringInfoChar(&nums, '}');
+	appendStringInfoChar(&leos, '}');
+	params[0] = MqClusterNodeName();
+	params[1] = tids.data;
+	params[2] = nums.data;
+	params[3] = leos.data;
+	res = ctl_exec("SELECT topic_id, \"partition\", high_watermark"
+				   "  FROM mqlog._replica_progress($1, $2::int[], $3::int[], $4::bigint[])",
+				   4, params, false);
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	for (int i = 0; i < PQntuples(res); i++)
+	{
+		Part	   *p = find_part(atoi(PQgetvalue(res, i, 0)), atoi(PQgetvalue(res, i, 1)));
+		int64		hw = strtoi64(PQgetvalue(res, i, 2), NULL, 10);
+		MqTopic    *t;
+
+		if (p == NULL || (t = MqTopicLookup(p->topic, true)) == NULL)
+			continue;
+		(void) MqPartitionAdvanceHighWatermark(MqTopicPartition(t, p->key.partition),
+											   Min(hw, p->leo));
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	PQclear(res);
+	pfree(tids.data);
+	pfree(nums.data);
+	pfree(leos.data);
+	last_report = GetCurrentTimestamp();
+}
+
 /* ask the leader to log p's LSO into the stream */
 static void
 ask_mark(Part *p)
@@ -560,7 +625,10 @@ write_ready(void)
 		}
 	}
 	if (any)
+	{
 		end_apply(restart_point());
+		report_progress();
+	}
 }
 
 /*
@@ -631,7 +699,7 @@ resolve_below(Part *p, int64 lso)
 	}
 }
 
-static Part *
+static struct Part *
 find_part(int32 topic_id, int32 partition)
 {
 	PartKey		key;
@@ -905,8 +973,24 @@ mqlog_apply_main(Datum main_arg)
 	{
 		const char *params[1] = {slot};
 
-		res = ctl_exec("SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = $1",
+		res = ctl_exec("SELECT wal_status FROM pg_catalog.pg_replication_slots WHERE slot_name = $1",
 					   1, params, false);
+
+		/*
+		 * Gone past max_slot_wal_keep_size: the slot can stream no more.
+		 * Make a new one, and copy what it will not carry.
+		 */
+		if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "lost") == 0)
+		{
+			ereport(LOG,
+					(errmsg("mqlog apply: replication slot \"%s\" on leader \"%s\" lost WAL this node needed; catching up by copy",
+							slot, leader)));
+			PQclear(ctl_exec("SELECT pg_catalog.pg_drop_replication_slot($1)", 1, params, false));
+			PQclear(res);
+			res = ctl_exec("SELECT wal_status FROM pg_catalog.pg_replication_slots WHERE slot_name = $1",
+						   1, params, false);
+			saved_lsn = InvalidXLogRecPtr;
+		}
 	}
 	if (PQntuples(res) == 0)
 	{
@@ -976,6 +1060,8 @@ mqlog_apply_main(Datum main_arg)
 		apply_ready();
 		advance_idle();
 		send_feedback(false);
+		if (TimestampDifferenceExceeds(last_report, GetCurrentTimestamp(), MQ_APPLY_REPORT_MS))
+			report_progress();
 
 		if (TimestampDifferenceExceeds(last_refresh, GetCurrentTimestamp(), 1000))
 		{
