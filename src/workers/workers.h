@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * workers.h
- *		The background workers: maintenance (maintenance.c) and the group
- *		coordinator (coordinator.c).
+ *		The background workers: maintenance (maintenance.c), the group
+ *		coordinator (coordinator.c) and the cluster workers (cluster.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -14,5 +14,6 @@
 extern void MqCoordinatorRegister(void);
 extern int	mqlog_maintenance_naptime;
 extern void MqMaintenanceRegister(void);
+extern void MqClusterWorkersRegister(void);
 
 #endif							/* MQLOG_WORKERS_H */
