@@ -138,12 +138,34 @@ CREATE TABLE mqlog.segment (
 ) WITH (user_catalog_table = true);
 COMMENT ON TABLE mqlog.segment IS 'the segment chain of every partition; the unsealed one is where appends go';
 
-CREATE TABLE mqlog.node (
-    node_id   int PRIMARY KEY,
-    name      text NOT NULL UNIQUE,
-    conninfo  text NOT NULL
+/*
+ * Replicated topics (doc/replication.md): their metadata lives in etcd;
+ * these are this node's copy of it.  replicated_topic lists the local
+ * topics that are replicated, with the identity etcd gave them;
+ * replica_state holds, per partition, the replicas, leader, leader epoch
+ * and in-sync replicas as etcd last had them (mod_revision 0: not yet read
+ * back from etcd).  The cluster worker keeps both up to date; the
+ * follower's apply worker reads replica_state.
+ */
+CREATE TABLE mqlog.replicated_topic (
+    topic_id      int PRIMARY KEY REFERENCES mqlog.topic ON DELETE CASCADE,
+    uuid          text NOT NULL,
+    created_by    text NOT NULL,
+    mod_revision  bigint NOT NULL
 );
-COMMENT ON TABLE mqlog.node IS 'follower nodes known to this leader (multi-node replication); the local node is implicit';
+COMMENT ON TABLE mqlog.replicated_topic IS 'the local topics whose metadata lives in etcd (multi-node replication), with their etcd identity';
+
+CREATE TABLE mqlog.replica_state (
+    topic_id      int REFERENCES mqlog.topic ON DELETE CASCADE,
+    "partition"   int,
+    replicas      text[] NOT NULL,
+    leader        text NOT NULL,
+    leader_epoch  int NOT NULL,
+    isr           text[] NOT NULL,
+    mod_revision  bigint NOT NULL,
+    PRIMARY KEY (topic_id, "partition")
+);
+COMMENT ON TABLE mqlog.replica_state IS 'per partition of a replicated topic: replicas, leader, leader epoch and ISR, copied from etcd with the key''s mod_revision';
 
 /*
  * Privileges (see acl.c): a topic's owner, members of mqlog_admin and
@@ -174,7 +196,7 @@ CREATE TABLE mqlog.group_acl (
 COMMENT ON TABLE mqlog.group_acl IS 'roles granted the use of a consumer group with mq_grant_group (grantee 0 = PUBLIC)';
 
 /* the catalog shows every topic and group: readable through the filtered views only */
-REVOKE ALL ON mqlog.topic, mqlog.segment, mqlog.node, mqlog.topic_acl,
+REVOKE ALL ON mqlog.topic, mqlog.segment, mqlog.replicated_topic, mqlog.replica_state, mqlog.topic_acl,
     mqlog.consumer_group, mqlog.group_acl FROM PUBLIC;
 
 /* ------------------------------------------------------------------------
@@ -414,7 +436,6 @@ CREATE FUNCTION mqlog._create_topic(name text, partitions int, replication_facto
     LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     cfg jsonb;
-    nodes int;
     tid int;
 BEGIN
     PERFORM mqlog._check_topic_name(name);
@@ -430,13 +451,7 @@ BEGIN
         RAISE EXCEPTION 'replication factor must be at least 1'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT 1 + count(*) INTO nodes FROM mqlog.node;
-    IF replication_factor > nodes THEN
-        RAISE EXCEPTION 'replication factor % is larger than the number of nodes', replication_factor
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = format('This cluster has %s node%s.', nodes, CASE WHEN nodes = 1 THEN '' ELSE 's' END),
-                  HINT = 'Add follower nodes first, or use a smaller replication factor.';
-    END IF;
+    /* a factor above 1: mq_create_topic checked the cluster (cluster/topics.c) */
     cfg := mqlog._validate_config(coalesce(config, '{}'));
     IF EXISTS (SELECT FROM mqlog.topic t WHERE t.name = _create_topic.name) THEN
         RAISE EXCEPTION 'topic "%" already exists', name
@@ -702,7 +717,7 @@ CREATE VIEW mqlog.partitions WITH (security_barrier) AS
     SELECT t.name AS topic, p AS "partition",
            seg.log_start_offset, o.high_watermark, o.last_stable_offset,
            seg.size_bytes, seg.segment_count,
-           0 AS leader, t.topic_id
+           rs.leader, t.topic_id, rs.replicas, rs.isr, rs.leader_epoch
       FROM (SELECT * FROM mqlog.topic t0 WHERE mq_has_topic_privilege(t0.name, 'describe') OFFSET 0) t
      CROSS JOIN LATERAL generate_series(0, t.partitions - 1) AS p
      CROSS JOIN LATERAL (
@@ -711,10 +726,22 @@ CREATE VIEW mqlog.partitions WITH (security_barrier) AS
                   count(*) FILTER (WHERE s.base_offset >= 0 OR pg_relation_size(s.relid) > 0) AS segment_count
              FROM mqlog.segment s
             WHERE s.topic_id = t.topic_id AND s."partition" = p) seg
-     CROSS JOIN LATERAL mqlog.partition_offsets(t.topic_id, p) o;
-COMMENT ON VIEW mqlog.partitions IS 'every partition the current role may describe: log start offset, high watermark, last stable offset, size, segments and leader node (0 = this node)';
+     CROSS JOIN LATERAL mqlog.partition_offsets(t.topic_id, p) o
+      LEFT JOIN mqlog.replica_state rs ON rs.topic_id = t.topic_id AND rs."partition" = p;
+COMMENT ON VIEW mqlog.partitions IS 'every partition the current role may describe: log start offset, high watermark, last stable offset, size, segments; for a replicated topic its leader, replicas, in-sync replicas and leader epoch (null for a single-node topic)';
 
-GRANT SELECT ON mqlog.topics, mqlog.segments, mqlog.partitions TO PUBLIC;
+/* behind mqlog.nodes: the node list the cluster worker keeps in shared memory, never a call to etcd */
+CREATE FUNCTION mqlog.cluster_nodes(OUT node text, OUT conninfo text, OUT alive bool,
+                                    OUT is_self bool, OUT last_seen timestamptz)
+    RETURNS SETOF record
+    LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'mqlog_cluster_nodes';
+COMMENT ON FUNCTION mqlog.cluster_nodes() IS 'the nodes of the cluster as this node last read them from etcd (conninfo only for mqlog_admin)';
+
+CREATE VIEW mqlog.nodes AS
+    SELECT n.node, n.conninfo, n.alive, n.is_self, n.last_seen FROM mqlog.cluster_nodes() n;
+COMMENT ON VIEW mqlog.nodes IS 'the nodes of the cluster (empty on a single node): alive while their etcd lease lives; conninfo shown to mqlog_admin only';
+
+GRANT SELECT ON mqlog.topics, mqlog.segments, mqlog.partitions, mqlog.nodes TO PUBLIC;
 
 /* ------------------------------------------------------------------------
  * Consumer groups.  Members and assignments live in shared memory (a

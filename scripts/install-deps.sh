@@ -21,6 +21,8 @@ PACKAGES=(
     zlib1g-dev liblz4-dev libsnappy-dev libzstd-dev  # Kafka's codecs (gzip, lz4, snappy, zstd)
     python3-kafka                           # kafka.record: the independent v2 batch codec the tests use
     python3-snappy python3-lz4 python3-zstandard     # ... and its compression codecs
+    libcurl4-openssl-dev                    # the etcd client (src/cluster/etcd.c)
+    etcd-server etcd-client                 # etcd 3.4 for the cluster tests (test/perl/MqCluster.pm)
 )
 
 is_installed() {
@@ -66,7 +68,7 @@ for f in /usr/lib/postgresql/15/bin/pg_config /usr/lib/postgresql/15/bin/initdb 
         status=1
     fi
 done
-for c in gcc make prove pg_prove runuser; do
+for c in gcc make prove pg_prove runuser etcd etcdctl; do
     if ! command -v "$c" >/dev/null 2>&1; then
         echo "install-deps: command not found after installation: $c" >&2
         status=1

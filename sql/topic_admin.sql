@@ -63,8 +63,8 @@ SELECT mq_create_topic('bad', NULL);
 SELECT mq_create_topic('bad', 10001);
 SELECT * FROM t;
 
--- A replication factor larger than the number of nodes (this one alone)
--- is refused; so is zero.
+-- A replication factor above 1 needs a cluster (mqlog.etcd_endpoints,
+-- doc/replication.md): on this single node it is refused; so is zero.
 SELECT mq_create_topic('bad', 1, 2);
 SELECT mq_create_topic('bad', 1, 0);
 SELECT * FROM t;

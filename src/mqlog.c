@@ -25,6 +25,7 @@
 #include "log/partition.h"
 #include "log/replica.h"
 #include "acl/acl.h"
+#include "cluster/metadata.h"
 #include "groups/groups.h"
 #include "workers/workers.h"
 
@@ -35,6 +36,14 @@ bool		mqlog_roll_ahead = true;
 int			mqlog_max_partitions = 4096;
 int			mqlog_max_inflight = 64;
 bool		mqlog_preloaded = false;
+
+char	   *mqlog_etcd_endpoints = NULL;
+char	   *mqlog_cluster_name = NULL;
+char	   *mqlog_node_name = NULL;
+char	   *mqlog_node_conninfo = NULL;
+char	   *mqlog_cluster_database = NULL;
+int			mqlog_etcd_lease_ttl = 10;
+int			mqlog_etcd_timeout = 2000;
 
 extern void MqAmInitHooks(void);
 
@@ -139,7 +148,52 @@ _PG_init(void)
 							 &mqlog_roll_ahead, true,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 	MqReplicaDefineSettings();
+
+	/*
+	 * The cluster (doc/replication.md).  Who the node is and where etcd is
+	 * are fixed at server start: the cluster worker is registered only when
+	 * endpoints are set, and a node's name is its identity in every replica
+	 * list, so changing it on a running node would orphan its replicas.
+	 */
+	DefineCustomStringVariable("mqlog.etcd_endpoints",
+							   "Comma-separated etcd client URLs holding the cluster's metadata; empty runs a single node.",
+							   "For example 'http://10.0.0.1:2379,http://10.0.0.2:2379'.  Each request tries them in turn.",
+							   &mqlog_etcd_endpoints, "",
+							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("mqlog.cluster_name",
+							   "Name of the mqlog cluster: its keys in etcd are under /mqlog/<cluster_name>/.",
+							   NULL,
+							   &mqlog_cluster_name, "mqlog",
+							   PGC_POSTMASTER, 0, MqClusterCheckName, NULL, NULL);
+	DefineCustomStringVariable("mqlog.node_name",
+							   "This node's name in the cluster, unique among its nodes.",
+							   "Required when mqlog.etcd_endpoints is set: ASCII letters, digits, \"_\", \".\" and \"-\", at most 63 characters.",
+							   &mqlog_node_name, "",
+							   PGC_POSTMASTER, 0, MqClusterCheckName, NULL, NULL);
+	DefineCustomStringVariable("mqlog.node_conninfo",
+							   "libpq connection string other nodes reach this node with.",
+							   "Required when mqlog.etcd_endpoints is set, for example 'host=10.0.0.5 port=5432'.  It is stored in etcd: keep passwords in a password file.",
+							   &mqlog_node_conninfo, "",
+							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("mqlog.cluster_database",
+							   "The database of each node that holds the replicated topics.",
+							   NULL,
+							   &mqlog_cluster_database, "postgres",
+							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.etcd_lease_ttl",
+							"Time-to-live of this node's etcd lease: a node that stops is seen as gone this long after.",
+							"The lease is renewed every third of it.  Takes effect at the next lease.",
+							&mqlog_etcd_lease_ttl,
+							10, 2, 3600,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.etcd_timeout",
+							"Longest time one etcd request may take, over all endpoints.",
+							NULL,
+							&mqlog_etcd_timeout,
+							2000, 100, 60000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("mqlog");
+	MqClusterCheckSettings();
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = mq_shmem_request;
@@ -148,8 +202,11 @@ _PG_init(void)
 	MqlogRegisterRmgr();
 	MqPartitionInitCallbacks();
 	MqGroupsInitCallbacks();
+	MqClusterInitCallbacks();
 	MqCoordinatorRegister();
 	MqMaintenanceRegister();
+	if (MqClusterEnabled())
+		MqClusterWorkersRegister();
 	MqAmInitHooks();
 	mqlog_preloaded = true;
 }
@@ -163,11 +220,13 @@ mq_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(add_size(MqPartitionShmemSize(), MqGroupsShmemSize()));
+	RequestAddinShmemSpace(add_size(add_size(MqPartitionShmemSize(), MqGroupsShmemSize()),
+									MqClusterShmemSize()));
 	RequestNamedLWLockTranche("mqlog", 1);
 	RequestNamedLWLockTranche("mqlog_groups", 1);
 	RequestAddinShmemSpace(MqApplyShmemSize());
 	MqApplyRequestLWLocks();
+	RequestNamedLWLockTranche("mqlog_cluster", 1);
 }
 
 static void
@@ -179,6 +238,7 @@ mq_shmem_startup(void)
 	MqPartitionShmemInit();
 	MqGroupsShmemInit();
 	MqApplyShmemInit();
+	MqClusterShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 	MqPartitionRegisterTranche();
 }

@@ -16,4 +16,13 @@ extern int	mqlog_max_inflight;
 extern bool mqlog_preloaded;
 extern bool mqlog_roll_ahead;
 
+/* the cluster settings (doc/replication.md); empty endpoints: single node */
+extern char *mqlog_etcd_endpoints;
+extern char *mqlog_cluster_name;
+extern char *mqlog_node_name;
+extern char *mqlog_node_conninfo;
+extern char *mqlog_cluster_database;
+extern int	mqlog_etcd_lease_ttl;
+extern int	mqlog_etcd_timeout;
+
 #endif							/* MQLOG_H */

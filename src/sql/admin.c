@@ -12,6 +12,10 @@
  * a new topic.  Each checks, then runs the internal function as the
  * extension owner with a pinned search_path (MqSpiBegin).
  *
+ * A topic with a replication factor above 1 is also a cluster object: its
+ * creation and drop are checked against etcd here and written there when
+ * the transaction commits (cluster/topics.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -22,6 +26,7 @@
 #include "utils/builtins.h"
 
 #include "base/spi.h"
+#include "cluster/metadata.h"
 #include "log/partition.h"
 #include "log/topic.h"
 #include "acl/acl.h"
@@ -92,8 +97,12 @@ Datum
 mq_create_topic(PG_FUNCTION_ARGS)
 {
 	static const Oid types[] = {TEXTOID, INT4OID, INT4OID, JSONBOID};
+	int			factor = PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2);
 
+	MqClusterCheckReplicationFactor(factor);
 	call_internal("SELECT mqlog._create_topic($1, $2, $3, $4, $5)", fcinfo, 4, types, GetUserId());
+	if (factor > 1)
+		MqClusterCreateTopic(text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	PG_RETURN_VOID();
 }
 
@@ -111,8 +120,14 @@ Datum
 mq_add_partitions(PG_FUNCTION_ARGS)
 {
 	static const Oid types[] = {TEXTOID, INT4OID};
+	MqTopic    *topic = check_alter(fcinfo);
 
-	check_alter(fcinfo);
+	if (MqClusterTopicIsReplicated(topic->topic_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot add partitions to replicated topic \"%s\"", topic->name),
+				 errdetail("Placing new partitions of a replicated topic on the nodes is not implemented yet."),
+				 errhint("Create a new topic with the number of partitions you need.")));
 	call_internal("SELECT mqlog._add_partitions($1, $2)", fcinfo, 2, types, InvalidOid);
 	PG_RETURN_VOID();
 }
@@ -122,8 +137,12 @@ mq_drop_topic(PG_FUNCTION_ARGS)
 {
 	static const Oid types[] = {TEXTOID};
 
+	MqTopic    *topic = check_alter(fcinfo);
+
+	/* a replicated topic's etcd keys go when the drop commits */
+	MqClusterDropTopic(topic->name, topic->topic_id);
 	/* waiting consumers of the topic hold locks the drop needs: wake them */
-	MqAnnounceDdl(check_alter(fcinfo)->topic_id);
+	MqAnnounceDdl(topic->topic_id);
 	call_internal("SELECT mqlog._drop_topic($1)", fcinfo, 1, types, InvalidOid);
 	PG_RETURN_VOID();
 }

@@ -73,6 +73,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "mqlog.h"
 #include "base/spi.h"
 #include "cluster/metadata.h"
 #include "store/batch.h"
@@ -90,7 +91,6 @@ PGDLLEXPORT void mqlog_apply_main(Datum main_arg);
  * ------------------------------------------------------------------------ */
 
 #define MQ_MAX_APPLY_WORKERS	64
-#define MQ_NODE_NAME_LEN		64
 
 /* a worker that ended starts again at most this often */
 #define MQ_APPLY_RESTART_MS		2000

@@ -2,8 +2,8 @@
  *
  * workers.h
  *		The background workers: maintenance (maintenance.c), the group
- *		coordinator (coordinator.c) and the follower apply workers
- *		(apply.c).
+ *		coordinator (coordinator.c), the cluster workers (cluster.c) and
+ *		the follower apply workers (apply.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -17,6 +17,7 @@
 extern void MqCoordinatorRegister(void);
 extern int	mqlog_maintenance_naptime;
 extern void MqMaintenanceRegister(void);
+extern void MqClusterWorkersRegister(void);
 
 /* follower apply workers (apply.c) */
 extern Size MqApplyShmemSize(void);

@@ -1,0 +1,99 @@
+/*-------------------------------------------------------------------------
+ *
+ * metadata.h
+ *		The cluster's metadata as this node sees it: who this node is, the
+ *		node list kept in shared memory (nodes.c), and topics and their
+ *		partitions' replicas in etcd (topics.c).
+ *
+ * The key layout in etcd, under /mqlog/<mqlog.cluster_name>/ (see
+ * doc/replication.md):
+ *
+ *	nodes/<node>			{"name","conninfo","started_at","sysid"}, under
+ *							the node's lease: present while it is alive
+ *	members/<node>			the same, without a lease: every node ever seen
+ *	topics/<topic>			{"name","partitions","replication_factor","config",
+ *							 "created_by","created_sysid","created_at","uuid"}
+ *	partitions/<topic>/<p>	{"replicas":[..],"leader","leader_epoch","isr":[..]}
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MQLOG_CLUSTER_METADATA_H
+#define MQLOG_CLUSTER_METADATA_H
+
+#include "datatype/timestamp.h"
+#include "nodes/pg_list.h"
+#include "utils/guc.h"
+
+#define MQ_CLUSTER_MAX_NODES	64
+#define MQ_NODE_NAME_LEN		64	/* 63 bytes and the NUL */
+#define MQ_NODE_CONNINFO_LEN	1024
+
+/* one node, as etcd last listed it */
+typedef struct MqClusterNode
+{
+	char		name[MQ_NODE_NAME_LEN];
+	char		conninfo[MQ_NODE_CONNINFO_LEN];
+	bool		alive;			/* holds a key under a live lease */
+	bool		is_self;
+	TimestampTz last_seen;		/* last time it was seen alive; 0: never */
+} MqClusterNode;
+
+/* who this node is (nodes.c) */
+extern bool MqClusterEnabled(void);
+extern const char *MqClusterNodeName(void);
+extern char *MqClusterNodeConninfo(const char *node);
+extern bool MqClusterCheckName(char **newval, void **extra, GucSource source);
+extern void MqClusterCheckSettings(void);
+extern char *MqClusterKey(const char *fmt,...) pg_attribute_printf(1, 2);
+extern char *MqClusterNodeJson(void);
+
+/* the node list: from etcd, and the copy in shared memory (nodes.c) */
+extern Size MqClusterShmemSize(void);
+extern void MqClusterShmemInit(void);
+extern List *MqClusterReadNodes(void);
+extern void MqClusterPublishNodes(List *nodes);
+extern List *MqClusterSharedNodes(void);
+
+/* a topic's metadata in etcd (topics.c) */
+typedef struct MqTopicMeta
+{
+	char	   *name;
+	int			partitions;
+	int			replication_factor;
+	char	   *config;			/* JSON text: the topic's overrides */
+	char	   *created_by;		/* node name */
+	char	   *created_sysid;	/* that node's system identifier, as text */
+	char	   *created_at;		/* timestamptz as text */
+	char	   *uuid;
+	int64		mod_revision;	/* of the topic key; 0 before it is written */
+} MqTopicMeta;
+
+/* one partition's replicas, leader, epoch and in-sync replicas */
+typedef struct MqPartitionMeta
+{
+	int			partition;
+	List	   *replicas;		/* node names (char *), leader first */
+	char	   *leader;
+	int			leader_epoch;
+	List	   *isr;
+	int64		mod_revision;
+} MqPartitionMeta;
+
+extern List *MqClusterPlace(List *nodes, int first, int count, int replication_factor);
+extern char *MqTopicMetaJson(const MqTopicMeta *t);
+extern char *MqPartitionMetaJson(const MqPartitionMeta *p);
+extern MqTopicMeta *MqTopicMetaParse(const char *json, int64 mod_revision);
+extern MqPartitionMeta *MqPartitionMetaParse(const char *json, int partition,
+											 int64 mod_revision);
+extern bool MqPartitionHasReplica(const MqPartitionMeta *p, const char *node);
+
+/* replicated topics: creation and drop from SQL (topics.c) */
+extern void MqClusterCheckReplicationFactor(int replication_factor);
+extern void MqClusterCreateTopic(const char *name);
+extern bool MqClusterTopicIsReplicated(int topic_id);
+extern void MqClusterDropTopic(const char *name, int topic_id);
+extern void MqClusterStoreLocal(int topic_id, const MqTopicMeta *t, List *parts);
+extern void MqClusterInitCallbacks(void);
+extern void MqClusterTopicMetaNew(MqTopicMeta *t);
+
+#endif							/* MQLOG_CLUSTER_METADATA_H */

@@ -1,0 +1,382 @@
+/*-------------------------------------------------------------------------
+ *
+ * nodes.c
+ *		Who this node is, the node list read from etcd, and the copy of it
+ *		in shared memory that mqlog.nodes and the data path read.
+ *
+ * A node is alive while its key nodes/<name> exists: the key is put under
+ * the node's lease, which its cluster worker keeps alive, so etcd deletes
+ * it a lease TTL after the node stops.  members/<name> is the same value
+ * without a lease, so a node that is down is still listed (as not alive),
+ * and a follower can still find the conninfo of a leader that is gone.
+ * The cluster worker refreshes the shared copy every second; nothing a
+ * session runs on a view waits for etcd.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "mqlog.h"
+#include "cluster/etcd.h"
+#include "cluster/json.h"
+#include "cluster/metadata.h"
+
+typedef struct MqClusterShared
+{
+	LWLock	   *lock;
+	int			nnodes;
+	MqClusterNode nodes[MQ_CLUSTER_MAX_NODES];
+} MqClusterShared;
+
+static MqClusterShared *cluster_shared = NULL;
+
+/* ------------------------------------------------------------------------
+ * This node
+ * ------------------------------------------------------------------------ */
+
+bool
+MqClusterEnabled(void)
+{
+	return mqlog_etcd_endpoints != NULL && mqlog_etcd_endpoints[0] != '\0';
+}
+
+const char *
+MqClusterNodeName(void)
+{
+	return MqClusterEnabled() ? mqlog_node_name : NULL;
+}
+
+/*
+ * GUC check hook of mqlog.node_name and mqlog.cluster_name: they become
+ * etcd keys and appear in replica lists, so they are kept to a safe
+ * alphabet (Kafka's topic name alphabet), at most 63 bytes.
+ */
+bool
+MqClusterCheckName(char **newval, void **extra, GucSource source)
+{
+	const char *s = *newval;
+
+	if (s == NULL || s[0] == '\0')
+		return true;			/* unset; MqClusterCheckSettings decides */
+	if (strlen(s) >= MQ_NODE_NAME_LEN)
+	{
+		GUC_check_errdetail("A name is at most %d characters.", MQ_NODE_NAME_LEN - 1);
+		return false;
+	}
+	for (const char *p = s; *p; p++)
+	{
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			  (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' || *p == '-'))
+		{
+			GUC_check_errdetail("A name is made of ASCII letters, digits, \"_\", \".\" and \"-\".");
+			return false;
+		}
+	}
+	if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+	{
+		GUC_check_errdetail("A name is not \".\" or \"..\".");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * At server start, with etcd endpoints set: a node without a name or a
+ * conninfo cannot take part, and starting it as a single node would hide
+ * the mistake, so the server does not start.
+ */
+void
+MqClusterCheckSettings(void)
+{
+	if (!MqClusterEnabled())
+		return;
+	if (mqlog_node_name == NULL || mqlog_node_name[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("mqlog.node_name must be set when mqlog.etcd_endpoints is set"),
+				 errdetail("mqlog.etcd_endpoints is \"%s\".", mqlog_etcd_endpoints),
+				 errhint("Give every node of the cluster a name of its own, of ASCII letters, digits, \"_\", \".\" and \"-\", or clear mqlog.etcd_endpoints to run a single node.")));
+	if (mqlog_node_conninfo == NULL || mqlog_node_conninfo[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("mqlog.node_conninfo must be set when mqlog.etcd_endpoints is set"),
+				 errhint("Set it to the libpq connection string other nodes reach this node with, for example 'host=10.0.0.5 port=5432'.")));
+	if (strlen(mqlog_node_conninfo) >= MQ_NODE_CONNINFO_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("mqlog.node_conninfo is longer than %d bytes", MQ_NODE_CONNINFO_LEN - 1)));
+	if (mqlog_cluster_name == NULL || mqlog_cluster_name[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("mqlog.cluster_name must not be empty")));
+}
+
+/* "/mqlog/<cluster>/" followed by the formatted rest */
+char *
+MqClusterKey(const char *fmt,...)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "/mqlog/%s/", mqlog_cluster_name);
+	for (;;)
+	{
+		va_list		args;
+		int			needed;
+
+		va_start(args, fmt);
+		needed = appendStringInfoVA(&buf, fmt, args);
+		va_end(args);
+		if (needed == 0)
+			break;
+		enlargeStringInfo(&buf, needed);
+	}
+	return buf.data;
+}
+
+/* the value this node registers under nodes/<name> and members/<name> */
+char *
+MqClusterNodeJson(void)
+{
+	StringInfoData buf;
+	char		sysid[32];
+
+	snprintf(sysid, sizeof(sysid), UINT64_FORMAT, GetSystemIdentifier());
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	MqJsonAppendField(&buf, true, "name", mqlog_node_name);
+	MqJsonAppendField(&buf, false, "conninfo", mqlog_node_conninfo);
+	MqJsonAppendField(&buf, false, "started_at", timestamptz_to_str(PgStartTime));
+	MqJsonAppendField(&buf, false, "sysid", sysid);
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+/* ------------------------------------------------------------------------
+ * The node list in etcd
+ * ------------------------------------------------------------------------ */
+
+static MqClusterNode *
+find_node(List *nodes, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, nodes)
+	{
+		MqClusterNode *n = lfirst(lc);
+
+		if (strcmp(n->name, name) == 0)
+			return n;
+	}
+	return NULL;
+}
+
+static int
+node_cmp(const ListCell *a, const ListCell *b)
+{
+	return strcmp(((MqClusterNode *) lfirst(a))->name, ((MqClusterNode *) lfirst(b))->name);
+}
+
+/* add or update the node a members/ or nodes/ key describes */
+static List *
+add_node_kv(List *nodes, MqEtcdKv *kv, const char *prefix, bool alive)
+{
+	const char *name = kv->key + strlen(prefix);
+	MqClusterNode *n;
+	char	   *conninfo;
+
+	if (name[0] == '\0' || strlen(name) >= MQ_NODE_NAME_LEN || strchr(name, '/'))
+		return nodes;			/* not one of ours */
+	n = find_node(nodes, name);
+	if (n == NULL)
+	{
+		if (list_length(nodes) >= MQ_CLUSTER_MAX_NODES)
+		{
+			ereport(WARNING,
+					(errmsg("mqlog lists at most %d nodes; node \"%s\" is left out",
+							MQ_CLUSTER_MAX_NODES, name)));
+			return nodes;
+		}
+		n = palloc0(sizeof(MqClusterNode));
+		strlcpy(n->name, name, MQ_NODE_NAME_LEN);
+		n->is_self = MqClusterEnabled() && strcmp(name, mqlog_node_name) == 0;
+		nodes = lappend(nodes, n);
+	}
+	conninfo = MqJsonTryString(kv->value, "conninfo");
+	/* the live key is the newer word on how to reach the node */
+	if (conninfo && (alive || n->conninfo[0] == '\0'))
+		strlcpy(n->conninfo, conninfo, MQ_NODE_CONNINFO_LEN);
+	if (alive)
+		n->alive = true;
+	return nodes;
+}
+
+/*
+ * Every node of the cluster, fresh from etcd, in name order (the stable
+ * order placement uses): a list of MqClusterNode *, last_seen unset.
+ */
+List *
+MqClusterReadNodes(void)
+{
+	char	   *members = MqClusterKey("members/");
+	char	   *live = MqClusterKey("nodes/");
+	List	   *nodes = NIL;
+	ListCell   *lc;
+
+	foreach(lc, MqEtcdRange(members, NULL))
+		nodes = add_node_kv(nodes, lfirst(lc), members, false);
+	foreach(lc, MqEtcdRange(live, NULL))
+		nodes = add_node_kv(nodes, lfirst(lc), live, true);
+	list_sort(nodes, node_cmp);
+	return nodes;
+}
+
+/* ------------------------------------------------------------------------
+ * The copy in shared memory
+ * ------------------------------------------------------------------------ */
+
+Size
+MqClusterShmemSize(void)
+{
+	return MAXALIGN(sizeof(MqClusterShared));
+}
+
+void
+MqClusterShmemInit(void)
+{
+	bool		found;
+
+	cluster_shared = ShmemInitStruct("mqlog cluster", sizeof(MqClusterShared), &found);
+	if (!found)
+	{
+		memset(cluster_shared, 0, sizeof(MqClusterShared));
+		cluster_shared->lock = &(GetNamedLWLockTranche("mqlog_cluster"))->lock;
+	}
+}
+
+/*
+ * Replace the shared copy with a fresh list.  A node seen alive now gets
+ * last_seen = now; one that is not keeps the time it was last seen.
+ */
+void
+MqClusterPublishNodes(List *nodes)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	MqClusterNode copy[MQ_CLUSTER_MAX_NODES];
+	int			n = 0;
+	ListCell   *lc;
+
+	LWLockAcquire(cluster_shared->lock, LW_EXCLUSIVE);
+	foreach(lc, nodes)
+	{
+		MqClusterNode *node = lfirst(lc);
+
+		if (n == MQ_CLUSTER_MAX_NODES)
+			break;
+		copy[n] = *node;
+		copy[n].last_seen = 0;
+		for (int i = 0; i < cluster_shared->nnodes; i++)
+			if (strcmp(cluster_shared->nodes[i].name, node->name) == 0)
+				copy[n].last_seen = cluster_shared->nodes[i].last_seen;
+		if (node->alive)
+			copy[n].last_seen = now;
+		n++;
+	}
+	memcpy(cluster_shared->nodes, copy, n * sizeof(MqClusterNode));
+	cluster_shared->nnodes = n;
+	LWLockRelease(cluster_shared->lock);
+}
+
+/* a palloc'd copy of the shared node list */
+List *
+MqClusterSharedNodes(void)
+{
+	List	   *result = NIL;
+
+	if (cluster_shared == NULL)
+		return NIL;
+	LWLockAcquire(cluster_shared->lock, LW_SHARED);
+	for (int i = 0; i < cluster_shared->nnodes; i++)
+	{
+		MqClusterNode *n = palloc(sizeof(MqClusterNode));
+
+		*n = cluster_shared->nodes[i];
+		result = lappend(result, n);
+	}
+	LWLockRelease(cluster_shared->lock);
+	return result;
+}
+
+/*
+ * How to reach a node with libpq, from the shared copy (never from etcd):
+ * NULL when the node is unknown.  The follower's apply worker calls it.
+ */
+char *
+MqClusterNodeConninfo(const char *node)
+{
+	char	   *result = NULL;
+
+	if (cluster_shared == NULL || node == NULL)
+		return NULL;
+	LWLockAcquire(cluster_shared->lock, LW_SHARED);
+	for (int i = 0; i < cluster_shared->nnodes; i++)
+		if (strcmp(cluster_shared->nodes[i].name, node) == 0 &&
+			cluster_shared->nodes[i].conninfo[0] != '\0')
+			result = pstrdup(cluster_shared->nodes[i].conninfo);
+	LWLockRelease(cluster_shared->lock);
+	return result;
+}
+
+/* ------------------------------------------------------------------------
+ * mqlog.nodes
+ * ------------------------------------------------------------------------ */
+
+PG_FUNCTION_INFO_V1(mqlog_cluster_nodes);
+
+/*
+ * The shared copy as rows.  A conninfo may hold a password, so only
+ * superusers and members of mqlog_admin see it; others see null.
+ */
+Datum
+mqlog_cluster_nodes(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			admin = get_role_oid("mqlog_admin", true);
+	bool		show_conninfo = superuser() ||
+		(OidIsValid(admin) && has_privs_of_role(GetUserId(), admin));
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	foreach(lc, MqClusterSharedNodes())
+	{
+		MqClusterNode *n = lfirst(lc);
+		Datum		values[5];
+		bool		nulls[5] = {0};
+
+		values[0] = CStringGetTextDatum(n->name);
+		if (show_conninfo && n->conninfo[0])
+			values[1] = CStringGetTextDatum(n->conninfo);
+		else
+			nulls[1] = true;
+		values[2] = BoolGetDatum(n->alive);
+		values[3] = BoolGetDatum(n->is_self);
+		if (n->last_seen)
+			values[4] = TimestampTzGetDatum(n->last_seen);
+		else
+			nulls[4] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

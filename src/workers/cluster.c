@@ -1,0 +1,840 @@
+/*-------------------------------------------------------------------------
+ *
+ * cluster.c
+ *		The cluster workers: "mqlog cluster" registers this node in etcd and
+ *		keeps the node list in shared memory; "mqlog cluster sync" keeps the
+ *		local copies of the replicated topics in step with etcd.
+ *
+ * Both run only when mqlog.etcd_endpoints is set.  They are two processes
+ * because the second takes table locks (creating and dropping topics) and
+ * may wait on them, and a wait there must never let this node's lease
+ * expire.
+ *
+ * "mqlog cluster" (no database): grants a lease of mqlog.etcd_lease_ttl,
+ * puts nodes/<name> under it if no live node holds the name (a create-if-
+ * absent txn, which also writes members/<name> without a lease), renews it
+ * every third of the TTL, and registers again with a new lease when etcd
+ * says the lease is gone.  A key left by an earlier run of this same node
+ * (same system identifier and conninfo) is taken over by revoking its
+ * lease; a key of another node keeps this one out, with a WARNING, until
+ * that lease ends.  Every second it reads the node list into shared memory.
+ * At a clean shutdown it revokes its lease, so the node is gone at once.
+ *
+ * "mqlog cluster sync" (connected to mqlog.cluster_database, idle while
+ * mqlog is not installed there): every second, reads topics/ and
+ * partitions/ from etcd, then, one topic per transaction:
+ *	- creates locally a topic whose replicas include this node and that is
+ *	  not here yet (same name, partitions, replication factor, config);
+ *	- refreshes mqlog.replica_state rows whose etcd mod_revision changed;
+ *	- drops a local replicated topic whose etcd keys are gone (or now
+ *	  belong to another topic of the same name);
+ *	- deletes from etcd a topic this node created (same system identifier)
+ *	  that is still not here after a grace period: its creating transaction
+ *	  failed after the etcd write (cluster/topics.c).
+ *
+ * Both loops follow contrib/pg_prewarm/autoprewarm.c (latch, SIGTERM,
+ * SIGHUP, postmaster death); an error in one round, or one topic, is
+ * logged (at most once a minute while etcd stays unreachable) and the
+ * next round goes on.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "mqlog.h"
+#include "base/spi.h"
+#include "cluster/etcd.h"
+#include "cluster/json.h"
+#include "cluster/metadata.h"
+#include "log/partition.h"
+#include "workers/workers.h"
+
+PGDLLEXPORT void mqlog_cluster_main(Datum main_arg);
+PGDLLEXPORT void mqlog_cluster_sync_main(Datum main_arg);
+
+/* a failure that repeats is logged again at most this often */
+#define RETRY_LOG_INTERVAL_MS	60000
+/* a topic this node wrote to etcd may take this long to commit here */
+#define CREATE_GRACE_MS			30000
+
+void
+MqClusterWorkersRegister(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "mqlog_cluster_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "mqlog cluster", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "mqlog cluster", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	/* a cluster database that does not exist ends it: retried this often */
+	worker.bgw_restart_time = 10;
+	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "mqlog_cluster_sync_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "mqlog cluster sync", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "mqlog cluster sync", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+}
+
+/* ------------------------------------------------------------------------
+ * Shared by both loops
+ * ------------------------------------------------------------------------ */
+
+/* one failure being retried: what it was and when it was last logged */
+typedef struct RetryLog
+{
+	bool		failing;
+	TimestampTz last_logged;
+	char		last_message[256];
+} RetryLog;
+
+/*
+ * Log a failure of a round, unless the same one was logged less than a
+ * minute ago: etcd down must not write a line a second.
+ */
+static void
+retry_log(RetryLog *rl, const char *who, ErrorData *e)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (rl->failing && strcmp(rl->last_message, e->message) == 0 &&
+		!TimestampDifferenceExceeds(rl->last_logged, now, RETRY_LOG_INTERVAL_MS))
+		return;
+	ereport(LOG,
+			(errmsg("%s: %s; retrying every second", who, e->message),
+			 e->detail ? errdetail_internal("%s", e->detail) : 0,
+			 e->hint ? errhint("%s", e->hint) : 0));
+	rl->failing = true;
+	rl->last_logged = now;
+	strlcpy(rl->last_message, e->message, sizeof(rl->last_message));
+}
+
+static void
+retry_ok(RetryLog *rl, const char *who)
+{
+	if (rl->failing)
+		ereport(LOG, (errmsg("%s: etcd requests succeed again", who)));
+	rl->failing = false;
+}
+
+static void
+setup_signals(void)
+{
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+}
+
+static void
+nap(long ms)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 Max(ms, 10), PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * "mqlog cluster": registration and the node list
+ * ------------------------------------------------------------------------ */
+
+static int64 my_lease = 0;
+static TimestampTz next_keepalive = 0;
+static TimestampTz next_register = 0;
+static TimestampTz next_list = 0;
+static TimestampTz last_list_ok = 0;
+static TimestampTz last_clash_logged = 0;
+
+/* the value another node registered holds an earlier run of this one? */
+static bool
+is_earlier_self(const char *value)
+{
+	JsonbContainer *c = MqJsonParse(value);
+	char	   *sysid = MqJsonString(c, "sysid");
+	char	   *conninfo = MqJsonString(c, "conninfo");
+	char		mine[32];
+
+	snprintf(mine, sizeof(mine), UINT64_FORMAT, GetSystemIdentifier());
+	return sysid && conninfo && strcmp(sysid, mine) == 0 &&
+		strcmp(conninfo, mqlog_node_conninfo) == 0;
+}
+
+static void
+try_register(TimestampTz now)
+{
+	char	   *key = MqClusterKey("nodes/%s", mqlog_node_name);
+	char	   *value = MqClusterNodeJson();
+	int64		lease;
+	MqEtcdTxn  *txn;
+	MqEtcdKv	holder;
+
+	if (now < next_register)
+		return;
+	next_register = TimestampTzPlusMilliseconds(now, 1000);
+	lease = MqEtcdLeaseGrant(mqlog_etcd_lease_ttl);
+	txn = MqEtcdTxnBegin();
+	MqEtcdTxnIfAbsent(txn, key);
+	MqEtcdTxnPut(txn, key, value, lease);
+	MqEtcdTxnPut(txn, MqClusterKey("members/%s", mqlog_node_name), value, 0);
+	if (MqEtcdTxnCommit(txn, NULL))
+	{
+		my_lease = lease;
+		next_keepalive = TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000 / 3);
+		last_clash_logged = 0;
+		ereport(LOG,
+				(errmsg("mqlog cluster: node \"%s\" registered in cluster \"%s\"",
+						mqlog_node_name, mqlog_cluster_name),
+				 errdetail("etcd key %s, lease " INT64_FORMAT " of %d s.", key, lease,
+						   mqlog_etcd_lease_ttl)));
+		return;
+	}
+
+	/* the name is held: by an earlier run of ours, or by another node */
+	MqEtcdLeaseRevoke(lease);
+	if (!MqEtcdGet(key, &holder, NULL))
+	{
+		next_register = now;	/* it just went: try again at once */
+		return;
+	}
+	if (holder.lease != 0 && is_earlier_self(holder.value))
+	{
+		ereport(LOG,
+				(errmsg("mqlog cluster: node \"%s\" is still registered by an earlier run of this server; revoking that lease",
+						mqlog_node_name)));
+		MqEtcdLeaseRevoke(holder.lease);
+		next_register = now;
+		return;
+	}
+	if (last_clash_logged == 0 ||
+		TimestampDifferenceExceeds(last_clash_logged, now, RETRY_LOG_INTERVAL_MS))
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("mqlog cluster: node name \"%s\" is already taken by another live node; this node stays out of cluster \"%s\"",
+						mqlog_node_name, mqlog_cluster_name),
+				 errdetail("etcd key %s holds %s.", key, holder.value),
+				 errhint("Give every node its own mqlog.node_name.  This node retries every second and registers once the other node's lease ends.")));
+		last_clash_logged = now;
+	}
+}
+
+static void
+cluster_round(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (my_lease == 0)
+		try_register(now);
+	else if (now >= next_keepalive)
+	{
+		if (MqEtcdLeaseKeepAlive(my_lease))
+			next_keepalive = TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000 / 3);
+		else
+		{
+			ereport(LOG,
+					(errmsg("mqlog cluster: the lease of node \"%s\" has expired; registering again",
+							mqlog_node_name)));
+			my_lease = 0;
+			next_register = now;
+			try_register(now);
+		}
+	}
+	if (now >= next_list)
+	{
+		MqClusterPublishNodes(MqClusterReadNodes());
+		last_list_ok = now;
+		next_list = TimestampTzPlusMilliseconds(now, 1000);
+	}
+}
+
+/*
+ * etcd has not answered for longer than a lease: nothing says any node is
+ * alive any more, this one included.
+ */
+static void
+forget_liveness(void)
+{
+	List	   *nodes = MqClusterSharedNodes();
+	ListCell   *lc;
+
+	foreach(lc, nodes)
+		((MqClusterNode *) lfirst(lc))->alive = false;
+	MqClusterPublishNodes(nodes);
+}
+
+void
+mqlog_cluster_main(Datum main_arg)
+{
+	MemoryContext cxt;
+	RetryLog	rl = {0};
+
+	setup_signals();
+	cxt = AllocSetContextCreate(TopMemoryContext, "mqlog cluster", ALLOCSET_DEFAULT_SIZES);
+	pgstat_report_appname("mqlog cluster");
+
+	while (!ShutdownRequestPending)
+	{
+		TimestampTz now;
+		long		sleep_ms;
+
+		MemoryContextSwitchTo(cxt);
+		PG_TRY();
+		{
+			cluster_round();
+			retry_ok(&rl, "mqlog cluster");
+		}
+		PG_CATCH();
+		{
+			ErrorData  *e;
+
+			MemoryContextSwitchTo(cxt);
+			e = CopyErrorData();
+			FlushErrorState();
+			retry_log(&rl, "mqlog cluster", e);
+			now = GetCurrentTimestamp();
+			next_list = TimestampTzPlusMilliseconds(now, 1000);
+			if (next_keepalive <= now)
+				next_keepalive = TimestampTzPlusMilliseconds(now, 1000);
+			if (TimestampDifferenceExceeds(last_list_ok, now, mqlog_etcd_lease_ttl * 1000))
+				forget_liveness();
+		}
+		PG_END_TRY();
+		MemoryContextSwitchTo(TopMemoryContext);
+		MemoryContextReset(cxt);
+
+		now = GetCurrentTimestamp();
+		sleep_ms = 1000;
+		if (my_lease != 0)
+			sleep_ms = Min(sleep_ms, (long) ((next_keepalive - now) / 1000));
+		sleep_ms = Min(sleep_ms, (long) ((next_list - now) / 1000));
+		if (my_lease == 0)
+			sleep_ms = Min(sleep_ms, (long) ((next_register - now) / 1000));
+		nap(sleep_ms);
+	}
+
+	/* a clean stop: leave the cluster now rather than a TTL later */
+	if (my_lease != 0)
+	{
+		PG_TRY();
+		{
+			MqEtcdLeaseRevoke(my_lease);
+		}
+		PG_CATCH();
+		{
+			FlushErrorState();
+		}
+		PG_END_TRY();
+	}
+	proc_exit(0);
+}
+
+/* ------------------------------------------------------------------------
+ * "mqlog cluster sync": the local copies of the replicated topics
+ * ------------------------------------------------------------------------ */
+
+/* a topic in etcd, with its partitions (NULL where a key is missing) */
+typedef struct EtcdTopic
+{
+	MqTopicMeta *meta;
+	MqPartitionMeta **parts;
+	int			nfound;
+	bool		mine;			/* a replica of some partition is this node */
+} EtcdTopic;
+
+/* a local topic, with what mqlog.replicated_topic says of it */
+typedef struct LocalTopic
+{
+	int			topic_id;
+	char	   *name;
+	char	   *uuid;			/* NULL: not replicated */
+	int64		mod_revision;
+	List	   *part_revs;		/* int64 per partition, from replica_state */
+	int			nparts;
+} LocalTopic;
+
+static RetryLog sync_rl;
+static RetryLog unit_rl;
+
+static bool
+extension_installed(void)
+{
+	bool		found;
+
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_execute("SELECT 1 FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'mqlog'",
+					true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "mqlog cluster sync: extension lookup failed");
+	found = SPI_processed == 1;
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return found;
+}
+
+static EtcdTopic *
+find_etcd_topic(List *topics, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, topics)
+		if (strcmp(((EtcdTopic *) lfirst(lc))->meta->name, name) == 0)
+			return lfirst(lc);
+	return NULL;
+}
+
+/* topics/ and partitions/ from etcd, each topic with its partitions */
+static List *
+read_etcd_topics(void)
+{
+	char	   *tprefix = MqClusterKey("topics/");
+	char	   *pprefix = MqClusterKey("partitions/");
+	List	   *topics = NIL;
+	List	   *pkvs;
+	ListCell   *lc;
+
+	/* partitions after topics: a topic's partitions are written with or after it */
+	foreach(lc, MqEtcdRange(tprefix, NULL))
+	{
+		MqEtcdKv   *kv = lfirst(lc);
+		EtcdTopic  *et = palloc0(sizeof(EtcdTopic));
+
+		et->meta = MqTopicMetaParse(kv->value, kv->mod_revision);
+		if (strcmp(et->meta->name, kv->key + strlen(tprefix)) != 0)
+			continue;			/* not a value of ours */
+		et->parts = palloc0(sizeof(MqPartitionMeta *) * et->meta->partitions);
+		topics = lappend(topics, et);
+	}
+	pkvs = MqEtcdRange(pprefix, NULL);
+	foreach(lc, pkvs)
+	{
+		MqEtcdKv   *kv = lfirst(lc);
+		char	   *rest = pstrdup(kv->key + strlen(pprefix));
+		char	   *slash = strrchr(rest, '/');
+		EtcdTopic  *et;
+		int			p;
+
+		if (slash == NULL)
+			continue;
+		*slash = '\0';
+		et = find_etcd_topic(topics, rest);
+		p = atoi(slash + 1);
+		if (et == NULL || p < 0 || p >= et->meta->partitions || et->parts[p] != NULL)
+			continue;
+		et->parts[p] = MqPartitionMetaParse(kv->value, p, kv->mod_revision);
+		et->nfound++;
+		if (MqPartitionHasReplica(et->parts[p], mqlog_node_name))
+			et->mine = true;
+	}
+	return topics;
+}
+
+static List *
+read_local_topics(void)
+{
+	MemoryContext outer = CurrentMemoryContext;
+	List	   *result = NIL;
+
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_execute("SELECT t.topic_id, t.name, r.uuid, r.mod_revision, "
+					"  (SELECT pg_catalog.array_agg(s.mod_revision ORDER BY s.\"partition\") "
+					"     FROM mqlog.replica_state s WHERE s.topic_id OPERATOR(pg_catalog.=) t.topic_id), "
+					"  (SELECT pg_catalog.array_agg(s.\"partition\" ORDER BY s.\"partition\") "
+					"     FROM mqlog.replica_state s WHERE s.topic_id OPERATOR(pg_catalog.=) t.topic_id), "
+					"  t.partitions "
+					"FROM mqlog.topic t LEFT JOIN mqlog.replicated_topic r "
+					"  ON r.topic_id OPERATOR(pg_catalog.=) t.topic_id",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mqlog cluster sync: could not read the local topics");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		MemoryContext old = MemoryContextSwitchTo(outer);
+		LocalTopic *lt = palloc0(sizeof(LocalTopic));
+		bool		isnull;
+		char	   *uuid;
+
+		lt->topic_id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+		lt->name = pstrdup(SPI_getvalue(tup, desc, 2));
+		uuid = SPI_getvalue(tup, desc, 3);
+		lt->uuid = uuid ? pstrdup(uuid) : NULL;
+		if (lt->uuid)
+			lt->mod_revision = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
+		lt->nparts = DatumGetInt32(SPI_getbinval(tup, desc, 7, &isnull));
+		{
+			Datum		revs = SPI_getbinval(tup, desc, 5, &isnull);
+
+			if (!isnull)
+			{
+				Datum		parts = SPI_getbinval(tup, desc, 6, &isnull);
+				Datum	   *rv;
+				Datum	   *pv;
+				int			nr;
+				int			np;
+
+				deconstruct_array(DatumGetArrayTypeP(revs), INT8OID, 8, FLOAT8PASSBYVAL,
+								  TYPALIGN_DOUBLE, &rv, NULL, &nr);
+				deconstruct_array(DatumGetArrayTypeP(parts), INT4OID, 4, true,
+								  TYPALIGN_INT, &pv, NULL, &np);
+				/* part_revs[p] = mod_revision of partition p, -1 where there is no row */
+				for (int p = 0; p < lt->nparts; p++)
+				{
+					int64	   *r = palloc(sizeof(int64));
+
+					*r = -1;
+					for (int k = 0; k < np; k++)
+						if (DatumGetInt32(pv[k]) == p)
+							*r = DatumGetInt64(rv[k]);
+					lt->part_revs = lappend(lt->part_revs, r);
+				}
+			}
+		}
+		result = lappend(result, lt);
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return result;
+}
+
+static LocalTopic *
+find_local_topic(List *topics, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, topics)
+		if (strcmp(((LocalTopic *) lfirst(lc))->name, name) == 0)
+			return lfirst(lc);
+	return NULL;
+}
+
+static List *
+all_parts(EtcdTopic *et)
+{
+	List	   *l = NIL;
+
+	for (int p = 0; p < et->meta->partitions; p++)
+		l = lappend(l, et->parts[p]);
+	return l;
+}
+
+/* create a topic of the cluster here, with its replica rows */
+static void
+create_local(EtcdTopic *et)
+{
+	Oid			types[5] = {TEXTOID, INT4OID, INT4OID, JSONBOID, OIDOID};
+	Datum		values[5];
+	Oid			t1[1] = {TEXTOID};
+	bool		isnull;
+	int			topic_id;
+
+	values[0] = CStringGetTextDatum(et->meta->name);
+	values[1] = Int32GetDatum(et->meta->partitions);
+	values[2] = Int32GetDatum(et->meta->replication_factor);
+	values[3] = DirectFunctionCall1(jsonb_in, CStringGetDatum(et->meta->config));
+	values[4] = ObjectIdGetDatum(MqExtensionOwner());
+	if (SPI_execute_with_args("SELECT mqlog._create_topic($1, $2, $3, $4, $5)",
+							  5, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mqlog cluster sync: mqlog._create_topic failed");
+	if (SPI_execute_with_args("SELECT t.topic_id FROM mqlog.topic t WHERE t.name OPERATOR(pg_catalog.=) $1",
+							  1, t1, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "mqlog cluster sync: topic \"%s\" just created is not in the catalog",
+			 et->meta->name);
+	topic_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	MqClusterStoreLocal(topic_id, et->meta, all_parts(et));
+	ereport(LOG,
+			(errmsg("mqlog cluster sync: created replicated topic \"%s\" (%d partitions, replication factor %d) from cluster \"%s\"",
+					et->meta->name, et->meta->partitions, et->meta->replication_factor,
+					mqlog_cluster_name)));
+}
+
+static void
+drop_local(LocalTopic *lt)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+
+	MqAnnounceDdl(lt->topic_id);
+	values[0] = CStringGetTextDatum(lt->name);
+	if (SPI_execute_with_args("SELECT mqlog._drop_topic($1)", 1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mqlog cluster sync: mqlog._drop_topic failed");
+	ereport(LOG,
+			(errmsg("mqlog cluster sync: dropped replicated topic \"%s\": it is no longer in cluster \"%s\"",
+					lt->name, mqlog_cluster_name)));
+}
+
+/* delete from etcd a topic whose creation here never committed */
+static void
+delete_orphan(EtcdTopic *et)
+{
+	MqEtcdTxn  *txn = MqEtcdTxnBegin();
+	char	   *key = MqClusterKey("topics/%s", et->meta->name);
+
+	MqEtcdTxnIfModRevision(txn, key, et->meta->mod_revision);
+	MqEtcdTxnDelete(txn, key, false);
+	MqEtcdTxnDelete(txn, MqClusterKey("partitions/%s/", et->meta->name), true);
+	if (MqEtcdTxnCommit(txn, NULL))
+		ereport(LOG,
+				(errmsg("mqlog cluster sync: deleted topic \"%s\" from etcd: its creation on this node did not commit",
+						et->meta->name)));
+}
+
+typedef enum UnitKind
+{
+	UNIT_CREATE,
+	UNIT_REFRESH,
+	UNIT_DROP,
+	UNIT_ORPHAN
+} UnitKind;
+
+/*
+ * One topic's work in a transaction of its own: an error (a lock, a name
+ * clash) is logged and the other topics go on.
+ */
+static void
+run_unit(UnitKind kind, EtcdTopic *et, LocalTopic *lt, List *changed)
+{
+	MemoryContext outer = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		switch (kind)
+		{
+			case UNIT_CREATE:
+				create_local(et);
+				break;
+			case UNIT_REFRESH:
+				MqClusterStoreLocal(lt->topic_id,
+									et->meta->mod_revision != lt->mod_revision ? et->meta : NULL,
+									changed);
+				break;
+			case UNIT_DROP:
+				drop_local(lt);
+				break;
+			case UNIT_ORPHAN:
+				delete_orphan(et);
+				break;
+		}
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *e;
+
+		MemoryContextSwitchTo(outer);
+		e = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		MemoryContextSwitchTo(outer);
+		retry_log(&unit_rl, psprintf("mqlog cluster sync: topic \"%s\"",
+									 et ? et->meta->name : lt->name), e);
+	}
+	PG_END_TRY();
+}
+
+/* did this server (same name, same system identifier) write the topic? */
+static bool
+created_by_this_server(EtcdTopic *et)
+{
+	char		mine[32];
+
+	snprintf(mine, sizeof(mine), UINT64_FORMAT, GetSystemIdentifier());
+	return et->meta->created_by != NULL && strcmp(et->meta->created_by, mqlog_node_name) == 0 &&
+		et->meta->created_sysid != NULL && strcmp(et->meta->created_sysid, mine) == 0;
+}
+
+static bool
+created_long_ago(EtcdTopic *et, TimestampTz now)
+{
+	TimestampTz at;
+
+	if (et->meta->created_at == NULL)
+		return true;
+	at = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
+												 CStringGetDatum(et->meta->created_at),
+												 ObjectIdGetDatum(InvalidOid),
+												 Int32GetDatum(-1)));
+	return TimestampDifferenceExceeds(at, now, CREATE_GRACE_MS);
+}
+
+/*
+ * An apply worker (workers/apply.c) for every leader this node follows a
+ * partition of; a worker with nothing left to follow ends by itself.
+ */
+static void
+ensure_apply_workers(void)
+{
+	List	   *leaders = NIL;
+
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	{
+		Oid			types[1] = {TEXTOID};
+		Datum		values[1] = {CStringGetTextDatum(mqlog_node_name)};
+
+		if (SPI_execute_with_args("SELECT DISTINCT r.leader FROM mqlog.replica_state r"
+								  " WHERE $1 OPERATOR(pg_catalog.=) ANY (r.replicas)"
+								  "   AND r.leader OPERATOR(pg_catalog.<>) $1",
+								  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "mqlog: reading the leaders this node follows failed");
+	}
+	for (uint64 i = 0; i < SPI_processed; i++)
+		leaders = lappend(leaders, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+	if (leaders != NIL)
+		MqApplyEnsureWorkers(leaders);
+	PopActiveSnapshot();
+	SPI_finish();
+	CommitTransactionCommand();
+}
+
+static void
+sync_round(void)
+{
+	List	   *etcd_topics;
+	List	   *local_topics;
+	ListCell   *lc;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!extension_installed())
+		return;
+	/* etcd first: a topic is in etcd before it commits locally anywhere */
+	etcd_topics = read_etcd_topics();
+	local_topics = read_local_topics();
+
+	foreach(lc, etcd_topics)
+	{
+		EtcdTopic  *et = lfirst(lc);
+		LocalTopic *lt = find_local_topic(local_topics, et->meta->name);
+
+		if (et->nfound < et->meta->partitions)
+			continue;			/* still being written */
+		if (lt == NULL)
+		{
+			if (!et->mine)
+				continue;
+			/*
+			 * Written by this server but not here: its transaction is
+			 * committing, or failed after the etcd write.  (A server
+			 * rebuilt under the same name has another system identifier
+			 * and takes its replicas like any node.)
+			 */
+			if (created_by_this_server(et))
+			{
+				if (created_long_ago(et, now))
+					run_unit(UNIT_ORPHAN, et, NULL, NIL);
+				continue;
+			}
+			run_unit(UNIT_CREATE, et, NULL, NIL);
+			continue;
+		}
+		if (lt->uuid == NULL || strcmp(lt->uuid, et->meta->uuid) != 0)
+			continue;			/* a local topic of that name; see the drop below */
+		{
+			List	   *changed = NIL;
+
+			for (int p = 0; p < et->meta->partitions; p++)
+			{
+				int64		rev = p < list_length(lt->part_revs) ?
+					*(int64 *) list_nth(lt->part_revs, p) : -1;
+
+				if (rev != et->parts[p]->mod_revision)
+					changed = lappend(changed, et->parts[p]);
+			}
+			if (changed != NIL || lt->mod_revision != et->meta->mod_revision)
+				run_unit(UNIT_REFRESH, et, lt, changed);
+		}
+	}
+
+	foreach(lc, local_topics)
+	{
+		LocalTopic *lt = lfirst(lc);
+		EtcdTopic  *et;
+
+		if (lt->uuid == NULL)
+			continue;			/* a single-node topic */
+		et = find_etcd_topic(etcd_topics, lt->name);
+		if (et == NULL || strcmp(et->meta->uuid, lt->uuid) != 0)
+			run_unit(UNIT_DROP, NULL, lt, NIL);
+	}
+	ensure_apply_workers();
+}
+
+void
+mqlog_cluster_sync_main(Datum main_arg)
+{
+	MemoryContext cxt;
+
+	setup_signals();
+	BackgroundWorkerInitializeConnection(mqlog_cluster_database, NULL, 0);
+	MqWorkerPinSearchPath();
+	pgstat_report_appname("mqlog cluster sync");
+	cxt = AllocSetContextCreate(TopMemoryContext, "mqlog cluster sync", ALLOCSET_DEFAULT_SIZES);
+
+	while (!ShutdownRequestPending)
+	{
+		MemoryContextSwitchTo(cxt);
+		PG_TRY();
+		{
+			pgstat_report_activity(STATE_RUNNING, "mqlog cluster sync");
+			sync_round();
+			retry_ok(&sync_rl, "mqlog cluster sync");
+		}
+		PG_CATCH();
+		{
+			ErrorData  *e;
+
+			MemoryContextSwitchTo(cxt);
+			e = CopyErrorData();
+			FlushErrorState();
+			AbortCurrentTransaction();
+			MemoryContextSwitchTo(cxt);
+			retry_log(&sync_rl, "mqlog cluster sync", e);
+		}
+		PG_END_TRY();
+		pgstat_report_activity(STATE_IDLE, NULL);
+		MemoryContextSwitchTo(TopMemoryContext);
+		MemoryContextReset(cxt);
+		nap(1000);
+	}
+	proc_exit(0);
+}
