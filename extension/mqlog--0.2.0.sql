@@ -252,6 +252,7 @@ CREATE FUNCTION mqlog.config_defaults() RETURNS jsonb
         "message.timestamp.type": "CreateTime",
         "min.compaction.lag.ms": 0,
         "min.insync.replicas": 1,
+        "replica.lag.time.max.ms": 30000,
         "retention.bytes": -1,
         "retention.ms": 604800000,
         "segment.bytes": 1073741824,
@@ -342,6 +343,7 @@ BEGIN
                 WHEN 'segment.ms' THEN 1
                 WHEN 'max.message.bytes' THEN 0
                 WHEN 'min.insync.replicas' THEN 1
+                WHEN 'replica.lag.time.max.ms' THEN 1
                 ELSE 0 END;
         hi := CASE k
                 WHEN 'segment.bytes' THEN 2147483647

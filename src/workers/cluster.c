@@ -797,6 +797,7 @@ sync_round(void)
 			run_unit(UNIT_DROP, NULL, lt, NIL);
 	}
 	ensure_apply_workers();
+	MqIsrRound();
 }
 
 void

@@ -26,4 +26,7 @@ extern void MqApplyRequestLWLocks(void);
 extern void MqApplyEnsureWorkers(List *leaders);
 extern pid_t MqApplyWorkerPid(const char *leader);
 
+/* the leader's in-sync replica sets (isr.c) */
+extern void MqIsrRound(void);
+
 #endif							/* MQLOG_WORKERS_H */

@@ -1,0 +1,240 @@
+/*-------------------------------------------------------------------------
+ *
+ * isr.c
+ *		The leader's in-sync replica set, Kafka's rules: run every second by
+ *		the cluster sync worker (cluster.c) for each partition this node
+ *		leads.
+ *
+ * A follower is in sync while it has caught up with the leader's log end
+ * offset within the topic's replica.lag.time.max.ms (its "last caught-up
+ * time", kept from the followers' reports by log/partition.c).  One that
+ * falls behind longer, or has not reported for that long since this
+ * worker started, leaves the ISR; one that has caught up, with a log end
+ * offset at or past the high watermark, joins it again.  The new ISR is
+ * written to etcd first, with compare-and-swap on the partition key's
+ * revision (so a concurrent leader change wins and this round changes
+ * nothing), and only then to mqlog.replica_state, which the high
+ * watermark and acks=all read: the leader never relies on an ISR that
+ * etcd does not hold.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "mqlog.h"
+#include "cluster/etcd.h"
+#include "cluster/metadata.h"
+#include "log/partition.h"
+#include "log/topic.h"
+#include "workers/workers.h"
+
+static TimestampTz started = 0;
+
+static bool
+in_list(List *names, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, names)
+		if (strcmp(lfirst(lc), name) == 0)
+			return true;
+	return false;
+}
+
+static char *
+names_text(List *names)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	foreach(lc, names)
+		appendStringInfo(&buf, "%s%s", foreach_current_index(lc) ? "," : "", (char *) lfirst(lc));
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+/*
+ * The ISR this partition should have now: the leader, then each replica
+ * in replica order that is caught up within lag_ms (and, to join, holds
+ * everything below the high watermark).
+ */
+static List *
+wanted_isr(MqTopic *topic, int32 partition, MqPartitionMeta *meta, int64 lag_ms,
+		   TimestampTz now)
+{
+	MqPartition *part = MqTopicPartition(topic, partition);
+	int64		lso,
+				hw;
+	List	   *isr = list_make1(meta->leader);
+	ListCell   *lc;
+
+	MqPartitionOffsets(topic, partition, &lso, &hw);
+	foreach(lc, meta->replicas)
+	{
+		const char *node = lfirst(lc);
+		MqFollowerProgress fp;
+		bool		reported = MqPartitionFollowerProgress(part, node, &fp);
+		bool		now_in = in_list(meta->isr, node);
+		bool		fresh;
+
+		if (strcmp(node, meta->leader) == 0)
+			continue;
+		if (reported)
+			fresh = !TimestampDifferenceExceeds(fp.caught_up, now, lag_ms);
+		else
+			fresh = now_in && !TimestampDifferenceExceeds(started, now, lag_ms);
+		if (now_in ? fresh : (reported && fresh && fp.leo >= hw))
+			isr = lappend(isr, (char *) node);
+	}
+	return isr;
+}
+
+static bool
+same_names(List *a, List *b)
+{
+	ListCell   *lc;
+
+	if (list_length(a) != list_length(b))
+		return false;
+	foreach(lc, a)
+		if (!in_list(b, lfirst(lc)))
+			return false;
+	return true;
+}
+
+/* one partition: returns true if its ISR changed */
+static bool
+maintain_one(int32 topic_id, const char *name, int32 partition, int64 lag_ms, TimestampTz now)
+{
+	MqTopic    *topic = MqTopicLookup(name, true);
+	char	   *key = MqClusterKey("partitions/%s/%d", name, partition);
+	MqEtcdKv	kv;
+	MqPartitionMeta *meta;
+	List	   *isr;
+	int64		rev;
+
+	if (topic == NULL || partition >= topic->partitions || !MqTopicLeadsHere(topic, partition))
+		return false;
+	if (!MqEtcdGet(key, &kv, NULL))
+		return false;
+	meta = MqPartitionMetaParse(kv.value, partition, kv.mod_revision);
+	if (meta->leader == NULL || strcmp(meta->leader, MqClusterNodeName()) != 0)
+		return false;			/* etcd moved the leader: the sync catches up */
+	isr = wanted_isr(topic, partition, meta, lag_ms, now);
+	if (same_names(isr, meta->isr))
+		return false;
+	ereport(LOG,
+			(errmsg("mqlog: in-sync replicas of partition %d of topic \"%s\" change from %s to %s",
+					partition, name, names_text(meta->isr), names_text(isr))));
+	meta->isr = isr;
+	if (!MqEtcdPutIfModRevision(key, MqPartitionMetaJson(meta), kv.mod_revision, 0, &rev))
+		return false;			/* someone else wrote it first: next round */
+	meta->mod_revision = rev;
+	MqClusterStoreLocal(topic_id, NULL, list_make1(meta));
+	return true;
+}
+
+/*
+ * Every partition this node leads, each in a transaction of its own, so
+ * that one failure (etcd unreachable) costs one round of one partition.
+ * Called in the cluster database, outside a transaction.
+ */
+typedef struct LedPartition
+{
+	int32		topic_id;
+	char	   *name;
+	int32		partition;
+	int64		lag_ms;
+} LedPartition;
+
+/* one partition in a transaction of its own; an error is logged */
+static void
+maintain_guarded(LedPartition *lp, TimestampTz now)
+{
+	MemoryContext outer = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		StartTransactionCommand();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		(void) maintain_one(lp->topic_id, lp->name, lp->partition, lp->lag_ms, now);
+		PopActiveSnapshot();
+		SPI_finish();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *e;
+
+		MemoryContextSwitchTo(outer);
+		e = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		ereport(LOG,
+				(errmsg("mqlog: could not maintain the in-sync replicas of partition %d of topic \"%s\": %s",
+						lp->partition, lp->name, e->message)));
+		FreeErrorData(e);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(outer);
+}
+
+void
+MqIsrRound(void)
+{
+	MemoryContext outer = CurrentMemoryContext;
+	List	   *todo = NIL;
+	ListCell   *lc;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (started == 0)
+		started = now;
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	{
+		Oid			types[1] = {TEXTOID};
+		Datum		values[1] = {CStringGetTextDatum(MqClusterNodeName())};
+
+		if (SPI_execute_with_args("SELECT t.topic_id, t.name, r.\"partition\","
+								  "       (mqlog.effective_config(t.config)"
+								  "          OPERATOR(pg_catalog.->>) 'replica.lag.time.max.ms')::pg_catalog.int8"
+								  "  FROM mqlog.replica_state r JOIN mqlog.topic t USING (topic_id)"
+								  " WHERE r.leader OPERATOR(pg_catalog.=) $1"
+								  " ORDER BY 1, 3",
+								  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "mqlog: reading the partitions this node leads failed");
+	}
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		MemoryContext old = MemoryContextSwitchTo(outer);
+		LedPartition *lp = palloc(sizeof(LedPartition));
+
+		lp->topic_id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+		lp->name = SPI_getvalue(tup, desc, 2);	/* in outer, as palloc is */
+		lp->partition = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
+		lp->lag_ms = DatumGetInt64(SPI_getbinval(tup, desc, 4, &isnull));
+		todo = lappend(todo, lp);
+		MemoryContextSwitchTo(old);
+	}
+	PopActiveSnapshot();
+	SPI_finish();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(outer);
+
+	foreach(lc, todo)
+		maintain_guarded(lfirst(lc), now);
+	list_free_deep(todo);
+}
