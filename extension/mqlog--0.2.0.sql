@@ -222,9 +222,9 @@ COMMENT ON FUNCTION mqlog._catalog_changed() IS 'internal: tells every backend t
  * privilege on the topic (and that a relation is a segment) itself.
  */
 CREATE FUNCTION mqlog.partition_offsets(topic_id int, "partition" int,
-    OUT high_watermark bigint, OUT last_stable_offset bigint)
+    OUT high_watermark bigint, OUT last_stable_offset bigint, OUT log_end_offset bigint)
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_partition_offsets';
-COMMENT ON FUNCTION mqlog.partition_offsets(int, int) IS 'high watermark and last stable offset of a partition (needs describe on the topic)';
+COMMENT ON FUNCTION mqlog.partition_offsets(int, int) IS 'high watermark, last stable offset and log end offset of a partition (needs describe on the topic)';
 
 CREATE FUNCTION mqlog.segment_stats(relid oid,
     OUT batch_count bigint, OUT record_count bigint, OUT first_timestamp timestamptz,
@@ -719,7 +719,8 @@ CREATE VIEW mqlog.partitions WITH (security_barrier) AS
     SELECT t.name AS topic, p AS "partition",
            seg.log_start_offset, o.high_watermark, o.last_stable_offset,
            seg.size_bytes, seg.segment_count,
-           rs.leader, t.topic_id, rs.replicas, rs.isr, rs.leader_epoch
+           rs.leader, t.topic_id, rs.replicas, rs.isr, rs.leader_epoch,
+           o.log_end_offset
       FROM (SELECT * FROM mqlog.topic t0 WHERE mq_has_topic_privilege(t0.name, 'describe') OFFSET 0) t
      CROSS JOIN LATERAL generate_series(0, t.partitions - 1) AS p
      CROSS JOIN LATERAL (
@@ -730,7 +731,7 @@ CREATE VIEW mqlog.partitions WITH (security_barrier) AS
             WHERE s.topic_id = t.topic_id AND s."partition" = p) seg
      CROSS JOIN LATERAL mqlog.partition_offsets(t.topic_id, p) o
       LEFT JOIN mqlog.replica_state rs ON rs.topic_id = t.topic_id AND rs."partition" = p;
-COMMENT ON VIEW mqlog.partitions IS 'every partition the current role may describe: log start offset, high watermark, last stable offset, size, segments; for a replicated topic its leader, replicas, in-sync replicas and leader epoch (null for a single-node topic)';
+COMMENT ON VIEW mqlog.partitions IS 'every partition the current role may describe: log start offset, high watermark, last stable offset, size, segments; for a replicated topic its leader, replicas, in-sync replicas and leader epoch (null for a single-node topic); the log end offset (above the high watermark while the in-sync replicas catch up)';
 
 /* behind mqlog.nodes: the node list the cluster worker keeps in shared memory, never a call to etcd */
 CREATE FUNCTION mqlog.cluster_nodes(OUT node text, OUT conninfo text, OUT alive bool,

@@ -321,19 +321,23 @@ mqlog_partition_offsets(PG_FUNCTION_ARGS)
 	MqTopic    *topic = MqTopicLookupById(PG_GETARG_INT32(0));
 	int32		partition = PG_GETARG_INT32(1);
 	TupleDesc	desc;
-	Datum		values[2];
-	bool		nulls[2] = {false, false};
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
 	int64		lso,
-				hw;
+				hw,
+				raw_lso,
+				leo;
 
 	MqTopicCheckPrivilege(topic, MQ_PRIV_DESCRIBE);
 	MqCheckPartition(topic, partition);
 	MqPartitionOffsets(topic, partition, &lso, &hw);
+	MqPartitionLogEnd(topic, partition, &raw_lso, &leo);
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	values[0] = Int64GetDatum(hw);
 	values[1] = Int64GetDatum(lso);
 	nulls[1] = (lso < 0);
+	values[2] = Int64GetDatum(leo);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
 

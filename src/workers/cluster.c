@@ -737,6 +737,8 @@ sync_round(void)
 
 	if (!extension_installed())
 		return;
+	/* local state only: followers keep following while etcd is away */
+	ensure_apply_workers();
 	/* etcd first: a topic is in etcd before it commits locally anywhere */
 	etcd_topics = read_etcd_topics();
 	local_topics = read_local_topics();
@@ -796,7 +798,6 @@ sync_round(void)
 		if (et == NULL || strcmp(et->meta->uuid, lt->uuid) != 0)
 			run_unit(UNIT_DROP, NULL, lt, NIL);
 	}
-	ensure_apply_workers();
 	MqIsrRound();
 }
 

@@ -8,8 +8,8 @@
  * A follower is in sync while it has caught up with the leader's log end
  * offset within the topic's replica.lag.time.max.ms (its "last caught-up
  * time", kept from the followers' reports by log/partition.c).  One that
- * falls behind longer, or has not reported for that long since this
- * worker started, leaves the ISR; one that has caught up, with a log end
+ * falls behind longer, or has not reported for that long since this node
+ * began to lead the partition, leaves the ISR; one that has caught up, with a log end
  * offset at or past the high watermark, joins it again.  The new ISR is
  * written to etcd first, with compare-and-swap on the partition key's
  * revision (so a concurrent leader change wins and this round changes
@@ -24,6 +24,7 @@
 #include "access/xact.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -34,7 +35,51 @@
 #include "log/topic.h"
 #include "workers/workers.h"
 
-static TimestampTz started = 0;
+/*
+ * When this node began to lead each partition (at its epoch), as far as
+ * this worker knows: a follower that has not reported yet counts as caught
+ * up then, as Kafka starts a new leader's followers.
+ */
+typedef struct LeadKey
+{
+	int32		topic_id;
+	int32		partition;
+	int32		leader_epoch;
+} LeadKey;
+
+typedef struct LeadEntry
+{
+	LeadKey		key;
+	TimestampTz since;
+} LeadEntry;
+
+static HTAB *leading = NULL;
+
+static TimestampTz
+leading_since(int32 topic_id, int32 partition, int32 epoch, TimestampTz now)
+{
+	LeadKey		key;
+	LeadEntry  *e;
+	bool		found;
+
+	if (leading == NULL)
+	{
+		HASHCTL		ctl;
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(LeadKey);
+		ctl.entrysize = sizeof(LeadEntry);
+		leading = hash_create("mqlog leading partitions", 256, &ctl, HASH_ELEM | HASH_BLOBS);
+	}
+	memset(&key, 0, sizeof(key));
+	key.topic_id = topic_id;
+	key.partition = partition;
+	key.leader_epoch = epoch;
+	e = hash_search(leading, &key, HASH_ENTER, &found);
+	if (!found)
+		e->since = now;
+	return e->since;
+}
 
 static bool
 in_list(List *names, const char *name)
@@ -68,7 +113,7 @@ names_text(List *names)
  */
 static List *
 wanted_isr(MqTopic *topic, int32 partition, MqPartitionMeta *meta, int64 lag_ms,
-		   TimestampTz now)
+		   TimestampTz now, TimestampTz started)
 {
 	MqPartition *part = MqTopicPartition(topic, partition);
 	int64		lso,
@@ -128,7 +173,8 @@ maintain_one(int32 topic_id, const char *name, int32 partition, int64 lag_ms, Ti
 	meta = MqPartitionMetaParse(kv.value, partition, kv.mod_revision);
 	if (meta->leader == NULL || strcmp(meta->leader, MqClusterNodeName()) != 0)
 		return false;			/* etcd moved the leader: the sync catches up */
-	isr = wanted_isr(topic, partition, meta, lag_ms, now);
+	isr = wanted_isr(topic, partition, meta, lag_ms, now,
+					 leading_since(topic_id, partition, meta->leader_epoch, now));
 	if (same_names(isr, meta->isr))
 		return false;
 	ereport(LOG,
@@ -196,8 +242,6 @@ MqIsrRound(void)
 	ListCell   *lc;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (started == 0)
-		started = now;
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());

@@ -1,0 +1,235 @@
+# Replicated partitions (doc/replication.md), on one real etcd and three
+# real nodes on loopback: followers stream the leader's log by logical
+# decoding and end byte-identical to it (CRCs and bytes compared) after
+# commits out of offset order and an abort; readers on every node stop at
+# the high watermark; a follower killed mid-stream resumes with no gap and
+# no duplicate; one gone past max_slot_wal_keep_size catches up by copy;
+# the in-sync replicas shrink and grow by replica.lag.time.max.ms; acks=all
+# is refused below min.insync.replicas while acks=1 goes on with the high
+# watermark held; produce on a follower names the leader.
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use MqCluster;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $etcd = MqCluster::start_etcd();
+my @nodes;
+foreach my $i (1 .. 3)
+{
+	my $n = MqCluster::new_node("n$i", $etcd, conf => qq{
+max_slot_wal_keep_size = '1MB'
+mqlog.poll_recheck_interval = 100
+});
+	$n->append_conf('pg_hba.conf', "local replication all trust\n");
+	push @nodes, $n;
+}
+my ($n1, $n2, $n3) = @nodes;
+$_->start for @nodes;
+MqCluster::create_extension($_) for @nodes;
+ok(MqCluster::wait_alive($_, 3), $_->name . ' sees three nodes') for @nodes;
+
+sub q1 { my ($n, $sql) = @_; return $n->safe_psql('postgres', $sql); }
+
+# every batch of a partition (the decided ones) as offset:committed:md5 of
+# the Kafka bytes, CRC included
+sub batches
+{
+	my ($n, $topic, $p) = @_;
+	return q1($n, qq{
+SELECT coalesce(string_agg(b.base_offset || ':' || b.committed || ':' || md5(b.batch), ',' ORDER BY b.base_offset), '')
+  FROM mqlog.topic t, mqlog._replica_batches(t.topic_id, $p, 0, 1000000000) b
+ WHERE t.name = '$topic'});
+}
+
+sub values_of
+{
+	my ($n, $topic, $p) = @_;
+	return q1($n, qq{
+SELECT coalesce(string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset"), '')
+  FROM mq_fetch('$topic', $p, 0, 100000)});
+}
+
+# wait until n2 and n3 hold what n1 holds, batch for batch
+sub same_everywhere
+{
+	my ($topic, $p, $what) = @_;
+	my $ok = MqCluster::wait_until(
+		sub {
+			my $want = batches($n1, $topic, $p);
+			return 0 if $want eq '';
+			foreach my $n ($n2, $n3)
+			{
+				return 0 if batches($n, $topic, $p) ne $want;
+			}
+			return 1;
+		},
+		60);
+	ok($ok, $what) or diag('n1: ' . batches($n1, $topic, $p) . "\nn2: " . batches($n2, $topic, $p)
+		  . "\nn3: " . batches($n3, $topic, $p));
+}
+
+# --- a replicated topic, followed everywhere ---------------------------------
+
+q1($n1, q{SELECT mq_create_topic('r', 2, replication_factor => 3,
+           config => '{"min.insync.replicas": 2, "replica.lag.time.max.ms": 2000}')});
+foreach my $n ($n2, $n3)
+{
+	ok(MqCluster::wait_until(sub {
+		q1($n, q{SELECT count(*) FROM mqlog.partitions WHERE topic = 'r' AND leader IS NOT NULL}) eq '2' }, 30),
+		$n->name . ': the topic is there with its leaders');
+}
+is(q1($n1, q{SELECT string_agg("partition" || '=' || leader, ',' ORDER BY 1) FROM mqlog.partitions WHERE topic = 'r'}),
+	'0=n1,1=n2', 'partition 0 is led by n1, partition 1 by n2');
+foreach my $n ($n2, $n3)
+{
+	ok(MqCluster::wait_until(sub {
+		q1($n, q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'mqlog apply'}) ne '0' }, 30),
+		$n->name . ': an apply worker follows');
+}
+
+# --- commits out of offset order, an abort, a batch ------------------------
+
+my $low = $n1->background_psql('postgres', on_error_stop => 1);
+$low->query_safe(q{BEGIN; SELECT mq_produce('r', 'low-commits-last', partition => 0);});
+q1($n1, q{SELECT mq_produce('r', 'second', partition => 0)});
+my $ab = $n1->background_psql('postgres', on_error_stop => 1);
+$ab->query_safe(q{BEGIN; SELECT mq_produce('r', 'aborted', partition => 0);});
+$ab->query_safe('ROLLBACK');
+$ab->quit;
+q1($n1, q{BEGIN; SELECT mq_produce('r', 'sp-aborted', partition => 0); SAVEPOINT s;
+          SELECT mq_produce('r', 'in-savepoint', partition => 0); ROLLBACK TO s; COMMIT;});
+q1($n1, q{SELECT mq_produce('r', 'third', partition => 0)});
+# nothing after the open transaction can be applied yet
+usleep(500_000);
+is(values_of($n2, 'r', 0), '', 'n2: nothing is readable while a lower offset is open');
+$low->query_safe('COMMIT');
+$low->quit;
+q1($n1, q{SELECT mq_produce_batch('r', array_agg(convert_to('b' || i, 'UTF8')), partition => 0)
+            FROM generate_series(1, 200) i});
+q1($n1, q{SET mqlog.acks = 'all'; SELECT mq_produce('r', 'acked', partition => 0)});
+
+same_everywhere('r', 0, 'partition 0: n2 and n3 hold the leader\'s batches byte for byte');
+like(batches($n1, 'r', 0), qr/^0:true:\w+,1:true:\w+,2:false:\w+,3:true:\w+,4:false:\w+,5:true:\w+,6:true:\w+,206:true:\w+$/,
+	'the leader\'s log: the aborted batches are in it, marked aborted, in offset order');
+my $want = 'low-commits-last,second,sp-aborted,third,' . join(',', map { "b$_" } 1 .. 200) . ',acked';
+is(values_of($n1, 'r', 0), $want, 'the leader reads the committed records');
+ok(MqCluster::wait_until(sub { values_of($n2, 'r', 0) eq $want }, 30),
+	'n2 reads the same records, once the high watermark passed them');
+ok(MqCluster::wait_until(sub { values_of($n3, 'r', 0) eq $want }, 30), 'so does n3');
+is(q1($n2, q{SELECT count(*) FROM mq_verify('r') WHERE NOT ok}), '0', 'n2: mq_verify finds nothing wrong');
+is(q1($n1, q{SELECT high_watermark = log_end_offset FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0}),
+	't', 'the high watermark reached the log end offset');
+
+# the other direction: n1 and n3 follow n2 for partition 1
+q1($n2, q{SELECT mq_produce('r', 'from-n2', partition => 1)});
+$n2->safe_psql('postgres', q{SELECT mq_produce('r', 'null-key-on-n2')});
+same_everywhere('r', 1, 'partition 1: n1 and n3 follow n2');
+is(values_of($n2, 'r', 1), 'from-n2,null-key-on-n2', 'a null-key record on n2 goes to the partition n2 leads');
+
+# --- produce on a follower -------------------------------------------------
+
+my ($rc, $out, $err) = $n2->psql('postgres', q{SELECT mq_produce('r', 'x', partition => 0)});
+like($err, qr/node "n2" is not the leader of partition 0 of topic "r"/, 'produce on a follower is refused');
+like($err, qr/HINT:  Produce on node "n1" \(host=/, 'with the leader and how to reach it in the hint');
+($rc, $out, $err) = $n2->psql('postgres', q{\set VERBOSITY verbose
+SELECT mq_produce('r', 'x', partition => 0)});
+like($err, qr/MQ001/, 'its SQLSTATE is MQ001 (NOT_LEADER_OR_FOLLOWER)');
+($rc, $out, $err) = $n1->psql('postgres', q{SET mqlog.acks = '0'});
+like($err, qr/invalid value for parameter "mqlog.acks": "0"/, 'acks=0 has no meaning for SQL and is refused');
+
+# --- a follower killed mid-stream resumes: no gap, no duplicate -------------
+
+my $script = PostgreSQL::Test::Utils::tempdir() . '/loop.sql';
+PostgreSQL::Test::Utils::append_to_file($script,
+	join('', map { "SELECT mq_produce('r', 'loop-$_', partition => 0);\n" } 1 .. 400));
+my ($lout, $lerr) = ('', '');
+my $h = IPC::Run::start(
+	[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $n1->connstr('postgres'), '-f', $script ],
+	'<', \undef, '>', \$lout, '2>', \$lerr);
+usleep(300_000);
+$n3->stop('immediate');
+usleep(300_000);
+$n3->start;
+ok($h->finish, 'the producer went through the follower\'s crash') or diag($lerr);
+$want .= ',' . join(',', map { "loop-$_" } 1 .. 400);
+same_everywhere('r', 0, 'after kill -9 and restart, n3 holds exactly the leader\'s batches');
+ok(MqCluster::wait_until(sub { values_of($n3, 'r', 0) eq $want }, 30),
+	'n3 reads every record once, in order');
+
+# --- the high watermark holds while an in-sync replica lags -----------------
+
+q1($n1, q{SELECT mq_create_topic('slow', 1, replication_factor => 3,
+           config => '{"min.insync.replicas": 2, "replica.lag.time.max.ms": 600000}')});
+foreach my $n ($n2, $n3)
+{
+	ok(MqCluster::wait_until(sub {
+		q1($n, q{SELECT count(*) FROM mqlog.partitions WHERE topic = 'slow' AND leader IS NOT NULL}) eq '1' }, 30),
+		$n->name . ': topic slow is there');
+}
+q1($n1, q{SELECT mq_produce('slow', 'both-hold-it', partition => 0)});
+ok(MqCluster::wait_until(sub { values_of($n2, 'slow', 0) eq 'both-hold-it' }, 30), 'n2 reads the first record');
+$n3->stop('fast');
+my $hw = q1($n1, q{SELECT high_watermark FROM mqlog.partitions WHERE topic = 'slow'});
+q1($n1, q{SELECT mq_produce('slow', 'only-n1-n2', partition => 0)});
+ok(MqCluster::wait_until(sub { batches($n2, 'slow', 0) eq batches($n1, 'slow', 0) }, 30),
+	'n2 has the new batch');
+usleep(500_000);
+is(q1($n1, q{SELECT high_watermark FROM mqlog.partitions WHERE topic = 'slow'}), $hw,
+	'the high watermark stays: n3 is in sync (within replica.lag.time.max.ms) and lacks it');
+is(values_of($n2, 'slow', 0), 'both-hold-it', 'a consumer on n2 does not read past the high watermark');
+is(values_of($n1, 'slow', 0), 'both-hold-it', 'nor one on the leader');
+$n3->start;
+ok(MqCluster::wait_until(sub { values_of($n2, 'slow', 0) eq 'both-hold-it,only-n1-n2' }, 60),
+	'once n3 is back, the record is readable on n2');
+
+# --- the ISR shrinks, acks=all is refused, acks=1 goes on, then it grows ----
+
+$n3->stop('fast');
+ok(MqCluster::wait_until(sub {
+	q1($n1, q{SELECT isr FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0}) eq '{n1,n2}' }, 30),
+	'with n3 stopped, the ISR of r/0 shrinks to {n1,n2} after replica.lag.time.max.ms');
+q1($n1, q{SET mqlog.acks = 'all'; SELECT mq_produce('r', 'two-in-sync', partition => 0)});
+pass('acks=all goes on with min.insync.replicas = 2 in sync');
+$n2->stop('fast');
+ok(MqCluster::wait_until(sub {
+	q1($n1, q{SELECT isr FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0}) eq '{n1}' }, 30),
+	'with n2 stopped too, the ISR is {n1}');
+my $hw_r = q1($n1, q{SELECT high_watermark FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0});
+($rc, $out, $err) = $n1->psql('postgres', q{SET mqlog.acks = 'all'; SELECT mq_produce('r', 'refused', partition => 0)});
+like($err, qr/not enough in-sync replicas for partition 0 of topic "r"/, 'acks=all is refused');
+like($err, qr/1 in-sync replica; min.insync.replicas is 2/, 'naming the ISR size and min.insync.replicas');
+q1($n1, q{SELECT mq_produce('r', 'acks-1', partition => 0)});
+is(q1($n1, q{SELECT high_watermark FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0}), $hw_r,
+	'acks=1 succeeds while the high watermark stays put');
+unlike(values_of($n1, 'r', 0), qr/acks-1/, 'and nobody reads the record yet');
+
+# n3 comes back past max_slot_wal_keep_size: its slot is lost, it copies
+foreach (1 .. 4)
+{
+	q1($n1, q{CREATE TABLE IF NOT EXISTS filler (x text); INSERT INTO filler SELECT repeat('x', 1000) FROM generate_series(1, 1000); SELECT pg_switch_wal()});
+}
+q1($n1, 'CHECKPOINT');
+is(q1($n1, q{SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'mqlog_n3'}), 'lost',
+	'n3\'s slot on n1 lost the WAL past max_slot_wal_keep_size');
+my $log3 = -s $n3->logfile;
+$n3->start;
+ok(MqCluster::wait_log($n3, qr/lost WAL this node needed; catching up by copy/, $log3, 60),
+	'n3 sees its slot lost and catches up by copy');
+$n2->start;
+same_everywhere('r', 0, 'n2 and n3 are byte-identical to the leader again');
+ok(MqCluster::wait_until(sub {
+	q1($n1, q{SELECT isr FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0}) eq '{n1,n2,n3}' }, 60),
+	'both rejoin the ISR');
+ok(MqCluster::wait_until(sub { values_of($n3, 'r', 0) =~ /,two-in-sync,acks-1$/ }, 60),
+	'the acks=1 record becomes readable, on n3 too');
+
+$_->stop for @nodes;
+MqCluster::stop_etcd($etcd);
+done_testing();
