@@ -475,7 +475,7 @@ foreach my $user ('attacker', 'postgres')
 	like($err, qr/ERROR:\s+42501:\s+permission denied for schema mqlog_data/,
 		'attacker cannot name a segment, so cannot lock one (PREPARE locks before privileges are checked)');
 }
-foreach my $t ('topic', 'segment', 'committed_offset', 'topic_acl', 'consumer_group', 'group_acl', 'node')
+foreach my $t ('topic', 'segment', 'committed_offset', 'topic_acl', 'consumer_group', 'group_acl', 'replicated_topic', 'replica_state')
 {
 	my ($ret, $out, $err) = $node->psql('victim', "SELECT count(*) FROM mqlog.$t",
 		extra_params => [ '-U', 'attacker', '-v', 'VERBOSITY=verbose' ]);

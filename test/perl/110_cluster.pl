@@ -55,6 +55,18 @@ is(MqCluster::etcd_keys($etcd, 'nodes/'),
 my ($rc, $lease) = MqCluster::etcdctl($etcd, 'get', "/mqlog/$C/nodes/n1", '-w', 'fields');
 like($lease, qr/"Lease" : [1-9]\d*/, 'the node key is under a lease');
 
+# a lost lease (revoked here, as etcd does when it expires): the node
+# registers again under a new one
+my ($lease_id) = $lease =~ /"Lease" : (\d+)/;
+my $off0 = -s $n1->logfile;
+MqCluster::etcdctl($etcd, 'lease', 'revoke', sprintf('%x', $lease_id));
+ok(MqCluster::wait_log($n1, qr/the lease of node "n1" has expired; registering again/, $off0),
+	'a node whose lease is gone notices at its next keepalive');
+ok(MqCluster::wait_until(sub {
+		my (undef, $l) = MqCluster::etcdctl($etcd, 'get', "/mqlog/$C/nodes/n1", '-w', 'fields');
+		$l =~ /"Lease" : (\d+)/ && $1 ne $lease_id }, 30),
+	'... and registers again under a new lease');
+
 # --- a replicated topic: placement, the same on every node -----------------
 
 $n1->safe_psql('postgres', q{SELECT mq_create_topic('rep', 6, replication_factor => 3)});
