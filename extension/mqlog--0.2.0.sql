@@ -1339,6 +1339,12 @@ COMMENT ON FUNCTION mq_run_maintenance(text) IS
 REVOKE ALL ON FUNCTION mq_run_maintenance(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mq_run_maintenance(text) TO mqlog_admin;
 
+CREATE FUNCTION mq_elect_leader(topic text, "partition" int, node text,
+                                timeout_ms int DEFAULT 30000) RETURNS int
+    LANGUAGE c STRICT VOLATILE AS 'MODULE_PATHNAME', 'mq_elect_leader';
+COMMENT ON FUNCTION mq_elect_leader(text, int, text, int) IS
+    'move a replicated partition''s leadership to an in-sync replica (needs alter; run on the current leader, outside a transaction block); returns the new leader epoch';
+
 /* ------------------------------------------------------------------------
  * Replication, the leader's side (sql/replica.c): what a follower's apply
  * worker calls over an ordinary connection.

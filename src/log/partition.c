@@ -97,6 +97,8 @@ struct MqPartition
 	/* replicated partitions (log/replica.c), under lock */
 	pg_atomic_uint64 high_watermark;	/* leader: as computed; follower: as
 										 * the leader said */
+	int32		min_leader_epoch;	/* appends need a leader epoch at least
+									 * this: a leader move fences the old one */
 	int			nfollowers;
 	MqFollowerProgress followers[MQ_MAX_FOLLOWERS];
 };
@@ -322,6 +324,7 @@ MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition)
 		dlist_init(&part->inflight);
 		ConditionVariableInit(&part->cv);
 		pg_atomic_init_u64(&part->high_watermark, 0);
+		part->min_leader_epoch = 0;
 		part->nfollowers = 0;
 	}
 	LWLockRelease(mq_shared->hash_lock);
@@ -912,6 +915,22 @@ MqPartitionCV(MqPartition *part)
 }
 
 /*
+ * Refuse this node's own appends under leader epochs below epoch (a leader
+ * move); returns the bound it replaces, to put back if the move fails.
+ */
+int32
+MqPartitionFence(MqPartition *part, int32 epoch)
+{
+	int32		old;
+
+	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+	old = part->min_leader_epoch;
+	part->min_leader_epoch = epoch;
+	LWLockRelease(&part->lock);
+	return old;
+}
+
+/*
  * Where a roll of the active segment relid would start the next one: the
  * partition's next offset, or -1 if the roll must wait (a transaction has
  * appended there and not finished, or the segment is no longer active).
@@ -1320,6 +1339,22 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 				table_close(rel, NoLock);
 				continue;
 			}
+		}
+
+		/*
+		 * A leader's own append (not a follower's copy) under a leader epoch
+		 * older than a move this node made: refused here, under the lock,
+		 * so that nothing is appended after the move has measured the log.
+		 */
+		if (at_offset < 0 && topic->replicas != NULL &&
+			topic->replicas[partition].leader_epoch < part->min_leader_epoch)
+		{
+			LWLockRelease(&part->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_MQ_NOT_LEADER),
+					 errmsg("partition %d of topic \"%s\" is moving to another leader",
+							partition, topic->name),
+					 errhint("Retry: the new leader is in mqlog.partitions once the move is done.")));
 		}
 
 		base = part->next_offset;

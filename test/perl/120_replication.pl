@@ -56,15 +56,17 @@ SELECT coalesce(string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset"), 
   FROM mq_fetch('$topic', $p, 0, 100000)});
 }
 
-# wait until n2 and n3 hold what n1 holds, batch for batch
+# wait until the other nodes hold what the leader (n1 unless given) holds,
+# batch for batch
 sub same_everywhere
 {
-	my ($topic, $p, $what) = @_;
+	my ($topic, $p, $what, $leader) = @_;
+	$leader //= $n1;
 	my $ok = MqCluster::wait_until(
 		sub {
-			my $want = batches($n1, $topic, $p);
+			my $want = batches($leader, $topic, $p);
 			return 0 if $want eq '';
-			foreach my $n ($n2, $n3)
+			foreach my $n (grep { $_ != $leader } @nodes)
 			{
 				return 0 if batches($n, $topic, $p) ne $want;
 			}
@@ -229,6 +231,43 @@ ok(MqCluster::wait_until(sub {
 	'both rejoin the ISR');
 ok(MqCluster::wait_until(sub { values_of($n3, 'r', 0) =~ /,two-in-sync,acks-1$/ }, 60),
 	'the acks=1 record becomes readable, on n3 too');
+
+# --- an explicit leader move: nothing lost, nothing twice --------------------
+
+($rc, $out, $err) = $n2->psql('postgres', q{SELECT mq_elect_leader('r', 0, 'n3')});
+like($err, qr/node "n2" is not the leader of partition 0 of topic "r".*\n.*HINT:  Run mq_elect_leader on node "n1"/s,
+	'mq_elect_leader runs on the current leader only');
+($rc, $out, $err) = $n1->psql('postgres', q{SELECT mq_elect_leader('r', 0, 'nobody')});
+like($err, qr/node "nobody" is not an in-sync replica of partition 0 of topic "r"/,
+	'a node outside the ISR is refused');
+($rc, $out, $err) = $n1->psql('postgres', q{BEGIN; SELECT mq_elect_leader('r', 0, 'n2'); COMMIT;});
+like($err, qr/mq_elect_leader\(\) cannot run inside a transaction block/, 'and so is a transaction block');
+is(q1($n1, q{SELECT leader || ':' || leader_epoch FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0}),
+	'n1:0', 'the refusals changed nothing');
+my $before_move = values_of($n1, 'r', 0);
+is(q1($n1, q{SELECT mq_elect_leader('r', 0, 'n2')}), '1', 'the leader moves to n2 at epoch 1');
+($rc, $out, $err) = $n1->psql('postgres', q{SELECT mq_produce('r', 'on-old-leader', partition => 0)});
+like($err, qr/node "n1" is not the leader of partition 0 of topic "r".*HINT:  Produce on node "n2"/s,
+	'a producer on the old leader gets the not-leader error naming n2');
+ok(MqCluster::wait_until(sub {
+	my ($r) = $n2->psql('postgres', q{SELECT mq_produce('r', 'on-new-leader', partition => 0)});
+	$r == 0 }, 30), 'n2 takes produce once it has the news');
+foreach my $n (@nodes)
+{
+	ok(MqCluster::wait_until(sub {
+		q1($n, q{SELECT leader || ':' || leader_epoch FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0}) eq 'n2:1' }, 30),
+		$n->name . ': mqlog.partitions shows n2 leading at epoch 1');
+}
+same_everywhere('r', 0, 'n1 and n3 follow n2 and hold its batches byte for byte', $n2);
+foreach my $n (@nodes)
+{
+	ok(MqCluster::wait_until(sub { values_of($n, 'r', 0) eq "$before_move,on-new-leader" }, 30),
+		$n->name . ': every record once, the new one after the old ones');
+}
+is(q1($n2, q{SELECT encode(substring(b.batch FROM 13 FOR 4), 'hex')
+               FROM mqlog.topic t, mqlog._replica_batches(t.topic_id, 0, 0, 1000000000) b
+              WHERE t.name = 'r' ORDER BY b.base_offset DESC LIMIT 1}),
+	'00000001', 'the new leader stamps its epoch into partitionLeaderEpoch');
 
 $_->stop for @nodes;
 MqCluster::stop_etcd($etcd);
