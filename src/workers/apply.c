@@ -274,6 +274,7 @@ static XLogRecPtr saved_lsn = InvalidXLogRecPtr;	/* the origin's progress */
 static TimestampTz last_feedback = 0;
 static TimestampTz last_report = 0;	/* of progress to the leader */
 
+
 /* report progress at least this often, written or not */
 #define MQ_APPLY_REPORT_MS	500
 
@@ -892,10 +893,17 @@ static PGconn *
 connect_leader(const char *conninfo, bool replication)
 {
 	/* the node's conninfo, then the cluster database over its dbname */
+	/*
+	 * Bounded waits on a leader that stops answering: TCP keepalives and a
+	 * statement timeout, so that the worker (and a shutdown waiting for
+	 * it) never hangs on a silent leader.
+	 */
 	const char *keys[] = {"dbname", "dbname", "replication", "fallback_application_name",
-	"connect_timeout", NULL};
+		"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+	"keepalives_count", "tcp_user_timeout", "options", NULL};
 	const char *vals[] = {conninfo, mqlog_cluster_database, replication ? "database" : NULL,
-	"mqlog apply", "10", NULL};
+		"mqlog apply", "10", "1", "10", "5", "3", "30000",
+	replication ? NULL : "-c statement_timeout=60000", NULL};
 	PGconn	   *conn = PQconnectdbParams(keys, vals, 1);
 
 	if (PQstatus(conn) != CONNECTION_OK)
