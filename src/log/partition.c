@@ -794,6 +794,9 @@ MqPartitionOffsets(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
 	if (topic->replicas == NULL || *lso < 0)
 		return;
 	part = MqTopicPartition(topic, partition);
+	/* after a restart, from where it was last checkpointed */
+	if ((int64) pg_atomic_read_u64(&part->high_watermark) < topic->replicas[partition].hw_checkpoint)
+		(void) MqPartitionAdvanceHighWatermark(part, topic->replicas[partition].hw_checkpoint);
 	if (MqTopicLeadsHere(topic, partition))
 		replicated = MqPartitionUpdateHighWatermark(part, &topic->replicas[partition],
 													topic->min_insync_replicas);
@@ -858,8 +861,8 @@ MqPartitionAdvanceHighWatermark(MqPartition *part, int64 hw)
 
 /*
  * A follower's log end offset, as it reported it.  It is caught up (Kafka's
- * lastCaughtUpTime) when it has reached the leader's log end offset as of
- * now, or as of its previous report.
+ * lastCaughtUpTime) when it has reached the leader's last stable offset as
+ * of now, or as of its previous report.
  */
 void
 MqPartitionReportFollower(MqPartition *part, const char *node, int64 leo)
@@ -879,13 +882,21 @@ MqPartitionReportFollower(MqPartition *part, const char *node, int64 leo)
 	}
 	if (f != NULL)
 	{
-		if (leo >= part->next_offset)
+		/*
+		 * Against the decided end (the LSO), not the log end: a follower
+		 * writes a batch only once its transaction has ended, so an open
+		 * transaction here must not push every follower out of the ISR.
+		 */
+		int64		decided = MqPartitionLso(part, NULL);
+
+		if (leo >= decided)
 			f->caught_up = now;
 		else if (f->last_report != 0 && leo >= f->leader_leo)
 			f->caught_up = Max(f->caught_up, f->last_report);
-		f->leo = Max(f->leo, leo);
+		/* the latest report, even if lower: the follower truncated */
+		f->leo = leo;
 		f->last_report = now;
-		f->leader_leo = part->next_offset;
+		f->leader_leo = decided;
 	}
 	LWLockRelease(&part->lock);
 	ConditionVariableBroadcast(&part->cv);
