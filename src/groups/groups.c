@@ -64,6 +64,7 @@
 #include "log/partition.h"
 #include "log/records.h"
 #include "log/topic.h"
+#include "log/replica.h"
 #include "acl/acl.h"
 #include "groups/groups.h"
 
@@ -962,6 +963,8 @@ write_committed(const char *group, int32 topic_id, int32 partition,
 		elog(ERROR, "mqlog: writing committed offsets failed: %s", SPI_result_code_string(ret));
 	ok = (SPI_processed == 1);
 	MqSpiEnd(&spi);
+	if (ok)
+		MqReplicaLogOffset(topic_id, partition, group, offset);
 	return ok;
 }
 
@@ -1977,6 +1980,7 @@ mq_delete_group(PG_FUNCTION_ARGS)
 							  1, &type, &val, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "mqlog: deleting committed offsets failed");
 	n = SPI_processed;
+	MqReplicaLogGroupDeleted(group);
 	/* its ownership and grants go with it (group_acl cascades) */
 	if (SPI_execute_with_args("DELETE FROM mqlog.consumer_group g WHERE g.group_id OPERATOR(pg_catalog.=) $1",
 							  1, &type, &val, NULL, false, 0) != SPI_OK_DELETE)

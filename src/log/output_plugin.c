@@ -183,6 +183,7 @@ append_bytes(StringInfo out, const char *data, int len)
  *		'A' xl_mqlog_append + chunk	an append, at once, aborted ones too
  *		'C' xl_mqlog_append			its transaction committed
  *		'L' MqLsoMark				the leader's LSO of one partition
+ *		'O' MqOffsetMark + group	a group's committed offset, at commit
  *
  * The follower (workers/apply.c) gets each message's LSN in the stream's
  * XLogData header.
@@ -199,9 +200,12 @@ replica_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, const char *
 		type = 'C';
 	else if (strcmp(prefix, MQLOG_LSO_PREFIX) == 0 && message_size == sizeof(MqLsoMark))
 		type = 'L';
+	else if (strcmp(prefix, MQLOG_OFFSET_PREFIX) == 0 && message_size >= sizeof(MqOffsetMark))
+		type = 'O';
 	else
 		return;
-	if (type != 'L' && ((const xl_mqlog_append *) message)->format != MQ_SEGMENT_FORMAT)
+	if ((type == 'A' || type == 'C') &&
+		((const xl_mqlog_append *) message)->format != MQ_SEGMENT_FORMAT)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("mqlog decoding message is in format %u, this mqlog streams format %d",

@@ -44,6 +44,7 @@
 #include "log/partition.h"
 #include "log/replica.h"
 #include "log/topic.h"
+#include "cluster/metadata.h"
 
 static void
 diverged(MqTopic *topic, int32 partition, int64 offset, const char *why)
@@ -127,6 +128,48 @@ MqLogAppendReplica(MqTopic **topicp, int32 partition, const char *kafka, Size le
 	(void) MqPartitionAppend(topicp, partition, &stored, hdr.base_offset, -1);
 	pfree(stored.data);
 	return MQ_REPLICA_APPENDED;
+}
+
+/*
+ * Committed offsets of replicated topics go to every other node: a
+ * transactional logical message, delivered with the commit that wrote the
+ * offset (and never if it aborts), which each node's apply worker from
+ * this one writes into its own mqlog.committed_offset.  A group survives
+ * the loss of the node it was coordinated on.
+ */
+static void
+log_offset_mark(const char *uuid, int32 partition, const char *group, int64 offset)
+{
+	MqOffsetMark mark;
+	StringInfoData buf;
+
+	memset(&mark, 0, sizeof(mark));
+	if (uuid)
+		strlcpy(mark.uuid, uuid, sizeof(mark.uuid));
+	mark.partition = partition;
+	mark.group_len = strlen(group);
+	mark.offset = offset;
+	initStringInfo(&buf);
+	appendBinaryStringInfo(&buf, (const char *) &mark, sizeof(mark));
+	appendBinaryStringInfo(&buf, group, mark.group_len);
+	(void) LogLogicalMessage(MQLOG_OFFSET_PREFIX, buf.data, buf.len, true);
+	pfree(buf.data);
+}
+
+void
+MqReplicaLogOffset(int32 topic_id, int32 partition, const char *group, int64 offset)
+{
+	MqTopic    *topic = MqTopicLookupById(topic_id);
+
+	if (topic->uuid != NULL)
+		log_offset_mark(topic->uuid, partition, group, offset);
+}
+
+void
+MqReplicaLogGroupDeleted(const char *group)
+{
+	if (MqClusterEnabled())
+		log_offset_mark(NULL, 0, group, -1);
 }
 
 /*

@@ -231,9 +231,17 @@ load_topic(const char *where, Datum arg, Oid argtype)
 			place_spare(t, p);
 		MemoryContextSwitchTo(old);
 
-		/* a replicated topic: who leads each partition, and who is in sync */
+		/* a replicated topic: its identity, who leads each partition, and who is in sync */
 		if (t->replication_factor > 1)
 		{
+			ret = SPI_execute_with_args("SELECT r.uuid FROM mqlog.replicated_topic r"
+										" WHERE r.topic_id OPERATOR(pg_catalog.=) $1",
+										1, &segtype, &segarg, NULL, true, 1);
+			if (ret != SPI_OK_SELECT)
+				elog(ERROR, "mqlog: replicated topic lookup failed: %s", SPI_result_code_string(ret));
+			if (SPI_processed == 1)
+				t->uuid = MemoryContextStrdup(topic_cxt,
+											  SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 			ret = SPI_execute_with_args("SELECT r.partition, r.leader, r.leader_epoch, r.isr,"
 										"       r.high_watermark"
 										"  FROM mqlog.replica_state r"

@@ -42,6 +42,22 @@ extern void MqSetReplicaDecoding(struct LogicalDecodingContext *ctx, void *plugi
 #define MQLOG_APPEND_PREFIX		"mqlog.append"
 #define MQLOG_COMMIT_PREFIX		"mqlog.commit"
 
+/*
+ * A group's committed offset on a replicated topic, logged transactionally
+ * with the commit that wrote it (log/replica.c), for every other node.
+ * offset < 0 and an empty uuid: the group was deleted.  The group's name
+ * (group_len bytes) follows.
+ */
+#define MQLOG_OFFSET_PREFIX		"mqlog.offset"
+
+typedef struct MqOffsetMark
+{
+	char		uuid[40];		/* mqlog.replicated_topic.uuid, NUL-padded */
+	int32		partition;
+	int32		group_len;
+	int64		offset;
+} MqOffsetMark;
+
 /* the content of a MQLOG_LSO_PREFIX message */
 typedef struct MqLsoMark
 {

@@ -269,6 +269,7 @@ typedef struct Part
 static struct Part *find_part(int32 topic_id, int32 partition);
 static void drop_pending(struct Part *p);
 static MemoryContext apply_cxt;
+static List *offsets_pending = NIL;	/* StringInfo: 'O' messages to write */
 static HTAB *parts;				/* Part by key */
 static List *part_list;			/* the same, to walk across transactions */
 static char leader[MQ_NODE_NAME_LEN];
@@ -276,6 +277,7 @@ static PGconn *ctl;				/* ordinary session on the leader */
 static PGconn *repl;			/* the stream */
 static RepOriginId origin;
 static XLogRecPtr last_lsn = InvalidXLogRecPtr;	/* of the last message */
+static XLogRecPtr last_wal_end = InvalidXLogRecPtr; /* the leader's sent end */
 static XLogRecPtr saved_lsn = InvalidXLogRecPtr;	/* the origin's progress */
 static TimestampTz last_feedback = 0;
 static TimestampTz last_report = 0;	/* of progress to the leader */
@@ -481,7 +483,20 @@ restart_point(void)
 {
 	ListCell   *plc;
 	Part	   *p;
-	XLogRecPtr	lsn = last_lsn;
+	bool		any = offsets_pending != NIL;
+	XLogRecPtr	lsn;
+
+	foreach(plc, part_list)
+		any |= ((Part *) lfirst(plc))->pending != NIL;
+
+	/*
+	 * Nothing pending: everything the leader sent was written, so the
+	 * stream's end is done with (a walsender at shutdown waits until its
+	 * receiver confirms that).
+	 */
+	if (!any)
+		return Max(last_lsn, last_wal_end);
+	lsn = last_lsn;
 
 	foreach(plc, part_list)
 		if ((p = lfirst(plc))->pending != NIL)
@@ -652,6 +667,58 @@ head_ready(Part *p)
 	return b->base == p->leo && b->bytes.len == (int) b->length && (b->committed || b->aborted);
 }
 
+/*
+ * Committed offsets the other node's groups wrote (inside an apply
+ * transaction): into this node's mqlog.committed_offset, for the topic of
+ * that uuid here, so that the group can go on here if that node is lost.
+ */
+static void
+write_offsets(void)
+{
+	ListCell   *lc;
+
+	SPI_connect();
+	foreach(lc, offsets_pending)
+	{
+		StringInfo	m = lfirst(lc);
+		MqOffsetMark mark;
+		char	   *group;
+		Datum		args[4];
+		Oid			types[4] = {TEXTOID, TEXTOID, INT4OID, INT8OID};
+		int			ret;
+
+		memcpy(&mark, m->data, sizeof(mark));
+		if (mark.group_len < 0 || sizeof(mark) + mark.group_len != (Size) m->len)
+			continue;
+		group = pnstrdup(m->data + sizeof(mark), mark.group_len);
+		mark.uuid[sizeof(mark.uuid) - 1] = '\0';
+		args[0] = CStringGetTextDatum(group);
+		args[1] = CStringGetTextDatum(mark.uuid);
+		args[2] = Int32GetDatum(mark.partition);
+		args[3] = Int64GetDatum(mark.offset);
+		if (mark.offset < 0)
+			ret = SPI_execute_with_args("DELETE FROM mqlog.committed_offset c"
+										" WHERE c.group_id OPERATOR(pg_catalog.=) $1",
+										1, types, args, NULL, false, 0);
+		else
+			ret = SPI_execute_with_args("INSERT INTO mqlog.committed_offset"
+										"       (group_id, topic_id, \"partition\", committed_offset)"
+										" SELECT $1, rt.topic_id, $3, $4 FROM mqlog.replicated_topic rt"
+										"  WHERE rt.uuid OPERATOR(pg_catalog.=) $2"
+										" ON CONFLICT (group_id, topic_id, \"partition\")"
+										" DO UPDATE SET committed_offset = excluded.committed_offset,"
+										"               committed_at = pg_catalog.now()",
+										4, types, args, NULL, false, 0);
+		if (ret != SPI_OK_INSERT && ret != SPI_OK_DELETE)
+			elog(ERROR, "mqlog apply: writing a replicated committed offset failed");
+		pfree(m->data);
+		pfree(m);
+	}
+	SPI_finish();
+	list_free(offsets_pending);
+	offsets_pending = NIL;
+}
+
 /* write every pending batch whose turn and fate have come, in one transaction */
 static void
 write_ready(void)
@@ -675,6 +742,13 @@ write_ready(void)
 			p->pending = list_delete_first(p->pending);
 			p->waiting_since = 0;
 		}
+	}
+	if (offsets_pending != NIL)
+	{
+		if (!any)
+			begin_apply();
+		any = true;
+		write_offsets();
 	}
 	if (any)
 	{
@@ -925,6 +999,8 @@ on_copy_data(const char *buf, int len)
 		const char *data = buf + 25;
 		Size		dlen = len - 25;
 
+		last_wal_end = Max(last_wal_end, (XLogRecPtr) get_be64(buf + 9));
+
 		if (dlen < 1)
 			return;
 		switch (data[0])
@@ -940,13 +1016,28 @@ on_copy_data(const char *buf, int len)
 				if (dlen - 1 == sizeof(MqLsoMark))
 					on_lso(data + 1, dlen - 1);
 				break;
+			case 'O':
+				if (dlen - 1 >= sizeof(MqOffsetMark))
+				{
+					MemoryContext old = MemoryContextSwitchTo(apply_cxt);
+					StringInfo	m = makeStringInfo();
+
+					appendBinaryStringInfo(m, data + 1, dlen - 1);
+					offsets_pending = lappend(offsets_pending, m);
+					MemoryContextSwitchTo(old);
+				}
+				break;
 		}
 		last_lsn = Max(last_lsn, lsn);
 	}
 	else if (buf[0] == 'k' && len >= 18)
 	{
+		last_wal_end = Max(last_wal_end, (XLogRecPtr) get_be64(buf + 1));
 		if (buf[17])
+		{
+			advance_idle();
 			send_feedback(true);
+		}
 	}
 }
 
@@ -1026,8 +1117,7 @@ mqlog_apply_main(Datum main_arg)
 	}
 	conninfo = MemoryContextStrdup(apply_cxt, conninfo);
 	ctl = connect_leader(conninfo, false);
-	if (refresh_followed() == 0)
-		proc_exit(0);
+	(void) refresh_followed();
 
 	/*
 	 * The replication origin that remembers how far the stream was applied.
@@ -1146,9 +1236,10 @@ mqlog_apply_main(Datum main_arg)
 		if (TimestampDifferenceExceeds(last_refresh, GetCurrentTimestamp(), 1000))
 		{
 			last_refresh = GetCurrentTimestamp();
-			if (refresh_followed() == 0)
+			(void) refresh_followed();
+			if (MqClusterNodeConninfo(leader) == NULL)
 			{
-				ereport(LOG, (errmsg("mqlog apply: nothing to follow from leader \"%s\"; stopping", leader)));
+				ereport(LOG, (errmsg("mqlog apply: node \"%s\" is no longer in the cluster; stopping", leader)));
 				proc_exit(0);
 			}
 			/* partitions followed since: bring them up first */

@@ -698,7 +698,9 @@ created_long_ago(EtcdTopic *et, TimestampTz now)
 
 /*
  * An apply worker (workers/apply.c) for every leader this node follows a
- * partition of; a worker with nothing left to follow ends by itself.
+ * partition of, and for every other live node, whose stream also carries
+ * its groups' committed offsets; a worker ends when its node leaves the
+ * cluster.
  */
 static void
 ensure_apply_workers(void)
@@ -720,6 +722,22 @@ ensure_apply_workers(void)
 	}
 	for (uint64 i = 0; i < SPI_processed; i++)
 		leaders = lappend(leaders, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+	/* and every other live node, for its groups' committed offsets */
+	{
+		ListCell   *lc;
+
+		foreach(lc, MqClusterSharedNodes())
+		{
+			MqClusterNode *n = lfirst(lc);
+			bool		listed = false;
+			ListCell   *l2;
+
+			foreach(l2, leaders)
+				listed |= strcmp(lfirst(l2), n->name) == 0;
+			if (n->alive && !n->is_self && !listed)
+				leaders = lappend(leaders, pstrdup(n->name));
+		}
+	}
 	if (leaders != NIL)
 		MqApplyEnsureWorkers(leaders);
 	PopActiveSnapshot();

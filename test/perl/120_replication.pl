@@ -280,6 +280,28 @@ is(q1($n2, q{SELECT encode(substring(b.batch FROM 13 FOR 4), 'hex')
               WHERE t.name = 'r' ORDER BY b.base_offset DESC LIMIT 1}),
 	'00000001', 'the new leader stamps its epoch into partitionLeaderEpoch');
 
+# --- group offsets replicate, and a group goes on after its node is lost ---
+
+q1($n2, q{SELECT count(*) FROM mq_poll('g1', 'r', 100000); SELECT mq_commit('g1');});
+my $committed = q1($n2, q{SELECT "partition" || ':' || committed_offset FROM mqlog.consumer_lag
+                            WHERE group_id = 'g1' ORDER BY 1});
+like($committed, qr/^0:\d+\n1:2$/, 'g1 committed both partitions on n2');
+foreach my $n ($n1, $n3)
+{
+	ok(MqCluster::wait_until(sub {
+		q1($n, q{SELECT "partition" || ':' || committed_offset FROM mqlog.consumer_lag
+                  WHERE group_id = 'g1' ORDER BY 1}) eq $committed }, 30),
+		$n->name . ': the group\'s committed offsets are there too');
+}
+q1($n2, q{SELECT mq_produce('r', convert_to('after-commit-' || i, 'UTF8'), partition => 0) FROM generate_series(1, 2) i});
+ok(MqCluster::wait_until(sub { values_of($n3, 'r', 0) =~ /,after-commit-1,after-commit-2$/ }, 30),
+	'n3 holds and may read the two records after the commit');
+$n2->stop('immediate');
+is(q1($n3, q{SELECT string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset") FROM mq_poll('g1', 'r', 100)}),
+	'after-commit-1,after-commit-2',
+	'with n2 gone, g1 goes on on n3 from its committed offsets, reading a follower');
+$n2->start;
+
 # --- a leader restart: readers go on from the checkpointed high watermark ---
 
 my $slow = values_of($n1, 'slow', 0);
