@@ -383,6 +383,7 @@ MqCheckOffsetRange(MqTopic *topic, int32 partition, int64 offset, bool position)
 				hw;
 	int64		start = MqLogStartOffset(topic, partition);
 	int64		low = position ? 0 : start;
+	const char *end_name;
 
 	/*
 	 * A replicated partition's log may run past its high watermark while
@@ -394,15 +395,16 @@ MqCheckOffsetRange(MqTopic *topic, int32 partition, int64 offset, bool position)
 		MqPartitionLogEnd(topic, partition, &lso, &hw);
 	else
 		MqPartitionOffsets(topic, partition, &lso, &hw);
+	end_name = topic->replicas != NULL ? "log end offset" : "high watermark";
 	if (offset < low || offset > hw)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("offset " INT64_FORMAT " is out of range for partition %d of topic \"%s\"",
 						offset, partition, topic->name),
 				 position ?
-				 errdetail("A position runs from 0 to the high watermark " INT64_FORMAT "; one below the log start offset " INT64_FORMAT " is reset by mqlog.auto_offset_reset when it is read.",
-						   hw, start) :
-				 errdetail("Valid offsets run from the log start offset " INT64_FORMAT " to the high watermark " INT64_FORMAT ".",
-						   start, hw),
+				 errdetail("A position runs from 0 to the %s " INT64_FORMAT "; one below the log start offset " INT64_FORMAT " is reset by mqlog.auto_offset_reset when it is read.",
+						   end_name, hw, start) :
+				 errdetail("Valid offsets run from the log start offset " INT64_FORMAT " to the %s " INT64_FORMAT ".",
+						   start, end_name, hw),
 				 errhint("Use the log start offset (mq_earliest_offset) or the end (mq_latest_offset).")));
 }

@@ -38,6 +38,22 @@
 
 PG_FUNCTION_INFO_V1(mq_elect_leader);
 
+/* how far the compare-and-swap in etcd got */
+#define CAS_NOT_SENT	0
+#define CAS_SENT		1		/* no answer: it may have been applied */
+#define CAS_LOST		2		/* etcd answered: someone else wrote first */
+
+static bool
+in_names(List *names, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, names)
+		if (strcmp(lfirst(lc), name) == 0)
+			return true;
+	return false;
+}
+
 static bool
 in_isr(const MqReplicaInfo *ri, const char *node)
 {
@@ -112,6 +128,7 @@ mq_elect_leader(PG_FUNCTION_ARGS)
 	int32		old_fence;
 	int32		epoch;
 	TimestampTz deadline;
+	volatile int cas = CAS_NOT_SENT;
 
 	PreventInTransactionBlock(true, "mq_elect_leader()");
 	MqTopicCheckPrivilege(topic, MQ_PRIV_ALTER);
@@ -155,7 +172,7 @@ mq_elect_leader(PG_FUNCTION_ARGS)
 				 errmsg("partition %d of topic \"%s\" is not in etcd", partition, topic->name)));
 	meta = MqPartitionMetaParse(kv.value, partition, kv.mod_revision);
 	if (meta->leader == NULL || strcmp(meta->leader, ri->leader) != 0 ||
-		meta->leader_epoch != ri->leader_epoch)
+		meta->leader_epoch != ri->leader_epoch || !in_names(meta->isr, node))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("the leader of partition %d of topic \"%s\" changed meanwhile", partition, topic->name),
@@ -175,16 +192,27 @@ mq_elect_leader(PG_FUNCTION_ARGS)
 			move_failed(topic, partition, node, "The node did not report holding the whole log", timeout_ms);
 		meta->leader = node;
 		meta->leader_epoch = epoch;
+		cas = CAS_SENT;
 		if (!MqEtcdPutIfModRevision(key, MqPartitionMetaJson(meta), kv.mod_revision, 0, &rev))
+		{
+			cas = CAS_LOST;
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 					 errmsg("the metadata of partition %d of topic \"%s\" changed meanwhile", partition, topic->name),
 					 errhint("Retry.")));
+		}
 		meta->mod_revision = rev;
 	}
 	PG_CATCH();
 	{
-		(void) MqPartitionFence(part, old_fence);
+		/*
+		 * Lift the fence only if the move cannot have happened: a request
+		 * that failed on the way (a timeout, a cancel) may have reached
+		 * etcd, and then another node leads already.  A retry of
+		 * mq_elect_leader finds out and lifts or keeps it.
+		 */
+		if (cas != CAS_SENT)
+			(void) MqPartitionFence(part, old_fence);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

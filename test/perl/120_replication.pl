@@ -6,7 +6,11 @@
 # no duplicate; one gone past max_slot_wal_keep_size catches up by copy;
 # the in-sync replicas shrink and grow by replica.lag.time.max.ms; acks=all
 # is refused below min.insync.replicas while acks=1 goes on with the high
-# watermark held; produce on a follower names the leader.
+# watermark held, and a commit the replicas cannot acknowledge warns;
+# produce on a follower names the leader; mq_elect_leader moves a leader
+# with nothing lost or doubled and the new epoch stamped; committed group
+# offsets reach every node and a group goes on after its node is lost; a
+# restarted leader reads on from its checkpointed high watermark.
 use strict;
 use warnings;
 
