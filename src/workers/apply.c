@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * apply.c
- *		The follower's apply workers: one per leader node this node follows,
- *		streaming that leader's log by logical decoding and writing it here,
- *		batch for batch, at the leader's offsets.
+ *		The follower's apply workers: one per other node of the cluster,
+ *		streaming that node's log by logical decoding and writing here,
+ *		batch for batch at the leader's offsets, the partitions this node
+ *		follows from it, and its groups' committed offsets.
  *
  * The stream.  The worker connects to the leader twice with libpq: once
  * with replication=database, to create this node's slot there
@@ -13,7 +14,9 @@
  * the LSO marks of sql/replica.c.  The replica stream (log/output_plugin.c)
  * carries every append of the leader at once, in WAL order, which is
  * offset order per partition, aborted ones included ('A'); a commit marker
- * per batch when its transaction commits ('C'); and LSO marks ('L').
+ * per batch when its transaction commits ('C'); LSO marks ('L'); and the
+ * committed offsets of groups on replicated topics, at commit ('O'),
+ * which are written into mqlog.committed_offset here.
  *
  * Pending batches.  A batch is written here only once its fate is known:
  * committed when its marker arrives, aborted when an LSO the leader logged
@@ -156,9 +159,9 @@ start_worker(int slot, const char *leader)
 }
 
 /*
- * Make sure an apply worker follows each leader named: start the ones that
- * do not run (at most every MQ_APPLY_RESTART_MS per leader).  Workers of
- * leaders not named end by themselves when they find nothing to follow.
+ * Make sure an apply worker follows each node named: start the ones that
+ * do not run (at most every MQ_APPLY_RESTART_MS per node).  A worker ends
+ * by itself when its node is no longer in the cluster's node list.
  */
 void
 MqApplyEnsureWorkers(List *leaders)
