@@ -620,6 +620,38 @@ typedef enum UnitKind
 	UNIT_ORPHAN
 } UnitKind;
 
+typedef struct Unit
+{
+	UnitKind	kind;
+	EtcdTopic  *et;
+	LocalTopic *lt;
+	List	   *changed;
+} Unit;
+
+static void
+unit_work(void *arg)
+{
+	Unit	   *u = arg;
+
+	switch (u->kind)
+	{
+		case UNIT_CREATE:
+			create_local(u->et);
+			break;
+		case UNIT_REFRESH:
+			MqClusterStoreLocal(u->lt->topic_id,
+								u->et->meta->mod_revision != u->lt->mod_revision ? u->et->meta : NULL,
+								u->changed);
+			break;
+		case UNIT_DROP:
+			drop_local(u->lt);
+			break;
+		case UNIT_ORPHAN:
+			delete_orphan(u->et);
+			break;
+	}
+}
+
 /*
  * One topic's work in a transaction of its own: an error (a lock, a name
  * clash) is logged and the other topics go on.
@@ -627,48 +659,12 @@ typedef enum UnitKind
 static void
 run_unit(UnitKind kind, EtcdTopic *et, LocalTopic *lt, List *changed)
 {
-	MemoryContext outer = CurrentMemoryContext;
+	Unit		u = {kind, et, lt, changed};
+	ErrorData  *e;
 
-	PG_TRY();
-	{
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		switch (kind)
-		{
-			case UNIT_CREATE:
-				create_local(et);
-				break;
-			case UNIT_REFRESH:
-				MqClusterStoreLocal(lt->topic_id,
-									et->meta->mod_revision != lt->mod_revision ? et->meta : NULL,
-									changed);
-				break;
-			case UNIT_DROP:
-				drop_local(lt);
-				break;
-			case UNIT_ORPHAN:
-				delete_orphan(et);
-				break;
-		}
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *e;
-
-		MemoryContextSwitchTo(outer);
-		e = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		MemoryContextSwitchTo(outer);
+	if (!MqWorkerRunInTransaction(unit_work, &u, &e))
 		retry_log(&unit_rl, psprintf("mqlog cluster sync: topic \"%s\"",
 									 et ? et->meta->name : lt->name), e);
-	}
-	PG_END_TRY();
 }
 
 /* did this server (same name, same system identifier) write the topic? */

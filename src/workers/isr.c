@@ -205,37 +205,34 @@ typedef struct LedPartition
 	int64		lag_ms;
 } LedPartition;
 
+typedef struct MaintainArg
+{
+	LedPartition *lp;
+	TimestampTz now;
+} MaintainArg;
+
+static void
+maintain_work(void *arg)
+{
+	MaintainArg *m = arg;
+
+	(void) maintain_one(m->lp->topic_id, m->lp->name, m->lp->partition, m->lp->lag_ms, m->now);
+}
+
 /* one partition in a transaction of its own; an error is logged */
 static void
 maintain_guarded(LedPartition *lp, TimestampTz now)
 {
-	MemoryContext outer = CurrentMemoryContext;
+	MaintainArg m = {lp, now};
+	ErrorData  *e;
 
-	PG_TRY();
+	if (!MqWorkerRunInTransaction(maintain_work, &m, &e))
 	{
-		StartTransactionCommand();
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		(void) maintain_one(lp->topic_id, lp->name, lp->partition, lp->lag_ms, now);
-		PopActiveSnapshot();
-		SPI_finish();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *e;
-
-		MemoryContextSwitchTo(outer);
-		e = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
 		ereport(LOG,
 				(errmsg("mqlog: could not maintain the in-sync replicas of partition %d of topic \"%s\": %s",
 						lp->partition, lp->name, e->message)));
 		FreeErrorData(e);
 	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(outer);
 }
 
 void
