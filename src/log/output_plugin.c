@@ -189,10 +189,15 @@ append_bytes(StringInfo out, const char *data, int len)
  * XLogData header.
  */
 static void
-replica_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, const char *prefix,
-				Size message_size, const char *message)
+replica_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr lsn,
+				bool transactional, const char *prefix, Size message_size,
+				const char *message)
 {
 	char		type;
+
+	/* what pg_logical_emit_message() wrote under our prefixes is not ours */
+	if (!MqDecodedOwnMessage(ctx, transactional, lsn))
+		return;
 
 	if (strcmp(prefix, MQLOG_APPEND_PREFIX) == 0 && message_size >= SizeOfMqlogAppend)
 		type = 'A';
@@ -230,10 +235,11 @@ out_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr messa
 
 	if (st->replica)
 	{
-		replica_message(ctx, txn, prefix, message_size, message);
+		replica_message(ctx, txn, message_lsn, transactional, prefix, message_size, message);
 		return;
 	}
-	if (strcmp(prefix, MQLOG_MESSAGE_PREFIX) != 0 || message_size < SizeOfMqlogAppend)
+	if (strcmp(prefix, MQLOG_MESSAGE_PREFIX) != 0 || message_size < SizeOfMqlogAppend ||
+		!MqDecodedOwnMessage(ctx, transactional, message_lsn))
 		return;
 	memcpy(&xlrec, message, SizeOfMqlogAppend);
 	if (xlrec.format != MQ_SEGMENT_FORMAT)

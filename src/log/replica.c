@@ -28,7 +28,6 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "pgstat.h"
-#include "replication/message.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "tcop/dest.h"
@@ -131,9 +130,10 @@ MqLogAppendReplica(MqTopic **topicp, int32 partition, const char *kafka, Size le
 }
 
 /*
- * Committed offsets of replicated topics go to every other node: a
- * transactional logical message, delivered with the commit that wrote the
- * offset (and never if it aborts), which each node's apply worker from
+ * Committed offsets of replicated topics go to every other node: an mqlog
+ * message record (store/wal.c: only mqlog writes those, so nobody can
+ * forge one), decoded with the commit that wrote the offset (and never if
+ * it aborts), which each node's apply worker from
  * this one writes into its own mqlog.committed_offset.  A group survives
  * the loss of the node it was coordinated on.
  */
@@ -152,7 +152,7 @@ log_offset_mark(const char *uuid, int32 partition, const char *group, int64 offs
 	initStringInfo(&buf);
 	appendBinaryStringInfo(&buf, (const char *) &mark, sizeof(mark));
 	appendBinaryStringInfo(&buf, group, mark.group_len);
-	(void) LogLogicalMessage(MQLOG_OFFSET_PREFIX, buf.data, buf.len, true);
+	(void) MqLogMessage(MQ_MSG_OFFSET, buf.data, buf.len);
 	pfree(buf.data);
 }
 
@@ -186,7 +186,7 @@ MqLogMarkLso(MqTopic *topic, int32 partition)
 	MqPartitionLogEnd(topic, partition, &mark.lso, &hw);
 	mark.topic_id = topic->topic_id;
 	mark.partition = partition;
-	(void) LogLogicalMessage(MQLOG_LSO_PREFIX, (const char *) &mark, sizeof(mark), false);
+	(void) MqLogMessage(MQ_MSG_LSO, (const char *) &mark, sizeof(mark));
 	return mark.lso;
 }
 

@@ -29,6 +29,9 @@
 #include "access/bufmask.h"
 #include "access/xlog_internal.h"
 #include "access/xlogutils.h"
+#include "access/xact.h"
+#include "access/xloginsert.h"
+#include "miscadmin.h"
 #include "replication/decode.h"
 #include "replication/logical.h"
 #include "replication/origin.h"
@@ -155,6 +158,8 @@ mqlog_redo(XLogReaderState *record)
 		case XLOG_MQLOG_FREEZE:
 			redo_freeze(record);
 			break;
+		case XLOG_MQLOG_MESSAGE:
+			break;				/* for logical decoding only */
 		default:
 			elog(PANIC, "mqlog_redo: unknown op code %u", info);
 	}
@@ -181,6 +186,14 @@ mqlog_desc(StringInfo buf, XLogReaderState *record)
 		appendStringInfo(buf, "end_pos %u", ((xl_mqlog_truncate *) rec)->end_pos);
 	else if (info == XLOG_MQLOG_FREEZE)
 		appendStringInfo(buf, "batches %u", ((xl_mqlog_freeze *) rec)->nbatches);
+	else if (info == XLOG_MQLOG_MESSAGE)
+	{
+		xl_mqlog_message hdr;
+
+		memcpy(&hdr, rec, SizeOfMqlogMessage);
+		appendStringInfo(buf, "%s, %u bytes",
+						 hdr.kind == MQ_MSG_LSO ? "lso" : "offset", hdr.length);
+	}
 }
 
 static const char *
@@ -194,6 +207,8 @@ mqlog_identify(uint8 info)
 			return "TRUNCATE";
 		case XLOG_MQLOG_FREEZE:
 			return "FREEZE";
+		case XLOG_MQLOG_MESSAGE:
+			return "MESSAGE";
 	}
 	return NULL;
 }
@@ -239,11 +254,112 @@ MqlogRegisterRmgr(void)
 static LogicalDecodingContext *replica_ctx = NULL;
 static void *replica_state = NULL;
 
+/*
+ * Messages are not signed by who wrote them: any role may call
+ * pg_logical_emit_message() with mqlog's prefixes.  So the plugin takes a
+ * message as mqlog's only if rm_decode queued it.  A non-transactional one
+ * is delivered while rm_decode runs, so the record being decoded is
+ * mqlog's; a transactional one is delivered at commit with the LSN
+ * rm_decode gave it, which is the end of an mqlog record and is kept here
+ * until then.  Decoding starts again from the slot's restart LSN in a new
+ * process, and so re-queues and re-registers everything it will deliver.
+ */
+static HTAB *own_lsns = NULL;
+static LogicalDecodingContext *own_ctx = NULL;
+
+#define MQ_OWN_LSNS_PURGE	65536
+
+static void
+own_register(LogicalDecodingContext *ctx, XLogRecPtr lsn)
+{
+	bool		found;
+
+	if (own_lsns == NULL || own_ctx != ctx)
+	{
+		HASHCTL		hctl;
+
+		if (own_lsns != NULL)
+			hash_destroy(own_lsns);
+		memset(&hctl, 0, sizeof(hctl));
+		hctl.keysize = sizeof(XLogRecPtr);
+		hctl.entrysize = sizeof(XLogRecPtr);
+		own_lsns = hash_create("mqlog own decoding messages", 1024, &hctl,
+							   HASH_ELEM | HASH_BLOBS);
+		own_ctx = ctx;
+	}
+	/* markers of aborted transactions are never delivered: drop the old */
+	if (hash_get_num_entries(own_lsns) >= MQ_OWN_LSNS_PURGE)
+	{
+		HASH_SEQ_STATUS seq;
+		XLogRecPtr *e;
+		XLogRecPtr	horizon = ctx->slot->data.restart_lsn;
+
+		hash_seq_init(&seq, own_lsns);
+		while ((e = hash_seq_search(&seq)) != NULL)
+			if (*e < horizon)
+				(void) hash_search(own_lsns, e, HASH_REMOVE, NULL);
+	}
+	(void) hash_search(own_lsns, &lsn, HASH_ENTER, &found);
+}
+
+bool
+MqDecodedOwnMessage(LogicalDecodingContext *ctx, bool transactional, XLogRecPtr lsn)
+{
+	bool		found = false;
+
+	if (!transactional)
+		return ctx->reader->record != NULL && XLogRecGetRmid(ctx->reader) == RM_MQLOG_ID;
+	if (own_lsns != NULL && own_ctx == ctx)
+		(void) hash_search(own_lsns, &lsn, HASH_REMOVE, &found);
+	return found;
+}
+
 void
 MqSetReplicaDecoding(LogicalDecodingContext *ctx, void *plugin_state)
 {
 	replica_ctx = ctx;
 	replica_state = plugin_state;
+}
+
+/* a message record (LSO mark, committed offset) into the replica stream */
+static void
+decode_message(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
+{
+	SnapBuild  *builder = ctx->snapshot_builder;
+	XLogReaderState *r = buf->record;
+	TransactionId xid = XLogRecGetXid(r);
+	xl_mqlog_message hdr;
+	const char *data = XLogRecGetData(r) + SizeOfMqlogMessage;
+	const char *prefix;
+	Snapshot	snapshot;
+
+	if (XLogRecGetDataLen(r) < SizeOfMqlogMessage)
+		return;
+	memcpy(&hdr, XLogRecGetData(r), SizeOfMqlogMessage);
+	if (hdr.dbid != ctx->slot->data.database ||
+		XLogRecGetDataLen(r) != SizeOfMqlogMessage + hdr.length)
+		return;
+	/* only a replica stream wants them */
+	if (!(ctx == replica_ctx && ctx->output_plugin_private == replica_state))
+		return;
+	prefix = hdr.kind == MQ_MSG_LSO ? MQLOG_LSO_PREFIX : MQLOG_OFFSET_PREFIX;
+	if (hdr.kind == MQ_MSG_OFFSET)
+	{
+		/* with its transaction's commit, never for an abort */
+		if (!SnapBuildProcessChange(builder, xid, buf->origptr))
+			return;
+		snapshot = SnapBuildGetOrBuildSnapshot(builder, xid);
+		own_register(ctx, buf->endptr);
+		ReorderBufferQueueMessage(ctx->reorder, xid, snapshot, buf->endptr, true,
+								  prefix, hdr.length, data);
+	}
+	else if (SnapBuildCurrentState(builder) == SNAPBUILD_CONSISTENT &&
+			 !SnapBuildXactNeedsSkip(builder, buf->origptr))
+	{
+		snapshot = SnapBuildGetOrBuildSnapshot(builder, xid);
+		ReorderBufferQueueMessage(ctx->reorder, xid, snapshot, buf->origptr, false,
+								  prefix, hdr.length, data);
+	}
 }
 
 void
@@ -259,26 +375,30 @@ MqlogDecode(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 
 	ReorderBufferProcessXid(ctx->reorder, xid, buf->origptr);
 
-	if (info != XLOG_MQLOG_APPEND)
-		return;
-
-	/* compaction rewrites records the stream already carried */
-	if (XLogRecGetDataLen(r) >= SizeOfMqlogAppend &&
-		(((xl_mqlog_append *) XLogRecGetData(r))->flags & XLMQ_COMPACTION))
+	if (info != XLOG_MQLOG_APPEND && info != XLOG_MQLOG_MESSAGE)
 		return;
 	if (SnapBuildCurrentState(builder) < SNAPBUILD_FULL_SNAPSHOT)
 		return;
 	if (ctx->fast_forward)
 		return;
+	/* core does not check for a missing callback here, so we do */
+	if (ctx->callbacks.filter_by_origin_cb != NULL &&
+		filter_by_origin_cb_wrapper(ctx, origin_id))
+		return;
+	if (info == XLOG_MQLOG_MESSAGE)
+	{
+		decode_message(ctx, buf);
+		return;
+	}
+
+	/* compaction rewrites records the stream already carried */
+	if (XLogRecGetDataLen(r) >= SizeOfMqlogAppend &&
+		(((xl_mqlog_append *) XLogRecGetData(r))->flags & XLMQ_COMPACTION))
+		return;
 
 	/* only appends in the slot's database */
 	XLogRecGetBlockTag(r, 0, &rnode, NULL, NULL);
 	if (rnode.dbNode != ctx->slot->data.database)
-		return;
-
-	/* core does not check for a missing callback here, so we do */
-	if (ctx->callbacks.filter_by_origin_cb != NULL &&
-		filter_by_origin_cb_wrapper(ctx, origin_id))
 		return;
 
 	if (ctx == replica_ctx && ctx->output_plugin_private == replica_state)
@@ -300,6 +420,7 @@ MqlogDecode(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 		if (xlrec->chunk_start != 0 || !SnapBuildProcessChange(builder, xid, buf->origptr))
 			return;
 		snapshot = SnapBuildGetOrBuildSnapshot(builder, xid);
+		own_register(ctx, buf->endptr);
 		ReorderBufferQueueMessage(ctx->reorder, xid, snapshot, buf->endptr, true,
 								  MQLOG_COMMIT_PREFIX, SizeOfMqlogAppend, XLogRecGetData(r));
 		return;
@@ -309,7 +430,31 @@ MqlogDecode(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 		return;
 
 	snapshot = SnapBuildGetOrBuildSnapshot(builder, xid);
+	own_register(ctx, buf->endptr);
 	ReorderBufferQueueMessage(ctx->reorder, xid, snapshot, buf->endptr, true,
 							  MQLOG_MESSAGE_PREFIX,
 							  XLogRecGetDataLen(r), XLogRecGetData(r));
+}
+
+/*
+ * Log a message for the replica streams as an mqlog record, which only
+ * mqlog's C code can write (unlike pg_logical_emit_message): an LSO mark
+ * at once, a committed offset with its transaction.
+ */
+XLogRecPtr
+MqLogMessage(uint16 kind, const char *data, uint32 len)
+{
+	xl_mqlog_message hdr;
+
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.dbid = MyDatabaseId;
+	hdr.kind = kind;
+	hdr.length = len;
+	/* a transactional one belongs to the transaction: it needs its xid */
+	if (kind == MQ_MSG_OFFSET)
+		(void) GetCurrentTransactionId();
+	XLogBeginInsert();
+	XLogRegisterData((char *) &hdr, SizeOfMqlogMessage);
+	XLogRegisterData((char *) data, len);
+	return XLogInsert(RM_MQLOG_ID, XLOG_MQLOG_MESSAGE);
 }

@@ -9,6 +9,7 @@
 #ifndef MQLOG_WAL_H
 #define MQLOG_WAL_H
 
+#include "access/xlogdefs.h"
 #include "storage/block.h"
 
 /* ------------------------------------------------------------------------
@@ -37,6 +38,8 @@
  */
 struct LogicalDecodingContext;
 extern void MqSetReplicaDecoding(struct LogicalDecodingContext *ctx, void *plugin_state);
+extern bool MqDecodedOwnMessage(struct LogicalDecodingContext *ctx, bool transactional,
+								XLogRecPtr lsn);
 
 /* the two message kinds of replica mode, by prefix */
 #define MQLOG_APPEND_PREFIX		"mqlog.append"
@@ -71,6 +74,7 @@ typedef struct MqLsoMark
 #define XLOG_MQLOG_APPEND		0x00
 #define XLOG_MQLOG_TRUNCATE		0x10
 #define XLOG_MQLOG_FREEZE		0x20
+#define XLOG_MQLOG_MESSAGE		0x30	/* for the replica streams; no page */
 
 /*
  * An append record carries one chunk of a batch: the bytes for up to
@@ -120,6 +124,21 @@ typedef struct MqFreezeItem
 	uint8		flags;			/* MQ_BATCH_COMMITTED or MQ_BATCH_ABORTED */
 	uint8		pad;
 } MqFreezeItem;
+
+/* a message for the replica streams (an LSO mark, a committed offset) */
+typedef struct xl_mqlog_message
+{
+	Oid			dbid;
+	uint16		kind;			/* MQ_MSG_* */
+	uint16		pad;
+	uint32		length;			/* of the content that follows */
+} xl_mqlog_message;
+
+#define SizeOfMqlogMessage	(offsetof(xl_mqlog_message, length) + sizeof(uint32))
+#define MQ_MSG_LSO			1	/* MqLsoMark, at once */
+#define MQ_MSG_OFFSET		2	/* MqOffsetMark + group, at commit */
+
+extern XLogRecPtr MqLogMessage(uint16 kind, const char *data, uint32 len);
 
 extern void MqlogRegisterRmgr(void);
 

@@ -297,6 +297,19 @@ foreach my $n ($n1, $n3)
                   WHERE group_id = 'g1' ORDER BY 1}) eq $committed }, 30),
 		$n->name . ': the group\'s committed offsets are there too');
 }
+# a role of no standing forges an offset message with pg_logical_emit_message
+$n1->safe_psql('postgres', q{CREATE ROLE mallory LOGIN});
+my $forge = q{SELECT pg_logical_emit_message(true, 'mqlog.offset',
+         convert_to(:'uuid', 'UTF8') || decode(repeat('00', 40 - length(:'uuid')), 'hex')
+         || '\x00000000'::bytea || '\x02000000'::bytea || '\x0000000000000000'::bytea
+         || convert_to('g1', 'UTF8'))};
+my $uuid = q1($n1, q{SELECT uuid FROM mqlog.replicated_topic rt JOIN mqlog.topic t USING (topic_id) WHERE t.name = 'r'});
+($rc, $out, $err) = $n1->psql('postgres', "SET ROLE mallory;\n\\set uuid '$uuid'\n$forge;");
+is($rc, 0, 'any role may call pg_logical_emit_message with mqlog\'s prefix') or diag($err);
+usleep(1_500_000);
+is(q1($n3, q{SELECT "partition" || ':' || committed_offset FROM mqlog.consumer_lag
+              WHERE group_id = 'g1' ORDER BY 1}), $committed,
+	'but followers take mqlog\'s messages only from mqlog\'s own records: the forged offset changed nothing');
 q1($n2, q{SELECT mq_produce('r', convert_to('after-commit-' || i, 'UTF8'), partition => 0) FROM generate_series(1, 2) i});
 ok(MqCluster::wait_until(sub { values_of($n3, 'r', 0) =~ /,after-commit-1,after-commit-2$/ }, 30),
 	'n3 holds and may read the two records after the commit');
