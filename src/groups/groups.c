@@ -1976,11 +1976,27 @@ mq_delete_group(PG_FUNCTION_ARGS)
 	refuse_if_active(group, force, "delete the offsets");
 	val = CStringGetTextDatum(group);
 	MqSpiBegin(&spi, true);
-	if (SPI_execute_with_args("DELETE FROM mqlog.committed_offset c WHERE c.group_id OPERATOR(pg_catalog.=) $1",
-							  1, &type, &val, NULL, false, 0) != SPI_OK_DELETE)
+	if (SPI_execute_with_args("DELETE FROM mqlog.committed_offset c WHERE c.group_id OPERATOR(pg_catalog.=) $1"
+							  " RETURNING c.topic_id, c.partition",
+							  1, &type, &val, NULL, false, 0) != SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "mqlog: deleting committed offsets failed");
 	n = SPI_processed;
-	MqReplicaLogGroupDeleted(group);
+	/* the other nodes forget these offsets, of replicated topics, and no others */
+	{
+		SPITupleTable *rows = SPI_tuptable;
+		int32	   *tids = palloc(sizeof(int32) * (n + 1));
+		int32	   *parts = palloc(sizeof(int32) * (n + 1));
+
+		for (uint64 i = 0; i < n; i++)
+		{
+			bool		isnull;
+
+			tids[i] = DatumGetInt32(SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &isnull));
+			parts[i] = DatumGetInt32(SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &isnull));
+		}
+		for (uint64 i = 0; i < n; i++)
+			MqReplicaLogOffset(tids[i], parts[i], group, -1);
+	}
 	/* its ownership and grants go with it (group_acl cascades) */
 	if (SPI_execute_with_args("DELETE FROM mqlog.consumer_group g WHERE g.group_id OPERATOR(pg_catalog.=) $1",
 							  1, &type, &val, NULL, false, 0) != SPI_OK_DELETE)

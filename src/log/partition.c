@@ -99,6 +99,7 @@ struct MqPartition
 										 * the leader said */
 	int32		min_leader_epoch;	/* appends need a leader epoch at least
 									 * this: a leader move fences the old one */
+	int			mover_pid;		/* the backend moving the leader, or 0 */
 	int			nfollowers;
 	MqFollowerProgress followers[MQ_MAX_FOLLOWERS];
 };
@@ -325,6 +326,7 @@ MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition)
 		ConditionVariableInit(&part->cv);
 		pg_atomic_init_u64(&part->high_watermark, 0);
 		part->min_leader_epoch = 0;
+		part->mover_pid = 0;
 		part->nfollowers = 0;
 	}
 	LWLockRelease(mq_shared->hash_lock);
@@ -926,19 +928,42 @@ MqPartitionCV(MqPartition *part)
 }
 
 /*
- * Refuse this node's own appends under leader epochs below epoch (a leader
- * move); returns the bound it replaces, to put back if the move fails.
+ * A leader move (sql/elect.c) from epoch from to epoch to: refuse this
+ * node's own appends under epochs below to.  False if another live backend
+ * is moving the partition.  A fence left by a move whose outcome was never
+ * known is replaced: the caller has just seen in etcd that the leader is
+ * unchanged.
  */
-int32
-MqPartitionFence(MqPartition *part, int32 epoch)
+bool
+MqPartitionFence(MqPartition *part, int32 from, int32 to)
 {
-	int32		old;
+	bool		ok = true;
 
 	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-	old = part->min_leader_epoch;
-	part->min_leader_epoch = epoch;
+	if (part->mover_pid != 0 && part->mover_pid != MyProcPid && kill(part->mover_pid, 0) == 0)
+		ok = false;
+	else
+	{
+		part->min_leader_epoch = to;
+		part->mover_pid = MyProcPid;
+	}
 	LWLockRelease(&part->lock);
-	return old;
+	(void) from;
+	return ok;
+}
+
+/* the move is over; lift: appends under epoch are welcome again */
+void
+MqPartitionUnfence(MqPartition *part, int32 epoch, bool lift)
+{
+	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+	if (part->mover_pid == MyProcPid)
+	{
+		part->mover_pid = 0;
+		if (lift)
+			part->min_leader_epoch = epoch;
+	}
+	LWLockRelease(&part->lock);
 }
 
 /*
@@ -1356,9 +1381,10 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		 * A leader's own append (not a follower's copy) under a leader epoch
 		 * older than a move this node made: refused here, under the lock,
 		 * so that nothing is appended after the move has measured the log.
+		 * The epoch is the one the caller checked its leadership under (a
+		 * refresh of the topic above may know a newer one).
 		 */
-		if (at_offset < 0 && topic->replicas != NULL &&
-			topic->replicas[partition].leader_epoch < part->min_leader_epoch)
+		if (at_offset < 0 && topic->replicas != NULL && leader_epoch < part->min_leader_epoch)
 		{
 			LWLockRelease(&part->lock);
 			ereport(ERROR,

@@ -90,7 +90,8 @@ extern void MqPartitionReportFollower(MqPartition *part, const char *node, int64
 extern bool MqPartitionFollowerProgress(MqPartition *part, const char *node,
 										MqFollowerProgress *out);
 extern ConditionVariable *MqPartitionCV(MqPartition *part);
-extern int32 MqPartitionFence(MqPartition *part, int32 epoch);
+extern bool MqPartitionFence(MqPartition *part, int32 from, int32 to);
+extern void MqPartitionUnfence(MqPartition *part, int32 epoch, bool lift);
 extern ConditionVariable *MqDataArrivedCV(void);
 extern void MqlogCatalogChanged(void);
 extern uint64 MqlogCatalogGeneration(void);

@@ -137,6 +137,7 @@ MqLogAppendReplica(MqTopic **topicp, int32 partition, const char *kafka, Size le
  * this one writes into its own mqlog.committed_offset.  A group survives
  * the loss of the node it was coordinated on.
  */
+/* offset < 0: the group's offset of that partition was deleted */
 static void
 log_offset_mark(const char *uuid, int32 partition, const char *group, int64 offset)
 {
@@ -144,8 +145,7 @@ log_offset_mark(const char *uuid, int32 partition, const char *group, int64 offs
 	StringInfoData buf;
 
 	memset(&mark, 0, sizeof(mark));
-	if (uuid)
-		strlcpy(mark.uuid, uuid, sizeof(mark.uuid));
+	strlcpy(mark.uuid, uuid, sizeof(mark.uuid));
 	mark.partition = partition;
 	mark.group_len = strlen(group);
 	mark.offset = offset;
@@ -165,12 +165,6 @@ MqReplicaLogOffset(int32 topic_id, int32 partition, const char *group, int64 off
 		log_offset_mark(topic->uuid, partition, group, offset);
 }
 
-void
-MqReplicaLogGroupDeleted(const char *group)
-{
-	if (MqClusterEnabled())
-		log_offset_mark(NULL, 0, group, -1);
-}
 
 /*
  * Tell the followers' streams how far this partition is decided.  The LSO

@@ -43,9 +43,8 @@ extern void MqReplicaAwaitAt(MqTopic *topic, int32 partition, int64 end_offset);
 extern void MqReplicaAwaitAcks(void);
 extern void MqReplicaForgetAcks(void);
 
-/* a group's committed offset (or its deletion), for the other nodes */
+/* a group's committed offset (offset < 0: its deletion), for the other nodes */
 extern void MqReplicaLogOffset(int32 topic_id, int32 partition, const char *group, int64 offset);
-extern void MqReplicaLogGroupDeleted(const char *group);
 
 /* log the partition's LSO into the WAL for the followers' streams */
 extern int64 MqLogMarkLso(MqTopic *topic, int32 partition);

@@ -14,7 +14,10 @@
  *	3. wait until the new leader has reported that it holds the whole log;
  *	4. write leader and epoch + 1 to etcd with compare-and-swap, then to
  *	   mqlog.replica_state here; the other nodes take it from etcd.
- * If a step fails or times out the fence is lifted and nothing changed.
+ * If a step fails or times out the fence is lifted and nothing changed,
+ * except when the compare-and-swap got no answer (it may have been
+ * applied): then the fence stays until a later mq_elect_leader, or the
+ * move itself, settles it.  One move of a partition runs at a time.
  * After the move this node follows the new leader like any replica, and
  * producers here get the not-leader error naming it.
  *
@@ -125,7 +128,6 @@ mq_elect_leader(PG_FUNCTION_ARGS)
 	char	   *key;
 	MqEtcdKv	kv;
 	MqPartitionMeta *meta;
-	int32		old_fence;
 	int32		epoch;
 	TimestampTz deadline;
 	volatile int cas = CAS_NOT_SENT;
@@ -154,9 +156,7 @@ mq_elect_leader(PG_FUNCTION_ARGS)
 				 errmsg("node \"%s\" is not the leader of partition %d of topic \"%s\"",
 						MqClusterNodeName(), partition, topic->name),
 				 errhint("Run mq_elect_leader on node \"%s\", the leader.", ri->leader)));
-	if (strcmp(node, ri->leader) == 0)
-		PG_RETURN_INT32(ri->leader_epoch);
-	if (!in_isr(ri, node))
+	if (strcmp(node, ri->leader) != 0 && !in_isr(ri, node))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("node \"%s\" is not an in-sync replica of partition %d of topic \"%s\"",
@@ -177,10 +177,21 @@ mq_elect_leader(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("the leader of partition %d of topic \"%s\" changed meanwhile", partition, topic->name),
 				 errhint("Retry once mqlog.partitions shows the change.")));
-	epoch = meta->leader_epoch + 1;
-
 	part = MqTopicPartition(topic, partition);
-	old_fence = MqPartitionFence(part, epoch);
+	if (strcmp(node, ri->leader) == 0)
+	{
+		/* already there; a fence an unfinished move left is lifted */
+		if (MqPartitionFence(part, ri->leader_epoch, ri->leader_epoch))
+			MqPartitionUnfence(part, ri->leader_epoch, true);
+		PG_RETURN_INT32(ri->leader_epoch);
+	}
+	epoch = meta->leader_epoch + 1;
+	if (!MqPartitionFence(part, meta->leader_epoch, epoch))
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("another mq_elect_leader is moving the leader of partition %d of topic \"%s\"",
+						partition, topic->name),
+				 errhint("Wait for it to end, then look at mqlog.partitions.")));
 	PG_TRY();
 	{
 		int64		rev;
@@ -211,13 +222,13 @@ mq_elect_leader(PG_FUNCTION_ARGS)
 		 * etcd, and then another node leads already.  A retry of
 		 * mq_elect_leader finds out and lifts or keeps it.
 		 */
-		if (cas != CAS_SENT)
-			(void) MqPartitionFence(part, old_fence);
+		MqPartitionUnfence(part, epoch - 1, cas != CAS_SENT);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
 	/* etcd has it: from here on the move stands, whatever happens locally */
+	MqPartitionUnfence(part, epoch, false);
 	{
 		MqSpi		spi;
 

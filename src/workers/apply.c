@@ -701,8 +701,12 @@ write_offsets(void)
 		args[3] = Int64GetDatum(mark.offset);
 		if (mark.offset < 0)
 			ret = SPI_execute_with_args("DELETE FROM mqlog.committed_offset c"
-										" WHERE c.group_id OPERATOR(pg_catalog.=) $1",
-										1, types, args, NULL, false, 0);
+										" USING mqlog.replicated_topic rt"
+										" WHERE c.group_id OPERATOR(pg_catalog.=) $1"
+										"   AND rt.uuid OPERATOR(pg_catalog.=) $2"
+										"   AND c.topic_id OPERATOR(pg_catalog.=) rt.topic_id"
+										"   AND c.\"partition\" OPERATOR(pg_catalog.=) $3",
+										3, types, args, NULL, false, 0);
 		else
 			ret = SPI_execute_with_args("INSERT INTO mqlog.committed_offset"
 										"       (group_id, topic_id, \"partition\", committed_offset)"
@@ -1105,6 +1109,8 @@ mqlog_apply_main(Datum main_arg)
 
 	BackgroundWorkerInitializeConnection(mqlog_cluster_database, NULL, 0);
 	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
+	/* progress is reported as flushed once committed: commits must be durable */
+	SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
 	apply_cxt = AllocSetContextCreate(TopMemoryContext, "mqlog apply", ALLOCSET_DEFAULT_SIZES);
 	memset(&hctl, 0, sizeof(hctl));
 	hctl.keysize = sizeof(PartKey);

@@ -826,6 +826,11 @@ mqlog_cluster_sync_main(Datum main_arg)
 	MqWorkerPinSearchPath();
 	pgstat_report_appname("mqlog cluster sync");
 	cxt = AllocSetContextCreate(TopMemoryContext, "mqlog cluster sync", ALLOCSET_DEFAULT_SIZES);
+	/* every other node has a slot here, which keeps WAL while that node is away */
+	if (max_slot_wal_keep_size_mb < 0)
+		ereport(WARNING,
+				(errmsg("mqlog: max_slot_wal_keep_size is unlimited, so a cluster node that stays away keeps WAL here without bound"),
+				 errhint("Set max_slot_wal_keep_size: a node away longer catches up by copy.")));
 
 	while (!ShutdownRequestPending)
 	{

@@ -291,12 +291,9 @@ MqIsrRound(void)
  * in-sync replica to report.  Called in the cluster database, outside a
  * transaction.
  */
-void
-MqCheckpointHighWatermarks(void)
+static void
+checkpoint_work(void *arg)
 {
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
 	if (SPI_execute("SELECT t.name, r.\"partition\", r.high_watermark"
 					"  FROM mqlog.replica_state r JOIN mqlog.topic t USING (topic_id)",
 					true, 0) != SPI_OK_SELECT)
@@ -335,7 +332,18 @@ MqCheckpointHighWatermarks(void)
 				elog(ERROR, "mqlog: checkpointing a high watermark failed");
 		}
 	}
-	PopActiveSnapshot();
-	SPI_finish();
-	CommitTransactionCommand();
+}
+
+void
+MqCheckpointHighWatermarks(void)
+{
+	ErrorData  *e;
+
+	/* in a transaction of its own: a failure here holds up nothing else */
+	if (!MqWorkerRunInTransaction(checkpoint_work, NULL, &e))
+	{
+		ereport(LOG,
+				(errmsg("mqlog: could not checkpoint the high watermarks: %s", e->message)));
+		FreeErrorData(e);
+	}
 }

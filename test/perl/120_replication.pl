@@ -319,6 +319,37 @@ is(q1($n3, q{SELECT string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset
 	'with n2 gone, g1 goes on on n3 from its committed offsets, reading a follower');
 $n2->start;
 
+# --- one move at a time; nothing is appended while one runs ----------------
+
+ok(MqCluster::wait_until(sub { batches($n3, 'r', 0) eq batches($n2, 'r', 0) }, 60),
+	'n3 holds n2\'s log of r/0 again');
+my $open = $n2->background_psql('postgres', on_error_stop => 1);
+$open->query_safe(q{BEGIN; SELECT mq_produce('r', 'open-during-move', partition => 0);});
+my ($min, $mout, $merr) = ('', '', '');
+my $mover = IPC::Run::start(
+	[ 'psql', '-X', '-At', '-d', $n2->connstr('postgres'), '-c',
+	  q{SELECT mq_elect_leader('r', 0, 'n3', 20000)} ],
+	'<', \undef, '>', \$mout, '2>', \$merr);
+ok(MqCluster::wait_until(sub {
+	my ($r, $o, $e) = $n2->psql('postgres', q{SELECT mq_produce('r', 'during-move', partition => 0)});
+	$e =~ /is moving to another leader/ }, 30),
+	'while a move waits for an open transaction, producers are refused');
+($rc, $out, $err) = $n2->psql('postgres', q{SELECT mq_elect_leader('r', 0, 'n1', 1000)});
+like($err, qr/another mq_elect_leader is moving the leader of partition 0 of topic "r"/,
+	'a second move of the same partition is refused');
+$open->query_safe('COMMIT');
+$open->quit;
+ok($mover->finish, 'the first move ends once the transaction has') or diag($merr);
+is($mout, "2\n", 'at epoch 2');
+foreach my $n (@nodes)
+{
+	ok(MqCluster::wait_until(sub {
+		q1($n, q{SELECT leader || ':' || leader_epoch FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0}) eq 'n3:2' }, 30),
+		$n->name . ': n3 leads r/0 at epoch 2');
+}
+ok(MqCluster::wait_until(sub { values_of($n1, 'r', 0) =~ /,after-commit-2,open-during-move$/ }, 30),
+	'the open transaction\'s record is there, and nothing produced during the move');
+
 # --- a leader restart: readers go on from the checkpointed high watermark ---
 
 my $slow = values_of($n1, 'slow', 0);
