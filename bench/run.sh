@@ -177,7 +177,15 @@ run_replication() {
     step "replication: one etcd and three PostgreSQL nodes on 127.0.0.1, in $CL_DIR"
     CL_EXTRA_CONF="# bench/run.sh
 $BENCH_CONF"
+    # the installation is shared: install this tree's build again right
+    # before the nodes load it, and check afterwards that they did
+    make -C "$ROOT" -s install PG_CONFIG="$PG_CONFIG" >/dev/null
     cl_start || return 1
+    if ! cmp -s "$ROOT/mqlog.so" "$("$PG_CONFIG" --pkglibdir)/mqlog.so"; then
+        echo "run.sh: $("$PG_CONFIG" --pkglibdir)/mqlog.so is no longer this tree's build (another make install ran meanwhile); the nodes may run other code: rerun" >&2
+        cl_stop || true
+        return 1
+    fi
     step "replication workload ($MODE)"
     local ports rc
     ports=${CL_PORT[1]},${CL_PORT[2]},${CL_PORT[3]}
@@ -189,6 +197,14 @@ $BENCH_CONF"
     rc=$?
     set -e
     local i errs
+    if ! cl_stop; then
+        echo "run.sh: a node or etcd needed more than a clean stop; their logs: $BENCH/results/latest-replication-*.log" >&2
+        for i in 1 2 3; do
+            tail -n 400 "$CL_DIR/n$i.log" >"$BENCH/results/latest-replication-n$i.log" || true
+        done
+        tail -n 100 "$CL_DIR/etcd.log" >"$BENCH/results/latest-replication-etcd.log" || true
+        return 1
+    fi
     for i in 1 2 3; do
         # errors and warnings of the nodes, to explain a failed row
         errs=$(grep -E "ERROR|WARNING|FATAL|PANIC" "$CL_DIR/n$i.log" | tail -n 200 || true)
@@ -198,7 +214,6 @@ $BENCH_CONF"
             rm -f "$BENCH/results/latest-replication-n$i.log"
         fi
     done
-    cl_stop
     return $rc
 }
 

@@ -66,7 +66,10 @@ if [ "$STOP" = 1 ]; then
         echo "$CL_DIR holds no cluster.env: not a directory of this script, left alone" >&2
         exit 1
     fi
-    cl_stop
+    if ! cl_stop; then
+        echo "(a server needed more than a clean stop: see the log above; logs kept in $CL_DIR)" >&2
+        exit 1
+    fi
     if cl_running; then
         echo "something is still running; $CL_DIR kept" >&2
         exit 1

@@ -220,27 +220,36 @@ cl_start() {
     cl_log "every node sees $CL_NODES alive nodes in mqlog.nodes"
 }
 
-# Stop process $1 (named $2) with signal $3, then SIGKILL after $4 seconds.
+# Signal process $1 (named $2) with $3 and wait at most $4 seconds for it
+# to exit; false if it is still there.
 cl_kill_wait() {
     local pid=$1 what=$2 sig=$3 t=$4 n
     cl_alive "$pid" || return 0
     kill "-$sig" "$pid" 2>/dev/null || true
     for n in $(seq $((t * 10))); do
-        cl_alive "$pid" || { cl_log "stopped $what (pid $pid)"; return 0; }
+        cl_alive "$pid" || { cl_log "stopped $what (pid $pid, SIG$sig)"; return 0; }
         sleep 0.1
     done
-    echo "cluster: $what (pid $pid) did not stop in $t s; SIGKILL" >&2
-    kill -KILL "$pid" 2>/dev/null || true
-    sleep 0.5
+    echo "cluster: $what (pid $pid) did not stop in $t s after SIG$sig" >&2
+    return 1
+}
+
+# A postmaster: fast shutdown (SIGINT), then immediate (SIGQUIT, which
+# takes its children down too), then SIGKILL.  False when it took more
+# than the fast shutdown.
+cl_stop_postmaster() {
+    cl_kill_wait "$1" "$2" INT 60 && return 0
+    cl_kill_wait "$1" "$2" QUIT 10 || cl_kill_wait "$1" "$2" KILL 5 || true
+    return 1
 }
 
 # Stop what $CL_DIR/cluster.env names, by pid: the postmasters first (a
 # fast shutdown, SIGINT; a node's clean stop revokes its etcd lease), then
-# etcd.  A pid is signalled only while it is still the process we started
+# etcd.  False when one of them needed more than SIGINT / SIGTERM.  A pid is signalled only while it is still the process we started
 # (a postmaster whose postmaster.pid names it, an etcd).
 cl_stop() {
     cl_load || { cl_log "nothing to stop in $CL_DIR"; return 0; }
-    local i pid
+    local i pid rc=0
     for i in $(seq "$CL_NODES"); do
         pid=${CL_PID[$i]:-}
         cl_alive "$pid" || continue
@@ -248,14 +257,15 @@ cl_stop() {
             echo "cluster: pid $pid is no longer n$i's postmaster; left alone" >&2
             continue
         fi
-        cl_kill_wait "$pid" "n$i's postmaster" INT 60
+        cl_stop_postmaster "$pid" "n$i's postmaster" || rc=1
     done
     pid=${CL_ETCD_PID:-}
     if cl_alive "$pid"; then
         if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = etcd ]; then
-            cl_kill_wait "$pid" etcd TERM 20
+            cl_kill_wait "$pid" etcd TERM 20 || { cl_kill_wait "$pid" etcd KILL 5 || true; rc=1; }
         else
             echo "cluster: pid $pid is no longer etcd; left alone" >&2
         fi
     fi
+    return $rc
 }
