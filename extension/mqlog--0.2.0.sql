@@ -163,9 +163,10 @@ CREATE TABLE mqlog.replica_state (
     leader_epoch  int NOT NULL,
     isr           text[] NOT NULL,
     mod_revision  bigint NOT NULL,
+    high_watermark bigint NOT NULL DEFAULT 0,   -- checkpointed every second (workers/isr.c)
     PRIMARY KEY (topic_id, "partition")
 );
-COMMENT ON TABLE mqlog.replica_state IS 'per partition of a replicated topic: replicas, leader, leader epoch and ISR, copied from etcd with the key''s mod_revision';
+COMMENT ON TABLE mqlog.replica_state IS 'per partition of a replicated topic: replicas, leader, leader epoch and ISR, copied from etcd with the key''s mod_revision; the high watermark as last checkpointed here, where it starts again after a restart';
 
 /*
  * Privileges (see acl.c): a topic's owner, members of mqlog_admin and
@@ -1339,6 +1340,12 @@ COMMENT ON FUNCTION mq_run_maintenance(text) IS
 REVOKE ALL ON FUNCTION mq_run_maintenance(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mq_run_maintenance(text) TO mqlog_admin;
 
+CREATE FUNCTION mq_elect_leader(topic text, "partition" int, node text,
+                                timeout_ms int DEFAULT 30000) RETURNS int
+    LANGUAGE c STRICT VOLATILE AS 'MODULE_PATHNAME', 'mq_elect_leader';
+COMMENT ON FUNCTION mq_elect_leader(text, int, text, int) IS
+    'move a replicated partition''s leadership to an in-sync replica (needs alter; run on the current leader, outside a transaction block); returns the new leader epoch';
+
 /* ------------------------------------------------------------------------
  * Replication, the leader's side (sql/replica.c): what a follower's apply
  * worker calls over an ordinary connection.
@@ -1355,10 +1362,10 @@ COMMENT ON FUNCTION mqlog._replica_mark(int, int) IS
     'internal: logs the partition''s LSO into the WAL for the followers'' streams';
 CREATE FUNCTION mqlog._replica_progress(node text, topic_ids int[], partitions int[],
                                         log_end_offsets bigint[])
-    RETURNS TABLE (topic_id int, "partition" int, high_watermark bigint)
+    RETURNS TABLE (topic_id int, "partition" int, high_watermark bigint, last_stable_offset bigint)
     LANGUAGE c STRICT VOLATILE AS 'MODULE_PATHNAME', 'mqlog_replica_progress';
 COMMENT ON FUNCTION mqlog._replica_progress(text, int[], int[], bigint[]) IS
-    'internal: a follower''s log end offsets in, the partitions'' high watermarks out';
+    'internal: a follower''s log end offsets in, the partitions'' high watermarks and the leader''s last stable offsets out';
 
 /* ------------------------------------------------------------------------
  * No internal function is callable by PUBLIC: mqlog._* are run only by

@@ -25,6 +25,7 @@
 #include "utils/guc.h"
 
 #define MQ_CLUSTER_MAX_NODES	64
+#define MQ_MAX_REPLICATION_FACTOR	8	/* a leader tracks 7 followers */
 #define MQ_NODE_NAME_LEN		64	/* 63 bytes and the NUL */
 #define MQ_NODE_CONNINFO_LEN	1024
 

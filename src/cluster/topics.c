@@ -299,6 +299,13 @@ MqClusterCheckReplicationFactor(int replication_factor)
 
 	if (replication_factor <= 1)
 		return;
+	if (replication_factor > MQ_MAX_REPLICATION_FACTOR)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("replication factor %d is larger than %d, the most mqlog supports",
+						replication_factor, MQ_MAX_REPLICATION_FACTOR),
+				 errdetail("A leader keeps the progress of at most %d followers per partition in shared memory.",
+						   MQ_MAX_REPLICATION_FACTOR - 1)));
 	if (!MqClusterEnabled())
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

@@ -70,6 +70,13 @@ batch_attributes(MqTopic *topic)
 	return attr;
 }
 
+/* the partitionLeaderEpoch a leader stamps: its epoch, for a replicated topic */
+static int32
+leader_epoch_of(MqTopic *topic, int32 partition)
+{
+	return topic->replicas ? topic->replicas[partition].leader_epoch : -1;
+}
+
 int64
 MqLogAppend(MqTopic **topicp, int32 partition, MqRecord *records, int nrecords)
 {
@@ -83,7 +90,7 @@ MqLogAppend(MqTopic **topicp, int32 partition, MqRecord *records, int nrecords)
 	xid = GetCurrentTransactionId();
 	initStringInfo(&batch);
 	MqBatchBuild(&batch, records, nrecords, xid, batch_attributes(*topicp), false);
-	base = MqPartitionAppend(topicp, partition, &batch, -1, -1);
+	base = MqPartitionAppend(topicp, partition, &batch, -1, leader_epoch_of(*topicp, partition));
 	pfree(batch.data);
 	MqReplicaAwaitAt(*topicp, partition, base + nrecords);
 	return base;
@@ -202,6 +209,8 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 
 		MqPartitionCheckInflightRoom(&part, 1);
 	}
+	if (leader_epoch < 0)
+		leader_epoch = leader_epoch_of(topic, partition);
 	base = MqPartitionAppend(topicp, partition, &stored, at_offset, leader_epoch);
 	MemoryContextDelete(cxt);
 	MqReplicaAwaitAt(*topicp, partition, base + n);

@@ -384,7 +384,16 @@ MqCheckOffsetRange(MqTopic *topic, int32 partition, int64 offset, bool position)
 	int64		start = MqLogStartOffset(topic, partition);
 	int64		low = position ? 0 : start;
 
-	MqPartitionOffsets(topic, partition, &lso, &hw);
+	/*
+	 * A replicated partition's log may run past its high watermark while
+	 * the in-sync replicas catch up (after a restart, until they report):
+	 * up to its log end an offset is valid, and a read there finds nothing
+	 * yet, as Kafka's fetch does.
+	 */
+	if (topic->replicas != NULL)
+		MqPartitionLogEnd(topic, partition, &lso, &hw);
+	else
+		MqPartitionOffsets(topic, partition, &lso, &hw);
 	if (offset < low || offset > hw)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

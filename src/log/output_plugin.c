@@ -250,6 +250,12 @@ out_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr messa
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("CRC mismatch in decoded mqlog batch at offset " INT64_FORMAT " of partition %d",
 						xlrec.base_offset, xlrec.partition)));
+	/* a follower writes the leader's aborted batches too, marked so */
+	if (((unsigned char) st->batch.data[0]) & MQ_BATCH_ABORTED)
+	{
+		resetStringInfo(&st->batch);
+		return;
+	}
 	old = MemoryContextSwitchTo(st->cxt);
 	(void) MqBatchParseHeader(st->batch.data, st->batch.len, &hdr);
 	name = topic_name(xlrec.topic_id);

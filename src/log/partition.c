@@ -97,6 +97,8 @@ struct MqPartition
 	/* replicated partitions (log/replica.c), under lock */
 	pg_atomic_uint64 high_watermark;	/* leader: as computed; follower: as
 										 * the leader said */
+	int32		min_leader_epoch;	/* appends need a leader epoch at least
+									 * this: a leader move fences the old one */
 	int			nfollowers;
 	MqFollowerProgress followers[MQ_MAX_FOLLOWERS];
 };
@@ -322,6 +324,7 @@ MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition)
 		dlist_init(&part->inflight);
 		ConditionVariableInit(&part->cv);
 		pg_atomic_init_u64(&part->high_watermark, 0);
+		part->min_leader_epoch = 0;
 		part->nfollowers = 0;
 	}
 	LWLockRelease(mq_shared->hash_lock);
@@ -791,6 +794,9 @@ MqPartitionOffsets(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
 	if (topic->replicas == NULL || *lso < 0)
 		return;
 	part = MqTopicPartition(topic, partition);
+	/* after a restart, from where it was last checkpointed */
+	if ((int64) pg_atomic_read_u64(&part->high_watermark) < topic->replicas[partition].hw_checkpoint)
+		(void) MqPartitionAdvanceHighWatermark(part, topic->replicas[partition].hw_checkpoint);
 	if (MqTopicLeadsHere(topic, partition))
 		replicated = MqPartitionUpdateHighWatermark(part, &topic->replicas[partition],
 													topic->min_insync_replicas);
@@ -855,8 +861,8 @@ MqPartitionAdvanceHighWatermark(MqPartition *part, int64 hw)
 
 /*
  * A follower's log end offset, as it reported it.  It is caught up (Kafka's
- * lastCaughtUpTime) when it has reached the leader's log end offset as of
- * now, or as of its previous report.
+ * lastCaughtUpTime) when it has reached the leader's last stable offset as
+ * of now, or as of its previous report.
  */
 void
 MqPartitionReportFollower(MqPartition *part, const char *node, int64 leo)
@@ -876,13 +882,21 @@ MqPartitionReportFollower(MqPartition *part, const char *node, int64 leo)
 	}
 	if (f != NULL)
 	{
-		if (leo >= part->next_offset)
+		/*
+		 * Against the decided end (the LSO), not the log end: a follower
+		 * writes a batch only once its transaction has ended, so an open
+		 * transaction here must not push every follower out of the ISR.
+		 */
+		int64		decided = MqPartitionLso(part, NULL);
+
+		if (leo >= decided)
 			f->caught_up = now;
 		else if (f->last_report != 0 && leo >= f->leader_leo)
 			f->caught_up = Max(f->caught_up, f->last_report);
-		f->leo = Max(f->leo, leo);
+		/* the latest report, even if lower: the follower truncated */
+		f->leo = leo;
 		f->last_report = now;
-		f->leader_leo = part->next_offset;
+		f->leader_leo = decided;
 	}
 	LWLockRelease(&part->lock);
 	ConditionVariableBroadcast(&part->cv);
@@ -909,6 +923,22 @@ ConditionVariable *
 MqPartitionCV(MqPartition *part)
 {
 	return &part->cv;
+}
+
+/*
+ * Refuse this node's own appends under leader epochs below epoch (a leader
+ * move); returns the bound it replaces, to put back if the move fails.
+ */
+int32
+MqPartitionFence(MqPartition *part, int32 epoch)
+{
+	int32		old;
+
+	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+	old = part->min_leader_epoch;
+	part->min_leader_epoch = epoch;
+	LWLockRelease(&part->lock);
+	return old;
 }
 
 /*
@@ -1320,6 +1350,22 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 				table_close(rel, NoLock);
 				continue;
 			}
+		}
+
+		/*
+		 * A leader's own append (not a follower's copy) under a leader epoch
+		 * older than a move this node made: refused here, under the lock,
+		 * so that nothing is appended after the move has measured the log.
+		 */
+		if (at_offset < 0 && topic->replicas != NULL &&
+			topic->replicas[partition].leader_epoch < part->min_leader_epoch)
+		{
+			LWLockRelease(&part->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_MQ_NOT_LEADER),
+					 errmsg("partition %d of topic \"%s\" is moving to another leader",
+							partition, topic->name),
+					 errhint("Retry: the new leader is in mqlog.partitions once the move is done.")));
 		}
 
 		base = part->next_offset;

@@ -16,6 +16,7 @@
 #include "storage/lwlock.h"
 #include "utils/relcache.h"
 #include "datatype/timestamp.h"
+#include "cluster/metadata.h"
 
 /* ------------------------------------------------------------------------
  * Partition state in shared memory (partition.c)
@@ -70,14 +71,14 @@ extern void MqPartitionOffsets(struct MqTopic *topic, int32 partition, int64 *ls
 extern void MqPartitionLogEnd(struct MqTopic *topic, int32 partition, int64 *lso, int64 *leo);
 
 /* replicated partitions: followers' progress and the high watermark */
-#define MQ_MAX_FOLLOWERS	7
+#define MQ_MAX_FOLLOWERS	(MQ_MAX_REPLICATION_FACTOR - 1)
 
 typedef struct MqFollowerProgress
 {
 	char		node[64];
 	int64		leo;			/* its log end offset */
 	TimestampTz last_report;
-	int64		leader_leo;		/* the leader's log end offset then */
+	int64		leader_leo;		/* the leader's last stable offset then */
 	TimestampTz caught_up;		/* Kafka's lastCaughtUpTime */
 } MqFollowerProgress;
 
@@ -89,6 +90,7 @@ extern void MqPartitionReportFollower(MqPartition *part, const char *node, int64
 extern bool MqPartitionFollowerProgress(MqPartition *part, const char *node,
 										MqFollowerProgress *out);
 extern ConditionVariable *MqPartitionCV(MqPartition *part);
+extern int32 MqPartitionFence(MqPartition *part, int32 epoch);
 extern ConditionVariable *MqDataArrivedCV(void);
 extern void MqlogCatalogChanged(void);
 extern uint64 MqlogCatalogGeneration(void);

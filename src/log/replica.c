@@ -266,7 +266,8 @@ ack_warning(MqAckWait *w, int64 hw, const char *why)
  * condition variable, woken when a follower reports or the high watermark
  * moves, without CHECK_FOR_INTERRUPTS (an error here would be too late):
  * a cancel or a termination ends the wait with a warning, as
- * SyncRepWaitForLSN does.
+ * SyncRepWaitForLSN does.  statement_timeout is off during COMMIT, so
+ * mqlog.acks_timeout alone bounds the wait.
  */
 void
 MqReplicaAwaitAcks(void)
@@ -274,6 +275,7 @@ MqReplicaAwaitAcks(void)
 	List	   *waits = ack_waits;
 	ListCell   *lc;
 	TimestampTz deadline;
+	const char *stop_why = NULL;	/* set when the wait ends early */
 
 	ack_waits = NIL;
 	if (waits == NIL)
@@ -285,31 +287,42 @@ MqReplicaAwaitAcks(void)
 		ConditionVariable *cv = MqPartitionCV(w->part);
 		int64		hw;
 
-		ConditionVariablePrepareToSleep(cv);
 		for (;;)
 		{
 			long		left;
 
+			/*
+			 * A broadcast takes us off the wait list: join it again before
+			 * each look, so that no wakeup between the look and the sleep
+			 * is lost.
+			 */
+			ConditionVariablePrepareToSleep(cv);
 			hw = MqPartitionUpdateHighWatermark(w->part, &w->ri, w->min_isr);
 			if (hw >= w->end_offset)
 				break;
+			if (stop_why != NULL)
+			{
+				/* the wait has ended for an earlier partition: just report */
+				ack_warning(w, hw, stop_why);
+				break;
+			}
 			left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 			if (left <= 0)
+				stop_why = "timed out waiting for the in-sync replicas";
+			else if (ProcDiePending)
 			{
-				ack_warning(w, hw, "timed out waiting for the in-sync replicas");
-				break;
-			}
-			if (ProcDiePending)
-			{
-				ack_warning(w, hw, "terminating the wait for the in-sync replicas");
+				stop_why = "terminating the wait for the in-sync replicas";
 				/* as SyncRepWaitForLSN: the client must not take this as a success */
 				whereToSendOutput = DestNone;
-				break;
 			}
-			if (QueryCancelPending)
+			else if (QueryCancelPending)
 			{
 				QueryCancelPending = false;
-				ack_warning(w, hw, "canceled the wait for the in-sync replicas");
+				stop_why = "canceled the wait for the in-sync replicas";
+			}
+			if (stop_why != NULL)
+			{
+				ack_warning(w, hw, stop_why);
 				break;
 			}
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -317,7 +330,5 @@ MqReplicaAwaitAcks(void)
 			ResetLatch(MyLatch);
 		}
 		ConditionVariableCancelSleep();
-		if (hw < w->end_offset)
-			break;				/* one warning is enough */
 	}
 }

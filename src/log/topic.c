@@ -234,7 +234,8 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		/* a replicated topic: who leads each partition, and who is in sync */
 		if (t->replication_factor > 1)
 		{
-			ret = SPI_execute_with_args("SELECT r.partition, r.leader, r.leader_epoch, r.isr"
+			ret = SPI_execute_with_args("SELECT r.partition, r.leader, r.leader_epoch, r.isr,"
+										"       r.high_watermark"
 										"  FROM mqlog.replica_state r"
 										" WHERE r.topic_id OPERATOR(pg_catalog.=) $1",
 										1, &segtype, &segarg, NULL, true, 0);
@@ -268,6 +269,7 @@ load_topic(const char *where, Datum arg, Oid argtype)
 					for (int k = 0; k < ri->nisr; k++)
 						ri->isr[k] = enulls[k] ? pstrdup("") : TextDatumGetCString(elems[k]);
 				}
+				ri->hw_checkpoint = DatumGetInt64(SPI_getbinval(rt, rd, 5, &isnull));
 			}
 			MemoryContextSwitchTo(old);
 		}
@@ -395,7 +397,6 @@ void
 MqTopicCheckLeader(MqTopic *topic, int32 partition)
 {
 	const char *leader;
-	char	   *conninfo;
 
 	if (MqTopicLeadsHere(topic, partition))
 		return;
@@ -406,14 +407,13 @@ MqTopicCheckLeader(MqTopic *topic, int32 partition)
 				 errmsg("partition %d of topic \"%s\" has no known leader on this node",
 						partition, topic->name),
 				 errhint("The cluster worker has not yet copied the partition's metadata from etcd; retry.")));
-	conninfo = MqClusterNodeConninfo(leader);
+	/* not its conninfo: that may hold a password (mqlog.nodes shows it to admins) */
 	ereport(ERROR,
 			(errcode(ERRCODE_MQ_NOT_LEADER),
 			 errmsg("node \"%s\" is not the leader of partition %d of topic \"%s\"",
 					MqClusterNodeName(), partition, topic->name),
 			 errdetail("The leader is node \"%s\".", leader),
-			 conninfo ? errhint("Produce on node \"%s\" (%s).", leader, conninfo) :
-			 errhint("Produce on node \"%s\".", leader)));
+			 errhint("Produce on node \"%s\"; mqlog.nodes says how to reach it.", leader)));
 }
 
 void

@@ -56,6 +56,7 @@ typedef struct MqReplicaInfo
 	int			leader_epoch;
 	int			nisr;
 	char	  **isr;			/* in-sync replicas, the leader among them */
+	int64		hw_checkpoint;	/* the high watermark last checkpointed */
 } MqReplicaInfo;
 
 typedef struct MqTopic

@@ -95,7 +95,9 @@ mqlog_replica_mark(PG_FUNCTION_ARGS)
 /*
  * mqlog._replica_progress(node, topic_ids, partitions, log_end_offsets):
  * a follower's log end offsets, by the leader's topic ids; returns each
- * partition's high watermark, which the follower's readers stop at.
+ * partition's high watermark, which the follower's readers stop at, and
+ * the leader's last stable offset, below which the follower can copy what
+ * its stream did not carry.
  */
 Datum
 mqlog_replica_progress(PG_FUNCTION_ARGS)
@@ -121,16 +123,20 @@ mqlog_replica_progress(PG_FUNCTION_ARGS)
 		int64		leo = ((int64 *) ARR_DATA_PTR(leos))[i];
 		MqTopic    *topic = MqTopicLookupById(tid);
 		int64		lso,
-					hw;
-		Datum		values[3];
-		bool		nulls[3] = {false, false, false};
+					hw,
+					decided,
+					end;
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
 
 		MqCheckPartition(topic, partition);
 		MqPartitionReportFollower(MqTopicPartition(topic, partition), node, leo);
 		MqPartitionOffsets(topic, partition, &lso, &hw);
+		MqPartitionLogEnd(topic, partition, &decided, &end);
 		values[0] = Int32GetDatum(tid);
 		values[1] = Int32GetDatum(partition);
 		values[2] = Int64GetDatum(hw);
+		values[3] = Int64GetDatum(decided);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -34,14 +34,15 @@
  * same copy brings every followed partition up to date when the worker
  * starts.
  *
- * Progress.  A replication origin ("mqlog_from_<leader>") records, with
+ * Progress.  A replication origin ("mqlog_from_<leader>_<sysid>") records, with
  * each apply transaction's commit, the stream position from which nothing
  * pending can be lost: the LSN of the oldest pending append, or of the last
  * message when nothing is pending.  The worker starts the stream there and
  * reports it to the leader as flushed, so the slot keeps what a restart
- * needs.  A batch sent again below the local log end offset must be
- * byte-identical to the one here, and is then skipped: a restart after a
- * crash at any point neither loses nor duplicates.
+ * needs.  A batch the stream sends again below the local log end offset
+ * is skipped by its offset; one written again by a copy or after a crash
+ * of the apply transaction must be byte-identical to the one here
+ * (log/replica.c): a restart at any point neither loses nor duplicates.
  *
  * The loop follows contrib/pg_prewarm/autoprewarm.c and
  * replication/logical/worker.c: WaitLatchOrSocket on the stream's socket,
@@ -68,6 +69,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "common/hashfn.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -253,15 +255,19 @@ typedef struct Part
 {
 	PartKey		key;
 	char		topic[NAMEDATALEN];
+	char		uuid[64];		/* mqlog.replicated_topic: the topic's identity */
 	bool		followed;		/* seen in the last refresh */
 	bool		fresh;			/* followed since the last copy */
 	int64		leo;			/* the local log end offset */
 	List	   *pending;		/* Pending *, in offset order */
 	TimestampTz waiting_since;	/* when the head began to wait */
 	TimestampTz last_ask;		/* last copy or mark asked of the leader */
+	int64		leader_lso;		/* the leader's, at the last progress report */
+	TimestampTz behind_since;	/* below it with nothing pending, since */
 } Part;
 
 static struct Part *find_part(int32 topic_id, int32 partition);
+static void drop_pending(struct Part *p);
 static MemoryContext apply_cxt;
 static HTAB *parts;				/* Part by key */
 static List *part_list;			/* the same, to walk across transactions */
@@ -273,12 +279,22 @@ static XLogRecPtr last_lsn = InvalidXLogRecPtr;	/* of the last message */
 static XLogRecPtr saved_lsn = InvalidXLogRecPtr;	/* the origin's progress */
 static TimestampTz last_feedback = 0;
 static TimestampTz last_report = 0;	/* of progress to the leader */
+static bool report_due = false; /* something was written since */
 
-/* report progress at least this often, written or not */
+
+/* report progress at least this often, written or not ... */
 #define MQ_APPLY_REPORT_MS	500
+/* ... and, after writes, at most this often (acks=all waits for it) */
+#define MQ_APPLY_REPORT_SOON_MS	5
 
 /* ask the leader about a head that waits this long */
 #define MQ_APPLY_ASK_MS		200
+/* ... and copy when behind the leader's LSO this long with nothing pending
+ * (the stream may simply not have brought it yet) */
+#define MQ_APPLY_BEHIND_MS	1000
+/* a mark (a WAL record on the leader) is asked again at most this often:
+ * a transaction left open there keeps the head waiting */
+#define MQ_APPLY_MARK_MS	1000
 
 static void
 leader_error(PGconn *conn, const char *what)
@@ -307,18 +323,29 @@ ctl_exec(const char *sql, int nparams, const char *const *params, bool binary)
 	return res;
 }
 
-/* slot names allow [a-z0-9_] only */
+/*
+ * Slot names allow [a-z0-9_] only.  A node name that needs changing to fit
+ * gets a hash of the name as well, so that "N1" and "n1", or "a-b" and
+ * "a_b", never share a slot.
+ */
 static char *
 slot_name(void)
 {
-	char	   *s = psprintf("mqlog_%s", MqClusterNodeName());
+	const char *name = MqClusterNodeName();
+	char	   *s = psprintf("mqlog_%s", name);
+	bool		changed = false;
 
 	for (char *c = s; *c; c++)
 	{
-		*c = pg_tolower((unsigned char) *c);
-		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
-			*c = '_';
+		char		l = pg_tolower((unsigned char) *c);
+
+		if (!((l >= 'a' && l <= 'z') || (l >= '0' && l <= '9') || l == '_'))
+			l = '_';
+		changed |= (l != *c);
+		*c = l;
 	}
+	if (changed)
+		s = psprintf("%s_%08x", s, hash_bytes((const unsigned char *) name, strlen(name)));
 	return s;
 }
 
@@ -350,8 +377,10 @@ refresh_followed(void)
 		CStringGetTextDatum(MqClusterNodeName())};
 		Oid			types[2] = {TEXTOID, TEXTOID};
 
-		if (SPI_execute_with_args("SELECT t.name, r.\"partition\""
+		/* topics are matched by uuid: a dropped and recreated one is another */
+		if (SPI_execute_with_args("SELECT t.name, r.\"partition\", rt.uuid"
 								  "  FROM mqlog.replica_state r JOIN mqlog.topic t USING (topic_id)"
+								  "  JOIN mqlog.replicated_topic rt USING (topic_id)"
 								  " WHERE r.leader OPERATOR(pg_catalog.=) $1"
 								  "   AND $2 OPERATOR(pg_catalog.=) ANY (r.replicas)"
 								  " ORDER BY 1, 2",
@@ -359,30 +388,35 @@ refresh_followed(void)
 			elog(ERROR, "mqlog: reading mqlog.replica_state failed");
 	}
 	if (SPI_processed > 0)
-		ids = ctl_exec("SELECT name, topic_id FROM mqlog.topic", 0, NULL, false);
+		ids = ctl_exec("SELECT rt.uuid, t.topic_id FROM mqlog.topic t"
+					   "  JOIN mqlog.replicated_topic rt USING (topic_id)", 0, NULL, false);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		char	   *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
 		int32		partition = atoi(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2));
+		char	   *uuid = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
 		PartKey		key;
 		bool		found;
 		int			row = -1;
 
-		for (int r = 0; r < PQntuples(ids); r++)
-			if (strcmp(PQgetvalue(ids, r, 0), name) == 0)
+		for (int r = 0; uuid != NULL && r < PQntuples(ids); r++)
+			if (strcmp(PQgetvalue(ids, r, 0), uuid) == 0)
 				row = r;
 		if (row < 0)
-			continue;			/* not on the leader yet */
+			continue;			/* not on the leader (yet, or any more) */
 		key.leader_topic_id = atoi(PQgetvalue(ids, row, 1));
 		key.partition = partition;
 		p = hash_search(parts, &key, HASH_ENTER, &found);
-		if (!found || strcmp(p->topic, name) != 0)
+		if (!found || strcmp(p->uuid, uuid) != 0 || strcmp(p->topic, name) != 0)
 		{
 			MqTopic    *t = MqTopicLookup(name, false);
 			int64		lso;
 
+			if (found)
+				drop_pending(p);
 			memset(((char *) p) + sizeof(PartKey), 0, sizeof(Part) - sizeof(PartKey));
 			strlcpy(p->topic, name, NAMEDATALEN);
+			strlcpy(p->uuid, uuid, sizeof(p->uuid));
 			MqPartitionLogEnd(t, partition, &lso, &p->leo);
 			p->pending = NIL;
 			p->fresh = true;
@@ -408,7 +442,7 @@ refresh_followed(void)
 		p = lfirst(plc);
 		if (!p->followed)
 		{
-			list_free_deep(p->pending);
+			drop_pending(p);
 			part_list = foreach_delete_current(part_list, plc);
 			hash_search(parts, &p->key, HASH_REMOVE, NULL);
 		}
@@ -425,6 +459,17 @@ free_pending(Pending *b)
 {
 	pfree(b->bytes.data);
 	pfree(b);
+}
+
+static void
+drop_pending(struct Part *p)
+{
+	ListCell   *lc;
+
+	foreach(lc, p->pending)
+		free_pending(lfirst(lc));
+	list_free(p->pending);
+	p->pending = NIL;
 }
 
 /*
@@ -467,9 +512,11 @@ end_apply(XLogRecPtr progress)
 static void
 write_batch(Part *p, const char *kafka, Size len, bool committed)
 {
-	MqTopic    *t = MqTopicLookup(p->topic, false);
+	MqTopic    *t = MqTopicLookup(p->topic, true);
 	int64		next;
 
+	if (t == NULL)
+		return;					/* dropped here meanwhile: the next refresh forgets it */
 	(void) MqLogAppendReplica(&t, p->key.partition, kafka, len, committed, &next);
 	p->leo = Max(p->leo, next);
 }
@@ -551,7 +598,7 @@ report_progress(void)
 	params[1] = tids.data;
 	params[2] = nums.data;
 	params[3] = leos.data;
-	res = ctl_exec("SELECT topic_id, \"partition\", high_watermark"
+	res = ctl_exec("SELECT topic_id, \"partition\", high_watermark, last_stable_offset"
 				   "  FROM mqlog._replica_progress($1, $2::int[], $3::int[], $4::bigint[])",
 				   4, params, false);
 	StartTransactionCommand();
@@ -562,7 +609,11 @@ report_progress(void)
 		int64		hw = strtoi64(PQgetvalue(res, i, 2), NULL, 10);
 		MqTopic    *t;
 
-		if (p == NULL || (t = MqTopicLookup(p->topic, true)) == NULL)
+		if (p == NULL)
+			continue;
+		/* decided there, and nothing here on its way: the stream missed it */
+		p->leader_lso = strtoi64(PQgetvalue(res, i, 3), NULL, 10);
+		if ((t = MqTopicLookup(p->topic, true)) == NULL)
 			continue;
 		(void) MqPartitionAdvanceHighWatermark(MqTopicPartition(t, p->key.partition),
 											   Min(hw, p->leo));
@@ -574,6 +625,7 @@ report_progress(void)
 	pfree(nums.data);
 	pfree(leos.data);
 	last_report = GetCurrentTimestamp();
+	report_due = false;
 }
 
 /* ask the leader to log p's LSO into the stream */
@@ -627,7 +679,7 @@ write_ready(void)
 	if (any)
 	{
 		end_apply(restart_point());
-		report_progress();
+		report_due = true;
 	}
 }
 
@@ -650,14 +702,28 @@ apply_ready(void)
 	{
 		p = lfirst(plc);
 		if (p->pending == NIL)
+		{
+			/*
+			 * Nothing on its way, yet the leader has decided more: an append
+			 * the stream carried before this node followed the partition.
+			 */
+			if (p->leo >= p->leader_lso)
+				p->behind_since = 0;
+			else if (p->behind_since == 0)
+				p->behind_since = now;
+			else if (TimestampDifferenceExceeds(p->behind_since, now, MQ_APPLY_BEHIND_MS) &&
+					 TimestampDifferenceExceeds(p->last_ask, now, MQ_APPLY_ASK_MS))
+				copies = lappend(copies, p);
 			continue;
+		}
 		if (p->waiting_since == 0)
 			p->waiting_since = now;
 		if (!TimestampDifferenceExceeds(p->last_ask, now, MQ_APPLY_ASK_MS))
 			continue;
 		if (((Pending *) linitial(p->pending))->base > p->leo)
 			copies = lappend(copies, p);
-		else if (TimestampDifferenceExceeds(p->waiting_since, now, MQ_APPLY_ASK_MS))
+		else if (TimestampDifferenceExceeds(p->waiting_since, now, MQ_APPLY_ASK_MS) &&
+				 TimestampDifferenceExceeds(p->last_ask, now, MQ_APPLY_MARK_MS))
 			marks = lappend(marks, p);
 	}
 	foreach(lc, copies)
@@ -892,10 +958,17 @@ static PGconn *
 connect_leader(const char *conninfo, bool replication)
 {
 	/* the node's conninfo, then the cluster database over its dbname */
+	/*
+	 * Bounded waits on a leader that stops answering: TCP keepalives and a
+	 * statement timeout, so that the worker (and a shutdown waiting for
+	 * it) never hangs on a silent leader.
+	 */
 	const char *keys[] = {"dbname", "dbname", "replication", "fallback_application_name",
-	"connect_timeout", NULL};
+		"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+	"keepalives_count", "tcp_user_timeout", "options", NULL};
 	const char *vals[] = {conninfo, mqlog_cluster_database, replication ? "database" : NULL,
-	"mqlog apply", "10", NULL};
+		"mqlog apply", "10", "1", "10", "5", "3", "30000",
+	replication ? NULL : "-c statement_timeout=60000", NULL};
 	PGconn	   *conn = PQconnectdbParams(keys, vals, 1);
 
 	if (PQstatus(conn) != CONNECTION_OK)
@@ -956,8 +1029,14 @@ mqlog_apply_main(Datum main_arg)
 	if (refresh_followed() == 0)
 		proc_exit(0);
 
-	/* the replication origin that remembers how far the stream was applied */
-	origin_name = psprintf("mqlog_from_%s", leader);
+	/*
+	 * The replication origin that remembers how far the stream was applied.
+	 * Its name has the leader's system identifier: a leader rebuilt under
+	 * the same name has other LSNs, and its stream starts afresh.
+	 */
+	res = ctl_exec("SELECT system_identifier FROM pg_catalog.pg_control_system()", 0, NULL, false);
+	origin_name = psprintf("mqlog_from_%s_%s", leader, PQgetvalue(res, 0, 0));
+	PQclear(res);
 	StartTransactionCommand();
 	origin = replorigin_by_name(origin_name, true);
 	if (origin == InvalidRepOriginId)
@@ -1060,7 +1139,8 @@ mqlog_apply_main(Datum main_arg)
 		apply_ready();
 		advance_idle();
 		send_feedback(false);
-		if (TimestampDifferenceExceeds(last_report, GetCurrentTimestamp(), MQ_APPLY_REPORT_MS))
+		if (TimestampDifferenceExceeds(last_report, GetCurrentTimestamp(),
+									   report_due ? MQ_APPLY_REPORT_SOON_MS : MQ_APPLY_REPORT_MS))
 			report_progress();
 
 		if (TimestampDifferenceExceeds(last_refresh, GetCurrentTimestamp(), 1000))
@@ -1087,7 +1167,8 @@ mqlog_apply_main(Datum main_arg)
 
 		rc = WaitLatchOrSocket(MyLatch,
 							   WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							   PQsocket(repl), 100, PG_WAIT_EXTENSION);
+							   PQsocket(repl), report_due ? MQ_APPLY_REPORT_SOON_MS : 100,
+							   PG_WAIT_EXTENSION);
 		if (rc & WL_LATCH_SET)
 			ResetLatch(MyLatch);
 	}

@@ -739,6 +739,7 @@ sync_round(void)
 		return;
 	/* local state only: followers keep following while etcd is away */
 	ensure_apply_workers();
+	MqCheckpointHighWatermarks();
 	/* etcd first: a topic is in etcd before it commits locally anywhere */
 	etcd_topics = read_etcd_topics();
 	local_topics = read_local_topics();

@@ -177,12 +177,16 @@ maintain_one(int32 topic_id, const char *name, int32 partition, int64 lag_ms, Ti
 					 leading_since(topic_id, partition, meta->leader_epoch, now));
 	if (same_names(isr, meta->isr))
 		return false;
-	ereport(LOG,
-			(errmsg("mqlog: in-sync replicas of partition %d of topic \"%s\" change from %s to %s",
-					partition, name, names_text(meta->isr), names_text(isr))));
-	meta->isr = isr;
-	if (!MqEtcdPutIfModRevision(key, MqPartitionMetaJson(meta), kv.mod_revision, 0, &rev))
-		return false;			/* someone else wrote it first: next round */
+	{
+		char	   *from = names_text(meta->isr);
+
+		meta->isr = isr;
+		if (!MqEtcdPutIfModRevision(key, MqPartitionMetaJson(meta), kv.mod_revision, 0, &rev))
+			return false;		/* someone else wrote it first: next round */
+		ereport(LOG,
+				(errmsg("mqlog: in-sync replicas of partition %d of topic \"%s\" changed from %s to %s",
+						partition, name, from, names_text(isr))));
+	}
 	meta->mod_revision = rev;
 	MqClusterStoreLocal(topic_id, NULL, list_make1(meta));
 	return true;
@@ -281,4 +285,60 @@ MqIsrRound(void)
 	foreach(lc, todo)
 		maintain_guarded(lfirst(lc), now);
 	list_free_deep(todo);
+}
+
+/*
+ * Checkpoint the high watermark of every replicated partition here into
+ * mqlog.replica_state (Kafka's replication-offset-checkpoint), so that
+ * after a restart readers go on from it instead of waiting for every
+ * in-sync replica to report.  Called in the cluster database, outside a
+ * transaction.
+ */
+void
+MqCheckpointHighWatermarks(void)
+{
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_execute("SELECT t.name, r.\"partition\", r.high_watermark"
+					"  FROM mqlog.replica_state r JOIN mqlog.topic t USING (topic_id)",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mqlog: reading mqlog.replica_state failed");
+	{
+		SPITupleTable *rows = SPI_tuptable;
+		uint64		n = SPI_processed;
+
+		for (uint64 i = 0; i < n; i++)
+		{
+			bool		isnull;
+			char	   *name = SPI_getvalue(rows->vals[i], rows->tupdesc, 1);
+			int32		partition = DatumGetInt32(SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &isnull));
+			int64		saved = DatumGetInt64(SPI_getbinval(rows->vals[i], rows->tupdesc, 3, &isnull));
+			MqTopic    *topic = MqTopicLookup(name, true);
+			int64		lso,
+						hw;
+			Oid			types[3] = {TEXTOID, INT4OID, INT8OID};
+			Datum		values[3];
+
+			if (topic == NULL || partition >= topic->partitions)
+				continue;
+			MqPartitionOffsets(topic, partition, &lso, &hw);
+			if (hw <= saved)
+				continue;
+			values[0] = CStringGetTextDatum(name);
+			values[1] = Int32GetDatum(partition);
+			values[2] = Int64GetDatum(hw);
+			if (SPI_execute_with_args("UPDATE mqlog.replica_state r SET high_watermark = $3"
+									  "  FROM mqlog.topic t"
+									  " WHERE t.topic_id OPERATOR(pg_catalog.=) r.topic_id"
+									  "   AND t.name OPERATOR(pg_catalog.=) $1"
+									  "   AND r.\"partition\" OPERATOR(pg_catalog.=) $2"
+									  "   AND r.high_watermark OPERATOR(pg_catalog.<) $3",
+									  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+				elog(ERROR, "mqlog: checkpointing a high watermark failed");
+		}
+	}
+	PopActiveSnapshot();
+	SPI_finish();
+	CommitTransactionCommand();
 }

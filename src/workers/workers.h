@@ -28,5 +28,6 @@ extern pid_t MqApplyWorkerPid(const char *leader);
 
 /* the leader's in-sync replica sets (isr.c) */
 extern void MqIsrRound(void);
+extern void MqCheckpointHighWatermarks(void);
 
 #endif							/* MQLOG_WORKERS_H */

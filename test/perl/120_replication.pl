@@ -27,7 +27,6 @@ foreach my $i (1 .. 3)
 max_slot_wal_keep_size = '1MB'
 mqlog.poll_recheck_interval = 100
 });
-	$n->append_conf('pg_hba.conf', "local replication all trust\n");
 	push @nodes, $n;
 }
 my ($n1, $n2, $n3) = @nodes;
@@ -56,15 +55,17 @@ SELECT coalesce(string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset"), 
   FROM mq_fetch('$topic', $p, 0, 100000)});
 }
 
-# wait until n2 and n3 hold what n1 holds, batch for batch
+# wait until the other nodes hold what the leader (n1 unless given) holds,
+# batch for batch
 sub same_everywhere
 {
-	my ($topic, $p, $what) = @_;
+	my ($topic, $p, $what, $leader) = @_;
+	$leader //= $n1;
 	my $ok = MqCluster::wait_until(
 		sub {
-			my $want = batches($n1, $topic, $p);
+			my $want = batches($leader, $topic, $p);
 			return 0 if $want eq '';
-			foreach my $n ($n2, $n3)
+			foreach my $n (grep { $_ != $leader } @nodes)
 			{
 				return 0 if batches($n, $topic, $p) ne $want;
 			}
@@ -137,7 +138,8 @@ is(values_of($n2, 'r', 1), 'from-n2,null-key-on-n2', 'a null-key record on n2 go
 
 my ($rc, $out, $err) = $n2->psql('postgres', q{SELECT mq_produce('r', 'x', partition => 0)});
 like($err, qr/node "n2" is not the leader of partition 0 of topic "r"/, 'produce on a follower is refused');
-like($err, qr/HINT:  Produce on node "n1" \(host=/, 'with the leader and how to reach it in the hint');
+like($err, qr/HINT:  Produce on node "n1"; mqlog.nodes says how to reach it/, 'with the leader in the hint');
+unlike($err, qr/host=/, 'but not its conninfo, which may hold a password');
 ($rc, $out, $err) = $n2->psql('postgres', q{\set VERBOSITY verbose
 SELECT mq_produce('r', 'x', partition => 0)});
 like($err, qr/MQ001/, 'its SQLSTATE is MQ001 (NOT_LEADER_OR_FOLLOWER)');
@@ -185,9 +187,17 @@ is(q1($n1, q{SELECT high_watermark FROM mqlog.partitions WHERE topic = 'slow'}),
 	'the high watermark stays: n3 is in sync (within replica.lag.time.max.ms) and lacks it');
 is(values_of($n2, 'slow', 0), 'both-hold-it', 'a consumer on n2 does not read past the high watermark');
 is(values_of($n1, 'slow', 0), 'both-hold-it', 'nor one on the leader');
+my $leo = q1($n1, q{SELECT log_end_offset FROM mqlog.partitions WHERE topic = 'slow'});
+($rc, $out, $err) = $n1->psql('postgres', q{SET mqlog.acks = 'all'; SET mqlog.acks_timeout = '300ms';
+SELECT mq_produce('slow', 'acks-timed-out', partition => 0)});
+is($rc, 0, 'an acks=all commit that the in-sync replicas cannot acknowledge returns');
+like($err, qr/WARNING:  timed out waiting for the in-sync replicas: the transaction has committed on this node/,
+	'with a WARNING that it is committed on this node only');
+is(q1($n1, q{SELECT log_end_offset FROM mqlog.partitions WHERE topic = 'slow'}), $leo + 1,
+	'and the record is in the leader\'s log');
 $n3->start;
-ok(MqCluster::wait_until(sub { values_of($n2, 'slow', 0) eq 'both-hold-it,only-n1-n2' }, 60),
-	'once n3 is back, the record is readable on n2');
+ok(MqCluster::wait_until(sub { values_of($n2, 'slow', 0) eq 'both-hold-it,only-n1-n2,acks-timed-out' }, 60),
+	'once n3 is back, the records are readable on n2');
 
 # --- the ISR shrinks, acks=all is refused, acks=1 goes on, then it grows ----
 
@@ -205,6 +215,9 @@ my $hw_r = q1($n1, q{SELECT high_watermark FROM mqlog.partitions WHERE topic = '
 ($rc, $out, $err) = $n1->psql('postgres', q{SET mqlog.acks = 'all'; SELECT mq_produce('r', 'refused', partition => 0)});
 like($err, qr/not enough in-sync replicas for partition 0 of topic "r"/, 'acks=all is refused');
 like($err, qr/1 in-sync replica; min.insync.replicas is 2/, 'naming the ISR size and min.insync.replicas');
+($rc, $out, $err) = $n1->psql('postgres', q{\set VERBOSITY verbose
+SET mqlog.acks = 'all'; SELECT mq_produce('r', 'refused', partition => 0)});
+like($err, qr/ERROR:  MQ002/, 'its SQLSTATE is MQ002 (NOT_ENOUGH_REPLICAS)');
 q1($n1, q{SELECT mq_produce('r', 'acks-1', partition => 0)});
 is(q1($n1, q{SELECT high_watermark FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0}), $hw_r,
 	'acks=1 succeeds while the high watermark stays put');
@@ -229,6 +242,54 @@ ok(MqCluster::wait_until(sub {
 	'both rejoin the ISR');
 ok(MqCluster::wait_until(sub { values_of($n3, 'r', 0) =~ /,two-in-sync,acks-1$/ }, 60),
 	'the acks=1 record becomes readable, on n3 too');
+
+# --- an explicit leader move: nothing lost, nothing twice --------------------
+
+($rc, $out, $err) = $n2->psql('postgres', q{SELECT mq_elect_leader('r', 0, 'n3')});
+like($err, qr/node "n2" is not the leader of partition 0 of topic "r".*\n.*HINT:  Run mq_elect_leader on node "n1"/s,
+	'mq_elect_leader runs on the current leader only');
+($rc, $out, $err) = $n1->psql('postgres', q{SELECT mq_elect_leader('r', 0, 'nobody')});
+like($err, qr/node "nobody" is not an in-sync replica of partition 0 of topic "r"/,
+	'a node outside the ISR is refused');
+($rc, $out, $err) = $n1->psql('postgres', q{BEGIN; SELECT mq_elect_leader('r', 0, 'n2'); COMMIT;});
+like($err, qr/mq_elect_leader\(\) cannot run inside a transaction block/, 'and so is a transaction block');
+is(q1($n1, q{SELECT leader || ':' || leader_epoch FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0}),
+	'n1:0', 'the refusals changed nothing');
+my $before_move = values_of($n1, 'r', 0);
+is(q1($n1, q{SELECT mq_elect_leader('r', 0, 'n2')}), '1', 'the leader moves to n2 at epoch 1');
+($rc, $out, $err) = $n1->psql('postgres', q{SELECT mq_produce('r', 'on-old-leader', partition => 0)});
+like($err, qr/node "n1" is not the leader of partition 0 of topic "r".*HINT:  Produce on node "n2"/s,
+	'a producer on the old leader gets the not-leader error naming n2');
+ok(MqCluster::wait_until(sub {
+	my ($r) = $n2->psql('postgres', q{SELECT mq_produce('r', 'on-new-leader', partition => 0)});
+	$r == 0 }, 30), 'n2 takes produce once it has the news');
+foreach my $n (@nodes)
+{
+	ok(MqCluster::wait_until(sub {
+		q1($n, q{SELECT leader || ':' || leader_epoch FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0}) eq 'n2:1' }, 30),
+		$n->name . ': mqlog.partitions shows n2 leading at epoch 1');
+}
+same_everywhere('r', 0, 'n1 and n3 follow n2 and hold its batches byte for byte', $n2);
+foreach my $n (@nodes)
+{
+	ok(MqCluster::wait_until(sub { values_of($n, 'r', 0) eq "$before_move,on-new-leader" }, 30),
+		$n->name . ': every record once, the new one after the old ones');
+}
+is(q1($n2, q{SELECT encode(substring(b.batch FROM 13 FOR 4), 'hex')
+               FROM mqlog.topic t, mqlog._replica_batches(t.topic_id, 0, 0, 1000000000) b
+              WHERE t.name = 'r' ORDER BY b.base_offset DESC LIMIT 1}),
+	'00000001', 'the new leader stamps its epoch into partitionLeaderEpoch');
+
+# --- a leader restart: readers go on from the checkpointed high watermark ---
+
+my $slow = values_of($n1, 'slow', 0);
+ok(MqCluster::wait_until(sub {
+	q1($n1, q{SELECT r.high_watermark FROM mqlog.replica_state r JOIN mqlog.topic t USING (topic_id) WHERE t.name = 'slow'})
+	  eq q1($n1, q{SELECT high_watermark FROM mqlog.partitions WHERE topic = 'slow'}) }, 30),
+	'the high watermark is checkpointed into mqlog.replica_state');
+$n1->stop('immediate');
+$n1->start;
+is(values_of($n1, 'slow', 0), $slow, 'right after a crash and restart the leader reads what it read before');
 
 $_->stop for @nodes;
 MqCluster::stop_etcd($etcd);
