@@ -200,6 +200,9 @@ echo "$out"
 if ! grep -q "HINT:  Produce on node \"${LEADER[0]}\"" <<<"$out"; then
     echo "(unexpected: the refusal above does not name leader ${LEADER[0]} in its hint)" >&2
 fi
+echo
+echo "-- how to reach the leader, on $f"
+on "$f" --echo-queries -c "SELECT node, conninfo FROM mqlog.nodes WHERE node = '${LEADER[0]}'"
 trap - EXIT
 
 print_connect
