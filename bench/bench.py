@@ -34,7 +34,7 @@ except ImportError:     # pragma: no cover - the pure-Python parser below
     hiredis = None
 
 SYSTEMS = ["mqlog", "heap_log", "skip_locked", "pgq", "redis"]
-WORKLOADS = ["produce_batch", "consume", "produce_single", "latency", "json", "sustained"]
+WORKLOADS = ["produce_batch", "consume", "produce_single", "latency", "json", "sustained", "replication"]
 JSON_CODECS = ["uncompressed", "lz4", "zstd"]   # mqlog's compression.type in the JSON workload
 PG_SYSTEMS = SYSTEMS[:4]
 VALUE_SIZES = [100, 1024]
@@ -44,13 +44,13 @@ MODES = {
     # records per batched-produce run, pgbench seconds, redis-benchmark
     # requests, latency samples, total sustained seconds, sample period
     "quick": dict(records=10000, pgbench_s=2, redis_single=20000, latency_n=150,
-                  sustained_s=60, sample_s=2),
+                  sustained_s=60, sample_s=2, repl_rounds=1, repl_lag_n=40, repl_max_s=10),
     "full": dict(records=200000, pgbench_s=15, redis_single=200000, latency_n=1000,
-                 sustained_s=600, sample_s=5),
+                 sustained_s=600, sample_s=5, repl_rounds=3, repl_lag_n=100, repl_max_s=30),
     # issue 5's soak: 10 minutes each of mqlog (worker-driven retention) and
     # the heap log (DELETE after consume); run with --workloads sustained
     "soak": dict(records=10000, pgbench_s=2, redis_single=20000, latency_n=150,
-                 sustained_s=1200, sample_s=10),
+                 sustained_s=1200, sample_s=10, repl_rounds=1, repl_lag_n=40, repl_max_s=10),
 }
 BATCH = 1000          # records per batched-produce call
 CONSUME_BATCH = 500   # records per consume batch, commit/ack included
@@ -181,18 +181,18 @@ class Bench:
         self.cfg = MODES[args.mode]
         self.rng = random.Random(42)
         self.rows = []
-        self.out = open(args.out, "w")
+        self.out = open(args.out, "a" if args.append else "w")
         self.meta = {}
         self.only = set(args.systems.split(",")) if args.systems else set(SYSTEMS)
         self.workloads = set(args.workloads.split(",")) if args.workloads else set(WORKLOADS)
 
     # -- connections
-    def dsn(self):
-        return "host=%s port=%s user=postgres dbname=bench application_name=bench" % (
-            self.a.pghost, self.a.pgport)
+    def dsn(self, port=None):
+        return "host=%s port=%s user=postgres dbname=%s application_name=bench" % (
+            self.a.pghost, port or self.a.pgport, self.a.dbname)
 
-    def connect(self, autocommit=True):
-        c = psycopg2.connect(self.dsn())
+    def connect(self, autocommit=True, port=None):
+        c = psycopg2.connect(self.dsn(port))
         c.autocommit = autocommit
         with c.cursor() as cur:
             cur.execute("SET statement_timeout = '300s'")
@@ -311,6 +311,10 @@ class Bench:
     def setup(self):
         self.admin = self.connect()
         self.q("CREATE EXTENSION IF NOT EXISTS mqlog")
+        if self.a.cluster_ports:        # the cluster's nodes: mqlog only
+            self.collect_meta()
+            log("settings:", json.dumps(self.meta["settings"]))
+            return
         try:
             self.q("CREATE EXTENSION IF NOT EXISTS pgq")
         except Exception as e:
@@ -1006,10 +1010,233 @@ class Bench:
             row["rotation_period_s"] = rot
         self.emit(system, "sustained_inline" if inline_maint else "sustained", size, **row)
 
+    # ====================================================== replication
+    # Three nodes of one cluster on this machine (bench/run.sh starts them
+    # with scripts/cluster-lib.sh), reached over the Unix socket in --pghost
+    # at the ports of --cluster-ports (n1 first); --pgport is n1.
+    def node_port(self, node):
+        """The port of a node, from the conninfo it registered."""
+        ci = self.q1("SELECT conninfo FROM mqlog.nodes WHERE node = %s", (node,))
+        m = re.search(r"port=(\d+)", ci or "")
+        if not m:
+            raise RuntimeError("no port in the conninfo of node %s: %r" % (node, ci))
+        return int(m.group(1))
+
+    def wait(self, what, fn, timeout=60):
+        end = time.time() + timeout
+        while time.time() < end:
+            if fn():
+                return
+            time.sleep(0.1)
+        raise RuntimeError("timed out after %d s waiting for %s" % (timeout, what))
+
+    def repl_topic(self, name, rf, port=None):
+        """A fresh one-partition topic: rf 3 with min.insync.replicas 2,
+        created on n1, present on every node with a follower streaming;
+        or rf 1 on the node of `port`.  Returns (leader, leader port,
+        [follower ports])."""
+        ports = self.a.cluster_ports
+        c = self.connect(port=port or ports[0])
+        if self.q1("SELECT count(*) FROM mqlog.topics WHERE topic = %s", (name,), conn=c):
+            self.q("SELECT mq_drop_topic(%s)", (name,), conn=c)
+        if rf == 1:
+            self.q("SELECT mq_create_topic(%s, 1)", (name,), conn=c)
+            c.close()
+            return None, port, []
+        self.q("SELECT mq_create_topic(%s, 1, replication_factor => 3,"
+               " config => '{\"min.insync.replicas\": 2}')", (name,), conn=c)
+        c.close()
+        leader = self.q1("SELECT leader FROM mqlog.partitions WHERE topic = %s", (name,))
+        lport = self.node_port(leader)
+        followers = [p for p in ports if p != lport]
+        for fp in followers:
+            c = self.connect(port=fp)
+            self.wait("topic %s on the node of port %d" % (name, fp), lambda: self.q1(
+                "SELECT count(*) FROM mqlog.partitions WHERE topic = %s AND leader IS NOT NULL",
+                (name,), conn=c) == 1)
+            self.wait("an apply worker on the node of port %d" % fp, lambda: self.q1(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'mqlog apply'", conn=c) > 0)
+            c.close()
+        return leader, lport, followers
+
+    def acks_conn(self, port, acks):
+        c = self.connect(port=port)
+        with c.cursor() as cur:
+            cur.execute("SET mqlog.acks = '%s'" % acks)
+        return c
+
+    @staticmethod
+    def ack_warnings(conn):
+        w = [n.strip() for n in conn.notices if "in-sync replicas" in n]
+        del conn.notices[:]
+        return w
+
+    def repl_produce(self, name, port, acks, lits, calls):
+        """calls batched produce calls on one leader, as run_produce_batch
+        does (same literals, same statement), or fewer (at least 5) when
+        they take longer than the mode's repl_max_s: (records/s, WAL
+        bytes/record, acks=all warnings, records)."""
+        sql = self.produce_batch_sql("mqlog", name)
+        adm = self.connect(port=port)
+        conn = self.acks_conn(port, acks)
+        self.q("CHECKPOINT", conn=adm)
+        w0 = self.q1("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint", conn=adm)
+        t0 = time.perf_counter()
+        done = 0
+        with conn.cursor() as cur:
+            for i in range(calls):
+                vl, kl = lits[i % len(lits)][:2]
+                cur.execute(sql, (vl, kl))
+                cur.fetchall()
+                done += 1
+                if done >= 5 and time.perf_counter() - t0 > self.cfg["repl_max_s"]:
+                    break
+        dt = time.perf_counter() - t0
+        w1 = self.q1("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint", conn=adm)
+        warn = self.ack_warnings(conn)
+        conn.close()
+        adm.close()
+        rec = done * BATCH
+        return rec / dt, (w1 - w0) / rec, warn, rec
+
+    def run_replication_produce(self, size, lits):
+        calls = self.cfg["records"] // BATCH
+        rounds = self.cfg["repl_rounds"]
+        t3, p3, fol = self.repl_topic("r_rf3_%d" % size, 3)
+        # the rf1 topic on the same node: the comparison is of one leader
+        _, p1, _ = self.repl_topic("r_rf1_%d" % size, 1, port=p3)
+        # rf 1 acks=1 and rf 3 acks=all are the comparison; rf 3 acks=1
+        # tells what the followers' load costs the leader without the wait
+        confs = [("rf1", 1, "1"), ("rf3", 3, "all"), ("rf3_acks1", 3, "1")]
+        runs = {c[0]: [] for c in confs}
+        wal = {c[0]: [] for c in confs}
+        recs = {c[0]: [] for c in confs}
+        warns = []
+        # warm-up: one call each, not measured (the first acks=all commit
+        # also finds out that the followers stream)
+        self.repl_produce("r_rf1_%d" % size, p1, "1", lits, 1)
+        self.repl_produce("r_rf3_%d" % size, p3, "all", lits, 1)
+        for r in range(rounds):
+            for label, rf, acks in (confs if r % 2 == 0 else confs[::-1]):
+                rps, wpr, w, n = self.repl_produce("r_rf%d_%d" % (rf, size), p3, acks, lits, calls)
+                log("    round %d %s acks=%s: %.0f records/s (%d records)" % (r + 1, label, acks, rps, n))
+                runs[label].append(rps)
+                recs[label].append(n)
+                wal[label].append(wpr)
+                warns += w
+        # the followers end with every record: the high watermark is the
+        # log end offset on each of them
+        c = self.connect(port=p3)
+        end = self.q1("SELECT log_end_offset FROM mqlog.partitions WHERE topic = %s", ("r_rf3_%d" % size,), conn=c)
+        c.close()
+        for fp in fol:
+            c = self.connect(port=fp)
+            self.wait("the follower on port %d to reach offset %d" % (fp, end), lambda: self.q1(
+                "SELECT high_watermark FROM mqlog.partitions WHERE topic = %s", ("r_rf3_%d" % size,),
+                conn=c) >= end, timeout=120)
+            c.close()
+        base = statistics.median(runs["rf1"])
+        for label, rf, acks in confs:
+            med = statistics.median(runs[label])
+            self.emit("mqlog_" + label, "replicated_produce", size, records_per_s=med,
+                      mb_per_s=med * size / 1e6, wal_bytes_per_record=statistics.median(wal[label]),
+                      replication_factor=rf, acks=acks,
+                      min_insync_replicas=2 if rf == 3 else None, leader=t3,
+                      rounds=[round(x, 1) for x in runs[label]], batch=BATCH, records=recs[label],
+                      ack_warnings=warns if label == "rf3" else None,
+                      ratio_to_rf1=round(med / base, 4) if rf == 3 else None)
+
+    def run_replication_lag(self, size):
+        """One record at a time, acks=1, on the rf3 topic's leader; from
+        the return of its COMMIT until a follower's mqlog.partitions shows
+        a high watermark past it.  Also the commit time of one record with
+        acks=all (rf3) beside acks=1 (rf1)."""
+        n = self.cfg["repl_lag_n"]
+        t3, p3, fol = self.repl_topic("l_rf3_%d" % size, 3)
+        self.repl_topic("l_rf1_%d" % size, 1, port=p3)
+        value = rand_values(1, size, random.Random(size))[0]
+        prod = self.acks_conn(p3, "1")
+        prod.autocommit = False
+        fconn = self.connect(port=fol[0])
+        lconn = self.connect(port=p3)
+        lags = []
+        leo_lags = []
+        lhw_lags = []
+        rng = random.Random(7)
+        with prod.cursor() as cur, fconn.cursor() as fc, lconn.cursor() as lc:
+            for i in range(n + 3):
+                cur.execute("SELECT \"offset\" FROM mq_produce(%s, %s, %s, partition => 0)",
+                            ("l_rf3_%d" % size, psycopg2.Binary(value), b"k%08d" % i))
+                off = cur.fetchone()[0]
+                prod.commit()
+                t0 = time.perf_counter()
+                t_leo = t_lhw = None
+                while True:
+                    fc.execute("SELECT high_watermark, log_end_offset FROM mqlog.partitions WHERE topic = %s",
+                               ("l_rf3_%d" % size,))
+                    hw, leo = fc.fetchone()
+                    now = time.perf_counter()
+                    if t_leo is None and leo > off:
+                        t_leo = now         # the record is in the follower's log
+                    if t_lhw is None:       # the leader's own high watermark
+                        lc.execute("SELECT high_watermark FROM mqlog.partitions WHERE topic = %s",
+                                   ("l_rf3_%d" % size,))
+                        if lc.fetchone()[0] > off:
+                            t_lhw = time.perf_counter()
+                    if hw > off:
+                        break
+                    if now - t0 > 30:
+                        raise RuntimeError("the follower's high watermark did not pass offset %d in 30 s" % off)
+                if i >= 3:              # the first few warm the path up
+                    lags.append((now - t0) * 1000)
+                    leo_lags.append(((t_leo or now) - t0) * 1000)
+                    lhw_lags.append(((t_lhw or now) - t0) * 1000)
+                time.sleep(rng.uniform(0.005, 0.02))    # let the pipeline go idle
+        prod.close()
+        fconn.close()
+        lconn.close()
+        commit = {}
+        for rf, acks in ((1, "1"), (3, "all")):
+            conn = self.acks_conn(p3, acks)
+            ts = []
+            with conn.cursor() as cur:
+                for i in range(n + 3):
+                    t0 = time.perf_counter()
+                    cur.execute("SELECT mq_produce(%s, %s, %s, partition => 0)",
+                                ("l_rf%d_%d" % (rf, size), psycopg2.Binary(value), b"k%08d" % i))
+                    cur.fetchall()
+                    if i >= 3:
+                        ts.append((time.perf_counter() - t0) * 1000)
+            commit[rf] = ts
+            conn.close()
+        self.emit("mqlog_rf3", "replication_lag", size, p50_ms=pct(lags, 50), p99_ms=pct(lags, 99),
+                  p90_ms=round(pct(lags, 90), 3), max_ms=round(max(lags), 3), min_ms=round(min(lags), 3),
+                  samples=len(lags), follower_port=fol[0], leader=t3,
+                  leo_p50_ms=round(pct(leo_lags, 50), 3), leo_p99_ms=round(pct(leo_lags, 99), 3),
+                  leader_hw_p50_ms=round(pct(lhw_lags, 50), 3), leader_hw_p99_ms=round(pct(lhw_lags, 99), 3),
+                  produce_acks1_rf1_p50_ms=round(pct(commit[1], 50), 3),
+                  produce_acks1_rf1_p99_ms=round(pct(commit[1], 99), 3),
+                  produce_acksall_rf3_p50_ms=round(pct(commit[3], 50), 3),
+                  produce_acksall_rf3_p99_ms=round(pct(commit[3], 99), 3))
+
+    def run_replication(self):
+        if not self.a.cluster_ports or len(self.a.cluster_ports) < 3:
+            raise RuntimeError("the replication workload needs --cluster-ports of three nodes")
+        for size in VALUE_SIZES:
+            log("== replication, value %d bytes" % size)
+            lits = self.batch_literals(self.cfg["records"], size, size)
+            self.guarded("mqlog", "replication", size, lambda: self.run_replication_produce(size, lits))
+        self.guarded("mqlog", "replication", 100, lambda: self.run_replication_lag(100))
+
     # ============================================================== main
     def main(self):
         t0 = time.time()
         self.setup()
+        if self.a.cluster_ports:
+            self.run_replication()
+            log("== done in %.0f s" % (time.time() - t0))
+            self.out.close()
+            return
         systems = [s for s in SYSTEMS if s in self.only]
         for size in VALUE_SIZES:
             log("== value %d bytes" % size)
@@ -1098,10 +1325,16 @@ def main():
     ap.add_argument("--redis-ok", type=int, default=1)
     ap.add_argument("--work", required=True, help="scratch directory for pgbench scripts")
     ap.add_argument("--out", required=True, help="JSON lines output")
+    ap.add_argument("--append", action="store_true", help="append to --out instead of rewriting it")
+    ap.add_argument("--dbname", default="bench", help="the database (postgres for the cluster's nodes)")
+    ap.add_argument("--cluster-ports", default="",
+                    help="the replication workload only: the ports of the cluster's three nodes, n1 first, "
+                         "comma-separated, their sockets in --pghost; --pgport is n1's")
     ap.add_argument("--systems", default="", help="comma-separated subset of " + ",".join(SYSTEMS))
     ap.add_argument("--workloads", default="", help="comma-separated subset of " + ",".join(WORKLOADS) +
                     " (consume reads what produce_batch wrote)")
     args = ap.parse_args()
+    args.cluster_ports = [int(p) for p in args.cluster_ports.split(",") if p]
     Bench(args).main()
 
 

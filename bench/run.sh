@@ -10,11 +10,17 @@
 #   bench/run.sh --soak     issue 5's soak: 10 minutes each of mqlog (retention
 #                           by the maintenance worker) and the heap log (DELETE
 #                           after consume); results in bench/results/soak.jsonl
+#   bench/run.sh --only replication [--quick]
+#                           only the replication workload, on three nodes and
+#                           etcd (scripts/cluster-lib.sh); results in
+#                           bench/results/replication.{jsonl,md}
 #
 # Run it as root on Debian 12: it installs the Debian packages it needs,
 # builds and installs mqlog, then runs PostgreSQL as the `postgres` OS user
-# (Unix socket only) and Redis on 127.0.0.1.  Everything lives in a fresh
-# temporary directory that is removed at the end.  Results go to
+# (Unix socket only) and Redis on 127.0.0.1; then, for the replication
+# workload, stops them and starts one etcd and three PostgreSQL nodes on
+# 127.0.0.1.  Everything lives in a fresh temporary directory that is
+# removed at the end, and every server is stopped by its pid.  Results go to
 # bench/results/latest.{jsonl,md,png}; doc/benchmarks.md explains them.
 # This is a benchmark, not a test: nothing in the test suite runs it.
 set -euo pipefail
@@ -27,6 +33,7 @@ REDISPORT=${BENCH_REDISPORT:-6388}
 PY=/usr/bin/python3             # Debian's python, where the python3-* packages are
 
 MODE=full
+ONLY=
 KEEP=0
 SERVERS_ONLY=0
 for a in "$@"; do
@@ -36,10 +43,21 @@ for a in "$@"; do
         --soak) MODE=soak ;;
         --keep) KEEP=1 ;;
         --servers-only) KEEP=1; SERVERS_ONLY=1 ;;
-        -h|--help) sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
-        *) echo "run.sh: unknown argument $a" >&2; exit 2 ;;
+        -h|--help) sed -n '2,23s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        --only) ONLY=next ;;
+        --only=*) ONLY=${a#--only=} ;;
+        *)
+            if [ "$ONLY" = next ]; then
+                ONLY=$a
+            else
+                echo "run.sh: unknown argument $a" >&2; exit 2
+            fi ;;
     esac
 done
+case "$ONLY" in
+    ""|replication) ;;
+    *) echo "run.sh: --only takes one workload: replication" >&2; exit 2 ;;
+esac
 
 step() { printf '\n==== %s  (%s)\n' "$*" "$(date +%T)"; }
 START=$(date +%s)
@@ -58,6 +76,8 @@ PACKAGES=(
     python3-hiredis              # Redis replies parsed in C, as redis-py does
     python3 python3-psycopg2     # the driver of every PostgreSQL workload
     python3-matplotlib           # the PNG
+    etcd-server etcd-client      # the replication workload's cluster
+    libcurl4-openssl-dev         # mqlog's etcd client
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -88,13 +108,14 @@ PGDATA=$WORK/pgdata
 
 as_pg() { (cd / && runuser -u postgres -- "$@"); }
 
-cleanup() {
-    local rc=$?
-    if [ "$KEEP" = 1 ]; then
-        echo "--keep: PostgreSQL: psql -h $WORK -p $PGPORT -U postgres bench;  Redis: redis-cli -p $REDISPORT"
-        echo "stop with: runuser -u postgres -- $BINDIR/pg_ctl -D $PGDATA stop; redis-cli -p $REDISPORT shutdown nosave; rm -rf $WORK"
-        exit $rc
-    fi
+# the replication workload's cluster (scripts/cluster-lib.sh)
+CL_DIR=$WORK/cluster
+CL_BINDIR=$BINDIR
+CL_CLUSTER_NAME=bench
+# shellcheck source=scripts/cluster-lib.sh
+. "$ROOT/scripts/cluster-lib.sh"
+
+stop_single() {
     if [ -f "$PGDATA/postmaster.pid" ]; then
         as_pg "$BINDIR/pg_ctl" -D "$PGDATA" -m fast -w -t 60 stop >/dev/null 2>&1 ||
             as_pg "$BINDIR/pg_ctl" -D "$PGDATA" -m immediate -w stop >/dev/null 2>&1 || true
@@ -102,6 +123,27 @@ cleanup() {
     if [ -f "$WORK/redis.pid" ]; then
         redis-cli -h 127.0.0.1 -p "$REDISPORT" shutdown nosave >/dev/null 2>&1 ||
             kill "$(cat "$WORK/redis.pid")" 2>/dev/null || true
+        rm -f "$WORK/redis.pid"
+    fi
+}
+
+cleanup() {
+    local rc=$?
+    if [ "$KEEP" = 1 ]; then
+        echo "--keep: PostgreSQL: psql -h $WORK -p $PGPORT -U postgres bench;  Redis: redis-cli -p $REDISPORT"
+        echo "stop with: runuser -u postgres -- $BINDIR/pg_ctl -D $PGDATA stop; redis-cli -p $REDISPORT shutdown nosave; rm -rf $WORK"
+        if cl_running; then
+            echo "the cluster: scripts/cluster-demo.sh --stop --dir $CL_DIR"
+        fi
+        exit $rc
+    fi
+    stop_single
+    if cl_running; then
+        cl_stop || true
+    fi
+    if [ $rc -ne 0 ] && [ -f "$CL_DIR/n1.log" ]; then
+        echo "last lines of the cluster's n1 log:" >&2
+        tail -n 20 "$CL_DIR/n1.log" >&2
     fi
     if [ -f "$WORK/server.log" ] && [ -d "$BENCH/results" ]; then
         # checkpoints, lock waits and errors, to explain a dip in the samples
@@ -117,11 +159,84 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The settings of every PostgreSQL system, printed with the results;
+# the replication workload's nodes get them too.  Durability is on:
+# fsync, synchronous_commit, full pages.
+BENCH_CONF="fsync = on
+synchronous_commit = on
+full_page_writes = on
+shared_buffers = 256MB
+max_wal_size = 4GB
+checkpoint_timeout = 30min
+max_connections = 50
+log_lock_waits = on"
+
+# Three nodes and etcd, the replication workload against them, then stop
+# them: results appended to $1 (or written, with $2 = new).
+run_replication() {
+    step "replication: one etcd and three PostgreSQL nodes on 127.0.0.1, in $CL_DIR"
+    CL_EXTRA_CONF="# bench/run.sh
+$BENCH_CONF"
+    # the installation is shared: install this tree's build again right
+    # before the nodes load it, and check afterwards that they did
+    make -C "$ROOT" -s install PG_CONFIG="$PG_CONFIG" >/dev/null
+    cl_start || return 1
+    if ! cmp -s "$ROOT/mqlog.so" "$("$PG_CONFIG" --pkglibdir)/mqlog.so"; then
+        echo "run.sh: $("$PG_CONFIG" --pkglibdir)/mqlog.so is no longer this tree's build (another make install ran meanwhile); the nodes may run other code: rerun" >&2
+        cl_stop || true
+        return 1
+    fi
+    step "replication workload ($MODE)"
+    local ports rc
+    ports=${CL_PORT[1]},${CL_PORT[2]},${CL_PORT[3]}
+    set +e
+    "$PY" "$BENCH/bench.py" --mode "$MODE" --workloads replication \
+        --pghost "$CL_DIR" --pgport "${CL_PORT[1]}" --dbname postgres --cluster-ports "$ports" \
+        --pgbin "$BINDIR" --redis-port "$REDISPORT" --redis-ok 0 \
+        --work "$WORK" --out "$1" $([ "${2:-}" = new ] || echo --append)
+    rc=$?
+    set -e
+    local i errs
+    if ! cl_stop; then
+        echo "run.sh: a node or etcd needed more than a clean stop; their logs: $BENCH/results/latest-replication-*.log" >&2
+        for i in 1 2 3; do
+            tail -n 400 "$CL_DIR/n$i.log" >"$BENCH/results/latest-replication-n$i.log" || true
+        done
+        tail -n 100 "$CL_DIR/etcd.log" >"$BENCH/results/latest-replication-etcd.log" || true
+        return 1
+    fi
+    for i in 1 2 3; do
+        # errors and warnings of the nodes, to explain a failed row
+        errs=$(grep -E "ERROR|WARNING|FATAL|PANIC" "$CL_DIR/n$i.log" | tail -n 200 || true)
+        if [ -n "$errs" ]; then
+            printf '%s\n' "$errs" >"$BENCH/results/latest-replication-n$i.log"
+        else
+            rm -f "$BENCH/results/latest-replication-n$i.log"
+        fi
+    done
+    return $rc
+}
+
+if [ "$ONLY" = replication ]; then
+    mkdir -p "$BENCH/results"
+    set +e
+    run_replication "$BENCH/results/replication.jsonl" new
+    brc=$?
+    set -e
+    step "report"
+    "$PY" "$BENCH/report.py" "$BENCH/results/replication.jsonl" --only-replication \
+        --md "$BENCH/results/replication.md"
+    cat "$BENCH/results/replication.md"
+    echo
+    echo "done in $(( $(date +%s) - START )) s:"
+    echo "  $BENCH/results/replication.jsonl"
+    echo "  $BENCH/results/replication.md"
+    exit $brc
+fi
+
 step "throwaway PostgreSQL 15 in $WORK (Unix socket only, port $PGPORT)"
 as_pg "$BINDIR/initdb" -D "$PGDATA" -U postgres -A trust -E UTF8 >"$WORK/initdb.log" 2>&1 ||
     { cat "$WORK/initdb.log" >&2; exit 1; }
-# The same settings serve every PostgreSQL system; they are printed with
-# the results.  Durability is on: fsync, synchronous_commit, full pages.
 cat >>"$PGDATA/postgresql.conf" <<EOF
 
 # bench/run.sh
@@ -131,14 +246,7 @@ unix_socket_directories = '$WORK'
 shared_preload_libraries = 'mqlog'
 wal_level = logical
 output_plugin_libraries = 'pgoutput, test_decoding, mqlog'
-fsync = on
-synchronous_commit = on
-full_page_writes = on
-shared_buffers = 256MB
-max_wal_size = 4GB
-checkpoint_timeout = 30min
-max_connections = 50
-log_lock_waits = on
+$BENCH_CONF
 EOF
 if ! as_pg "$BINDIR/pg_ctl" -D "$PGDATA" -l "$WORK/server.log" -w -t 60 start >/dev/null; then
     echo "PostgreSQL did not start:" >&2
@@ -196,6 +304,17 @@ set -e
 if [ $brc -ne 0 ]; then
     echo "bench.py exited with $brc; writing the report from what it measured" >&2
 fi
+
+# the single server and Redis make room for the three nodes
+if [ -f "$WORK/server.log" ]; then
+    tail -n 3000 "$WORK/server.log" >"$BENCH/results/latest-postgresql.log" || true
+fi
+stop_single
+set +e
+run_replication "$BENCH/results/latest.jsonl"
+rrc=$?
+set -e
+[ $rrc -eq 0 ] || { echo "the replication workload exited with $rrc" >&2; brc=$rrc; }
 
 step "report"
 "$PY" "$BENCH/report.py" "$BENCH/results/latest.jsonl" \

@@ -5,6 +5,9 @@
 #
 #   scripts/demo.sh          (re)start the demo from scratch and run the tour
 #   scripts/demo.sh --stop   stop the demo server and delete /tmp/mqlog-demo
+#   scripts/demo.sh --cluster [--stop] [--dir DIR]
+#                            three nodes and etcd, a replicated topic: runs
+#                            scripts/cluster-demo.sh (see there)
 #
 # Run it as root on Debian 12 (it installs packages and the extension; the
 # server itself runs as the `postgres` OS user).  Everything lives in
@@ -19,8 +22,14 @@ PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 BINDIR=/usr/lib/postgresql/15/bin
 
 usage() {
-    sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
+
+for a in "$@"; do
+    if [ "$a" = --cluster ]; then
+        exec "$ROOT/scripts/cluster-demo.sh" "$@"
+    fi
+done
 
 # Run a command as the postgres OS user when we are root (PostgreSQL refuses
 # to run as root), from a directory that user can read.
