@@ -41,14 +41,24 @@
 #include "cluster/metadata.h"
 
 /* an etcd write waiting for its transaction to commit */
+typedef enum PendingKind
+{
+	OP_DROP = 0,
+	OP_CREATE,
+	OP_ADD						/* partitions added to an existing topic */
+} PendingKind;
+
 typedef struct PendingOp
 {
-	bool		create;			/* else drop */
+	bool		create;			/* OP_CREATE; else see kind */
+	PendingKind kind;
 	SubTransactionId subid;
 	char	   *topic;
 	char	   *uuid;
-	char	   *topic_value;	/* create: the topic key's value */
-	List	   *part_values;	/* create: one value per partition */
+	char	   *topic_value;	/* create, add: the topic key's value */
+	List	   *part_values;	/* create, add: one value per new partition */
+	int			first;			/* add: the first new partition */
+	int64		topic_rev;		/* add: the topic key's mod_revision read */
 } PendingOp;
 
 static List *pending = NIL;		/* in TopTransactionContext */
@@ -329,6 +339,9 @@ queue_op(PendingOp *op)
 	ListCell   *lc;
 
 	copy->create = op->create;
+	copy->kind = op->create ? OP_CREATE : op->kind;
+	copy->first = op->first;
+	copy->topic_rev = op->topic_rev;
 	copy->subid = GetCurrentSubTransactionId();
 	copy->topic = pstrdup(op->topic);
 	copy->uuid = pstrdup(op->uuid);
@@ -473,6 +486,94 @@ MqClusterDropTopic(const char *name, int topic_id)
 	queue_op(&op);
 }
 
+/*
+ * The etcd half of mq_add_partitions for a replicated topic, after the
+ * local partitions were made: place the new ones on the live nodes (a
+ * fresh read, as at creation; placement goes on round-robin from where
+ * the topic's first partitions left it), record them locally, and queue
+ * the etcd write for commit: the topic key's new partition count, compared
+ * with the revision read here, and the new partition keys, in one txn.
+ */
+void
+MqClusterAddPartitions(const char *name, int old_count)
+{
+	MqSpi		spi;
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	bool		isnull;
+	int			topic_id;
+	int			total;
+	int			rf;
+	char	   *uuid;
+	List	   *live = NIL;
+	List	   *parts;
+	MqEtcdKv	kv;
+	MqTopicMeta *t;
+	PendingOp	op = {0};
+	ListCell   *lc;
+
+	MqSpiBegin(&spi, true);
+	values[0] = CStringGetTextDatum(name);
+	if (SPI_execute_with_args("SELECT t.topic_id, t.partitions, t.replication_factor "
+							  "FROM mqlog.topic t WHERE t.name OPERATOR(pg_catalog.=) $1",
+							  1, types, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "mqlog: topic \"%s\" is not in the catalog", name);
+	topic_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	total = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	rf = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	MqSpiEnd(&spi);
+	uuid = replicated_uuid(topic_id);
+	if (uuid == NULL || total <= old_count)
+		return;
+	if (total - old_count > MQ_ETCD_MAX_TXN_OPS / 2 - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("cannot add %d partitions to replicated topic \"%s\" at once", total - old_count, name),
+				 errdetail("One etcd transaction takes at most %d new partitions.", MQ_ETCD_MAX_TXN_OPS / 2 - 1),
+				 errhint("Add them in several calls.")));
+
+	foreach(lc, MqClusterReadNodes())
+	{
+		MqClusterNode *n = lfirst(lc);
+
+		if (n->alive)
+			live = lappend(live, pstrdup(n->name));
+	}
+	if (list_length(live) < rf)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("replication factor %d of topic \"%s\" is larger than the number of live nodes", rf, name),
+				 errdetail("Cluster \"%s\" has %d live node%s.", mqlog_cluster_name,
+						   list_length(live), list_length(live) == 1 ? "" : "s"),
+				 errhint("Start more nodes, then add the partitions.")));
+	if (!MqEtcdGet(MqClusterKey("topics/%s", name), &kv, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("replicated topic \"%s\" is not in etcd", name)));
+	t = MqTopicMetaParse(kv.value, kv.mod_revision);
+	if (t->uuid == NULL || strcmp(t->uuid, uuid) != 0 || t->partitions != old_count)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("replicated topic \"%s\" changed in etcd meanwhile", name),
+				 errhint("Retry once mqlog.partitions shows the change on this node.")));
+	t->partitions = total;
+	parts = MqClusterPlace(live, old_count, total - old_count, rf);
+
+	MqSpiBegin(&spi, true);
+	MqClusterStoreLocal(topic_id, NULL, parts);
+	MqSpiEnd(&spi);
+
+	op.kind = OP_ADD;
+	op.topic = (char *) name;
+	op.uuid = uuid;
+	op.topic_value = MqTopicMetaJson(t);
+	op.first = old_count;
+	op.topic_rev = kv.mod_revision;
+	foreach(lc, parts)
+		op.part_values = lappend(op.part_values, MqPartitionMetaJson(lfirst(lc)));
+	queue_op(&op);
+}
+
 /* ------------------------------------------------------------------------
  * At commit: the queued etcd writes
  * ------------------------------------------------------------------------ */
@@ -511,6 +612,31 @@ write_create(PendingOp *op)
 					 errdetail("Another node created it in etcd while this transaction ran."),
 					 errcontext("writing topic \"%s\" to etcd at commit", op->topic)));
 	}
+}
+
+static void
+write_add(PendingOp *op)
+{
+	char	   *topic_key = MqClusterKey("topics/%s", op->topic);
+	MqEtcdTxn  *txn = MqEtcdTxnBegin();
+	ListCell   *lc;
+	int			p = op->first;
+
+	MqEtcdTxnIfModRevision(txn, topic_key, op->topic_rev);
+	MqEtcdTxnPut(txn, topic_key, op->topic_value, 0);
+	foreach(lc, op->part_values)
+	{
+		char	   *key = MqClusterKey("partitions/%s/%d", op->topic, p++);
+
+		MqEtcdTxnIfAbsent(txn, key);
+		MqEtcdTxnPut(txn, key, lfirst(lc), 0);
+	}
+	if (!MqEtcdTxnCommit(txn, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("topic \"%s\" changed in etcd while partitions were added to it", op->topic),
+				 errhint("Try mq_add_partitions again."),
+				 errcontext("writing topic \"%s\" to etcd at commit", op->topic)));
 }
 
 static void
@@ -554,8 +680,10 @@ cluster_xact_callback(XactEvent event, void *arg)
 				{
 					PendingOp  *op = lfirst(lc);
 
-					if (op->create)
+					if (op->kind == OP_CREATE)
 						write_create(op);
+					else if (op->kind == OP_ADD)
+						write_add(op);
 					else
 						write_drop(op);
 				}

@@ -121,14 +121,12 @@ mq_add_partitions(PG_FUNCTION_ARGS)
 {
 	static const Oid types[] = {TEXTOID, INT4OID};
 	MqTopic    *topic = check_alter(fcinfo);
+	int			old_count = topic->partitions;
+	char	   *name = pstrdup(topic->name);
 
-	if (MqClusterTopicIsReplicated(topic->topic_id))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot add partitions to replicated topic \"%s\"", topic->name),
-				 errdetail("Placing new partitions of a replicated topic on the nodes is not implemented yet."),
-				 errhint("Create a new topic with the number of partitions you need.")));
 	call_internal("SELECT mqlog._add_partitions($1, $2)", fcinfo, 2, types, InvalidOid);
+	/* a replicated topic: place the new partitions, in etcd at commit */
+	MqClusterAddPartitions(name, old_count);
 	PG_RETURN_VOID();
 }
 

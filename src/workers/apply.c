@@ -285,6 +285,8 @@ static XLogRecPtr saved_lsn = InvalidXLogRecPtr;	/* the origin's progress */
 static TimestampTz last_feedback = 0;
 static TimestampTz last_report = 0;	/* of progress to the leader */
 static bool report_due = false; /* something was written since */
+static int	report_soon_ms = 5;	/* how soon "soon" is (MQ_APPLY_REPORT_SOON_MS,
+								 * backing off) */
 
 
 /* report progress at least this often, written or not ... */
@@ -594,6 +596,7 @@ report_progress(void)
 	const char *params[4];
 	PGresult   *res;
 	ListCell   *plc;
+	bool		behind = false;
 
 	if (part_list == NIL)
 		return;
@@ -635,6 +638,8 @@ report_progress(void)
 			continue;
 		(void) MqPartitionAdvanceHighWatermark(MqTopicPartition(t, p->key.partition),
 											   Min(hw, p->leo));
+		if (hw < p->leo)
+			behind = true;
 	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -643,7 +648,18 @@ report_progress(void)
 	pfree(nums.data);
 	pfree(leos.data);
 	last_report = GetCurrentTimestamp();
-	report_due = false;
+
+	/*
+	 * The high watermark has not reached what this node holds: the other
+	 * in-sync replicas had not reported yet.  Ask again soon, backing off
+	 * while it stays so (an in-sync replica that is away holds it until
+	 * the leader drops it from the ISR).
+	 */
+	if (behind)
+		report_soon_ms = Min(report_soon_ms * 2, MQ_APPLY_REPORT_MS);
+	else
+		report_soon_ms = MQ_APPLY_REPORT_SOON_MS;
+	report_due = behind;
 }
 
 /* ask the leader to log p's LSO into the stream */
@@ -761,6 +777,7 @@ write_ready(void)
 	{
 		end_apply(restart_point());
 		report_due = true;
+		report_soon_ms = MQ_APPLY_REPORT_SOON_MS;
 	}
 }
 
@@ -1239,7 +1256,7 @@ mqlog_apply_main(Datum main_arg)
 		advance_idle();
 		send_feedback(false);
 		if (TimestampDifferenceExceeds(last_report, GetCurrentTimestamp(),
-									   report_due ? MQ_APPLY_REPORT_SOON_MS : MQ_APPLY_REPORT_MS))
+									   report_due ? report_soon_ms : MQ_APPLY_REPORT_MS))
 			report_progress();
 
 		if (TimestampDifferenceExceeds(last_refresh, GetCurrentTimestamp(), 1000))
@@ -1267,7 +1284,7 @@ mqlog_apply_main(Datum main_arg)
 
 		rc = WaitLatchOrSocket(MyLatch,
 							   WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							   PQsocket(repl), report_due ? MQ_APPLY_REPORT_SOON_MS : 100,
+							   PQsocket(repl), report_due ? report_soon_ms : 100,
 							   PG_WAIT_EXTENSION);
 		if (rc & WL_LATCH_SET)
 			ResetLatch(MyLatch);

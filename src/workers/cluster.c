@@ -581,6 +581,24 @@ create_local(EtcdTopic *et)
 					mqlog_cluster_name)));
 }
 
+/* partitions added on another node: here too, with their replicas */
+static void
+add_local(EtcdTopic *et, LocalTopic *lt)
+{
+	Oid			types[2] = {TEXTOID, INT4OID};
+	Datum		values[2];
+
+	values[0] = CStringGetTextDatum(et->meta->name);
+	values[1] = Int32GetDatum(et->meta->partitions);
+	if (SPI_execute_with_args("SELECT mqlog._add_partitions($1, $2)",
+							  2, types, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mqlog cluster sync: mqlog._add_partitions failed");
+	MqClusterStoreLocal(lt->topic_id, et->meta, all_parts(et));
+	ereport(LOG,
+			(errmsg("mqlog cluster sync: topic \"%s\" grew from %d to %d partitions in cluster \"%s\"",
+					et->meta->name, lt->nparts, et->meta->partitions, mqlog_cluster_name)));
+}
+
 static void
 drop_local(LocalTopic *lt)
 {
@@ -617,7 +635,8 @@ typedef enum UnitKind
 	UNIT_CREATE,
 	UNIT_REFRESH,
 	UNIT_DROP,
-	UNIT_ORPHAN
+	UNIT_ORPHAN,
+	UNIT_ADD					/* partitions another node added */
 } UnitKind;
 
 typedef struct Unit
@@ -648,6 +667,9 @@ unit_work(void *arg)
 			break;
 		case UNIT_ORPHAN:
 			delete_orphan(u->et);
+			break;
+		case UNIT_ADD:
+			add_local(u->et, u->lt);
 			break;
 	}
 }
@@ -786,6 +808,11 @@ sync_round(void)
 		}
 		if (lt->uuid == NULL || strcmp(lt->uuid, et->meta->uuid) != 0)
 			continue;			/* a local topic of that name; see the drop below */
+		if (lt->nparts < et->meta->partitions)
+		{
+			run_unit(UNIT_ADD, et, lt, NIL);
+			continue;
+		}
 		{
 			List	   *changed = NIL;
 

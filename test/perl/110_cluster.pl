@@ -4,7 +4,8 @@
 # lease taken over, placement of a replicated topic (replicas and leaders
 # round-robin, the same on every node), the refusals (factor above the
 # live nodes, a name taken in etcd, a rolled-back creation that never
-# reaches etcd, mq_add_partitions), a replicated drop seen by every node,
+# reaches etcd), mq_add_partitions placing new partitions on every node,
+# a replicated drop seen by every node,
 # a node name clash, bad node settings, and etcd down: mq_create_topic of
 # a replicated topic fails within the timeout and changes nothing,
 # single-node topics keep working, the cluster worker logs its retries
@@ -118,9 +119,20 @@ like($err, qr/topic "pair" already exists in cluster "test".*\n.*DETAIL:  Node "
 ($ret, $out, $err) = $n1->psql('postgres', q{SELECT mq_create_topic('pair', 1, replication_factor => 2)});
 like($err, qr/topic "pair" already exists/, 'so is the same name twice on one node');
 
-($ret, $out, $err) = $n1->psql('postgres', q{SELECT mq_add_partitions('pair', 2)});
-like($err, qr/cannot add partitions to replicated topic "pair"/,
-	'mq_add_partitions of a replicated topic is refused');
+$n1->safe_psql('postgres', q{BEGIN; SELECT mq_add_partitions('pair', 2); ROLLBACK;});
+like((MqCluster::etcdctl($etcd, 'get', "/mqlog/$C/topics/pair", '--print-value-only'))[1],
+	qr/"partitions":\s*1\b/, 'a rolled-back mq_add_partitions never reaches etcd');
+$n1->safe_psql('postgres', q{SELECT mq_add_partitions('pair', 3)});
+my $pair = q{SELECT "partition" || ':' || leader || ':' || replicas::text
+               FROM mqlog.partitions WHERE topic = 'pair' ORDER BY "partition"};
+is($n1->safe_psql('postgres', $pair), "0:n1:{n1,n2}\n1:n2:{n2,n3}\n2:n3:{n3,n1}",
+	'mq_add_partitions places the new partitions round-robin on from the first ones');
+is(scalar(split /\n/, MqCluster::etcd_keys($etcd, 'partitions/pair/')), 3, '... and writes them to etcd');
+foreach my $n ($n2, $n3)
+{
+	ok(MqCluster::wait_until(sub { $n->safe_psql('postgres', $pair) eq $n1->safe_psql('postgres', $pair) }, 30),
+		$n->name . ': the new partitions are there, with the same replicas (n3 takes the topic now)');
+}
 
 $n1->safe_psql('postgres', q{BEGIN; SELECT mq_create_topic('rolled', 3, replication_factor => 2); ROLLBACK;});
 is(MqCluster::etcd_keys($etcd, 'topics/rolled'), '', 'a rolled-back creation never reaches etcd');
