@@ -287,6 +287,7 @@ static TimestampTz last_report = 0;	/* of progress to the leader */
 static bool report_due = false; /* something was written since */
 static int	report_soon_ms = 5;	/* how soon "soon" is (MQ_APPLY_REPORT_SOON_MS,
 								 * backing off) */
+static int	reports_behind = 0; /* reports in a row that found the HW behind */
 
 
 /* report progress at least this often, written or not ... */
@@ -651,14 +652,17 @@ report_progress(void)
 
 	/*
 	 * The high watermark has not reached what this node holds: the other
-	 * in-sync replicas had not reported yet.  Ask again soon, backing off
-	 * while it stays so (an in-sync replica that is away holds it until
-	 * the leader drops it from the ISR).
+	 * in-sync replicas had not reported yet.  Ask again soon, a few times,
+	 * then backing off while it stays so (an in-sync replica that is away
+	 * holds it until the leader drops it from the ISR).
 	 */
-	if (behind)
-		report_soon_ms = Min(report_soon_ms * 2, MQ_APPLY_REPORT_MS);
-	else
+	if (!behind)
+	{
 		report_soon_ms = MQ_APPLY_REPORT_SOON_MS;
+		reports_behind = 0;
+	}
+	else if (++reports_behind > 4)
+		report_soon_ms = Min(report_soon_ms * 2, MQ_APPLY_REPORT_MS);
 	report_due = behind;
 }
 
@@ -778,6 +782,7 @@ write_ready(void)
 		end_apply(restart_point());
 		report_due = true;
 		report_soon_ms = MQ_APPLY_REPORT_SOON_MS;
+		reports_behind = 0;
 	}
 }
 
