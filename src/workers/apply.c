@@ -652,7 +652,7 @@ report_progress(void)
 
 	/*
 	 * The high watermark has not reached what this node holds: the other
-	 * in-sync replicas had not reported yet.  Ask again soon, a few times,
+	 * in-sync replicas had not reported yet.  Ask again soon, once quickly,
 	 * then backing off while it stays so (an in-sync replica that is away
 	 * holds it until the leader drops it from the ISR).
 	 */
@@ -661,7 +661,7 @@ report_progress(void)
 		report_soon_ms = MQ_APPLY_REPORT_SOON_MS;
 		reports_behind = 0;
 	}
-	else if (++reports_behind > 4)
+	else if (++reports_behind > 1)
 		report_soon_ms = Min(report_soon_ms * 2, MQ_APPLY_REPORT_MS);
 	report_due = behind;
 }
