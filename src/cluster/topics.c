@@ -353,6 +353,67 @@ queue_op(PendingOp *op)
 }
 
 /*
+ * A local topic's catalog row, into t (name, partitions, factor, config);
+ * returns its topic id.
+ */
+static int
+read_topic_row(const char *name, MqTopicMeta *t)
+{
+	MqSpi		spi;
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	bool		isnull;
+	int			topic_id;
+	MemoryContext outer = CurrentMemoryContext;
+
+	MqSpiBegin(&spi, true);
+	values[0] = CStringGetTextDatum(name);
+	if (SPI_execute_with_args("SELECT t.topic_id, t.partitions, t.replication_factor, t.config::pg_catalog.text "
+							  "FROM mqlog.topic t WHERE t.name OPERATOR(pg_catalog.=) $1",
+							  1, types, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "mqlog: topic \"%s\" is not in the catalog", name);
+	topic_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	t->name = MemoryContextStrdup(outer, name);
+	t->partitions = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	t->replication_factor = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	t->config = MemoryContextStrdup(outer, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4));
+	MqSpiEnd(&spi);
+	return topic_id;
+}
+
+/*
+ * The names of the live nodes, read from etcd now (never the cached
+ * list); refused when fewer than replication_factor.
+ */
+static List *
+live_nodes(int replication_factor)
+{
+	List	   *live = NIL;
+	StringInfoData names;
+	ListCell   *lc;
+
+	initStringInfo(&names);
+	foreach(lc, MqClusterReadNodes())
+	{
+		MqClusterNode *n = lfirst(lc);
+
+		if (!n->alive)
+			continue;
+		live = lappend(live, pstrdup(n->name));
+		appendStringInfo(&names, "%s\"%s\"", names.len ? ", " : "", n->name);
+	}
+	if (list_length(live) < replication_factor)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("replication factor %d is larger than the number of live nodes", replication_factor),
+				 errdetail("Cluster \"%s\" has %d live node%s%s%s.", mqlog_cluster_name,
+						   list_length(live), list_length(live) == 1 ? "" : "s",
+						   names.len ? ": " : "", names.data),
+				 errhint("Start more nodes, or use a smaller replication factor.")));
+	return live;
+}
+
+/*
  * The etcd half of mq_create_topic for a topic just created locally with
  * a replication factor above 1: place its replicas on the live nodes (a
  * fresh read of etcd, never the cached list), record them locally, and
@@ -362,50 +423,16 @@ void
 MqClusterCreateTopic(const char *name)
 {
 	MqSpi		spi;
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1];
-	bool		isnull;
 	int			topic_id;
 	MqTopicMeta t = {0};
-	List	   *nodes;
-	List	   *live = NIL;
+	List	   *live;
 	List	   *parts;
-	StringInfoData names;
 	MqEtcdKv	existing;
 	PendingOp	op = {0};
 	ListCell   *lc;
 
-	MqSpiBegin(&spi, true);
-	values[0] = CStringGetTextDatum(name);
-	if (SPI_execute_with_args("SELECT t.topic_id, t.partitions, t.replication_factor, t.config::pg_catalog.text "
-							  "FROM mqlog.topic t WHERE t.name OPERATOR(pg_catalog.=) $1",
-							  1, types, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "mqlog: topic \"%s\" just created is not in the catalog", name);
-	topic_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	t.name = pstrdup(name);
-	t.partitions = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	t.replication_factor = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
-	t.config = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4);
-
-	nodes = MqClusterReadNodes();
-	initStringInfo(&names);
-	foreach(lc, nodes)
-	{
-		MqClusterNode *n = lfirst(lc);
-
-		if (!n->alive)
-			continue;
-		live = lappend(live, pstrdup(n->name));
-		appendStringInfo(&names, "%s\"%s\"", names.len ? ", " : "", n->name);
-	}
-	if (list_length(live) < t.replication_factor)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("replication factor %d is larger than the number of live nodes", t.replication_factor),
-				 errdetail("Cluster \"%s\" has %d live node%s%s%s.", mqlog_cluster_name,
-						   list_length(live), list_length(live) == 1 ? "" : "s",
-						   names.len ? ": " : "", names.data),
-				 errhint("Start more nodes, or use a smaller replication factor.")));
+	topic_id = read_topic_row(name, &t);
+	live = live_nodes(t.replication_factor);
 	if (MqEtcdGet(MqClusterKey("topics/%s", name), &existing, NULL))
 	{
 		char	   *by = MqJsonTryString(existing.value, "created_by");
@@ -418,6 +445,7 @@ MqClusterCreateTopic(const char *name)
 
 	MqClusterTopicMetaNew(&t);
 	parts = MqClusterPlace(live, 0, t.partitions, t.replication_factor);
+	MqSpiBegin(&spi, true);
 	MqClusterStoreLocal(topic_id, &t, parts);
 	MqSpiEnd(&spi);
 
@@ -498,30 +526,19 @@ void
 MqClusterAddPartitions(const char *name, int old_count)
 {
 	MqSpi		spi;
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1];
-	bool		isnull;
 	int			topic_id;
+	MqTopicMeta row = {0};
 	int			total;
-	int			rf;
 	char	   *uuid;
-	List	   *live = NIL;
+	List	   *live;
 	List	   *parts;
 	MqEtcdKv	kv;
 	MqTopicMeta *t;
 	PendingOp	op = {0};
 	ListCell   *lc;
 
-	MqSpiBegin(&spi, true);
-	values[0] = CStringGetTextDatum(name);
-	if (SPI_execute_with_args("SELECT t.topic_id, t.partitions, t.replication_factor "
-							  "FROM mqlog.topic t WHERE t.name OPERATOR(pg_catalog.=) $1",
-							  1, types, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "mqlog: topic \"%s\" is not in the catalog", name);
-	topic_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	total = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	rf = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
-	MqSpiEnd(&spi);
+	topic_id = read_topic_row(name, &row);
+	total = row.partitions;
 	uuid = replicated_uuid(topic_id);
 	if (uuid == NULL || total <= old_count)
 		return;
@@ -531,21 +548,7 @@ MqClusterAddPartitions(const char *name, int old_count)
 				 errmsg("cannot add %d partitions to replicated topic \"%s\" at once", total - old_count, name),
 				 errdetail("One etcd transaction takes at most %d new partitions.", MQ_ETCD_MAX_TXN_OPS / 2 - 1),
 				 errhint("Add them in several calls.")));
-
-	foreach(lc, MqClusterReadNodes())
-	{
-		MqClusterNode *n = lfirst(lc);
-
-		if (n->alive)
-			live = lappend(live, pstrdup(n->name));
-	}
-	if (list_length(live) < rf)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("replication factor %d of topic \"%s\" is larger than the number of live nodes", rf, name),
-				 errdetail("Cluster \"%s\" has %d live node%s.", mqlog_cluster_name,
-						   list_length(live), list_length(live) == 1 ? "" : "s"),
-				 errhint("Start more nodes, then add the partitions.")));
+	live = live_nodes(row.replication_factor);
 	if (!MqEtcdGet(MqClusterKey("topics/%s", name), &kv, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -557,7 +560,7 @@ MqClusterAddPartitions(const char *name, int old_count)
 				 errmsg("replicated topic \"%s\" changed in etcd meanwhile", name),
 				 errhint("Retry once mqlog.partitions shows the change on this node.")));
 	t->partitions = total;
-	parts = MqClusterPlace(live, old_count, total - old_count, rf);
+	parts = MqClusterPlace(live, old_count, total - old_count, row.replication_factor);
 
 	MqSpiBegin(&spi, true);
 	MqClusterStoreLocal(topic_id, NULL, parts);
