@@ -25,6 +25,10 @@ use Time::HiRes qw(usleep time);
 
 our $CLUSTER_NAME = 'test';
 
+# etcd processes started here and not stopped yet: a test that dies midway
+# still stops them (END below), so no etcd outlives its test
+my %spawned;
+
 # Poll $cond (a sub returning true when done) every 100 ms for at most
 # $timeout seconds; returns whether it became true.
 sub wait_until
@@ -78,6 +82,7 @@ sub _spawn_etcd
 		  or die "exec etcd: $!";
 	}
 	$etcd->{pid} = $pid;
+	$spawned{$pid} = 1;
 	my $healthy = wait_until(sub { (etcdctl($etcd, 'endpoint', 'health'))[0] == 0 }, 60);
 	die "etcd did not become healthy, see $etcd->{dir}/etcd.log" unless $healthy;
 	note "etcd pid $pid at $etcd->{url}";
@@ -107,6 +112,7 @@ sub stop_etcd
 	return unless $etcd->{pid};
 	kill 'TERM', $etcd->{pid};
 	waitpid($etcd->{pid}, 0);
+	delete $spawned{ $etcd->{pid} };
 	delete $etcd->{pid};
 }
 
@@ -178,6 +184,17 @@ sub wait_log
 			return substr($log, $offset // 0) =~ $re;
 		},
 		$timeout // 60);
+}
+
+END
+{
+	local $?;					# keep the test's exit status
+
+	foreach my $pid (keys %spawned)
+	{
+		kill 'TERM', $pid;
+		waitpid($pid, 0);
+	}
 }
 
 1;
