@@ -87,6 +87,7 @@ extern MqTopicMeta *MqTopicMetaParse(const char *json, int64 mod_revision);
 extern MqPartitionMeta *MqPartitionMetaParse(const char *json, int partition,
 											 int64 mod_revision);
 extern bool MqPartitionHasReplica(const MqPartitionMeta *p, const char *node);
+extern bool MqClusterNameListed(List *names, const char *name);
 
 /* replicated topics: creation and drop from SQL (topics.c) */
 extern void MqClusterCheckReplicationFactor(int replication_factor);

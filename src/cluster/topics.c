@@ -193,10 +193,17 @@ MqPartitionMetaParse(const char *json, int partition, int64 mod_revision)
 bool
 MqPartitionHasReplica(const MqPartitionMeta *p, const char *node)
 {
+	return MqClusterNameListed(p->replicas, node);
+}
+
+/* is name in a list of node names (char *)? */
+bool
+MqClusterNameListed(List *names, const char *name)
+{
 	ListCell   *lc;
 
-	foreach(lc, p->replicas)
-		if (strcmp(lfirst(lc), node) == 0)
+	foreach(lc, names)
+		if (strcmp(lfirst(lc), name) == 0)
 			return true;
 	return false;
 }

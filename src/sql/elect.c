@@ -47,17 +47,6 @@ PG_FUNCTION_INFO_V1(mq_elect_leader);
 #define CAS_LOST		2		/* etcd answered: someone else wrote first */
 
 static bool
-in_names(List *names, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, names)
-		if (strcmp(lfirst(lc), name) == 0)
-			return true;
-	return false;
-}
-
-static bool
 in_isr(const MqReplicaInfo *ri, const char *node)
 {
 	for (int i = 0; i < ri->nisr; i++)
@@ -172,7 +161,7 @@ mq_elect_leader(PG_FUNCTION_ARGS)
 				 errmsg("partition %d of topic \"%s\" is not in etcd", partition, topic->name)));
 	meta = MqPartitionMetaParse(kv.value, partition, kv.mod_revision);
 	if (meta->leader == NULL || strcmp(meta->leader, ri->leader) != 0 ||
-		meta->leader_epoch != ri->leader_epoch || !in_names(meta->isr, node))
+		meta->leader_epoch != ri->leader_epoch || !MqClusterNameListed(meta->isr, node))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("the leader of partition %d of topic \"%s\" changed meanwhile", partition, topic->name),

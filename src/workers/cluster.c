@@ -747,12 +747,8 @@ ensure_apply_workers(void)
 		foreach(lc, MqClusterSharedNodes())
 		{
 			MqClusterNode *n = lfirst(lc);
-			bool		listed = false;
-			ListCell   *l2;
 
-			foreach(l2, leaders)
-				listed |= strcmp(lfirst(l2), n->name) == 0;
-			if (n->alive && !n->is_self && !listed)
+			if (n->alive && !n->is_self && !MqClusterNameListed(leaders, n->name))
 				leaders = lappend(leaders, pstrdup(n->name));
 		}
 	}

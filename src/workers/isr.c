@@ -81,17 +81,6 @@ leading_since(int32 topic_id, int32 partition, int32 epoch, TimestampTz now)
 	return e->since;
 }
 
-static bool
-in_list(List *names, const char *name)
-{
-	ListCell   *lc;
-
-	foreach(lc, names)
-		if (strcmp(lfirst(lc), name) == 0)
-			return true;
-	return false;
-}
-
 static char *
 names_text(List *names)
 {
@@ -127,7 +116,7 @@ wanted_isr(MqTopic *topic, int32 partition, MqPartitionMeta *meta, int64 lag_ms,
 		const char *node = lfirst(lc);
 		MqFollowerProgress fp;
 		bool		reported = MqPartitionFollowerProgress(part, node, &fp);
-		bool		now_in = in_list(meta->isr, node);
+		bool		now_in = MqClusterNameListed(meta->isr, node);
 		bool		fresh;
 
 		if (strcmp(node, meta->leader) == 0)
@@ -150,7 +139,7 @@ same_names(List *a, List *b)
 	if (list_length(a) != list_length(b))
 		return false;
 	foreach(lc, a)
-		if (!in_list(b, lfirst(lc)))
+		if (!MqClusterNameListed(b, lfirst(lc)))
 			return false;
 	return true;
 }
