@@ -490,24 +490,21 @@ restart_point(void)
 	ListCell   *plc;
 	Part	   *p;
 	bool		any = offsets_pending != NIL;
-	XLogRecPtr	lsn;
+	XLogRecPtr	lsn = last_lsn;
 
 	foreach(plc, part_list)
-		any |= ((Part *) lfirst(plc))->pending != NIL;
+		if ((p = lfirst(plc))->pending != NIL)
+		{
+			lsn = Min(lsn, ((Pending *) linitial(p->pending))->lsn);
+			any = true;
+		}
 
 	/*
 	 * Nothing pending: everything the leader sent was written, so the
 	 * stream's end is done with (a walsender at shutdown waits until its
 	 * receiver confirms that).
 	 */
-	if (!any)
-		return Max(last_lsn, last_wal_end);
-	lsn = last_lsn;
-
-	foreach(plc, part_list)
-		if ((p = lfirst(plc))->pending != NIL)
-			lsn = Min(lsn, ((Pending *) linitial(p->pending))->lsn);
-	return lsn;
+	return any ? lsn : Max(last_lsn, last_wal_end);
 }
 
 static void
