@@ -1367,6 +1367,58 @@ CREATE FUNCTION mqlog._replica_progress(node text, topic_ids int[], partitions i
 COMMENT ON FUNCTION mqlog._replica_progress(text, int[], int[], bigint[]) IS
     'internal: a follower''s log end offsets in, the partitions'' high watermarks and the leader''s last stable offsets out';
 
+/*
+ * The follower's side: a follower whose log ends below its leader's log
+ * start offset (the leader's retention dropped what it lacks, while the
+ * follower was away longer than its slot kept WAL for it) starts its log
+ * again at the leader's log start, as a Kafka follower does: every segment
+ * of the partition goes, and an empty one begins there.  Run by the apply
+ * worker (workers/apply.c) in a transaction of its own; false when the
+ * active segment is busy (try again).
+ */
+CREATE FUNCTION mqlog._restart_log_at(topic_id int, part int, base bigint) RETURNS bool
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    SET mqlog.allow_segment_ddl = on SET lock_timeout = '100ms' AS $$
+DECLARE
+    seg mqlog.segment := mqlog._active_segment(topic_id, part);
+    tname text;
+    log_end bigint;
+    newrel oid;
+    old record;
+BEGIN
+    IF seg.relid IS NULL THEN
+        RETURN false;
+    END IF;
+    log_end := mqlog._roll_begin(topic_id, part, seg.relid);
+    IF log_end IS NULL THEN
+        RETURN false;           /* busy, or rolled into its spare a moment ago */
+    END IF;
+    SELECT t.name INTO tname FROM mqlog.topic t WHERE t.topic_id = _restart_log_at.topic_id;
+    IF base <= log_end THEN
+        RAISE EXCEPTION 'partition % of topic "%" ends at offset %, not below %', part, tname, log_end, base
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    newrel := mqlog._create_segment(topic_id, tname, part, base);
+    PERFORM mqlog._roll_finish(topic_id, part, newrel, base);
+    FOR old IN
+        DELETE FROM mqlog.segment s
+         WHERE s.topic_id = _restart_log_at.topic_id AND s."partition" = part
+           AND s.base_offset >= 0 AND s.relid <> newrel
+        RETURNING s.relid
+    LOOP
+        BEGIN
+            EXECUTE format('DROP TABLE %s CASCADE', old.relid::regclass);
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;               /* a reader is inside: the orphan sweep drops it later */
+        END;
+    END LOOP;
+    PERFORM mqlog._catalog_changed();
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION mqlog._restart_log_at(int, int, bigint) IS
+    'internal: a follower below its leader''s log start offset starts its log again there';
+
 /* ------------------------------------------------------------------------
  * No internal function is callable by PUBLIC: mqlog._* are run only by
  * mqlog's own functions, as the extension owner.

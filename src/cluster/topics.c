@@ -45,7 +45,8 @@ typedef enum PendingKind
 {
 	OP_DROP = 0,
 	OP_CREATE,
-	OP_ADD						/* partitions added to an existing topic */
+	OP_ADD,						/* partitions added to an existing topic */
+	OP_ALTER					/* its config changed */
 } PendingKind;
 
 typedef struct PendingOp
@@ -58,7 +59,7 @@ typedef struct PendingOp
 	char	   *topic_value;	/* create, add: the topic key's value */
 	List	   *part_values;	/* create, add: one value per new partition */
 	int			first;			/* add: the first new partition */
-	int64		topic_rev;		/* add: the topic key's mod_revision read */
+	int64		topic_rev;		/* add, alter: the topic key's mod_revision read */
 } PendingOp;
 
 static List *pending = NIL;		/* in TopTransactionContext */
@@ -246,15 +247,16 @@ name_array(List *names)
 }
 
 /*
- * Record in the local catalog that topic_id is replicated, and the
- * replicas of the given partitions (MqPartitionMeta *): inserted, or
- * updated when there.  The caller is connected to SPI with search_path
+ * Record in the local catalog that topic_id is replicated (with t, its
+ * identity and the config the cluster gives it), and the replicas of the
+ * given partitions (MqPartitionMeta *): inserted, or updated when there.  The caller is connected to SPI with search_path
  * pinned, as a role that may write mqlog's catalog.
  */
 void
 MqClusterStoreLocal(int topic_id, const MqTopicMeta *t, List *parts)
 {
 	ListCell   *lc;
+	bool		announce = false;
 
 	if (t != NULL)
 	{
@@ -271,6 +273,22 @@ MqClusterStoreLocal(int topic_id, const MqTopicMeta *t, List *parts)
 								  "mod_revision = excluded.mod_revision",
 								  4, types, values, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "mqlog: could not record replicated topic %d", topic_id);
+
+		/* the config is the cluster's: another node's mq_alter_topic lands here */
+		types[1] = JSONBOID;
+		values[1] = DirectFunctionCall1(jsonb_in, CStringGetDatum(t->config));
+		if (SPI_execute_with_args("UPDATE mqlog.topic t SET config = $2 "
+								  "WHERE t.topic_id OPERATOR(pg_catalog.=) $1 "
+								  "AND t.config OPERATOR(pg_catalog.<>) $2",
+								  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "mqlog: could not update the config of replicated topic %d", topic_id);
+		if (SPI_processed > 0)
+		{
+			ereport(LOG,
+					(errmsg("mqlog: topic \"%s\" takes its config from cluster \"%s\": %s",
+							t->name, mqlog_cluster_name, t->config)));
+			announce = true;
+		}
 	}
 	foreach(lc, parts)
 	{
@@ -295,8 +313,8 @@ MqClusterStoreLocal(int topic_id, const MqTopicMeta *t, List *parts)
 			elog(ERROR, "mqlog: could not record the replicas of topic %d partition %d",
 				 topic_id, p->partition);
 	}
-	/* topic caches hold the leaders and in-sync replicas: reload them */
-	if (parts != NIL &&
+	/* topic caches hold the config, leaders and in-sync replicas: reload them */
+	if ((parts != NIL || announce) &&
 		SPI_execute("SELECT mqlog._catalog_changed()", false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "mqlog: could not announce the new replicas of topic %d", topic_id);
 }
@@ -522,6 +540,30 @@ MqClusterDropTopic(const char *name, int topic_id)
 }
 
 /*
+ * A replicated topic's key in etcd, read now, checked to be the topic of
+ * this uuid with this many partitions (an etcd write from another node
+ * meanwhile is a serialization failure, to retry).
+ */
+static MqTopicMeta *
+read_etcd_topic(const char *name, const char *uuid, int partitions)
+{
+	MqEtcdKv	kv;
+	MqTopicMeta *t;
+
+	if (!MqEtcdGet(MqClusterKey("topics/%s", name), &kv, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("replicated topic \"%s\" is not in etcd", name)));
+	t = MqTopicMetaParse(kv.value, kv.mod_revision);
+	if (t->uuid == NULL || strcmp(t->uuid, uuid) != 0 || t->partitions != partitions)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("replicated topic \"%s\" changed in etcd meanwhile", name),
+				 errhint("Retry once mqlog.partitions shows the change on this node.")));
+	return t;
+}
+
+/*
  * The etcd half of mq_add_partitions for a replicated topic, after the
  * local partitions were made: place the new ones on the live nodes (a
  * fresh read, as at creation; placement goes on round-robin from where
@@ -539,7 +581,6 @@ MqClusterAddPartitions(const char *name, int old_count)
 	char	   *uuid;
 	List	   *live;
 	List	   *parts;
-	MqEtcdKv	kv;
 	MqTopicMeta *t;
 	PendingOp	op = {0};
 	ListCell   *lc;
@@ -556,16 +597,7 @@ MqClusterAddPartitions(const char *name, int old_count)
 				 errdetail("One etcd transaction takes at most %d new partitions.", MQ_ETCD_MAX_TXN_OPS / 2 - 1),
 				 errhint("Add them in several calls.")));
 	live = live_nodes(row.replication_factor);
-	if (!MqEtcdGet(MqClusterKey("topics/%s", name), &kv, NULL))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("replicated topic \"%s\" is not in etcd", name)));
-	t = MqTopicMetaParse(kv.value, kv.mod_revision);
-	if (t->uuid == NULL || strcmp(t->uuid, uuid) != 0 || t->partitions != old_count)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("replicated topic \"%s\" changed in etcd meanwhile", name),
-				 errhint("Retry once mqlog.partitions shows the change on this node.")));
+	t = read_etcd_topic(name, uuid, old_count);
 	t->partitions = total;
 	parts = MqClusterPlace(live, old_count, total - old_count, row.replication_factor);
 
@@ -578,9 +610,44 @@ MqClusterAddPartitions(const char *name, int old_count)
 	op.uuid = uuid;
 	op.topic_value = MqTopicMetaJson(t);
 	op.first = old_count;
-	op.topic_rev = kv.mod_revision;
+	op.topic_rev = t->mod_revision;
 	foreach(lc, parts)
 		op.part_values = lappend(op.part_values, MqPartitionMetaJson(lfirst(lc)));
+	queue_op(&op);
+}
+
+/*
+ * The etcd half of mq_alter_topic for a replicated topic, after the local
+ * catalog took the change: the topic key gets this node's new config at
+ * commit, compared with the revision read here, and every other node's
+ * sync worker copies it into its own catalog (workers/cluster.c), so that
+ * retention, min.insync.replicas and replica.lag.time.max.ms are the same
+ * on every replica, as a Kafka topic's config is one for all brokers.
+ */
+void
+MqClusterAlterTopic(const char *name)
+{
+	MqTopicMeta row = {0};
+	int			topic_id = read_topic_row(name, &row);
+	char	   *uuid = replicated_uuid(topic_id);
+	MqTopicMeta *t;
+	PendingOp	op = {0};
+
+	if (uuid == NULL)
+		return;
+	if (!MqClusterEnabled())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("topic \"%s\" is replicated, but this server is not part of a cluster", name),
+				 errdetail("Its config lives in etcd, and mqlog.etcd_endpoints is not set."),
+				 errhint("Set mqlog.etcd_endpoints back and restart, then alter the topic.")));
+	t = read_etcd_topic(name, uuid, row.partitions);
+	t->config = row.config;
+	op.kind = OP_ALTER;
+	op.topic = (char *) name;
+	op.uuid = uuid;
+	op.topic_value = MqTopicMetaJson(t);
+	op.topic_rev = t->mod_revision;
 	queue_op(&op);
 }
 
@@ -624,8 +691,9 @@ write_create(PendingOp *op)
 	}
 }
 
+/* add, alter: the topic key, compared with the revision read, and new partitions */
 static void
-write_add(PendingOp *op)
+write_update(PendingOp *op)
 {
 	char	   *topic_key = MqClusterKey("topics/%s", op->topic);
 	MqEtcdTxn  *txn = MqEtcdTxnBegin();
@@ -644,8 +712,10 @@ write_add(PendingOp *op)
 	if (!MqEtcdTxnCommit(txn, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("topic \"%s\" changed in etcd while partitions were added to it", op->topic),
-				 errhint("Try mq_add_partitions again."),
+				 op->kind == OP_ADD ?
+				 errmsg("topic \"%s\" changed in etcd while partitions were added to it", op->topic) :
+				 errmsg("topic \"%s\" changed in etcd while its config was altered", op->topic),
+				 errhint(op->kind == OP_ADD ? "Try mq_add_partitions again." : "Try mq_alter_topic again."),
 				 errcontext("writing topic \"%s\" to etcd at commit", op->topic)));
 }
 
@@ -692,8 +762,8 @@ cluster_xact_callback(XactEvent event, void *arg)
 
 					if (op->kind == OP_CREATE)
 						write_create(op);
-					else if (op->kind == OP_ADD)
-						write_add(op);
+					else if (op->kind == OP_ADD || op->kind == OP_ALTER)
+						write_update(op);
 					else
 						write_drop(op);
 				}
@@ -704,7 +774,7 @@ cluster_xact_callback(XactEvent event, void *arg)
 			if (pending != NIL)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot prepare a transaction that created or dropped a replicated topic"),
+						 errmsg("cannot prepare a transaction that created, altered or dropped a replicated topic"),
 						 errdetail("A replicated topic is written to etcd when its transaction commits.")));
 			break;
 		case XACT_EVENT_COMMIT:

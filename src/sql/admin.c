@@ -111,8 +111,12 @@ mq_alter_topic(PG_FUNCTION_ARGS)
 {
 	static const Oid types[] = {TEXTOID, JSONBOID};
 
-	check_alter(fcinfo);
+	MqTopic    *topic = check_alter(fcinfo);
+	char	   *name = pstrdup(topic->name);
+
 	call_internal("SELECT mqlog._alter_topic($1, $2)", fcinfo, 2, types, InvalidOid);
+	/* a replicated topic: its config in etcd at commit, for every node */
+	MqClusterAlterTopic(name);
 	PG_RETURN_VOID();
 }
 

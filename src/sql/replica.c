@@ -36,6 +36,11 @@ PG_FUNCTION_INFO_V1(mqlog_replica_progress);
  * the batches after from_offset whose fate is decided (below the LSO), in
  * offset order, each with committed true or false and its Kafka bytes as
  * stored.  At least one batch when there is one; then up to max_bytes.
+ *
+ * A from_offset below the log start offset (retention here dropped what
+ * the follower lacks) answers one row with a null batch: the log starts
+ * at base_offset, and the follower starts its log again there, as a Kafka
+ * follower does when its fetch offset is below the leader's log start.
  */
 Datum
 mqlog_replica_batches(PG_FUNCTION_ARGS)
@@ -47,16 +52,21 @@ mqlog_replica_batches(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int64		lso,
 				hw,
+				start,
 				bytes = 0;
 	MqLogIter	it;
 
 	MqCheckPartition(topic, partition);
-	if (from < MqLogStartOffset(topic, partition))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("offset " INT64_FORMAT " of partition %d of topic \"%s\" is below its log start offset",
-						from, partition, topic->name),
-				 errhint("A replica this far behind starts again from the log start offset.")));
+	start = MqLogStartOffset(topic, partition);
+	if (from < start)
+	{
+		Datum		values[3] = {Int64GetDatum(start), (Datum) 0, (Datum) 0};
+		bool		nulls[3] = {false, true, true};
+
+		InitMaterializedSRF(fcinfo, 0);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		return (Datum) 0;
+	}
 	InitMaterializedSRF(fcinfo, 0);
 	MqPartitionLogEnd(topic, partition, &lso, &hw);
 	MqLogIterBegin(&it, topic, partition, from, lso, MQ_ITER_BYTES | MQ_ITER_INVISIBLE);

@@ -271,6 +271,7 @@ typedef struct Part
 
 static struct Part *find_part(int32 topic_id, int32 partition);
 static void drop_pending(struct Part *p);
+static int64 get_be64(const char *p);
 static MemoryContext apply_cxt;
 static List *offsets_pending = NIL;	/* StringInfo: 'O' messages to write */
 static HTAB *parts;				/* Part by key */
@@ -540,6 +541,47 @@ write_batch(Part *p, const char *kafka, Size len, bool committed)
 }
 
 /*
+ * p's log ends below the leader's log start offset: start it again at
+ * start (mqlog._restart_log_at), in a transaction of its own, since the
+ * partition moves to its new segment when that commits.  False when the
+ * partition was busy: the next copy tries again.
+ */
+static bool
+restart_log(Part *p, int64 start)
+{
+	MqTopic    *t;
+	bool		done = false;
+	int64		old_leo = p->leo;
+
+	begin_apply();
+	t = MqTopicLookup(p->topic, true);
+	if (t != NULL)
+	{
+		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+		Datum		values[3] = {Int32GetDatum(t->topic_id), Int32GetDatum(p->key.partition),
+		Int64GetDatum(start)};
+		bool		isnull;
+
+		SPI_connect();
+		if (SPI_execute_with_args("SELECT mqlog._restart_log_at($1, $2, $3)",
+								  3, types, values, NULL, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "mqlog apply: mqlog._restart_log_at failed");
+		done = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		SPI_finish();
+	}
+	end_apply(InvalidXLogRecPtr);
+	if (!done)
+		return false;
+	p->leo = start;
+	ereport(LOG,
+			(errmsg("mqlog apply from leader \"%s\": partition %d of topic \"%s\" started its log again at offset " INT64_FORMAT,
+					leader, p->key.partition, p->topic, start),
+			 errdetail("Its log ended at offset " INT64_FORMAT ", below the leader's log start offset: the leader no longer has offsets " INT64_FORMAT " to " INT64_FORMAT ".",
+					   old_leo, old_leo, start - 1)));
+	return true;
+}
+
+/*
  * Copy from the leader the decided batches after p's log end, so that a
  * gap closes; pending batches the copy overtook are dropped.
  */
@@ -562,6 +604,16 @@ copy_from_leader(Part *p)
 					   "  FROM mqlog._replica_batches($1::int, $2::int, $3::bigint)",
 					   3, params, true);
 		n = PQntuples(res);
+		if (n == 1 && PQgetisnull(res, 0, 2))
+		{
+			/* the leader's log starts above p's log end */
+			int64		start = get_be64(PQgetvalue(res, 0, 0));
+
+			PQclear(res);
+			if (!restart_log(p, start))
+				return;
+			continue;
+		}
 		if (n > 0)
 		{
 			begin_apply();

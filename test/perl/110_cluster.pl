@@ -236,6 +236,12 @@ like($err, qr/could not reach etcd/, 'dropping a replicated topic needs etcd too
 is($n1->safe_psql('postgres', q{SELECT count(*) FROM mqlog.topic WHERE name = 'pair'}), '1',
 	'... and the topic stays');
 
+my $pair_config = $n1->safe_psql('postgres', q{SELECT config::text FROM mqlog.topic WHERE name = 'pair'});
+($ret, $out, $err) = $n1->psql('postgres', q{SELECT mq_alter_topic('pair', '{"retention.ms": 1000}')});
+like($err, qr/could not reach etcd/, 'altering a replicated topic needs etcd too');
+is($n1->safe_psql('postgres', q{SELECT config::text FROM mqlog.topic WHERE name = 'pair'}), $pair_config,
+	'... and its config stays as it was');
+
 $n1->safe_psql('postgres', q{SELECT mq_create_topic('local1', 2)});
 $n1->safe_psql('postgres', q{SELECT mq_produce('local1', 'v'::bytea, "partition" => 0)});
 is($n1->safe_psql('postgres', q{SELECT convert_from(value, 'UTF8') FROM mq_fetch('local1', 0, 0)}),

@@ -90,6 +90,9 @@ foreach my $n ($n2, $n3)
 		q1($n, q{SELECT count(*) FROM mqlog.partitions WHERE topic = 'r' AND leader IS NOT NULL}) eq '2' }, 30),
 		$n->name . ': the topic is there with its leaders');
 }
+# 'ret' is for a follower that falls below the leader's log start offset
+q1($n1, q{SELECT mq_create_topic('ret', 1, replication_factor => 3)});
+q1($n1, q{SELECT mq_produce('ret', 'ret-0', partition => 0)});
 is(q1($n1, q{SELECT string_agg("partition" || '=' || leader, ',' ORDER BY 1) FROM mqlog.partitions WHERE topic = 'r'}),
 	'0=n1,1=n2', 'partition 0 is led by n1, partition 1 by n2');
 foreach my $n ($n2, $n3)
@@ -227,6 +230,26 @@ is(q1($n1, q{SELECT high_watermark FROM mqlog.partitions WHERE topic = 'r' AND "
 	'acks=1 succeeds while the high watermark stays put');
 unlike(values_of($n1, 'r', 0), qr/acks-1/, 'and nobody reads the record yet');
 
+# meanwhile the leader's retention drops what n2 and n3 lack of 'ret'; the
+# config is altered on n1 and reaches the others through etcd
+ok(MqCluster::wait_until(sub { q1($n1, q{SELECT leader FROM mqlog.partitions WHERE topic = 'ret'}) eq 'n1' }, 30),
+	'ret/0 is led by n1');
+q1($n1, q{SELECT mq_alter_topic('ret', '{"segment.ms": 1}')});
+foreach my $i (1 .. 3)
+{
+	q1($n1, qq{SELECT mq_produce('ret', 'ret-$i', partition => 0)});
+	usleep(20_000);
+	q1($n1, q{SELECT count(*) FROM mq_run_maintenance('ret')});
+}
+q1($n1, q{SELECT mq_alter_topic('ret', '{"retention.ms": 0}')});
+q1($n1, q{SELECT count(*) FROM mq_run_maintenance('ret')});
+# no more rolls or retention from here (the worker's passes included)
+q1($n1, q{SELECT mq_alter_topic('ret', '{"retention.ms": null, "segment.ms": null, "retention.bytes": 1000000000}')});
+my $ret_start = q1($n1, q{SELECT mq_earliest_offset('ret', 0)});
+cmp_ok($ret_start, '>', 1, "the leader's log of ret/0 now starts at $ret_start, past what n2 and n3 hold");
+is(q1($n1, q{SELECT config::text FROM mqlog.topic WHERE name = 'ret'}), '{"retention.bytes": 1000000000}',
+	'mq_alter_topic changed the config on n1');
+
 # n3 comes back past max_slot_wal_keep_size: its slot is lost, it copies
 foreach (1 .. 4)
 {
@@ -246,6 +269,34 @@ ok(MqCluster::wait_until(sub {
 	'both rejoin the ISR');
 ok(MqCluster::wait_until(sub { values_of($n3, 'r', 0) =~ /,two-in-sync,acks-1$/ }, 60),
 	'the acks=1 record becomes readable, on n3 too');
+
+# n2 and n3 were below the leader's log start of ret/0: they start again there
+sub batches_from
+{
+	my ($n, $topic, $p, $from) = @_;
+	return q1($n, qq{
+SELECT coalesce(string_agg(b.base_offset || ':' || b.committed || ':' || md5(b.batch), ',' ORDER BY b.base_offset), '')
+  FROM mqlog.topic t, mqlog._replica_batches(t.topic_id, $p, $from, 1000000000) b
+ WHERE t.name = '$topic'});
+}
+ok(MqCluster::wait_log($n3, qr/partition 0 of topic "ret" started its log again at offset $ret_start/, $log3, 60),
+	'n3 starts its log of ret/0 again at the leader\'s log start offset');
+q1($n1, q{SELECT mq_produce('ret', 'ret-after', partition => 0)});
+foreach my $n ($n2, $n3)
+{
+	ok(MqCluster::wait_until(sub {
+		q1($n, q{SELECT mq_earliest_offset('ret', 0)}) eq $ret_start &&
+		batches_from($n, 'ret', 0, $ret_start) eq batches_from($n1, 'ret', 0, $ret_start) &&
+		batches_from($n1, 'ret', 0, $ret_start) =~ /^\d+:true:/ }, 60),
+		$n->name . ': ret/0 starts at the leader\'s log start and is byte-identical from there')
+	  or diag('start ' . q1($n, q{SELECT mq_earliest_offset('ret', 0)}) . ' here: ' . batches_from($n, 'ret', 0, $ret_start)
+		  . ' n1: ' . batches_from($n1, 'ret', 0, $ret_start));
+	is(q1($n, qq{SELECT string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset") FROM mq_fetch('ret', 0, $ret_start, 100)}),
+		q1($n1, qq{SELECT string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset") FROM mq_fetch('ret', 0, $ret_start, 100)}),
+		$n->name . ': and reads the same records from there');
+	is(q1($n, q{SELECT config::text FROM mqlog.topic WHERE name = 'ret'}), '{"retention.bytes": 1000000000}',
+		$n->name . ': the config altered on n1 is here too');
+}
 
 # --- an explicit leader move: nothing lost, nothing twice --------------------
 
