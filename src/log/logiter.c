@@ -26,6 +26,7 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -58,6 +59,7 @@ iter_init(MqLogIter *it, int flags)
 	memset(it, 0, sizeof(*it));
 	it->flags = flags;
 	it->max_records = PG_INT32_MAX;
+	it->bound = PG_INT64_MAX;
 	it->max_bytes = PG_INT64_MAX;
 	it->cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog log iterator",
 									ALLOCSET_DEFAULT_SIZES);
@@ -92,6 +94,15 @@ MqLogIterBegin(MqLogIter *it, MqTopic *topic, int32 partition, int64 from,
 	it->from = from;
 	it->next = from;
 	it->lso = lso;
+
+	/*
+	 * A hot standby has no high watermark in shared memory (lso -1): it
+	 * stops at the one checkpointed in mqlog.replica_state, which replay
+	 * brings, so that its readers see nothing a failover could lose.
+	 */
+	if (lso < 0 && topic->replicas != NULL && (flags & MQ_ITER_ANY_FATE) == 0 &&
+		RecoveryInProgress())
+		it->bound = topic->replicas[partition].hw_checkpoint;
 	it->seg = -1;
 	for (int i = 0; i < nseg; i++)
 		if (topic->segments[partition][i].base_offset <= from)
@@ -193,6 +204,11 @@ next_batch(MqLogIter *it)
 		it->stored = want_bytes ? it->reader.batchbuf->data : NULL;
 		if (MqBatchNextOffset(&it->hdr) <= it->from)
 			continue;
+		if (it->hdr.base_offset >= it->bound)
+		{
+			it->done = true;
+			break;
+		}
 		if (it->flags & MQ_ITER_ANY_FATE)
 		{
 			it->fate = MQ_FATE_VISIBLE;

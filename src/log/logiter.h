@@ -30,6 +30,8 @@ typedef struct MqLogIter
 	int64		from;			/* first offset wanted */
 	int64		lso;			/* below it the clog decides; -1: stop at the
 								 * first running transaction */
+	int64		bound;			/* and never at or past it: a hot standby's
+								 * checkpointed high watermark */
 	int			flags;
 	int			max_records;	/* budget: records returned */
 	int64		max_bytes;		/* budget: keys and values (records) or stored

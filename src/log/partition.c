@@ -793,8 +793,14 @@ MqPartitionOffsets(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
 
 	MqPartitionLogEnd(topic, partition, lso, &leo);
 	*hw = leo;
-	if (topic->replicas == NULL || *lso < 0)
+	if (topic->replicas == NULL)
 		return;
+	if (*lso < 0)
+	{
+		/* a hot standby: what the primary last checkpointed (see logiter.c) */
+		*hw = Min(leo, topic->replicas[partition].hw_checkpoint);
+		return;
+	}
 	part = MqTopicPartition(topic, partition);
 	/* after a restart, from where it was last checkpointed */
 	if ((int64) pg_atomic_read_u64(&part->high_watermark) < topic->replicas[partition].hw_checkpoint)

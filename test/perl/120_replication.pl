@@ -230,6 +230,20 @@ is(q1($n1, q{SELECT high_watermark FROM mqlog.partitions WHERE topic = 'r' AND "
 	'acks=1 succeeds while the high watermark stays put');
 unlike(values_of($n1, 'r', 0), qr/acks-1/, 'and nobody reads the record yet');
 
+# a hot standby of the leader stops at the high watermark checkpointed in
+# mqlog.replica_state, though its WAL holds the record past it
+$n1->backup('n1_backup');
+my $s1 = PostgreSQL::Test::Cluster->new('s1');
+$s1->init_from_backup($n1, 'n1_backup', has_streaming => 1);
+$s1->start;
+$n1->wait_for_catchup($s1);
+ok(MqCluster::wait_until(sub { values_of($s1, 'r', 0) =~ /,two-in-sync$/ }, 30),
+	'a hot standby of the leader reads up to the checkpointed high watermark')
+  or diag('s1 reads: ' . values_of($s1, 'r', 0));
+unlike(values_of($s1, 'r', 0), qr/acks-1/, '... and not the record past it');
+is(q1($s1, q{SELECT count(*) FROM mq_fetch('r', 0, } . $hw_r . q{)}), '0',
+	'... not even when asked for its offset');
+
 # meanwhile the leader's retention drops what n2 and n3 lack of 'ret'; the
 # config is altered on n1 and reaches the others through etcd
 ok(MqCluster::wait_until(sub { q1($n1, q{SELECT leader FROM mqlog.partitions WHERE topic = 'ret'}) eq 'n1' }, 30),
@@ -269,6 +283,9 @@ ok(MqCluster::wait_until(sub {
 	'both rejoin the ISR');
 ok(MqCluster::wait_until(sub { values_of($n3, 'r', 0) =~ /,two-in-sync,acks-1$/ }, 60),
 	'the acks=1 record becomes readable, on n3 too');
+ok(MqCluster::wait_until(sub { values_of($s1, 'r', 0) =~ /,two-in-sync,acks-1$/ }, 60),
+	'and on the hot standby once the leader checkpoints the high watermark past it');
+$s1->stop;
 
 # n2 and n3 were below the leader's log start of ret/0: they start again there
 sub batches_from
