@@ -257,7 +257,8 @@ CREATE FUNCTION mqlog.config_defaults() RETURNS jsonb
         "retention.bytes": -1,
         "retention.ms": 604800000,
         "segment.bytes": 1073741824,
-        "segment.ms": 604800000
+        "segment.ms": 604800000,
+        "unclean.leader.election.enable": false
     }'
 $$;
 COMMENT ON FUNCTION mqlog.config_defaults() IS 'the topic configuration keys mqlog knows, with Kafka''s defaults';
@@ -328,6 +329,17 @@ BEGIN
                 END IF;
             END IF;
             result := result || jsonb_build_object(k, txt);
+            CONTINUE;
+        END IF;
+
+        /* a boolean, as JSON or as Kafka spells it */
+        IF k = 'unclean.leader.election.enable' THEN
+            txt := lower(CASE jsonb_typeof(v) WHEN 'boolean' THEN v::text ELSE txt END);
+            IF txt IS NULL OR txt NOT IN ('true', 'false') THEN
+                RAISE EXCEPTION 'topic config "%" must be true or false, not %', k, v::text
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            result := result || jsonb_build_object(k, txt::boolean);
             CONTINUE;
         END IF;
 
@@ -1356,16 +1368,21 @@ CREATE FUNCTION mqlog._replica_batches(topic_id int, "partition" int, from_offse
     LANGUAGE c STRICT VOLATILE AS 'MODULE_PATHNAME', 'mqlog_replica_batches';
 COMMENT ON FUNCTION mqlog._replica_batches(int, int, bigint, int) IS
     'internal: the decided batches (below the LSO) from an offset, aborted ones too, for a follower''s copy';
+CREATE FUNCTION mqlog._replica_epoch_end(topic_id int, "partition" int, epoch int,
+                                         OUT leader_epoch int, OUT end_offset bigint)
+    LANGUAGE c STRICT VOLATILE AS 'MODULE_PATHNAME', 'mqlog_replica_epoch_end';
+COMMENT ON FUNCTION mqlog._replica_epoch_end(int, int, int) IS
+    'internal: Kafka''s OffsetForLeaderEpoch: the largest epoch at most the one asked that the log holds, and where it ends';
 CREATE FUNCTION mqlog._replica_mark(topic_id int, "partition" int) RETURNS bigint
     LANGUAGE c STRICT VOLATILE AS 'MODULE_PATHNAME', 'mqlog_replica_mark';
 COMMENT ON FUNCTION mqlog._replica_mark(int, int) IS
     'internal: logs the partition''s LSO into the WAL for the followers'' streams';
 CREATE FUNCTION mqlog._replica_progress(node text, topic_ids int[], partitions int[],
-                                        log_end_offsets bigint[])
+                                        log_end_offsets bigint[], etcd_reached boolean)
     RETURNS TABLE (topic_id int, "partition" int, high_watermark bigint, last_stable_offset bigint)
     LANGUAGE c STRICT VOLATILE AS 'MODULE_PATHNAME', 'mqlog_replica_progress';
-COMMENT ON FUNCTION mqlog._replica_progress(text, int[], int[], bigint[]) IS
-    'internal: a follower''s log end offsets in, the partitions'' high watermarks and the leader''s last stable offsets out';
+COMMENT ON FUNCTION mqlog._replica_progress(text, int[], int[], bigint[], boolean) IS
+    'internal: a follower''s log end offsets (and whether it reaches etcd) in, the partitions'' high watermarks and the leader''s last stable offsets out';
 
 /*
  * The follower's side: a follower whose log ends below its leader's log
@@ -1418,6 +1435,79 @@ END
 $$;
 COMMENT ON FUNCTION mqlog._restart_log_at(int, int, bigint) IS
     'internal: a follower below its leader''s log start offset starts its log again there';
+
+/*
+ * Truncation after a failover (Kafka's KIP-101/279): a follower that holds
+ * records beyond where its leader's log and its own part (the end of their
+ * last common leader epoch, workers/apply.c) drops them: the segments that
+ * start at or past the target go, the one that holds it is cut at that
+ * batch and sealed, and an empty active segment starts at the target.  At
+ * commit the partition's log ends there.  In a transaction of its own;
+ * false when the active segment is busy (try again); a reader inside a
+ * segment it must drop or cut makes it fail after lock_timeout (the apply
+ * worker retries).
+ */
+CREATE FUNCTION mqlog._cut_segment(topic_id int, "partition" int, relid oid, "offset" bigint) RETURNS bool
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_cut_segment';
+CREATE FUNCTION mqlog._truncate_finish(topic_id int, "partition" int, relid oid, base_offset bigint) RETURNS void
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_truncate_finish';
+CREATE FUNCTION mqlog._truncate_log_to(topic_id int, part int, target bigint) RETURNS bool
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    SET mqlog.allow_segment_ddl = on SET lock_timeout = '1s' AS $$
+DECLARE
+    seg mqlog.segment := mqlog._active_segment(topic_id, part);
+    holder mqlog.segment;
+    tname text;
+    log_end bigint;
+    newrel oid;
+    old record;
+    st record;
+BEGIN
+    IF seg.relid IS NULL THEN
+        RETURN false;
+    END IF;
+    log_end := mqlog._roll_begin(topic_id, part, seg.relid);
+    IF log_end IS NULL THEN
+        RETURN false;
+    END IF;
+    IF target >= log_end THEN
+        RETURN true;            /* nothing beyond it */
+    END IF;
+    SELECT t.name INTO tname FROM mqlog.topic t WHERE t.topic_id = _truncate_log_to.topic_id;
+    SELECT * INTO holder FROM mqlog.segment s
+     WHERE s.topic_id = _truncate_log_to.topic_id AND s."partition" = part
+       AND s.base_offset >= 0 AND s.base_offset < target
+     ORDER BY s.base_offset DESC LIMIT 1;
+    /* first what starts at or past the target (its name may be the new one's) */
+    FOR old IN
+        DELETE FROM mqlog.segment s
+         WHERE s.topic_id = _truncate_log_to.topic_id AND s."partition" = part
+           AND s.base_offset >= target
+        RETURNING s.relid
+    LOOP
+        EXECUTE format('DROP TABLE %s CASCADE', old.relid::regclass);
+    END LOOP;
+    IF holder.relid IS NOT NULL THEN
+        IF NOT mqlog._cut_segment(topic_id, part, holder.relid, target) THEN
+            RAISE EXCEPTION 'no batch of partition % of topic "%" starts at offset %', part, tname, target
+                USING ERRCODE = 'data_corrupted';
+        END IF;
+        SELECT * INTO st FROM mqlog.segment_stats(holder.relid);
+        UPDATE mqlog.segment s SET sealed = true, sealed_at = coalesce(s.sealed_at, now()), next_offset = target,
+               max_timestamp = coalesce(st.max_timestamp, s.max_timestamp, now())
+         WHERE s.relid = holder.relid;
+    END IF;
+    newrel := mqlog._create_segment(topic_id, tname, part, target);
+    PERFORM mqlog._truncate_finish(topic_id, part, newrel, target);
+    /* the checkpointed high watermark is no higher than what is left */
+    UPDATE mqlog.replica_state r SET high_watermark = target
+     WHERE r.topic_id = _truncate_log_to.topic_id AND r."partition" = part AND r.high_watermark > target;
+    PERFORM mqlog._catalog_changed();
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION mqlog._truncate_log_to(int, int, bigint) IS
+    'internal: a follower drops what it holds past its leader''s log after a failover';
 
 /* ------------------------------------------------------------------------
  * No internal function is callable by PUBLIC: mqlog._* are run only by

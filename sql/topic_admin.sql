@@ -117,6 +117,16 @@ SELECT mq_alter_topic('strs', '"x"');
 SELECT mq_alter_topic('missing', '{}');
 SELECT config_overrides FROM t WHERE topic = 'strs';
 
+-- unclean.leader.election.enable is a boolean, as JSON or as Kafka spells
+-- it; anything else is refused.
+SELECT mq_alter_topic('strs', '{"unclean.leader.election.enable": "yes"}');
+SELECT mq_alter_topic('strs', '{"unclean.leader.election.enable": 1}');
+SELECT mq_alter_topic('strs', '{"unclean.leader.election.enable": "TRUE"}');
+SELECT config_overrides->'unclean.leader.election.enable' FROM t WHERE topic = 'strs';
+SELECT mq_alter_topic('strs', '{"unclean.leader.election.enable": false}');
+SELECT config_overrides->'unclean.leader.election.enable' FROM t WHERE topic = 'strs';
+SELECT mq_alter_topic('strs', '{"unclean.leader.election.enable": null}');
+
 -- mq_add_partitions grows a topic to a new total; new partitions start
 -- empty and the old ones keep their data.
 SELECT * FROM mq_produce('orders', 'first');

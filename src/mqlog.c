@@ -42,7 +42,7 @@ char	   *mqlog_cluster_name = NULL;
 char	   *mqlog_node_name = NULL;
 char	   *mqlog_node_conninfo = NULL;
 char	   *mqlog_cluster_database = NULL;
-int			mqlog_etcd_lease_ttl = 10;
+int			mqlog_etcd_lease_ttl = 3;
 int			mqlog_etcd_timeout = 2000;
 
 extern void MqAmInitHooks(void);
@@ -184,7 +184,7 @@ _PG_init(void)
 							"Time-to-live of this node's etcd lease: a node that stops is seen as gone this long after.",
 							"The lease is renewed every third of it.  Takes effect at the next lease.",
 							&mqlog_etcd_lease_ttl,
-							10, 2, 3600,
+							3, 2, 3600,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 	DefineCustomIntVariable("mqlog.etcd_timeout",
 							"Longest time one etcd request may take, over all endpoints.",

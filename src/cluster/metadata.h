@@ -55,6 +55,21 @@ extern List *MqClusterReadNodes(void);
 extern void MqClusterPublishNodes(List *nodes);
 extern List *MqClusterSharedNodes(void);
 
+/* may this node lead: its lease, and what followers say of etcd (lease.c) */
+extern Size MqClusterLeaseShmemSize(void);
+extern void MqClusterLeaseShmemInit(void);
+extern void MqClusterSetLease(TimestampTz valid_until);
+extern void MqClusterNoteEtcdOk(void);
+extern bool MqClusterEtcdReached(void);
+extern void MqClusterNoteSynced(void);
+extern bool MqClusterLeaseHeld(void);
+extern void MqClusterNotePeer(bool peer_reaches_etcd);
+extern const char *MqClusterLeaderFence(void);
+
+/* the coordinator: one node elects leaders for partitions whose leader is gone (failover.c) */
+extern void MqClusterCoordinate(int64 lease, List *nodes);
+extern bool MqClusterIsCoordinator(void);
+
 /* a topic's metadata in etcd (topics.c) */
 typedef struct MqTopicMeta
 {

@@ -250,7 +250,7 @@ MqClusterReadNodes(void)
 Size
 MqClusterShmemSize(void)
 {
-	return MAXALIGN(sizeof(MqClusterShared));
+	return add_size(MAXALIGN(sizeof(MqClusterShared)), MqClusterLeaseShmemSize());
 }
 
 void
@@ -264,6 +264,7 @@ MqClusterShmemInit(void)
 		memset(cluster_shared, 0, sizeof(MqClusterShared));
 		cluster_shared->lock = &(GetNamedLWLockTranche("mqlog_cluster"))->lock;
 	}
+	MqClusterLeaseShmemInit();
 }
 
 /*

@@ -61,6 +61,8 @@
 
 PG_FUNCTION_INFO_V1(mqlog_roll_begin);
 PG_FUNCTION_INFO_V1(mqlog_roll_finish);
+PG_FUNCTION_INFO_V1(mqlog_truncate_finish);
+PG_FUNCTION_INFO_V1(mqlog_cut_segment);
 PG_FUNCTION_INFO_V1(mqlog_forget_topic);
 PG_FUNCTION_INFO_V1(mqlog_compact_segment);
 PG_FUNCTION_INFO_V1(mqlog_segment_first_timestamp);
@@ -162,6 +164,40 @@ mqlog_roll_finish(PG_FUNCTION_ARGS)
 
 	MqPartitionSwitchAtCommit(part, relid, PG_GETARG_INT64(3));
 	PG_RETURN_VOID();
+}
+
+/*
+ * mqlog._truncate_finish(topic_id, partition, relid, base_offset): as
+ * _roll_finish, for a log truncated to base_offset (mqlog._truncate_log_to):
+ * when the transaction commits, the log ends there.
+ */
+Datum
+mqlog_truncate_finish(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	MqPartition *part = segment_args(fcinfo, &relid);
+
+	MqPartitionTruncateAtCommit(part, relid, PG_GETARG_INT64(3));
+	PG_RETURN_VOID();
+}
+
+/*
+ * mqlog._cut_segment(topic_id, partition, relid, offset): cut the segment
+ * at the batch that starts at offset (AccessExclusiveLock, within the
+ * caller's lock_timeout); false when no batch starts there.
+ */
+Datum
+mqlog_cut_segment(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	Relation	rel;
+	bool		cut;
+
+	(void) segment_args(fcinfo, &relid);
+	rel = table_open(relid, AccessExclusiveLock);
+	cut = MqSegmentCutAt(rel, PG_GETARG_INT64(3));
+	table_close(rel, NoLock);
+	PG_RETURN_BOOL(cut);
 }
 
 /*

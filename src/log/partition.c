@@ -377,6 +377,7 @@ typedef struct PendingSwitch
 	MqPartition *part;
 	Oid			relid;
 	int64		base_offset;
+	bool		truncate;		/* the log ends at base_offset, not after */
 } PendingSwitch;
 
 static List *pending_switches = NIL;
@@ -415,8 +416,8 @@ apply_forgets(bool commit)
 	pending_forgets = NIL;
 }
 
-void
-MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset)
+static void
+queue_switch(MqPartition *part, Oid relid, int64 base_offset, bool truncate)
 {
 	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 	PendingSwitch *ps = palloc(sizeof(PendingSwitch));
@@ -424,8 +425,26 @@ MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset)
 	ps->part = part;
 	ps->relid = relid;
 	ps->base_offset = base_offset;
+	ps->truncate = truncate;
 	pending_switches = lappend(pending_switches, ps);
 	MemoryContextSwitchTo(old);
+}
+
+void
+MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset)
+{
+	queue_switch(part, relid, base_offset, false);
+}
+
+/*
+ * A follower's log truncated to base_offset, where relid starts: when the
+ * transaction commits, the log ends there, and the high watermark is no
+ * higher (records above it are gone from this node).
+ */
+void
+MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base_offset)
+{
+	queue_switch(part, relid, base_offset, true);
 }
 
 static void
@@ -470,9 +489,13 @@ apply_switches(bool commit)
 			ps->part->end_lpos = 0;
 			ps->part->torn_lpos = 0;
 			ps->part->active_since = 0;
-			ps->part->next_offset = Max(ps->part->next_offset, ps->base_offset);
+			ps->part->next_offset = ps->truncate ? ps->base_offset :
+				Max(ps->part->next_offset, ps->base_offset);
 			ps->part->dirty = false;
 			ps->part->loaded = true;
+			if (ps->truncate &&
+				(int64) pg_atomic_read_u64(&ps->part->high_watermark) > ps->base_offset)
+				pg_atomic_write_u64(&ps->part->high_watermark, (uint64) ps->base_offset);
 			LWLockRelease(&ps->part->lock);
 		}
 		pfree(ps);
@@ -833,7 +856,8 @@ MqPartitionUpdateHighWatermark(MqPartition *part, const MqReplicaInfo *ri, int m
 		bool		found = strcmp(ri->isr[i], ri->leader) == 0;
 
 		for (int f = 0; !found && f < part->nfollowers; f++)
-			if (strcmp(part->followers[f].node, ri->isr[i]) == 0)
+			if (strcmp(part->followers[f].node, ri->isr[i]) == 0 &&
+				part->followers[f].epoch == ri->leader_epoch)
 			{
 				candidate = Min(candidate, part->followers[f].leo);
 				found = true;
@@ -873,7 +897,7 @@ MqPartitionAdvanceHighWatermark(MqPartition *part, int64 hw)
  * of now, or as of its previous report.
  */
 void
-MqPartitionReportFollower(MqPartition *part, const char *node, int64 leo)
+MqPartitionReportFollower(MqPartition *part, const char *node, int64 leo, int32 epoch)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	MqFollowerProgress *f = NULL;
@@ -887,6 +911,13 @@ MqPartitionReportFollower(MqPartition *part, const char *node, int64 leo)
 		f = &part->followers[part->nfollowers++];
 		memset(f, 0, sizeof(*f));
 		strlcpy(f->node, node, sizeof(f->node));
+	}
+	if (f != NULL && f->epoch != epoch)
+	{
+		/* reported to an earlier leadership of this node: start afresh */
+		memset(f, 0, sizeof(*f));
+		strlcpy(f->node, node, sizeof(f->node));
+		f->epoch = epoch;
 	}
 	if (f != NULL)
 	{

@@ -53,6 +53,7 @@ extern uint64 MqDdlCount(int32 *topic_id);
 extern void MqPartitionInitCallbacks(void);
 extern void MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset);
 extern void MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset);
+extern void MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base_offset);
 extern void MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id);
 
 
@@ -80,13 +81,15 @@ typedef struct MqFollowerProgress
 	TimestampTz last_report;
 	int64		leader_leo;		/* the leader's last stable offset then */
 	TimestampTz caught_up;		/* Kafka's lastCaughtUpTime */
+	int32		epoch;			/* the leader epoch it reported under */
 } MqFollowerProgress;
 
 extern int64 MqPartitionAdvanceHighWatermark(MqPartition *part, int64 hw);
 struct MqReplicaInfo;
 extern int64 MqPartitionUpdateHighWatermark(MqPartition *part, const struct MqReplicaInfo *ri,
 											int min_isr);
-extern void MqPartitionReportFollower(MqPartition *part, const char *node, int64 leo);
+extern void MqPartitionReportFollower(MqPartition *part, const char *node, int64 leo,
+									  int32 epoch);
 extern bool MqPartitionFollowerProgress(MqPartition *part, const char *node,
 										MqFollowerProgress *out);
 extern ConditionVariable *MqPartitionCV(MqPartition *part);

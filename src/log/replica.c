@@ -337,6 +337,9 @@ MqReplicaAwaitAcks(void)
 			hw = MqPartitionUpdateHighWatermark(w->part, &w->ri, w->min_isr);
 			if (hw >= w->end_offset)
 				break;
+			/* a leader that may have been replaced acknowledges nothing more */
+			if (stop_why == NULL && MqClusterLeaderFence() != NULL)
+				stop_why = "this node's lease in etcd lapsed while it waited for the in-sync replicas";
 			if (stop_why != NULL)
 			{
 				/* the wait has ended for an earlier partition: just report */

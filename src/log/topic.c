@@ -405,9 +405,20 @@ void
 MqTopicCheckLeader(MqTopic *topic, int32 partition)
 {
 	const char *leader;
+	const char *fenced;
 
 	if (MqTopicLeadsHere(topic, partition))
+	{
+		/* a leader that may have been replaced meanwhile stops (lease.c) */
+		if (topic->replicas != NULL && (fenced = MqClusterLeaderFence()) != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_MQ_NOT_LEADER),
+					 errmsg("node \"%s\" cannot act as the leader of partition %d of topic \"%s\" now",
+							MqClusterNodeName(), partition, topic->name),
+					 errdetail("%s", fenced),
+					 errhint("Retry in a moment: once this node renews its lease it leads again, and if another node was elected, mqlog.partitions names it.")));
 		return;
+	}
 	leader = topic->replicas[partition].leader;
 	if (leader == NULL)
 		ereport(ERROR,

@@ -91,7 +91,7 @@ target_caught_up(MqTopic *topic, int32 partition, const char *node)
 
 	MqPartitionLogEnd(topic, partition, &lso, &leo);
 	return MqPartitionFollowerProgress(MqTopicPartition(topic, partition), node, &fp) &&
-		fp.leo >= leo;
+		fp.epoch == topic->replicas[partition].leader_epoch && fp.leo >= leo;
 }
 
 static void

@@ -21,15 +21,18 @@
 #include "utils/builtins.h"
 
 #include "store/batch.h"
+#include "log/epochs.h"
 #include "log/logiter.h"
 #include "log/partition.h"
 #include "log/records.h"
 #include "log/replica.h"
 #include "log/topic.h"
+#include "cluster/metadata.h"
 
 PG_FUNCTION_INFO_V1(mqlog_replica_batches);
 PG_FUNCTION_INFO_V1(mqlog_replica_mark);
 PG_FUNCTION_INFO_V1(mqlog_replica_progress);
+PG_FUNCTION_INFO_V1(mqlog_replica_epoch_end);
 
 /*
  * mqlog._replica_batches(topic_id, partition, from_offset, max_bytes):
@@ -103,8 +106,9 @@ mqlog_replica_mark(PG_FUNCTION_ARGS)
 }
 
 /*
- * mqlog._replica_progress(node, topic_ids, partitions, log_end_offsets):
- * a follower's log end offsets, by the leader's topic ids; returns each
+ * mqlog._replica_progress(node, topic_ids, partitions, log_end_offsets,
+ * etcd_reached): a follower's log end offsets, by the leader's topic ids,
+ * and whether it reached etcd a moment ago (cluster/lease.c); returns each
  * partition's high watermark, which the follower's readers stop at, and
  * the leader's last stable offset, below which the follower can copy what
  * its stream did not carry.
@@ -118,6 +122,9 @@ mqlog_replica_progress(PG_FUNCTION_ARGS)
 	ArrayType  *leos = PG_GETARG_ARRAYTYPE_P(3);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int			n = ArrayGetNItems(ARR_NDIM(tids), ARR_DIMS(tids));
+
+	/* whether the follower reaches etcd: a leader cut off from it fences itself */
+	MqClusterNotePeer(PG_GETARG_BOOL(4));
 
 	if (ARR_HASNULL(tids) || ARR_HASNULL(parts) || ARR_HASNULL(leos) ||
 		ArrayGetNItems(ARR_NDIM(parts), ARR_DIMS(parts)) != n ||
@@ -140,7 +147,8 @@ mqlog_replica_progress(PG_FUNCTION_ARGS)
 		bool		nulls[4] = {false, false, false, false};
 
 		MqCheckPartition(topic, partition);
-		MqPartitionReportFollower(MqTopicPartition(topic, partition), node, leo);
+		MqPartitionReportFollower(MqTopicPartition(topic, partition), node, leo,
+								  topic->replicas ? topic->replicas[partition].leader_epoch : 0);
 		MqPartitionOffsets(topic, partition, &lso, &hw);
 		MqPartitionLogEnd(topic, partition, &decided, &end);
 		values[0] = Int32GetDatum(tid);
@@ -150,4 +158,27 @@ mqlog_replica_progress(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/*
+ * mqlog._replica_epoch_end(topic_id, partition, epoch) -> (leader_epoch,
+ * end_offset): Kafka's OffsetForLeaderEpoch, which a follower asks before
+ * it follows, to truncate what it holds beyond this log (workers/apply.c).
+ */
+Datum
+mqlog_replica_epoch_end(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic = MqTopicLookupById(PG_GETARG_INT32(0));
+	int32		partition = PG_GETARG_INT32(1);
+	TupleDesc	desc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+	int32		found;
+
+	MqCheckPartition(topic, partition);
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "mqlog._replica_epoch_end must return a record");
+	values[1] = Int64GetDatum(MqLogEpochEnd(topic, partition, PG_GETARG_INT32(2), &found));
+	values[0] = Int32GetDatum(found);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }

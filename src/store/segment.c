@@ -591,6 +591,40 @@ MqSegmentRepairTail(Relation rel, MqSegmentTail *tail)
 	tail->torn_lpos = tail->end_lpos;
 }
 
+/*
+ * Cut the segment at the batch that starts at offset, keeping what is
+ * before it (a follower truncating to its leader's log after a failover):
+ * false, changing nothing, when no batch starts there.  As for a torn
+ * tail, the caller holds AccessExclusiveLock on the segment.
+ */
+bool
+MqSegmentCutAt(Relation rel, int64 offset)
+{
+	MqSegmentReader reader;
+	MqBatchHeader hdr;
+	MqSegmentTail tail = {0};
+	bool		found = false;
+
+	MqReaderInit(&reader, rel);
+	MqReaderSeek(&reader, offset);
+	while (MqReaderNextHeader(&reader, &hdr))
+	{
+		if (hdr.base_offset >= offset)
+		{
+			found = hdr.base_offset == offset;
+			tail.end_lpos = reader.batch_lpos;
+			break;
+		}
+	}
+	MqReaderEnd(&reader);
+	if (!found)
+		return false;
+	tail.next_offset = offset;
+	tail.torn_lpos = tail.end_lpos;
+	MqSegmentRepairTail(rel, &tail);
+	return true;
+}
+
 /* ------------------------------------------------------------------------
  * Visibility
  * ------------------------------------------------------------------------ */

@@ -79,6 +79,7 @@ typedef struct MqSegmentTail
 } MqSegmentTail;
 
 extern void MqSegmentReadTail(Relation rel, int64 base_offset, MqSegmentTail *tail);
+extern bool MqSegmentCutAt(Relation rel, int64 offset);
 extern void MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
 							uint64 lpos, const char *batch, uint32 length,
 							int64 lso, uint16 xlflags);

@@ -84,6 +84,7 @@
 #include "store/batch.h"
 #include "store/segment.h"
 #include "store/wal.h"
+#include "log/epochs.h"
 #include "log/partition.h"
 #include "log/replica.h"
 #include "log/topic.h"
@@ -527,17 +528,28 @@ end_apply(XLogRecPtr progress)
 	replorigin_session_origin_lsn = InvalidXLogRecPtr;
 }
 
-/* one decided batch at p's log end (inside an apply transaction) */
-static void
+/*
+ * One decided batch at p's log end (inside an apply transaction).  False,
+ * writing nothing, when this node no longer follows p from this leader:
+ * the topic was dropped here, or another node leads it now (a failover
+ * this node's copy of the metadata already knows of), so this leader's
+ * stream is stale for it.  The next refresh forgets p.
+ */
+static bool
 write_batch(Part *p, const char *kafka, Size len, bool committed)
 {
 	MqTopic    *t = MqTopicLookup(p->topic, true);
+	const char *now_leader;
 	int64		next;
 
-	if (t == NULL)
-		return;					/* dropped here meanwhile: the next refresh forgets it */
+	if (t == NULL || t->replicas == NULL)
+		return false;
+	now_leader = t->replicas[p->key.partition].leader;
+	if (now_leader == NULL || strcmp(now_leader, leader) != 0)
+		return false;
 	(void) MqLogAppendReplica(&t, p->key.partition, kafka, len, committed, &next);
 	p->leo = Max(p->leo, next);
+	return true;
 }
 
 /*
@@ -582,6 +594,86 @@ restart_log(Part *p, int64 start)
 }
 
 /*
+ * Before following p from this leader: drop what this log holds beyond
+ * the leader's, Kafka's way (KIP-101/279).  This log's last epoch E is
+ * asked of the leader, which answers the largest epoch at most E it holds
+ * and where that epoch ends there; the log is cut at the lower of that end
+ * and this log's own end of the same epoch.  Once more after a cut, since
+ * the last epoch here has changed.  False when the partition was busy.
+ */
+static bool
+truncate_to_leader(Part *p)
+{
+	for (int round = 0; round < 8; round++)
+	{
+		MqTopic    *t;
+		int32		mine,
+					theirs;
+		int64		target;
+		char		tid[16],
+					part[16],
+					ep[16];
+		const char *params[3] = {tid, part, ep};
+		PGresult   *res;
+		bool		done = false;
+		int64		old_leo = p->leo;
+
+		begin_apply();
+		t = MqTopicLookup(p->topic, true);
+		mine = t ? MqLogLastEpoch(t, p->key.partition) : -1;
+		if (mine < 0)
+		{
+			end_apply(InvalidXLogRecPtr);
+			return true;		/* nothing here to diverge */
+		}
+		snprintf(tid, sizeof(tid), "%d", p->key.leader_topic_id);
+		snprintf(part, sizeof(part), "%d", p->key.partition);
+		snprintf(ep, sizeof(ep), "%d", mine);
+		res = ctl_exec("SELECT leader_epoch, end_offset"
+					   "  FROM mqlog._replica_epoch_end($1::int, $2::int, $3::int)",
+					   3, params, false);
+		theirs = atoi(PQgetvalue(res, 0, 0));
+		target = strtoi64(PQgetvalue(res, 0, 1), NULL, 10);
+		PQclear(res);
+		if (theirs != mine && theirs >= 0)
+		{
+			int32		found;
+
+			target = Min(target, MqLogEpochEnd(t, p->key.partition, theirs, &found));
+		}
+		if (target >= p->leo)
+		{
+			end_apply(InvalidXLogRecPtr);
+			return true;
+		}
+		{
+			Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+			Datum		values[3] = {Int32GetDatum(t->topic_id), Int32GetDatum(p->key.partition),
+			Int64GetDatum(target)};
+			bool		isnull;
+
+			SPI_connect();
+			if (SPI_execute_with_args("SELECT mqlog._truncate_log_to($1, $2, $3)",
+									  3, types, values, NULL, false, 1) != SPI_OK_SELECT)
+				elog(ERROR, "mqlog apply: mqlog._truncate_log_to failed");
+			done = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+			SPI_finish();
+		}
+		end_apply(InvalidXLogRecPtr);
+		if (!done)
+			return false;
+		p->leo = target;
+		drop_pending(p);
+		ereport(LOG,
+				(errmsg("mqlog apply from leader \"%s\": truncated partition %d of topic \"%s\" to offset " INT64_FORMAT,
+						leader, p->key.partition, p->topic, target),
+				 errdetail("Offsets " INT64_FORMAT " to " INT64_FORMAT " were not in the leader's log: this log's last leader epoch was %d, and the leader's log ends epoch %d at offset " INT64_FORMAT ".",
+						   target, old_leo - 1, mine, theirs, target)));
+	}
+	return true;
+}
+
+/*
  * Copy from the leader the decided batches after p's log end, so that a
  * gap closes; pending batches the copy overtook are dropped.
  */
@@ -616,11 +708,19 @@ copy_from_leader(Part *p)
 		}
 		if (n > 0)
 		{
+			bool		stale = false;
+
 			begin_apply();
-			for (int i = 0; i < n; i++)
-				write_batch(p, PQgetvalue(res, i, 2), PQgetlength(res, i, 2),
-							*PQgetvalue(res, i, 1) != 0);
+			for (int i = 0; i < n && !stale; i++)
+				stale = !write_batch(p, PQgetvalue(res, i, 2), PQgetlength(res, i, 2),
+									 *PQgetvalue(res, i, 1) != 0);
 			end_apply(InvalidXLogRecPtr);
+			if (stale)
+			{
+				PQclear(res);
+				drop_pending(p);
+				return;
+			}
 		}
 		PQclear(res);
 		while (p->pending != NIL && ((Pending *) linitial(p->pending))->next <= p->leo)
@@ -643,7 +743,7 @@ report_progress(void)
 	StringInfoData tids,
 				nums,
 				leos;
-	const char *params[4];
+	const char *params[5];
 	PGresult   *res;
 	ListCell   *plc;
 	bool		behind = false;
@@ -669,9 +769,10 @@ report_progress(void)
 	params[1] = tids.data;
 	params[2] = nums.data;
 	params[3] = leos.data;
+	params[4] = MqClusterEtcdReached() ? "true" : "false";
 	res = ctl_exec("SELECT topic_id, \"partition\", high_watermark, last_stable_offset"
-				   "  FROM mqlog._replica_progress($1, $2::int[], $3::int[], $4::bigint[])",
-				   4, params, false);
+				   "  FROM mqlog._replica_progress($1, $2::int[], $3::int[], $4::bigint[], $5::boolean)",
+				   5, params, false);
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	for (int i = 0; i < PQntuples(res); i++)
@@ -813,7 +914,11 @@ write_ready(void)
 			if (!any)
 				begin_apply();
 			any = true;
-			write_batch(p, b->bytes.data + MQ_PREFIX_SIZE, b->length - MQ_PREFIX_SIZE, b->committed);
+			if (!write_batch(p, b->bytes.data + MQ_PREFIX_SIZE, b->length - MQ_PREFIX_SIZE, b->committed))
+			{
+				drop_pending(p);
+				break;
+			}
 			free_pending(b);
 			p->pending = list_delete_first(p->pending);
 			p->waiting_since = 0;
@@ -1262,8 +1367,9 @@ mqlog_apply_main(Datum main_arg)
 		foreach(plc, part_list)
 		{
 			p = lfirst(plc);
-			p->fresh = false;
-			copy_from_leader(p);
+			p->fresh = !truncate_to_leader(p);
+			if (!p->fresh)
+				copy_from_leader(p);
 		}
 	}
 
@@ -1330,8 +1436,9 @@ mqlog_apply_main(Datum main_arg)
 				foreach(plc, part_list)
 					if ((p = lfirst(plc))->fresh)
 					{
-						p->fresh = false;
-						copy_from_leader(p);
+						p->fresh = !truncate_to_leader(p);
+						if (!p->fresh)
+							copy_from_leader(p);
 					}
 			}
 		}

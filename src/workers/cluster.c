@@ -199,6 +199,8 @@ try_register(TimestampTz now)
 	if (now < next_register)
 		return;
 	next_register = TimestampTzPlusMilliseconds(now, 1000);
+	/* the lease counts from before the request: etcd's count starts later */
+	now = GetCurrentTimestamp();
 	lease = MqEtcdLeaseGrant(mqlog_etcd_lease_ttl);
 	txn = MqEtcdTxnBegin();
 	MqEtcdTxnIfAbsent(txn, key);
@@ -207,6 +209,7 @@ try_register(TimestampTz now)
 	if (MqEtcdTxnCommit(txn, NULL))
 	{
 		my_lease = lease;
+		MqClusterSetLease(TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000));
 		next_keepalive = TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000 / 3);
 		last_clash_logged = 0;
 		ereport(LOG,
@@ -256,22 +259,31 @@ cluster_round(void)
 	else if (now >= next_keepalive)
 	{
 		if (MqEtcdLeaseKeepAlive(my_lease))
+		{
+			MqClusterSetLease(TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000));
 			next_keepalive = TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000 / 3);
+		}
 		else
 		{
 			ereport(LOG,
 					(errmsg("mqlog cluster: the lease of node \"%s\" has expired; registering again",
 							mqlog_node_name)));
 			my_lease = 0;
+			MqClusterSetLease(0);
 			next_register = now;
 			try_register(now);
 		}
 	}
 	if (now >= next_list)
 	{
-		MqClusterPublishNodes(MqClusterReadNodes());
+		List	   *nodes = MqClusterReadNodes();
+
+		MqClusterPublishNodes(nodes);
+		MqClusterNoteEtcdOk();
 		last_list_ok = now;
 		next_list = TimestampTzPlusMilliseconds(now, 1000);
+		/* the coordinator's round, if this node holds the role */
+		MqClusterCoordinate(my_lease, nodes);
 	}
 }
 
@@ -343,6 +355,7 @@ mqlog_cluster_main(Datum main_arg)
 	/* a clean stop: leave the cluster now rather than a TTL later */
 	if (my_lease != 0)
 	{
+		MqClusterSetLease(0);
 		PG_TRY();
 		{
 			MqEtcdLeaseRevoke(my_lease);
@@ -836,6 +849,8 @@ sync_round(void)
 		if (et == NULL || strcmp(et->meta->uuid, lt->uuid) != 0)
 			run_unit(UNIT_DROP, NULL, lt, NIL);
 	}
+	/* the local copy is as fresh as etcd: this node may lead what it says */
+	MqClusterNoteSynced();
 	MqIsrRound();
 }
 

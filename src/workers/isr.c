@@ -115,7 +115,8 @@ wanted_isr(MqTopic *topic, int32 partition, MqPartitionMeta *meta, int64 lag_ms,
 	{
 		const char *node = lfirst(lc);
 		MqFollowerProgress fp;
-		bool		reported = MqPartitionFollowerProgress(part, node, &fp);
+		bool		reported = MqPartitionFollowerProgress(part, node, &fp) &&
+			fp.epoch == meta->leader_epoch;
 		bool		now_in = MqClusterNameListed(meta->isr, node);
 		bool		fresh;
 
