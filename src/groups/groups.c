@@ -49,6 +49,7 @@
 #include "storage/lock.h"
 #include "storage/latch.h"
 #include "storage/shmem.h"
+#include "lib/stringinfo.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -59,12 +60,12 @@
 #include "utils/timestamp.h"
 
 #include "base/spi.h"
+#include "store/wal.h"
 #include "mqlog.h"
 #include "log/logiter.h"
 #include "log/partition.h"
 #include "log/records.h"
 #include "log/topic.h"
-#include "log/replica.h"
 #include "acl/acl.h"
 #include "groups/groups.h"
 
@@ -853,6 +854,36 @@ MqGroupsInitCallbacks(void)
  * ------------------------------------------------------------------------ */
 
 /*
+ * Committed offsets of replicated topics go to every other node: an mqlog
+ * message record (store/wal.c: only mqlog writes those, so nobody can
+ * forge one), decoded with the commit that wrote the offset (and never if
+ * it aborts), which each node's apply worker from this one writes into its
+ * own mqlog.committed_offset (workers/apply.c).  A group survives the loss
+ * of the node it was coordinated on.  offset < 0: the group's offset of
+ * that partition was deleted.
+ */
+static void
+replicate_offset(int32 topic_id, int32 partition, const char *group, int64 offset)
+{
+	MqTopic    *topic = MqTopicLookupById(topic_id);
+	MqOffsetMark mark;
+	StringInfoData buf;
+
+	if (topic->uuid == NULL)
+		return;					/* a topic of this node only */
+	memset(&mark, 0, sizeof(mark));
+	strlcpy(mark.uuid, topic->uuid, sizeof(mark.uuid));
+	mark.partition = partition;
+	mark.group_len = strlen(group);
+	mark.offset = offset;
+	initStringInfo(&buf);
+	appendBinaryStringInfo(&buf, (const char *) &mark, sizeof(mark));
+	appendBinaryStringInfo(&buf, group, mark.group_len);
+	(void) MqLogMessage(MQ_MSG_OFFSET, buf.data, buf.len);
+	pfree(buf.data);
+}
+
+/*
  * The statements on the offsets table run on every poll that takes over a
  * partition and on every commit, so their plans are prepared once per
  * backend and kept.
@@ -964,7 +995,7 @@ write_committed(const char *group, int32 topic_id, int32 partition,
 	ok = (SPI_processed == 1);
 	MqSpiEnd(&spi);
 	if (ok)
-		MqReplicaLogOffset(topic_id, partition, group, offset);
+		replicate_offset(topic_id, partition, group, offset);
 	return ok;
 }
 
@@ -1995,7 +2026,7 @@ mq_delete_group(PG_FUNCTION_ARGS)
 			parts[i] = DatumGetInt32(SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &isnull));
 		}
 		for (uint64 i = 0; i < n; i++)
-			MqReplicaLogOffset(tids[i], parts[i], group, -1);
+			replicate_offset(tids[i], parts[i], group, -1);
 	}
 	/* its ownership and grants go with it (group_acl cascades) */
 	if (SPI_execute_with_args("DELETE FROM mqlog.consumer_group g WHERE g.group_id OPERATOR(pg_catalog.=) $1",
