@@ -142,11 +142,12 @@ extern void MqGroupsCheckReady(void);
  * Join (or refresh) a member hosted by this process, subscribed to topics
  * (the caller holds consume on them), after the check that the role may
  * use the group; rebalances at once if anything changed.  Also the
- * member's heartbeat.
+ * member's heartbeat.  A member id another process hosts is refused.
  */
 extern void MqGroupJoin(const char *group, const char *member_id,
 						MqTopic **topics, int ntopics,
 						const MqMemberConfig *config, MqAssignment *assignment);
+/* of a member this process hosts: it is polling */
 extern void MqGroupHeartbeat(const char *group, const char *member_id);
 /* false (and membership 0) if it is not a member */
 extern bool MqGroupAssignment(const char *group, const char *member_id,

@@ -707,6 +707,17 @@ join_group(const char *group, const char *member_id, MqTopic **topics, int ntopi
 	if (!OidIsValid(g->owner))
 		g->owner = owner;
 	m = find_member(MyDatabaseId, group, member_id);
+	if (m != NULL && m->pid != MyProcPid)
+	{
+		int			host = m->pid;
+
+		LWLockRelease(gs->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("member \"%s\" of consumer group \"%s\" is hosted by another process",
+						member_id, group),
+				 errdetail("Process %d hosts it.", host)));
+	}
 	if (m == NULL)
 	{
 		m = new_member(g, member_id, now);
@@ -766,7 +777,7 @@ MqGroupHeartbeat(const char *group, const char *member_id)
 {
 	MqMember   *m = lock_member(group, member_id, LW_SHARED);
 
-	if (m)
+	if (m && m->pid == MyProcPid)
 		m->last_poll = GetCurrentTimestamp();	/* only the hosting process writes it */
 	LWLockRelease(gs->lock);
 }
