@@ -638,6 +638,14 @@ MqGroupLiveOwner(const char *group)
 	return owner;
 }
 
+/* a join that fails gives back the group slot find_group made for it */
+static void
+drop_if_empty(MqGroupState *g)
+{
+	if (group_member_count(g) == 0)
+		g->in_use = false;
+}
+
 /* a slot of its own for a member this process does not host yet */
 static MqMember *
 new_member(MqGroupState *g, const char *member_id, TimestampTz now)
@@ -650,8 +658,7 @@ new_member(MqGroupState *g, const char *member_id, TimestampTz now)
 			mine++;
 	if (mine >= mqlog_max_groups_per_session)
 	{
-		if (group_member_count(g) == 0)
-			g->in_use = false;	/* find_group made it for us */
+		drop_if_empty(g);
 		LWLockRelease(gs->lock);
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
@@ -665,6 +672,7 @@ new_member(MqGroupState *g, const char *member_id, TimestampTz now)
 			m = &gs->members[i];
 	if (m == NULL)
 	{
+		drop_if_empty(g);
 		LWLockRelease(gs->lock);
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
@@ -751,6 +759,7 @@ void
 MqGroupJoin(const char *group, const char *member_id, MqTopic **topics, int ntopics,
 			const MqMemberConfig *config, MqAssignment *assignment)
 {
+	MqGroupsCheckReady();		/* the host's exit must remove the member */
 	MqCheckGroupName(group);
 	if (member_id[0] == '\0' || strlen(member_id) >= MQ_MEMBER_ID_LEN)
 		ereport(ERROR,
