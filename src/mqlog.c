@@ -201,6 +201,7 @@ _PG_init(void)
 	shmem_startup_hook = mq_shmem_startup;
 	MqlogRegisterRmgr();
 	MqPartitionInitCallbacks();
+	MqPositionsInitCallbacks();
 	MqGroupsInitCallbacks();
 	MqClusterInitCallbacks();
 	MqCoordinatorRegister();

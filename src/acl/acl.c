@@ -402,9 +402,9 @@ MqGroupPersistOwner(const char *group, Oid live_owner)
  * Check that the current role may use the group, as its owner, a grantee
  * or a member of mqlog_admin.  The owner is the durable row's, else, for a
  * group whose first members have not committed yet, live_owner (kept with
- * the group's members in shared memory by groups.c); a group with neither
- * is nobody's, and the current role may take it.  Returns the owner the
- * answer was based on (the current role for a new group).
+ * the group's members in shared memory by groups/registry.c); a group with
+ * neither is nobody's, and the current role may take it.  Returns the owner
+ * the answer was based on (the current role for a new group).
  */
 Oid
 MqGroupCheckAccess(const char *group, MqGroupAccess mode, Oid live_owner)

@@ -1,8 +1,39 @@
 /*-------------------------------------------------------------------------
  *
  * groups.h
- *		Consumer groups: settings, shared memory and the coordinator's
- *		entry point (groups.c).
+ *		The consumer groups layer's C service API: membership (registry.c),
+ *		a member's positions and commits (positions.c), its polls
+ *		(consumer.c) and the groups' administration (admin.c), over the
+ *		committed-offset store (offsets.c, private to the layer).
+ *
+ * Everything that acts for a member takes its member id, a string as
+ * Kafka's, and the group's name.  A member is hosted by the process that
+ * joined it: that process keeps its positions (backend-local, rewound when
+ * its transaction aborts) and removes it when it exits.  Two kinds of
+ * member exist or are planned:
+ *	- a SQL session, member "sql-<pid>" in each group it polls: the SQL
+ *	  functions in sql/groups.c are thin wrappers that pass that id;
+ *	- a Kafka listener (later), one process hosting many members.
+ * Nothing here assumes one member per group per process.  What remains per
+ * process, and why:
+ *	- a process hosts at most mqlog.max_groups_per_session members, since
+ *	  shared memory holds that many member slots per possible backend
+ *	  (registry.c); a listener hosting more will need slots of its own;
+ *	- positions, their undo log and the fences belong to the process's
+ *	  current transaction, which all its members share (positions.c);
+ *	- the groups a transaction evicts with a forced reset or delete are the
+ *	  transaction's (registry.c);
+ *	- the partition a poll starts with rotates on one counter per process
+ *	  (consumer.c), which varies the start for every member it hosts;
+ *	- MqGroupPoll waits on the one condition variable that producers'
+ *	  commits and rebalances broadcast, so a process waits in one member's
+ *	  poll at a time.  A host of many members waits on that condition
+ *	  variable itself and reads with MqGroupAssignment, MqPositionsSync,
+ *	  MqPositionGet and MqPositionMove.
+ *
+ * Every call acts in the current database, checks privileges as the
+ * current user (GetUserId()), and reports errors with ereport; the SQL
+ * wrappers check their arguments before they call.
  *
  *-------------------------------------------------------------------------
  */
@@ -11,10 +42,20 @@
 
 #include "postgres.h"
 
-/* a member id, as Kafka's (a SQL session's is "sql-<pid>") */
-#define MQ_MEMBER_ID_LEN	64
+#include "datatype/timestamp.h"
 
-/* consumer group settings (groups.c) */
+#include "log/records.h"
+#include "log/topic.h"
+#include "acl/acl.h"
+
+#define MQ_MEMBER_ID_LEN	64		/* a member id is shorter */
+#define MQ_MAX_SUB_TOPICS	16		/* topics one member subscribes to */
+#define MQ_MAX_ASSIGNED		512		/* partitions assigned to one member */
+
+/* ------------------------------------------------------------------------
+ * Settings: what a SQL session's members use (mqlog.c registers them)
+ * ------------------------------------------------------------------------ */
+
 typedef enum MqAssignor
 {
 	MQ_ASSIGN_RANGE,
@@ -29,16 +70,183 @@ typedef enum MqOffsetReset
 	MQ_RESET_NONE				/* an error, as Kafka's auto.offset.reset=none */
 } MqOffsetReset;
 
-struct Latch;
+/* consumer.c */
 extern int	mqlog_assignor;
 extern int	mqlog_offset_reset;
 extern int	mqlog_max_poll_interval_ms;
 extern int	mqlog_poll_recheck_interval;
+
+/* registry.c: sizes shared memory, so it is the postmaster's */
 extern int	mqlog_max_groups_per_session;
+
+/* ------------------------------------------------------------------------
+ * Membership (registry.c)
+ * ------------------------------------------------------------------------ */
+
+typedef struct MqTopicPart
+{
+	int32		topic_id;
+	int32		partition;
+} MqTopicPart;
+
+/* a member's own settings, Kafka's consumer configs of the same names */
+typedef struct MqMemberConfig
+{
+	int			assignor;		/* MqAssignor: partition.assignment.strategy */
+	int			max_poll_interval_ms;	/* evicted after this long idle */
+	int			offset_reset;	/* MqOffsetReset: auto.offset.reset */
+} MqMemberConfig;
+
+/*
+ * A member's assignment, copied out of shared memory.  membership says
+ * which join of the member it belongs to: a member that was evicted or
+ * left and joined again is a new membership, whose positions start again
+ * from the committed offsets.  0: not a member.
+ */
+typedef struct MqAssignment
+{
+	uint64		membership;
+	int			generation;		/* the group's, when it was computed */
+	int			nparts;
+	MqTopicPart parts[MQ_MAX_ASSIGNED];
+} MqAssignment;
+
+/* a member as mqlog.group_members shows it */
+typedef struct MqMemberInfo
+{
+	char		group[MQ_GROUP_NAME_LEN];
+	char		member_id[MQ_MEMBER_ID_LEN];
+	int			pid;			/* the process that hosts it */
+	int			assignor;
+	int			generation;
+	Oid			owner;			/* the group's live owner, or InvalidOid */
+	TimestampTz joined_at;
+	TimestampTz last_poll;
+	int			ntopics;
+	int32		topic_ids[MQ_MAX_SUB_TOPICS];
+	int			nassigned;
+	MqTopicPart assigned[MQ_MAX_ASSIGNED];
+} MqMemberInfo;
+
 extern Size MqGroupsShmemSize(void);
 extern void MqGroupsShmemInit(void);
 extern void MqGroupsInitCallbacks(void);
+struct Latch;
 extern int	MqGroupsCoordinate(void);
 extern void MqGroupsSetCoordinatorLatch(struct Latch *latch);
+
+/* first in every entry point: preloaded?  this process's exit cleanup */
+extern void MqGroupsCheckReady(void);
+
+/*
+ * Join (or refresh) a member hosted by this process, subscribed to topics
+ * (the caller holds consume on them), after the check that the role may
+ * use the group; rebalances at once if anything changed.  Also the
+ * member's heartbeat.  A member id another process hosts is refused.
+ */
+extern void MqGroupJoin(const char *group, const char *member_id,
+						MqTopic **topics, int ntopics,
+						const MqMemberConfig *config, MqAssignment *assignment);
+/* of a member this process hosts: it is polling */
+extern void MqGroupHeartbeat(const char *group, const char *member_id);
+/* false (and membership 0) if it is not a member */
+extern bool MqGroupAssignment(const char *group, const char *member_id,
+							  MqAssignment *assignment);
+extern bool MqTopicPartListed(const MqTopicPart *tp, int n, int32 topic_id,
+							  int32 partition);
+extern Oid	MqGroupLiveOwner(const char *group);
+/* the members of this database's groups, in the caller's memory context */
+extern MqMemberInfo *MqGroupMembers(int *nmembers);
+
+/* ------------------------------------------------------------------------
+ * Positions and commits (positions.c)
+ * ------------------------------------------------------------------------ */
+
+/* a commit that checks ownership only, cooperatively (a SQL session's) */
+#define MQ_ANY_GENERATION	(-1)
+
+extern void MqPositionsInitCallbacks(void);
+
+/*
+ * Bring the member's positions in line with its assignment: forget revoked
+ * partitions (fencing this transaction's commits of the group if it polled
+ * one), load new ones from the committed offsets once a commit of their
+ * previous owner that is in flight has ended, and after a new membership
+ * (the member was evicted and joined again) reload them all, fencing too
+ * if this transaction polled under the old one.  topics: the
+ * subscription, for the partition counts.
+ */
+extern void MqPositionsSync(const char *group, const char *member_id,
+							const MqAssignment *assignment,
+							MqTopic **topics, int ntopics);
+/* the next offset to read; -1 before auto.offset.reset; false: none */
+extern bool MqPositionGet(const char *group, const char *member_id,
+						  int32 topic_id, int32 partition, int64 *position);
+/* polled: records below it were handed out, to be committed */
+extern void MqPositionMove(const char *group, const char *member_id,
+						   int32 topic_id, int32 partition, int64 position,
+						   bool polled);
+extern void MqGroupSeek(const char *group, const char *member_id,
+						MqTopic *topic, int32 partition, int64 offset);
+
+/*
+ * Commit every position the member moved past its committed offset /
+ * one explicit position (offset: the next to read), in the caller's
+ * transaction.  generation: the group generation the member consumed in,
+ * refused if the member is at another one; MQ_ANY_GENERATION checks only
+ * that each partition is still the member's.  Every refusal is SQLSTATE
+ * 40001.
+ */
+extern int64 MqGroupCommit(const char *group, const char *member_id,
+						   int generation);
+extern void MqGroupCommitOffset(const char *group, const char *member_id,
+								int generation, MqTopic *topic,
+								int32 partition, int64 offset);
+
+/* ------------------------------------------------------------------------
+ * Polls (consumer.c)
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Join, then hand out up to max_records records of the member's
+ * partitions into out, waiting up to timeout_ms for the first.
+ */
+extern void MqGroupPoll(const char *group, const char *member_id,
+						MqTopic **topics, int ntopics,
+						const MqMemberConfig *config, int max_records,
+						int64 timeout_ms, MqRecordOutput *out);
+/* end a membership and its positions; false if it was none */
+extern bool MqGroupLeave(const char *group, const char *member_id);
+
+/* ------------------------------------------------------------------------
+ * Administration (admin.c)
+ * ------------------------------------------------------------------------ */
+
+typedef enum MqResetKind
+{
+	MQ_RESET_TO_EARLIEST,
+	MQ_RESET_TO_LATEST,
+	MQ_RESET_TO_TIME,			/* the first record at or after ts */
+	MQ_RESET_TO_OFFSET
+} MqResetKind;
+
+typedef struct MqResetTarget
+{
+	MqResetKind kind;
+	TimestampTz ts;				/* MQ_RESET_TO_TIME */
+	int64		offset;			/* MQ_RESET_TO_OFFSET */
+} MqResetTarget;
+
+/*
+ * A group's committed offsets of every partition of topic (the caller
+ * holds consume on it); returns them, one per partition.  force: members
+ * are evicted when the transaction commits instead of refusing.
+ */
+extern int64 *MqGroupResetOffsets(const char *group, MqTopic *topic,
+								  const MqResetTarget *target, bool force);
+/* forget a group's offsets, ownership and grants; returns the offsets */
+extern int64 MqGroupDelete(const char *group, bool force);
+extern void MqGroupGrant(const char *group, Oid grantee, bool grant);
+extern bool MqGroupHasPrivilege(const char *group, Oid role);
 
 #endif							/* MQLOG_GROUPS_H */

@@ -230,8 +230,9 @@ MqlogCatalogChanged(void)
 /*
  * DDL that will need locks waiting consumers hold (mq_drop_topic of a
  * topic, or 0: DROP EXTENSION) says so before it asks for them, and wakes
- * the consumers, which give way (groups.c).  A slot per database hash:
- * another database that shares the slot only causes a spurious check.
+ * the consumers, which give way (groups/consumer.c).  A slot per database
+ * hash: another database that shares the slot only causes a spurious
+ * check.
  */
 void
 MqAnnounceDdl(int32 topic_id)

@@ -130,43 +130,6 @@ MqLogAppendReplica(MqTopic **topicp, int32 partition, const char *kafka, Size le
 }
 
 /*
- * Committed offsets of replicated topics go to every other node: an mqlog
- * message record (store/wal.c: only mqlog writes those, so nobody can
- * forge one), decoded with the commit that wrote the offset (and never if
- * it aborts), which each node's apply worker from
- * this one writes into its own mqlog.committed_offset.  A group survives
- * the loss of the node it was coordinated on.
- */
-/* offset < 0: the group's offset of that partition was deleted */
-static void
-log_offset_mark(const char *uuid, int32 partition, const char *group, int64 offset)
-{
-	MqOffsetMark mark;
-	StringInfoData buf;
-
-	memset(&mark, 0, sizeof(mark));
-	strlcpy(mark.uuid, uuid, sizeof(mark.uuid));
-	mark.partition = partition;
-	mark.group_len = strlen(group);
-	mark.offset = offset;
-	initStringInfo(&buf);
-	appendBinaryStringInfo(&buf, (const char *) &mark, sizeof(mark));
-	appendBinaryStringInfo(&buf, group, mark.group_len);
-	(void) MqLogMessage(MQ_MSG_OFFSET, buf.data, buf.len);
-	pfree(buf.data);
-}
-
-void
-MqReplicaLogOffset(int32 topic_id, int32 partition, const char *group, int64 offset)
-{
-	MqTopic    *topic = MqTopicLookupById(topic_id);
-
-	if (topic->uuid != NULL)
-		log_offset_mark(topic->uuid, partition, group, offset);
-}
-
-
-/*
  * Tell the followers' streams how far this partition is decided.  The LSO
  * is read before the message is written, so every commit below it is
  * already in the WAL ahead of the message, with its commit marker.

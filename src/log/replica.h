@@ -43,9 +43,6 @@ extern void MqReplicaAwaitAt(MqTopic *topic, int32 partition, int64 end_offset);
 extern void MqReplicaAwaitAcks(void);
 extern void MqReplicaForgetAcks(void);
 
-/* a group's committed offset (offset < 0: its deletion), for the other nodes */
-extern void MqReplicaLogOffset(int32 topic_id, int32 partition, const char *group, int64 offset);
-
 /* log the partition's LSO into the WAL for the followers' streams */
 extern int64 MqLogMarkLso(MqTopic *topic, int32 partition);
 

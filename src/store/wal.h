@@ -47,7 +47,7 @@ extern bool MqDecodedOwnMessage(struct LogicalDecodingContext *ctx, bool transac
 
 /*
  * A group's committed offset on a replicated topic, logged transactionally
- * with the commit that wrote it (log/replica.c), for every other node.
+ * with the commit that wrote it (groups/offsets.c), for every other node.
  * offset < 0: the group's offset of that partition was deleted.  The
  * group's name (group_len bytes) follows.
  */

@@ -1,0 +1,247 @@
+/*-------------------------------------------------------------------------
+ *
+ * consumer.c
+ *		A member's poll and its leave, the calls that span membership
+ *		(registry.c) and positions (positions.c): join, bring the positions
+ *		in line with the assignment, read the assigned partitions from them,
+ *		wait for records, give way to DDL.
+ *
+ * A poll waits on the condition variable that every committing producer,
+ * every rebalance and every DDL announcement broadcasts, so it sleeps in
+ * one member's poll at a time: a process that hosts many members and
+ * waits for all of them would sleep on that condition variable itself and
+ * read with the registry's and positions' functions, as poll_once does.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "pgstat.h"
+#include "storage/condition_variable.h"
+#include "utils/timestamp.h"
+
+#include "log/partition.h"
+#include "groups/internal.h"
+
+/* settings (session): a SQL session's members take theirs from these */
+int			mqlog_assignor = MQ_ASSIGN_RANGE;
+int			mqlog_offset_reset = MQ_RESET_EARLIEST;
+int			mqlog_max_poll_interval_ms = 300000;
+int			mqlog_poll_recheck_interval = 1000;
+
+/*
+ * Where a poll starts among the member's partitions, so that one with data
+ * cannot always come first.  One counter for the process: a poll of any
+ * of its members moves it, which still varies where each member starts.
+ */
+static int	poll_rotation = 0;
+
+/*
+ * Where a position goes that is no offset yet (-1: the group never
+ * committed this partition) or that retention has overtaken: Kafka's
+ * auto.offset.reset, the member's offset_reset, for both cases.
+ */
+static int64
+reset_position(const char *group, MqTopic *topic, int32 partition, int64 position,
+			   int offset_reset)
+{
+	int64		start = MqLogStartOffset(topic, partition);
+	int64		lso,
+				hw;
+
+	if (offset_reset == MQ_RESET_EARLIEST)
+		return start;
+	if (offset_reset == MQ_RESET_LATEST)
+	{
+		MqPartitionOffsets(topic, partition, &lso, &hw);
+		return lso >= 0 ? lso : start;
+	}
+	if (position < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("consumer group \"%s\" has no offset for partition %d of topic \"%s\"",
+						group, partition, topic->name),
+				 errdetail("mqlog.auto_offset_reset is \"none\"."),
+				 errhint("Position the group with mq_seek() or mq_reset_offsets(), or set mqlog.auto_offset_reset to earliest or latest.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("offset " INT64_FORMAT " of partition %d of topic \"%s\" is no longer in the log",
+					position, partition, topic->name),
+			 errdetail("Retention removed offsets " INT64_FORMAT " to " INT64_FORMAT " before consumer group \"%s\" read them; the log now starts at " INT64_FORMAT ".",
+					   position, start - 1, group, start),
+			 errhint("Position the group with mq_seek() or mq_reset_offsets(), or set mqlog.auto_offset_reset to earliest or latest.")));
+	return start;				/* keep the compiler quiet */
+}
+
+/*
+ * A waiting poll holds AccessShareLock on mqlog's catalog and on the
+ * segments it has read, to the end of its transaction, so DDL that needs
+ * them (mq_drop_topic, DROP EXTENSION) would wait behind it for the whole
+ * poll timeout.  That DDL announces itself first (MqAnnounceDdl) and wakes
+ * the waiting polls; a poll that learns of DDL on one of its topics, or on
+ * the extension, ends with a retryable error: its transaction rolls back,
+ * its positions rewind, the DDL goes ahead, and the consumer's next poll
+ * sees what it did.  (Lock-waiter checks cannot be used here: the locks
+ * are fast-path locks, which LockHasWaiters does not handle.)
+ */
+static void
+yield_to_ddl(uint64 *seen, MqTopic **topics, int ntopics)
+{
+	int32		topic_id;
+	uint64		now = MqDdlCount(&topic_id);
+	const char *what = NULL;
+
+	if (now == *seen)
+		return;
+	if (topic_id < 0)
+	{
+		*seen = now;			/* DDL in another database */
+		return;
+	}
+	if (topic_id == 0 || now > *seen + 1)
+		what = "mqlog";			/* the extension, or more than one change */
+	for (int t = 0; t < ntopics && what == NULL; t++)
+		if (topics[t]->topic_id == topic_id)
+			what = topics[t]->name;
+	if (what == NULL)
+	{
+		*seen = now;			/* DDL on another topic */
+		return;
+	}
+	ConditionVariableCancelSleep();
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("mq_poll gave way to a concurrent drop of %s%s%s",
+					strcmp(what, "mqlog") == 0 ? "" : "topic \"", what,
+					strcmp(what, "mqlog") == 0 ? " or one of its topics" : "\""),
+			 errdetail("Another session is dropping it and needs the locks this transaction holds."),
+			 errhint("Roll back and poll again.")));
+}
+
+/*
+ * How long a waiting poll sleeps before it looks again by itself.  What
+ * makes records readable, a producer's commit, wakes the waiting polls, and
+ * so do rebalances, evictions and DDL on their topics; the timed wakeup
+ * catches what wakes nobody (records replayed on a hot standby, committed
+ * records that an aborted transaction held back).  It also refreshes the
+ * member's last_poll, so it never waits more than half of the member's
+ * max_poll_interval_ms: a waiting member must not look idle to the
+ * coordinator (the join stored that value in the member).
+ */
+static long
+poll_sleep_ms(TimestampTz deadline, int max_poll_interval_ms)
+{
+	long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+
+	return Max(1, Min(Min(mqlog_poll_recheck_interval, max_poll_interval_ms / 2), left));
+}
+
+/* One round over the assigned partitions, starting at a rotating index. */
+static int
+poll_once(const char *group, const char *member_id, const MqAssignment *a,
+		  MqTopic **topics, int ntopics, int offset_reset, int max_records,
+		  MqRecordOutput *out)
+{
+	int			n = a->nparts;
+	int			total = 0;
+	int			start = n > 0 ? (poll_rotation++ % n) : 0;
+
+	for (int k = 0; k < n && total < max_records; k++)
+	{
+		const MqTopicPart *p = &a->parts[(start + k) % n];
+		MqTopic    *topic = NULL;
+		int64		position;
+		int			got;
+		int64		next;
+
+		for (int t = 0; t < ntopics; t++)
+			if (topics[t]->topic_id == p->topic_id)
+				topic = topics[t];
+		if (topic == NULL ||
+			!MqPositionGet(group, member_id, p->topic_id, p->partition, &position))
+			continue;
+		if (position < MqLogStartOffset(topic, p->partition))
+		{
+			position = reset_position(group, topic, p->partition, position, offset_reset);
+			MqPositionMove(group, member_id, p->topic_id, p->partition, position, false);
+		}
+
+		/*
+		 * A fair share per partition when several have data, so that one
+		 * hot partition does not starve the rest.
+		 */
+		next = MqReadPartition(topic, p->partition, position,
+							   Max((max_records - total) / Max(n - k, 1), 1),
+							   PG_INT64_MAX, out, &got);
+		if (next != position)
+			MqPositionMove(group, member_id, p->topic_id, p->partition, next, true);
+		total += got;
+	}
+	return total;
+}
+
+void
+MqGroupPoll(const char *group, const char *member_id, MqTopic **topics, int ntopics,
+			const MqMemberConfig *config, int max_records, int64 timeout_ms,
+			MqRecordOutput *out)
+{
+	MqAssignment *a = palloc(sizeof(MqAssignment));
+	TimestampTz deadline;
+	int			generation = -1;
+	bool		sleeping = false;
+	uint64		ddl_seen;
+
+	MqGroupJoin(group, member_id, topics, ntopics, config, a);
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	ddl_seen = MqDdlCount(NULL);
+
+	for (;;)
+	{
+		int			got;
+
+		if (!MqGroupAssignment(group, member_id, a))
+		{
+			/*
+			 * Evicted meanwhile: join again, and reload the positions (the
+			 * group may be a new one, its generation counting from 0).
+			 */
+			MqGroupJoin(group, member_id, topics, ntopics, config, a);
+			generation = -1;
+			continue;
+		}
+		if (a->generation != generation)
+		{
+			MqPositionsSync(group, member_id, a, topics, ntopics);
+			generation = a->generation;
+		}
+		got = poll_once(group, member_id, a, topics, ntopics, config->offset_reset,
+						max_records, out);
+		if (got > 0 || GetCurrentTimestamp() >= deadline)
+			break;
+		if (!sleeping)
+		{
+			/* prepare, then check once more before the first sleep */
+			ConditionVariablePrepareToSleep(MqDataArrivedCV());
+			sleeping = true;
+			continue;
+		}
+		(void) ConditionVariableTimedSleep(MqDataArrivedCV(),
+										   poll_sleep_ms(deadline, config->max_poll_interval_ms),
+										   PG_WAIT_EXTENSION);
+		MqGroupHeartbeat(group, member_id);
+		CHECK_FOR_INTERRUPTS();
+		yield_to_ddl(&ddl_seen, topics, ntopics);
+	}
+	if (sleeping)
+		ConditionVariableCancelSleep();
+	pfree(a);
+}
+
+bool
+MqGroupLeave(const char *group, const char *member_id)
+{
+	bool		was = MqGroupRemoveMember(group, member_id);
+
+	MqPositionsForget(group, member_id);
+	return was;
+}

@@ -1,0 +1,39 @@
+/*-------------------------------------------------------------------------
+ *
+ * internal.h
+ *		What the files of the consumer groups layer share among themselves
+ *		and nobody above them calls: the committed-offset store (offsets.c),
+ *		which checks no privileges, and the parts of membership that only
+ *		leave and the administration use (registry.c), and of positions
+ *		that only leave uses (positions.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MQLOG_GROUPS_INTERNAL_H
+#define MQLOG_GROUPS_INTERNAL_H
+
+#include "groups/groups.h"
+
+/* registry.c */
+extern bool MqGroupRemoveMember(const char *group, const char *member_id);
+extern int	MqGroupMemberCount(const char *group);
+extern void MqGroupRefuseIfActive(const char *group, bool force, const char *what);
+
+/* positions.c */
+extern void MqPositionsForget(const char *group, const char *member_id);
+
+/*
+ * offsets.c: mqlog.committed_offset, as the extension owner, in the
+ * caller's transaction; every write of a replicated topic's offset is also
+ * logged for the other nodes.  -1: no offset.
+ */
+extern int64 MqOffsetRead(const char *group, int32 topic_id, int32 partition);
+/* only if the row still holds expected (-1: there is no row); false if not */
+extern bool MqOffsetWriteIf(const char *group, int32 topic_id, int32 partition,
+							int64 expected, int64 offset);
+extern void MqOffsetWrite(const char *group, int32 topic_id, int32 partition,
+						  int64 offset);
+/* every offset of the group; returns how many there were */
+extern int64 MqOffsetsDelete(const char *group);
+
+#endif							/* MQLOG_GROUPS_INTERNAL_H */

@@ -1,0 +1,216 @@
+/*-------------------------------------------------------------------------
+ *
+ * offsets.c
+ *		The committed-offset store: consumer groups' offsets in the ordinary
+ *		table mqlog.committed_offset, read and written as the extension
+ *		owner in the caller's transaction, and the WAL message that carries
+ *		each offset of a replicated topic to the other nodes.
+ *
+ * An offset is transactional with the caller's work: that is what makes
+ * consume-transform-produce exactly-once.  A commit writes only if the row
+ * still holds the offset its member started from (UPDATE ... WHERE
+ * committed_offset = expected, or an insert that must find no row), so of
+ * two members that both believe they own a partition one fails.  Nothing
+ * here checks who calls: positions.c and admin.c do, before they come here.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/snapmgr.h"
+
+#include "base/spi.h"
+#include "store/wal.h"
+#include "log/topic.h"
+#include "groups/internal.h"
+
+/*
+ * Committed offsets of replicated topics go to every other node: an mqlog
+ * message record (store/wal.c: only mqlog writes those, so nobody can
+ * forge one), decoded with the commit that wrote the offset (and never if
+ * it aborts), which each node's apply worker from this one writes into its
+ * own mqlog.committed_offset (workers/apply.c).  A group survives the loss
+ * of the node it was coordinated on.  offset < 0: the group's offset of
+ * that partition was deleted.
+ */
+static void
+replicate_offset(int32 topic_id, int32 partition, const char *group, int64 offset)
+{
+	MqTopic    *topic = MqTopicLookupById(topic_id);
+	MqOffsetMark mark;
+	StringInfoData buf;
+
+	if (topic->uuid == NULL)
+		return;					/* a topic of this node only */
+	memset(&mark, 0, sizeof(mark));
+	strlcpy(mark.uuid, topic->uuid, sizeof(mark.uuid));
+	mark.partition = partition;
+	mark.group_len = strlen(group);
+	mark.offset = offset;
+	initStringInfo(&buf);
+	appendBinaryStringInfo(&buf, (const char *) &mark, sizeof(mark));
+	appendBinaryStringInfo(&buf, group, mark.group_len);
+	(void) MqLogMessage(MQ_MSG_OFFSET, buf.data, buf.len);
+	pfree(buf.data);
+}
+
+/*
+ * The statements on the offsets table run on every poll that takes over a
+ * partition and on every commit, so their plans are prepared once per
+ * backend and kept.
+ */
+enum
+{
+	Q_READ,
+	Q_INSERT_IF_ABSENT,
+	Q_UPDATE_IF,
+	Q_UPSERT,
+	NUM_QUERIES
+};
+
+static const char *const query_text[NUM_QUERIES] = {
+	"SELECT c.committed_offset FROM mqlog.committed_offset c"
+	" WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2"
+	" AND c.partition OPERATOR(pg_catalog.=) $3",
+	"INSERT INTO mqlog.committed_offset (group_id, topic_id, partition, committed_offset)"
+	" VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+	"UPDATE mqlog.committed_offset c SET committed_offset = $4, committed_at = pg_catalog.now()"
+	" WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2"
+	" AND c.partition OPERATOR(pg_catalog.=) $3 AND c.committed_offset OPERATOR(pg_catalog.=) $5",
+	"INSERT INTO mqlog.committed_offset (group_id, topic_id, partition, committed_offset)"
+	" VALUES ($1, $2, $3, $4) ON CONFLICT (group_id, topic_id, partition)"
+	" DO UPDATE SET committed_offset = $4, committed_at = pg_catalog.now()",
+};
+
+static SPIPlanPtr query_plan[NUM_QUERIES];
+
+/* Run one of the statements with (group, topic, partition, offset, expected). */
+static int
+run_query(int q, const char *group, int32 topic_id, int32 partition,
+		  int64 offset, int64 expected)
+{
+	Oid			types[5] = {TEXTOID, INT4OID, INT4OID, INT8OID, INT8OID};
+	Datum		vals[5];
+	int			nargs = (q == Q_READ) ? 3 : (q == Q_UPDATE_IF ? 5 : 4);
+
+	if (query_plan[q] == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(query_text[q], nargs, types);
+
+		if (plan == NULL)
+			elog(ERROR, "mqlog: could not prepare \"%s\": %s", query_text[q],
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+		query_plan[q] = plan;
+	}
+	vals[0] = CStringGetTextDatum(group);
+	vals[1] = Int32GetDatum(topic_id);
+	vals[2] = Int32GetDatum(partition);
+	vals[3] = Int64GetDatum(offset);
+	vals[4] = Int64GetDatum(expected);
+	return SPI_execute_plan(query_plan[q], vals, NULL, q == Q_READ, q == Q_READ ? 1 : 0);
+}
+
+int64
+MqOffsetRead(const char *group, int32 topic_id, int32 partition)
+{
+	MqSpi		spi;
+	int64		result = -1;
+	int			ret;
+
+	MqSpiBegin(&spi, true);
+
+	/*
+	 * With a fresh snapshot: a poll that waited (for a handover, or in its
+	 * timeout while a forced reset committed) must see what committed
+	 * meanwhile, not what its statement's snapshot saw when it started.
+	 */
+	PushActiveSnapshot(GetLatestSnapshot());
+	ret = run_query(Q_READ, group, topic_id, partition, 0, 0);
+	PopActiveSnapshot();
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "mqlog: reading committed offsets failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+
+		result = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	MqSpiEnd(&spi);
+	return result;
+}
+
+/* one of the writes; false if the row did not hold what the write expected */
+static bool
+write_offset(int q, const char *group, int32 topic_id, int32 partition,
+			 int64 expected, int64 offset)
+{
+	MqSpi		spi;
+	int			ret;
+	bool		ok;
+
+	MqSpiBegin(&spi, true);
+	ret = run_query(q, group, topic_id, partition, offset, expected);
+	if (ret != SPI_OK_INSERT && ret != SPI_OK_UPDATE)
+		elog(ERROR, "mqlog: writing committed offsets failed: %s", SPI_result_code_string(ret));
+	ok = (SPI_processed == 1);
+	MqSpiEnd(&spi);
+	if (ok)
+		replicate_offset(topic_id, partition, group, offset);
+	return ok;
+}
+
+bool
+MqOffsetWriteIf(const char *group, int32 topic_id, int32 partition,
+				int64 expected, int64 offset)
+{
+	return write_offset(expected < 0 ? Q_INSERT_IF_ABSENT : Q_UPDATE_IF,
+						group, topic_id, partition, expected, offset);
+}
+
+/* whatever the row holds: an offset reset */
+void
+MqOffsetWrite(const char *group, int32 topic_id, int32 partition, int64 offset)
+{
+	(void) write_offset(Q_UPSERT, group, topic_id, partition, -1, offset);
+}
+
+int64
+MqOffsetsDelete(const char *group)
+{
+	MqSpi		spi;
+	Oid			type = TEXTOID;
+	Datum		val = CStringGetTextDatum(group);
+	int64		n;
+	SPITupleTable *rows;
+
+	MqSpiBegin(&spi, true);
+	if (SPI_execute_with_args("DELETE FROM mqlog.committed_offset c WHERE c.group_id OPERATOR(pg_catalog.=) $1"
+							  " RETURNING c.topic_id, c.partition",
+							  1, &type, &val, NULL, false, 0) != SPI_OK_DELETE_RETURNING)
+		elog(ERROR, "mqlog: deleting committed offsets failed");
+	n = SPI_processed;
+	rows = SPI_tuptable;
+
+	/* the other nodes forget these offsets, of replicated topics, and no others */
+	{
+		int32	   *tids = palloc(sizeof(int32) * (n + 1));
+		int32	   *parts = palloc(sizeof(int32) * (n + 1));
+
+		for (uint64 i = 0; i < n; i++)
+		{
+			bool		isnull;
+
+			tids[i] = DatumGetInt32(SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &isnull));
+			parts[i] = DatumGetInt32(SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &isnull));
+		}
+		for (uint64 i = 0; i < n; i++)
+			replicate_offset(tids[i], parts[i], group, -1);
+	}
+	MqSpiEnd(&spi);
+	return n;
+}

@@ -1,0 +1,647 @@
+/*-------------------------------------------------------------------------
+ *
+ * positions.c
+ *		Members' positions (where each member this process hosts reads next
+ *		on each partition assigned to it), their undo log for rollbacks, the
+ *		fences, and the commit of positions into the committed-offset store.
+ *
+ * Positions are backend-local, in a hash keyed by member id, group, topic
+ * and partition, as the registry keys members.  Exactly-once for
+ * consume-transform-produce rests on two fences in a commit, both failing
+ * with SQLSTATE 40001 so that a client retries the transaction:
+ *	- ownership: the partition must still be assigned to the member;
+ *	- no concurrent commit: the row must still hold the offset the member
+ *	  started from (offsets.c).
+ * and on a lock per (group, partition), in the advisory lock space with a
+ * field of its own: a commit takes it in exclusive mode, before it checks
+ * ownership, and keeps it to the end of its transaction; a member that
+ * takes a partition over takes it in share mode and lets it go at once,
+ * before it reads the committed offset.  So the new owner waits for a
+ * commit of the previous owner that is in flight instead of reading past
+ * it, and a previous owner that checks ownership after the handover fails.
+ * A transaction that polled a partition its member then lost fails its
+ * commits of that group too, since its work includes records now owned by
+ * another member; so does one whose member was evicted and joined again.
+ * A rolled-back transaction rewinds the positions it moved, so the same
+ * member is handed the same records again.
+ *
+ * The positions, their undo log and the fences are the process's, for its
+ * current transaction, whichever of its members they belong to.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
+#include "storage/lock.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "log/logiter.h"
+#include "groups/internal.h"
+
+/* a member's position on a partition, keyed by member as the registry is */
+typedef struct PosKey
+{
+	char		member_id[MQ_MEMBER_ID_LEN];
+	char		group[MQ_GROUP_NAME_LEN];
+	int32		topic_id;
+	int32		partition;
+} PosKey;
+
+typedef struct Position
+{
+	PosKey		key;
+	int64		position;		/* next offset to poll */
+	int64		committed;		/* what the offsets table holds, as we know it */
+	uint64		membership;		/* the member's join it was loaded in */
+	SubTransactionId subid;		/* (sub)transaction of its newest undo record */
+	bool		stale;			/* reload from the offsets table */
+	bool		polled;			/* touched by a poll since the last commit */
+} Position;
+
+static HTAB *positions = NULL;
+
+static HTAB *
+position_table(void)
+{
+	HASHCTL		ctl;
+
+	if (positions)
+		return positions;
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(PosKey);
+	ctl.entrysize = sizeof(Position);
+	ctl.hcxt = TopMemoryContext;
+	positions = hash_create("mqlog positions", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	return positions;
+}
+
+static void
+make_key(PosKey *key, const char *group, const char *member_id, int32 topic_id, int32 partition)
+{
+	memset(key, 0, sizeof(*key));
+	strlcpy(key->member_id, member_id, MQ_MEMBER_ID_LEN);
+	strlcpy(key->group, group, MQ_GROUP_NAME_LEN);
+	key->topic_id = topic_id;
+	key->partition = partition;
+}
+
+static Position *
+find_position(const char *group, const char *member_id, int32 topic_id, int32 partition)
+{
+	PosKey		key;
+
+	make_key(&key, group, member_id, topic_id, partition);
+	return hash_search(position_table(), &key, HASH_FIND, NULL);
+}
+
+/* is the position one of this member's in this group? */
+static bool
+belongs_to(Position *pos, const char *group, const char *member_id)
+{
+	return strcmp(pos->key.group, group) == 0 && strcmp(pos->key.member_id, member_id) == 0;
+}
+
+/* the lock that orders a partition's handover, see the file header */
+static void
+handover_locktag(LOCKTAG *tag, const char *group, int32 topic_id, int32 partition)
+{
+	uint32		h = hash_bytes((const unsigned char *) group, strlen(group));
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, h,
+						 (uint32) topic_id * 65599u + (uint32) partition, 3);
+}
+
+/* ------------------------------------------------------------------------
+ * Fences
+ * ------------------------------------------------------------------------ */
+
+/* a member of a group whose commits this transaction refuses */
+typedef struct Fence
+{
+	char		member_id[MQ_MEMBER_ID_LEN];
+	char		group[MQ_GROUP_NAME_LEN];
+} Fence;
+
+static List *fences = NIL;
+
+static bool
+is_fenced(const char *group, const char *member_id)
+{
+	ListCell   *lc;
+
+	foreach(lc, fences)
+	{
+		Fence	   *f = lfirst(lc);
+
+		if (strcmp(f->group, group) == 0 && strcmp(f->member_id, member_id) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Remember until the end of the transaction that a member may not commit
+ * in a group.  The list lives as long as the transaction's state, beyond
+ * the per-call memory of the poll that notices the loss: its cells and
+ * entries are allocated in TopMemoryContext and freed by
+ * positions_xact_callback.  (A cell once came from the caller's context,
+ * and a later lappend or the list_free_deep at COMMIT touched freed
+ * memory: issue 16's crash.)
+ */
+static void
+fence(const char *group, const char *member_id)
+{
+	MemoryContext old;
+	Fence	   *f;
+
+	if (is_fenced(group, member_id))
+		return;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	f = palloc0(sizeof(Fence));
+	strlcpy(f->member_id, member_id, MQ_MEMBER_ID_LEN);
+	strlcpy(f->group, group, MQ_GROUP_NAME_LEN);
+	fences = lappend(fences, f);
+	MemoryContextSwitchTo(old);
+}
+
+/* fence the position's member if this transaction handed out its records */
+static void
+fence_if_polled(Position *pos)
+{
+	if (pos->polled && pos->subid != InvalidSubTransactionId &&
+		pos->position != pos->committed)
+		fence(pos->key.group, pos->key.member_id);
+}
+
+/* A transaction that lost a partition it polled must not commit the rest. */
+static void
+check_not_fenced(const char *group, const char *member_id)
+{
+	if (is_fenced(group, member_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not commit offsets for group \"%s\"", group),
+				 errdetail("A partition this transaction polled was reassigned to another member by a rebalance."),
+				 errhint("Roll back and poll again: the records will be delivered to the partition's new owner.")));
+}
+
+/* ------------------------------------------------------------------------
+ * Undo log
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Undo log of position changes, so that a rolled-back transaction or
+ * subtransaction rewinds what it polled and committed.  A record holds the
+ * values a position had before the first change in one subtransaction.
+ */
+typedef struct Undo
+{
+	PosKey		key;
+	SubTransactionId subid;		/* the subtransaction that changed it */
+	SubTransactionId prev_subid;	/* the position's subid before */
+	bool		created;		/* the position did not exist before */
+	int64		position;
+	int64		committed;
+} Undo;
+
+static Undo *undo = NULL;
+static int	nundo = 0;
+static int	maxundo = 0;
+
+static void
+push_undo(Position *pos, bool created)
+{
+	Undo	   *u;
+
+	if (nundo == maxundo)
+	{
+		maxundo = Max(16, maxundo * 2);
+		undo = undo ? repalloc(undo, sizeof(Undo) * maxundo)
+			: MemoryContextAlloc(TopMemoryContext, sizeof(Undo) * maxundo);
+	}
+	u = &undo[nundo++];
+	u->key = pos->key;
+	u->subid = GetCurrentSubTransactionId();
+	u->prev_subid = created ? InvalidSubTransactionId : pos->subid;
+	u->created = created;
+	u->position = pos->position;
+	u->committed = pos->committed;
+	pos->subid = u->subid;
+}
+
+/* a new entry; undone (removed) if this subtransaction aborts */
+static void
+init_position(Position *pos, uint64 membership, int64 committed)
+{
+	pos->polled = false;
+	pos->stale = false;
+	pos->membership = membership;
+	pos->subid = InvalidSubTransactionId;
+	pos->position = pos->committed = committed;
+	push_undo(pos, true);
+}
+
+/* call before changing a position: remembers its values once per subtransaction */
+static void
+save_position(Position *pos)
+{
+	if (pos->subid != GetCurrentSubTransactionId())
+		push_undo(pos, false);
+}
+
+static void
+apply_undo(Undo *u)
+{
+	Position   *pos = hash_search(positions, &u->key, HASH_FIND, NULL);
+
+	if (pos == NULL)
+		return;					/* revoked meanwhile: nothing to rewind */
+	if (u->created)
+	{
+		hash_search(positions, &u->key, HASH_REMOVE, NULL);
+		return;
+	}
+	pos->position = u->position;
+	pos->committed = u->committed;
+	pos->subid = u->prev_subid;
+}
+
+static void
+positions_xact_callback(XactEvent event, void *arg)
+{
+	HASH_SEQ_STATUS seq;
+	Position   *pos;
+
+	if (positions == NULL)
+		return;
+	if (event == XACT_EVENT_PRE_PREPARE && nundo > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that has polled or committed a consumer group"),
+				 errdetail("Positions and partition handover locks of a session cannot outlive it in a prepared transaction."),
+				 errhint("Commit the transaction instead of preparing it.")));
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+	{
+		while (nundo > 0)
+			apply_undo(&undo[--nundo]);
+	}
+	else if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_PARALLEL_COMMIT)
+		return;
+	nundo = 0;
+	list_free_deep(fences);
+	fences = NIL;
+	hash_seq_init(&seq, positions);
+	while ((pos = hash_seq_search(&seq)) != NULL)
+		pos->subid = InvalidSubTransactionId;
+}
+
+static void
+positions_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						   SubTransactionId parentSubid, void *arg)
+{
+	if (positions == NULL)
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		/* a subtransaction's records are the newest: at the end */
+		while (nundo > 0 && undo[nundo - 1].subid == mySubid)
+			apply_undo(&undo[--nundo]);
+	}
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		int			keep = 0;
+
+		for (int i = 0; i < nundo; i++)
+		{
+			Undo	   *u = &undo[i];
+
+			if (u->subid == mySubid)
+			{
+				bool		parent_has = false;
+				Position   *pos = hash_search(positions, &u->key, HASH_FIND, NULL);
+
+				for (int j = 0; j < keep && !parent_has; j++)
+					parent_has = (undo[j].subid == parentSubid &&
+								  memcmp(&undo[j].key, &u->key, sizeof(PosKey)) == 0);
+				if (pos && pos->subid == mySubid)
+					pos->subid = parentSubid;
+				if (parent_has)
+					continue;	/* the parent's record has the older values */
+				u->subid = parentSubid;
+			}
+			undo[keep++] = *u;
+		}
+		nundo = keep;
+	}
+}
+
+void
+MqPositionsInitCallbacks(void)
+{
+	RegisterXactCallback(positions_xact_callback, NULL);
+	RegisterSubXactCallback(positions_subxact_callback, NULL);
+}
+
+/* ------------------------------------------------------------------------
+ * Positions
+ * ------------------------------------------------------------------------ */
+
+void
+MqPositionsSync(const char *group, const char *member_id, const MqAssignment *assignment,
+				MqTopic **topics, int ntopics)
+{
+	HASH_SEQ_STATUS seq;
+	Position   *pos;
+
+	hash_seq_init(&seq, position_table());
+	while ((pos = hash_seq_search(&seq)) != NULL)
+	{
+		if (!belongs_to(pos, group, member_id))
+			continue;
+
+		/*
+		 * A new membership (after an eviction) starts from the committed
+		 * offsets, as a Kafka consumer does after it rejoins; if this
+		 * transaction had polled under the old membership, it may not
+		 * commit.
+		 */
+		if (pos->membership != assignment->membership)
+		{
+			fence_if_polled(pos);
+			pos->stale = true;
+			pos->membership = assignment->membership;
+		}
+		if (!MqTopicPartListed(assignment->parts, assignment->nparts,
+							   pos->key.topic_id, pos->key.partition))
+		{
+			/* records polled in this transaction now belong to another member */
+			fence_if_polled(pos);
+			hash_search(positions, &pos->key, HASH_REMOVE, NULL);
+		}
+	}
+
+	for (int i = 0; i < assignment->nparts; i++)
+	{
+		const MqTopicPart *tp = &assignment->parts[i];
+		PosKey		key;
+		bool		found;
+		MqTopic    *topic = NULL;
+
+		make_key(&key, group, member_id, tp->topic_id, tp->partition);
+		pos = hash_search(positions, &key, HASH_ENTER, &found);
+		if (found && !pos->stale)
+			continue;
+		for (int t = 0; t < ntopics; t++)
+			if (topics[t]->topic_id == tp->topic_id)
+				topic = topics[t];
+		if (topic == NULL || tp->partition >= topic->partitions)
+		{
+			hash_search(positions, &key, HASH_REMOVE, NULL);
+			continue;
+		}
+		if (!found)
+			init_position(pos, assignment->membership, -1);
+		else
+			save_position(pos);
+		pos->stale = false;
+
+		/*
+		 * Wait for a commit of the previous owner that is in flight, then
+		 * read where it left off.
+		 */
+		{
+			LOCKTAG		tag;
+
+			handover_locktag(&tag, group, tp->topic_id, tp->partition);
+			(void) LockAcquire(&tag, ShareLock, false, false);
+			LockRelease(&tag, ShareLock, false);
+		}
+		pos->committed = MqOffsetRead(group, tp->topic_id, tp->partition);
+		/* no offset, or one retention removed: the poll applies the policy */
+		pos->position = pos->committed;
+	}
+}
+
+bool
+MqPositionGet(const char *group, const char *member_id, int32 topic_id, int32 partition,
+			  int64 *position)
+{
+	Position   *pos = find_position(group, member_id, topic_id, partition);
+
+	if (pos == NULL)
+		return false;
+	*position = pos->position;
+	return true;
+}
+
+void
+MqPositionMove(const char *group, const char *member_id, int32 topic_id, int32 partition,
+			   int64 position, bool polled)
+{
+	Position   *pos = find_position(group, member_id, topic_id, partition);
+
+	if (pos == NULL)
+		elog(ERROR, "mqlog: member %s of group \"%s\" has no position on partition %d of topic %d",
+			 member_id, group, partition, topic_id);
+	save_position(pos);
+	pos->position = position;
+	if (polled)
+		pos->polled = true;
+}
+
+/* a member's leave: its positions go (this transaction's undo finds none) */
+void
+MqPositionsForget(const char *group, const char *member_id)
+{
+	HASH_SEQ_STATUS seq;
+	Position   *pos;
+
+	hash_seq_init(&seq, position_table());
+	while ((pos = hash_seq_search(&seq)) != NULL)
+		if (belongs_to(pos, group, member_id))
+			hash_search(positions, &pos->key, HASH_REMOVE, NULL);
+}
+
+/* a position the member did not have, from the committed offset */
+static Position *
+load_position(PosKey *key, uint64 membership)
+{
+	int64		committed = MqOffsetRead(key->group, key->topic_id, key->partition);
+	Position   *pos = hash_search(position_table(), key, HASH_ENTER, NULL);
+
+	/* entered only once the read succeeded: a failed read leaves no entry */
+	init_position(pos, membership, committed);
+	return pos;
+}
+
+/*
+ * The member's position entry for an explicit partition (mq_seek, an
+ * explicit commit), after the check that the role may use the group and
+ * before the offset is checked against the log.
+ */
+static Position *
+explicit_position(const char *group, const char *member_id, MqTopic *topic,
+				  int32 partition, int64 offset, MqGroupAccess access)
+{
+	PosKey		key;
+	Position   *pos;
+	MqAssignment a;
+
+	MqGroupCheckAccess(group, access, MqGroupLiveOwner(group));
+	MqCheckPartition(topic, partition);
+	make_key(&key, group, member_id, topic->topic_id, partition);
+	pos = hash_search(position_table(), &key, HASH_FIND, NULL);
+
+	/*
+	 * Assigned, but its position was never loaded (a poll failed before it
+	 * could, e.g. with mqlog.auto_offset_reset = none): load it now, so that
+	 * mq_seek can position it.
+	 */
+	(void) MqGroupAssignment(group, member_id, &a);
+	if (pos == NULL && MqTopicPartListed(a.parts, a.nparts, topic->topic_id, partition))
+		pos = load_position(&key, a.membership);
+	if (pos == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("partition %d of topic \"%s\" is not assigned to this session in group \"%s\"",
+						partition, topic->name, group),
+				 errhint("Poll first; see mqlog.group_members for the assignment.")));
+	MqCheckOffsetRange(topic, partition, offset, true);
+	return pos;
+}
+
+void
+MqGroupSeek(const char *group, const char *member_id, MqTopic *topic, int32 partition,
+			int64 offset)
+{
+	Position   *pos = explicit_position(group, member_id, topic, partition, offset,
+										MQ_GROUP_USE_EXISTING);
+
+	save_position(pos);
+	pos->position = offset;
+}
+
+/* ------------------------------------------------------------------------
+ * Commits
+ * ------------------------------------------------------------------------ */
+
+static void
+commit_fails(Position *pos, const char *topic_name, const char *detail)
+{
+	pos->stale = true;
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not commit offset of partition %d of topic \"%s\" for group \"%s\"",
+					pos->key.partition, topic_name, pos->key.group),
+			 errdetail("%s", detail),
+			 errhint("Roll back and poll again.")));
+}
+
+/* a member that commits at a generation must still be at it */
+static void
+check_generation(const char *group, const MqAssignment *a, int generation)
+{
+	if (generation != MQ_ANY_GENERATION && a->generation != generation)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not commit offsets for group \"%s\"", group),
+				 errdetail("The member consumed in generation %d; the group is at generation %d.",
+						   generation, a->generation),
+				 errhint("Roll back and poll again.")));
+}
+
+/*
+ * Commit one partition's offset: the handover lock first, then ownership,
+ * then the conditional write (see the file header).
+ */
+static void
+commit_one(Position *pos, int generation, int64 offset, const char *topic_name)
+{
+	const char *group = pos->key.group;
+	const char *member_id = pos->key.member_id;
+	LOCKTAG		tag;
+	MqAssignment a;
+
+	/* a member that lost the partition fails at once, without waiting */
+	for (int pass = 0; pass < 2; pass++)
+	{
+		(void) MqGroupAssignment(group, member_id, &a);
+		if (!MqTopicPartListed(a.parts, a.nparts, pos->key.topic_id, pos->key.partition))
+			commit_fails(pos, topic_name,
+						 "The partition was reassigned to another member by a rebalance.");
+		check_generation(group, &a, generation);
+		if (pass == 0)
+		{
+			handover_locktag(&tag, group, pos->key.topic_id, pos->key.partition);
+			(void) LockAcquire(&tag, ExclusiveLock, false, false);
+		}
+	}
+	if (!MqOffsetWriteIf(group, pos->key.topic_id, pos->key.partition, pos->committed, offset))
+		commit_fails(pos, topic_name,
+					 "Another member or an offset reset committed this partition meanwhile.");
+	save_position(pos);
+	pos->committed = offset;
+	pos->polled = false;
+}
+
+/* a topic's name, once the caller is known to hold consume on it */
+static const char *
+topic_name_of(int32 topic_id)
+{
+	MqTopic    *topic = MqTopicLookupById(topic_id);
+
+	MqTopicCheckPrivilege(topic, MQ_PRIV_CONSUME);
+	return topic->name;
+}
+
+int64
+MqGroupCommit(const char *group, const char *member_id, int generation)
+{
+	HASH_SEQ_STATUS seq;
+	Position   *pos;
+	int64		count = 0;
+	List	   *todo = NIL;
+	ListCell   *lc;
+	Oid			owner = MqGroupLiveOwner(group);
+	MqAssignment a;
+
+	MqGroupCheckAccess(group, MQ_GROUP_USE, owner);
+	if (!MqGroupAssignment(group, member_id, &a))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("this session is not a member of consumer group \"%s\"", group),
+				 errhint("Call mq_poll() first; a member that did not poll for max.poll.interval.ms is evicted.")));
+	check_generation(group, &a, generation);
+	check_not_fenced(group, member_id);
+	hash_seq_init(&seq, position_table());
+	while ((pos = hash_seq_search(&seq)) != NULL)
+		if (belongs_to(pos, group, member_id) && pos->position >= 0 &&
+			pos->position != pos->committed)
+			todo = lappend(todo, pos);
+	if (todo != NIL)
+		MqGroupPersistOwner(group, owner);
+	foreach(lc, todo)
+	{
+		pos = lfirst(lc);
+		commit_one(pos, generation, pos->position, topic_name_of(pos->key.topic_id));
+		count++;
+	}
+	return count;
+}
+
+void
+MqGroupCommitOffset(const char *group, const char *member_id, int generation,
+					MqTopic *topic, int32 partition, int64 offset)
+{
+	Position   *pos = explicit_position(group, member_id, topic, partition, offset,
+										MQ_GROUP_USE);
+
+	check_not_fenced(group, member_id);
+	MqGroupPersistOwner(group, MqGroupLiveOwner(group));
+	commit_one(pos, generation, offset, topic->name);
+}
