@@ -37,6 +37,7 @@
 typedef struct MqLeaseShared
 {
 	slock_t		mutex;
+	int64		lease_id;		/* this node's lease in etcd; 0: none */
 	TimestampTz valid_until;	/* 0: no lease (never registered, or lost) */
 	TimestampTz lapsed_at;		/* when this node last saw its lease lapse */
 	bool		ever_held;		/* registered since the server started */
@@ -77,15 +78,17 @@ MqClusterLeaseShmemInit(void)
 }
 
 /*
- * The cluster worker: the lease it holds is good until valid_until (the
- * time its grant or keepalive was sent, plus the TTL), or 0: it has none.
+ * The cluster worker: the lease it holds (lease_id) is good until
+ * valid_until (the time its grant or keepalive was sent, plus the TTL), or
+ * 0: it has none.
  */
 void
-MqClusterSetLease(TimestampTz valid_until)
+MqClusterSetLease(int64 lease_id, TimestampTz valid_until)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
 	SpinLockAcquire(&lease_shared->mutex);
+	lease_shared->lease_id = valid_until != 0 ? lease_id : 0;
 	if (lease_shared->valid_until != 0 && lease_shared->valid_until > now && valid_until == 0)
 		lease_shared->lapsed_at = now;
 	else if (lease_shared->valid_until != 0 && lease_shared->valid_until <= now)
@@ -128,6 +131,22 @@ MqClusterNoteSynced(void)
 	SpinLockAcquire(&lease_shared->mutex);
 	lease_shared->synced = true;
 	SpinLockRelease(&lease_shared->mutex);
+}
+
+/* the lease this node holds now, as far as it knows; 0: none */
+int64
+MqClusterCurrentLease(void)
+{
+	int64		lease = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (lease_shared == NULL || !MqClusterEnabled())
+		return 0;
+	SpinLockAcquire(&lease_shared->mutex);
+	if (lease_shared->valid_until > now)
+		lease = lease_shared->lease_id;
+	SpinLockRelease(&lease_shared->mutex);
+	return lease;
 }
 
 /* does this node hold its lease now, as far as it knows? */

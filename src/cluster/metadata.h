@@ -58,7 +58,8 @@ extern List *MqClusterSharedNodes(void);
 /* may this node lead: its lease, and what followers say of etcd (lease.c) */
 extern Size MqClusterLeaseShmemSize(void);
 extern void MqClusterLeaseShmemInit(void);
-extern void MqClusterSetLease(TimestampTz valid_until);
+extern void MqClusterSetLease(int64 lease_id, TimestampTz valid_until);
+extern int64 MqClusterCurrentLease(void);
 extern void MqClusterNoteEtcdOk(void);
 extern bool MqClusterEtcdReached(void);
 extern void MqClusterNoteSynced(void);
@@ -69,6 +70,10 @@ extern const char *MqClusterLeaderFence(void);
 /* the coordinator: one node elects leaders for partitions whose leader is gone (failover.c) */
 extern void MqClusterCoordinate(int64 lease, List *nodes);
 extern bool MqClusterIsCoordinator(void);
+
+/* which node coordinates a consumer group (group_claims.c) */
+extern char *MqClusterClaimGroup(const char *group, int64 lease);
+extern void MqClusterReleaseGroups(int64 lease, List *active_groups);
 
 /* a topic's metadata in etcd (topics.c) */
 typedef struct MqTopicMeta

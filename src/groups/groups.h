@@ -52,6 +52,9 @@
 #define MQ_MAX_SUB_TOPICS	16		/* topics one member subscribes to */
 #define MQ_MAX_ASSIGNED		512		/* partitions assigned to one member */
 
+/* Kafka's NOT_COORDINATOR: the group is coordinated on another node */
+#define ERRCODE_MQ_NOT_COORDINATOR	MAKE_SQLSTATE('M','Q','0','0','3')
+
 /* ------------------------------------------------------------------------
  * Settings: what a SQL session's members use (mqlog.c registers them)
  * ------------------------------------------------------------------------ */
@@ -149,6 +152,7 @@ extern void MqGroupJoin(const char *group, const char *member_id,
 						const MqMemberConfig *config, MqAssignment *assignment);
 /* of a member this process hosts: it is polling */
 extern void MqGroupHeartbeat(const char *group, const char *member_id);
+extern List *MqGroupsWithMembers(void);
 /* false (and membership 0) if it is not a member */
 extern bool MqGroupAssignment(const char *group, const char *member_id,
 							  MqAssignment *assignment);

@@ -35,6 +35,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "cluster/metadata.h"
 #include "log/partition.h"
 #include "acl/acl.h"
 #include "groups/internal.h"
@@ -76,6 +77,8 @@ typedef struct MqGroupState
 	int			generation;
 	bool		needs_rebalance;
 	Oid			owner;			/* whose group it is, while it has members (acl.c) */
+	int64		claimed_lease;	/* claimed in etcd under this lease (a group of
+								 * replicated topics, cluster/group_claims.c) */
 } MqGroupState;
 
 typedef struct MqGroupsShared
@@ -754,11 +757,70 @@ join_group(const char *group, const char *member_id, MqTopic **topics, int ntopi
 	return true;
 }
 
+/*
+ * A group of replicated topics runs on one node of the cluster at a time
+ * (cluster/group_claims.c): the first join here under this node's lease
+ * claims it in etcd; a join where another node holds it is refused.
+ * Returns the lease it is claimed under, 0 for a group with no replicated
+ * topic (or no cluster).
+ */
+static int64
+claim_for_cluster(const char *group, MqTopic **topics, int ntopics)
+{
+	bool		replicated = false;
+	int64		lease;
+	MqGroupState *g;
+	bool		claimed;
+	char	   *holder;
+
+	for (int i = 0; i < ntopics; i++)
+		replicated |= topics[i]->replicas != NULL;
+	if (!replicated || !MqClusterEnabled())
+		return 0;
+	lease = MqClusterCurrentLease();
+	if (lease == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_MQ_NOT_COORDINATOR),
+				 errmsg("node \"%s\" cannot coordinate consumer group \"%s\" now", MqClusterNodeName(), group),
+				 errdetail("The group reads replicated topics, and this node holds no lease in etcd (it is starting, or cannot reach etcd)."),
+				 errhint("Retry in a moment.")));
+	LWLockAcquire(gs->lock, LW_SHARED);
+	g = find_group(MyDatabaseId, group, false);
+	claimed = g != NULL && g->claimed_lease == lease;
+	LWLockRelease(gs->lock);
+	if (claimed)
+		return lease;
+	holder = MqClusterClaimGroup(group, lease);
+	if (holder != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_MQ_NOT_COORDINATOR),
+				 errmsg("consumer group \"%s\" is coordinated on node \"%s\"", group, holder),
+				 errdetail("A group of replicated topics has its members on one node at a time: the first where a member joined, while it has members there."),
+				 errhint("Poll on node \"%s\"; mqlog.nodes says how to reach it.", holder)));
+	return lease;
+}
+
+/* the names of the groups with members here, in any database (char *) */
+List *
+MqGroupsWithMembers(void)
+{
+	List	   *names = NIL;
+
+	LWLockAcquire(gs->lock, LW_SHARED);
+	for (int i = 0; i < gs->nslots; i++)
+		if (gs->groups[i].in_use && group_member_count(&gs->groups[i]) > 0)
+			names = lappend(names, pstrdup(gs->groups[i].name));
+	LWLockRelease(gs->lock);
+	return names;
+}
+
 /* Check that the role may use the group, then join it. */
 void
 MqGroupJoin(const char *group, const char *member_id, MqTopic **topics, int ntopics,
 			const MqMemberConfig *config, MqAssignment *assignment)
 {
+	int64		lease;
+
 	MqGroupsCheckReady();		/* the host's exit must remove the member */
 	MqCheckGroupName(group);
 	if (member_id[0] == '\0' || strlen(member_id) >= MQ_MEMBER_ID_LEN)
@@ -770,13 +832,25 @@ MqGroupJoin(const char *group, const char *member_id, MqTopic **topics, int ntop
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("a member may subscribe to at most %d topics", MQ_MAX_SUB_TOPICS)));
+	lease = claim_for_cluster(group, topics, ntopics);
 	for (;;)
 	{
 		Oid			seen = MqGroupLiveOwner(group);
 		Oid			owner = MqGroupCheckAccess(group, MQ_GROUP_USE, seen);
 
 		if (join_group(group, member_id, topics, ntopics, config, seen, owner, assignment))
+		{
+			if (lease != 0)
+			{
+				MqGroupState *g;
+
+				LWLockAcquire(gs->lock, LW_EXCLUSIVE);
+				if ((g = find_group(MyDatabaseId, group, false)) != NULL)
+					g->claimed_lease = lease;
+				LWLockRelease(gs->lock);
+			}
 			return;
+		}
 		CHECK_FOR_INTERRUPTS();
 	}
 }

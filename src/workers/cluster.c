@@ -63,6 +63,7 @@
 #include "cluster/json.h"
 #include "cluster/metadata.h"
 #include "log/partition.h"
+#include "groups/groups.h"
 #include "workers/workers.h"
 
 PGDLLEXPORT void mqlog_cluster_main(Datum main_arg);
@@ -209,7 +210,7 @@ try_register(TimestampTz now)
 	if (MqEtcdTxnCommit(txn, NULL))
 	{
 		my_lease = lease;
-		MqClusterSetLease(TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000));
+		MqClusterSetLease(my_lease, TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000));
 		next_keepalive = TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000 / 3);
 		last_clash_logged = 0;
 		ereport(LOG,
@@ -260,7 +261,7 @@ cluster_round(void)
 	{
 		if (MqEtcdLeaseKeepAlive(my_lease))
 		{
-			MqClusterSetLease(TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000));
+			MqClusterSetLease(my_lease, TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000));
 			next_keepalive = TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000 / 3);
 		}
 		else
@@ -269,7 +270,7 @@ cluster_round(void)
 					(errmsg("mqlog cluster: the lease of node \"%s\" has expired; registering again",
 							mqlog_node_name)));
 			my_lease = 0;
-			MqClusterSetLease(0);
+			MqClusterSetLease(0, 0);
 			next_register = now;
 			try_register(now);
 		}
@@ -284,6 +285,8 @@ cluster_round(void)
 		next_list = TimestampTzPlusMilliseconds(now, 1000);
 		/* the coordinator's round, if this node holds the role */
 		MqClusterCoordinate(my_lease, nodes);
+		/* groups no longer run here may move to another node */
+		MqClusterReleaseGroups(my_lease, MqGroupsWithMembers());
 	}
 }
 
@@ -355,7 +358,7 @@ mqlog_cluster_main(Datum main_arg)
 	/* a clean stop: leave the cluster now rather than a TTL later */
 	if (my_lease != 0)
 	{
-		MqClusterSetLease(0);
+		MqClusterSetLease(0, 0);
 		PG_TRY();
 		{
 			MqEtcdLeaseRevoke(my_lease);

@@ -378,6 +378,19 @@ usleep(1_500_000);
 is(q1($n3, q{SELECT "partition" || ':' || committed_offset FROM mqlog.consumer_lag
               WHERE group_id = 'g1' ORDER BY 1}), $committed,
 	'but followers take mqlog\'s messages only from mqlog\'s own records: the forged offset changed nothing');
+# a group of replicated topics is coordinated on one node at a time
+my $gc = $n1->background_psql('postgres', on_error_stop => 1);
+$gc->query_safe(q{SELECT count(*) FROM mq_poll('gc', 'r', 1)});
+($rc, $out, $err) = $n3->psql('postgres', q{\set VERBOSITY verbose
+SELECT count(*) FROM mq_poll('gc', 'r', 1)});
+like($err, qr/ERROR:  MQ003: consumer group "gc" is coordinated on node "n1"/,
+	'a member of gc on n3, while gc has one on n1, is refused with MQ003 naming n1');
+like($err, qr/HINT:  Poll on node "n1"/, '... and a hint where to poll');
+is(MqCluster::etcd_keys($etcd, 'groups/'), "/mqlog/$MqCluster::CLUSTER_NAME/groups/gc", 'the claim is in etcd');
+$gc->quit;
+ok(MqCluster::wait_until(sub { my ($r) = $n3->psql('postgres', q{SELECT count(*) FROM mq_poll('gc', 'r', 1)}); $r == 0 }, 30),
+	'once its member on n1 has gone, gc may run on n3');
+
 q1($n2, q{SELECT mq_produce('r', convert_to('after-commit-' || i, 'UTF8'), partition => 0) FROM generate_series(1, 2) i});
 ok(MqCluster::wait_until(sub { values_of($n3, 'r', 0) =~ /,after-commit-1,after-commit-2$/ }, 30),
 	'n3 holds and may read the two records after the commit');
