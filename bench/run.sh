@@ -192,7 +192,7 @@ $BENCH_CONF"
     set +e
     "$PY" "$BENCH/bench.py" --mode "$MODE" --workloads replication \
         --pghost "$CL_DIR" --pgport "${CL_PORT[1]}" --dbname postgres --cluster-ports "$ports" \
-        --pgbin "$BINDIR" --redis-port "$REDISPORT" --redis-ok 0 \
+        --redis-port "$REDISPORT" --redis-ok 0 \
         --work "$WORK" --out "$1" $([ "${2:-}" = new ] || echo --append)
     rc=$?
     set -e
@@ -280,7 +280,7 @@ for _ in $(seq 50); do
 done
 
 if [ "$SERVERS_ONLY" = 1 ]; then
-    echo "bench.py args: --pghost $WORK --pgport $PGPORT --pgbin $BINDIR --redis-port $REDISPORT --work $WORK"
+    echo "bench.py args: --pghost $WORK --pgport $PGPORT --redis-port $REDISPORT --work $WORK"
     exit 0
 fi
 
@@ -290,13 +290,13 @@ mkdir -p "$BENCH/results"
 set +e
 if [ "$MODE" = soak ]; then
     "$PY" "$BENCH/bench.py" --mode soak --systems mqlog,heap_log --workloads sustained \
-        --pghost "$WORK" --pgport "$PGPORT" --pgbin "$BINDIR" \
+        --pghost "$WORK" --pgport "$PGPORT" \
         --redis-port "$REDISPORT" --redis-ok "$REDIS_OK" \
         --work "$WORK" --out "$BENCH/results/soak.jsonl"
     exit $?
 fi
 "$PY" "$BENCH/bench.py" --mode "$MODE" \
-    --pghost "$WORK" --pgport "$PGPORT" --pgbin "$BINDIR" \
+    --pghost "$WORK" --pgport "$PGPORT" \
     --redis-port "$REDISPORT" --redis-ok "$REDIS_OK" \
     --work "$WORK" --out "$BENCH/results/latest.jsonl"
 brc=$?
