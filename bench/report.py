@@ -100,6 +100,21 @@ def cell(res, system, workload, field, vb, clients, digits=0):
     return fmt(r.get(field), digits)
 
 
+def wal_target(res, text, need, workload="produce_batch", clients=1):
+    """mqlog's WAL per record at most `need` times the heap log's, 100 B."""
+    a = res.val("mqlog", workload, "wal_bytes_per_record", 100, clients)
+    b = res.val("heap_log", workload, "wal_bytes_per_record", 100, clients)
+    x = ratio(a, b)
+    return (text, "not measured" if x is None else "%.2f× (%s vs %s bytes)" % (x, fmt(a, 1), fmt(b, 1)),
+            None if x is None else x <= need)
+
+
+def latency_target(res, field, bound, text):
+    """mqlog's produce-to-poll latency percentile at most `bound` ms."""
+    v = res.val("mqlog", "latency", field)
+    return (text, "not measured" if v is None else "%.2f ms" % v, None if v is None else v <= bound)
+
+
 def floor_target(res, vb=100):
     """Is the driver's floor at least twice mqlog's batched produce, one
     client?  (text, measured, met): the client is not what limits mqlog
@@ -135,18 +150,10 @@ def targets13(res):
                 "read by offset with an offset commit", rps("mqlog", "consume_fetch"), rps("heap_log", "consume"), 2)
     rate_target("single-record autocommit produce, 8 clients, ≥ 1.2× the heap insert",
                 rps("mqlog", "produce_single", 8), rps("heap_log", "produce_single", 8), 1.2)
-    a = res.val("mqlog", "produce_single", "wal_bytes_per_record", 100, 8)
-    b = res.val("heap_log", "produce_single", "wal_bytes_per_record", 100, 8)
-    x = ratio(a, b)
-    out.append(("WAL bytes per record ≤ 1.0× the heap's (single-record produce, 8 clients)",
-                "not measured" if x is None else "%.2f× (%s vs %s bytes)" % (x, fmt(a, 1), fmt(b, 1)),
-                None if x is None else x <= 1.0))
-    p50 = res.val("mqlog", "latency", "p50_ms")
-    p99 = res.val("mqlog", "latency", "p99_ms")
-    out.append(("produce-to-poll latency p99 ≤ 5 ms (Python client)",
-                "not measured" if p99 is None else "%.2f ms" % p99, None if p99 is None else p99 <= 5))
-    out.append(("produce-to-poll latency p50 ≤ 1 ms (Python client)",
-                "not measured" if p50 is None else "%.2f ms" % p50, None if p50 is None else p50 <= 1))
+    out.append(wal_target(res, "WAL bytes per record ≤ 1.0× the heap's (single-record produce, 8 clients)",
+                          1.0, "produce_single", 8))
+    out.append(latency_target(res, "p99_ms", 5, "produce-to-poll latency p99 ≤ 5 ms (Python client)"))
+    out.append(latency_target(res, "p50_ms", 1, "produce-to-poll latency p50 ≤ 1 ms (Python client)"))
     rate_target("two producers on two partitions ≥ 1.6× one producer on one",
                 rps("mqlog", "produce_batch", 2, 2), rps("mqlog", "produce_batch"), 1.6,
                 ("2 on 2", "1 on 1"))
@@ -182,29 +189,16 @@ def targets(res):
     ratio_target("single-record autocommit produce, 8 clients, ≥ 1.2× the heap insert", "produce_single",
                  "heap_log", 1.2, clients=8)
 
-    a = res.val("mqlog", "produce_batch", "wal_bytes_per_record")
-    b = res.val("heap_log", "produce_batch", "wal_bytes_per_record")
-    x = ratio(a, b)
-    out.append(("WAL bytes per record ≤ 0.5× the heap log's (batched produce)",
-                "not measured" if x is None else "%.2f× (%s vs %s bytes)" % (x, fmt(a, 1), fmt(b, 1)),
-                None if x is None else x <= 0.5))
-    a = res.val("mqlog", "produce_single", "wal_bytes_per_record", 100, 8)
-    b = res.val("heap_log", "produce_single", "wal_bytes_per_record", 100, 8)
-    x = ratio(a, b)
-    out.append(("WAL bytes per record ≤ 0.5× the heap log's (single-record produce, 8 clients)",
-                "not measured" if x is None else "%.2f× (%s vs %s bytes)" % (x, fmt(a, 1), fmt(b, 1)),
-                None if x is None else x <= 0.5))
+    out.append(wal_target(res, "WAL bytes per record ≤ 0.5× the heap log's (batched produce)", 0.5))
+    out.append(wal_target(res, "WAL bytes per record ≤ 0.5× the heap log's (single-record produce, 8 clients)",
+                          0.5, "produce_single", 8))
     d = res.val("mqlog", "produce_batch", "disk_bytes_per_record")
     bound = 100 + KEY_BYTES + 16
     out.append(("on-disk bytes per record ≤ value + key + 16 (= %d)" % bound,
                 "not measured" if d is None else "%s bytes" % fmt(d, 1),
                 None if d is None else d <= bound))
-    p50 = res.val("mqlog", "latency", "p50_ms")
-    p99 = res.val("mqlog", "latency", "p99_ms")
-    out.append(("produce-to-poll latency p50 ≤ 1 ms", "not measured" if p50 is None else "%.2f ms" % p50,
-                None if p50 is None else p50 <= 1))
-    out.append(("produce-to-poll latency p99 ≤ 5 ms", "not measured" if p99 is None else "%.2f ms" % p99,
-                None if p99 is None else p99 <= 5))
+    out.append(latency_target(res, "p50_ms", 1, "produce-to-poll latency p50 ≤ 1 ms"))
+    out.append(latency_target(res, "p99_ms", 5, "produce-to-poll latency p99 ≤ 5 ms"))
     for wl, how in (("sustained", "maintenance worker"), ("sustained_inline", "mq_run_maintenance in the loop")):
         r = res.get("mqlog", wl)
         if r is None:

@@ -248,49 +248,67 @@ pg_connect(BenchClient *c)
 /* ---------------------------------------------------------------- produce */
 
 /*
- * The produce statement of a system, its parameter count, and whether its
- * first parameter is the target's name (mqlog's topic, PgQ's queue)
- * rather than a table in the statement.
+ * Each system's produce statements: %s is the quoted table.  The systems
+ * that take the target's name as a parameter (mqlog's topic, PgQ's queue)
+ * take it first; then the values and the keys (batched: arrays).
+ */
+static const struct
+{
+	const char *system;
+	int			named;
+	const char *batch;
+	const char *single;
+}			produce_stmts[] =
+{
+	{"mqlog", 1,
+		"SELECT count(*) FROM mq_produce_batch($1::text, $2::bytea[], $3::bytea[])",
+	"SELECT \"partition\", \"offset\" FROM mq_produce($1::text, $2::bytea, $3::bytea)"},
+	{"heap_log", 0,
+		"INSERT INTO %s (key, value) SELECT k, v FROM unnest($1::bytea[], $2::bytea[]) AS u(v, k)",
+	"INSERT INTO %s (key, value) VALUES ($2::bytea, $1::bytea)"},
+	{"skip_locked", 0,
+		"INSERT INTO %s (key, message) SELECT k, v FROM unnest($1::bytea[], $2::bytea[]) AS u(v, k)",
+	"INSERT INTO %s (key, message) VALUES ($2::bytea, $1::bytea)"},
+	{"pgq", 1,
+		"SELECT count(pgq.insert_event($1::text, 'ev', v, k, NULL, NULL, NULL))"
+		" FROM unnest($2::text[], $3::text[]) AS u(v, k)",
+	"SELECT pgq.insert_event($1::text, 'ev', $2::text, $3::text, NULL, NULL, NULL)"},
+	{"floor", 0,
+		"SELECT txid_current(), count(*) FROM unnest($1::bytea[], $2::bytea[]) AS u(v, k)",
+	"SELECT txid_current(), octet_length($1::bytea) + octet_length($2::bytea)"},
+};
+
+/* mqlog's batched produce to one partition, the client's own */
+#define MQLOG_BATCH_TO_PARTITION \
+	"SELECT count(*) FROM mq_produce_batch($1::text, $2::bytea[], $3::bytea[], \"partition\" => $4::int)"
+
+/*
+ * The produce statement of the run's system and workload, and its
+ * parameter count (0: there is none); *named says whether the first
+ * parameter is the target's name.
  */
 static int
 produce_sql(const BenchOptions *o, PGconn *conn, char *sql, size_t size, int *named)
 {
 	int			batch = is(o->workload, "produce_batch");
-	char	   *ident = PQescapeIdentifier(conn, o->target, strlen(o->target));
-	const char *fmt = NULL;
-	int			n = 0;
+	int			to_partition = batch && is(o->system, "mqlog") && o->partitions > 0;
+	char	   *ident;
+	size_t		i;
 
-	*named = is(o->system, "mqlog") || is(o->system, "pgq");
-	if (is(o->system, "mqlog") && batch && o->partitions > 0)
-		fmt = "SELECT count(*) FROM mq_produce_batch($1::text, $2::bytea[], $3::bytea[], \"partition\" => $4::int)";
-	else if (is(o->system, "mqlog") && batch)
-		fmt = "SELECT count(*) FROM mq_produce_batch($1::text, $2::bytea[], $3::bytea[])";
-	else if (is(o->system, "mqlog"))
-		fmt = "SELECT \"partition\", \"offset\" FROM mq_produce($1::text, $2::bytea, $3::bytea)";
-	else if (is(o->system, "heap_log") && batch)
-		fmt = "INSERT INTO %s (key, value) SELECT k, v FROM unnest($1::bytea[], $2::bytea[]) AS u(v, k)";
-	else if (is(o->system, "heap_log"))
-		fmt = "INSERT INTO %s (key, value) VALUES ($2::bytea, $1::bytea)";
-	else if (is(o->system, "skip_locked") && batch)
-		fmt = "INSERT INTO %s (key, message) SELECT k, v FROM unnest($1::bytea[], $2::bytea[]) AS u(v, k)";
-	else if (is(o->system, "skip_locked"))
-		fmt = "INSERT INTO %s (key, message) VALUES ($2::bytea, $1::bytea)";
-	else if (is(o->system, "pgq") && batch)
-		fmt = "SELECT count(pgq.insert_event($1::text, 'ev', v, k, NULL, NULL, NULL))"
-			" FROM unnest($2::text[], $3::text[]) AS u(v, k)";
-	else if (is(o->system, "pgq"))
-		fmt = "SELECT pgq.insert_event($1::text, 'ev', $2::text, $3::text, NULL, NULL, NULL)";
-	else if (is(o->system, "floor") && batch)
-		fmt = "SELECT txid_current(), count(*) FROM unnest($1::bytea[], $2::bytea[]) AS u(v, k)";
-	else if (is(o->system, "floor"))
-		fmt = "SELECT txid_current(), octet_length($1::bytea) + octet_length($2::bytea)";
-	if (fmt && ident)
+	for (i = 0; i < sizeof(produce_stmts) / sizeof(produce_stmts[0]); i++)
 	{
-		snprintf(sql, size, fmt, ident);
-		n = 2 + *named + (is(o->system, "mqlog") && batch && o->partitions > 0);
+		if (!is(produce_stmts[i].system, o->system))
+			continue;
+		ident = PQescapeIdentifier(conn, o->target, strlen(o->target));
+		if (ident == NULL)
+			return 0;
+		snprintf(sql, size, to_partition ? MQLOG_BATCH_TO_PARTITION :
+				 batch ? produce_stmts[i].batch : produce_stmts[i].single, ident);
+		PQfreemem(ident);
+		*named = produce_stmts[i].named;
+		return 2 + *named + to_partition;
 	}
-	PQfreemem(ident);
-	return n;
+	return 0;
 }
 
 /*
