@@ -53,15 +53,16 @@ MODES = {
     # replication workload; the C driver's batched produce goes on for
     # batch_s seconds and at least c_records records (by value size), and
     # its consume reads c_records of them (at most what was produced);
-    # single_s: seconds of single-record produce; latency samples, total
-    # sustained seconds, sample period
-    "quick": dict(records=10000, batch_s=2, c_records={100: 400000, 1024: 100000}, single_s=2,
+    # single_s: seconds of single-record produce; rounds: driver runs of
+    # each measurement, back to back, the median reported; latency
+    # samples, total sustained seconds, sample period
+    "quick": dict(records=10000, batch_s=2, c_records={100: 400000, 1024: 100000}, single_s=2, rounds=1,
                   latency_n=150, sustained_s=60, sample_s=2, repl_rounds=1, repl_lag_n=40, repl_max_s=10),
-    "full": dict(records=200000, batch_s=10, c_records={100: 2000000, 1024: 400000}, single_s=15,
+    "full": dict(records=200000, batch_s=5, c_records={100: 2000000, 1024: 400000}, single_s=5, rounds=3,
                  latency_n=1000, sustained_s=600, sample_s=5, repl_rounds=3, repl_lag_n=100, repl_max_s=30),
     # issue 5's soak: 10 minutes each of mqlog (worker-driven retention) and
     # the heap log (DELETE after consume); run with --workloads sustained
-    "soak": dict(records=10000, batch_s=2, c_records={100: 400000, 1024: 100000}, single_s=2,
+    "soak": dict(records=10000, batch_s=2, c_records={100: 400000, 1024: 100000}, single_s=2, rounds=1,
                  latency_n=150, sustained_s=1200, sample_s=10, repl_rounds=1, repl_lag_n=40, repl_max_s=10),
 }
 BATCH = 1000          # records per batched-produce call
@@ -190,7 +191,9 @@ class Redis:
 class Bench:
     def __init__(self, args):
         self.a = args
-        self.cfg = MODES[args.mode]
+        self.cfg = dict(MODES[args.mode])
+        if args.rounds:
+            self.cfg["rounds"] = args.rounds
         self.rng = random.Random(42)
         self.rows = []
         self.produced = {}      # (system, value size) -> records the batched produce wrote
@@ -458,7 +461,7 @@ class Bench:
 
     DRIVER_FIELDS = ("driver", "libpq_version", "records", "calls", "seconds", "call_p50_ms", "call_p99_ms",
                      "call_avg_ms", "pipeline", "partitions", "per_client_records", "batch", "clients",
-                     "records_per_s", "mb_per_s")
+                     "records_per_s", "mb_per_s", "rounds", "total_records")
 
     def driven(self, r):
         """The fields of the driver's answer that go into a row."""
@@ -466,8 +469,23 @@ class Bench:
         d["client"] = "mqbench"
         return d
 
+    def rounds(self, fn, between=None, n=None):
+        """The mode's rounds (or n) of fn(), a driver run, back to back,
+        between() before each but the first: the answer of the round of
+        the median rate, with every round's rate (`rounds`) and the
+        records of them all (`total_records`)."""
+        res = []
+        for i in range(n or self.cfg["rounds"]):
+            if i and between:
+                between()
+            res.append(fn())
+        med = dict(sorted(res, key=lambda r: r["records_per_s"])[len(res) // 2])
+        med["rounds"] = [round(r["records_per_s"], 1) for r in res]
+        med["total_records"] = sum(r["records"] for r in res)
+        return med
+
     def measured(self, system, name, fn):
-        """fn() (a driver run) after a checkpoint, with the WAL it wrote
+        """fn() (driver rounds) after a checkpoint, with the WAL it wrote
         and the growth of the structure per record: (result, WAL bytes per
         record, disk bytes per record or None)."""
         self.q("CHECKPOINT")
@@ -475,7 +493,7 @@ class Bench:
         w0 = self.lsn()
         res = fn()
         w1 = self.lsn()
-        rec = max(res["records"], 1)
+        rec = max(res.get("total_records", res["records"]), 1)
         disk = None if size0 is None else (self.size_of(system, name) - size0) / rec
         return res, (w1 - w0) / rec, disk
 
@@ -539,16 +557,15 @@ class Bench:
         a statement that stores nothing, with a durable commit."""
         if system != "floor":
             self.reset(system, name, partitions=partitions or 1)
-        run = lambda: self.drive(system, "produce_batch", name, size,  # noqa: E731
-                                 records=self.cfg["c_records"][size] if clients == 1 else None,
-                                 seconds=self.cfg["batch_s"], batch=BATCH, clients=clients,
-                                 partitions=partitions)
+        run = lambda: self.rounds(lambda: self.drive(  # noqa: E731
+            system, "produce_batch", name, size, records=self.cfg["c_records"][size] if clients == 1 else None,
+            seconds=self.cfg["batch_s"], batch=BATCH, clients=clients, partitions=partitions))
         if clients == 1 and not partitions:
             run0 = run
 
             def run():
                 res = run0()
-                self.produced[(system, size)] = res["records"]
+                self.produced[(system, size)] = res["total_records"]
                 return res
         if system == "redis":
             r = self.redis()
@@ -557,8 +574,9 @@ class Bench:
             mem = r.cmd("MEMORY", "USAGE", name, "SAMPLES", "0")
             aof1 = int(r.info("persistence").get("aof_current_size", 0))
             r.close()
-            self.emit(system, "produce_batch", size, memory_bytes_per_record=round(mem / res["records"], 1),
-                      aof_bytes_per_record=round((aof1 - aof0) / res["records"], 1), **self.driven(res))
+            rec = res["total_records"]
+            self.emit(system, "produce_batch", size, memory_bytes_per_record=round(mem / rec, 1),
+                      aof_bytes_per_record=round((aof1 - aof0) / rec, 1), **self.driven(res))
             return
         res, wal, disk = self.measured(system, name, run)
         extra = dict(note="arrays parsed and a durable empty commit, nothing stored") if system == "floor" else {}
@@ -667,17 +685,25 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
         time, each batch with its commit/ack in one transaction."""
         n = self.consume_count(system, size)
         group = None
+
+        def rewind():
+            # back to the start, so that each round reads the same records
+            if system == "mqlog":
+                self.q("SELECT mq_reset_offsets(%s, %s, 'earliest', true)", (group, name))
+            elif system == "redis":
+                r = self.redis()
+                r.cmd("XGROUP", "SETID", name, "g", "0")
+                r.close()
         if system == "pgq":
             name = name + "_c"
             self.pgq_fill(name, size, n)
         elif system == "mqlog":
             group = "g_" + name
-            self.q("SELECT mq_reset_offsets(%s, %s, 'earliest', true)", (group, name))
-        elif system == "redis":
-            r = self.redis()
-            r.cmd("XGROUP", "SETID", name, "g", "0")
-            r.close()
-        res = self.drive(system, "consume", name, size, records=n, batch=CONSUME_BATCH, group=group)
+        rewind()
+        # the SKIP LOCKED queue and PgQ consume what they read: one round
+        res = self.rounds(lambda: self.drive(system, "consume", name, size, records=n, batch=CONSUME_BATCH,
+                                             group=group),
+                          rewind, n=1 if system in ("skip_locked", "pgq") else None)
         self.emit(system, "consume", size, avg_batch=round(res["records"] / max(res["calls"], 1), 1),
                   **self.driven(res))
 
@@ -685,8 +711,8 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
         """mqlog read by offset with mq_fetch, the position committed with the
         explicit mq_commit(group, topic, partition, offset): Kafka's assign + seek."""
         n = self.consume_count("mqlog", size)
-        res = self.drive("mqlog", "consume_fetch", name, size, records=n, batch=CONSUME_BATCH,
-                         group="f_" + name)
+        res = self.rounds(lambda: self.drive("mqlog", "consume_fetch", name, size, records=n,
+                                             batch=CONSUME_BATCH, group="f_" + name))
         self.emit("mqlog", "consume_fetch", size, **self.driven(res))
 
     def run_py_consume(self, system, size, name):
@@ -742,8 +768,8 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
         name = "s_%s_%d" % (system, size)
         if system != "floor":
             self.reset(system, name)
-        run = lambda: self.drive(system, "produce_single", name, size,  # noqa: E731
-                                 seconds=self.cfg["single_s"], clients=clients)
+        run = lambda: self.rounds(lambda: self.drive(  # noqa: E731
+            system, "produce_single", name, size, seconds=self.cfg["single_s"], clients=clients))
         if system == "redis":
             self.emit(system, "produce_single", size, **self.driven(run()))
             return
@@ -1334,7 +1360,7 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
             self.out.close()
             return
         runs = [(s, False) for s in systems]
-        if "mqlog" in systems and self.cfg is not MODES["soak"]:
+        if "mqlog" in systems and self.a.mode != "soak":
             runs.insert(0, ("mqlog", True))
         per = max(10, self.cfg["sustained_s"] // len(runs))
         log("== sustained run: %d s in all, %d s per run" % (self.cfg["sustained_s"], per))
@@ -1394,6 +1420,8 @@ def main():
                     help="the C driver (make bench-driver builds it)")
     ap.add_argument("--out", required=True, help="JSON lines output")
     ap.add_argument("--append", action="store_true", help="append to --out instead of rewriting it")
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="driver runs of each rate measurement, the median reported (default: quick 1, full 3)")
     ap.add_argument("--dbname", default="bench", help="the database (postgres for the cluster's nodes)")
     ap.add_argument("--cluster-ports", default="",
                     help="the replication workload only: the ports of the cluster's three nodes, n1 first, "
