@@ -237,6 +237,10 @@ def markdown(res):
                  "results and pipeline mode; hiredis for Redis), one connection per client thread; the latency, "
                  "sustained and replication rows, and those labelled \"a typical Python client\", use psycopg2" % (
                      lv // 10000, lv % 10000))
+        nr = max(len(r.get("rounds") or [1]) for r in res.rows if r.get("client") == "mqbench")
+        if nr > 1:
+            L.append("- each rate of the driver is the median of %d rounds run back to back (every round's rate "
+                     "is in `rounds` in latest.jsonl)" % nr)
     st = m.get("settings", {})
     L.append("- PostgreSQL settings, the same for every PostgreSQL system: " +
              ", ".join("`%s=%s`" % (k, v) for k, v in sorted(st.items())))

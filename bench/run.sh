@@ -3,8 +3,8 @@
 # and Redis Streams, in one run on one throwaway PostgreSQL 15 cluster and
 # one throwaway Redis, with ratios, targets and a plot.
 #
-#   bench/run.sh            full run, about 18 minutes      (make bench)
-#   bench/run.sh --quick    same shape, smaller counts, < 3 min (make bench QUICK=1)
+#   bench/run.sh            full run, about 35 minutes      (make bench)
+#   bench/run.sh --quick    same shape, shorter runs, about 5 min (make bench QUICK=1)
 #   bench/run.sh --keep     leave the servers running at the end (for poking)
 #   bench/run.sh --servers-only   start the servers, print how to reach them, stop
 #   bench/run.sh --soak     issue 5's soak: 10 minutes each of mqlog (retention
