@@ -645,7 +645,7 @@ class Bench:
         with conn.cursor() as cur:
             for i in range(calls):
                 vl, kl = lits[i % len(lits)][:2]
-                cur.execute("SELECT txid_current(), count(*) FROM unnest(%s::bytea[], %s::bytea[])", (vl, kl))
+                cur.execute("SELECT txid_current(), cardinality(%s::bytea[]) + cardinality(%s::bytea[])", (vl, kl))
                 cur.fetchall()
         dt = time.perf_counter() - t0
         conn.close()

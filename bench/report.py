@@ -401,9 +401,9 @@ def floor_md(res):
         return []
     L = ["## The floor: the same calls with nothing stored", ""]
     L.append("The floor is what the C driver's calls cost before any storage: the same binary arrays (or the "
-             "same single value and key) parsed by a statement that stores nothing — "
-             "`SELECT txid_current(), count(*) FROM unnest($1::bytea[], $2::bytea[])`, or "
-             "`SELECT txid_current(), octet_length($1) + octet_length($2)` for single records — with a durable "
+             "same single value and key), received and parsed by the server as parameters of a statement that "
+             "does nothing else — `SELECT txid_current(), cardinality($1::bytea[]) + cardinality($2::bytea[])`, "
+             "or `SELECT txid_current(), octet_length($1) + octet_length($2)` for single records — and a durable "
              "commit (the xid makes the commit flush its WAL), measured the same way: same clients, same "
              "calls.")
     L.append("")

@@ -1,8 +1,8 @@
 /*
  * pg.c
  *	  The PostgreSQL systems' client: mqlog, the heap-table log, the SKIP
- *	  LOCKED queue, PgQ, and the floor (the same parameters parsed and a
- *	  durable commit, nothing stored), over libpq.
+ *	  LOCKED queue, PgQ, and the floor (the same parameters received and
+ *	  parsed by the server, a durable commit, nothing else), over libpq.
  *
  * Every statement is prepared once.  Records travel as binary bytea[]
  * arrays (text[] for PgQ, whose events are text) and single values as
@@ -274,7 +274,7 @@ static const struct
 		" FROM unnest($2::text[], $3::text[]) AS u(v, k)",
 	"SELECT pgq.insert_event($1::text, 'ev', $2::text, $3::text, NULL, NULL, NULL)"},
 	{"floor", 0,
-		"SELECT txid_current(), count(*) FROM unnest($1::bytea[], $2::bytea[]) AS u(v, k)",
+		"SELECT txid_current(), cardinality($1::bytea[]) + cardinality($2::bytea[])",
 	"SELECT txid_current(), octet_length($1::bytea) + octet_length($2::bytea)"},
 };
 
