@@ -429,6 +429,10 @@ produce_stream(BenchClient *c, PGconn *conn, const PgCall *calls, int ncalls, lo
 	return rc;
 }
 
+/*
+ * One producer: its records built, its calls encoded and its statement
+ * prepared before the barrier, so that the clock sees only the calls.
+ */
 static int
 run_produce(BenchClient *c, PGconn *conn)
 {
@@ -679,6 +683,7 @@ run_consume(BenchClient *c, PGconn *conn)
 	return rc;
 }
 
+/* One client thread of a PostgreSQL system: connect, then its workload. */
 int
 PgRun(BenchClient *c)
 {

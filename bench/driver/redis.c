@@ -72,6 +72,7 @@ xadd(BenchClient *c, redisContext *ctx, const BenchSet *set, int first, int n)
 	return 0;
 }
 
+/* A Redis producer: batches of pipelined XADDs, or one per round trip. */
 static int
 run_produce(BenchClient *c, redisContext *ctx)
 {
@@ -195,6 +196,7 @@ run_consume(BenchClient *c, redisContext *ctx)
 	return rc;
 }
 
+/* One client thread of Redis: connect, then its workload. */
 int
 RedisRun(BenchClient *c)
 {
