@@ -40,9 +40,27 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: bench
-bench:
-	$(srcdir)/bench/run.sh $(if $(QUICK),--quick,)
+# The benchmark's client (bench/driver/, doc/benchmarks.md), built against
+# Debian's libpq (libpq-dev) and hiredis (libhiredis-dev), not against the
+# server PG_CONFIG names: it is a client and runs against any of them.
+BENCH_DRIVER     = bench/driver/mqbench
+BENCH_DRIVER_SRC = $(sort $(wildcard bench/driver/*.c))
+BENCH_DRIVER_PKG = libpq hiredis
+EXTRA_CLEAN     += $(BENCH_DRIVER)
+
+$(BENCH_DRIVER): $(BENCH_DRIVER_SRC) $(wildcard bench/driver/*.h)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread \
+		$(shell pkg-config --cflags $(BENCH_DRIVER_PKG)) \
+		-o $@ $(BENCH_DRIVER_SRC) $(shell pkg-config --libs $(BENCH_DRIVER_PKG))
+
+# bench/run.sh reads PG_CONFIG from the environment: pass it on when it
+# was given (make bench PG_CONFIG=...), else run.sh keeps its default.
+.PHONY: bench bench-driver
+bench-driver: $(BENCH_DRIVER)
+
+bench: $(BENCH_DRIVER)
+	$(if $(filter command line environment,$(origin PG_CONFIG)),PG_CONFIG=$(PG_CONFIG)) \
+		$(srcdir)/bench/run.sh $(if $(QUICK),--quick,)
 
 # PGXS does not track header dependencies: every object depends on every header.
 $(OBJS): $(wildcard src/*.h src/*/*.h)

@@ -1,12 +1,19 @@
 #!/usr/bin/python3
-"""mqlog's benchmark driver: every system, every workload, one JSON line each.
+"""mqlog's benchmark: every system, every workload, one JSON line each.
 
 bench/run.sh starts the servers and calls this script; it can also be run by
 hand against servers that are already up (see --help).  Each measurement is
 wrapped so that a failing system yields a row with an "error" field instead
-of stopping the run.  Python's standard library, psycopg2 (Debian's
-python3-psycopg2) and, for single-record produce, pgbench and
-redis-benchmark.  Redis is spoken to over a raw socket (RESP).
+of stopping the run.
+
+The rates (batched and single-record produce, consume, the floor, the JSON
+events) are measured by bench/driver/mqbench, a C client over libpq with
+binary parameters and results (and hiredis for Redis), which this script
+runs once per measurement while it sets the structures up and reads WAL
+and sizes around it (`make bench-driver` builds it).  Latency, the
+sustained run, the replication workload and the rows labelled "a typical
+Python client" use psycopg2 (Debian's python3-psycopg2); Redis is spoken
+to there over a raw socket (RESP).
 """
 
 import argparse
@@ -19,6 +26,7 @@ import re
 import socket
 import statistics
 import string
+import struct
 import subprocess
 import sys
 import threading
@@ -41,16 +49,21 @@ VALUE_SIZES = [100, 1024]
 ALPHABET = (string.ascii_letters + string.digits).encode()
 
 MODES = {
-    # records per batched-produce run, pgbench seconds, redis-benchmark
-    # requests, latency samples, total sustained seconds, sample period
-    "quick": dict(records=10000, pgbench_s=2, redis_single=20000, latency_n=150,
-                  sustained_s=60, sample_s=2, repl_rounds=1, repl_lag_n=40, repl_max_s=10),
-    "full": dict(records=200000, pgbench_s=15, redis_single=200000, latency_n=1000,
-                 sustained_s=600, sample_s=5, repl_rounds=3, repl_lag_n=100, repl_max_s=30),
+    # records: per batched-produce run of the Python client and of the
+    # replication workload; the C driver's batched produce goes on for
+    # batch_s seconds and at least c_records records (by value size), and
+    # its consume reads c_records of them (at most what was produced);
+    # single_s: seconds of single-record produce; rounds: driver runs of
+    # each measurement, back to back, the median reported; latency
+    # samples, total sustained seconds, sample period
+    "quick": dict(records=10000, batch_s=2, c_records={100: 400000, 1024: 100000}, single_s=2, rounds=1,
+                  latency_n=150, sustained_s=60, sample_s=2, repl_rounds=1, repl_lag_n=40, repl_max_s=10),
+    "full": dict(records=200000, batch_s=5, c_records={100: 2000000, 1024: 400000}, single_s=5, rounds=3,
+                 latency_n=1000, sustained_s=600, sample_s=5, repl_rounds=3, repl_lag_n=100, repl_max_s=30),
     # issue 5's soak: 10 minutes each of mqlog (worker-driven retention) and
     # the heap log (DELETE after consume); run with --workloads sustained
-    "soak": dict(records=10000, pgbench_s=2, redis_single=20000, latency_n=150,
-                 sustained_s=1200, sample_s=10, repl_rounds=1, repl_lag_n=40, repl_max_s=10),
+    "soak": dict(records=10000, batch_s=2, c_records={100: 400000, 1024: 100000}, single_s=2, rounds=1,
+                 latency_n=150, sustained_s=1200, sample_s=10, repl_rounds=1, repl_lag_n=40, repl_max_s=10),
 }
 BATCH = 1000          # records per batched-produce call
 CONSUME_BATCH = 500   # records per consume batch, commit/ack included
@@ -178,9 +191,12 @@ class Redis:
 class Bench:
     def __init__(self, args):
         self.a = args
-        self.cfg = MODES[args.mode]
+        self.cfg = dict(MODES[args.mode])
+        if args.rounds:
+            self.cfg["rounds"] = args.rounds
         self.rng = random.Random(42)
         self.rows = []
+        self.produced = {}      # (system, value size) -> records the batched produce wrote
         self.out = open(args.out, "a" if args.append else "w")
         self.meta = {}
         self.only = set(args.systems.split(",")) if args.systems else set(SYSTEMS)
@@ -221,7 +237,8 @@ class Bench:
     def emit(self, system, workload, value_bytes, **kw):
         row = dict(system=system, workload=workload, value_bytes=value_bytes,
                    records_per_s=None, mb_per_s=None, p50_ms=None, p99_ms=None,
-                   wal_bytes_per_record=None, disk_bytes_per_record=None, clients=1)
+                   wal_bytes_per_record=None, disk_bytes_per_record=None, clients=1,
+                   client="psycopg2")
         row.update(kw)
         for k in ("records_per_s", "mb_per_s", "p50_ms", "p99_ms",
                   "wal_bytes_per_record", "disk_bytes_per_record"):
@@ -238,18 +255,27 @@ class Bench:
             system, workload, value_bytes, row["clients"], shown,
             ("  ERROR: " + row["error"]) if row.get("error") else ""))
 
-    def guarded(self, system, workload, value_bytes, fn, clients=1):
-        """Run one measurement; on failure emit an error row and go on."""
+    @staticmethod
+    def base_workload(workload):
+        """The workload of --workloads that a row's workload belongs to:
+        py_consume and consume_fetch to consume, sustained_inline to
+        sustained, py_produce_batch to produce_batch."""
+        w = workload[3:] if workload.startswith("py_") else workload
+        return w.split("_inline")[0].replace("consume_fetch", "consume")
+
+    def guarded(self, system, workload, value_bytes, fn, **extra):
+        """Run one measurement; on failure emit an error row (with the
+        extra fields, clients and partitions) and go on."""
         if system not in self.only and system != "floor":
             return None
-        if workload.split("_inline")[0].replace("consume_fetch", "consume") not in self.workloads:
+        if self.base_workload(workload) not in self.workloads:
             return None
         try:
             return fn()
         except Exception as e:  # noqa: BLE001 - every failure becomes a row
             msg = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
             traceback.print_exc(file=sys.stderr)
-            self.emit(system, workload, value_bytes, clients=clients, error=msg)
+            self.emit(system, workload, value_bytes, error=msg, **extra)
             try:
                 self.admin.close()
             except Exception:
@@ -323,13 +349,14 @@ class Bench:
         self.collect_meta()
         log("settings:", json.dumps(self.meta["settings"]))
 
-    def reset(self, system, name):
-        """Drop and re-create the structure `name` of one system: a topic,
-        a table, a queue or a stream, all empty."""
+    def reset(self, system, name, partitions=1):
+        """Drop and re-create the structure `name` of one system: a topic
+        (of `partitions` partitions), a table, a queue or a stream, all
+        empty."""
         if system == "mqlog":
             if self.q1("SELECT count(*) FROM mqlog.topics WHERE topic = %s", (name,)):
                 self.q("SELECT mq_drop_topic(%s)", (name,))
-            self.q("SELECT mq_create_topic(%s, 1)", (name,))
+            self.q("SELECT mq_create_topic(%s, %s)", (name, partitions))
         elif system == "heap_log":
             self.q("DROP TABLE IF EXISTS %s" % name)
             self.q("CREATE TABLE %s (id bigserial PRIMARY KEY, ts timestamptz NOT NULL DEFAULT now(),"
@@ -401,6 +428,75 @@ class Bench:
                 r.close()
         return None
 
+    # ====================================================== the C driver
+    def conninfo(self):
+        return "host=%s port=%s user=postgres dbname=%s application_name=mqbench" % (
+            self.a.pghost, self.a.pgport, self.a.dbname)
+
+    def drive(self, system, workload, target, size, **opts):
+        """Run bench/driver/mqbench once: the timed client work of one
+        system and workload, every client with a connection of its own
+        (doc/benchmarks.md says how it works).  Returns its JSON object;
+        raises with its error."""
+        cmd = [self.a.driver, "--system", system, "--workload", workload, "--target", target,
+               "--value-bytes", str(size)]
+        if system == "redis":
+            if not self.a.redis_ok:
+                raise RuntimeError("redis-server did not start")
+            cmd += ["--redis-host", "127.0.0.1", "--redis-port", str(self.a.redis_port)]
+        else:
+            cmd += ["--conninfo", self.conninfo()]
+        for k, v in opts.items():
+            if v is not None:
+                cmd += ["--" + k.replace("_", "-"), str(v)]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        lines = [line for line in p.stdout.splitlines() if line.startswith("{")]
+        if not lines:
+            raise RuntimeError("mqbench exited with %d: %s" % (
+                p.returncode, (p.stderr or p.stdout).strip()[:300]))
+        r = json.loads(lines[-1])
+        if r.get("error") or p.returncode != 0:
+            raise RuntimeError("mqbench: %s" % r.get("error", "exit %d" % p.returncode))
+        return r
+
+    DRIVER_FIELDS = ("driver", "libpq_version", "records", "calls", "seconds", "call_p50_ms", "call_p99_ms",
+                     "call_avg_ms", "pipeline", "partitions", "per_client_records", "batch", "clients",
+                     "records_per_s", "mb_per_s", "rounds", "total_records")
+
+    def driven(self, r):
+        """The fields of the driver's answer that go into a row."""
+        d = {k: r[k] for k in self.DRIVER_FIELDS if k in r}
+        d["client"] = "mqbench"
+        return d
+
+    def rounds(self, fn, between=None, n=None):
+        """The mode's rounds (or n) of fn(), a driver run, back to back,
+        between() before each but the first: the answer of the round of
+        the median rate, with every round's rate (`rounds`) and the
+        records of them all (`total_records`)."""
+        res = []
+        for i in range(n or self.cfg["rounds"]):
+            if i and between:
+                between()
+            res.append(fn())
+        med = dict(sorted(res, key=lambda r: r["records_per_s"])[len(res) // 2])
+        med["rounds"] = [round(r["records_per_s"], 1) for r in res]
+        med["total_records"] = sum(r["records"] for r in res)
+        return med
+
+    def measured(self, system, name, fn):
+        """fn() (driver rounds) after a checkpoint, with the WAL it wrote
+        and the growth of the structure per record: (result, WAL bytes per
+        record, disk bytes per record or None)."""
+        self.q("CHECKPOINT")
+        size0 = self.size_of(system, name)
+        w0 = self.lsn()
+        res = fn()
+        w1 = self.lsn()
+        rec = max(res.get("total_records", res["records"]), 1)
+        disk = None if size0 is None else (self.size_of(system, name) - size0) / rec
+        return res, (w1 - w0) / rec, disk
+
     # ================================================= compressible values
     def json_literals(self, n, seed):
         """JSON-like events of about 300 bytes, as applications produce them:
@@ -421,28 +517,73 @@ class Bench:
                     "channel": rng.choice(["web", "app", "store"])}, separators=(",", ":"))
                 vals.append(v.encode())
             keys = [b"k%08d" % rng.randrange(10 ** 8) for _ in range(BATCH)]
-            # bytea[] literals in hex: JSON has quotes and commas
-            lits.append(("{" + ",".join('"\\\\x%s"' % v.hex() for v in vals) + "}",
-                         "{" + ",".join(k.decode() for k in keys) + "}", vals, keys))
+            lits.append((None, None, vals, keys))
         return lits
 
+    def values_file(self, lits, path):
+        """The records of lits in the driver's --values-file format: per
+        record a 4-byte big-endian length and the value, then the same
+        for the key."""
+        with open(path, "wb") as f:
+            for lit in lits:
+                for v, k in zip(lit[2], lit[3]):
+                    f.write(struct.pack(">I", len(v)) + v + struct.pack(">I", len(k)) + k)
+        return path
+
     def run_json(self, system, codec, lits):
-        """Batched produce of the JSON-like events: rate, WAL and disk bytes
-        per record; mqlog with each compression.type, the heap log as is."""
-        n = self.cfg["records"]
-        calls = n // BATCH
+        """Batched produce of the JSON-like events by the driver: rate, WAL
+        and disk bytes per record; mqlog with each compression.type, the
+        heap log as is."""
         name = "j_%s_%s" % (system, codec or "plain")
         self.reset(system, name)
         if system == "mqlog":
             self.q("SELECT mq_alter_topic(%s, jsonb_build_object('compression.type', %s::text))", (name, codec))
-        rec, dt, wal, disk = self.timed_batches(system, name, lits, calls)
+        path = self.values_file(lits, os.path.join(self.a.work, "json_values.bin"))
         avg = sum(len(v) for l in lits for v in l[2]) / sum(len(l[2]) for l in lits)
-        self.emit(system, "json", int(round(avg)), records_per_s=rec / dt, mb_per_s=rec * avg / dt / 1e6,
-                  wal_bytes_per_record=wal / rec, disk_bytes_per_record=disk / rec,
-                  batch=BATCH, codec=codec)
+        res, wal, disk = self.measured(system, name, lambda: self.drive(
+            system, "produce_batch", name, int(round(avg)), records=self.cfg["c_records"][1024],
+            batch=BATCH, values_file=path))
+        self.emit(system, "json", int(round(avg)), wal_bytes_per_record=wal, disk_bytes_per_record=disk,
+                  codec=codec, **self.driven(res))
         self.drop(system, name)
 
     # ================================================= batched produce
+    def run_produce_batch(self, system, size, name, clients=1, partitions=None):
+        """Batched produce by the driver, BATCH records per autocommitted
+        call from each client, for the mode's batch_s seconds (and at
+        least its c_records, which the consume reads back); with
+        `partitions`, an mqlog topic of that many partitions and client i
+        producing to partition i.  The floor is the same arrays parsed by
+        a statement that stores nothing, with a durable commit."""
+        if system != "floor":
+            self.reset(system, name, partitions=partitions or 1)
+        run = lambda: self.rounds(lambda: self.drive(  # noqa: E731
+            system, "produce_batch", name, size, records=self.cfg["c_records"][size] if clients == 1 else None,
+            seconds=self.cfg["batch_s"], batch=BATCH, clients=clients, partitions=partitions))
+        if clients == 1 and not partitions:
+            run0 = run
+
+            def run():
+                res = run0()
+                self.produced[(system, size)] = res["total_records"]
+                return res
+        if system == "redis":
+            r = self.redis()
+            aof0 = int(r.info("persistence").get("aof_current_size", 0))
+            res = run()
+            mem = r.cmd("MEMORY", "USAGE", name, "SAMPLES", "0")
+            aof1 = int(r.info("persistence").get("aof_current_size", 0))
+            r.close()
+            rec = res["total_records"]
+            self.emit(system, "produce_batch", size, memory_bytes_per_record=round(mem / rec, 1),
+                      aof_bytes_per_record=round((aof1 - aof0) / rec, 1), **self.driven(res))
+            return
+        res, wal, disk = self.measured(system, name, run)
+        extra = dict(note="arrays parsed and a durable empty commit, nothing stored") if system == "floor" else {}
+        self.emit(system, "produce_batch", size, wal_bytes_per_record=wal, disk_bytes_per_record=disk,
+                  **extra, **self.driven(res))
+
+    # a typical Python client: psycopg2 sends bytea[] as hex text
     def batch_literals(self, n, size, seed):
         """Pre-built array literals for n/BATCH calls, cycled: the client's
         work is the same for every PostgreSQL system."""
@@ -464,31 +605,15 @@ class Bench:
                    " FROM unnest(%%s::text[], %%s::text[]) AS u(v, k)" % name,
         }[system]
 
-    def run_produce_batch(self, system, size, lits, name):
+    def run_py_produce_batch(self, system, size, lits, name):
+        """Batched produce from psycopg2, the arrays sent as text literals:
+        the rows labelled "a typical Python client"."""
         n = self.cfg["records"]
         calls = n // BATCH
         self.reset(system, name)
-        if system == "redis":
-            r = self.redis()
-            aof0 = int(r.info("persistence").get("aof_current_size", 0))
-            cmds = [[("XADD", name, "*", "k", k, "v", v) for v, k in zip(l[2], l[3])] for l in lits]
-            t0 = time.perf_counter()
-            for i in range(calls):
-                r.pipeline(cmds[i % len(cmds)])
-            dt = time.perf_counter() - t0
-            mem = r.cmd("MEMORY", "USAGE", name, "SAMPLES", "0")
-            aof1 = int(r.info("persistence").get("aof_current_size", 0))
-            r.close()
-            rec = calls * BATCH
-            self.emit(system, "produce_batch", size, records_per_s=rec / dt,
-                      mb_per_s=rec * size / dt / 1e6,
-                      memory_bytes_per_record=round(mem / rec, 1),
-                      aof_bytes_per_record=round((aof1 - aof0) / rec, 1), batch=BATCH)
-            return
         rec, dt, wal, disk = self.timed_batches(system, name, lits, calls)
-        self.emit(system, "produce_batch", size, records_per_s=rec / dt, mb_per_s=rec * size / dt / 1e6,
-                  wal_bytes_per_record=wal / rec, disk_bytes_per_record=disk / rec,
-                  batch=BATCH)
+        self.emit(system, "py_produce_batch", size, records_per_s=rec / dt, mb_per_s=rec * size / dt / 1e6,
+                  wal_bytes_per_record=wal / rec, disk_bytes_per_record=disk / rec, batch=BATCH, records=rec)
 
     def timed_batches(self, system, name, lits, calls):
         """calls batched produce calls of the pre-built literals, timed,
@@ -509,201 +634,147 @@ class Bench:
         conn.close()
         return calls * BATCH, dt, w1 - w0, self.size_of(system, name) - size0
 
-    def run_produce_floor(self, size, lits):
-        """What the batched produce costs before any storage: the same
-        arrays sent and parsed, and a durable commit (an xid, so the commit
-        record is flushed) with nothing stored.  No PostgreSQL system can
-        beat it on this client path; it bounds every ratio."""
+    def run_py_produce_floor(self, size, lits):
+        """The Python client's floor: the same arrays sent and parsed, and
+        a durable commit (an xid, so the commit record is flushed) with
+        nothing stored."""
         n = self.cfg["records"]
         calls = n // BATCH
-        conn = self.connect(autocommit=False)
+        conn = self.connect()
         t0 = time.perf_counter()
         with conn.cursor() as cur:
             for i in range(calls):
                 vl, kl = lits[i % len(lits)][:2]
-                cur.execute("SELECT count(*) FROM unnest(%s::bytea[], %s::bytea[])", (vl, kl))
+                cur.execute("SELECT txid_current(), cardinality(%s::bytea[]) + cardinality(%s::bytea[])", (vl, kl))
                 cur.fetchall()
-                cur.execute("SELECT txid_current()")
-                conn.commit()
         dt = time.perf_counter() - t0
         conn.close()
         rec = calls * BATCH
-        self.emit("floor", "produce_batch", size, records_per_s=rec / dt, mb_per_s=rec * size / dt / 1e6,
-                  batch=BATCH, note="arrays parsed and a durable empty commit, nothing stored")
+        self.emit("floor", "py_produce_batch", size, records_per_s=rec / dt, mb_per_s=rec * size / dt / 1e6,
+                  batch=BATCH, records=rec, note="arrays parsed and a durable empty commit, nothing stored")
 
     # ========================================================= consume
-    def run_consume(self, system, size, name, lits):
-        """Read everything the batched produce wrote, 500 at a time, each
-        batch with its commit/ack in one transaction."""
-        n = self.cfg["records"] // BATCH * BATCH
-        if system == "pgq":
-            # PgQ hands out what lies between two ticks: fill a queue with
-            # one tick per 500 events so that its batches are 500 too.
-            name = name + "_c"
-            self.reset(system, name)
-            conn = self.connect(autocommit=False)
-            with conn.cursor() as cur:
-                for i in range(n // CONSUME_BATCH):
-                    l = lits[(i // 2) % len(lits)]
-                    half = slice(0, CONSUME_BATCH) if i % 2 == 0 else slice(CONSUME_BATCH, BATCH)
-                    vl = "{" + ",".join(v.decode() for v in l[2][half]) + "}"
-                    kl = "{" + ",".join(k.decode() for k in l[3][half]) + "}"
-                    cur.execute(self.produce_batch_sql("pgq", name), (vl, kl))
-                    conn.commit()
-                    cur.execute("SELECT pgq.ticker(%s)", (name,))
-                    conn.commit()
-            conn.close()
-        got = 0
-        batches = 0
-        if system == "redis":
-            r = self.redis()
-            r.cmd("XGROUP", "SETID", name, "g", "0")
-            t0 = time.perf_counter()
-            while got < n:
-                rep = r.cmd("XREADGROUP", "GROUP", "g", "c", "COUNT", CONSUME_BATCH, "STREAMS", name, ">")
-                if not rep:
-                    break
-                entries = rep[0][1]
-                if not entries:
-                    break
-                r.cmd("XACK", name, "g", *[e[0] for e in entries])
-                got += len(entries)
-                batches += 1
-            dt = time.perf_counter() - t0
-            r.close()
-        else:
-            conn = self.connect(autocommit=False)
-            cur = conn.cursor()
+    def pgq_fill(self, name, size, n):
+        """A PgQ queue of n events with a tick after every 500: PgQ hands
+        out what lies between two ticks, so its batches are 500 too.  The
+        events are made by the server (hex digits, as long as the values),
+        each 500 committed before its tick; not timed."""
+        self.reset("pgq", name)
+        self.q("""DO $$
+BEGIN
+  FOR i IN 1 .. %d LOOP
+    PERFORM pgq.insert_event('%s', 'ev', left(repeat(md5(random()::text || g), %d), %d),
+                             'k' || lpad((random() * 1e8)::int::text, 8, '0'), NULL, NULL, NULL)
+      FROM generate_series(1, %d) AS g;
+    COMMIT;
+    PERFORM pgq.ticker('%s');
+    COMMIT;
+  END LOOP;
+END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name))
+
+    def consume_count(self, system, size):
+        """How many records a consumer reads: the mode's c_records, at
+        most what the batched produce wrote."""
+        n = min(self.cfg["c_records"][size], self.produced.get((system, size), 0))
+        if n < CONSUME_BATCH:
+            raise RuntimeError("the batched produce did not run: nothing to consume")
+        return n // CONSUME_BATCH * CONSUME_BATCH
+
+    def run_consume(self, system, size, name):
+        """The driver reads back what the batched produce wrote, 500 at a
+        time, each batch with its commit/ack in one transaction."""
+        n = self.consume_count(system, size)
+        group = None
+
+        def rewind():
+            # back to the start, so that each round reads the same records
             if system == "mqlog":
-                group = "g_" + name
-                cur.execute("SELECT mq_reset_offsets(%s, %s, 'earliest', true)", (group, name))
-                conn.commit()
-            t0 = time.perf_counter()
-            last = 0
-            empty = 0
-            while got < n:
-                if system == "mqlog":
-                    cur.execute("SELECT \"offset\", ts, key, value FROM mq_poll(%s, %s, %s, '1s')",
-                                (group, name, CONSUME_BATCH))
-                    rows = cur.fetchall()
-                    cur.execute("SELECT mq_commit(%s)", (group,))
-                elif system == "heap_log":
-                    cur.execute("SELECT id, ts, key, value FROM %s WHERE id > %%s ORDER BY id LIMIT %d"
-                                % (name, CONSUME_BATCH), (last,))
-                    rows = cur.fetchall()
-                    if rows:
-                        last = rows[-1][0]
-                        cur.execute("UPDATE heap_offsets SET last_id = %s WHERE consumer = %s", (last, name))
-                elif system == "skip_locked":
-                    cur.execute("DELETE FROM %s WHERE msg_id IN (SELECT msg_id FROM %s WHERE vt <= now()"
-                                " ORDER BY msg_id LIMIT %d FOR UPDATE SKIP LOCKED)"
-                                " RETURNING msg_id, enqueued_at, key, message" % (name, name, CONSUME_BATCH))
-                    rows = cur.fetchall()
-                elif system == "pgq":
-                    cur.execute("SELECT pgq.next_batch(%s, 'c')", (name,))
-                    bid = cur.fetchone()[0]
-                    rows = []
-                    if bid is not None:
-                        cur.execute("SELECT ev_id, ev_time, ev_extra1, ev_data FROM pgq.get_batch_events(%s)", (bid,))
-                        rows = cur.fetchall()
-                        cur.execute("SELECT pgq.finish_batch(%s)", (bid,))
-                conn.commit()
-                if rows:
-                    got += len(rows)
-                    batches += 1
-                    empty = 0
-                else:
-                    empty += 1
-                    if empty > 3:
-                        break
-            dt = time.perf_counter() - t0
-            conn.close()
-        if got < n:
-            raise RuntimeError("consumed %d of %d records" % (got, n))
-        self.emit(system, "consume", size, records_per_s=got / dt, mb_per_s=got * size / dt / 1e6,
-                  batch=CONSUME_BATCH, avg_batch=round(got / max(batches, 1), 1))
+                self.q("SELECT mq_reset_offsets(%s, %s, 'earliest', true)", (group, name))
+            elif system == "redis":
+                r = self.redis()
+                r.cmd("XGROUP", "SETID", name, "g", "0")
+                r.close()
+        if system == "pgq":
+            name = name + "_c"
+            self.pgq_fill(name, size, n)
+        elif system == "mqlog":
+            group = "g_" + name
+        rewind()
+        # the SKIP LOCKED queue and PgQ consume what they read: one round
+        res = self.rounds(lambda: self.drive(system, "consume", name, size, records=n, batch=CONSUME_BATCH,
+                                             group=group),
+                          rewind, n=1 if system in ("skip_locked", "pgq") else None)
+        self.emit(system, "consume", size, avg_batch=round(res["records"] / max(res["calls"], 1), 1),
+                  **self.driven(res))
 
     def run_consume_fetch(self, size, name):
         """mqlog read by offset with mq_fetch, the position committed with the
         explicit mq_commit(group, topic, partition, offset): Kafka's assign + seek."""
+        n = self.consume_count("mqlog", size)
+        res = self.rounds(lambda: self.drive("mqlog", "consume_fetch", name, size, records=n,
+                                             batch=CONSUME_BATCH, group="f_" + name))
+        self.emit("mqlog", "consume_fetch", size, **self.driven(res))
+
+    def run_py_consume(self, system, size, name):
+        """The Python client's consume (mqlog and the heap log): what
+        run_py_produce_batch wrote, 500 at a time, psycopg2 parsing the
+        bytea values from hex."""
         n = self.cfg["records"] // BATCH * BATCH
+        got = 0
+        batches = 0
         conn = self.connect(autocommit=False)
         cur = conn.cursor()
-        group = "f_" + name
-        # an explicit commit needs the partition assigned to this session:
-        # join the group with one poll, then read by offset
-        cur.execute("SELECT count(*) FROM mq_poll(%s, %s, 1, '1s')", (group, name))
-        conn.commit()
-        off = self.q1("SELECT mq_earliest_offset(%s, 0)", (name,))
-        got = 0
-        t0 = time.perf_counter()
-        while got < n:
-            cur.execute("SELECT \"offset\", ts, key, value FROM mq_fetch(%s, 0, %s, %s)",
-                        (name, off, CONSUME_BATCH))
-            rows = cur.fetchall()
-            if not rows:
-                break
-            off = rows[-1][0] + 1
-            cur.execute("SELECT mq_commit(%s, %s, 0, %s)", (group, name, off))
+        if system == "mqlog":
+            group = "gpy_" + name
+            cur.execute("SELECT mq_reset_offsets(%s, %s, 'earliest', true)", (group, name))
             conn.commit()
-            got += len(rows)
+        t0 = time.perf_counter()
+        last = 0
+        empty = 0
+        while got < n:
+            if system == "mqlog":
+                cur.execute("SELECT \"offset\", ts, key, value FROM mq_poll(%s, %s, %s, '1s')",
+                            (group, name, CONSUME_BATCH))
+                rows = cur.fetchall()
+                cur.execute("SELECT mq_commit(%s)", (group,))
+            else:
+                cur.execute("SELECT id, ts, key, value FROM %s WHERE id > %%s ORDER BY id LIMIT %d"
+                            % (name, CONSUME_BATCH), (last,))
+                rows = cur.fetchall()
+                if rows:
+                    last = rows[-1][0]
+                    cur.execute("UPDATE heap_offsets SET last_id = %s WHERE consumer = %s", (last, name))
+            conn.commit()
+            if rows:
+                got += len(rows)
+                batches += 1
+                empty = 0
+            else:
+                empty += 1
+                if empty > 3:
+                    break
         dt = time.perf_counter() - t0
         conn.close()
         if got < n:
-            raise RuntimeError("fetched %d of %d records" % (got, n))
-        self.emit("mqlog", "consume_fetch", size, records_per_s=got / dt, mb_per_s=got * size / dt / 1e6,
-                  batch=CONSUME_BATCH)
+            raise RuntimeError("consumed %d of %d records" % (got, n))
+        self.emit(system, "py_consume", size, records_per_s=got / dt, mb_per_s=got * size / dt / 1e6,
+                  batch=CONSUME_BATCH, records=got, avg_batch=round(got / max(batches, 1), 1))
 
     # ============================================== single-record produce
     def run_single(self, system, size, clients):
+        """One record per autocommitted call for the mode's single_s
+        seconds, from `clients` driver threads, each waiting for its
+        commit before the next call."""
         name = "s_%s_%d" % (system, size)
-        self.reset(system, name)
-        value = rand_values(1, size, random.Random(size))[0].decode()
-        secs = self.cfg["pgbench_s"]
+        if system != "floor":
+            self.reset(system, name)
+        run = lambda: self.rounds(lambda: self.drive(  # noqa: E731
+            system, "produce_single", name, size, seconds=self.cfg["single_s"], clients=clients))
         if system == "redis":
-            cmd = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(self.a.redis_port), "-c", str(clients),
-                   "-n", str(self.cfg["redis_single"]), "-r", "100000000", "--csv",
-                   "XADD", name, "*", "k", "k__rand_int__", "v", value]
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            rps = None
-            for line in p.stdout.splitlines():
-                cells = [c.strip('"') for c in line.split(",")]
-                if cells and cells[0].startswith("XADD"):
-                    rps = float(cells[1])
-            if rps is None:
-                raise RuntimeError("redis-benchmark: " + (p.stderr or p.stdout).strip()[:200])
-            self.emit(system, "produce_single", size, clients=clients, records_per_s=rps,
-                      mb_per_s=rps * size / 1e6)
+            self.emit(system, "produce_single", size, **self.driven(run()))
             return
-        sql = {
-            "mqlog": "SELECT mq_produce('%s', '%s'::bytea, ('k' || :k)::bytea);",
-            "heap_log": "INSERT INTO %s (key, value) VALUES (('k' || :k)::bytea, '%s'::bytea);",
-            "skip_locked": "INSERT INTO %s (key, message) VALUES (('k' || :k)::bytea, '%s'::bytea);",
-            "pgq": "SELECT pgq.insert_event('%s', 'ev', '%s', 'k' || :k, NULL, NULL, NULL);",
-        }[system]
-        sql = sql % (name, value)
-        script = os.path.join(self.a.work, "single_%s_%d.sql" % (system, size))
-        with open(script, "w") as f:
-            f.write("\\set k random(1, 100000000)\n" + sql + "\n")
-        self.q("CHECKPOINT")
-        w0 = self.lsn()
-        cmd = [os.path.join(self.a.pgbin, "pgbench"), "-h", self.a.pghost, "-p", str(self.a.pgport),
-               "-U", "postgres", "-n", "-f", script, "-c", str(clients), "-j", str(min(clients, os.cpu_count() or 1)),
-               "-T", str(secs), "bench"]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=secs + 120)
-        w1 = self.lsn()
-        m_tps = re.search(r"tps = ([\d.]+) \(without initial connection time\)", p.stdout)
-        m_n = re.search(r"number of transactions actually processed: (\d+)", p.stdout)
-        m_lat = re.search(r"latency average = ([\d.]+) ms", p.stdout)
-        failed = re.search(r"number of failed transactions: (\d+)", p.stdout)
-        if p.returncode != 0 or not m_tps or not m_n:
-            raise RuntimeError("pgbench: " + (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1])
-        tps = float(m_tps.group(1))
-        ntx = int(m_n.group(1))
-        self.emit(system, "produce_single", size, clients=clients, records_per_s=tps, mb_per_s=tps * size / 1e6,
-                  wal_bytes_per_record=(w1 - w0) / max(ntx, 1),
-                  avg_latency_ms=float(m_lat.group(1)) if m_lat else None,
-                  failed=int(failed.group(1)) if failed else 0, seconds=secs)
+        res, wal, _ = self.measured(system, name, run)
+        self.emit(system, "produce_single", size, wal_bytes_per_record=wal, **self.driven(res))
 
     # ========================================================== latency
     def run_latency(self, system, size):
@@ -1243,26 +1314,41 @@ class Bench:
             lits = self.batch_literals(self.cfg["records"], size, size)
             for s in systems:
                 name = "b_%s_%d" % (s, size)
-                self.guarded(s, "produce_batch", size, lambda: self.run_produce_batch(s, size, lits, name))
-            self.guarded("floor", "produce_batch", size, lambda: self.run_produce_floor(size, lits))
+                self.guarded(s, "produce_batch", size, lambda: self.run_produce_batch(s, size, name))
+            self.guarded("floor", "produce_batch", size, lambda: self.run_produce_batch("floor", size, "floor"))
+            # two producers into one table, queue, stream or one-partition
+            # topic; and mqlog's two producers on two partitions
+            for s in systems + ["floor"]:
+                name = "b2_%s_%d" % (s, size)
+                self.guarded(s, "produce_batch", size, lambda: self.run_produce_batch(s, size, name, clients=2),
+                             clients=2)
+                self.drop_quietly(s, name)
+            if "mqlog" in systems:
+                name = "b2p_mqlog_%d" % size
+                self.guarded("mqlog", "produce_batch", size, lambda: self.run_produce_batch(
+                    "mqlog", size, name, clients=2, partitions=2), clients=2, partitions=2)
+                self.drop_quietly("mqlog", name)
             for s in systems:
                 name = "b_%s_%d" % (s, size)
-                self.guarded(s, "consume", size, lambda: self.run_consume(s, size, name, lits))
+                self.guarded(s, "consume", size, lambda: self.run_consume(s, size, name))
                 if s == "mqlog":
                     self.guarded(s, "consume_fetch", size, lambda: self.run_consume_fetch(size, name))
+            # a typical Python client, beside the driver's figures
+            for s in [x for x in ("mqlog", "heap_log") if x in systems]:
+                name = "p_%s_%d" % (s, size)
+                self.guarded(s, "py_produce_batch", size, lambda: self.run_py_produce_batch(s, size, lits, name))
+                self.guarded(s, "py_consume", size, lambda: self.run_py_consume(s, size, name))
+            self.guarded("floor", "py_produce_batch", size, lambda: self.run_py_produce_floor(size, lits))
             for clients in (1, 8):
-                for s in systems:
+                for s in systems + ["floor"]:
                     self.guarded(s, "produce_single", size, lambda: self.run_single(s, size, clients),
                                  clients=clients)
             for s in systems:
                 self.guarded(s, "latency", size, lambda: self.run_latency(s, size))
             # free the space of this size's runs before the next
             for s in systems:
-                for pfx in ("b", "s", "l"):
-                    try:
-                        self.drop(s, "%s_%s_%d" % (pfx, s, size))
-                    except Exception:
-                        self.admin = self.connect()
+                for pfx in ("b", "s", "l", "p"):
+                    self.drop_quietly(s, "%s_%s_%d" % (pfx, s, size))
         if "json" in self.workloads:
             log("== JSON-like values, compressed and not")
             jl = self.json_literals(self.cfg["records"], 7)
@@ -1274,7 +1360,7 @@ class Bench:
             self.out.close()
             return
         runs = [(s, False) for s in systems]
-        if "mqlog" in systems and self.cfg is not MODES["soak"]:
+        if "mqlog" in systems and self.a.mode != "soak":
             runs.insert(0, ("mqlog", True))
         per = max(10, self.cfg["sustained_s"] // len(runs))
         log("== sustained run: %d s in all, %d s per run" % (self.cfg["sustained_s"], per))
@@ -1296,6 +1382,13 @@ class Bench:
             self.q("ALTER SYSTEM SET mqlog.maintenance_naptime = %d" % secs)
         self.q("SELECT pg_reload_conf()")
         time.sleep(1.5)
+
+    def drop_quietly(self, system, name):
+        """drop(), and a fresh admin connection if it failed."""
+        try:
+            self.drop(system, name)
+        except Exception:  # noqa: BLE001 - a failed drop costs space, not the run
+            self.admin = self.connect()
 
     def drop(self, system, name):
         if system == "mqlog":
@@ -1320,12 +1413,15 @@ def main():
     ap.add_argument("--mode", choices=sorted(MODES), default="quick")
     ap.add_argument("--pghost", required=True, help="PostgreSQL socket directory")
     ap.add_argument("--pgport", type=int, required=True)
-    ap.add_argument("--pgbin", default="/usr/lib/postgresql/15/bin")
     ap.add_argument("--redis-port", type=int, required=True)
     ap.add_argument("--redis-ok", type=int, default=1)
-    ap.add_argument("--work", required=True, help="scratch directory for pgbench scripts")
+    ap.add_argument("--work", required=True, help="scratch directory (the JSON workload's values file)")
+    ap.add_argument("--driver", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "driver", "mqbench"),
+                    help="the C driver (make bench-driver builds it)")
     ap.add_argument("--out", required=True, help="JSON lines output")
     ap.add_argument("--append", action="store_true", help="append to --out instead of rewriting it")
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="driver runs of each rate measurement, the median reported (default: quick 1, full 3)")
     ap.add_argument("--dbname", default="bench", help="the database (postgres for the cluster's nodes)")
     ap.add_argument("--cluster-ports", default="",
                     help="the replication workload only: the ports of the cluster's three nodes, n1 first, "

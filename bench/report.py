@@ -3,11 +3,12 @@
 
     bench/report.py results/latest.jsonl --md results/latest.md --png results/latest.png
 
-Markdown: mqlog's ratio to each peer per workload, latency, WAL and disk
-bytes per record, the sustained run, and each target of issue 6 marked met
+Markdown: mqlog's ratio to each peer per workload, the C driver's floor
+beside mqlog, the Python client's rows, latency, WAL and disk bytes per
+record, the sustained run, and each target of issues 13 and 6 marked met
 or not met.  PNG (matplotlib, Debian's python3-matplotlib): throughput per
-system per workload, latency, bytes per record, and the sustained run over
-time.  Works on partial results: a missing or failed row shows as "—" or
+system per workload (the floor too), latency, bytes per record, and the
+sustained run over time.  Works on partial results: a missing or failed row shows as "—" or
 "error" and its target as "not measured".
 """
 
@@ -23,13 +24,16 @@ LABEL = {
     "skip_locked": "SKIP LOCKED queue",
     "pgq": "PgQ",
     "redis": "Redis Streams",
+    "floor": "floor (nothing stored)",
 }
 WORKLOADS = [  # (workload, clients, label)
     ("produce_batch", 1, "batched produce (1000/call)"),
+    ("produce_batch", 2, "batched produce (1000/call), 2 clients"),
     ("produce_single", 1, "single-record produce, 1 client"),
     ("produce_single", 8, "single-record produce, 8 clients"),
     ("consume", 1, "consume 500/batch + commit/ack"),
 ]
+FLOOR_ROWS = [wl for wl in WORKLOADS if wl[0].startswith("produce")]
 KEY_BYTES = 9   # every record carries a 9-byte key ("k" and 8 digits)
 
 
@@ -48,15 +52,16 @@ class Results:
         self.rows = rows
         self.meta = rows[0] if rows else {}
 
-    def get(self, system, workload, value_bytes=100, clients=None):
+    def get(self, system, workload, value_bytes=100, clients=None, partitions=1):
         for r in self.rows:
             if (r["system"] == system and r["workload"] == workload and r["value_bytes"] == value_bytes
-                    and (clients is None or r.get("clients") == clients)):
+                    and (clients is None or r.get("clients") == clients)
+                    and r.get("partitions", 1) == partitions):
                 return r
         return None
 
-    def val(self, system, workload, field, value_bytes=100, clients=None):
-        r = self.get(system, workload, value_bytes, clients)
+    def val(self, system, workload, field, value_bytes=100, clients=None, partitions=1):
+        r = self.get(system, workload, value_bytes, clients, partitions)
         if r is None or r.get("error"):
             return None
         return r.get(field)
@@ -95,6 +100,74 @@ def cell(res, system, workload, field, vb, clients, digits=0):
     return fmt(r.get(field), digits)
 
 
+def wal_target(res, text, need, workload="produce_batch", clients=1):
+    """mqlog's WAL per record at most `need` times the heap log's, 100 B."""
+    a = res.val("mqlog", workload, "wal_bytes_per_record", 100, clients)
+    b = res.val("heap_log", workload, "wal_bytes_per_record", 100, clients)
+    x = ratio(a, b)
+    return (text, "not measured" if x is None else "%.2f× (%s vs %s bytes)" % (x, fmt(a, 1), fmt(b, 1)),
+            None if x is None else x <= need)
+
+
+def latency_target(res, field, bound, text):
+    """mqlog's produce-to-poll latency percentile at most `bound` ms."""
+    v = res.val("mqlog", "latency", field)
+    return (text, "not measured" if v is None else "%.2f ms" % v, None if v is None else v <= bound)
+
+
+def floor_target(res, vb=100):
+    """Is the driver's floor at least twice mqlog's batched produce, one
+    client?  (text, measured, met): the client is not what limits mqlog
+    when it is."""
+    a = res.val("floor", "produce_batch", "records_per_s", vb, 1)
+    b = res.val("mqlog", "produce_batch", "records_per_s", vb, 1)
+    x = ratio(a, b)
+    return ("the driver's floor ≥ 2× mqlog's batched produce (the client is not the bottleneck)",
+            "not measured" if x is None else "%.2f× (%s vs %s records/s)" % (x, fmt(a), fmt(b)),
+            None if x is None else x >= 2)
+
+
+def targets13(res):
+    """Issue 13's targets, 100-byte values, from the C driver's rows (the
+    latency from the Python client's): (target, measured, met)."""
+    out = [floor_target(res)]
+
+    def rate_target(text, a, b, need, what=("mqlog", "heap log")):
+        x = ratio(a, b)
+        shown = "%.0f%%" % (100 * x) if x is not None and need < 1 else "%.2f×" % (x or 0)
+        meas = "not measured" if x is None else "%s (%s: %s, %s: %s records/s)" % (
+            shown, what[0], fmt(a), what[1], fmt(b))
+        out.append((text, meas, None if x is None else x >= need))
+
+    rps = lambda s, w, cl=1, parts=1: res.val(s, w, "records_per_s", 100, cl, parts)  # noqa: E731
+    rate_target("batched produce ≥ 5× the heap log's batched insert", rps("mqlog", "produce_batch"),
+                rps("heap_log", "produce_batch"), 5)
+    rate_target("batched produce ≥ 50% of the driver's floor", rps("mqlog", "produce_batch"),
+                rps("floor", "produce_batch"), 0.5, ("mqlog", "floor"))
+    rate_target("poll + commit (500/batch) ≥ 1.5× the heap log read by offset with an offset commit",
+                rps("mqlog", "consume"), rps("heap_log", "consume"), 1.5)
+    rate_target("`mq_fetch` + `mq_commit(group, topic, partition, offset)` (500/batch) ≥ 2× the heap log "
+                "read by offset with an offset commit", rps("mqlog", "consume_fetch"), rps("heap_log", "consume"), 2)
+    rate_target("single-record autocommit produce, 8 clients, ≥ 1.2× the heap insert",
+                rps("mqlog", "produce_single", 8), rps("heap_log", "produce_single", 8), 1.2)
+    out.append(wal_target(res, "WAL bytes per record ≤ 1.0× the heap's (single-record produce, 8 clients)",
+                          1.0, "produce_single", 8))
+    out.append(latency_target(res, "p99_ms", 5, "produce-to-poll latency p99 ≤ 5 ms (Python client)"))
+    out.append(latency_target(res, "p50_ms", 1, "produce-to-poll latency p50 ≤ 1 ms (Python client)"))
+    rate_target("two producers on two partitions ≥ 1.6× one producer on one",
+                rps("mqlog", "produce_batch", 2, 2), rps("mqlog", "produce_batch"), 1.6,
+                ("2 on 2", "1 on 1"))
+    return out
+
+
+def targets_md(title, rows):
+    L = [title, "", "| target | measured | |", "|---|---|---|"]
+    for text, meas, met in rows:
+        L.append("| %s | %s | %s |" % (text, meas, "not measured" if met is None else ("**met**" if met else "not met")))
+    L.append("")
+    return L
+
+
 def targets(res):
     """Issue 6's targets, 100-byte values: (target, measured, met)."""
     out = []
@@ -116,29 +189,16 @@ def targets(res):
     ratio_target("single-record autocommit produce, 8 clients, ≥ 1.2× the heap insert", "produce_single",
                  "heap_log", 1.2, clients=8)
 
-    a = res.val("mqlog", "produce_batch", "wal_bytes_per_record")
-    b = res.val("heap_log", "produce_batch", "wal_bytes_per_record")
-    x = ratio(a, b)
-    out.append(("WAL bytes per record ≤ 0.5× the heap log's (batched produce)",
-                "not measured" if x is None else "%.2f× (%s vs %s bytes)" % (x, fmt(a, 1), fmt(b, 1)),
-                None if x is None else x <= 0.5))
-    a = res.val("mqlog", "produce_single", "wal_bytes_per_record", 100, 8)
-    b = res.val("heap_log", "produce_single", "wal_bytes_per_record", 100, 8)
-    x = ratio(a, b)
-    out.append(("WAL bytes per record ≤ 0.5× the heap log's (single-record produce, 8 clients)",
-                "not measured" if x is None else "%.2f× (%s vs %s bytes)" % (x, fmt(a, 1), fmt(b, 1)),
-                None if x is None else x <= 0.5))
+    out.append(wal_target(res, "WAL bytes per record ≤ 0.5× the heap log's (batched produce)", 0.5))
+    out.append(wal_target(res, "WAL bytes per record ≤ 0.5× the heap log's (single-record produce, 8 clients)",
+                          0.5, "produce_single", 8))
     d = res.val("mqlog", "produce_batch", "disk_bytes_per_record")
     bound = 100 + KEY_BYTES + 16
     out.append(("on-disk bytes per record ≤ value + key + 16 (= %d)" % bound,
                 "not measured" if d is None else "%s bytes" % fmt(d, 1),
                 None if d is None else d <= bound))
-    p50 = res.val("mqlog", "latency", "p50_ms")
-    p99 = res.val("mqlog", "latency", "p99_ms")
-    out.append(("produce-to-poll latency p50 ≤ 1 ms", "not measured" if p50 is None else "%.2f ms" % p50,
-                None if p50 is None else p50 <= 1))
-    out.append(("produce-to-poll latency p99 ≤ 5 ms", "not measured" if p99 is None else "%.2f ms" % p99,
-                None if p99 is None else p99 <= 5))
+    out.append(latency_target(res, "p50_ms", 1, "produce-to-poll latency p50 ≤ 1 ms"))
+    out.append(latency_target(res, "p99_ms", 5, "produce-to-poll latency p99 ≤ 5 ms"))
     for wl, how in (("sustained", "maintenance worker"), ("sustained_inline", "mq_run_maintenance in the loop")):
         r = res.get("mqlog", wl)
         if r is None:
@@ -170,6 +230,17 @@ def markdown(res):
     L.append("- PostgreSQL %s, mqlog %s (commit %s), PgQ %s, Redis %s (%s)" % (
         m.get("pg_version"), m.get("mqlog_version"), m.get("mqlog_commit") or "?", m.get("pgq_version"), m.get("redis_version"),
         m.get("redis_settings")))
+    drv = next((r for r in res.rows if r.get("client") == "mqbench"), None)
+    if drv:
+        lv = drv.get("libpq_version") or 0
+        L.append("- client of the rate rows: `bench/driver/mqbench` (C; libpq %d.%d with binary parameters and "
+                 "results and pipeline mode; hiredis for Redis), one connection per client thread; the latency, "
+                 "sustained and replication rows, and those labelled \"a typical Python client\", use psycopg2" % (
+                     lv // 10000, lv % 10000))
+        nr = max(len(r.get("rounds") or [1]) for r in res.rows if r.get("client") == "mqbench")
+        if nr > 1:
+            L.append("- each rate of the driver is the median of %d rounds run back to back (every round's rate "
+                     "is in `rounds` in latest.jsonl)" % nr)
     st = m.get("settings", {})
     L.append("- PostgreSQL settings, the same for every PostgreSQL system: " +
              ", ".join("`%s=%s`" % (k, v) for k, v in sorted(st.items())))
@@ -197,16 +268,16 @@ def markdown(res):
                      "%d B: %s records/s" % (vb, "error" if r and r.get("error") else fmt(r and r.get("records_per_s")))
                      for vb, r in fetch) + ".")
         L.append("")
-    fl = [(vb, res.val("floor", "produce_batch", "records_per_s", vb)) for vb in (100, 1024)]
-    if any(x for _, x in fl):
-        L.append("The floor of this client path, the same arrays sent and parsed and a durable commit with "
-                 "nothing stored: " + ", ".join(
-                     "%d B: %s records/s (mqlog reaches %s of it, so mqlog ÷ heap log can be at most %s)" % (
-                         vb, fmt(x), "—" if not x or not res.val("mqlog", "produce_batch", "records_per_s", vb)
-                         else "%.0f%%" % (100 * res.val("mqlog", "produce_batch", "records_per_s", vb) / x),
-                         fmt_ratio(ratio(x, res.val("heap_log", "produce_batch", "records_per_s", vb))))
-                     for vb, x in fl) + ".")
+    two = [(vb, res.get("mqlog", "produce_batch", vb, 2, 2)) for vb in (100, 1024)]
+    if any(r for _, r in two):
+        L.append("mqlog with two producers on a topic of two partitions (client i to partition i): " + ", ".join(
+            "%d B: %s records/s, %s one producer on one partition" % (
+                vb, "error" if r and r.get("error") else fmt(r and r.get("records_per_s")),
+                fmt_ratio(ratio(r and r.get("records_per_s"), res.val("mqlog", "produce_batch", "records_per_s", vb, 1))))
+            for vb, r in two) + ".")
         L.append("")
+    L += floor_md(res)
+    L += python_md(res)
     L.append("MB/s of values (batched produce): " + "; ".join(
         "%s %s / %s" % (LABEL[s], fmt(res.val(s, "produce_batch", "mb_per_s", 100), 1),
                         fmt(res.val(s, "produce_batch", "mb_per_s", 1024), 1)) for s in SYSTEMS) +
@@ -310,13 +381,8 @@ def markdown(res):
 
     L += replication_md(res)
 
-    L.append("## Targets of issue 6 (100-byte values)")
-    L.append("")
-    L.append("| target | measured | |")
-    L.append("|---|---|---|")
-    for text, meas, met in targets(res):
-        L.append("| %s | %s | %s |" % (text, meas, "not measured" if met is None else ("**met**" if met else "not met")))
-    L.append("")
+    L += targets_md("## Targets of issue 13 (100-byte values, C driver)", targets13(res))
+    L += targets_md("## Targets of issue 6 (100-byte values)", targets(res))
     errs = [r for r in res.rows if r.get("error")]
     if errs:
         L.append("## Failures")
@@ -326,6 +392,66 @@ def markdown(res):
                                                           r.get("clients", 1), r["error"]))
         L.append("")
     return "\n".join(L)
+
+
+def floor_md(res):
+    """The driver's floor beside mqlog: what the client path costs with
+    nothing stored, and whether it is at least twice mqlog's rate."""
+    if not any(res.get("floor", wl, vb, cl) for wl, cl, _ in FLOOR_ROWS for vb in (100, 1024)):
+        return []
+    L = ["## The floor: the same calls with nothing stored", ""]
+    L.append("The floor is what the C driver's calls cost before any storage: the same binary arrays (or the "
+             "same single value and key), received and parsed by the server as parameters of a statement that "
+             "does nothing else — `SELECT txid_current(), cardinality($1::bytea[]) + cardinality($2::bytea[])`, "
+             "or `SELECT txid_current(), octet_length($1) + octet_length($2)` for single records — and a durable "
+             "commit (the xid makes the commit flush its WAL), measured the same way: same clients, same "
+             "calls.")
+    L.append("")
+    L.append("| workload | value | floor, records/s | mqlog, records/s | mqlog ÷ floor | floor ≥ 2× mqlog |")
+    L.append("|---|---|---|---|---|---|")
+    for vb in (100, 1024):
+        for wl, cl, label in FLOOR_ROWS:
+            f = res.val("floor", wl, "records_per_s", vb, cl)
+            q = res.val("mqlog", wl, "records_per_s", vb, cl)
+            x = ratio(q, f)
+            L.append("| %s | %d B | %s | %s | %s | %s |" % (
+                label, vb, cell(res, "floor", wl, "records_per_s", vb, cl),
+                cell(res, "mqlog", wl, "records_per_s", vb, cl), "—" if x is None else "%.0f%%" % (100 * x),
+                "—" if x is None else ("yes" if x <= 0.5 else "**no**")))
+    L.append("")
+    text, meas, met = floor_target(res)
+    L.append("**Is the floor at least 2× mqlog's rate?** Batched produce, one client, 100-byte values: %s — %s." % (
+        "not measured" if met is None else ("yes" if met else "no: the client path limits what this run can show"),
+        meas))
+    L.append("")
+    return L
+
+
+def python_md(res):
+    """The psycopg2 rows: what a typical Python client gets, bytea[] sent
+    as hex text and values parsed back from hex."""
+    rows = [r for r in res.rows if r["workload"].startswith("py_")]
+    if not rows:
+        return []
+    L = ["## A typical Python client (psycopg2)", ""]
+    L.append("The same statements from psycopg2, which sends `bytea[]` as text literals and parses `bytea` "
+             "results from hex; one client; its floor is the same parse-and-commit statement. These figures are "
+             "what a Python application sees, not what the server can do.")
+    L.append("")
+    L.append("| workload | value | mqlog | heap log | floor | mqlog ÷ heap log | mqlog ÷ floor |")
+    L.append("|---|---|---|---|---|---|---|")
+    for vb in (100, 1024):
+        for wl, label in (("py_produce_batch", "batched produce (1000/call)"),
+                          ("py_consume", "consume 500/batch + commit")):
+            me = res.val("mqlog", wl, "records_per_s", vb)
+            L.append("| %s | %d B | %s | %s | %s | %s | %s |" % (
+                label, vb, cell(res, "mqlog", wl, "records_per_s", vb, None),
+                cell(res, "heap_log", wl, "records_per_s", vb, None),
+                cell(res, "floor", wl, "records_per_s", vb, None) if wl == "py_produce_batch" else "",
+                fmt_ratio(ratio(me, res.val("heap_log", wl, "records_per_s", vb))),
+                fmt_ratio(ratio(me, res.val("floor", wl, "records_per_s", vb))) if wl == "py_produce_batch" else ""))
+    L.append("")
+    return L
 
 
 def replication_md(res, level="##"):
@@ -419,31 +545,32 @@ def plot(res, path):
     import matplotlib.pyplot as plt
 
     colors = {"mqlog": "#d62728", "heap_log": "#1f77b4", "skip_locked": "#9467bd", "pgq": "#2ca02c",
-              "redis": "#ff7f0e"}
+              "redis": "#ff7f0e", "floor": "#bbbbbb"}
+    rated = SYSTEMS + ["floor"]     # the throughput panels show the floor too
     fig, axes = plt.subplots(2, 3, figsize=(19, 10.5))
     m = res.meta
     fig.suptitle("mqlog benchmark (%s mode, %s, %s cores, PostgreSQL %s, fsync and synchronous_commit on)" % (
         m.get("mode"), m.get("date"), m.get("cores"), m.get("pg_version")), fontsize=13)
 
     def bars(ax, vb):
-        n = len(SYSTEMS)
+        n = len(rated)
         w = 0.8 / n
-        for i, s in enumerate(SYSTEMS):
+        for i, s in enumerate(rated):
             ys = [res.val(s, wl, "records_per_s", vb, cl) or 0 for wl, cl, _ in WORKLOADS]
             xs = [j + (i - (n - 1) / 2) * w for j in range(len(WORKLOADS))]
             ax.bar(xs, ys, w, label=LABEL[s], color=colors[s])
         ax.set_yscale("log")
         ax.set_xticks(range(len(WORKLOADS)))
-        ax.set_xticklabels(["batched\nproduce", "single produce\n1 client", "single produce\n8 clients",
+        ax.set_xticklabels(["batched\nproduce", "batched\n2 clients", "single\n1 client", "single\n8 clients",
                             "consume 500\n+ commit"], fontsize=9)
         ax.set_ylabel("records/s (log scale)")
-        ax.set_title("throughput, %s-byte values" % vb)
+        ax.set_title("throughput, %s-byte values (C driver)" % vb)
         ax.grid(axis="y", which="both", alpha=0.3)
 
     bars(axes[0][0], 100)
     bars(axes[0][1], 1024)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=len(SYSTEMS), bbox_to_anchor=(0.5, 0.955), fontsize=11)
+    fig.legend(handles, labels, loc="upper center", ncol=len(rated), bbox_to_anchor=(0.5, 0.955), fontsize=11)
 
     ax = axes[0][2]
     n = len(SYSTEMS)

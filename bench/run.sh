@@ -3,8 +3,8 @@
 # and Redis Streams, in one run on one throwaway PostgreSQL 15 cluster and
 # one throwaway Redis, with ratios, targets and a plot.
 #
-#   bench/run.sh            full run, about 18 minutes      (make bench)
-#   bench/run.sh --quick    same shape, smaller counts, < 3 min (make bench QUICK=1)
+#   bench/run.sh            full run, about 35 minutes      (make bench)
+#   bench/run.sh --quick    same shape, shorter runs, about 5 min (make bench QUICK=1)
 #   bench/run.sh --keep     leave the servers running at the end (for poking)
 #   bench/run.sh --servers-only   start the servers, print how to reach them, stop
 #   bench/run.sh --soak     issue 5's soak: 10 minutes each of mqlog (retention
@@ -16,7 +16,10 @@
 #                           bench/results/replication.{jsonl,md}
 #
 # Run it as root on Debian 12: it installs the Debian packages it needs,
-# builds and installs mqlog, then runs PostgreSQL as the `postgres` OS user
+# builds and installs mqlog into the server that PG_CONFIG names (default
+# /usr/lib/postgresql/15/bin/pg_config; every server binary comes from its
+# --bindir), builds the C driver bench/driver/mqbench (against Debian's
+# libpq and hiredis), then runs PostgreSQL as the `postgres` OS user
 # (Unix socket only) and Redis on 127.0.0.1; then, for the replication
 # workload, stops them and starts one etcd and three PostgreSQL nodes on
 # 127.0.0.1.  Everything lives in a fresh temporary directory that is
@@ -70,11 +73,12 @@ fi
 # ---------------------------------------------------------------- packages
 step "Debian packages"
 PACKAGES=(
-    postgresql-15 postgresql-client-15 postgresql-server-dev-15 build-essential  # server, pgbench, PGXS
+    postgresql-15 postgresql-client-15 postgresql-server-dev-15 build-essential  # server, PGXS
+    libpq-dev libhiredis-dev pkg-config  # the C driver, bench/driver/mqbench
     postgresql-15-pgq3           # PgQ
-    redis-server redis-tools     # Redis Streams, redis-benchmark
+    redis-server redis-tools     # Redis Streams, redis-cli
     python3-hiredis              # Redis replies parsed in C, as redis-py does
-    python3 python3-psycopg2     # the driver of every PostgreSQL workload
+    python3 python3-psycopg2     # bench.py, and the Python client of the latency, sustained and replication runs
     python3-matplotlib           # the PNG
     etcd-server etcd-client      # the replication workload's cluster
     libcurl4-openssl-dev         # mqlog's etcd client
@@ -99,6 +103,9 @@ step "build and install mqlog"
 make -C "$ROOT" -s PG_CONFIG="$PG_CONFIG"
 make -C "$ROOT" -s install PG_CONFIG="$PG_CONFIG" >/dev/null
 echo "installed into $("$PG_CONFIG" --pkglibdir)"
+step "build the C driver"
+make -C "$ROOT" -s bench-driver PG_CONFIG="$PG_CONFIG"
+echo "$BENCH/driver/mqbench"
 
 # ------------------------------------------------------------------ servers
 WORK=$(mktemp -d /tmp/mqlog-bench.XXXXXX)
@@ -192,7 +199,7 @@ $BENCH_CONF"
     set +e
     "$PY" "$BENCH/bench.py" --mode "$MODE" --workloads replication \
         --pghost "$CL_DIR" --pgport "${CL_PORT[1]}" --dbname postgres --cluster-ports "$ports" \
-        --pgbin "$BINDIR" --redis-port "$REDISPORT" --redis-ok 0 \
+        --redis-port "$REDISPORT" --redis-ok 0 \
         --work "$WORK" --out "$1" $([ "${2:-}" = new ] || echo --append)
     rc=$?
     set -e
@@ -280,7 +287,7 @@ for _ in $(seq 50); do
 done
 
 if [ "$SERVERS_ONLY" = 1 ]; then
-    echo "bench.py args: --pghost $WORK --pgport $PGPORT --pgbin $BINDIR --redis-port $REDISPORT --work $WORK"
+    echo "bench.py args: --pghost $WORK --pgport $PGPORT --redis-port $REDISPORT --work $WORK"
     exit 0
 fi
 
@@ -290,13 +297,13 @@ mkdir -p "$BENCH/results"
 set +e
 if [ "$MODE" = soak ]; then
     "$PY" "$BENCH/bench.py" --mode soak --systems mqlog,heap_log --workloads sustained \
-        --pghost "$WORK" --pgport "$PGPORT" --pgbin "$BINDIR" \
+        --pghost "$WORK" --pgport "$PGPORT" \
         --redis-port "$REDISPORT" --redis-ok "$REDIS_OK" \
         --work "$WORK" --out "$BENCH/results/soak.jsonl"
     exit $?
 fi
 "$PY" "$BENCH/bench.py" --mode "$MODE" \
-    --pghost "$WORK" --pgport "$PGPORT" --pgbin "$BINDIR" \
+    --pghost "$WORK" --pgport "$PGPORT" \
     --redis-port "$REDISPORT" --redis-ok "$REDIS_OK" \
     --work "$WORK" --out "$BENCH/results/latest.jsonl"
 brc=$?

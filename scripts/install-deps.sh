@@ -23,6 +23,7 @@ PACKAGES=(
     python3-snappy python3-lz4 python3-zstandard     # ... and its compression codecs
     libcurl4-openssl-dev                    # the etcd client (src/cluster/etcd.c)
     etcd-server etcd-client                 # etcd 3.4 for the cluster tests (test/perl/MqCluster.pm)
+    libpq-dev libhiredis-dev pkg-config     # the benchmark's C driver (make bench-driver, bench/driver/)
 )
 
 is_installed() {
