@@ -1385,73 +1385,27 @@ COMMENT ON FUNCTION mqlog._replica_progress(text, int[], int[], bigint[], boolea
     'internal: a follower''s log end offsets (and whether it reaches etcd) in, the partitions'' high watermarks and the leader''s last stable offsets out';
 
 /*
- * The follower's side: a follower whose log ends below its leader's log
- * start offset (the leader's retention dropped what it lacks, while the
- * follower was away longer than its slot kept WAL for it) starts its log
- * again at the leader's log start, as a Kafka follower does: every segment
- * of the partition goes, and an empty one begins there.  Run by the apply
- * worker (workers/apply.c) in a transaction of its own; false when the
- * active segment is busy (try again).
- */
-CREATE FUNCTION mqlog._restart_log_at(topic_id int, part int, base bigint) RETURNS bool
-    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
-    SET mqlog.allow_segment_ddl = on SET lock_timeout = '100ms' AS $$
-DECLARE
-    seg mqlog.segment := mqlog._active_segment(topic_id, part);
-    tname text;
-    log_end bigint;
-    newrel oid;
-    old record;
-BEGIN
-    IF seg.relid IS NULL THEN
-        RETURN false;
-    END IF;
-    log_end := mqlog._roll_begin(topic_id, part, seg.relid);
-    IF log_end IS NULL THEN
-        RETURN false;           /* busy, or rolled into its spare a moment ago */
-    END IF;
-    SELECT t.name INTO tname FROM mqlog.topic t WHERE t.topic_id = _restart_log_at.topic_id;
-    IF base <= log_end THEN
-        RAISE EXCEPTION 'partition % of topic "%" ends at offset %, not below %', part, tname, log_end, base
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    newrel := mqlog._create_segment(topic_id, tname, part, base);
-    PERFORM mqlog._roll_finish(topic_id, part, newrel, base);
-    FOR old IN
-        DELETE FROM mqlog.segment s
-         WHERE s.topic_id = _restart_log_at.topic_id AND s."partition" = part
-           AND s.base_offset >= 0 AND s.relid <> newrel
-        RETURNING s.relid
-    LOOP
-        BEGIN
-            EXECUTE format('DROP TABLE %s CASCADE', old.relid::regclass);
-        EXCEPTION WHEN lock_not_available THEN
-            NULL;               /* a reader is inside: the orphan sweep drops it later */
-        END;
-    END LOOP;
-    PERFORM mqlog._catalog_changed();
-    RETURN true;
-END
-$$;
-COMMENT ON FUNCTION mqlog._restart_log_at(int, int, bigint) IS
-    'internal: a follower below its leader''s log start offset starts its log again there';
-
-/*
- * Truncation after a failover (Kafka's KIP-101/279): a follower that holds
- * records beyond where its leader's log and its own part (the end of their
- * last common leader epoch, workers/apply.c) drops them: the segments that
- * start at or past the target go, the one that holds it is cut at that
- * batch and sealed, and an empty active segment starts at the target.  At
- * commit the partition's log ends there.  In a transaction of its own;
- * false when the active segment is busy (try again); a reader inside a
- * segment it must drop or cut makes it fail after lock_timeout (the apply
- * worker retries).
+ * The follower's side: its log's end moved to where its leader's log says,
+ * by the apply worker (workers/apply.c), in a transaction of its own.
+ * Below the log end, truncation after a failover (Kafka's KIP-101/279): a
+ * follower drops the records it holds beyond where its leader's log and
+ * its own part (the end of their last common leader epoch): the segments
+ * that start at or past new_end go, the one that holds it is cut at that
+ * batch and sealed.  Above the log end, a follower whose log ends below
+ * its leader's log start offset (the leader's retention dropped what it
+ * lacks) starts its log again there, as a Kafka follower does: every
+ * segment goes.  Either way an empty active segment begins at new_end, and
+ * the partition's log ends there when the transaction commits.  False when
+ * the active segment is busy (try again).  A segment a reader is inside is
+ * left to the orphan sweep when it lies wholly below new_end; one at or
+ * past it must go now, so a reader inside it makes this fail after
+ * lock_timeout (the apply worker tries again).
  */
 CREATE FUNCTION mqlog._cut_segment(topic_id int, "partition" int, relid oid, "offset" bigint) RETURNS bool
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_cut_segment';
 CREATE FUNCTION mqlog._truncate_finish(topic_id int, "partition" int, relid oid, base_offset bigint) RETURNS void
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_truncate_finish';
-CREATE FUNCTION mqlog._truncate_log_to(topic_id int, part int, target bigint) RETURNS bool
+CREATE FUNCTION mqlog._move_log_end(topic_id int, part int, new_end bigint) RETURNS bool
     LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
     SET mqlog.allow_segment_ddl = on SET lock_timeout = '1s' AS $$
 DECLARE
@@ -1468,46 +1422,54 @@ BEGIN
     END IF;
     log_end := mqlog._roll_begin(topic_id, part, seg.relid);
     IF log_end IS NULL THEN
-        RETURN false;
+        RETURN false;           /* busy, or rolled into its spare a moment ago */
     END IF;
-    IF target >= log_end THEN
-        RETURN true;            /* nothing beyond it */
+    IF new_end = log_end THEN
+        RETURN true;
     END IF;
-    SELECT t.name INTO tname FROM mqlog.topic t WHERE t.topic_id = _truncate_log_to.topic_id;
-    SELECT * INTO holder FROM mqlog.segment s
-     WHERE s.topic_id = _truncate_log_to.topic_id AND s."partition" = part
-       AND s.base_offset >= 0 AND s.base_offset < target
-     ORDER BY s.base_offset DESC LIMIT 1;
-    /* first what starts at or past the target (its name may be the new one's) */
+    SELECT t.name INTO tname FROM mqlog.topic t WHERE t.topic_id = _move_log_end.topic_id;
+    IF new_end < log_end THEN
+        SELECT * INTO holder FROM mqlog.segment s
+         WHERE s.topic_id = _move_log_end.topic_id AND s."partition" = part
+           AND s.base_offset >= 0 AND s.base_offset < new_end
+         ORDER BY s.base_offset DESC LIMIT 1;
+    END IF;
+    /* first what goes (a segment at new_end has the new one's name) */
     FOR old IN
         DELETE FROM mqlog.segment s
-         WHERE s.topic_id = _truncate_log_to.topic_id AND s."partition" = part
-           AND s.base_offset >= target
-        RETURNING s.relid
+         WHERE s.topic_id = _move_log_end.topic_id AND s."partition" = part AND s.base_offset >= 0
+           AND (new_end > log_end OR s.base_offset >= new_end)
+        RETURNING s.relid, s.base_offset
     LOOP
-        EXECUTE format('DROP TABLE %s CASCADE', old.relid::regclass);
+        BEGIN
+            EXECUTE format('DROP TABLE %s CASCADE', old.relid::regclass);
+        EXCEPTION WHEN lock_not_available THEN
+            IF old.base_offset >= new_end THEN
+                RAISE;
+            END IF;             /* wholly below: the orphan sweep drops it later */
+        END;
     END LOOP;
     IF holder.relid IS NOT NULL THEN
-        IF NOT mqlog._cut_segment(topic_id, part, holder.relid, target) THEN
-            RAISE EXCEPTION 'no batch of partition % of topic "%" starts at offset %', part, tname, target
+        IF NOT mqlog._cut_segment(topic_id, part, holder.relid, new_end) THEN
+            RAISE EXCEPTION 'no batch of partition % of topic "%" starts at offset %', part, tname, new_end
                 USING ERRCODE = 'data_corrupted';
         END IF;
         SELECT * INTO st FROM mqlog.segment_stats(holder.relid);
-        UPDATE mqlog.segment s SET sealed = true, sealed_at = coalesce(s.sealed_at, now()), next_offset = target,
+        UPDATE mqlog.segment s SET sealed = true, sealed_at = coalesce(s.sealed_at, now()), next_offset = new_end,
                max_timestamp = coalesce(st.max_timestamp, s.max_timestamp, now())
          WHERE s.relid = holder.relid;
     END IF;
-    newrel := mqlog._create_segment(topic_id, tname, part, target);
-    PERFORM mqlog._truncate_finish(topic_id, part, newrel, target);
+    newrel := mqlog._create_segment(topic_id, tname, part, new_end);
+    PERFORM mqlog._truncate_finish(topic_id, part, newrel, new_end);
     /* the checkpointed high watermark is no higher than what is left */
-    UPDATE mqlog.replica_state r SET high_watermark = target
-     WHERE r.topic_id = _truncate_log_to.topic_id AND r."partition" = part AND r.high_watermark > target;
+    UPDATE mqlog.replica_state r SET high_watermark = new_end
+     WHERE r.topic_id = _move_log_end.topic_id AND r."partition" = part AND r.high_watermark > new_end;
     PERFORM mqlog._catalog_changed();
     RETURN true;
 END
 $$;
-COMMENT ON FUNCTION mqlog._truncate_log_to(int, int, bigint) IS
-    'internal: a follower drops what it holds past its leader''s log after a failover';
+COMMENT ON FUNCTION mqlog._move_log_end(int, int, bigint) IS
+    'internal: a follower''s log ends where its leader''s says: truncated after a failover, or started again at the leader''s log start';
 
 /* ------------------------------------------------------------------------
  * No internal function is callable by PUBLIC: mqlog._* are run only by

@@ -77,7 +77,6 @@ static bool
 claim(int64 lease)
 {
 	char	   *key = MqClusterKey("coordinator");
-	StringInfoData value;
 	MqEtcdTxn  *txn;
 	MqEtcdKv	kv;
 	bool		mine;
@@ -88,13 +87,9 @@ claim(int64 lease)
 		if (MqEtcdGet(key, &kv, NULL) && kv.lease == lease)
 			return true;
 	}
-	initStringInfo(&value);
-	appendStringInfoChar(&value, '{');
-	MqJsonAppendField(&value, true, "node", mqlog_node_name);
-	appendStringInfoChar(&value, '}');
 	txn = MqEtcdTxnBegin();
 	MqEtcdTxnIfAbsent(txn, key);
-	MqEtcdTxnPut(txn, key, value.data, lease);
+	MqEtcdTxnPut(txn, key, MqClusterNodeClaim(), lease);
 	mine = MqEtcdTxnCommit(txn, NULL);
 	if (mine && !(holding && held_lease == lease))
 		ereport(LOG,
@@ -126,20 +121,6 @@ unclean_allowed(List *topics, const char *topic)
 		}
 	}
 	return false;
-}
-
-static char *
-names_text(List *names)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
-	foreach(lc, names)
-		appendStringInfo(&buf, "%s%s", foreach_current_index(lc) ? "," : "", (char *) lfirst(lc));
-	appendStringInfoChar(&buf, '}');
-	return buf.data;
 }
 
 /*
@@ -184,7 +165,7 @@ elect(const char *topic, MqPartitionMeta *p, List *nodes, bool unclean, const ch
 			ereport(LOG,
 					(errmsg("mqlog cluster: partition %d of topic \"%s\" has no leader: node \"%s\" is gone and no other in-sync replica is alive",
 							p->partition, topic, old),
-					 errdetail("The in-sync replicas are %s.", names_text(p->isr)),
+					 errdetail("The in-sync replicas are %s.", MqClusterNamesText(p->isr)),
 					 errhint("Bring an in-sync replica back, or set the topic's unclean.leader.election.enable to true to accept losing records.")));
 			last_no_leader_log = now;
 		}
@@ -208,7 +189,7 @@ elect(const char *topic, MqPartitionMeta *p, List *nodes, bool unclean, const ch
 		ereport(LOG,
 				(errmsg("mqlog cluster: partition %d of topic \"%s\": node \"%s\" is gone; node \"%s\" leads from epoch %d",
 						p->partition, topic, old, chosen, p->leader_epoch),
-				 errdetail("The in-sync replicas are now %s.", names_text(isr))));
+				 errdetail("The in-sync replicas are now %s.", MqClusterNamesText(isr))));
 	else
 		ereport(WARNING,
 				(errmsg("mqlog cluster: partition %d of topic \"%s\": unclean leader election: node \"%s\", not in sync, leads from epoch %d",

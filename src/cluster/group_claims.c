@@ -44,7 +44,6 @@ char *
 MqClusterClaimGroup(const char *group, int64 lease)
 {
 	char	   *key = group_key(group);
-	StringInfoData value;
 	MqEtcdKv	kv;
 
 	for (int attempt = 0; attempt < 3; attempt++)
@@ -64,13 +63,9 @@ MqClusterClaimGroup(const char *group, int64 lease)
 				return NULL;
 			continue;
 		}
-		initStringInfo(&value);
-		appendStringInfoChar(&value, '{');
-		MqJsonAppendField(&value, true, "node", mqlog_node_name);
-		appendStringInfoChar(&value, '}');
 		txn = MqEtcdTxnBegin();
 		MqEtcdTxnIfAbsent(txn, key);
-		MqEtcdTxnPut(txn, key, value.data, lease);
+		MqEtcdTxnPut(txn, key, MqClusterNodeClaim(), lease);
 		if (MqEtcdTxnCommit(txn, NULL))
 			return NULL;
 	}

@@ -108,6 +108,8 @@ extern MqPartitionMeta *MqPartitionMetaParse(const char *json, int partition,
 											 int64 mod_revision);
 extern bool MqPartitionHasReplica(const MqPartitionMeta *p, const char *node);
 extern bool MqClusterNameListed(List *names, const char *name);
+extern char *MqClusterNamesText(List *names);
+extern char *MqClusterNodeClaim(void);
 
 /* replicated topics: creation and drop from SQL (topics.c) */
 extern void MqClusterCheckReplicationFactor(int replication_factor);

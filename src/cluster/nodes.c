@@ -146,6 +146,19 @@ MqClusterKey(const char *fmt,...)
 	return buf.data;
 }
 
+/* the value of a key this node holds for a role: {"node": "<name>"} */
+char *
+MqClusterNodeClaim(void)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	MqJsonAppendField(&buf, true, "node", mqlog_node_name);
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
 /* the value this node registers under nodes/<name> and members/<name> */
 char *
 MqClusterNodeJson(void)

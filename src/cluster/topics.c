@@ -197,6 +197,21 @@ MqPartitionHasReplica(const MqPartitionMeta *p, const char *node)
 	return MqClusterNameListed(p->replicas, node);
 }
 
+/* a list of node names as text, "{a,b}" (as an array prints), for messages */
+char *
+MqClusterNamesText(List *names)
+{
+	StringInfoData buf;
+	ListCell   *lc;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	foreach(lc, names)
+		appendStringInfo(&buf, "%s%s", foreach_current_index(lc) ? "," : "", (char *) lfirst(lc));
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
 /* is name in a list of node names (char *)? */
 bool
 MqClusterNameListed(List *names, const char *name)
@@ -515,6 +530,18 @@ MqClusterTopicIsReplicated(int topic_id)
 	return replicated_uuid(topic_id) != NULL;
 }
 
+/* a replicated topic changes only through etcd: refuse outside a cluster */
+static void
+require_cluster(const char *name, const char *what)
+{
+	if (!MqClusterEnabled())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("topic \"%s\" is replicated, but this server is not part of a cluster", name),
+				 errdetail("Its metadata lives in etcd, and mqlog.etcd_endpoints is not set."),
+				 errhint("Set mqlog.etcd_endpoints back and restart, then %s the topic.", what)));
+}
+
 /*
  * mq_drop_topic of a replicated topic: the etcd keys go when the drop
  * commits; the other nodes drop their copies when they see them gone.
@@ -527,12 +554,7 @@ MqClusterDropTopic(const char *name, int topic_id)
 
 	if (uuid == NULL)
 		return;
-	if (!MqClusterEnabled())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("topic \"%s\" is replicated, but this server is not part of a cluster", name),
-				 errdetail("Its metadata lives in etcd, and mqlog.etcd_endpoints is not set."),
-				 errhint("Set mqlog.etcd_endpoints back and restart, then drop the topic.")));
+	require_cluster(name, "drop");
 	op.create = false;
 	op.topic = (char *) name;
 	op.uuid = uuid;
@@ -635,12 +657,7 @@ MqClusterAlterTopic(const char *name)
 
 	if (uuid == NULL)
 		return;
-	if (!MqClusterEnabled())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("topic \"%s\" is replicated, but this server is not part of a cluster", name),
-				 errdetail("Its config lives in etcd, and mqlog.etcd_endpoints is not set."),
-				 errhint("Set mqlog.etcd_endpoints back and restart, then alter the topic.")));
+	require_cluster(name, "alter");
 	t = read_etcd_topic(name, uuid, row.partitions);
 	t->config = row.config;
 	op.kind = OP_ALTER;

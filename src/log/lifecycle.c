@@ -168,7 +168,7 @@ mqlog_roll_finish(PG_FUNCTION_ARGS)
 
 /*
  * mqlog._truncate_finish(topic_id, partition, relid, base_offset): as
- * _roll_finish, for a log truncated to base_offset (mqlog._truncate_log_to):
+ * _roll_finish, for a log whose end moved to base_offset (mqlog._move_log_end):
  * when the transaction commits, the log ends there.
  */
 Datum

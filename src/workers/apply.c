@@ -553,10 +553,32 @@ write_batch(Part *p, const char *kafka, Size len, bool committed)
 }
 
 /*
+ * Make p's log end at new_end (mqlog._move_log_end): truncated to it, or
+ * started again there, in the current apply transaction (the caller's,
+ * begun for this alone: the partition moves to its new segment when it
+ * commits).  False when the partition was busy: the caller tries again.
+ */
+static bool
+move_log_end(MqTopic *t, Part *p, int64 new_end)
+{
+	Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+	Datum		values[3] = {Int32GetDatum(t->topic_id), Int32GetDatum(p->key.partition),
+	Int64GetDatum(new_end)};
+	bool		isnull;
+	bool		done;
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT mqlog._move_log_end($1, $2, $3)",
+							  3, types, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "mqlog apply: mqlog._move_log_end failed");
+	done = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	return done;
+}
+
+/*
  * p's log ends below the leader's log start offset: start it again at
- * start (mqlog._restart_log_at), in a transaction of its own, since the
- * partition moves to its new segment when that commits.  False when the
- * partition was busy: the next copy tries again.
+ * start.  False when the partition was busy: the next copy tries again.
  */
 static bool
 restart_log(Part *p, int64 start)
@@ -568,19 +590,7 @@ restart_log(Part *p, int64 start)
 	begin_apply();
 	t = MqTopicLookup(p->topic, true);
 	if (t != NULL)
-	{
-		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
-		Datum		values[3] = {Int32GetDatum(t->topic_id), Int32GetDatum(p->key.partition),
-		Int64GetDatum(start)};
-		bool		isnull;
-
-		SPI_connect();
-		if (SPI_execute_with_args("SELECT mqlog._restart_log_at($1, $2, $3)",
-								  3, types, values, NULL, false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "mqlog apply: mqlog._restart_log_at failed");
-		done = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		SPI_finish();
-	}
+		done = move_log_end(t, p, start);
 	end_apply(InvalidXLogRecPtr);
 	if (!done)
 		return false;
@@ -646,19 +656,7 @@ truncate_to_leader(Part *p)
 			end_apply(InvalidXLogRecPtr);
 			return true;
 		}
-		{
-			Oid			types[3] = {INT4OID, INT4OID, INT8OID};
-			Datum		values[3] = {Int32GetDatum(t->topic_id), Int32GetDatum(p->key.partition),
-			Int64GetDatum(target)};
-			bool		isnull;
-
-			SPI_connect();
-			if (SPI_execute_with_args("SELECT mqlog._truncate_log_to($1, $2, $3)",
-									  3, types, values, NULL, false, 1) != SPI_OK_SELECT)
-				elog(ERROR, "mqlog apply: mqlog._truncate_log_to failed");
-			done = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-			SPI_finish();
-		}
+		done = move_log_end(t, p, target);
 		end_apply(InvalidXLogRecPtr);
 		if (!done)
 			return false;

@@ -81,20 +81,6 @@ leading_since(int32 topic_id, int32 partition, int32 epoch, TimestampTz now)
 	return e->since;
 }
 
-static char *
-names_text(List *names)
-{
-	StringInfoData buf;
-	ListCell   *lc;
-
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
-	foreach(lc, names)
-		appendStringInfo(&buf, "%s%s", foreach_current_index(lc) ? "," : "", (char *) lfirst(lc));
-	appendStringInfoChar(&buf, '}');
-	return buf.data;
-}
-
 /*
  * The ISR this partition should have now: the leader, then each replica
  * in replica order that is caught up within lag_ms (and, to join, holds
@@ -168,14 +154,14 @@ maintain_one(int32 topic_id, const char *name, int32 partition, int64 lag_ms, Ti
 	if (same_names(isr, meta->isr))
 		return false;
 	{
-		char	   *from = names_text(meta->isr);
+		char	   *from = MqClusterNamesText(meta->isr);
 
 		meta->isr = isr;
 		if (!MqEtcdPutIfModRevision(key, MqPartitionMetaJson(meta), kv.mod_revision, 0, &rev))
 			return false;		/* someone else wrote it first: next round */
 		ereport(LOG,
 				(errmsg("mqlog: in-sync replicas of partition %d of topic \"%s\" changed from %s to %s",
-						partition, name, from, names_text(isr))));
+						partition, name, from, MqClusterNamesText(isr))));
 	}
 	meta->mod_revision = rev;
 	MqClusterStoreLocal(topic_id, NULL, list_make1(meta));
