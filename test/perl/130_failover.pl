@@ -143,6 +143,63 @@ ok(MqCluster::wait_until(sub {
 		q1($n2, q{SELECT array_length(isr, 1) FROM mqlog.partitions WHERE topic = 'f' AND 'n1' = ANY (isr)}) eq '3' }, 60),
 	'n1 rejoins the ISR');
 
+# --- consume-transform-produce in one transaction, across a failover ---------
+
+foreach my $t ('in', 'out')
+{
+	q1($n1, qq{SELECT mq_create_topic('$t', 1, replication_factor => 3, config => '{"min.insync.replicas": 2}')});
+}
+ok(MqCluster::wait_until(sub {
+	(grep { q1($_, q{SELECT count(*) FROM mqlog.partitions WHERE topic IN ('in', 'out') AND leader = 'n1'}) eq '2' } @nodes) == 3 }, 30),
+	'in and out are on every node, led by n1');
+q1($n1, q{SET mqlog.acks = 'all';
+SELECT count(*) FROM mq_produce_batch('in', ARRAY(SELECT convert_to('m' || i, 'UTF8') FROM generate_series(1, 60) i), "partition" => 0)});
+my @want = map { "t-m$_" } 1 .. 60;
+
+# one transaction: poll up to 10 from in, produce each transformed to out,
+# commit the group's positions; the number it moved, or -1 if it failed
+sub ctp
+{
+	my ($n, $acks) = @_;
+	my ($r, $o, $e) = $n->psql('postgres', qq{SET mqlog.acks = '$acks';
+BEGIN;
+SELECT count(mq_produce('out', convert_to('t-' || convert_from(value, 'UTF8'), 'UTF8'), "partition" => 0))
+  FROM mq_poll('ctp', 'in', 10);
+SELECT mq_commit('ctp');
+COMMIT;});
+	return -1 if $r != 0 || $e =~ /WARNING|ERROR/;
+	my ($count) = split /\n/, $o;
+	return $count;
+}
+is(ctp($n1, 'all'), 10, 'a consume-transform-produce transaction on n1 moves 10 records');
+is(ctp($n1, 'all'), 10, 'and another');
+ok(MqCluster::wait_until(sub { values_of($n2, 'out', 0) eq join(',', @want[0 .. 19]) }, 30),
+	'both are on n2');
+# a third commits on n1 alone (acks=1), and n1 dies before sending it
+kill9_unsent($n1, sub { is(ctp($n1, '1'), 10, 'a third commits on n1 only') });
+ok(MqCluster::wait_until(sub { leader_of($n2, 'in', 0) =~ m{^n2/} && leader_of($n2, 'out', 0) =~ m{^n2/} }, 30),
+	'n2 leads in and out after n1 is killed');
+my ($moved, $rounds) = (0, 0);
+MqCluster::wait_until(sub {
+	$rounds++;
+	my $c = ctp($n2, 'all');
+	$moved += $c if $c > 0;
+	return $c == 0;
+}, 60);
+is($moved, 40, 'on n2 the group goes on from its committed offsets: the 40 records after the two acknowledged transactions')
+  or diag("after $rounds rounds");
+is(values_of($n2, 'out', 0), join(',', @want), 'out holds every input record transformed exactly once, in order');
+$log1 = -s $n1->logfile;
+$n1->start;
+ok(MqCluster::wait_log($n1, qr/truncated partition 0 of topic "out" to offset 20/, $log1, 60),
+	'n1 comes back and truncates the transaction only it had');
+ok(MqCluster::wait_until(sub { values_of($n1, 'out', 0) eq join(',', @want) }, 60),
+	'and reads out as n2 has it');
+ok(MqCluster::wait_until(sub {
+	q1($n1, q{SELECT committed_offset FROM mqlog.consumer_lag WHERE group_id = 'ctp'}) eq '60' }, 30),
+	'the group\'s committed offset on n1 is n2\'s');
+ok(MqCluster::wait_alive($_, 3), $_->name . ' sees three nodes') for @nodes;
+
 # --- the coordinator's node is killed -----------------------------------------
 
 $coord = coordinator();
