@@ -180,17 +180,48 @@ poll_once(const char *group, const char *member_id, const MqAssignment *a,
 	return total;
 }
 
+/*
+ * A waiting poll whose topics changed meanwhile (mq_add_partitions, say, on
+ * another session: the catalog generation moved) takes their new metadata,
+ * and joins again if a partition count changed, so that the new partitions
+ * are assigned and read while it waits.  False if nothing it reads changed.
+ */
+static bool
+refresh_topics(MqTopic **topics, int ntopics, uint64 *catalog_seen)
+{
+	uint64		now = MqlogCatalogGeneration();
+	bool		grown = false;
+
+	if (now == *catalog_seen)
+		return false;
+	*catalog_seen = now;
+	for (int t = 0; t < ntopics; t++)
+	{
+		MqTopic    *fresh = MqTopicLookup(topics[t]->name, true);
+
+		/* gone, or another topic under its name: the drop's wakeup says so */
+		if (fresh == NULL || fresh->topic_id != topics[t]->topic_id)
+			continue;
+		grown |= fresh->partitions != topics[t]->partitions;
+		topics[t] = fresh;
+	}
+	return grown;
+}
+
 void
-MqGroupPoll(const char *group, const char *member_id, MqTopic **topics, int ntopics,
+MqGroupPoll(const char *group, const char *member_id, MqTopic **caller_topics, int ntopics,
 			const MqMemberConfig *config, int max_records, int64 timeout_ms,
 			MqRecordOutput *out)
 {
 	MqAssignment *a = palloc(sizeof(MqAssignment));
+	MqTopic   **topics = palloc(sizeof(MqTopic *) * Max(ntopics, 1));
 	TimestampTz deadline;
 	int			generation = -1;
 	bool		sleeping = false;
 	uint64		ddl_seen;
+	uint64		catalog_seen = MqlogCatalogGeneration();
 
+	memcpy(topics, caller_topics, sizeof(MqTopic *) * ntopics);
 	MqGroupJoin(group, member_id, topics, ntopics, config, a);
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 	ddl_seen = MqDdlCount(NULL);
@@ -231,10 +262,16 @@ MqGroupPoll(const char *group, const char *member_id, MqTopic **topics, int ntop
 		MqGroupHeartbeat(group, member_id);
 		CHECK_FOR_INTERRUPTS();
 		yield_to_ddl(&ddl_seen, topics, ntopics);
+		if (refresh_topics(topics, ntopics, &catalog_seen))
+		{
+			MqGroupJoin(group, member_id, topics, ntopics, config, a);
+			generation = -1;
+		}
 	}
 	if (sleeping)
 		ConditionVariableCancelSleep();
 	pfree(a);
+	pfree(topics);
 }
 
 bool

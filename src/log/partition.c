@@ -629,7 +629,11 @@ mq_xact_callback(XactEvent event, void *arg)
 			apply_switches(true);
 			apply_forgets(true);
 			if (catalog_bump_at_commit)
+			{
 				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
+				/* waiting polls look again: a topic of theirs may have grown */
+				ConditionVariableBroadcast(&mq_shared->data_cv);
+			}
 			catalog_bump_at_commit = false;
 			/* last: the commit is visible here; acks=all waits for the replicas */
 			MqReplicaAwaitAcks();

@@ -117,6 +117,22 @@ $node->safe_psql('postgres',
 	$h->finish;
 }
 
+# --- mq_add_partitions while a consumer waits: it reads the new partition ----
+
+$node->safe_psql('postgres', q{SELECT mq_create_topic('grow', 1)});
+{
+	my ($in, $o, $e) = ("SELECT string_agg(\"partition\" || ':' || convert_from(value, 'UTF8'), ',') FROM mq_poll('gg', 'grow', 10, timeout => '300 s');\n\\q\n", '', '');
+	my $h = IPC::Run::start([ $psql, '-X', '-At', '-d', $node->connstr('postgres') ], '<', \$in, '>', \$o, '2>', \$e);
+	ok(wait_for_pollers(1, [ $h, \$o, \$e ]), 'a consumer waits in mq_poll on topic "grow" of one partition');
+	my $t1 = time;
+	$node->safe_psql('postgres', q{SELECT mq_add_partitions('grow', 2)});
+	$node->safe_psql('postgres', q{SELECT mq_produce('grow', 'in-the-new-one', "partition" => 1)});
+	$h->finish;
+	my $took1 = time - $t1;
+	is($o, "1:in-the-new-one\n", 'the waiting poll takes the new partition and reads its record') or diag $e;
+	cmp_ok($took1, '<', 60, "... at once, not at a timeout ($took1 s)");
+}
+
 # --- DROP EXTENSION while consumers wait, and mq_fetch meanwhile -------------
 
 my $ext_gone = q{NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'mqlog')};
