@@ -217,17 +217,24 @@ ok(MqCluster::wait_alive($_, 3), $_->name . ' sees three nodes again') for @node
 
 # --- no in-sync replica alive: no leader, unless unclean election is on ------
 
-q1($n1, q{SELECT mq_create_topic('u', 1, replication_factor => 2,
+# u and v alike: on n1 (leader) and n2; v keeps unclean election off
+foreach my $t ('u', 'v')
+{
+	q1($n1, qq{SELECT mq_create_topic('$t', 1, replication_factor => 2,
            config => '{"replica.lag.time.max.ms": 1000}')});
-ok(MqCluster::wait_until(sub { q1($n2, q{SELECT count(*) FROM mqlog.partitions WHERE topic = 'u' AND leader IS NOT NULL}) eq '1' }, 30),
-	'topic u is on n2');
-is(q1($n1, q{SELECT replicas FROM mqlog.partitions WHERE topic = 'u'}), '{n1,n2}', 'u/0 is on n1 (leader) and n2');
-q1($n1, q{SELECT mq_produce('u', 'u1', partition => 0)});
-ok(MqCluster::wait_until(sub { values_of($n2, 'u', 0) eq 'u1' }, 30), 'n2 has u1');
+	ok(MqCluster::wait_until(sub { q1($n2, qq{SELECT count(*) FROM mqlog.partitions WHERE topic = '$t' AND leader IS NOT NULL}) eq '1' }, 30),
+		"topic $t is on n2");
+	is(q1($n1, qq{SELECT replicas FROM mqlog.partitions WHERE topic = '$t'}), '{n1,n2}', "$t/0 is on n1 (leader) and n2");
+	q1($n1, qq{SELECT mq_produce('$t', '${t}1', partition => 0)});
+	ok(MqCluster::wait_until(sub { values_of($n2, $t, 0) eq "${t}1" }, 30), "n2 has ${t}1");
+}
 kill9_unsent($n1, sub {
-	q1($n1, q{SELECT mq_produce('u', 'u2', partition => 0)});
-	ok(MqCluster::wait_until(sub { q1($n1, q{SELECT isr FROM mqlog.partitions WHERE topic = 'u'}) eq '{n1}' }, 30),
-		'with n2 not receiving, the ISR of u/0 shrinks to {n1}');
+	foreach my $t ('u', 'v')
+	{
+		q1($n1, qq{SELECT mq_produce('$t', '${t}2', partition => 0)});
+		ok(MqCluster::wait_until(sub { q1($n1, qq{SELECT isr FROM mqlog.partitions WHERE topic = '$t'}) eq '{n1}' }, 30),
+			"with n2 not receiving, the ISR of $t/0 shrinks to {n1}");
+	}
 }, $n2);
 # what the coordinator logged, on whichever live node holds the role
 sub coordinator_logged
@@ -254,9 +261,17 @@ is(q1($n2, q{SELECT isr FROM mqlog.partitions WHERE topic = 'u'}), '{n2}', '... 
 ok(MqCluster::wait_until(sub { my ($r) = $n2->psql('postgres', q{SELECT mq_produce('u', 'u3', partition => 0)}); $r == 0 }, 30),
 	'produce goes on on n2');
 is(values_of($n2, 'u', 0), 'u1,u3', 'u2, which only n1 had, is lost (as the warning said)');
+is(leader_of($n2, 'v', 0), 'n1/0', 'v/0, without unclean election, still has no live leader');
+($rc, $out, $err) = $n2->psql('postgres', q{SELECT mq_produce('v', 'refused', partition => 0)});
+like($err, qr/The leader is node "n1"/, '... and refuses produce on n2');
 $n1->start;
 ok(MqCluster::wait_until(sub { values_of($n1, 'u', 0) eq 'u1,u3' }, 60),
 	'n1 comes back, truncates u2 and follows n2');
+ok(MqCluster::wait_until(sub { my ($r) = $n1->psql('postgres', q{SELECT mq_produce('v', 'v3', partition => 0)}); $r == 0 }, 30),
+	'v/0\'s in-sync replica n1 is back: it leads v/0 again and takes produce');
+ok(MqCluster::wait_until(sub { values_of($n2, 'v', 0) eq 'v1,v2,v3' }, 60),
+	'and n2 follows it, with v2 that only n1 had: nothing of v was lost');
+is(leader_of($n2, 'v', 0), 'n1/0', 'at the same epoch');
 
 # --- etcd down for everyone: the leaders go on ---------------------------------
 
