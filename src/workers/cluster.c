@@ -188,6 +188,9 @@ is_earlier_self(const char *value)
 		strcmp(conninfo, mqlog_node_conninfo) == 0;
 }
 
+static void registered(int64 lease, const char *key, TimestampTz now);
+static void name_taken(int64 lease, const char *key, const char *value, TimestampTz now);
+
 static void
 try_register(TimestampTz now)
 {
@@ -195,7 +198,6 @@ try_register(TimestampTz now)
 	char	   *value = MqClusterNodeJson();
 	int64		lease;
 	MqEtcdTxn  *txn;
-	MqEtcdKv	holder;
 
 	if (now < next_register)
 		return;
@@ -208,35 +210,64 @@ try_register(TimestampTz now)
 	MqEtcdTxnPut(txn, key, value, lease);
 	MqEtcdTxnPut(txn, MqClusterKey("members/%s", mqlog_node_name), value, 0);
 	if (MqEtcdTxnCommit(txn, NULL))
-	{
-		my_lease = lease;
-		MqClusterSetLease(my_lease, TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000));
-		next_keepalive = TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000 / 3);
-		last_clash_logged = 0;
-		ereport(LOG,
-				(errmsg("mqlog cluster: node \"%s\" registered in cluster \"%s\"",
-						mqlog_node_name, mqlog_cluster_name),
-				 errdetail("etcd key %s, lease " INT64_FORMAT " of %d s.", key, lease,
-						   mqlog_etcd_lease_ttl)));
-		return;
-	}
+		registered(lease, key, now);
+	else
+		name_taken(lease, key, value, now);
+}
 
-	/* the name is held: by an earlier run of ours, or by another node */
-	MqEtcdLeaseRevoke(lease);
+/* the node's key is under lease now */
+static void
+registered(int64 lease, const char *key, TimestampTz now)
+{
+	my_lease = lease;
+	MqClusterSetLease(my_lease, TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000));
+	next_keepalive = TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000 / 3);
+	last_clash_logged = 0;
+	ereport(LOG,
+			(errmsg("mqlog cluster: node \"%s\" registered in cluster \"%s\"",
+					mqlog_node_name, mqlog_cluster_name),
+			 errdetail("etcd key %s, lease " INT64_FORMAT " of %d s.", key, lease,
+					   mqlog_etcd_lease_ttl)));
+}
+
+/*
+ * The name is held: by an earlier run of this server (restarted within its
+ * lease), whose key moves to the new lease in one transaction, so that the
+ * node never looks gone meanwhile and the coordinator fails nothing over;
+ * or by another node, which keeps this one out until its lease ends.
+ */
+static void
+name_taken(int64 lease, const char *key, const char *value, TimestampTz now)
+{
+	MqEtcdKv	holder;
+
 	if (!MqEtcdGet(key, &holder, NULL))
 	{
+		MqEtcdLeaseRevoke(lease);
 		next_register = now;	/* it just went: try again at once */
 		return;
 	}
 	if (holder.lease != 0 && is_earlier_self(holder.value))
 	{
-		ereport(LOG,
-				(errmsg("mqlog cluster: node \"%s\" is still registered by an earlier run of this server; revoking that lease",
-						mqlog_node_name)));
-		MqEtcdLeaseRevoke(holder.lease);
+		MqEtcdTxn  *txn = MqEtcdTxnBegin();
+
+		MqEtcdTxnIfModRevision(txn, key, holder.mod_revision);
+		MqEtcdTxnPut(txn, key, value, lease);
+		if (MqEtcdTxnCommit(txn, NULL))
+		{
+			ereport(LOG,
+					(errmsg("mqlog cluster: node \"%s\" was still registered by an earlier run of this server; its key moves to the new lease",
+							mqlog_node_name)));
+			/* what else the old lease held (the coordinator key, group claims) goes */
+			MqEtcdLeaseRevoke(holder.lease);
+			registered(lease, key, now);
+			return;
+		}
+		MqEtcdLeaseRevoke(lease);
 		next_register = now;
 		return;
 	}
+	MqEtcdLeaseRevoke(lease);
 	if (last_clash_logged == 0 ||
 		TimestampDifferenceExceeds(last_clash_logged, now, RETRY_LOG_INTERVAL_MS))
 	{

@@ -205,7 +205,7 @@ ok(MqCluster::wait_alive($n1, 3), 'it is alive again once it restarts');
 my $off = -s $n2->logfile;
 $n2->stop('immediate');
 $n2->start;
-ok(MqCluster::wait_log($n2, qr/still registered by an earlier run of this server; revoking that lease/, $off),
+ok(MqCluster::wait_log($n2, qr/was still registered by an earlier run of this server; its key moves to the new lease/, $off),
 	'a node restarted within its lease takes its name back from its earlier run');
 ok(MqCluster::wait_alive($n2, 3), '... and is alive');
 

@@ -441,9 +441,15 @@ ok(MqCluster::wait_until(sub {
 	q1($n1, q{SELECT r.high_watermark FROM mqlog.replica_state r JOIN mqlog.topic t USING (topic_id) WHERE t.name = 'slow'})
 	  eq q1($n1, q{SELECT high_watermark FROM mqlog.partitions WHERE topic = 'slow'}) }, 30),
 	'the high watermark is checkpointed into mqlog.replica_state');
+my $slow_leader = q1($n2, q{SELECT leader || '/' || leader_epoch FROM mqlog.partitions WHERE topic = 'slow'});
 $n1->stop('immediate');
 $n1->start;
 is(values_of($n1, 'slow', 0), $slow, 'right after a crash and restart the leader reads what it read before');
+ok(MqCluster::wait_until(sub { my ($r) = $n1->psql('postgres', q{SELECT mq_produce('slow', 'after-restart', partition => 0)}); $r == 0 }, 30),
+	'and takes produce again once registered');
+sleep(4);
+is(q1($n2, q{SELECT leader || '/' || leader_epoch FROM mqlog.partitions WHERE topic = 'slow'}), $slow_leader,
+	'restarted within its lease, it was never failed over: same leader, same epoch');
 
 $_->stop for @nodes;
 MqCluster::stop_etcd($etcd);
