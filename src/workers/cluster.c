@@ -168,6 +168,7 @@ nap(long ms)
  * ------------------------------------------------------------------------ */
 
 static int64 my_lease = 0;
+static int	granted_ttl = 0;		/* the TTL my_lease was granted with, s */
 static TimestampTz next_keepalive = 0;
 static TimestampTz next_register = 0;
 static TimestampTz next_list = 0;
@@ -204,7 +205,8 @@ try_register(TimestampTz now)
 	next_register = TimestampTzPlusMilliseconds(now, 1000);
 	/* the lease counts from before the request: etcd's count starts later */
 	now = GetCurrentTimestamp();
-	lease = MqEtcdLeaseGrant(mqlog_etcd_lease_ttl);
+	granted_ttl = mqlog_etcd_lease_ttl;
+	lease = MqEtcdLeaseGrant(granted_ttl);
 	txn = MqEtcdTxnBegin();
 	MqEtcdTxnIfAbsent(txn, key);
 	MqEtcdTxnPut(txn, key, value, lease);
@@ -220,14 +222,14 @@ static void
 registered(int64 lease, const char *key, TimestampTz now)
 {
 	my_lease = lease;
-	MqClusterSetLease(my_lease, TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000));
-	next_keepalive = TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000 / 3);
+	MqClusterSetLease(my_lease, TimestampTzPlusMilliseconds(now, granted_ttl * 1000));
+	next_keepalive = TimestampTzPlusMilliseconds(now, granted_ttl * 1000 / 3);
 	last_clash_logged = 0;
 	ereport(LOG,
 			(errmsg("mqlog cluster: node \"%s\" registered in cluster \"%s\"",
 					mqlog_node_name, mqlog_cluster_name),
 			 errdetail("etcd key %s, lease " INT64_FORMAT " of %d s.", key, lease,
-					   mqlog_etcd_lease_ttl)));
+					   granted_ttl)));
 }
 
 /*
@@ -292,8 +294,9 @@ cluster_round(void)
 	{
 		if (MqEtcdLeaseKeepAlive(my_lease))
 		{
-			MqClusterSetLease(my_lease, TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000));
-			next_keepalive = TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000 / 3);
+			/* the lease's own TTL: a reloaded mqlog.etcd_lease_ttl is the next lease's */
+			MqClusterSetLease(my_lease, TimestampTzPlusMilliseconds(now, granted_ttl * 1000));
+			next_keepalive = TimestampTzPlusMilliseconds(now, granted_ttl * 1000 / 3);
 		}
 		else
 		{
