@@ -646,10 +646,11 @@ COMMENT ON FUNCTION mq_produce(text, bytea, bytea, mqlog.header[], int, timestam
     'append one record; returns its partition and offset. A null value is a tombstone.';
 
 CREATE FUNCTION mq_produce_batch(topic text, "values" bytea[], keys bytea[] DEFAULT NULL,
-                                 headers jsonb DEFAULT NULL, "partition" int DEFAULT NULL)
+                                 headers jsonb DEFAULT NULL, "partition" int DEFAULT NULL,
+                                 timestamps timestamptz[] DEFAULT NULL)
     RETURNS SETOF mqlog.batch_result
     LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_produce_batch';
-COMMENT ON FUNCTION mq_produce_batch(text, bytea[], bytea[], jsonb, int) IS
+COMMENT ON FUNCTION mq_produce_batch(text, bytea[], bytea[], jsonb, int, timestamptz[]) IS
     'append many records, one batch per partition touched; returns one row per batch';
 
 CREATE FUNCTION mq_fetch(topic text, "partition" int, from_offset bigint,

@@ -261,3 +261,21 @@ DROP DATABASE regress_mqlog_db1;
 DROP DATABASE regress_mqlog_db2;
 
 SELECT mq_drop_topic('pf');
+
+-- mq_produce_batch with a timestamp per record, as Kafka's producer sends
+-- them: a null element (or no array) means the time of the call; the
+-- array must be as long as the values, and a bad one writes nothing.
+SELECT mq_create_topic('pf_ts');
+SELECT * FROM mq_produce_batch('pf_ts', ARRAY['t1', 't2', 't3']::bytea[],
+       timestamps => ARRAY['2021-03-04 05:06:07.891+00', NULL, '1999-12-31 23:59:59+00']::timestamptz[]);
+SELECT "offset", convert_from(value, 'UTF8') AS value,
+       CASE WHEN ts > now() - interval '1 hour' THEN 'now' ELSE ts::text END AS ts
+  FROM mq_fetch('pf_ts', 0, 0) ORDER BY 1;
+SELECT * FROM mq_produce_batch('pf_ts', ARRAY['x', 'y']::bytea[], timestamps => ARRAY[now()]);
+SELECT * FROM mq_produce_batch('pf_ts', ARRAY['x']::bytea[], timestamps => ARRAY[[now()]]);
+SELECT high_watermark FROM mqlog.partitions WHERE topic = 'pf_ts';
+-- a topic with LogAppendTime stamps the time of the call, as Kafka's broker does
+SELECT mq_alter_topic('pf_ts', '{"message.timestamp.type": "LogAppendTime"}');
+SELECT * FROM mq_produce_batch('pf_ts', ARRAY['t4']::bytea[], timestamps => ARRAY['2000-01-01 00:00:00+00']::timestamptz[]);
+SELECT "offset", ts > now() - interval '1 hour' AS now FROM mq_fetch('pf_ts', 0, 3);
+SELECT mq_drop_topic('pf_ts');

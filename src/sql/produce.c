@@ -352,6 +352,9 @@ mq_produce_batch(PG_FUNCTION_ARGS)
 	Datum	   *keys = NULL;
 	bool	   *knulls = NULL;
 	int			nkeys = 0;
+	Datum	   *tss = NULL;
+	bool	   *tsnulls = NULL;
+	int			nts = 0;
 	MqRecord   *recs;
 	int32	   *parts;
 	int32	   *order;
@@ -408,6 +411,22 @@ mq_produce_batch(PG_FUNCTION_ARGS)
 		fixed = PG_GETARG_INT32(4);
 		MqCheckPartition(topic, fixed);
 	}
+	if (!PG_ARGISNULL(5))
+	{
+		ArrayType  *tarr = PG_GETARG_ARRAYTYPE_P(5);
+
+		if (ARR_NDIM(tarr) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("timestamps must be a one-dimensional array")));
+		deconstruct_array(tarr, TIMESTAMPTZOID, sizeof(TimestampTz), FLOAT8PASSBYVAL,
+						  TYPALIGN_DOUBLE, &tss, &tsnulls, &nts);
+		if (nts != n)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("timestamps and values differ in length (%d and %d)", nts, n),
+					 errhint("Pass one timestamp per value; a null one means now.")));
+	}
 
 	recs = palloc0(sizeof(MqRecord) * n);
 	parts = palloc(sizeof(int32) * n);
@@ -426,7 +445,8 @@ mq_produce_batch(PG_FUNCTION_ARGS)
 			rec->key = VARDATA_ANY(DatumGetByteaPP(keys[i]));
 			rec->keylen = VARSIZE_ANY_EXHDR(DatumGetByteaPP(keys[i]));
 		}
-		rec->ts = now;
+		rec->ts = record_timestamp(topic, tss == NULL || tsnulls[i],
+								   tss == NULL || tsnulls[i] ? 0 : DatumGetTimestampTz(tss[i]), now);
 		if (fixed >= 0)
 			parts[i] = fixed;
 		else if (rec->key)

@@ -107,8 +107,8 @@ SELECT is((SELECT proargnames FROM pg_proc
           ARRAY['topic', 'value', 'key', 'headers', 'partition', 'ts'],
           'mq_produce parameter names');
 SELECT is((SELECT proargnames FROM pg_proc
-            WHERE oid = 'mq_produce_batch(text, bytea[], bytea[], jsonb, integer)'::regprocedure),
-          ARRAY['topic', 'values', 'keys', 'headers', 'partition'],
+            WHERE oid = 'mq_produce_batch(text, bytea[], bytea[], jsonb, integer, timestamptz[])'::regprocedure),
+          ARRAY['topic', 'values', 'keys', 'headers', 'partition', 'timestamps'],
           'mq_produce_batch parameter names');
 SELECT is((SELECT proargnames FROM pg_proc
             WHERE oid = 'mq_fetch(text, integer, bigint, integer, integer)'::regprocedure),
