@@ -365,6 +365,37 @@ SELECT committed_offset, lag FROM lag WHERE group_id = 'grp_sp2';
 SELECT mq_leave('grp_sp2');
 
 -- ------------------------------------------------------------------------
+-- Auto-commit (mqlog.enable_auto_commit, Kafka's enable.auto.commit): a
+-- poll first commits the positions the previous poll left, so a consumer
+-- gets at least once without calling mq_commit.  Off by default.
+-- ------------------------------------------------------------------------
+SHOW mqlog.enable_auto_commit;
+SELECT mq_create_topic('grp_ac', 1);
+SELECT count(*) FROM mq_produce_batch('grp_ac', ARRAY['ac0', 'ac1', 'ac2']::bytea[]);
+SET mqlog.enable_auto_commit = on;
+SELECT "offset", convert_from(value, 'UTF8') FROM mq_poll('grp_acg', 'grp_ac', 2);
+-- nothing is committed yet: the first poll had nothing to commit
+SELECT committed_offset FROM mqlog.consumer_lag WHERE group_id = 'grp_acg';
+SELECT "offset", convert_from(value, 'UTF8') FROM mq_poll('grp_acg', 'grp_ac', 2);
+-- the second poll committed what the first returned
+SELECT committed_offset FROM mqlog.consumer_lag WHERE group_id = 'grp_acg';
+-- a poll in a transaction that rolls back commits nothing
+BEGIN;
+SELECT count(*) FROM mq_poll('grp_acg', 'grp_ac', 2);
+ROLLBACK;
+SELECT committed_offset FROM mqlog.consumer_lag WHERE group_id = 'grp_acg';
+SELECT count(*) FROM mq_poll('grp_acg', 'grp_ac', 2);
+SELECT committed_offset FROM mqlog.consumer_lag WHERE group_id = 'grp_acg';
+RESET mqlog.enable_auto_commit;
+-- without it, a poll commits nothing
+SELECT count(*) FROM mq_produce('grp_ac', 'ac3');
+SELECT count(*) FROM mq_poll('grp_acg', 'grp_ac', 2);
+SELECT count(*) FROM mq_poll('grp_acg', 'grp_ac', 2);
+SELECT committed_offset FROM mqlog.consumer_lag WHERE group_id = 'grp_acg';
+SELECT mq_leave('grp_acg');
+SELECT mq_drop_topic('grp_ac');
+
+-- ------------------------------------------------------------------------
 -- Clean up: the committed offsets go with the topics
 -- ------------------------------------------------------------------------
 

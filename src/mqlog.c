@@ -108,6 +108,12 @@ _PG_init(void)
 							&mqlog_max_groups_per_session,
 							8, 1, 1024,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("mqlog.enable_auto_commit",
+							 "mq_poll commits the group's positions of the previous poll first (Kafka's enable.auto.commit).",
+							 "At least once without mq_commit: what a poll returned counts as processed once the session polls again.",
+							 &mqlog_enable_auto_commit,
+							 false,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("mqlog.max_poll_interval_ms",
 							"A group member that does not poll for this long is evicted (Kafka's max.poll.interval.ms).",
 							NULL,

@@ -27,6 +27,7 @@
 int			mqlog_assignor = MQ_ASSIGN_RANGE;
 int			mqlog_offset_reset = MQ_RESET_EARLIEST;
 int			mqlog_max_poll_interval_ms = 300000;
+bool		mqlog_enable_auto_commit = false;
 int			mqlog_poll_recheck_interval = 1000;
 
 /*
@@ -220,6 +221,7 @@ MqGroupPoll(const char *group, const char *member_id, MqTopic **caller_topics, i
 	bool		sleeping = false;
 	uint64		ddl_seen;
 	uint64		catalog_seen = MqlogCatalogGeneration();
+	bool		auto_committed = false;
 
 	memcpy(topics, caller_topics, sizeof(MqTopic *) * ntopics);
 	MqGroupJoin(group, member_id, topics, ntopics, config, a);
@@ -244,6 +246,12 @@ MqGroupPoll(const char *group, const char *member_id, MqTopic **caller_topics, i
 		{
 			MqPositionsSync(group, member_id, a, topics, ntopics);
 			generation = a->generation;
+		}
+		/* what the previous poll handed out, once per poll */
+		if (config->auto_commit && !auto_committed)
+		{
+			(void) MqGroupAutoCommit(group, member_id, a);
+			auto_committed = true;
 		}
 		got = poll_once(group, member_id, a, topics, ntopics, config->offset_reset,
 						max_records, out);

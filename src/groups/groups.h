@@ -77,6 +77,7 @@ typedef enum MqOffsetReset
 extern int	mqlog_assignor;
 extern int	mqlog_offset_reset;
 extern int	mqlog_max_poll_interval_ms;
+extern bool mqlog_enable_auto_commit;
 extern int	mqlog_poll_recheck_interval;
 
 /* registry.c: sizes shared memory, so it is the postmaster's */
@@ -98,6 +99,7 @@ typedef struct MqMemberConfig
 	int			assignor;		/* MqAssignor: partition.assignment.strategy */
 	int			max_poll_interval_ms;	/* evicted after this long idle */
 	int			offset_reset;	/* MqOffsetReset: auto.offset.reset */
+	bool		auto_commit;	/* enable.auto.commit: a poll commits the last one */
 } MqMemberConfig;
 
 /*
@@ -203,6 +205,8 @@ extern void MqGroupSeek(const char *group, const char *member_id,
  */
 extern int64 MqGroupCommit(const char *group, const char *member_id,
 						   int generation);
+extern int64 MqGroupAutoCommit(const char *group, const char *member_id,
+							   const MqAssignment *assignment);
 extern void MqGroupCommitOffset(const char *group, const char *member_id,
 								int generation, MqTopic *topic,
 								int32 partition, int64 offset);

@@ -599,14 +599,43 @@ topic_name_of(int32 topic_id)
 	return topic->name;
 }
 
-int64
-MqGroupCommit(const char *group, const char *member_id, int generation)
+/*
+ * Commit the member's positions that moved since their last commit; with
+ * only, just those of the partitions it lists, loaded in its membership.
+ */
+static int64
+commit_positions(const char *group, const char *member_id, int generation, Oid owner,
+				 const MqAssignment *only)
 {
 	HASH_SEQ_STATUS seq;
 	Position   *pos;
 	int64		count = 0;
 	List	   *todo = NIL;
 	ListCell   *lc;
+
+	hash_seq_init(&seq, position_table());
+	while ((pos = hash_seq_search(&seq)) != NULL)
+		if (belongs_to(pos, group, member_id) && pos->position >= 0 &&
+			pos->position != pos->committed &&
+			(only == NULL ||
+			 (pos->membership == only->membership && !pos->stale &&
+			  MqTopicPartListed(only->parts, only->nparts, pos->key.topic_id, pos->key.partition))))
+			todo = lappend(todo, pos);
+	if (todo != NIL)
+		MqGroupPersistOwner(group, owner);
+	foreach(lc, todo)
+	{
+		pos = lfirst(lc);
+		commit_one(pos, generation, pos->position, topic_name_of(pos->key.topic_id));
+		count++;
+	}
+	list_free(todo);
+	return count;
+}
+
+int64
+MqGroupCommit(const char *group, const char *member_id, int generation)
+{
 	Oid			owner = MqGroupLiveOwner(group);
 	MqAssignment a;
 
@@ -618,20 +647,25 @@ MqGroupCommit(const char *group, const char *member_id, int generation)
 				 errhint("Call mq_poll() first; a member that did not poll for max.poll.interval.ms is evicted.")));
 	check_generation(group, &a, generation);
 	check_not_fenced(group, member_id);
-	hash_seq_init(&seq, position_table());
-	while ((pos = hash_seq_search(&seq)) != NULL)
-		if (belongs_to(pos, group, member_id) && pos->position >= 0 &&
-			pos->position != pos->committed)
-			todo = lappend(todo, pos);
-	if (todo != NIL)
-		MqGroupPersistOwner(group, owner);
-	foreach(lc, todo)
-	{
-		pos = lfirst(lc);
-		commit_one(pos, generation, pos->position, topic_name_of(pos->key.topic_id));
-		count++;
-	}
-	return count;
+	return commit_positions(group, member_id, generation, owner, NULL);
+}
+
+/*
+ * Kafka's enable.auto.commit (mqlog.enable_auto_commit): at the start of a
+ * poll, the member's positions in the partitions it holds now (a, just
+ * joined) are committed in the poll's transaction, so that what the
+ * previous poll handed out counts as processed once the application polls
+ * again: at least once.  A member fenced in this transaction commits
+ * nothing and no error is raised, as Kafka's auto-commit skips a commit a
+ * rebalance made fail; partitions it no longer holds are left to their new
+ * owner.  Returns how many offsets it committed.
+ */
+int64
+MqGroupAutoCommit(const char *group, const char *member_id, const MqAssignment *a)
+{
+	if (is_fenced(group, member_id))
+		return 0;
+	return commit_positions(group, member_id, MQ_ANY_GENERATION, MqGroupLiveOwner(group), a);
 }
 
 void

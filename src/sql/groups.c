@@ -73,6 +73,7 @@ session_config(MqMemberConfig *config)
 	config->assignor = mqlog_assignor;
 	config->max_poll_interval_ms = mqlog_max_poll_interval_ms;
 	config->offset_reset = mqlog_offset_reset;
+	config->auto_commit = mqlog_enable_auto_commit;
 }
 
 /* ------------------------------------------------------------------------
