@@ -792,6 +792,13 @@ CREATE FUNCTION mq_poll("group" text, topic text, max_records int DEFAULT 500,
 COMMENT ON FUNCTION mq_poll(text, text, int, interval) IS
     'group consumer of one topic: joins the group, returns records of the partitions assigned to this session';
 
+CREATE FUNCTION mq_poll_pattern("group" text, pattern text, max_records int DEFAULT 500,
+                                timeout interval DEFAULT '0')
+    RETURNS SETOF mqlog.record
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_poll_pattern';
+COMMENT ON FUNCTION mq_poll_pattern(text, text, int, interval) IS
+    'group consumer of the topics whose names match a regular expression (Kafka''s subscribe(Pattern)), evaluated at each poll';
+
 CREATE FUNCTION mq_commit("group" text) RETURNS bigint
     LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_commit';
 COMMENT ON FUNCTION mq_commit(text) IS

@@ -396,6 +396,25 @@ SELECT mq_leave('grp_acg');
 SELECT mq_drop_topic('grp_ac');
 
 -- ------------------------------------------------------------------------
+-- Pattern subscription (Kafka's subscribe(Pattern)): mq_poll_pattern reads
+-- the topics whose names match a regular expression, evaluated at each
+-- poll, so a topic created since is read from the next poll on.
+-- ------------------------------------------------------------------------
+SELECT mq_create_topic(t, 1) FROM unnest(ARRAY['grp_pat.a', 'grp_pat.b', 'grp_patx']) t;
+SELECT count(*) FROM unnest(ARRAY['grp_pat.a', 'grp_pat.b', 'grp_patx']) t, LATERAL mq_produce(t, convert_to(t || '-1', 'UTF8'));
+SELECT topic, convert_from(value, 'UTF8') FROM mq_poll_pattern('grp_pg', '^grp_pat\.', 10) ORDER BY 1;
+SELECT mq_create_topic('grp_pat.c', 1);
+SELECT count(*) FROM mq_produce('grp_pat.c', 'grp_pat.c-1');
+SELECT topic, convert_from(value, 'UTF8') FROM mq_poll_pattern('grp_pg', '^grp_pat\.', 10) ORDER BY 1;
+SELECT topics, assigned FROM mqlog.group_members WHERE group_id = 'grp_pg';
+-- a pattern that matches nothing returns nothing; a bad one or null is an error
+SELECT count(*) FROM mq_poll_pattern('grp_pg2', '^no-such-topic$');
+SELECT count(*) FROM mq_poll_pattern('grp_pg', '(');
+SELECT count(*) FROM mq_poll_pattern('grp_pg', NULL);
+SELECT mq_leave(g) FROM unnest(ARRAY['grp_pg', 'grp_pg2']) g;
+SELECT mq_drop_topic(t) FROM unnest(ARRAY['grp_pat.a', 'grp_pat.b', 'grp_pat.c', 'grp_patx']) t;
+
+-- ------------------------------------------------------------------------
 -- Clean up: the committed offsets go with the topics
 -- ------------------------------------------------------------------------
 

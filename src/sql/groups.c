@@ -18,6 +18,7 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
@@ -26,12 +27,14 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
+#include "base/spi.h"
 #include "log/records.h"
 #include "log/topic.h"
 #include "acl/acl.h"
 #include "groups/groups.h"
 
 PG_FUNCTION_INFO_V1(mq_poll);
+PG_FUNCTION_INFO_V1(mq_poll_pattern);
 PG_FUNCTION_INFO_V1(mq_commit);
 PG_FUNCTION_INFO_V1(mq_commit_offset);
 PG_FUNCTION_INFO_V1(mq_leave);
@@ -151,6 +154,60 @@ resolve_topics(FunctionCallInfo fcinfo, int *ntopics)
 }
 
 /*
+ * The topics whose names match pattern (a POSIX regular expression, as
+ * PostgreSQL's ~), in name order, that the role may consume: Kafka's
+ * subscribe(Pattern), which leaves out the topics a client may not read.
+ * Evaluated at each poll, so a topic created or dropped since counts from
+ * the next one.
+ */
+static MqTopic **
+topics_matching(const char *pattern, int *ntopics)
+{
+	MqSpi		spi;
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(pattern)};
+	List	   *names = NIL;
+	MqTopic   **topics;
+	ListCell   *lc;
+	int			n = 0;
+	MemoryContext outer = CurrentMemoryContext;
+
+	MqSpiBegin(&spi, true);
+	if (SPI_execute_with_args("SELECT t.name FROM mqlog.topic t"
+							  " WHERE t.name OPERATOR(pg_catalog.~) $1 ORDER BY 1",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mqlog: reading the topics that match a pattern failed");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		MemoryContext spi_cxt = MemoryContextSwitchTo(outer);
+
+		/* the list outlives SPI's memory too */
+		names = lappend(names, pstrdup(name));
+		MemoryContextSwitchTo(spi_cxt);
+	}
+	MqSpiEnd(&spi);
+
+	topics = palloc(sizeof(MqTopic *) * Max(list_length(names), 1));
+	foreach(lc, names)
+	{
+		MqTopic    *t = MqTopicLookup(lfirst(lc), true);
+
+		if (t == NULL || !MqTopicHasPrivilege(t, GetUserId(), MQ_PRIV_CONSUME))
+			continue;
+		if (n == MQ_MAX_SUB_TOPICS)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("pattern \"%s\" matches more than %d topics", pattern, MQ_MAX_SUB_TOPICS),
+					 errdetail("A member may subscribe to at most %d topics.", MQ_MAX_SUB_TOPICS),
+					 errhint("Use a narrower pattern, or several groups.")));
+		topics[n++] = t;
+	}
+	*ntopics = n;
+	return topics;
+}
+
+/*
  * Arguments (group, topic, partition, offset) of mq_commit and mq_seek,
  * checked; the caller holds consume on the topic.
  */
@@ -179,20 +236,15 @@ explicit_args(FunctionCallInfo fcinfo, char **group, MqTopic **topic, int32 *par
  * Polling, committing, positioning
  * ------------------------------------------------------------------------ */
 
-Datum
-mq_poll(PG_FUNCTION_ARGS)
+/* mq_poll and mq_poll_pattern: the same poll of the topics resolved */
+static Datum
+poll_topics(FunctionCallInfo fcinfo, char *group, MqTopic **topics, int ntopics)
 {
-	char	   *group;
-	MqTopic   **topics;
-	int			ntopics;
 	int32		max_records;
 	int64		timeout_ms = 0;
 	MqRecordOutput out;
 	MqMemberConfig config;
 
-	MqGroupsCheckReady();
-	group = group_arg(fcinfo, 0);
-	topics = resolve_topics(fcinfo, &ntopics);
 	max_records = PG_ARGISNULL(2) ? 500 : PG_GETARG_INT32(2);
 	if (max_records < 1)
 		ereport(ERROR,
@@ -217,6 +269,37 @@ mq_poll(PG_FUNCTION_ARGS)
 	MqGroupPoll(group, session_member_id(), topics, ntopics, &config, max_records,
 				timeout_ms, &out);
 	return (Datum) 0;
+}
+
+Datum
+mq_poll(PG_FUNCTION_ARGS)
+{
+	char	   *group;
+	MqTopic   **topics;
+	int			ntopics;
+
+	MqGroupsCheckReady();
+	group = group_arg(fcinfo, 0);
+	topics = resolve_topics(fcinfo, &ntopics);
+	return poll_topics(fcinfo, group, topics, ntopics);
+}
+
+/* mq_poll_pattern(group, pattern, ...): Kafka's subscribe(Pattern) */
+Datum
+mq_poll_pattern(PG_FUNCTION_ARGS)
+{
+	char	   *group;
+	MqTopic   **topics;
+	int			ntopics;
+
+	MqGroupsCheckReady();
+	group = group_arg(fcinfo, 0);
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("pattern must not be null")));
+	topics = topics_matching(text_to_cstring(PG_GETARG_TEXT_PP(1)), &ntopics);
+	return poll_topics(fcinfo, group, topics, ntopics);
 }
 
 /* commit what this session polled; a session's commits are cooperative */
