@@ -837,6 +837,13 @@ CREATE FUNCTION mqlog.group_member_list(
     LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'mqlog_group_members';
 COMMENT ON FUNCTION mqlog.group_member_list() IS 'members of the consumer groups of this database the current role may use, from shared memory';
 
+CREATE FUNCTION mqlog.shared_memory_areas(OUT area text, OUT entries bigint, OUT bytes bigint,
+                                           OUT bytes_per_entry bigint, OUT setting text)
+    RETURNS SETOF record LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_shared_memory';
+COMMENT ON FUNCTION mqlog.shared_memory_areas() IS 'what each part of mqlog holds in shared memory at this server''s settings';
+CREATE VIEW mqlog.shared_memory AS SELECT * FROM mqlog.shared_memory_areas();
+COMMENT ON VIEW mqlog.shared_memory IS 'what each part of mqlog holds in shared memory at this server''s settings: capacity and bytes';
+
 CREATE VIEW mqlog.group_members WITH (security_barrier) AS
     SELECT m.group_id, m.member_id, m.pid, a.client_addr, m.assignor, m.generation,
            m.topics, m.assigned, m.joined_at, m.last_poll

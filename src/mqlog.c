@@ -13,10 +13,12 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 
 #include "mqlog.h"
@@ -272,4 +274,49 @@ mqlog_catalog_changed(PG_FUNCTION_ARGS)
 {
 	MqlogCatalogChanged();
 	PG_RETURN_VOID();
+}
+
+/*
+ * mqlog.shared_memory: what each part of mqlog holds in shared memory at
+ * this server's settings, so that a DBA can size mqlog.max_partitions and
+ * the rest (doc/reference.md shows the figures at the defaults).  Sizes are
+ * what the server asked for at start; entries are the capacity.
+ */
+PG_FUNCTION_INFO_V1(mqlog_shared_memory);
+
+Datum
+mqlog_shared_memory(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Size		parts_total = MqPartitionShmemSize() - MqInflightPoolSize();
+	struct
+	{
+		const char *area;
+		int64		entries;
+		Size		bytes;
+		const char *setting;
+	}			rows[] = {
+		{"partitions", mqlog_max_partitions, parts_total, "mqlog.max_partitions"},
+		{"in-flight appends", (int64) MaxBackends * mqlog_max_inflight, MqInflightPoolSize(),
+		"mqlog.max_inflight_partitions per backend"},
+		{"group members and groups", (int64) MaxBackends * mqlog_max_groups_per_session,
+		MqGroupsShmemSize(), "mqlog.max_groups_per_session per backend"},
+		{"cluster nodes, lease and apply workers", MQ_CLUSTER_MAX_NODES,
+		add_size(MqClusterShmemSize(), MqApplyShmemSize()), NULL},
+	};
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (int i = 0; i < lengthof(rows); i++)
+	{
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, rows[i].setting == NULL};
+
+		values[0] = CStringGetTextDatum(rows[i].area);
+		values[1] = Int64GetDatum(rows[i].entries);
+		values[2] = Int64GetDatum((int64) rows[i].bytes);
+		values[3] = Int64GetDatum((int64) (rows[i].bytes / Max(rows[i].entries, 1)));
+		values[4] = rows[i].setting ? CStringGetTextDatum(rows[i].setting) : (Datum) 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

@@ -157,6 +157,19 @@ shared_size(void)
 	return add_size(offsetof(MqShared, pool), mul_size(pool_entries(), sizeof(MqInflight)));
 }
 
+/* per partition entry, and the in-flight pool (mqlog.shared_memory) */
+Size
+MqPartitionEntrySize(void)
+{
+	return sizeof(MqPartition);
+}
+
+Size
+MqInflightPoolSize(void)
+{
+	return mul_size(pool_entries(), sizeof(MqInflight));
+}
+
 /* What the partition state needs in shared memory (mqlog.c sums it up). */
 Size
 MqPartitionShmemSize(void)

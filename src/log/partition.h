@@ -52,6 +52,8 @@ extern void MqAnnounceDdl(int32 topic_id);
 extern uint64 MqDdlCount(int32 *topic_id);
 extern void MqPartitionInitCallbacks(void);
 extern void MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset);
+extern Size MqPartitionEntrySize(void);
+extern Size MqInflightPoolSize(void);
 extern void MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset);
 extern void MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base_offset);
 extern void MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id);
