@@ -44,7 +44,7 @@ END
 $$;
 
 BEGIN;
-SELECT plan(222);
+SELECT plan(225);
 
 -- ---------------------------------------------------------------------------
 -- Extension, schemas, role, types
@@ -536,6 +536,15 @@ SELECT is(mq_leave('pgtap-g'), true, 'mq_leave ends the membership');
 SELECT is((SELECT count(*) FROM mqlog.group_members WHERE group_id = 'pgtap-g'), 0::bigint,
           'mqlog.group_members has no member left');
 SELECT is(mq_leave('pgtap-g'), false, 'a second mq_leave finds no membership');
+
+-- shared memory: one row per area, the partitions' capacity is the setting
+SELECT is((SELECT entries FROM mqlog.shared_memory WHERE area = 'partitions'),
+          current_setting('mqlog.max_partitions')::bigint,
+          'mqlog.shared_memory: the partitions area holds mqlog.max_partitions entries');
+SELECT ok((SELECT bool_and(bytes > 0 AND bytes_per_entry > 0) FROM mqlog.shared_memory),
+          'mqlog.shared_memory: every area has a size');
+SELECT is((SELECT sum(bytes) < 64 * 1024 * 1024 FROM mqlog.shared_memory), true,
+          'mqlog.shared_memory: at the test settings mqlog needs under 64 MB');
 
 SELECT * FROM finish();
 ROLLBACK;
