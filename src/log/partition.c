@@ -122,6 +122,7 @@ typedef struct MqShared
 	pg_atomic_uint64 ddl_count[MQ_DDL_SLOTS];
 	pg_atomic_uint32 ddl_topic[MQ_DDL_SLOTS];
 	pg_atomic_uint32 ddl_db[MQ_DDL_SLOTS];
+	pg_atomic_uint64 sizing_warned_at;	/* MqSizingWarningDue */
 	slock_t		free_lock;		/* protects free_list */
 	dlist_head	free_list;		/* unused MqInflight entries */
 	MqInflight	pool[FLEXIBLE_ARRAY_MEMBER];
@@ -155,6 +156,23 @@ static Size
 shared_size(void)
 {
 	return add_size(offsetof(MqShared, pool), mul_size(pool_entries(), sizeof(MqInflight)));
+}
+
+/*
+ * A warning that shared memory is sized too small for the catalog
+ * (workers/maintenance.c) is due at most every ten minutes, server-wide.
+ */
+#define MQ_SIZING_WARN_MS	(10 * 60 * 1000)
+
+bool
+MqSizingWarningDue(void)
+{
+	uint64		last = pg_atomic_read_u64(&mq_shared->sizing_warned_at);
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (last != 0 && !TimestampDifferenceExceeds((TimestampTz) last, now, MQ_SIZING_WARN_MS))
+		return false;
+	return pg_atomic_compare_exchange_u64(&mq_shared->sizing_warned_at, &last, (uint64) now);
 }
 
 /* per partition entry, and the in-flight pool (mqlog.shared_memory) */

@@ -53,6 +53,7 @@ extern uint64 MqDdlCount(int32 *topic_id);
 extern void MqPartitionInitCallbacks(void);
 extern void MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset);
 extern Size MqPartitionEntrySize(void);
+extern bool MqSizingWarningDue(void);
 extern Size MqInflightPoolSize(void);
 extern void MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset);
 extern void MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base_offset);

@@ -22,6 +22,7 @@
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -310,6 +311,31 @@ run_step(const char *q, const char *what, MemoryContext outer)
  * producers of its partition out until its transaction commits, so those
  * transactions must be short.  Returns false if mqlog is not installed.
  */
+/*
+ * The partitions of this database's topics against mqlog.max_partitions,
+ * whose shared memory is fixed at server start: a DBA learns it from the
+ * log before producers and consumers fail with 53400.  (Inside the pass's
+ * first transaction, connected to SPI.)
+ */
+static void
+check_sizing(void)
+{
+	bool		isnull;
+	int64		total;
+
+	if (SPI_execute("SELECT pg_catalog.sum(t.partitions)::pg_catalog.int8 FROM mqlog.topic t",
+					true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "mqlog maintenance: counting partitions failed");
+	total = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (isnull || total <= mqlog_max_partitions || !MqSizingWarningDue())
+		return;
+	ereport(WARNING,
+			(errmsg("mqlog: the topics of database \"%s\" have " INT64_FORMAT " partitions, more than mqlog.max_partitions (%d)",
+					get_database_name(MyDatabaseId), total, mqlog_max_partitions),
+			 errdetail("Shared memory holds the state of mqlog.max_partitions partitions, across all databases, fixed at server start; using more at once fails with 53400."),
+			 errhint("Raise mqlog.max_partitions to at least " INT64_FORMAT " and restart; mqlog.shared_memory shows what it costs.", total)));
+}
+
 static bool
 maintenance_pass(bool roll_ahead_only)
 {
@@ -348,6 +374,7 @@ maintenance_pass(bool roll_ahead_only)
 		for (uint64 i = 0; i < SPI_processed; i++)
 			topics = lappend(topics, pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1)));
 		MemoryContextSwitchTo(old);
+		check_sizing();
 	}
 	SPI_finish();
 	PopActiveSnapshot();
