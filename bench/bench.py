@@ -1527,11 +1527,13 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
         except (OSError, ValueError, subprocess.SubprocessError, psycopg2.Error, AttributeError):
             return None
 
-    def fo_round(self, topic, nodes, want, r, value):
+    def fo_round(self, topic, nodes, want, r, value, samples):
         """One kill: the leader moved to `want` first (mq_elect_leader on
         the current leader) unless it leads already, kill -9 of its
         postmaster, acks=all produce tried on every survivor until one
-        succeeds, then the node started again and back in the ISR."""
+        succeeds, then the node started again and back in the ISR.  The
+        kill's sample goes into samples once measured, before the restart
+        (which completes it), so that a failed restart does not lose it."""
         leader = self.fo_steady(topic, nodes, value)
         elected_by_hand = leader != want
         for attempt in range(5 if leader != want else 0):
@@ -1597,6 +1599,13 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
                 "first acks=all produce on %s after %.3f s (new leader seen after %s s), %d attempts, failures %s" % (
                     successor, first_s, "%.3f" % seen_s if seen_s is not None else "?", attempts, fails)
                 if first_s is not None else "NO successful produce in %d s; failures %s" % (FAILOVER_TIMEOUT_S, fails)))
+            sample = dict(round=r + 1, victim=victim, victim_was_coordinator=(coord == victim), coordinator=coord,
+                          moved_there_by_mq_elect_leader=elected_by_hand, successor=successor,
+                          epoch_before=epoch0, epoch_after=None,
+                          first_ack_s=round(first_s, 3) if first_s is not None else None,
+                          leader_seen_s=round(seen_s, 3) if seen_s is not None else None,
+                          attempts=attempts, failures=fails, children=len(orphans))
+            samples.append(sample)
         except (KeyboardInterrupt, SystemExit):
             # Ctrl-C: no restart (a postmaster started now might escape
             # cluster.env); bench/run.sh stops what is up
@@ -1610,6 +1619,7 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
                 t_restart = time.monotonic()
                 orphans_left, orphans_wait_s, orphans_killed = self.fo_restart(victim, orphans)
         new = self.fo_state(successor, topic) if successor else None
+        sample["epoch_after"] = new[1] if new else None
         if successor and new and new[0] != successor:
             raise RuntimeError("the produce succeeded on %s, whose mqlog.partitions names %s the leader" % (
                 successor, new[0]))
@@ -1624,21 +1634,14 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
                     rejoin_s = time.monotonic() - t_restart
                     break
             time.sleep(0.2)
-        sample = dict(round=r + 1, victim=victim, victim_was_coordinator=(coord == victim), coordinator=coord,
-                      moved_there_by_mq_elect_leader=elected_by_hand, successor=successor,
-                      epoch_before=epoch0, epoch_after=new[1] if new else None,
-                      first_ack_s=round(first_s, 3) if first_s is not None else None,
-                      leader_seen_s=round(seen_s, 3) if seen_s is not None else None,
-                      attempts=attempts, failures=fails,
-                      children=len(orphans), children_left_at_restart=orphans_left,
-                      children_wait_s=round(orphans_wait_s, 3), children_killed=orphans_killed,
+        sample.update(children_left_at_restart=orphans_left, children_wait_s=round(orphans_wait_s, 3),
+                      children_killed=orphans_killed,
                       rejoin_isr_s=round(rejoin_s, 3) if rejoin_s is not None else None)
         log("      started again (%d of the %d children of the dead postmaster were still there, waited %.2f s); "
             "back in the ISR %s" % (orphans_left, len(orphans), orphans_wait_s,
                                     "after %.1f s" % rejoin_s if rejoin_s is not None else "NOT within 180 s"))
         if rejoin_s is None:
             raise RuntimeError("%s did not come back into the ISR of %s within 180 s" % (victim, topic))
-        return sample
 
     def run_failover(self):
         if not self.a.cluster_dir or not self.a.cluster_bindir:
@@ -1663,7 +1666,7 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
         error = None
         try:
             for r in range(kills):
-                samples.append(self.fo_round(topic, nodes, order[r % len(order)], r, value))
+                self.fo_round(topic, nodes, order[r % len(order)], r, value, samples)
         except Exception as e:  # noqa: BLE001 - the row keeps the kills measured before
             traceback.print_exc(file=sys.stderr)
             error = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")

@@ -573,7 +573,7 @@ def failover_md(res, level="##"):
         ttl if ttl is not None else "—",
         "" if r.get("lease_ttl_is_default") else " (mqlog's default: %s)" % r.get("lease_ttl_default_s"),
         dif(r.get("median_s")), dif(r.get("max_s")),
-        "**met**" if r.get("goal_met") else "not met"))
+        "**met**" if r.get("goal_met") else "not met (stopped early)" if r.get("error") else "not met"))
     L.append("")
     ks = r.get("kill_samples") or []
     if ks:
@@ -583,7 +583,7 @@ def failover_md(res, level="##"):
         for k in ks:
             L.append("| %s | %s | %s | %s | %s → %s | %s | %s | %s | %s | %s |" % (
                 k.get("round"), k.get("victim"), "yes" if k.get("victim_was_coordinator") else "no",
-                k.get("successor") or "—", k.get("epoch_before"), k.get("epoch_after"),
+                k.get("successor") or "—", fmt(k.get("epoch_before")), fmt(k.get("epoch_after")),
                 fmt(k.get("leader_seen_s"), 2), fmt(k.get("first_ack_s"), 2) if k.get("first_ack_s") is not None
                 else "none in %s s" % r.get("timeout_s"), k.get("attempts"),
                 ", ".join("%s %s" % (c, n) for c, n in sorted((k.get("failures") or {}).items())) or "—",
