@@ -42,7 +42,8 @@ except ImportError:     # pragma: no cover - the pure-Python parser below
     hiredis = None
 
 SYSTEMS = ["mqlog", "heap_log", "skip_locked", "pgq", "redis"]
-WORKLOADS = ["produce_batch", "consume", "produce_single", "latency", "json", "sustained", "replication"]
+WORKLOADS = ["produce_batch", "consume", "produce_single", "latency", "json", "sustained", "replication",
+             "failover"]
 JSON_CODECS = ["uncompressed", "lz4", "zstd"]   # mqlog's compression.type in the JSON workload
 PG_SYSTEMS = SYSTEMS[:4]
 VALUE_SIZES = [100, 1024]
@@ -55,21 +56,28 @@ MODES = {
     # its consume reads c_records of them (at most what was produced);
     # single_s: seconds of single-record produce; rounds: driver runs of
     # each measurement, back to back, the median reported; latency
-    # samples, total sustained seconds, sample period
+    # samples, total sustained seconds, sample period; failover_kills:
+    # leaders killed by the failover workload
     "quick": dict(records=10000, batch_s=2, c_records={100: 400000, 1024: 100000}, single_s=2, rounds=1,
-                  latency_n=150, sustained_s=60, sample_s=2, repl_rounds=1, repl_lag_n=40, repl_max_s=10),
+                  latency_n=150, sustained_s=60, sample_s=2, repl_rounds=1, repl_lag_n=40, repl_max_s=10,
+                  failover_kills=3),
     "full": dict(records=200000, batch_s=5, c_records={100: 2000000, 1024: 400000}, single_s=5, rounds=3,
-                 latency_n=1000, sustained_s=600, sample_s=5, repl_rounds=3, repl_lag_n=100, repl_max_s=30),
+                 latency_n=1000, sustained_s=600, sample_s=5, repl_rounds=3, repl_lag_n=100, repl_max_s=30,
+                 failover_kills=5),
     # issue 5's soak: 10 minutes each of mqlog (worker-driven retention) and
     # the heap log (DELETE after consume); run with --workloads sustained
     "soak": dict(records=10000, batch_s=2, c_records={100: 400000, 1024: 100000}, single_s=2, rounds=1,
-                 latency_n=150, sustained_s=1200, sample_s=10, repl_rounds=1, repl_lag_n=40, repl_max_s=10),
+                 latency_n=150, sustained_s=1200, sample_s=10, repl_rounds=1, repl_lag_n=40, repl_max_s=10,
+                 failover_kills=3),
 }
 BATCH = 1000          # records per batched-produce call
 CONSUME_BATCH = 500   # records per consume batch, commit/ack included
 SUSTAIN_RETENTION = 128 * 1024 * 1024  # mqlog retention.bytes in the sustained run
 SUSTAIN_SEGMENT = 1024 * 1024          # mqlog segment.bytes (the minimum)
 SUSTAIN_REDIS_MAXLEN = 100000
+FAILOVER_GOAL_S = 5         # issue 12: leader's death to the first acks=all produce on its successor
+FAILOVER_NAP_S = 0.02       # between two rounds of produce attempts on the survivors
+FAILOVER_TIMEOUT_S = 60     # a kill with no successful produce by then is a failed sample
 
 
 def log(*a):
@@ -194,6 +202,8 @@ class Bench:
         self.cfg = dict(MODES[args.mode])
         if args.rounds:
             self.cfg["rounds"] = args.rounds
+        if args.failover_kills:
+            self.cfg["failover_kills"] = args.failover_kills
         self.rng = random.Random(42)
         self.rows = []
         self.produced = {}      # (system, value size) -> records the batched produce wrote
@@ -1299,12 +1309,402 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
             self.guarded("mqlog", "replication", size, lambda: self.run_replication_produce(size, lits))
         self.guarded("mqlog", "replication", 100, lambda: self.run_replication_lag(100))
 
+    # ========================================================== failover
+    # Issue 12: kill -9 of a replicated partition's leader, and the time
+    # until an acks=all produce succeeds on its successor.  The nodes are
+    # scripts/cluster-lib.sh's (bench/run.sh passes --cluster-dir and
+    # --cluster-bindir): data directories n1..n3 in the cluster's
+    # directory, the pids it started in its cluster.env; a killed node is
+    # started again with cl_start_node, which records the new pid there, so
+    # that run.sh's cl_stop stops it at the end.  self.admin (n1) is not
+    # used once a node may be dead.
+    def cluster_env(self):
+        """cluster.env as {"CL_PID": {1: pid, ...}, "CL_PORT": {...}, "CL_ETCD_PORT": "..."}."""
+        env = {"CL_PID": {}, "CL_PORT": {}}
+        with open(os.path.join(self.a.cluster_dir, "cluster.env")) as f:
+            for line in f:
+                m = re.match(r"(\w+)(?:\[(\d+)\])?=(.*)$", line.strip())
+                if not m:
+                    continue
+                if m.group(2):
+                    env.setdefault(m.group(1), {})[int(m.group(2))] = m.group(3)
+                else:
+                    env[m.group(1)] = m.group(3)
+        return env
+
+    @staticmethod
+    def node_index(node):
+        m = re.match(r"n(\d+)$", node or "")
+        if not m:
+            raise RuntimeError("node %r is not one of cluster-lib.sh's n1..n3" % node)
+        return int(m.group(1))
+
+    def fo_port(self, node):
+        return int(self.cluster_env()["CL_PORT"][self.node_index(node)])
+
+    def fo_connect(self, node, acks_all=False):
+        c = psycopg2.connect(self.dsn(self.fo_port(node)) + " connect_timeout=3")
+        c.autocommit = True
+        with c.cursor() as cur:
+            cur.execute("SET statement_timeout = '60s'")
+            if acks_all:
+                cur.execute("SET mqlog.acks = 'all'")
+        return c
+
+    def fo_q1(self, node, sql, args=None):
+        """One value from a node, on a connection of its own."""
+        c = self.fo_connect(node)
+        try:
+            return self.q1(sql, args, conn=c)
+        finally:
+            c.close()
+
+    def fo_try(self, node, sql, args=None):
+        """fo_q1, or None when the node cannot answer."""
+        try:
+            return self.fo_q1(node, sql, args)
+        except psycopg2.Error:
+            return None
+
+    @staticmethod
+    def proc_start(pid):
+        """The start time of process pid (field 22 of /proc/pid/stat), or
+        None when there is no such process: a pid with the same start time
+        is the same process."""
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                return f.read().rsplit(")", 1)[1].split()[19]
+        except (OSError, IndexError):
+            return None
+
+    @staticmethod
+    def children_of(pid):
+        """[(pid, start time)] of the processes whose parent is pid."""
+        out = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    out.append((int(d), fields[19]))
+            except (OSError, IndexError, ValueError):
+                pass
+        return out
+
+    def postmaster_of(self, node):
+        """The pid of a node's postmaster: the one cluster.env records,
+        if its postmaster.pid names it and it is a postgres process."""
+        i = self.node_index(node)
+        pid = self.cluster_env()["CL_PID"].get(i)
+        try:
+            with open(os.path.join(self.a.cluster_dir, "n%d" % i, "postmaster.pid")) as f:
+                file_pid = f.readline().strip()
+        except OSError:
+            file_pid = None
+        if not pid or pid != file_pid:
+            raise RuntimeError("node %s: cluster.env says pid %s, postmaster.pid says %s" % (node, pid, file_pid))
+        pid = int(pid)
+        try:
+            with open("/proc/%d/comm" % pid) as f:
+                comm = f.read().strip()
+        except OSError:
+            comm = None
+        if comm != "postgres":
+            raise RuntimeError("node %s: pid %d is not a postgres process (%r)" % (node, pid, comm))
+        return pid
+
+    def fo_restart(self, node, orphans):
+        """Start a killed node again, as cluster-lib.sh starts nodes, once
+        the children of its dead postmaster have gone (they exit when they
+        see it die; one left behind would keep the old shared memory
+        attached and the new postmaster would refuse to start).  Returns
+        how many were still there, the seconds waited for them, and how
+        many had to be killed."""
+        t0 = time.monotonic()
+        left = [(p, st) for p, st in orphans if self.proc_start(p) == st]
+        there = len(left)
+        while left and time.monotonic() - t0 < 30:
+            left = [(p, st) for p, st in left if self.proc_start(p) == st]
+            if left:
+                time.sleep(0.05)
+        waited_s = time.monotonic() - t0
+        killed = 0
+        for p, st in left:      # still the same process, ours: the benchmark started its postmaster
+            if self.proc_start(p) == st:
+                log("    pid %d of the dead postmaster of %s is still there after 30 s: SIGKILL" % (p, node))
+                try:
+                    os.kill(p, 9)
+                    killed += 1
+                except OSError:
+                    pass
+        lib = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "cluster-lib.sh")
+        env = dict(os.environ, CL_DIR=self.a.cluster_dir, CL_BINDIR=self.a.cluster_bindir)
+        for attempt in range(3):
+            r = subprocess.run(["bash", "-c", '. "$0" && cl_load && cl_start_node "$1"', lib,
+                                str(self.node_index(node))], env=env, capture_output=True, text=True, timeout=180)
+            if r.returncode == 0:
+                log("    " + r.stdout.strip().replace("\n", "; "))
+                return there, waited_s, killed
+            log("    restart of %s failed (attempt %d): %s" % (node, attempt + 1, (r.stdout + r.stderr).strip()[-500:]))
+            time.sleep(2)
+        raise RuntimeError("node %s did not start again" % node)
+
+    def fo_state(self, node, topic):
+        """(leader, epoch, isr) of partition 0 in a node's mqlog.partitions, or None."""
+        try:
+            c = self.fo_connect(node)
+        except psycopg2.Error:
+            return None
+        try:
+            return self.q("SELECT leader, leader_epoch, isr FROM mqlog.partitions WHERE topic = %s AND \"partition\" = 0",
+                          (topic,), conn=c)[0]
+        except (psycopg2.Error, IndexError):
+            return None
+        finally:
+            c.close()
+
+    def fo_produce(self, conn, topic, value):
+        """One autocommitted acks=all produce on conn: None if it succeeded,
+        else what failed (an SQLSTATE, "warning" for a WARNING at commit,
+        "connection")."""
+        del conn.notices[:]
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT mq_produce(%s, %s, partition => 0)", (topic, psycopg2.Binary(value)))
+                cur.fetchall()
+        except psycopg2.Error as e:
+            if e.pgcode:
+                return e.pgcode
+            return "connection"
+        if any("WARNING" in n for n in conn.notices):
+            del conn.notices[:]
+            return "warning"
+        return None
+
+    def fo_steady(self, topic, nodes, value, timeout=180):
+        """Wait until every node is alive to every node, agrees on the
+        leader, the leader's ISR holds every node and an acks=all produce
+        succeeds on it; returns the leader."""
+        end = time.monotonic() + timeout
+        why = "?"
+        while time.monotonic() < end:
+            states = [self.fo_state(n, topic) for n in nodes]
+            alive = [self.fo_try(n, "SELECT count(*) FILTER (WHERE alive) FROM mqlog.nodes") for n in nodes]
+            if any(s is None for s in states):
+                why = "a node does not answer"
+            elif len(set(s[0] for s in states)) != 1:
+                why = "the nodes name different leaders: %s" % [s[0] for s in states]
+            elif any(a != len(nodes) for a in alive):
+                why = "alive nodes seen: %s" % alive
+            else:
+                leader = states[0][0]
+                isr = states[nodes.index(leader)][2] or []
+                if sorted(isr) != sorted(nodes):
+                    why = "the ISR on %s is %s" % (leader, isr)
+                else:
+                    c = self.fo_connect(leader, acks_all=True)
+                    try:
+                        err = self.fo_produce(c, topic, value)
+                    finally:
+                        c.close()
+                    if err is None:
+                        return leader
+                    why = "an acks=all produce on %s: %s" % (leader, err)
+            time.sleep(0.2)
+        raise RuntimeError("no steady state in %d s before a kill: %s" % (timeout, why))
+
+    def fo_coordinator(self, node):
+        """The node that holds the coordinator key in etcd, or None."""
+        try:
+            url = self.fo_q1(node, "SELECT current_setting('mqlog.etcd_endpoints')").split(",")[0]
+            name = self.fo_q1(node, "SELECT current_setting('mqlog.cluster_name')")
+            r = subprocess.run(["etcdctl", "--endpoints", url, "--dial-timeout=2s", "--command-timeout=3s", "get",
+                                "--print-value-only", "/mqlog/%s/coordinator" % name],
+                               capture_output=True, text=True, timeout=10)
+            return json.loads(r.stdout.strip()).get("node") if r.stdout.strip() else None
+        except (OSError, ValueError, subprocess.SubprocessError, psycopg2.Error, AttributeError):
+            return None
+
+    def fo_round(self, topic, nodes, want, r, value, samples):
+        """One kill: the leader moved to `want` first (mq_elect_leader on
+        the current leader) unless it leads already, kill -9 of its
+        postmaster, acks=all produce tried on every survivor until one
+        succeeds, then the node started again and back in the ISR.  The
+        kill's sample goes into samples once measured, before the restart
+        (which completes it), so that a failed restart does not lose it."""
+        leader = self.fo_steady(topic, nodes, value)
+        elected_by_hand = leader != want
+        for attempt in range(5 if leader != want else 0):
+            try:
+                self.fo_q1(leader, "SELECT mq_elect_leader(%s, 0, %s)", (topic, want))
+            except psycopg2.Error as e:
+                log("    mq_elect_leader(%s, 0, %s) on %s: %s" % (topic, want, leader, str(e).strip().splitlines()[0]))
+                time.sleep(1)
+            leader = self.fo_steady(topic, nodes, value)
+            if leader == want:
+                break
+        if leader != want:
+            log("    %s still leads; it is the victim instead of %s" % (leader, want))
+        victim = leader
+        survivors = [n for n in nodes if n != victim]
+        st = self.fo_state(survivors[0], topic)
+        epoch0 = st[1] if st else None
+        coord = self.fo_coordinator(survivors[0])
+        conns = {n: self.fo_connect(n, acks_all=True) for n in survivors}
+        pid = self.postmaster_of(victim)
+        orphans = self.children_of(pid)
+        fails = {}
+        attempts = 0
+        seen_s = first_s = successor = None
+        t0 = time.monotonic()
+        os.kill(pid, 9)
+        interrupted = False
+        try:
+            while time.monotonic() - t0 < FAILOVER_TIMEOUT_S and first_s is None:
+                for n in survivors:
+                    if seen_s is None:
+                        st = None
+                        try:
+                            if conns[n] is not None:
+                                st = self.q("SELECT leader FROM mqlog.partitions WHERE topic = %s AND \"partition\" = 0",
+                                            (topic,), conn=conns[n])[0][0]
+                        except psycopg2.Error:
+                            pass
+                        if st is not None and st != victim:
+                            seen_s = time.monotonic() - t0
+                    try:
+                        if conns[n] is None:
+                            conns[n] = self.fo_connect(n, acks_all=True)
+                        err = self.fo_produce(conns[n], topic, value)
+                    except psycopg2.Error:
+                        err = "connection"
+                    attempts += 1
+                    if err is None:
+                        first_s = time.monotonic() - t0
+                        successor = n
+                        break
+                    fails[err] = fails.get(err, 0) + 1
+                    if err == "connection":
+                        try:
+                            conns[n].close()
+                        except Exception:  # noqa: BLE001 - it is gone either way
+                            pass
+                        conns[n] = None
+                if first_s is None:
+                    time.sleep(FAILOVER_NAP_S)
+            log("    kill %d: %s%s (pid %d); %s" % (
+                r + 1, victim, ", the coordinator," if coord == victim else "", pid,
+                "first acks=all produce on %s after %.3f s (new leader seen after %s s), %d attempts, failures %s" % (
+                    successor, first_s, "%.3f" % seen_s if seen_s is not None else "?", attempts, fails)
+                if first_s is not None else "NO successful produce in %d s; failures %s" % (FAILOVER_TIMEOUT_S, fails)))
+            sample = dict(round=r + 1, victim=victim, victim_was_coordinator=(coord == victim), coordinator=coord,
+                          moved_there_by_mq_elect_leader=elected_by_hand, successor=successor,
+                          epoch_before=epoch0, epoch_after=None,
+                          first_ack_s=round(first_s, 3) if first_s is not None else None,
+                          leader_seen_s=round(seen_s, 3) if seen_s is not None else None,
+                          attempts=attempts, failures=fails, children=len(orphans))
+            samples.append(sample)
+        except (KeyboardInterrupt, SystemExit):
+            # Ctrl-C: no restart (a postmaster started now might escape
+            # cluster.env); bench/run.sh stops what is up
+            interrupted = True
+            raise
+        finally:
+            for c in conns.values():
+                if c is not None:
+                    c.close()
+            if not interrupted:
+                t_restart = time.monotonic()
+                orphans_left, orphans_wait_s, orphans_killed = self.fo_restart(victim, orphans)
+        new = self.fo_state(successor, topic) if successor else None
+        sample["epoch_after"] = new[1] if new else None
+        if successor and new and new[0] != successor:
+            raise RuntimeError("the produce succeeded on %s, whose mqlog.partitions names %s the leader" % (
+                successor, new[0]))
+        # back in the ISR of its successor (or of whoever leads now)
+        rejoin_s = None
+        end = time.monotonic() + 180
+        while time.monotonic() < end:
+            st = self.fo_state(successor or survivors[0], topic)
+            if st and st[0] and st[0] != victim:
+                lst = self.fo_state(st[0], topic)
+                if lst and victim in (lst[2] or []) and len(lst[2]) == len(nodes):
+                    rejoin_s = time.monotonic() - t_restart
+                    break
+            time.sleep(0.2)
+        sample.update(children_left_at_restart=orphans_left, children_wait_s=round(orphans_wait_s, 3),
+                      children_killed=orphans_killed,
+                      rejoin_isr_s=round(rejoin_s, 3) if rejoin_s is not None else None)
+        log("      started again (%d of the %d children of the dead postmaster were still there, waited %.2f s); "
+            "back in the ISR %s" % (orphans_left, len(orphans), orphans_wait_s,
+                                    "after %.1f s" % rejoin_s if rejoin_s is not None else "NOT within 180 s"))
+        if rejoin_s is None:
+            raise RuntimeError("%s did not come back into the ISR of %s within 180 s" % (victim, topic))
+
+    def run_failover(self):
+        if not self.a.cluster_dir or not self.a.cluster_bindir:
+            raise RuntimeError("the failover workload needs --cluster-dir and --cluster-bindir (bench/run.sh passes them)")
+        kills = self.cfg["failover_kills"]
+        nodes = ["n%d" % i for i in sorted(self.cluster_env()["CL_PORT"])]
+        topic = "failover"
+        log("== failover: %d kills of the leader of a topic with replication factor 3, min.insync.replicas 2" % kills)
+        first, _, _ = self.repl_topic(topic, 3)
+        ttl = {}
+        for n in nodes:     # (setting, mqlog's default), s
+            ttl[n] = tuple(int(x) for x in self.fo_q1(n, "SELECT setting || '/' || boot_val FROM pg_settings "
+                                                         "WHERE name = 'mqlog.etcd_lease_ttl'").split("/"))
+        ttls = sorted(set(v[0] for v in ttl.values()))
+        boot = sorted(set(v[1] for v in ttl.values()))
+        log("   mqlog.etcd_lease_ttl on the nodes: %s (mqlog's default: %s)" % (
+            ", ".join("%s %d s" % (n, ttl[n][0]) for n in nodes), "/".join(map(str, boot))))
+        # victims in turn: the first leader, then the other nodes
+        order = [first] + [n for n in nodes if n != first]
+        value = rand_values(1, 100, random.Random(12))[0]
+        samples = []
+        error = None
+        try:
+            for r in range(kills):
+                self.fo_round(topic, nodes, order[r % len(order)], r, value, samples)
+        except Exception as e:  # noqa: BLE001 - the row keeps the kills measured before
+            traceback.print_exc(file=sys.stderr)
+            error = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
+        try:
+            self.admin.close()
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            self.admin = self.connect()
+        except psycopg2.Error:
+            pass
+        times = [s["first_ack_s"] for s in samples if s["first_ack_s"] is not None]
+        missed = len(samples) - len(times)
+        seen = [s["leader_seen_s"] for s in samples if s["leader_seen_s"] is not None]
+        extra = dict(error=error) if error else {}
+        self.emit("mqlog_rf3", "failover", 100, replication_factor=3, min_insync_replicas=2,
+                  kills=len(samples), kills_planned=kills, failover_s=times, no_success=missed,
+                  median_s=round(statistics.median(times), 3) if times else None,
+                  max_s=round(max(times), 3) if times else None,
+                  min_s=round(min(times), 3) if times else None,
+                  leader_seen_median_s=round(statistics.median(seen), 3) if seen else None,
+                  leader_seen_max_s=round(max(seen), 3) if seen else None,
+                  lease_ttl_s=ttls[0] if len(ttls) == 1 else ttls, lease_ttl_default_s=boot[0] if boot else None,
+                  lease_ttl_is_default=(ttls == boot),
+                  goal_s=FAILOVER_GOAL_S,
+                  goal_met=(bool(times) and not missed and not error and max(times) < FAILOVER_GOAL_S),
+                  nap_ms=int(FAILOVER_NAP_S * 1000), timeout_s=FAILOVER_TIMEOUT_S,
+                  kill_samples=samples, **extra)
+
     # ============================================================== main
     def main(self):
         t0 = time.time()
         self.setup()
         if self.a.cluster_ports:
-            self.run_replication()
+            if "replication" in self.workloads:
+                self.run_replication()
+            if "failover" in self.workloads:
+                self.guarded("mqlog", "failover", 100, self.run_failover)
             log("== done in %.0f s" % (time.time() - t0))
             self.out.close()
             return
@@ -1426,6 +1826,13 @@ def main():
     ap.add_argument("--cluster-ports", default="",
                     help="the replication workload only: the ports of the cluster's three nodes, n1 first, "
                          "comma-separated, their sockets in --pghost; --pgport is n1's")
+    ap.add_argument("--cluster-dir", default="",
+                    help="the failover workload only: the cluster's directory (scripts/cluster-lib.sh's CL_DIR, "
+                         "with cluster.env and the nodes' data directories n1..n3)")
+    ap.add_argument("--cluster-bindir", default="",
+                    help="the failover workload only: the server binaries that restart a killed node (CL_BINDIR)")
+    ap.add_argument("--failover-kills", type=int, default=0,
+                    help="leaders the failover workload kills (default: quick 3, full 5)")
     ap.add_argument("--systems", default="", help="comma-separated subset of " + ",".join(SYSTEMS))
     ap.add_argument("--workloads", default="", help="comma-separated subset of " + ",".join(WORKLOADS) +
                     " (consume reads what produce_batch wrote)")

@@ -5,10 +5,10 @@
 
 Markdown: mqlog's ratio to each peer per workload, the C driver's floor
 beside mqlog, the Python client's rows, latency, WAL and disk bytes per
-record, the sustained run, and each target of issues 13 and 6 marked met
-or not met.  PNG (matplotlib, Debian's python3-matplotlib): throughput per
-system per workload (the floor too), latency, bytes per record, and the
-sustained run over time.  Works on partial results: a missing or failed row shows as "—" or
+record, the sustained run, the replication and failover workloads, and
+each target of issues 13 and 6 marked met or not met.  PNG (matplotlib,
+Debian's python3-matplotlib): throughput per system per workload (the
+floor too), latency, bytes per record, and the sustained run over time.  Works on partial results: a missing or failed row shows as "—" or
 "error" and its target as "not measured".
 """
 
@@ -380,6 +380,7 @@ def markdown(res):
     L.append("")
 
     L += replication_md(res)
+    L += failover_md(res)
 
     L += targets_md("## Targets of issue 13 (100-byte values, C driver)", targets13(res))
     L += targets_md("## Targets of issue 6 (100-byte values)", targets(res))
@@ -539,6 +540,86 @@ def replication_only(res):
     return "\n".join(L + replication_md(res))
 
 
+def failover_md(res, level="##"):
+    """The failover workload (issue 12): kill -9 of a partition's leader,
+    to the first successful acks=all produce on its successor, beside the
+    lease TTL and the 5 s goal.  Empty when it did not run."""
+    r = res.get("mqlog_rf3", "failover", 100)
+    err = [x for x in res.rows if x.get("workload") == "failover" and x.get("error") and x is not r]
+    if not r and not err:
+        return []
+    L = ["%s Failover: kill -9 of a leader, to the first acks=all produce on its successor" % level, ""]
+    if not r:
+        L += ["- failover: %s" % x["error"] for x in err] + [""]
+        return L
+    ttl = r.get("lease_ttl_s")
+    L.append("The three nodes of the replication run; a one-partition topic with replication factor 3 and "
+             "`min.insync.replicas` 2. Each kill: `kill -9` of the leader's postmaster, then an autocommitted "
+             "`SET mqlog.acks = 'all'; SELECT mq_produce(…)` tried in turn on a connection to each surviving "
+             "node every %s ms until one succeeds (`MQ001`, `MQ002`, a connection error or a `WARNING` at "
+             "commit is a failure); then the killed node is started again and waits to be back in the ISR. "
+             "Victims in turn: the first leader, then the other nodes, moved there with `mq_elect_leader` "
+             "when the last failover left another leader." % r.get("nap_ms", 20))
+    L.append("")
+    goal = r.get("goal_s", 5)
+    L.append("| kills | median, s | max, s | min, s | `mqlog.etcd_lease_ttl`, s | median − TTL, s | "
+             "max − TTL, s | goal: every kill under %s s |" % goal)
+    L.append("|---|---|---|---|---|---|---|---|")
+    num = isinstance(ttl, (int, float))
+    dif = lambda x: fmt(x - ttl, 2) if x is not None and num else "—"  # noqa: E731
+    L.append("| %s%s | %s | %s | %s | %s%s | %s | %s | %s |" % (
+        r.get("kills"), "" if r.get("kills") == r.get("kills_planned") else " of %s" % r.get("kills_planned"),
+        fmt(r.get("median_s"), 2), fmt(r.get("max_s"), 2), fmt(r.get("min_s"), 2),
+        ttl if ttl is not None else "—",
+        "" if r.get("lease_ttl_is_default") else " (mqlog's default: %s)" % r.get("lease_ttl_default_s"),
+        dif(r.get("median_s")), dif(r.get("max_s")),
+        "**met**" if r.get("goal_met") else "not met (stopped early)" if r.get("error") else "not met"))
+    L.append("")
+    ks = r.get("kill_samples") or []
+    if ks:
+        L.append("| kill | victim | coordinator killed too | successor | epoch | new leader in `mqlog.partitions`, s | "
+                 "first acks=all produce, s | attempts | failures | back in the ISR after restart, s |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|")
+        for k in ks:
+            L.append("| %s | %s | %s | %s | %s → %s | %s | %s | %s | %s | %s |" % (
+                k.get("round"), k.get("victim"), "yes" if k.get("victim_was_coordinator") else "no",
+                k.get("successor") or "—", fmt(k.get("epoch_before")), fmt(k.get("epoch_after")),
+                fmt(k.get("leader_seen_s"), 2), fmt(k.get("first_ack_s"), 2) if k.get("first_ack_s") is not None
+                else "none in %s s" % r.get("timeout_s"), k.get("attempts"),
+                ", ".join("%s %s" % (c, n) for c, n in sorted((k.get("failures") or {}).items())) or "—",
+                fmt(k.get("rejoin_isr_s"), 1)))
+        L.append("")
+    L.append("The time is bounded by the lease TTL (the dead leader's key lapses that long after its last "
+             "renewal, renewed every third of it) plus up to a second for the coordinator's round and a second "
+             "for the successor's sync worker and its follower's apply worker (doc/failover.md).")
+    L.append("")
+    if r.get("error"):
+        L.append("Stopped early: %s" % r["error"])
+        L.append("")
+    for x in err:
+        L.append("- failover: %s" % x["error"])
+    if err:
+        L.append("")
+    return L
+
+
+def failover_only(res):
+    m = res.meta
+    L = ["# mqlog benchmark: the failover workload", ""]
+    L.append("Written by `bench/report.py` from `bench/results/failover.jsonl` (`bench/run.sh --only "
+             "failover`); see `doc/benchmarks.md`.")
+    L.append("")
+    L.append("- run: **%s** mode, %s" % (m.get("mode", "?"), m.get("date", "?")))
+    L.append("- machine: %s cores (%s), %s MB RAM, Linux %s" % (
+        m.get("cores"), m.get("cpu", "?"), m.get("mem_mb"), m.get("kernel")))
+    L.append("- PostgreSQL %s, mqlog %s (commit %s)" % (
+        m.get("pg_version"), m.get("mqlog_version"), m.get("mqlog_commit") or "?"))
+    st = m.get("settings", {})
+    L.append("- settings of every node: " + ", ".join("`%s=%s`" % (k, v) for k, v in sorted(st.items())))
+    L.append("")
+    return "\n".join(L + failover_md(res))
+
+
 def plot(res, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -663,12 +744,15 @@ def main():
                     "<!-- bench:latest:begin --> and <!-- bench:latest:end --> is replaced by the tables")
     ap.add_argument("--only-replication", action="store_true",
                     help="only the replication section (bench/run.sh --only replication)")
+    ap.add_argument("--only-failover", action="store_true",
+                    help="only the failover section (bench/run.sh --only failover)")
     a = ap.parse_args()
     res = Results(load(a.jsonl))
     if not res.rows:
         print("report.py: no results in %s" % a.jsonl, file=sys.stderr)
         return 1
-    md = replication_only(res) if a.only_replication else markdown(res)
+    md = (replication_only(res) if a.only_replication else
+          failover_only(res) if a.only_failover else markdown(res))
     if a.md:
         with open(a.md, "w") as f:
             f.write(md + "\n")

@@ -14,6 +14,11 @@
 #                           only the replication workload, on three nodes and
 #                           etcd (scripts/cluster-lib.sh); results in
 #                           bench/results/replication.{jsonl,md}
+#   bench/run.sh --only failover [--quick]
+#                           only the failover workload on those nodes (kill -9
+#                           of a leader, 5 times, 3 with --quick, and the time
+#                           to the first acks=all produce on its successor);
+#                           results in bench/results/failover.{jsonl,md}
 #
 # Run it as root on Debian 12: it installs the Debian packages it needs,
 # builds and installs mqlog into the server that PG_CONFIG names (default
@@ -46,7 +51,7 @@ for a in "$@"; do
         --soak) MODE=soak ;;
         --keep) KEEP=1 ;;
         --servers-only) KEEP=1; SERVERS_ONLY=1 ;;
-        -h|--help) sed -n '2,23s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h|--help) sed -n '2,28s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
         --only) ONLY=next ;;
         --only=*) ONLY=${a#--only=} ;;
         *)
@@ -58,8 +63,8 @@ for a in "$@"; do
     esac
 done
 case "$ONLY" in
-    ""|replication) ;;
-    *) echo "run.sh: --only takes one workload: replication" >&2; exit 2 ;;
+    ""|replication|failover) ;;
+    *) echo "run.sh: --only takes one workload: replication or failover" >&2; exit 2 ;;
 esac
 
 step() { printf '\n==== %s  (%s)\n' "$*" "$(date +%T)"; }
@@ -119,6 +124,7 @@ as_pg() { (cd / && runuser -u postgres -- "$@"); }
 CL_DIR=$WORK/cluster
 CL_BINDIR=$BINDIR
 CL_CLUSTER_NAME=bench
+CL_LEASE_TTL=       # mqlog's default mqlog.etcd_lease_ttl (cluster-lib.sh's own is 5 s)
 # shellcheck source=scripts/cluster-lib.sh
 . "$ROOT/scripts/cluster-lib.sh"
 
@@ -132,6 +138,21 @@ stop_single() {
             kill "$(cat "$WORK/redis.pid")" 2>/dev/null || true
         rm -f "$WORK/redis.pid"
     fi
+}
+
+# A node whose postmaster is up but not the pid in cluster.env (the
+# failover workload interrupted while it started a killed node again):
+# stopped by its data directory, which pg_ctl maps to its postmaster.pid.
+stop_cluster_leftovers() {
+    local i d
+    for i in 1 2 3; do
+        d=$CL_DIR/n$i
+        [ -f "$d/postmaster.pid" ] || continue
+        as_pg "$BINDIR/pg_ctl" -D "$d" status >/dev/null 2>&1 || continue
+        echo "run.sh: n$i is still up outside cluster.env; stopping it" >&2
+        as_pg "$BINDIR/pg_ctl" -D "$d" -m fast -w -t 60 stop >/dev/null 2>&1 ||
+            as_pg "$BINDIR/pg_ctl" -D "$d" -m immediate -w stop >/dev/null 2>&1 || true
+    done
 }
 
 cleanup() {
@@ -148,6 +169,7 @@ cleanup() {
     if cl_running; then
         cl_stop || true
     fi
+    stop_cluster_leftovers
     if [ $rc -ne 0 ] && [ -f "$CL_DIR/n1.log" ]; then
         echo "last lines of the cluster's n1 log:" >&2
         tail -n 20 "$CL_DIR/n1.log" >&2
@@ -178,10 +200,15 @@ checkpoint_timeout = 30min
 max_connections = 50
 log_lock_waits = on"
 
-# Three nodes and etcd, the replication workload against them, then stop
-# them: results appended to $1 (or written, with $2 = new).
+# Three nodes and etcd, the workloads $3 (replication, failover or both,
+# comma-separated) against them, then stop them: results appended to $1
+# (or written, with $2 = new).  The failover workload kills nodes and
+# starts them again with cl_start_node, which records their new pids in
+# $CL_DIR/cluster.env, where cl_stop (here, or in cleanup) finds them.
 run_replication() {
-    step "replication: one etcd and three PostgreSQL nodes on 127.0.0.1, in $CL_DIR"
+    local workloads=${3:-replication,failover} tag
+    tag=$([ "$workloads" = failover ] && echo failover || echo replication)
+    step "$workloads: one etcd and three PostgreSQL nodes on 127.0.0.1, in $CL_DIR"
     CL_EXTRA_CONF="# bench/run.sh
 $BENCH_CONF"
     # the installation is shared: install this tree's build again right
@@ -193,51 +220,55 @@ $BENCH_CONF"
         cl_stop || true
         return 1
     fi
-    step "replication workload ($MODE)"
+    step "$workloads workload ($MODE)"
     local ports rc
     ports=${CL_PORT[1]},${CL_PORT[2]},${CL_PORT[3]}
     set +e
-    "$PY" "$BENCH/bench.py" --mode "$MODE" --workloads replication \
+    "$PY" "$BENCH/bench.py" --mode "$MODE" --workloads "$workloads" \
         --pghost "$CL_DIR" --pgport "${CL_PORT[1]}" --dbname postgres --cluster-ports "$ports" \
+        --cluster-dir "$CL_DIR" --cluster-bindir "$CL_BINDIR" \
         --redis-port "$REDISPORT" --redis-ok 0 \
         --work "$WORK" --out "$1" $([ "${2:-}" = new ] || echo --append)
     rc=$?
     set -e
     local i errs
+    # (a node the failover workload killed and started again is in
+    # cluster.env under its new pid)
     if ! cl_stop; then
-        echo "run.sh: a node or etcd needed more than a clean stop; their logs: $BENCH/results/latest-replication-*.log" >&2
+        echo "run.sh: a node or etcd needed more than a clean stop; their logs: $BENCH/results/latest-$tag-*.log" >&2
         for i in 1 2 3; do
-            tail -n 400 "$CL_DIR/n$i.log" >"$BENCH/results/latest-replication-n$i.log" || true
+            tail -n 400 "$CL_DIR/n$i.log" >"$BENCH/results/latest-$tag-n$i.log" || true
         done
-        tail -n 100 "$CL_DIR/etcd.log" >"$BENCH/results/latest-replication-etcd.log" || true
+        tail -n 100 "$CL_DIR/etcd.log" >"$BENCH/results/latest-$tag-etcd.log" || true
         return 1
     fi
     for i in 1 2 3; do
-        # errors and warnings of the nodes, to explain a failed row
+        # errors and warnings of the nodes, to explain a failed row (the
+        # failover workload's refused produce attempts are among them)
         errs=$(grep -E "ERROR|WARNING|FATAL|PANIC" "$CL_DIR/n$i.log" | tail -n 200 || true)
         if [ -n "$errs" ]; then
-            printf '%s\n' "$errs" >"$BENCH/results/latest-replication-n$i.log"
+            printf '%s\n' "$errs" >"$BENCH/results/latest-$tag-n$i.log"
         else
-            rm -f "$BENCH/results/latest-replication-n$i.log"
+            rm -f "$BENCH/results/latest-$tag-n$i.log"
         fi
     done
     return $rc
 }
 
-if [ "$ONLY" = replication ]; then
+if [ -n "$ONLY" ]; then
     mkdir -p "$BENCH/results"
     set +e
-    run_replication "$BENCH/results/replication.jsonl" new
+    run_replication "$BENCH/results/$ONLY.jsonl" new "$ONLY"
     brc=$?
     set -e
     step "report"
-    "$PY" "$BENCH/report.py" "$BENCH/results/replication.jsonl" --only-replication \
-        --md "$BENCH/results/replication.md"
-    cat "$BENCH/results/replication.md"
+    "$PY" "$BENCH/report.py" "$BENCH/results/$ONLY.jsonl" "--only-$ONLY" \
+        --md "$BENCH/results/$ONLY.md"
+    cat "$BENCH/results/$ONLY.md"
     echo
     echo "done in $(( $(date +%s) - START )) s:"
-    echo "  $BENCH/results/replication.jsonl"
-    echo "  $BENCH/results/replication.md"
+    echo "  $BENCH/results/$ONLY.jsonl"
+    echo "  $BENCH/results/$ONLY.md"
     exit $brc
 fi
 
@@ -318,10 +349,10 @@ if [ -f "$WORK/server.log" ]; then
 fi
 stop_single
 set +e
-run_replication "$BENCH/results/latest.jsonl"
+run_replication "$BENCH/results/latest.jsonl" append replication,failover
 rrc=$?
 set -e
-[ $rrc -eq 0 ] || { echo "the replication workload exited with $rrc" >&2; brc=$rrc; }
+[ $rrc -eq 0 ] || { echo "the replication and failover workloads exited with $rrc" >&2; brc=$rrc; }
 
 step "report"
 "$PY" "$BENCH/report.py" "$BENCH/results/latest.jsonl" \

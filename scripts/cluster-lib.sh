@@ -5,6 +5,8 @@
 #
 #   CL_DIR=/tmp/mqlog-cluster        # everything lives here (required)
 #   CL_EXTRA_CONF=$'fsync = on\n'    # more postgresql.conf lines (optional)
+#   CL_LEASE_TTL=5                   # mqlog.etcd_lease_ttl of the nodes, s (unset: 5;
+#                                    # set and empty: no line, mqlog's default)
 #   cl_running && echo "already up"  # the state file names live processes
 #   cl_start                         # etcd, n1..n3, CREATE EXTENSION, 3 alive
 #   cl_psql 2 -c 'SELECT 1'          # psql on node 2 (over its Unix socket)
@@ -144,7 +146,8 @@ cl_start_etcd() {
 }
 
 cl_init_node() {
-    local i=$1 data=$CL_DIR/n$1
+    local i=$1 data=$CL_DIR/n$1 ttl_line=
+    [ -z "${CL_LEASE_TTL-5}" ] || ttl_line="mqlog.etcd_lease_ttl = ${CL_LEASE_TTL-5}"
     cl_as_pg "$CL_BINDIR/initdb" -D "$data" -U postgres -A trust -E UTF8 --no-sync \
         >"$CL_DIR/initdb-n$i.log" 2>&1 || { cat "$CL_DIR/initdb-n$i.log" >&2; return 1; }
     cat >>"$data/postgresql.conf" <<EOF
@@ -164,7 +167,7 @@ mqlog.cluster_name = '$CL_CLUSTER_NAME'
 mqlog.cluster_database = 'postgres'
 mqlog.node_name = 'n$i'
 mqlog.node_conninfo = 'host=127.0.0.1 port=${CL_PORT[$i]} user=postgres'
-mqlog.etcd_lease_ttl = 5
+${ttl_line}
 ${CL_EXTRA_CONF:-}
 EOF
     # the followers' apply workers connect with replication=database over
