@@ -43,5 +43,17 @@ is($ret, 0, "mq_create_topic('t1', 2) works") or diag($stderr);
 is($stdout, '2', 'mqlog.partitions shows the two partitions of t1')
   or diag($stderr);
 
+# shared memory sized too small for the catalog: the maintenance pass warns
+$node->append_conf('postgresql.conf', "mqlog.max_partitions = 16\nmqlog.maintenance_naptime = 1\n");
+$node->restart;
+my $off = -s $node->logfile;
+$node->safe_psql('postgres', "SELECT mq_create_topic('wide', 20)");
+ok($node->wait_for_log(qr/WARNING:  mqlog: the topics of database "postgres" have 22 partitions, more than mqlog.max_partitions \(16\)/, $off),
+	'a database with more partitions than mqlog.max_partitions gets a warning in the log');
+like(slurp_file($node->logfile, $off), qr/HINT:  Raise mqlog.max_partitions to at least 22 and restart/,
+	'... with a hint how far to raise it');
+is($node->safe_psql('postgres', "SELECT entries FROM mqlog.shared_memory WHERE area = 'partitions'"), '16',
+	'mqlog.shared_memory shows the capacity');
+
 $node->stop;
 done_testing();
