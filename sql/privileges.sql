@@ -549,6 +549,20 @@ SELECT mq_revoke('priv_t', 'regress_mq_carol', 'alter');
 SELECT * FROM acl;
 SELECT * FROM owners;
 
+-- mq_poll_pattern reads only the matching topics the role may consume:
+-- bob may consume priv_pat_mine, not priv_pat_other, and reads only it
+SET ROLE regress_mq_owner;
+SELECT mq_create_topic(t, 1) FROM unnest(ARRAY['priv_pat_mine', 'priv_pat_other']) t;
+SELECT count(*) FROM unnest(ARRAY['priv_pat_mine', 'priv_pat_other']) t, LATERAL mq_produce(t, convert_to(t, 'UTF8'));
+SELECT mq_grant('priv_pat_mine', 'regress_mq_bob', 'consume');
+SET ROLE regress_mq_bob;
+SELECT topic, convert_from(value, 'UTF8') FROM mq_poll_pattern('priv_pg', '^priv_pat_', 10);
+SELECT topics FROM mqlog.group_members WHERE group_id = 'priv_pg';
+SELECT mq_leave('priv_pg');
+SET ROLE regress_mq_owner;
+SELECT mq_drop_topic(t) FROM unnest(ARRAY['priv_pat_mine', 'priv_pat_other']) t;
+RESET ROLE;
+
 -- ------------------------------------------------------------------------
 -- Clean up: groups, topics (their grants go with them), roles
 -- ------------------------------------------------------------------------
