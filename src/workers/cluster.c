@@ -209,7 +209,7 @@ try_register(TimestampTz now)
 	if (MqEtcdTxnCommit(txn, NULL))
 	{
 		my_lease = lease;
-		MqClusterSetLease(TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000));
+		MqClusterSetLease(TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000), true);
 		next_keepalive = TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000 / 3);
 		last_clash_logged = 0;
 		ereport(LOG,
@@ -260,7 +260,7 @@ cluster_round(void)
 	{
 		if (MqEtcdLeaseKeepAlive(my_lease))
 		{
-			MqClusterSetLease(TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000));
+			MqClusterSetLease(TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000), false);
 			next_keepalive = TimestampTzPlusMilliseconds(now, mqlog_etcd_lease_ttl * 1000 / 3);
 		}
 		else
@@ -269,7 +269,7 @@ cluster_round(void)
 					(errmsg("mqlog cluster: the lease of node \"%s\" has expired; registering again",
 							mqlog_node_name)));
 			my_lease = 0;
-			MqClusterSetLease(0);
+			MqClusterSetLease(0, false);
 			next_register = now;
 			try_register(now);
 		}
@@ -355,7 +355,7 @@ mqlog_cluster_main(Datum main_arg)
 	/* a clean stop: leave the cluster now rather than a TTL later */
 	if (my_lease != 0)
 	{
-		MqClusterSetLease(0);
+		MqClusterSetLease(0, false);
 		PG_TRY();
 		{
 			MqEtcdLeaseRevoke(my_lease);
@@ -849,8 +849,12 @@ sync_round(void)
 		if (et == NULL || strcmp(et->meta->uuid, lt->uuid) != 0)
 			run_unit(UNIT_DROP, NULL, lt, NIL);
 	}
-	/* the local copy is as fresh as etcd: this node may lead what it says */
-	MqClusterNoteSynced();
+	/*
+	 * The local copy is as fresh as etcd was when this round began (now,
+	 * taken before its reads): this node may lead what it says, if it
+	 * registered before then.
+	 */
+	MqClusterNoteSynced(now);
 	MqIsrRound();
 }
 
