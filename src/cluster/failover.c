@@ -135,6 +135,7 @@ elect(const char *topic, MqPartitionMeta *p, List *nodes, bool unclean, const ch
 	bool		clean = true;
 	List	   *isr = NIL;
 	ListCell   *lc;
+	MqEtcdTxn  *txn;
 	int64		rev;
 
 	foreach(lc, p->replicas)
@@ -183,8 +184,19 @@ elect(const char *topic, MqPartitionMeta *p, List *nodes, bool unclean, const ch
 	p->leader = chosen;
 	p->leader_epoch++;
 	p->isr = isr;
-	if (!MqEtcdPutIfModRevision(key, MqPartitionMetaJson(p), p->mod_revision, 0, &rev))
-		return false;			/* changed meanwhile: the next round looks again */
+
+	/*
+	 * Compare-and-swap on the partition key, and only while the old
+	 * leader's node key is still absent: once that node has registered
+	 * again (lease.c), it leads again as soon as it has read the metadata,
+	 * so an election must not land after that read.
+	 */
+	txn = MqEtcdTxnBegin();
+	MqEtcdTxnIfModRevision(txn, key, p->mod_revision);
+	MqEtcdTxnIfAbsent(txn, MqClusterKey("nodes/%s", old));
+	MqEtcdTxnPut(txn, key, MqPartitionMetaJson(p), 0);
+	if (!MqEtcdTxnCommit(txn, &rev))
+		return false;			/* changed meanwhile, or the old leader is back: the next round looks again */
 	if (clean)
 		ereport(LOG,
 				(errmsg("mqlog cluster: partition %d of topic \"%s\": node \"%s\" is gone; node \"%s\" leads from epoch %d",

@@ -19,8 +19,14 @@
  * lapsed, at least one follower must have said it cannot reach etcd
  * either, and none that it can.  With no word from anyone, it stops.
  *
- * A node that has not registered since it started leads nothing: its
- * local copy of who leads what may be older than a failover.
+ * A node leads nothing from the moment it registers (at start, and again
+ * after its lease lapsed) until its cluster sync worker has read the
+ * cluster's metadata from etcd in a round that began after that
+ * registration: its local copy of who leads what may be older than a
+ * failover made while it had no lease.  (The coordinator elects a new
+ * leader only while the old leader's node key is absent, cluster/failover.c,
+ * so no election can land after the node registered again: a read that
+ * begins after the registration sees every election made meanwhile.)
  *
  *-------------------------------------------------------------------------
  */
@@ -40,8 +46,9 @@ typedef struct MqLeaseShared
 	int64		lease_id;		/* this node's lease in etcd; 0: none */
 	TimestampTz valid_until;	/* 0: no lease (never registered, or lost) */
 	TimestampTz lapsed_at;		/* when this node last saw its lease lapse */
-	bool		ever_held;		/* registered since the server started */
-	bool		synced;			/* the local copy read etcd since then */
+	TimestampTz registered_at;	/* its last registration, with a new lease (0: none) */
+	int			registrations;	/* since the server started */
+	TimestampTz synced_from;	/* the local copy read etcd from this time on */
 	TimestampTz etcd_ok_at;		/* this node's last etcd request that worked */
 	TimestampTz peer_ok_at;		/* last report of a peer that reaches etcd */
 	TimestampTz peer_down_at;	/* ... and of one that does not */
@@ -80,10 +87,12 @@ MqClusterLeaseShmemInit(void)
 /*
  * The cluster worker: the lease it holds (lease_id) is good until
  * valid_until (the time its grant or keepalive was sent, plus the TTL), or
- * 0: it has none.
+ * 0: it has none.  registered: it has just registered with a new lease
+ * (not renewed one), so this node leads nothing until its local copy is
+ * read again.
  */
 void
-MqClusterSetLease(int64 lease_id, TimestampTz valid_until)
+MqClusterSetLease(int64 lease_id, TimestampTz valid_until, bool registered)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -94,8 +103,11 @@ MqClusterSetLease(int64 lease_id, TimestampTz valid_until)
 	else if (lease_shared->valid_until != 0 && lease_shared->valid_until <= now)
 		lease_shared->lapsed_at = Max(lease_shared->lapsed_at, lease_shared->valid_until);
 	lease_shared->valid_until = valid_until;
-	if (valid_until != 0)
-		lease_shared->ever_held = true;
+	if (registered)
+	{
+		lease_shared->registered_at = now;
+		lease_shared->registrations++;
+	}
 	SpinLockRelease(&lease_shared->mutex);
 }
 
@@ -124,12 +136,15 @@ MqClusterEtcdReached(void)
 	return at != 0 && !TimestampDifferenceExceeds(at, GetCurrentTimestamp(), MQ_ETCD_REACHED_MS);
 }
 
-/* the sync worker: the local copy has been read from etcd since start */
+/*
+ * The sync worker: the local copy now holds what etcd held when a round
+ * that began at read_from read it.
+ */
 void
-MqClusterNoteSynced(void)
+MqClusterNoteSynced(TimestampTz read_from)
 {
 	SpinLockAcquire(&lease_shared->mutex);
-	lease_shared->synced = true;
+	lease_shared->synced_from = Max(lease_shared->synced_from, read_from);
 	SpinLockRelease(&lease_shared->mutex);
 }
 
@@ -191,8 +206,10 @@ MqClusterLeaderFence(void)
 	if (lease_shared == NULL || !MqClusterEnabled())
 		return NULL;
 	SpinLockAcquire(&lease_shared->mutex);
-	if (!lease_shared->ever_held || !lease_shared->synced)
-		why = "This node has not registered in etcd and read the cluster's metadata since it started.";
+	if (lease_shared->registered_at == 0 || lease_shared->synced_from < lease_shared->registered_at)
+		why = lease_shared->registrations <= 1 ?
+			"This node has not registered in etcd and read the cluster's metadata since it started." :
+			"This node registered in etcd again after its lease lapsed, and has not read the cluster's metadata since: another leader may have been elected meanwhile.";
 	else if (lease_shared->valid_until <= now)
 	{
 		TimestampTz since = lease_shared->valid_until != 0 ?

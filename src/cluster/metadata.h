@@ -58,11 +58,11 @@ extern List *MqClusterSharedNodes(void);
 /* may this node lead: its lease, and what followers say of etcd (lease.c) */
 extern Size MqClusterLeaseShmemSize(void);
 extern void MqClusterLeaseShmemInit(void);
-extern void MqClusterSetLease(int64 lease_id, TimestampTz valid_until);
+extern void MqClusterSetLease(int64 lease_id, TimestampTz valid_until, bool registered);
 extern int64 MqClusterCurrentLease(void);
 extern void MqClusterNoteEtcdOk(void);
 extern bool MqClusterEtcdReached(void);
-extern void MqClusterNoteSynced(void);
+extern void MqClusterNoteSynced(TimestampTz read_from);
 extern bool MqClusterLeaseHeld(void);
 extern void MqClusterNotePeer(bool peer_reaches_etcd);
 extern const char *MqClusterLeaderFence(void);

@@ -261,7 +261,9 @@ typedef struct Part
 	char		topic[NAMEDATALEN];
 	char		uuid[64];		/* mqlog.replicated_topic: the topic's identity */
 	bool		followed;		/* seen in the last refresh */
-	bool		fresh;			/* followed since the last copy */
+	bool		fresh;			/* not yet truncated to this leader's log:
+								 * nothing is written, copied or reported for
+								 * it until it is */
 	int64		leo;			/* the local log end offset */
 	List	   *pending;		/* Pending *, in offset order */
 	TimestampTz waiting_since;	/* when the head began to wait */
@@ -754,11 +756,27 @@ report_progress(void)
 	foreach(plc, part_list)
 	{
 		Part	   *p = lfirst(plc);
-		const char *sep = foreach_current_index(plc) == 0 ? "{" : ",";
+		const char *sep = tids.len == 0 ? "{" : ",";
 
+		/*
+		 * Not yet truncated to this leader's log: its log end may count
+		 * records the leader does not hold, and a high watermark taken for
+		 * it would let readers, and commits waiting here from an earlier
+		 * leadership, pass them.
+		 */
+		if (p->fresh)
+			continue;
 		appendStringInfo(&tids, "%s%d", sep, p->key.leader_topic_id);
 		appendStringInfo(&nums, "%s%d", sep, p->key.partition);
 		appendStringInfo(&leos, "%s" INT64_FORMAT, sep, p->leo);
+	}
+	if (tids.len == 0)
+	{
+		last_report = GetCurrentTimestamp();
+		pfree(tids.data);
+		pfree(nums.data);
+		pfree(leos.data);
+		return;
 	}
 	appendStringInfoChar(&tids, '}');
 	appendStringInfoChar(&nums, '}');
@@ -832,7 +850,7 @@ head_ready(Part *p)
 {
 	Pending    *b;
 
-	if (p->pending == NIL)
+	if (p->pending == NIL || p->fresh)
 		return false;
 	b = linitial(p->pending);
 	return b->base == p->leo && b->bytes.len == (int) b->length && (b->committed || b->aborted);
@@ -956,6 +974,8 @@ apply_ready(void)
 	foreach(plc, part_list)
 	{
 		p = lfirst(plc);
+		if (p->fresh)
+			continue;			/* truncated first (the refresh retries it) */
 		if (p->pending == NIL)
 		{
 			/*

@@ -222,7 +222,7 @@ static void
 registered(int64 lease, const char *key, TimestampTz now)
 {
 	my_lease = lease;
-	MqClusterSetLease(my_lease, TimestampTzPlusMilliseconds(now, granted_ttl * 1000));
+	MqClusterSetLease(my_lease, TimestampTzPlusMilliseconds(now, granted_ttl * 1000), true);
 	next_keepalive = TimestampTzPlusMilliseconds(now, granted_ttl * 1000 / 3);
 	last_clash_logged = 0;
 	ereport(LOG,
@@ -295,7 +295,7 @@ cluster_round(void)
 		if (MqEtcdLeaseKeepAlive(my_lease))
 		{
 			/* the lease's own TTL: a reloaded mqlog.etcd_lease_ttl is the next lease's */
-			MqClusterSetLease(my_lease, TimestampTzPlusMilliseconds(now, granted_ttl * 1000));
+			MqClusterSetLease(my_lease, TimestampTzPlusMilliseconds(now, granted_ttl * 1000), false);
 			next_keepalive = TimestampTzPlusMilliseconds(now, granted_ttl * 1000 / 3);
 		}
 		else
@@ -304,7 +304,7 @@ cluster_round(void)
 					(errmsg("mqlog cluster: the lease of node \"%s\" has expired; registering again",
 							mqlog_node_name)));
 			my_lease = 0;
-			MqClusterSetLease(0, 0);
+			MqClusterSetLease(0, 0, false);
 			next_register = now;
 			try_register(now);
 		}
@@ -392,7 +392,7 @@ mqlog_cluster_main(Datum main_arg)
 	/* a clean stop: leave the cluster now rather than a TTL later */
 	if (my_lease != 0)
 	{
-		MqClusterSetLease(0, 0);
+		MqClusterSetLease(0, 0, false);
 		PG_TRY();
 		{
 			MqEtcdLeaseRevoke(my_lease);
@@ -886,8 +886,12 @@ sync_round(void)
 		if (et == NULL || strcmp(et->meta->uuid, lt->uuid) != 0)
 			run_unit(UNIT_DROP, NULL, lt, NIL);
 	}
-	/* the local copy is as fresh as etcd: this node may lead what it says */
-	MqClusterNoteSynced();
+	/*
+	 * The local copy is as fresh as etcd was when this round began (now,
+	 * taken before its reads): this node may lead what it says, if it
+	 * registered before then.
+	 */
+	MqClusterNoteSynced(now);
 	MqIsrRound();
 }
 

@@ -9,6 +9,12 @@
 #   MqCluster::etcdctl($etcd, 'get', '--prefix', '/mqlog/');
 #   MqCluster::stop_etcd($etcd);
 #
+#   my $px = MqCluster::start_proxy($etcd);           # a TCP proxy to etcd
+#   MqCluster::new_node('n1', $etcd, endpoints => $px->{url});
+#   MqCluster::stop_proxy($px); MqCluster::restart_proxy($px);   # cut, heal
+#   my $pid = MqCluster::fork_child(sub { ... });     # a helper process
+#   my @pids = MqCluster::freeze_node($n1); MqCluster::thaw(@pids);
+#
 # Settings: mqlog.cluster_name is 'test' unless given; the cluster
 # database is 'postgres'.
 package MqCluster;
@@ -16,6 +22,8 @@ package MqCluster;
 use strict;
 use warnings;
 
+use IO::Select;
+use IO::Socket::INET;
 use IPC::Run;
 use POSIX ":sys_wait_h";
 use PostgreSQL::Test::Cluster;
@@ -25,8 +33,9 @@ use Time::HiRes qw(usleep time);
 
 our $CLUSTER_NAME = 'test';
 
-# etcd processes started here and not stopped yet: a test that dies midway
-# still stops them (END below), so no etcd outlives its test
+# etcd, proxy and helper processes started here and not stopped yet: a
+# test that dies midway still stops them (END below), so none outlives its
+# test
 my %spawned;
 
 # Poll $cond (a sub returning true when done) every 100 ms for at most
@@ -122,6 +131,199 @@ sub restart_etcd
 	my ($etcd) = @_;
 	stop_etcd($etcd);
 	return _spawn_etcd($etcd);
+}
+
+# --- a TCP proxy between nodes and etcd ---------------------------------------
+#
+# One process, listening on a loopback port of its own and forwarding each
+# connection to etcd's client port, byte for byte.  A node whose
+# mqlog.etcd_endpoints names the proxy reaches etcd through it alone, so
+# stopping the proxy (SIGKILL: every connection of it is reset, new ones
+# are refused) cuts that node off from etcd while the others still reach
+# it; restart_proxy listens on the same port again.
+
+sub _proxy_loop
+{
+	my ($listen, $target_port) = @_;
+	my $sel = IO::Select->new($listen);
+	my %peer;					# socket -> the socket it forwards to
+
+	$SIG{PIPE} = 'IGNORE';
+	for (;;)
+	{
+		foreach my $s ($sel->can_read(1))
+		{
+			if ($s == $listen)
+			{
+				my $c = $listen->accept or next;
+				my $u = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $target_port,
+											  Proto => 'tcp');
+				if (!$u)
+				{
+					close($c);
+					next;
+				}
+				$peer{$c} = $u;
+				$peer{$u} = $c;
+				$sel->add($c, $u);
+				next;
+			}
+			my $o = $peer{$s} or next;
+			my $buf;
+			my $n = sysread($s, $buf, 65536);
+			my $ok = defined $n && $n > 0;
+			my $off = 0;
+			while ($ok && $off < $n)
+			{
+				my $w = syswrite($o, $buf, $n - $off, $off);
+				$ok = defined $w;
+				$off += $w if $ok;
+			}
+			next if $ok;
+			$sel->remove($s, $o);
+			delete @peer{ $s, $o };
+			close($s);
+			close($o);
+		}
+	}
+}
+
+sub _spawn_proxy
+{
+	my ($proxy) = @_;
+	my $listen;
+	# the port may still hold connections of the last run in TIME_WAIT
+	wait_until(sub {
+		$listen = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $proxy->{port},
+										Proto => 'tcp', Listen => 64, ReuseAddr => 1);
+		return defined $listen;
+	}, 10) or die "proxy: cannot listen on port $proxy->{port}: $!";
+	my $pid = fork();
+	die "fork: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		eval { _proxy_loop($listen, $proxy->{target_port}); };
+		POSIX::_exit(0);
+	}
+	close($listen);				# the child listens; the port is bound already
+	$proxy->{pid} = $pid;
+	$spawned{$pid} = 1;
+	note "etcd proxy pid $pid at $proxy->{url}";
+	return $proxy;
+}
+
+# A proxy to $etcd on a free loopback port; returns {pid, port, url, target_port}.
+sub start_proxy
+{
+	my ($etcd) = @_;
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	return _spawn_proxy({
+		port => $port,
+		url => "http://127.0.0.1:$port",
+		target_port => $etcd->{port},
+	});
+}
+
+# Kill the proxy (by its pid) and wait for it: its node is cut off.
+sub stop_proxy
+{
+	my ($proxy) = @_;
+	return unless $proxy->{pid};
+	kill 'KILL', $proxy->{pid};
+	waitpid($proxy->{pid}, 0);
+	delete $spawned{ $proxy->{pid} };
+	delete $proxy->{pid};
+}
+
+# Start it again on the same port.
+sub restart_proxy
+{
+	my ($proxy) = @_;
+	stop_proxy($proxy);
+	return _spawn_proxy($proxy);
+}
+
+# --- helper processes --------------------------------------------------------
+
+# Run $code in a child process (which ends with POSIX::_exit, running none
+# of the test's END blocks: it must not stop the nodes); returns its pid.
+# Stopped by the END block below if the test does not stop it first.
+sub fork_child
+{
+	my ($code) = @_;
+	my $pid = fork();
+	die "fork: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		my $rc = eval { $code->(); 1 } ? 0 : 1;
+		print STDERR "child $$: $@" if $rc;
+		POSIX::_exit($rc);
+	}
+	$spawned{$pid} = 1;
+	return $pid;
+}
+
+# Wait up to $timeout seconds for a child of fork_child to end, then kill
+# it; returns its exit status (or -1 if it had to be killed).
+sub wait_child
+{
+	my ($pid, $timeout) = @_;
+	my $end = time() + ($timeout // 60);
+	my $status = -1;
+	while (time() < $end)
+	{
+		if (waitpid($pid, WNOHANG) == $pid)
+		{
+			$status = $? >> 8;
+			delete $spawned{$pid};
+			return $status;
+		}
+		usleep(50_000);
+	}
+	kill 'KILL', $pid;
+	waitpid($pid, 0);
+	delete $spawned{$pid};
+	return -1;
+}
+
+# --- freezing a node -----------------------------------------------------------
+
+# the pids whose parent is $ppid
+sub _children_of
+{
+	my ($ppid) = @_;
+	my @kids;
+	opendir(my $d, '/proc') or die "/proc: $!";
+	foreach my $pid (grep { /^\d+$/ } readdir($d))
+	{
+		open(my $f, '<', "/proc/$pid/stat") or next;
+		my $stat = <$f>;
+		close($f);
+		# pid (comm) state ppid ...; comm may hold spaces and parentheses
+		push @kids, $pid if defined $stat && $stat =~ /\)\s+\S+\s+(\d+)/ && $1 == $ppid;
+	}
+	closedir($d);
+	return @kids;
+}
+
+# SIGSTOP a running node: its postmaster first (so that it starts nothing
+# new), then every process it started.  Returns the pids, for thaw.
+sub freeze_node
+{
+	my ($node) = @_;
+	my $pm = $node->{_pid} or die "node " . $node->name . " is not running";
+	kill 'STOP', $pm;
+	my @kids = _children_of($pm);
+	kill 'STOP', @kids;
+	return ($pm, @kids);
+}
+
+# SIGCONT what freeze_node stopped: the children, then the postmaster.
+sub thaw
+{
+	my ($pm, @kids) = @_;
+	kill 'CONT', @kids;
+	kill 'CONT', $pm;
 }
 
 # A new node, initialized and configured (not started).  Options:
