@@ -68,7 +68,7 @@ SELECT has_function('mq_alter_topic', ARRAY['text', 'jsonb']);
 SELECT has_function('mq_add_partitions', ARRAY['text', 'integer']);
 SELECT has_function('mq_drop_topic', ARRAY['text']);
 SELECT has_function('mq_produce', ARRAY['text', 'bytea', 'bytea', 'mqlog.header[]', 'integer', 'timestamptz']);
-SELECT has_function('mq_produce_batch', ARRAY['text', 'bytea[]', 'bytea[]', 'jsonb', 'integer', 'timestamptz[]']);
+SELECT has_function('mq_produce_batch', ARRAY['text', 'bytea[]', 'bytea[]', 'jsonb', 'integer', 'timestamp with time zone[]']);
 SELECT has_function('mq_fetch', ARRAY['text', 'integer', 'bigint', 'integer', 'integer']);
 SELECT has_function('mq_offsets_for_times', ARRAY['text', 'timestamptz']);
 SELECT has_function('mq_earliest_offset', ARRAY['text', 'integer']);
@@ -85,7 +85,7 @@ SELECT function_returns('mq_add_partitions', ARRAY['text', 'integer'], 'void');
 SELECT function_returns('mq_drop_topic', ARRAY['text'], 'void');
 SELECT function_returns('mq_produce', ARRAY['text', 'bytea', 'bytea', 'mqlog.header[]', 'integer', 'timestamp with time zone'],
                         'mqlog.produce_result');
-SELECT function_returns('mq_produce_batch', ARRAY['text', 'bytea[]', 'bytea[]', 'jsonb', 'integer', 'timestamptz[]'],
+SELECT function_returns('mq_produce_batch', ARRAY['text', 'bytea[]', 'bytea[]', 'jsonb', 'integer', 'timestamp with time zone[]'],
                         'setof mqlog.batch_result');
 SELECT function_returns('mq_fetch', ARRAY['text', 'integer', 'bigint', 'integer', 'integer'], 'setof mqlog.record');
 SELECT function_returns('mq_offsets_for_times', ARRAY['text', 'timestamp with time zone'], 'setof record');
