@@ -102,6 +102,17 @@ struct MqPartition
 	int			mover_pid;		/* the backend moving the leader, or 0 */
 	int			nfollowers;
 	MqFollowerProgress followers[MQ_MAX_FOLLOWERS];
+
+	/*
+	 * The in-sync replicas as this leader's ISR round last decided them
+	 * (workers/isr.c), at leader epoch isr_epoch (nisr 0: none yet): set
+	 * before an expansion goes to etcd and after a shrink did, so that the
+	 * high watermark never counts fewer replicas than etcd may list, however
+	 * old the computing backend's topic cache is (Kafka's "maximal ISR").
+	 */
+	int32		isr_epoch;
+	int			nisr;
+	char		isr[MQ_MAX_REPLICATION_FACTOR][NAMEDATALEN];
 };
 
 typedef struct MqInflight
@@ -883,16 +894,23 @@ int64
 MqPartitionUpdateHighWatermark(MqPartition *part, const MqReplicaInfo *ri, int min_isr)
 {
 	int64		candidate;
-	bool		known = ri->nisr >= min_isr && ri->leader != NULL;
+	bool		known;
+	bool		shared;
+	int			nisr;
 
 	LWLockAcquire(&part->lock, LW_SHARED);
+	/* the ISR round's own view, when it is of this leadership (see above) */
+	shared = part->nisr > 0 && part->isr_epoch == ri->leader_epoch;
+	nisr = shared ? part->nisr : ri->nisr;
+	known = nisr >= min_isr && ri->leader != NULL;
 	candidate = part->next_offset;
-	for (int i = 0; known && i < ri->nisr; i++)
+	for (int i = 0; known && i < nisr; i++)
 	{
-		bool		found = strcmp(ri->isr[i], ri->leader) == 0;
+		const char *member = shared ? part->isr[i] : ri->isr[i];
+		bool		found = strcmp(member, ri->leader) == 0;
 
 		for (int f = 0; !found && f < part->nfollowers; f++)
-			if (strcmp(part->followers[f].node, ri->isr[i]) == 0 &&
+			if (strcmp(part->followers[f].node, member) == 0 &&
 				part->followers[f].epoch == ri->leader_epoch)
 			{
 				candidate = Min(candidate, part->followers[f].leo);
@@ -904,6 +922,24 @@ MqPartitionUpdateHighWatermark(MqPartition *part, const MqReplicaInfo *ri, int m
 	if (known)
 		return MqPartitionAdvanceHighWatermark(part, candidate);
 	return (int64) pg_atomic_read_u64(&part->high_watermark);
+}
+
+/*
+ * The leader's ISR round: the in-sync replicas (char *) of the partition at
+ * leader epoch epoch, as the high watermark is to count them from now on.
+ */
+void
+MqPartitionSetIsr(MqPartition *part, int32 epoch, List *names)
+{
+	ListCell   *lc;
+
+	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+	part->isr_epoch = epoch;
+	part->nisr = 0;
+	foreach(lc, names)
+		if (part->nisr < MQ_MAX_REPLICATION_FACTOR)
+			strlcpy(part->isr[part->nisr++], lfirst(lc), NAMEDATALEN);
+	LWLockRelease(&part->lock);
 }
 
 /*

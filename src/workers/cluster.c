@@ -728,6 +728,13 @@ unit_work(void *arg)
  * One topic's work in a transaction of its own: an error (a lock, a name
  * clash) is logged and the other topics go on.
  */
+/*
+ * A refresh of this round failed: the local copy of who leads what may be
+ * older than etcd, so the round does not count as a read (lease.c).  The
+ * other units leave no partition led here that etcd says another leads.
+ */
+static bool unit_failed;
+
 static void
 run_unit(UnitKind kind, EtcdTopic *et, LocalTopic *lt, List *changed)
 {
@@ -735,8 +742,12 @@ run_unit(UnitKind kind, EtcdTopic *et, LocalTopic *lt, List *changed)
 	ErrorData  *e;
 
 	if (!MqWorkerRunInTransaction(unit_work, &u, &e))
+	{
+		if (kind == UNIT_REFRESH)
+			unit_failed = true;
 		retry_log(&unit_rl, psprintf("mqlog cluster sync: topic \"%s\"",
 									 et ? et->meta->name : lt->name), e);
+	}
 }
 
 /* did this server (same name, same system identifier) write the topic? */
@@ -823,6 +834,7 @@ sync_round(void)
 	ensure_apply_workers();
 	MqCheckpointHighWatermarks();
 	/* etcd first: a topic is in etcd before it commits locally anywhere */
+	unit_failed = false;
 	etcd_topics = read_etcd_topics();
 	local_topics = read_local_topics();
 
@@ -891,7 +903,8 @@ sync_round(void)
 	 * taken before its reads): this node may lead what it says, if it
 	 * registered before then.
 	 */
-	MqClusterNoteSynced(now);
+	if (!unit_failed)
+		MqClusterNoteSynced(now);
 	MqIsrRound();
 }
 

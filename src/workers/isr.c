@@ -141,6 +141,7 @@ maintain_one(int32 topic_id, const char *name, int32 partition, int64 lag_ms, Ti
 	MqPartitionMeta *meta;
 	List	   *isr;
 	int64		rev;
+	MqPartition *part;
 
 	if (topic == NULL || partition >= topic->partitions || !MqTopicLeadsHere(topic, partition))
 		return false;
@@ -151,14 +152,35 @@ maintain_one(int32 topic_id, const char *name, int32 partition, int64 lag_ms, Ti
 		return false;			/* etcd moved the leader: the sync catches up */
 	isr = wanted_isr(topic, partition, meta, lag_ms, now,
 					 leading_since(topic_id, partition, meta->leader_epoch, now));
+	part = MqTopicPartition(topic, partition);
 	if (same_names(isr, meta->isr))
+	{
+		/* what etcd says, for the high watermark */
+		MqPartitionSetIsr(part, meta->leader_epoch, meta->isr);
 		return false;
+	}
 	{
 		char	   *from = MqClusterNamesText(meta->isr);
+		List	   *was = meta->isr;
+		List	   *both = list_copy(was);
+		ListCell   *lc;
 
+		/*
+		 * The high watermark counts a joining replica before etcd lists it,
+		 * and a leaving one until etcd no longer does: never fewer than etcd
+		 * may list, whoever reads etcd meanwhile (a coordinator electing).
+		 */
+		foreach(lc, isr)
+			if (!MqClusterNameListed(both, lfirst(lc)))
+				both = lappend(both, lfirst(lc));
+		MqPartitionSetIsr(part, meta->leader_epoch, both);
 		meta->isr = isr;
 		if (!MqEtcdPutIfModRevision(key, MqPartitionMetaJson(meta), kv.mod_revision, 0, &rev))
+		{
+			MqPartitionSetIsr(part, meta->leader_epoch, was);
 			return false;		/* someone else wrote it first: next round */
+		}
+		MqPartitionSetIsr(part, meta->leader_epoch, isr);
 		ereport(LOG,
 				(errmsg("mqlog: in-sync replicas of partition %d of topic \"%s\" changed from %s to %s",
 						partition, name, from, MqClusterNamesText(isr))));
