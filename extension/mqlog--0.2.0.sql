@@ -1466,8 +1466,9 @@ BEGIN
     END LOOP;
     IF holder.relid IS NOT NULL THEN
         IF NOT mqlog._cut_segment(topic_id, part, holder.relid, new_end) THEN
-            RAISE EXCEPTION 'no batch of partition % of topic "%" starts at offset %', part, tname, new_end
-                USING ERRCODE = 'data_corrupted';
+            RAISE EXCEPTION 'a batch of partition % of topic "%" spans offset %, where its log must end', part, tname, new_end
+                USING ERRCODE = 'data_corrupted',
+                      DETAIL = 'The leader''s log and this one agree below that offset, so a batch of this log cannot span it.';
         END IF;
         SELECT * INTO st FROM mqlog.segment_stats(holder.relid);
         UPDATE mqlog.segment s SET sealed = true, sealed_at = coalesce(s.sealed_at, now()), next_offset = new_end,

@@ -347,3 +347,22 @@ SELECT count(*) FROM pg_class c
 ALTER SYSTEM RESET mqlog.maintenance_naptime;
 ALTER SYSTEM RESET mqlog.roll_ahead;
 SELECT pg_reload_conf();
+
+-- A follower's log end moved (mqlog._move_log_end, after a failover): to a
+-- segment boundary, inside a sealed segment, and past the end (a restart at
+-- the leader's log start); what is left reads and verifies clean.
+SELECT mq_create_topic('lc_move', 1);
+SELECT count(*) FROM generate_series(1, 3) i, LATERAL mq_produce('lc_move', convert_to('m' || i, 'UTF8'));
+SELECT mqlog._roll_segment(topic_id, 0) FROM mqlog.topic WHERE name = 'lc_move';
+SELECT count(*) FROM generate_series(4, 6) i, LATERAL mq_produce('lc_move', convert_to('m' || i, 'UTF8'));
+SELECT mqlog._move_log_end(topic_id, 0, 3) FROM mqlog.topic WHERE name = 'lc_move';
+SELECT "offset", convert_from(value, 'UTF8') FROM mq_fetch('lc_move', 0, 0);
+SELECT count(*) FROM mq_produce('lc_move', 'after');
+SELECT mqlog._move_log_end(topic_id, 0, 1) FROM mqlog.topic WHERE name = 'lc_move';
+SELECT "offset", convert_from(value, 'UTF8') FROM mq_fetch('lc_move', 0, 0);
+SELECT mqlog._move_log_end(topic_id, 0, 10) FROM mqlog.topic WHERE name = 'lc_move';
+SELECT mq_earliest_offset('lc_move', 0), high_watermark FROM mqlog.partitions WHERE topic = 'lc_move';
+SELECT count(*) FROM mq_produce('lc_move', 'at ten');
+SELECT "offset", convert_from(value, 'UTF8') FROM mq_fetch('lc_move', 0, 10);
+SELECT bool_and(ok) FROM mq_verify('lc_move');
+SELECT mq_drop_topic('lc_move');

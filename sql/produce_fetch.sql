@@ -279,3 +279,10 @@ SELECT mq_alter_topic('pf_ts', '{"message.timestamp.type": "LogAppendTime"}');
 SELECT * FROM mq_produce_batch('pf_ts', ARRAY['t4']::bytea[], timestamps => ARRAY['2000-01-01 00:00:00+00']::timestamptz[]);
 SELECT "offset", ts > now() - interval '1 hour' AS now FROM mq_fetch('pf_ts', 0, 3);
 SELECT mq_drop_topic('pf_ts');
+
+-- a timestamp a batch cannot carry is refused before anything is written
+SELECT mq_create_topic('pf_inf');
+SELECT * FROM mq_produce('pf_inf', 'x', ts => 'infinity');
+SELECT * FROM mq_produce_batch('pf_inf', ARRAY['x', 'y']::bytea[], timestamps => ARRAY[now(), '-infinity']::timestamptz[]);
+SELECT high_watermark FROM mqlog.partitions WHERE topic = 'pf_inf';
+SELECT mq_drop_topic('pf_inf');

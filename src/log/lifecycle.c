@@ -183,8 +183,8 @@ mqlog_truncate_finish(PG_FUNCTION_ARGS)
 
 /*
  * mqlog._cut_segment(topic_id, partition, relid, offset): cut the segment
- * at the batch that starts at offset (AccessExclusiveLock, within the
- * caller's lock_timeout); false when no batch starts there.
+ * so that it holds nothing at or past offset (AccessExclusiveLock, within
+ * the caller's lock_timeout); false when a batch spans offset.
  */
 Datum
 mqlog_cut_segment(PG_FUNCTION_ARGS)
@@ -411,6 +411,13 @@ rewrite_batch(MqRecord *recs, int n, MqBatchHeader *hdr, void *arg)
 		resetStringInfo(&st->buf);
 		MqBatchBuild(&st->buf, keep, nkeep, GetCurrentTransactionId(),
 					 hdr->attributes & (MQ_ATTR_CODEC_MASK | MQ_ATTR_LOG_APPEND_TIME), true);
+		/*
+		 * The leader epoch the batch was written in, as Kafka's cleaner
+		 * keeps it: truncation after a failover reads epochs from the log
+		 * (log/epochs.c), and they must never go down along it.  (Outside
+		 * the CRC, like all of Kafka's first 17 bytes but the magic.)
+		 */
+		MqBatchSetEpoch(st->buf.data, hdr->leader_epoch);
 		MqSegmentAppend(st->target, st->topic->topic_id, st->partition, st->lpos,
 						st->buf.data, st->buf.len, -1, XLMQ_COMPACTION);
 		st->lpos += st->buf.len;

@@ -92,6 +92,12 @@ record_timestamp(MqTopic *topic, bool ts_null, TimestampTz ts, TimestampTz now)
 {
 	if (topic->log_append_time || ts_null)
 		return now;
+	/* what a batch cannot carry would make the partition unreadable */
+	if (TIMESTAMP_NOT_FINITE(ts) || ts < MIN_TIMESTAMP || ts >= END_TIMESTAMP)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("record timestamp out of range"),
+				 errdetail("A record's timestamp must be a finite time that timestamptz can hold.")));
 	return ts;
 }
 

@@ -592,10 +592,13 @@ MqSegmentRepairTail(Relation rel, MqSegmentTail *tail)
 }
 
 /*
- * Cut the segment at the batch that starts at offset, keeping what is
- * before it (a follower truncating to its leader's log after a failover):
- * false, changing nothing, when no batch starts there.  As for a torn
- * tail, the caller holds AccessExclusiveLock on the segment.
+ * Cut the segment so that it holds no batch at or past offset (a follower
+ * truncating to its leader's log after a failover): everything from the
+ * first batch that ends after offset goes.  False, changing nothing, when
+ * that batch begins below offset: it straddles the point, which two logs
+ * that agree below it cannot have.  A segment that already ends at or
+ * before offset is left as it is.  As for a torn tail, the caller holds
+ * AccessExclusiveLock on the segment.
  */
 bool
 MqSegmentCutAt(Relation rel, int64 offset)
@@ -609,17 +612,19 @@ MqSegmentCutAt(Relation rel, int64 offset)
 	MqReaderSeek(&reader, offset);
 	while (MqReaderNextHeader(&reader, &hdr))
 	{
-		if (hdr.base_offset >= offset)
+		if (MqBatchNextOffset(&hdr) > offset)
 		{
-			found = hdr.base_offset == offset;
+			found = true;
 			tail.end_lpos = reader.batch_lpos;
 			break;
 		}
 	}
 	MqReaderEnd(&reader);
 	if (!found)
+		return true;			/* nothing at or past offset */
+	if (hdr.base_offset < offset)
 		return false;
-	tail.next_offset = offset;
+	tail.next_offset = hdr.base_offset;
 	tail.torn_lpos = tail.end_lpos;
 	MqSegmentRepairTail(rel, &tail);
 	return true;
