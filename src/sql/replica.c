@@ -107,8 +107,10 @@ mqlog_replica_mark(PG_FUNCTION_ARGS)
 
 /*
  * mqlog._replica_progress(node, topic_ids, partitions, log_end_offsets,
- * etcd_reached): a follower's log end offsets, by the leader's topic ids,
- * and whether it reached etcd a moment ago (cluster/lease.c); returns each
+ * epochs, etcd_reached): a follower's log end offsets, by the leader's
+ * topic ids, each under the leader epoch it follows (a partition of another
+ * epoch than this leader's is left out of the answer), and whether it
+ * reached etcd a moment ago (cluster/lease.c); returns each
  * partition's high watermark, which the follower's readers stop at, and
  * the leader's last stable offset, below which the follower can copy what
  * its stream did not carry.
@@ -120,24 +122,27 @@ mqlog_replica_progress(PG_FUNCTION_ARGS)
 	ArrayType  *tids = PG_GETARG_ARRAYTYPE_P(1);
 	ArrayType  *parts = PG_GETARG_ARRAYTYPE_P(2);
 	ArrayType  *leos = PG_GETARG_ARRAYTYPE_P(3);
+	ArrayType  *epochs = PG_GETARG_ARRAYTYPE_P(4);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int			n = ArrayGetNItems(ARR_NDIM(tids), ARR_DIMS(tids));
 
 	/* whether the follower reaches etcd: a leader cut off from it fences itself */
-	MqClusterNotePeer(PG_GETARG_BOOL(4));
+	MqClusterNotePeer(PG_GETARG_BOOL(5));
 
-	if (ARR_HASNULL(tids) || ARR_HASNULL(parts) || ARR_HASNULL(leos) ||
+	if (ARR_HASNULL(tids) || ARR_HASNULL(parts) || ARR_HASNULL(leos) || ARR_HASNULL(epochs) ||
 		ArrayGetNItems(ARR_NDIM(parts), ARR_DIMS(parts)) != n ||
-		ArrayGetNItems(ARR_NDIM(leos), ARR_DIMS(leos)) != n)
+		ArrayGetNItems(ARR_NDIM(leos), ARR_DIMS(leos)) != n ||
+		ArrayGetNItems(ARR_NDIM(epochs), ARR_DIMS(epochs)) != n)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("topic ids, partitions and log end offsets must be arrays of one length without nulls")));
+				 errmsg("topic ids, partitions, log end offsets and epochs must be arrays of one length without nulls")));
 	InitMaterializedSRF(fcinfo, 0);
 	for (int i = 0; i < n; i++)
 	{
 		int32		tid = ((int32 *) ARR_DATA_PTR(tids))[i];
 		int32		partition = ((int32 *) ARR_DATA_PTR(parts))[i];
 		int64		leo = ((int64 *) ARR_DATA_PTR(leos))[i];
+		int32		epoch = ((int32 *) ARR_DATA_PTR(epochs))[i];
 		MqTopic    *topic = MqTopicLookupById(tid);
 		int64		lso,
 					hw,
@@ -147,8 +152,16 @@ mqlog_replica_progress(PG_FUNCTION_ARGS)
 		bool		nulls[4] = {false, false, false, false};
 
 		MqCheckPartition(topic, partition);
-		MqPartitionReportFollower(MqTopicPartition(topic, partition), node, leo,
-								  topic->replicas ? topic->replicas[partition].leader_epoch : 0);
+
+		/*
+		 * A follower of another leadership than this one's (Kafka's
+		 * FENCED_LEADER_EPOCH, KIP-320): its log end may hold what this log
+		 * does not, until it truncates for this epoch; neither side's view
+		 * counts for the other.
+		 */
+		if (topic->replicas == NULL || topic->replicas[partition].leader_epoch != epoch)
+			continue;
+		MqPartitionReportFollower(MqTopicPartition(topic, partition), node, leo, epoch);
 		MqPartitionOffsets(topic, partition, &lso, &hw);
 		MqPartitionLogEnd(topic, partition, &decided, &end);
 		values[0] = Int32GetDatum(tid);

@@ -261,6 +261,7 @@ typedef struct Part
 	char		topic[NAMEDATALEN];
 	char		uuid[64];		/* mqlog.replicated_topic: the topic's identity */
 	bool		followed;		/* seen in the last refresh */
+	int32		leader_epoch;	/* of the leadership followed */
 	bool		fresh;			/* not yet truncated to this leader's log:
 								 * nothing is written, copied or reported for
 								 * it until it is */
@@ -390,7 +391,7 @@ refresh_followed(void)
 		Oid			types[2] = {TEXTOID, TEXTOID};
 
 		/* topics are matched by uuid: a dropped and recreated one is another */
-		if (SPI_execute_with_args("SELECT t.name, r.\"partition\", rt.uuid"
+		if (SPI_execute_with_args("SELECT t.name, r.\"partition\", rt.uuid, r.leader_epoch"
 								  "  FROM mqlog.replica_state r JOIN mqlog.topic t USING (topic_id)"
 								  "  JOIN mqlog.replicated_topic rt USING (topic_id)"
 								  " WHERE r.leader OPERATOR(pg_catalog.=) $1"
@@ -407,6 +408,7 @@ refresh_followed(void)
 		char	   *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
 		int32		partition = atoi(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2));
 		char	   *uuid = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
+		int32		epoch = atoi(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4));
 		PartKey		key;
 		bool		found;
 		int			row = -1;
@@ -439,6 +441,19 @@ refresh_followed(void)
 				part_list = lappend(part_list, p);
 				MemoryContextSwitchTo(old);
 			}
+		}
+		/*
+		 * A new leadership of the same leader (elections in between, or
+		 * missed while this node's copy lagged): what this log holds of the
+		 * old one may not be the leader's any more, so truncate again before
+		 * writing or reporting anything (KIP-101).
+		 */
+		if (p->leader_epoch != epoch)
+		{
+			if (found && !p->fresh)
+				drop_pending(p);
+			p->leader_epoch = epoch;
+			p->fresh = true;
 		}
 		p->followed = true;
 		nfollowed++;
@@ -742,8 +757,9 @@ report_progress(void)
 {
 	StringInfoData tids,
 				nums,
-				leos;
-	const char *params[5];
+				leos,
+				epochs;
+	const char *params[6];
 	PGresult   *res;
 	ListCell   *plc;
 	bool		behind = false;
@@ -753,6 +769,7 @@ report_progress(void)
 	initStringInfo(&tids);
 	initStringInfo(&nums);
 	initStringInfo(&leos);
+	initStringInfo(&epochs);
 	foreach(plc, part_list)
 	{
 		Part	   *p = lfirst(plc);
@@ -769,6 +786,7 @@ report_progress(void)
 		appendStringInfo(&tids, "%s%d", sep, p->key.leader_topic_id);
 		appendStringInfo(&nums, "%s%d", sep, p->key.partition);
 		appendStringInfo(&leos, "%s" INT64_FORMAT, sep, p->leo);
+		appendStringInfo(&epochs, "%s%d", sep, p->leader_epoch);
 	}
 	if (tids.len == 0)
 	{
@@ -776,19 +794,22 @@ report_progress(void)
 		pfree(tids.data);
 		pfree(nums.data);
 		pfree(leos.data);
+		pfree(epochs.data);
 		return;
 	}
 	appendStringInfoChar(&tids, '}');
 	appendStringInfoChar(&nums, '}');
 	appendStringInfoChar(&leos, '}');
+	appendStringInfoChar(&epochs, '}');
 	params[0] = MqClusterNodeName();
 	params[1] = tids.data;
 	params[2] = nums.data;
 	params[3] = leos.data;
-	params[4] = MqClusterEtcdReached() ? "true" : "false";
+	params[4] = epochs.data;
+	params[5] = MqClusterEtcdReached() ? "true" : "false";
 	res = ctl_exec("SELECT topic_id, \"partition\", high_watermark, last_stable_offset"
-				   "  FROM mqlog._replica_progress($1, $2::int[], $3::int[], $4::bigint[], $5::boolean)",
-				   5, params, false);
+				   "  FROM mqlog._replica_progress($1, $2::int[], $3::int[], $4::bigint[], $5::int[], $6::boolean)",
+				   6, params, false);
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	for (int i = 0; i < PQntuples(res); i++)
@@ -814,6 +835,7 @@ report_progress(void)
 	pfree(tids.data);
 	pfree(nums.data);
 	pfree(leos.data);
+	pfree(epochs.data);
 	last_report = GetCurrentTimestamp();
 
 	/*
