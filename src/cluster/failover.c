@@ -43,6 +43,9 @@
 #include "cluster/json.h"
 #include "cluster/metadata.h"
 
+/* elections a round makes stop after this long (the rest: next round) */
+#define MQ_COORDINATOR_ROUND_MS	300
+
 /* a partition left without a leader is logged again at most this often */
 #define MQ_NO_LEADER_LOG_MS		60000
 
@@ -222,6 +225,7 @@ MqClusterCoordinate(int64 lease, List *nodes)
 	char	   *pprefix = MqClusterKey("partitions/");
 	List	   *topics = NIL;
 	ListCell   *lc;
+	TimestampTz started = GetCurrentTimestamp();
 
 	if (lease == 0)
 	{
@@ -245,6 +249,13 @@ MqClusterCoordinate(int64 lease, List *nodes)
 		char	   *slash = strrchr(topic, '/');
 		MqPartitionMeta *p;
 
+		/*
+		 * The round runs in the worker that keeps this node's lease alive:
+		 * a failover of many partitions goes on next round rather than let
+		 * the keepalive wait (an etcd txn per partition).
+		 */
+		if (TimestampDifferenceExceeds(started, GetCurrentTimestamp(), MQ_COORDINATOR_ROUND_MS))
+			break;
 		if (slash == NULL)
 			continue;
 		*slash = '\0';

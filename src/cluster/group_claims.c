@@ -54,11 +54,14 @@ MqClusterClaimGroup(const char *group, int64 lease)
 		{
 			char	   *node = MqJsonTryString(kv.value, "node");
 
-			if (node != NULL && strcmp(node, mqlog_node_name) == 0 && kv.lease == lease)
-				return NULL;
 			if (node != NULL && strcmp(node, mqlog_node_name) != 0)
 				return node;
-			/* ours under an earlier lease: that lease is ending; take it anew */
+
+			/*
+			 * Ours (under this lease, or an earlier one that is ending):
+			 * written again, so that a release that saw the group idle a
+			 * moment ago (compared with the revision it read) fails.
+			 */
 			if (MqEtcdPutIfModRevision(key, kv.value, kv.mod_revision, lease, NULL))
 				return NULL;
 			continue;
@@ -69,7 +72,12 @@ MqClusterClaimGroup(const char *group, int64 lease)
 		if (MqEtcdTxnCommit(txn, NULL))
 			return NULL;
 	}
-	return pstrdup("(changing)");
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not claim consumer group \"%s\" in etcd", group),
+			 errdetail("Its key changed under every attempt."),
+			 errhint("Poll again.")));
+	return NULL;				/* keep the compiler quiet */
 }
 
 /* claims seen idle in the previous round (keys, in TopMemoryContext) */
@@ -83,16 +91,40 @@ static List *idle_before = NIL;
  * is in the registry a moment later, well within a round.
  */
 void
-MqClusterReleaseGroups(int64 lease, List *active_groups)
+MqClusterReleaseGroups(int64 lease, List *(*groups_with_members) (void))
 {
 	char	   *prefix = MqClusterKey("groups/");
 	List	   *idle_now = NIL;
+	List	   *claims;
+	List	   *active_groups;
 	ListCell   *lc;
 	MemoryContext old;
 
 	if (lease == 0)
 		return;
-	foreach(lc, MqEtcdRange(prefix, NULL))
+	/* the claims first: a group joined since is active in the list after */
+	claims = MqEtcdRange(prefix, NULL);
+	active_groups = groups_with_members();
+	foreach(lc, active_groups)
+	{
+		/* a group with members here whose claim is gone: claim it again */
+		ListCell   *c;
+		bool		held = false;
+
+		foreach(c, claims)
+			held |= strcmp(((MqEtcdKv *) lfirst(c))->key + strlen(prefix), lfirst(lc)) == 0;
+		if (!held)
+		{
+			char	   *holder = MqClusterClaimGroup(lfirst(lc), lease);
+
+			if (holder != NULL)
+				ereport(WARNING,
+						(errmsg("mqlog cluster: consumer group \"%s\" has members on this node, but node \"%s\" claims it",
+								(char *) lfirst(lc), holder),
+						 errhint("Its members here should leave; the group runs on node \"%s\".", holder)));
+		}
+	}
+	foreach(lc, claims)
 	{
 		MqEtcdKv   *kv = lfirst(lc);
 		const char *group = kv->key + strlen(prefix);

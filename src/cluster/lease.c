@@ -215,8 +215,12 @@ MqClusterLeaderFence(void)
 		TimestampTz since = lease_shared->valid_until != 0 ?
 			Max(lease_shared->lapsed_at, lease_shared->valid_until) : lease_shared->lapsed_at;
 
-		/* etcd gone for everyone: the failsafe */
-		if (!(lease_shared->peer_down_at > since && lease_shared->peer_ok_at <= since))
+		/*
+		 * etcd gone for everyone: the failsafe.  Not when this node itself
+		 * reached etcd since (its lease ended there: others may elect).
+		 */
+		if (!(lease_shared->peer_down_at > since && lease_shared->peer_ok_at <= since &&
+			  lease_shared->etcd_ok_at <= since))
 			why = "This node's lease in etcd has lapsed, and another leader may have been elected.";
 	}
 	SpinLockRelease(&lease_shared->mutex);

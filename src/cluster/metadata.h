@@ -73,7 +73,7 @@ extern bool MqClusterIsCoordinator(void);
 
 /* which node coordinates a consumer group (group_claims.c) */
 extern char *MqClusterClaimGroup(const char *group, int64 lease);
-extern void MqClusterReleaseGroups(int64 lease, List *active_groups);
+extern void MqClusterReleaseGroups(int64 lease, List *(*groups_with_members) (void));
 
 /* a topic's metadata in etcd (topics.c) */
 typedef struct MqTopicMeta

@@ -51,6 +51,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lwlock.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -296,6 +297,7 @@ cluster_round(void)
 		{
 			/* the lease's own TTL: a reloaded mqlog.etcd_lease_ttl is the next lease's */
 			MqClusterSetLease(my_lease, TimestampTzPlusMilliseconds(now, granted_ttl * 1000), false);
+			MqClusterNoteEtcdOk();
 			next_keepalive = TimestampTzPlusMilliseconds(now, granted_ttl * 1000 / 3);
 		}
 		else
@@ -305,6 +307,8 @@ cluster_round(void)
 							mqlog_node_name)));
 			my_lease = 0;
 			MqClusterSetLease(0, 0, false);
+			/* etcd answered (after the lapse): others may elect, no failsafe */
+			MqClusterNoteEtcdOk();
 			next_register = now;
 			try_register(now);
 		}
@@ -320,7 +324,7 @@ cluster_round(void)
 		/* the coordinator's round, if this node holds the role */
 		MqClusterCoordinate(my_lease, nodes);
 		/* groups no longer run here may move to another node */
-		MqClusterReleaseGroups(my_lease, MqGroupsWithMembers());
+		MqClusterReleaseGroups(my_lease, MqGroupsWithMembers);
 	}
 }
 
@@ -364,6 +368,8 @@ mqlog_cluster_main(Datum main_arg)
 		{
 			ErrorData  *e;
 
+			/* no transaction to clean up after it: an LWLock it held goes here */
+			LWLockReleaseAll();
 			MemoryContextSwitchTo(cxt);
 			e = CopyErrorData();
 			FlushErrorState();
