@@ -117,7 +117,7 @@ extern void MqClusterCreateTopic(const char *name);
 extern bool MqClusterTopicIsReplicated(int topic_id);
 extern void MqClusterDropTopic(const char *name, int topic_id);
 extern void MqClusterAddPartitions(const char *name, int old_count);
-extern void MqClusterAlterTopic(const char *name);
+extern void MqClusterAlterTopic(const char *name, const char *change);
 extern void MqClusterStoreLocal(int topic_id, const MqTopicMeta *t, List *parts);
 extern void MqClusterInitCallbacks(void);
 extern void MqClusterTopicMetaNew(MqTopicMeta *t);

@@ -647,19 +647,67 @@ MqClusterAddPartitions(const char *name, int old_count)
  * on every replica, as a Kafka topic's config is one for all brokers.
  */
 void
-MqClusterAlterTopic(const char *name)
+MqClusterAlterTopic(const char *name, const char *change)
 {
 	MqTopicMeta row = {0};
 	int			topic_id = read_topic_row(name, &row);
 	char	   *uuid = replicated_uuid(topic_id);
 	MqTopicMeta *t;
 	PendingOp	op = {0};
+	PendingOp  *earlier = NULL;
+	ListCell   *lc;
+	MqSpi		spi;
+	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
+	Datum		values[3];
+	char	   *config;
+	MemoryContext outer = CurrentMemoryContext;
 
 	if (uuid == NULL)
 		return;
 	require_cluster(name, "alter");
-	t = read_etcd_topic(name, uuid, row.partitions);
-	t->config = row.config;
+
+	/*
+	 * The change applies to the cluster's config, not to this node's copy
+	 * of it, which may be behind another node's alter; an earlier alter of
+	 * this transaction is the base for a later one.
+	 */
+	foreach(lc, pending)
+	{
+		PendingOp  *p = lfirst(lc);
+
+		if (p->kind == OP_ALTER && strcmp(p->topic, name) == 0)
+			earlier = p;
+	}
+	t = earlier ? MqTopicMetaParse(earlier->topic_value, earlier->topic_rev) :
+		read_etcd_topic(name, uuid, row.partitions);
+
+	/* as mqlog._alter_topic merges: keys given replace, JSON nulls reset */
+	MqSpiBegin(&spi, true);
+	values[0] = CStringGetTextDatum(t->config);
+	values[1] = CStringGetTextDatum(change);
+	values[2] = Int32GetDatum(topic_id);
+	if (SPI_execute_with_args("UPDATE mqlog.topic t SET config ="
+							  " ($1::pg_catalog.jsonb OPERATOR(pg_catalog.-) (SELECT COALESCE(pg_catalog.array_agg(c.key), '{}'::pg_catalog.text[])"
+							  "    FROM pg_catalog.jsonb_each($2::pg_catalog.jsonb) c"
+							  "   WHERE pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'null'))"
+							  " OPERATOR(pg_catalog.||) mqlog._validate_config($2::pg_catalog.jsonb)"
+							  " WHERE t.topic_id OPERATOR(pg_catalog.=) $3"
+							  " RETURNING t.config::pg_catalog.text",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING ||
+		SPI_processed != 1)
+		elog(ERROR, "mqlog: could not merge the config of topic \"%s\"", name);
+	config = MemoryContextStrdup(outer, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	MqSpiEnd(&spi);
+	t->config = config;
+
+	if (earlier)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+
+		earlier->topic_value = MqTopicMetaJson(t);
+		MemoryContextSwitchTo(old);
+		return;
+	}
 	op.kind = OP_ALTER;
 	op.topic = (char *) name;
 	op.uuid = uuid;

@@ -24,6 +24,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
 
 #include "base/spi.h"
 #include "cluster/metadata.h"
@@ -116,7 +117,8 @@ mq_alter_topic(PG_FUNCTION_ARGS)
 
 	call_internal("SELECT mqlog._alter_topic($1, $2)", fcinfo, 2, types, InvalidOid);
 	/* a replicated topic: its config in etcd at commit, for every node */
-	MqClusterAlterTopic(name);
+	MqClusterAlterTopic(name, PG_ARGISNULL(1) ? "{}" :
+						JsonbToCString(NULL, &PG_GETARG_JSONB_P(1)->root, VARSIZE(PG_GETARG_JSONB_P(1))));
 	PG_RETURN_VOID();
 }
 

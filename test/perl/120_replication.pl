@@ -315,6 +315,19 @@ foreach my $n ($n2, $n3)
 		$n->name . ': the config altered on n1 is here too');
 }
 
+# alters on two nodes a moment apart, and two in one transaction, all count
+q1($n1, q{SELECT mq_alter_topic('ret', '{"max.message.bytes": 2000000}')});
+q1($n2, q{SELECT mq_alter_topic('ret', '{"min.insync.replicas": 1}')});
+q1($n3, q{BEGIN; SELECT mq_alter_topic('ret', '{"segment.bytes": 2097152}');
+          SELECT mq_alter_topic('ret', '{"retention.bytes": null}'); COMMIT;});
+my $want_cfg = '{"segment.bytes": 2097152, "max.message.bytes": 2000000, "min.insync.replicas": 1}';
+foreach my $n (@nodes)
+{
+	ok(MqCluster::wait_until(sub { q1($n, q{SELECT config::text FROM mqlog.topic WHERE name = 'ret'}) eq $want_cfg }, 30),
+		$n->name . ': every alter is in the config, none lost to another')
+	  or diag(q1($n, q{SELECT config::text FROM mqlog.topic WHERE name = 'ret'}));
+}
+
 # --- an explicit leader move: nothing lost, nothing twice --------------------
 
 ($rc, $out, $err) = $n2->psql('postgres', q{SELECT mq_elect_leader('r', 0, 'n3')});
