@@ -523,11 +523,12 @@ def replication_md(res, level="##"):
     return L
 
 
-def replication_only(res):
+def only_header(res, workload):
+    """The head of a report of one cluster workload (run.sh --only W)."""
     m = res.meta
-    L = ["# mqlog benchmark: the replication workload", ""]
-    L.append("Written by `bench/report.py` from `bench/results/replication.jsonl` (`bench/run.sh --only "
-             "replication`); see `doc/benchmarks.md`.")
+    L = ["# mqlog benchmark: the %s workload" % workload, ""]
+    L.append("Written by `bench/report.py` from `bench/results/%s.jsonl` (`bench/run.sh --only "
+             "%s`); see `doc/benchmarks.md`." % (workload, workload))
     L.append("")
     L.append("- run: **%s** mode, %s" % (m.get("mode", "?"), m.get("date", "?")))
     L.append("- machine: %s cores (%s), %s MB RAM, Linux %s" % (
@@ -537,7 +538,11 @@ def replication_only(res):
     st = m.get("settings", {})
     L.append("- settings of every node: " + ", ".join("`%s=%s`" % (k, v) for k, v in sorted(st.items())))
     L.append("")
-    return "\n".join(L + replication_md(res))
+    return L
+
+
+def replication_only(res):
+    return "\n".join(only_header(res, "replication") + replication_md(res))
 
 
 def failover_md(res, level="##"):
@@ -604,20 +609,7 @@ def failover_md(res, level="##"):
 
 
 def failover_only(res):
-    m = res.meta
-    L = ["# mqlog benchmark: the failover workload", ""]
-    L.append("Written by `bench/report.py` from `bench/results/failover.jsonl` (`bench/run.sh --only "
-             "failover`); see `doc/benchmarks.md`.")
-    L.append("")
-    L.append("- run: **%s** mode, %s" % (m.get("mode", "?"), m.get("date", "?")))
-    L.append("- machine: %s cores (%s), %s MB RAM, Linux %s" % (
-        m.get("cores"), m.get("cpu", "?"), m.get("mem_mb"), m.get("kernel")))
-    L.append("- PostgreSQL %s, mqlog %s (commit %s)" % (
-        m.get("pg_version"), m.get("mqlog_version"), m.get("mqlog_commit") or "?"))
-    st = m.get("settings", {})
-    L.append("- settings of every node: " + ", ".join("`%s=%s`" % (k, v) for k, v in sorted(st.items())))
-    L.append("")
-    return "\n".join(L + failover_md(res))
+    return "\n".join(only_header(res, "failover") + failover_md(res))
 
 
 def plot(res, path):
