@@ -40,16 +40,7 @@ ok(MqCluster::wait_alive($_, 3), $_->name . ' sees three nodes') for @nodes;
 
 sub q1 { my ($n, $sql) = @_; return $n->safe_psql('postgres', $sql); }
 
-# every batch of a partition (the decided ones) as offset:committed:md5 of
-# the Kafka bytes, CRC included
-sub batches
-{
-	my ($n, $topic, $p) = @_;
-	return q1($n, qq{
-SELECT coalesce(string_agg(b.base_offset || ':' || b.committed || ':' || md5(b.batch), ',' ORDER BY b.base_offset), '')
-  FROM mqlog.topic t, mqlog._replica_batches(t.topic_id, $p, 0, 1000000000) b
- WHERE t.name = '$topic'});
-}
+sub batches { return MqCluster::batches(@_); }
 
 sub values_of
 {
@@ -288,14 +279,7 @@ ok(MqCluster::wait_until(sub { values_of($s1, 'r', 0) =~ /,two-in-sync,acks-1$/ 
 $s1->stop;
 
 # n2 and n3 were below the leader's log start of ret/0: they start again there
-sub batches_from
-{
-	my ($n, $topic, $p, $from) = @_;
-	return q1($n, qq{
-SELECT coalesce(string_agg(b.base_offset || ':' || b.committed || ':' || md5(b.batch), ',' ORDER BY b.base_offset), '')
-  FROM mqlog.topic t, mqlog._replica_batches(t.topic_id, $p, $from, 1000000000) b
- WHERE t.name = '$topic'});
-}
+sub batches_from { return MqCluster::batches(@_); }
 ok(MqCluster::wait_log($n3, qr/partition 0 of topic "ret" started its log again at offset $ret_start/, $log3, 60),
 	'n3 starts its log of ret/0 again at the leader\'s log start offset');
 q1($n1, q{SELECT mq_produce('ret', 'ret-after', partition => 0)});

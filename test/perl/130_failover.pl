@@ -50,15 +50,7 @@ SELECT coalesce(string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset"), 
   FROM mq_fetch('$topic', $p, mq_earliest_offset('$topic', $p), 100000)});
 }
 
-# every batch, decided or not, as offset:md5 of the Kafka bytes
-sub batches
-{
-	my ($n, $topic, $p) = @_;
-	return q1($n, qq{
-SELECT coalesce(string_agg(b.base_offset || ':' || b.committed || ':' || md5(b.batch), ',' ORDER BY b.base_offset), '')
-  FROM mqlog.topic t, mqlog._replica_batches(t.topic_id, $p, 0, 1000000000) b
- WHERE t.name = '$topic'});
-}
+sub batches { return MqCluster::batches(@_); }
 
 # --- one coordinator ---------------------------------------------------------
 

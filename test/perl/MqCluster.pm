@@ -388,6 +388,19 @@ sub wait_log
 		$timeout // 60);
 }
 
+# Every decided batch of a partition from an offset (0 unless given), as
+# offset:committed:md5 of its Kafka bytes (CRC included), comma-separated:
+# what byte-identical replicas compare.
+sub batches
+{
+	my ($node, $topic, $p, $from) = @_;
+	$from //= 0;
+	return $node->safe_psql('postgres', qq{
+SELECT coalesce(string_agg(b.base_offset || ':' || b.committed || ':' || md5(b.batch), ',' ORDER BY b.base_offset), '')
+  FROM mqlog.topic t, mqlog._replica_batches(t.topic_id, $p, $from, 1000000000) b
+ WHERE t.name = '$topic'});
+}
+
 END
 {
 	local $?;					# keep the test's exit status
