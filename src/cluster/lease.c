@@ -16,8 +16,15 @@
  * may go on.  A leader tells the two cases apart by its followers, whose
  * progress reports say whether their own last etcd request, within the
  * last MQ_ETCD_REACHED_MS, succeeded (sql/replica.c): since its own lease
- * lapsed, at least one follower must have said it cannot reach etcd
- * either, and none that it can.  With no word from anyone, it stops.
+ * lapsed, every other in-sync replica of the partition must have said it
+ * cannot reach etcd either (Patroni asks every member), none that it can,
+ * and this node must not have reached etcd itself.  With no word from
+ * them, or an ISR of this node alone, or a topic that allows unclean
+ * elections, it stops.
+ *
+ * Every time here is CLOCK_MONOTONIC's (MqClusterClock), the same for all
+ * processes of the host and never stepped: an NTP correction of the wall
+ * clock must not lengthen the time a node believes it holds its lease.
  *
  * A node leads nothing from the moment it registers (at start, and again
  * after its lease lapsed) until its cluster sync worker has read the
@@ -32,6 +39,8 @@
  */
 #include "postgres.h"
 
+#include <time.h>
+
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
@@ -44,14 +53,19 @@ typedef struct MqLeaseShared
 {
 	slock_t		mutex;
 	int64		lease_id;		/* this node's lease in etcd; 0: none */
-	TimestampTz valid_until;	/* 0: no lease (never registered, or lost) */
-	TimestampTz lapsed_at;		/* when this node last saw its lease lapse */
-	TimestampTz registered_at;	/* its last registration, with a new lease (0: none) */
+	int64		valid_until;	/* 0: no lease (never registered, or lost) */
+	int64		lapsed_at;		/* when this node last saw its lease lapse */
+	int64		registered_at;	/* its last registration, with a new lease (0: none) */
 	int			registrations;	/* since the server started */
-	TimestampTz synced_from;	/* the local copy read etcd from this time on */
-	TimestampTz etcd_ok_at;		/* this node's last etcd request that worked */
-	TimestampTz peer_ok_at;		/* last report of a peer that reaches etcd */
-	TimestampTz peer_down_at;	/* ... and of one that does not */
+	int64		synced_from;	/* the local copy read etcd from this time on */
+	int64		etcd_ok_at;		/* this node's last etcd request that worked */
+	int			npeers;
+	struct
+	{
+		char		node[MQ_NODE_NAME_LEN];
+		int64		ok_at;		/* its last report that it reaches etcd */
+		int64		down_at;	/* ... and that it does not */
+	}			peers[MQ_CLUSTER_MAX_NODES];
 } MqLeaseShared;
 
 static MqLeaseShared *lease_shared = NULL;
@@ -64,6 +78,17 @@ static MqLeaseShared *lease_shared = NULL;
  * outage every follower says so before any leader's lease lapses.
  */
 #define MQ_ETCD_REACHED_MS	1200
+
+/* CLOCK_MONOTONIC in microseconds: the clock of every time in this file */
+int64
+MqClusterClock(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+		elog(ERROR, "clock_gettime(CLOCK_MONOTONIC) failed: %m");
+	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 Size
 MqClusterLeaseShmemSize(void)
@@ -86,15 +111,16 @@ MqClusterLeaseShmemInit(void)
 
 /*
  * The cluster worker: the lease it holds (lease_id) is good until
- * valid_until (the time its grant or keepalive was sent, plus the TTL), or
+ * valid_until (MqClusterClock when its grant or keepalive was sent, plus
+ * the TTL), or
  * 0: it has none.  registered: it has just registered with a new lease
  * (not renewed one), so this node leads nothing until its local copy is
  * read again.
  */
 void
-MqClusterSetLease(int64 lease_id, TimestampTz valid_until, bool registered)
+MqClusterSetLease(int64 lease_id, int64 valid_until, bool registered)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	int64		now = MqClusterClock();
 
 	SpinLockAcquire(&lease_shared->mutex);
 	lease_shared->lease_id = valid_until != 0 ? lease_id : 0;
@@ -115,7 +141,7 @@ MqClusterSetLease(int64 lease_id, TimestampTz valid_until, bool registered)
 void
 MqClusterNoteEtcdOk(void)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	int64		now = MqClusterClock();
 
 	SpinLockAcquire(&lease_shared->mutex);
 	lease_shared->etcd_ok_at = now;
@@ -126,14 +152,14 @@ MqClusterNoteEtcdOk(void)
 bool
 MqClusterEtcdReached(void)
 {
-	TimestampTz at;
+	int64		at;
 
 	if (lease_shared == NULL || !MqClusterEnabled())
 		return false;
 	SpinLockAcquire(&lease_shared->mutex);
 	at = lease_shared->etcd_ok_at;
 	SpinLockRelease(&lease_shared->mutex);
-	return at != 0 && !TimestampDifferenceExceeds(at, GetCurrentTimestamp(), MQ_ETCD_REACHED_MS);
+	return at != 0 && MqClusterClock() - at < (int64) MQ_ETCD_REACHED_MS * 1000;
 }
 
 /*
@@ -141,7 +167,7 @@ MqClusterEtcdReached(void)
  * that began at read_from read it.
  */
 void
-MqClusterNoteSynced(TimestampTz read_from)
+MqClusterNoteSynced(int64 read_from)
 {
 	SpinLockAcquire(&lease_shared->mutex);
 	lease_shared->synced_from = Max(lease_shared->synced_from, read_from);
@@ -153,7 +179,7 @@ int64
 MqClusterCurrentLease(void)
 {
 	int64		lease = 0;
-	TimestampTz now = GetCurrentTimestamp();
+	int64		now = MqClusterClock();
 
 	if (lease_shared == NULL || !MqClusterEnabled())
 		return 0;
@@ -169,7 +195,7 @@ bool
 MqClusterLeaseHeld(void)
 {
 	bool		held;
-	TimestampTz now = GetCurrentTimestamp();
+	int64		now = MqClusterClock();
 
 	if (lease_shared == NULL || !MqClusterEnabled())
 		return false;
@@ -181,16 +207,58 @@ MqClusterLeaseHeld(void)
 
 /* a follower's progress report said whether it reaches etcd */
 void
-MqClusterNotePeer(bool peer_reaches_etcd)
+MqClusterNotePeer(const char *node, bool peer_reaches_etcd)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	int64		now = MqClusterClock();
+	int			i;
 
 	SpinLockAcquire(&lease_shared->mutex);
-	if (peer_reaches_etcd)
-		lease_shared->peer_ok_at = now;
-	else
-		lease_shared->peer_down_at = now;
+	for (i = 0; i < lease_shared->npeers; i++)
+		if (strcmp(lease_shared->peers[i].node, node) == 0)
+			break;
+	if (i == lease_shared->npeers && i < MQ_CLUSTER_MAX_NODES)
+	{
+		memset(&lease_shared->peers[i], 0, sizeof(lease_shared->peers[i]));
+		strlcpy(lease_shared->peers[i].node, node, MQ_NODE_NAME_LEN);
+		lease_shared->npeers++;
+	}
+	if (i < lease_shared->npeers)
+	{
+		if (peer_reaches_etcd)
+			lease_shared->peers[i].ok_at = now;
+		else
+			lease_shared->peers[i].down_at = now;
+	}
 	SpinLockRelease(&lease_shared->mutex);
+}
+
+/*
+ * The failsafe (see the top), for a partition with these in-sync
+ * replicas: every other one has said, since this node's lease lapsed, that
+ * it cannot reach etcd either, and none that it can.  Called with the
+ * mutex held.
+ */
+static bool
+isr_cut_off_too(const char *const *isr, int nisr, int64 since)
+{
+	const char *self = MqClusterNodeName();
+	int			others = 0;
+
+	for (int m = 0; m < nisr; m++)
+	{
+		bool		down = false;
+
+		if (strcmp(isr[m], self) == 0)
+			continue;
+		others++;
+		for (int i = 0; i < lease_shared->npeers; i++)
+			if (strcmp(lease_shared->peers[i].node, isr[m]) == 0)
+				down = lease_shared->peers[i].down_at > since &&
+					lease_shared->peers[i].ok_at <= since;
+		if (!down)
+			return false;
+	}
+	return others > 0;
 }
 
 /*
@@ -198,9 +266,9 @@ MqClusterNotePeer(bool peer_reaches_etcd)
  * why not (for an error's detail).
  */
 const char *
-MqClusterLeaderFence(void)
+MqClusterLeaderFence(const char *const *isr, int nisr, bool unclean)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	int64		now = MqClusterClock();
 	const char *why = NULL;
 
 	if (lease_shared == NULL || !MqClusterEnabled())
@@ -212,15 +280,16 @@ MqClusterLeaderFence(void)
 			"This node registered in etcd again after its lease lapsed, and has not read the cluster's metadata since: another leader may have been elected meanwhile.";
 	else if (lease_shared->valid_until <= now)
 	{
-		TimestampTz since = lease_shared->valid_until != 0 ?
+		int64		since = lease_shared->valid_until != 0 ?
 			Max(lease_shared->lapsed_at, lease_shared->valid_until) : lease_shared->lapsed_at;
 
 		/*
 		 * etcd gone for everyone: the failsafe.  Not when this node itself
-		 * reached etcd since (its lease ended there: others may elect).
+		 * reached etcd since (its lease ended there: others may elect), nor
+		 * for a topic that may elect outside the ISR.
 		 */
-		if (!(lease_shared->peer_down_at > since && lease_shared->peer_ok_at <= since &&
-			  lease_shared->etcd_ok_at <= since))
+		if (unclean || lease_shared->etcd_ok_at > since ||
+			!isr_cut_off_too(isr, nisr, since))
 			why = "This node's lease in etcd has lapsed, and another leader may have been elected.";
 	}
 	SpinLockRelease(&lease_shared->mutex);

@@ -58,14 +58,15 @@ extern List *MqClusterSharedNodes(void);
 /* may this node lead: its lease, and what followers say of etcd (lease.c) */
 extern Size MqClusterLeaseShmemSize(void);
 extern void MqClusterLeaseShmemInit(void);
-extern void MqClusterSetLease(int64 lease_id, TimestampTz valid_until, bool registered);
+extern int64 MqClusterClock(void);
+extern void MqClusterSetLease(int64 lease_id, int64 valid_until, bool registered);
 extern int64 MqClusterCurrentLease(void);
 extern void MqClusterNoteEtcdOk(void);
 extern bool MqClusterEtcdReached(void);
-extern void MqClusterNoteSynced(TimestampTz read_from);
+extern void MqClusterNoteSynced(int64 read_from);
 extern bool MqClusterLeaseHeld(void);
-extern void MqClusterNotePeer(bool peer_reaches_etcd);
-extern const char *MqClusterLeaderFence(void);
+extern void MqClusterNotePeer(const char *node, bool peer_reaches_etcd);
+extern const char *MqClusterLeaderFence(const char *const *isr, int nisr, bool unclean);
 
 /* the coordinator: one node elects leaders for partitions whose leader is gone (failover.c) */
 extern void MqClusterCoordinate(int64 lease, List *nodes);

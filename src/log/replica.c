@@ -182,6 +182,7 @@ typedef struct MqAckWait
 	MqPartition *part;
 	MqReplicaInfo ri;			/* copied: the topic cache may go */
 	int			min_isr;
+	bool		unclean;		/* the topic's unclean.leader.election.enable */
 	int64		end_offset;		/* the transaction's records end before it */
 	char		topic[NAMEDATALEN];
 	int32		partition;
@@ -236,6 +237,7 @@ MqReplicaAwaitAt(MqTopic *topic, int32 partition, int64 end_offset)
 	for (int i = 0; i < w->ri.nisr; i++)
 		w->ri.isr[i] = pstrdup(topic->replicas[partition].isr[i]);
 	w->min_isr = topic->min_insync_replicas;
+	w->unclean = topic->unclean_election;
 	w->end_offset = end_offset;
 	strlcpy(w->topic, topic->name, NAMEDATALEN);
 	w->partition = partition;
@@ -301,7 +303,8 @@ MqReplicaAwaitAcks(void)
 			if (hw >= w->end_offset)
 				break;
 			/* a leader that may have been replaced acknowledges nothing more */
-			if (stop_why == NULL && MqClusterLeaderFence() != NULL)
+			if (stop_why == NULL &&
+				MqClusterLeaderFence((const char *const *) w->ri.isr, w->ri.nisr, w->unclean) != NULL)
 				stop_why = "this node's lease in etcd lapsed while it waited for the in-sync replicas";
 			if (stop_why != NULL)
 			{

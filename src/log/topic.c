@@ -120,7 +120,8 @@ load_topic(const char *where, Datum arg, Oid argtype)
 			 " (c OPERATOR(pg_catalog.->>) 'segment.bytes')::pg_catalog.int8,"
 			 " (c OPERATOR(pg_catalog.->>) 'segment.ms')::pg_catalog.int8,"
 			 " t.replication_factor,"
-			 " (c OPERATOR(pg_catalog.->>) 'min.insync.replicas')::pg_catalog.int4"
+			 " (c OPERATOR(pg_catalog.->>) 'min.insync.replicas')::pg_catalog.int4,"
+			 " (c OPERATOR(pg_catalog.->>) 'unclean.leader.election.enable')::pg_catalog.bool"
 			 " FROM mqlog.topic t, LATERAL mqlog.effective_config(t.config) c"
 			 " WHERE t.%s OPERATOR(pg_catalog.=) $1",
 			 where);
@@ -172,6 +173,7 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		t->min_insync_replicas = DatumGetInt32(SPI_getbinval(tup, desc, 13, &isnull));
 		if (isnull)
 			t->min_insync_replicas = 1;
+		t->unclean_election = DatumGetBool(SPI_getbinval(tup, desc, 14, &isnull)) && !isnull;
 		t->nsegments = palloc0(sizeof(int) * t->partitions);
 		t->segments = palloc0(sizeof(MqSegmentRef *) * t->partitions);
 		t->parts = palloc0(sizeof(MqPartition *) * t->partitions);
@@ -410,7 +412,10 @@ MqTopicCheckLeader(MqTopic *topic, int32 partition)
 	if (MqTopicLeadsHere(topic, partition))
 	{
 		/* a leader that may have been replaced meanwhile stops (lease.c) */
-		if (topic->replicas != NULL && (fenced = MqClusterLeaderFence()) != NULL)
+		if (topic->replicas != NULL &&
+			(fenced = MqClusterLeaderFence((const char *const *) topic->replicas[partition].isr,
+										   topic->replicas[partition].nisr,
+										   topic->unclean_election)) != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_MQ_NOT_LEADER),
 					 errmsg("node \"%s\" cannot act as the leader of partition %d of topic \"%s\" now",

@@ -67,6 +67,7 @@ typedef struct MqTopic
 	int			partitions;
 	int			replication_factor;
 	int			min_insync_replicas;
+	bool		unclean_election;	/* unclean.leader.election.enable */
 	char	   *uuid;			/* replicated topics: mqlog.replicated_topic */
 	struct MqReplicaInfo *replicas; /* replicated topics: per partition, from
 									 * mqlog.replica_state; NULL for

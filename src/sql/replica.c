@@ -127,7 +127,7 @@ mqlog_replica_progress(PG_FUNCTION_ARGS)
 	int			n = ArrayGetNItems(ARR_NDIM(tids), ARR_DIMS(tids));
 
 	/* whether the follower reaches etcd: a leader cut off from it fences itself */
-	MqClusterNotePeer(PG_GETARG_BOOL(5));
+	MqClusterNotePeer(node, PG_GETARG_BOOL(5));
 
 	if (ARR_HASNULL(tids) || ARR_HASNULL(parts) || ARR_HASNULL(leos) || ARR_HASNULL(epochs) ||
 		ArrayGetNItems(ARR_NDIM(parts), ARR_DIMS(parts)) != n ||

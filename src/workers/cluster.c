@@ -190,8 +190,9 @@ is_earlier_self(const char *value)
 		strcmp(conninfo, mqlog_node_conninfo) == 0;
 }
 
-static void registered(int64 lease, const char *key, TimestampTz now);
-static void name_taken(int64 lease, const char *key, const char *value, TimestampTz now);
+static void registered(int64 lease, const char *key, TimestampTz now, int64 sent);
+static void name_taken(int64 lease, const char *key, const char *value, TimestampTz now,
+					   int64 sent);
 
 static void
 try_register(TimestampTz now)
@@ -199,13 +200,14 @@ try_register(TimestampTz now)
 	char	   *key = MqClusterKey("nodes/%s", mqlog_node_name);
 	char	   *value = MqClusterNodeJson();
 	int64		lease;
+	int64		sent;
 	MqEtcdTxn  *txn;
 
 	if (now < next_register)
 		return;
 	next_register = TimestampTzPlusMilliseconds(now, 1000);
 	/* the lease counts from before the request: etcd's count starts later */
-	now = GetCurrentTimestamp();
+	sent = MqClusterClock();
 	granted_ttl = mqlog_etcd_lease_ttl;
 	lease = MqEtcdLeaseGrant(granted_ttl);
 	txn = MqEtcdTxnBegin();
@@ -213,17 +215,17 @@ try_register(TimestampTz now)
 	MqEtcdTxnPut(txn, key, value, lease);
 	MqEtcdTxnPut(txn, MqClusterKey("members/%s", mqlog_node_name), value, 0);
 	if (MqEtcdTxnCommit(txn, NULL))
-		registered(lease, key, now);
+		registered(lease, key, now, sent);
 	else
-		name_taken(lease, key, value, now);
+		name_taken(lease, key, value, now, sent);
 }
 
 /* the node's key is under lease now */
 static void
-registered(int64 lease, const char *key, TimestampTz now)
+registered(int64 lease, const char *key, TimestampTz now, int64 sent)
 {
 	my_lease = lease;
-	MqClusterSetLease(my_lease, TimestampTzPlusMilliseconds(now, granted_ttl * 1000), true);
+	MqClusterSetLease(my_lease, sent + (int64) granted_ttl * 1000000, true);
 	next_keepalive = TimestampTzPlusMilliseconds(now, granted_ttl * 1000 / 3);
 	last_clash_logged = 0;
 	ereport(LOG,
@@ -240,7 +242,7 @@ registered(int64 lease, const char *key, TimestampTz now)
  * or by another node, which keeps this one out until its lease ends.
  */
 static void
-name_taken(int64 lease, const char *key, const char *value, TimestampTz now)
+name_taken(int64 lease, const char *key, const char *value, TimestampTz now, int64 sent)
 {
 	MqEtcdKv	holder;
 
@@ -263,7 +265,7 @@ name_taken(int64 lease, const char *key, const char *value, TimestampTz now)
 							mqlog_node_name)));
 			/* what else the old lease held (the coordinator key, group claims) goes */
 			MqEtcdLeaseRevoke(holder.lease);
-			registered(lease, key, now);
+			registered(lease, key, now, sent);
 			return;
 		}
 		MqEtcdLeaseRevoke(lease);
@@ -293,10 +295,12 @@ cluster_round(void)
 		try_register(now);
 	else if (now >= next_keepalive)
 	{
+		int64		sent = MqClusterClock();
+
 		if (MqEtcdLeaseKeepAlive(my_lease))
 		{
 			/* the lease's own TTL: a reloaded mqlog.etcd_lease_ttl is the next lease's */
-			MqClusterSetLease(my_lease, TimestampTzPlusMilliseconds(now, granted_ttl * 1000), false);
+			MqClusterSetLease(my_lease, sent + (int64) granted_ttl * 1000000, false);
 			MqClusterNoteEtcdOk();
 			next_keepalive = TimestampTzPlusMilliseconds(now, granted_ttl * 1000 / 3);
 		}
@@ -833,6 +837,7 @@ sync_round(void)
 	List	   *local_topics;
 	ListCell   *lc;
 	TimestampTz now = GetCurrentTimestamp();
+	int64		read_from;
 
 	if (!extension_installed())
 		return;
@@ -841,6 +846,7 @@ sync_round(void)
 	MqCheckpointHighWatermarks();
 	/* etcd first: a topic is in etcd before it commits locally anywhere */
 	unit_failed = false;
+	read_from = MqClusterClock();
 	etcd_topics = read_etcd_topics();
 	local_topics = read_local_topics();
 
@@ -910,7 +916,7 @@ sync_round(void)
 	 * registered before then.
 	 */
 	if (!unit_failed)
-		MqClusterNoteSynced(now);
+		MqClusterNoteSynced(read_from);
 	MqIsrRound();
 }
 
