@@ -138,6 +138,15 @@ CREATE TABLE mqlog.segment (
 ) WITH (user_catalog_table = true);
 COMMENT ON TABLE mqlog.segment IS 'the segment chain of every partition; the unsealed one is where appends go';
 
+/* mq_delete_records: a partition's log start offset, where it is above its first segment's base */
+CREATE TABLE mqlog.log_start (
+    topic_id          int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    "partition"       int NOT NULL,
+    log_start_offset  bigint NOT NULL,
+    PRIMARY KEY (topic_id, "partition")
+);
+COMMENT ON TABLE mqlog.log_start IS 'log start offsets mq_delete_records moved (Kafka''s DeleteRecords); the records below are hidden, whole segments dropped';
+
 /*
  * Replicated topics (doc/replication.md): their metadata lives in etcd;
  * these are this node's copy of it.  replicated_topic lists the local
@@ -197,8 +206,8 @@ CREATE TABLE mqlog.group_acl (
 COMMENT ON TABLE mqlog.group_acl IS 'roles granted the use of a consumer group with mq_grant_group (grantee 0 = PUBLIC)';
 
 /* the catalog shows every topic and group: readable through the filtered views only */
-REVOKE ALL ON mqlog.topic, mqlog.segment, mqlog.replicated_topic, mqlog.replica_state, mqlog.topic_acl,
-    mqlog.consumer_group, mqlog.group_acl FROM PUBLIC;
+REVOKE ALL ON mqlog.topic, mqlog.segment, mqlog.log_start, mqlog.replicated_topic, mqlog.replica_state,
+    mqlog.topic_acl, mqlog.consumer_group, mqlog.group_acl FROM PUBLIC;
 
 /* ------------------------------------------------------------------------
  * The segment table access method
@@ -594,6 +603,49 @@ END
 $$;
 COMMENT ON FUNCTION mqlog._drop_topic(text) IS 'internal: mq_drop_topic''s catalog work';
 
+/*
+ * Kafka's DeleteRecords: the partition's log start offset moves up to
+ * before_offset; segments wholly below it are unlinked and dropped (as
+ * retention drops them: one a reader is inside is left to the orphan
+ * sweep), and the records below it in the rest are hidden from every
+ * reader.  Returns the new log start offset.
+ */
+CREATE FUNCTION mqlog._delete_records(topic_id int, part int, before_offset bigint) RETURNS bigint
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    SET plpgsql.variable_conflict = use_variable
+    SET mqlog.allow_segment_ddl = on SET lock_timeout = '100ms' AS $$
+DECLARE
+    old record;
+    start bigint;
+BEGIN
+    INSERT INTO mqlog.log_start AS l (topic_id, "partition", log_start_offset)
+         VALUES (topic_id, part, before_offset)
+    ON CONFLICT ON CONSTRAINT log_start_pkey
+      DO UPDATE SET log_start_offset = greatest(l.log_start_offset, excluded.log_start_offset)
+    RETURNING l.log_start_offset INTO start;
+    FOR old IN
+        DELETE FROM mqlog.segment s
+         WHERE s.topic_id = _delete_records.topic_id AND s."partition" = part
+           AND s.sealed AND s.next_offset <= start
+        RETURNING s.relid
+    LOOP
+        BEGIN
+            EXECUTE format('DROP TABLE %s CASCADE', old.relid::regclass);
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;               /* a reader is inside: the orphan sweep drops it later */
+        END;
+    END LOOP;
+    PERFORM mqlog._catalog_changed();
+    RETURN start;
+END
+$$;
+COMMENT ON FUNCTION mqlog._delete_records(int, int, bigint) IS 'internal: mq_delete_records''s catalog work';
+
+CREATE FUNCTION mq_delete_records(topic text, "partition" int, before_offset bigint) RETURNS bigint
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_delete_records';
+COMMENT ON FUNCTION mq_delete_records(text, int, bigint) IS
+    'Kafka''s DeleteRecords: move a partition''s log start offset up to before_offset (-1: the high watermark), dropping whole segments below it (needs alter); returns the new log start offset';
+
 CREATE FUNCTION mq_drop_topic(name text) RETURNS void
     LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_drop_topic';
 COMMENT ON FUNCTION mq_drop_topic(text) IS 'drop a topic, its partitions and all their segments (needs alter)';
@@ -738,7 +790,9 @@ CREATE VIEW mqlog.partitions WITH (security_barrier) AS
       FROM (SELECT * FROM mqlog.topic t0 WHERE mq_has_topic_privilege(t0.name, 'describe') OFFSET 0) t
      CROSS JOIN LATERAL generate_series(0, t.partitions - 1) AS p
      CROSS JOIN LATERAL (
-           SELECT min(s.base_offset) FILTER (WHERE s.base_offset >= 0) AS log_start_offset,
+           SELECT greatest(min(s.base_offset) FILTER (WHERE s.base_offset >= 0),
+                           (SELECT l.log_start_offset FROM mqlog.log_start l
+                             WHERE l.topic_id = t.topic_id AND l."partition" = p)) AS log_start_offset,
                   coalesce(sum(pg_relation_size(s.relid)), 0)::bigint AS size_bytes,
                   count(*) FILTER (WHERE s.base_offset >= 0 OR pg_relation_size(s.relid) > 0) AS segment_count
              FROM mqlog.segment s

@@ -108,7 +108,8 @@ INSERT INTO calls (needs, stmt) VALUES
     ('describe', format('SELECT mqlog.partition_offsets(%s, 0)', :tid)),
     ('describe', format('SELECT mqlog.segment_stats(%s)', :seg)),
     ('alter', $$SELECT mq_alter_topic('priv_t', '{"retention.ms": 86400000}')$$),
-    ('alter', $$SELECT mq_add_partitions('priv_t', 3)$$);
+    ('alter', $$SELECT mq_add_partitions('priv_t', 3)$$),
+    ('alter', $$SELECT mq_delete_records('priv_t', 0, 0)$$);
 GRANT SELECT ON calls TO PUBLIC;
 CREATE FUNCTION pg_temp.matrix() RETURNS TABLE (needs text, stmt text, result text)
     LANGUAGE plpgsql AS $$

@@ -286,3 +286,29 @@ SELECT * FROM mq_produce('pf_inf', 'x', ts => 'infinity');
 SELECT * FROM mq_produce_batch('pf_inf', ARRAY['x', 'y']::bytea[], timestamps => ARRAY[now(), '-infinity']::timestamptz[]);
 SELECT high_watermark FROM mqlog.partitions WHERE topic = 'pf_inf';
 SELECT mq_drop_topic('pf_inf');
+
+-- mq_delete_records, Kafka's DeleteRecords: the log start moves up, whole
+-- segments below it go, the rest is hidden; it never moves down
+SELECT mq_create_topic('pf_del', 1);
+SELECT count(*) FROM generate_series(0, 2) i, LATERAL mq_produce('pf_del', convert_to('d' || i, 'UTF8'));
+SELECT mqlog._roll_segment(topic_id, 0) FROM mqlog.topic WHERE name = 'pf_del';
+SELECT count(*) FROM generate_series(3, 5) i, LATERAL mq_produce('pf_del', convert_to('d' || i, 'UTF8'));
+SELECT mq_delete_records('pf_del', 0, 4);
+SELECT log_start_offset, high_watermark, segment_count FROM mqlog.partitions WHERE topic = 'pf_del';
+SELECT mq_earliest_offset('pf_del', 0);
+SELECT "offset", convert_from(value, 'UTF8') FROM mq_fetch('pf_del', 0, 4);
+SELECT * FROM mq_fetch('pf_del', 0, 3);
+-- a group without a committed offset starts at the new log start
+SELECT "offset", convert_from(value, 'UTF8') FROM mq_poll('pf_delg', 'pf_del', 10);
+SELECT mq_leave('pf_delg');
+SELECT mq_delete_records('pf_del', 0, 2);
+SELECT mq_delete_records('pf_del', 0, 7);
+SELECT mq_delete_records('pf_del', 0, NULL);
+SELECT mq_delete_records('pf_del', 1, 0);
+SELECT mq_delete_records('pf_del', 0, -1);
+SELECT log_start_offset, high_watermark FROM mqlog.partitions WHERE topic = 'pf_del';
+SELECT count(*) FROM mq_produce('pf_del', 'd6');
+SELECT "offset", convert_from(value, 'UTF8') FROM mq_fetch('pf_del', 0, 6);
+SELECT bool_and(ok) FROM mq_verify('pf_del');
+SELECT mq_drop_topic('pf_del');
+SELECT count(*) FROM mqlog.log_start;

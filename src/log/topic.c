@@ -178,6 +178,9 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		t->segments = palloc0(sizeof(MqSegmentRef *) * t->partitions);
 		t->parts = palloc0(sizeof(MqPartition *) * t->partitions);
 		t->spares = palloc0(sizeof(Oid) * t->partitions);
+		t->log_starts = palloc(sizeof(int64) * t->partitions);
+		for (int p = 0; p < t->partitions; p++)
+			t->log_starts[p] = -1;
 		MemoryContextSwitchTo(old);
 
 		segarg = Int32GetDatum(t->topic_id);
@@ -232,6 +235,20 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		for (int p = 0; p < t->partitions; p++)
 			place_spare(t, p);
 		MemoryContextSwitchTo(old);
+
+		/* log start offsets that mq_delete_records moved */
+		ret = SPI_execute_with_args("SELECT l.\"partition\", l.log_start_offset FROM mqlog.log_start l"
+									" WHERE l.topic_id OPERATOR(pg_catalog.=) $1",
+									1, &segtype, &segarg, NULL, true, 0);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "mqlog: log start lookup failed: %s", SPI_result_code_string(ret));
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			int			p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+			if (p >= 0 && p < t->partitions)
+				t->log_starts[p] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+		}
 
 		/* a replicated topic: its identity, who leads each partition, and who is in sync */
 		if (t->replication_factor > 1)
@@ -522,7 +539,10 @@ MqTopicCatalogRelid(void)
 int64
 MqLogStartOffset(MqTopic *topic, int32 partition)
 {
-	if (topic->nsegments[partition] == 0)
-		return 0;
-	return topic->segments[partition][0].base_offset;
+	int64		start = 0;
+
+	if (topic->nsegments[partition] > 0)
+		start = topic->segments[partition][0].base_offset;
+	/* records below mq_delete_records' start are hidden, as in Kafka */
+	return Max(start, topic->log_starts[partition]);
 }

@@ -86,6 +86,8 @@ typedef struct MqTopic
 	/* per partition, the segment chain in ascending base offset */
 	int		   *nsegments;
 	MqSegmentRef **segments;
+	int64	   *log_starts;		/* per partition, mq_delete_records' log start
+								 * offset (-1: none; mqlog.log_start) */
 	Oid		   *spares;			/* per partition, a prepared segment not yet
 								 * in use, or InvalidOid */
 	struct MqPartition **parts;	/* shared state, looked up lazily */

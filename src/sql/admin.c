@@ -36,6 +36,7 @@ PG_FUNCTION_INFO_V1(mq_create_topic);
 PG_FUNCTION_INFO_V1(mq_alter_topic);
 PG_FUNCTION_INFO_V1(mq_add_partitions);
 PG_FUNCTION_INFO_V1(mq_drop_topic);
+PG_FUNCTION_INFO_V1(mq_delete_records);
 
 /*
  * Run "SELECT mqlog._<what>($1, ...)" as the extension owner, with the
@@ -149,4 +150,64 @@ mq_drop_topic(PG_FUNCTION_ARGS)
 	MqAnnounceDdl(topic->topic_id);
 	call_internal("SELECT mqlog._drop_topic($1)", fcinfo, 1, types, InvalidOid);
 	PG_RETURN_VOID();
+}
+
+/*
+ * mq_delete_records(topic, partition, before_offset): Kafka's
+ * DeleteRecords, for a role that may alter the topic.  before_offset is at
+ * most the high watermark (-1: the high watermark, as Kafka's); at or
+ * below the log start it changes nothing.  Returns the log start offset.
+ */
+Datum
+mq_delete_records(PG_FUNCTION_ARGS)
+{
+	MqTopic    *topic = check_alter(fcinfo);
+	int32		partition;
+	int64		before;
+	int64		lso,
+				hw,
+				start;
+	Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+	Datum		values[3];
+	MqSpi		spi;
+	bool		isnull;
+
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("partition and before_offset must not be null")));
+	partition = PG_GETARG_INT32(1);
+	before = PG_GETARG_INT64(2);
+	MqCheckPartition(topic, partition);
+	if (topic->replicas != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("mq_delete_records of replicated topic \"%s\" is not supported yet", topic->name),
+				 errdetail("Its followers would keep the records: the log start offset does not reach them yet."),
+				 errhint("Lower retention.ms or retention.bytes with mq_alter_topic instead.")));
+	MqPartitionOffsets(topic, partition, &lso, &hw);
+	start = MqLogStartOffset(topic, partition);
+	if (before == -1)
+		before = hw;
+	if (before < 0 || before > hw)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("offset " INT64_FORMAT " is out of range for partition %d of topic \"%s\"",
+						before, partition, topic->name),
+				 errdetail("Records can be deleted up to an offset no higher than the high watermark " INT64_FORMAT ".",
+						   hw),
+				 errhint("Pass -1 for the high watermark.")));
+	if (before <= start)
+		PG_RETURN_INT64(start);	/* already deleted, as Kafka answers it */
+	PreventCommandIfReadOnly("mq_delete_records");
+	values[0] = Int32GetDatum(topic->topic_id);
+	values[1] = Int32GetDatum(partition);
+	values[2] = Int64GetDatum(before);
+	MqSpiBegin(&spi, true);
+	if (SPI_execute_with_args("SELECT mqlog._delete_records($1, $2, $3)", 3, types, values, NULL,
+							  false, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "mqlog: mqlog._delete_records failed");
+	start = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	MqSpiEnd(&spi);
+	PG_RETURN_INT64(start);
 }
