@@ -53,12 +53,6 @@ static bool holding = false;	/* this node is the coordinator */
 static int64 held_lease = 0;
 static TimestampTz last_no_leader_log = 0;
 
-bool
-MqClusterIsCoordinator(void)
-{
-	return holding;
-}
-
 /* is name alive in the node list (MqClusterNode *)? */
 static bool
 node_alive(List *nodes, const char *name)

@@ -70,7 +70,6 @@ extern const char *MqClusterLeaderFence(const char *const *isr, int nisr, bool u
 
 /* the coordinator: one node elects leaders for partitions whose leader is gone (failover.c) */
 extern void MqClusterCoordinate(int64 lease, List *nodes);
-extern bool MqClusterIsCoordinator(void);
 
 /* which node coordinates a consumer group (group_claims.c) */
 extern char *MqClusterClaimGroup(const char *group, int64 lease);
