@@ -14,8 +14,9 @@
  * One exception, as Patroni's failsafe mode makes one: when etcd is gone
  * for everyone, nobody can elect another leader, so the current leaders
  * may go on.  A leader tells the two cases apart by its followers, whose
- * progress reports say whether their own last etcd request, within the
- * last MQ_ETCD_REACHED_MS, succeeded (sql/replica.c): since its own lease
+ * progress reports say whether their own last etcd request failed to reach
+ * etcd (sql/replica.c; a slow round that still reaches etcd is not an
+ * outage, nor is a cluster worker that has not tried yet): since its own lease
  * lapsed, every other in-sync replica of the partition must have said it
  * cannot reach etcd either (Patroni asks every member), none that it can,
  * and this node must not have reached etcd itself.  With no word from
@@ -59,6 +60,7 @@ typedef struct MqLeaseShared
 	int			registrations;	/* since the server started */
 	int64		synced_from;	/* the local copy read etcd from this time on */
 	int64		etcd_ok_at;		/* this node's last etcd request that worked */
+	int64		etcd_failed_at; /* ... and its last one that could not reach etcd */
 	int			npeers;
 	struct
 	{
@@ -69,15 +71,6 @@ typedef struct MqLeaseShared
 } MqLeaseShared;
 
 static MqLeaseShared *lease_shared = NULL;
-
-/*
- * "Reached etcd a moment ago": the cluster worker asks etcd for the node
- * list every second, so a node that reaches etcd has done so within this.
- * It must stay below two thirds of the shortest lease TTL (2 s), the least
- * time between a leader's last renewal and its lapse, so that in an
- * outage every follower says so before any leader's lease lapses.
- */
-#define MQ_ETCD_REACHED_MS	1200
 
 /* CLOCK_MONOTONIC in microseconds: the clock of every time in this file */
 int64
@@ -148,18 +141,32 @@ MqClusterNoteEtcdOk(void)
 	SpinLockRelease(&lease_shared->mutex);
 }
 
-/* did this node reach etcd a moment ago (what a follower reports)? */
+/* the cluster worker: an etcd request could not reach etcd */
+void
+MqClusterNoteEtcdFailed(void)
+{
+	int64		now = MqClusterClock();
+
+	SpinLockAcquire(&lease_shared->mutex);
+	lease_shared->etcd_failed_at = now;
+	SpinLockRelease(&lease_shared->mutex);
+}
+
+/*
+ * Does this node reach etcd, as far as its last request says (what a
+ * follower reports)?  Only a request that failed says no.
+ */
 bool
 MqClusterEtcdReached(void)
 {
-	int64		at;
+	bool		reached;
 
 	if (lease_shared == NULL || !MqClusterEnabled())
 		return false;
 	SpinLockAcquire(&lease_shared->mutex);
-	at = lease_shared->etcd_ok_at;
+	reached = lease_shared->etcd_ok_at >= lease_shared->etcd_failed_at;
 	SpinLockRelease(&lease_shared->mutex);
-	return at != 0 && MqClusterClock() - at < (int64) MQ_ETCD_REACHED_MS * 1000;
+	return reached;
 }
 
 /*
@@ -188,21 +195,6 @@ MqClusterCurrentLease(void)
 		lease = lease_shared->lease_id;
 	SpinLockRelease(&lease_shared->mutex);
 	return lease;
-}
-
-/* does this node hold its lease now, as far as it knows? */
-bool
-MqClusterLeaseHeld(void)
-{
-	bool		held;
-	int64		now = MqClusterClock();
-
-	if (lease_shared == NULL || !MqClusterEnabled())
-		return false;
-	SpinLockAcquire(&lease_shared->mutex);
-	held = lease_shared->valid_until > now;
-	SpinLockRelease(&lease_shared->mutex);
-	return held;
 }
 
 /* a follower's progress report said whether it reaches etcd */

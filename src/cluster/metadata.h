@@ -62,9 +62,9 @@ extern int64 MqClusterClock(void);
 extern void MqClusterSetLease(int64 lease_id, int64 valid_until, bool registered);
 extern int64 MqClusterCurrentLease(void);
 extern void MqClusterNoteEtcdOk(void);
+extern void MqClusterNoteEtcdFailed(void);
 extern bool MqClusterEtcdReached(void);
 extern void MqClusterNoteSynced(int64 read_from);
-extern bool MqClusterLeaseHeld(void);
 extern void MqClusterNotePeer(const char *node, bool peer_reaches_etcd);
 extern const char *MqClusterLeaderFence(const char *const *isr, int nisr, bool unclean);
 

@@ -377,6 +377,9 @@ mqlog_cluster_main(Datum main_arg)
 			MemoryContextSwitchTo(cxt);
 			e = CopyErrorData();
 			FlushErrorState();
+			/* what the followers tell their leaders (lease.c's failsafe) */
+			if (e->sqlerrcode == ERRCODE_CONNECTION_FAILURE)
+				MqClusterNoteEtcdFailed();
 			retry_log(&rl, "mqlog cluster", e);
 			now = GetCurrentTimestamp();
 			next_list = TimestampTzPlusMilliseconds(now, 1000);
