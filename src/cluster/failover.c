@@ -49,8 +49,7 @@
 /* a partition left without a leader is logged again at most this often */
 #define MQ_NO_LEADER_LOG_MS		60000
 
-static bool holding = false;	/* this node is the coordinator */
-static int64 held_lease = 0;
+static int64 held_lease = 0;	/* this node is the coordinator under it; 0: not */
 static TimestampTz last_no_leader_log = 0;
 
 /* is name alive in the node list (MqClusterNode *)? */
@@ -69,6 +68,26 @@ node_alive(List *nodes, const char *name)
 	return false;
 }
 
+/*
+ * The first replica, in replica order, other than the gone leader, that is
+ * alive (and, with in_sync, in the ISR): the one to elect; NULL if none.
+ */
+static char *
+first_live_replica(MqPartitionMeta *p, List *nodes, bool in_sync)
+{
+	ListCell   *lc;
+
+	foreach(lc, p->replicas)
+	{
+		char	   *r = lfirst(lc);
+
+		if (strcmp(r, p->leader) != 0 && node_alive(nodes, r) &&
+			(!in_sync || MqClusterNameListed(p->isr, r)))
+			return r;
+	}
+	return NULL;
+}
+
 /* take the coordinator key, or see who holds it */
 static bool
 claim(int64 lease)
@@ -78,7 +97,7 @@ claim(int64 lease)
 	MqEtcdKv	kv;
 	bool		mine;
 
-	if (holding && held_lease == lease)
+	if (held_lease == lease)
 	{
 		/* ours while the lease lives; a look confirms nobody deleted it */
 		if (MqEtcdGet(key, &kv, NULL) && kv.lease == lease)
@@ -88,16 +107,15 @@ claim(int64 lease)
 	MqEtcdTxnIfAbsent(txn, key);
 	MqEtcdTxnPut(txn, key, MqClusterNodeClaim(), lease);
 	mine = MqEtcdTxnCommit(txn, NULL);
-	if (mine && !(holding && held_lease == lease))
+	if (mine && held_lease != lease)
 		ereport(LOG,
 				(errmsg("mqlog cluster: node \"%s\" is the coordinator of cluster \"%s\"",
 						mqlog_node_name, mqlog_cluster_name),
 				 errdetail("etcd key %s, under this node's lease " INT64_FORMAT ".", key, lease)));
-	else if (!mine && holding)
+	else if (!mine && held_lease != 0)
 		ereport(LOG,
 				(errmsg("mqlog cluster: node \"%s\" is no longer the coordinator of cluster \"%s\"",
 						mqlog_node_name, mqlog_cluster_name)));
-	holding = mine;
 	held_lease = mine ? lease : 0;
 	return mine;
 }
@@ -113,9 +131,7 @@ unclean_allowed(List *topics, const char *topic)
 		MqTopicMeta *t = lfirst(lc);
 
 		if (strcmp(t->name, topic) == 0)
-		{
 			return MqJsonBool(MqJsonParse(t->config), "unclean.leader.election.enable");
-		}
 	}
 	return false;
 }
@@ -128,30 +144,16 @@ static bool
 elect(const char *topic, MqPartitionMeta *p, List *nodes, bool unclean, const char *key)
 {
 	char	   *old = p->leader;
-	char	   *chosen = NULL;
+	char	   *chosen = first_live_replica(p, nodes, true);
 	bool		clean = true;
 	List	   *isr = NIL;
 	ListCell   *lc;
 	MqEtcdTxn  *txn;
 	int64		rev;
 
-	foreach(lc, p->replicas)
-	{
-		char	   *r = lfirst(lc);
-
-		if (chosen == NULL && strcmp(r, old) != 0 && node_alive(nodes, r) &&
-			MqClusterNameListed(p->isr, r))
-			chosen = r;
-	}
 	if (chosen == NULL && unclean)
 	{
-		foreach(lc, p->replicas)
-		{
-			char	   *r = lfirst(lc);
-
-			if (chosen == NULL && strcmp(r, old) != 0 && node_alive(nodes, r))
-				chosen = r;
-		}
+		chosen = first_live_replica(p, nodes, false);
 		clean = false;
 	}
 	if (chosen == NULL)
@@ -223,7 +225,6 @@ MqClusterCoordinate(int64 lease, List *nodes)
 
 	if (lease == 0)
 	{
-		holding = false;
 		held_lease = 0;
 		return;
 	}
