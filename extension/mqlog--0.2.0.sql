@@ -524,16 +524,27 @@ $$;
 
 COMMENT ON FUNCTION mqlog._lock_topic(text) IS 'internal: a topic''s catalog row, locked FOR UPDATE, or an error if there is none';
 
+/*
+ * A config change applied to a topic's overrides: the keys given replace
+ * theirs (validated: the normalized values), a key given as JSON null goes
+ * back to its default.  mq_alter_topic's merge, for this node's catalog and
+ * for a replicated topic's config in etcd (cluster/topics.c).
+ */
+CREATE FUNCTION mqlog._apply_config_change(base jsonb, change jsonb, validated jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT (base - coalesce((SELECT array_agg(c.key) FROM jsonb_each(change) c
+                              WHERE jsonb_typeof(c.value) = 'null'), '{}')) || validated
+$$;
+COMMENT ON FUNCTION mqlog._apply_config_change(jsonb, jsonb, jsonb) IS 'internal: a topic''s overrides with a config change applied';
+
 CREATE FUNCTION mqlog._alter_topic(name text, config jsonb) RETURNS void
     LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t mqlog.topic := mqlog._lock_topic(name);
     cfg jsonb := mqlog._validate_config(config);
-    resets text[];
 BEGIN
-    SELECT coalesce(array_agg(key), '{}') INTO resets
-      FROM jsonb_each(config) WHERE jsonb_typeof(value) = 'null';
-    UPDATE mqlog.topic SET config = (t.config - resets) || cfg WHERE topic_id = t.topic_id;
+    UPDATE mqlog.topic SET config = mqlog._apply_config_change(t.config, _alter_topic.config, cfg)
+     WHERE topic_id = t.topic_id;
     PERFORM mqlog._catalog_changed();
 END
 $$;

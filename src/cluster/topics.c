@@ -681,16 +681,13 @@ MqClusterAlterTopic(const char *name, const char *change)
 	t = earlier ? MqTopicMetaParse(earlier->topic_value, earlier->topic_rev) :
 		read_etcd_topic(name, uuid, row.partitions);
 
-	/* as mqlog._alter_topic merges: keys given replace, JSON nulls reset */
+	/* mqlog._alter_topic's merge (mqlog._apply_config_change), on etcd's config */
 	MqSpiBegin(&spi, true);
 	values[0] = CStringGetTextDatum(t->config);
 	values[1] = CStringGetTextDatum(change);
 	values[2] = Int32GetDatum(topic_id);
-	if (SPI_execute_with_args("UPDATE mqlog.topic t SET config ="
-							  " ($1::pg_catalog.jsonb OPERATOR(pg_catalog.-) (SELECT COALESCE(pg_catalog.array_agg(c.key), '{}'::pg_catalog.text[])"
-							  "    FROM pg_catalog.jsonb_each($2::pg_catalog.jsonb) c"
-							  "   WHERE pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'null'))"
-							  " OPERATOR(pg_catalog.||) mqlog._validate_config($2::pg_catalog.jsonb)"
+	if (SPI_execute_with_args("UPDATE mqlog.topic t SET config = mqlog._apply_config_change("
+							  " $1::pg_catalog.jsonb, $2::pg_catalog.jsonb, mqlog._validate_config($2::pg_catalog.jsonb))"
 							  " WHERE t.topic_id OPERATOR(pg_catalog.=) $3"
 							  " RETURNING t.config::pg_catalog.text",
 							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING ||
