@@ -77,8 +77,7 @@ q1($n1, q{SELECT mq_create_topic('r', 2, replication_factor => 3,
            config => '{"min.insync.replicas": 2, "replica.lag.time.max.ms": 2000}')});
 foreach my $n ($n2, $n3)
 {
-	ok(MqCluster::wait_until(sub {
-		q1($n, q{SELECT count(*) FROM mqlog.partitions WHERE topic = 'r' AND leader IS NOT NULL}) eq '2' }, 30),
+	ok(MqCluster::wait_topic($n, 'r', 2),
 		$n->name . ': the topic is there with its leaders');
 }
 # 'ret' is for a follower that falls below the leader's log start offset
@@ -169,8 +168,7 @@ q1($n1, q{SELECT mq_create_topic('slow', 1, replication_factor => 3,
            config => '{"min.insync.replicas": 2, "replica.lag.time.max.ms": 600000}')});
 foreach my $n ($n2, $n3)
 {
-	ok(MqCluster::wait_until(sub {
-		q1($n, q{SELECT count(*) FROM mqlog.partitions WHERE topic = 'slow' AND leader IS NOT NULL}) eq '1' }, 30),
+	ok(MqCluster::wait_topic($n, 'slow', 1),
 		$n->name . ': topic slow is there');
 }
 q1($n1, q{SELECT mq_produce('slow', 'both-hold-it', partition => 0)});

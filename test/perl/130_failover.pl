@@ -63,7 +63,7 @@ ok(MqCluster::wait_log($by_name{$coord}, qr/node "$coord" is the coordinator of 
 
 q1($n1, q{SELECT mq_create_topic('f', 1, replication_factor => 3,
            config => '{"min.insync.replicas": 2}')});
-ok(MqCluster::wait_until(sub { q1($n3, q{SELECT count(*) FROM mqlog.partitions WHERE topic = 'f' AND leader IS NOT NULL}) eq '1' }, 30),
+ok(MqCluster::wait_topic($n3, 'f', 1),
 	'the topic is on every node');
 is(leader_of($n1, 'f', 0), 'n1/0', 'n1 leads f/0 at epoch 0');
 my @acked;
@@ -214,7 +214,7 @@ foreach my $t ('u', 'v')
 {
 	q1($n1, qq{SELECT mq_create_topic('$t', 1, replication_factor => 2,
            config => '{"replica.lag.time.max.ms": 1000}')});
-	ok(MqCluster::wait_until(sub { q1($n2, qq{SELECT count(*) FROM mqlog.partitions WHERE topic = '$t' AND leader IS NOT NULL}) eq '1' }, 30),
+	ok(MqCluster::wait_topic($n2, $t, 1),
 		"topic $t is on n2");
 	is(q1($n1, qq{SELECT replicas FROM mqlog.partitions WHERE topic = '$t'}), '{n1,n2}', "$t/0 is on n1 (leader) and n2");
 	q1($n1, qq{SELECT mq_produce('$t', '${t}1', partition => 0)});

@@ -105,8 +105,7 @@ q1($nodes[0], qq{SELECT mq_create_topic('ft', 2, replication_factor => 3,
            config => '{"min.insync.replicas": 2, "replica.lag.time.max.ms": $LAG_MS}')});
 foreach my $n (@nodes)
 {
-	ok(MqCluster::wait_until(sub {
-		q1($n, q{SELECT count(*) FROM mqlog.partitions WHERE topic = 'ft' AND leader IS NOT NULL}) eq '2' }, 30),
+	ok(MqCluster::wait_topic($n, 'ft', 2),
 		$n->name . ': topic ft is there with its leaders');
 }
 ok(MqCluster::wait_until(\&healthy, 30), 'both partitions have three in-sync replicas');

@@ -388,6 +388,21 @@ sub wait_log
 		$timeout // 60);
 }
 
+# Wait until node holds a copy of topic with a leader for each of its
+# partitions (the count given), as the sync worker takes it from etcd;
+# true if it does in time.
+sub wait_topic
+{
+	my ($node, $topic, $partitions, $timeout) = @_;
+	return wait_until(
+		sub {
+			$node->safe_psql('postgres',
+				"SELECT count(*) FROM mqlog.partitions WHERE topic = '$topic' AND leader IS NOT NULL")
+			  eq $partitions;
+		},
+		$timeout // 30);
+}
+
 # Every decided batch of a partition from an offset (0 unless given), as
 # offset:committed:md5 of its Kafka bytes (CRC included), comma-separated:
 # what byte-identical replicas compare.
