@@ -130,25 +130,17 @@ MqClusterSetLease(int64 lease_id, int64 valid_until, bool registered)
 	SpinLockRelease(&lease_shared->mutex);
 }
 
-/* the cluster worker: an etcd request just worked */
+/* the cluster worker: an etcd request worked, or could not reach etcd */
 void
-MqClusterNoteEtcdOk(void)
+MqClusterNoteEtcd(bool reached)
 {
 	int64		now = MqClusterClock();
 
 	SpinLockAcquire(&lease_shared->mutex);
-	lease_shared->etcd_ok_at = now;
-	SpinLockRelease(&lease_shared->mutex);
-}
-
-/* the cluster worker: an etcd request could not reach etcd */
-void
-MqClusterNoteEtcdFailed(void)
-{
-	int64		now = MqClusterClock();
-
-	SpinLockAcquire(&lease_shared->mutex);
-	lease_shared->etcd_failed_at = now;
+	if (reached)
+		lease_shared->etcd_ok_at = now;
+	else
+		lease_shared->etcd_failed_at = now;
 	SpinLockRelease(&lease_shared->mutex);
 }
 

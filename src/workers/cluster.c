@@ -301,7 +301,7 @@ cluster_round(void)
 		{
 			/* the lease's own TTL: a reloaded mqlog.etcd_lease_ttl is the next lease's */
 			MqClusterSetLease(my_lease, sent + (int64) granted_ttl * 1000000, false);
-			MqClusterNoteEtcdOk();
+			MqClusterNoteEtcd(true);
 			next_keepalive = TimestampTzPlusMilliseconds(now, granted_ttl * 1000 / 3);
 		}
 		else
@@ -312,7 +312,7 @@ cluster_round(void)
 			my_lease = 0;
 			MqClusterSetLease(0, 0, false);
 			/* etcd answered (after the lapse): others may elect, no failsafe */
-			MqClusterNoteEtcdOk();
+			MqClusterNoteEtcd(true);
 			next_register = now;
 			try_register(now);
 		}
@@ -322,7 +322,7 @@ cluster_round(void)
 		List	   *nodes = MqClusterReadNodes();
 
 		MqClusterPublishNodes(nodes);
-		MqClusterNoteEtcdOk();
+		MqClusterNoteEtcd(true);
 		last_list_ok = now;
 		next_list = TimestampTzPlusMilliseconds(now, 1000);
 		/* the coordinator's round, if this node holds the role */
@@ -379,7 +379,7 @@ mqlog_cluster_main(Datum main_arg)
 			FlushErrorState();
 			/* what the followers tell their leaders (lease.c's failsafe) */
 			if (e->sqlerrcode == ERRCODE_CONNECTION_FAILURE)
-				MqClusterNoteEtcdFailed();
+				MqClusterNoteEtcd(false);
 			retry_log(&rl, "mqlog cluster", e);
 			now = GetCurrentTimestamp();
 			next_list = TimestampTzPlusMilliseconds(now, 1000);
