@@ -393,15 +393,44 @@ run_perl() {
         record "Perl TAP" passed "$(tap_note "$WORK/perl.out" ${#files[@]})"
     else
         record "Perl TAP" FAILED "$(tap_note "$WORK/perl.out" ${#files[@]})"
-        # The logs of the failing tests: what the test printed
-        # (regress_log_NAME) and the server logs of its nodes (NAME_NODE.log).
+        # The logs of the failing tests: the server logs of its nodes
+        # (NAME_NODE.log), then what the test printed (regress_log_NAME),
+        # and last its failed checks and its error, so that the end of the
+        # output, which is what a CI log shows first, says what failed.
         local t name f
         for t in $(tap_failed_files "$WORK/perl.out"); do
             name=$(basename "$t" .pl)
-            for f in "$SRC/tmp_check/log/regress_log_$name" "$SRC/tmp_check/log/${name}"_*.log; do
-                [ -f "$f" ] && show_file "$f" 150
+            for f in "$SRC/tmp_check/log/${name}"_*.log; do
+                [ -f "$f" ] && show_file "$f" 60
             done
+            show_file "$SRC/tmp_check/log/regress_log_$name" 80
+            printf '\n---- %s: failed checks and errors ----\n' "$t"
+            grep -n -A4 -E '^not ok|^# +Failed test|error running SQL|died|^# the last error while waiting' \
+                "$SRC/tmp_check/log/regress_log_$name" 2>/dev/null | head -n 80
+            printf -- '---- end of %s ----\n' "$t"
         done
+    fi
+}
+
+# ---------------------------------------------------------------------------
+# Check: no server process crashed in any layer.  A backend or worker that
+# dies of a signal (segfault, abort, bus error, arithmetic or illegal
+# instruction) makes the postmaster restart every session; a test that
+# retries its queries could otherwise pass over it.  Deliberate kills
+# (kill -9, immediate shutdowns) are signal 9 or no signal at all.
+# ---------------------------------------------------------------------------
+
+check_crashes() {
+    local found
+    found=$(find "$WORK" -name '*.log' -type f -print0 2>/dev/null |
+        xargs -0 -r grep -H -E 'terminated by signal (4|6|7|8|11)[^0-9]|was terminated by exception|PANIC:' 2>/dev/null |
+        head -n 40)
+    if [ -z "$found" ]; then
+        record "crashes" passed "no server process died of a signal in any server log"
+    else
+        banner "server processes that crashed"
+        printf '%s\n' "$found"
+        record "crashes" FAILED "a server process died of a signal (see above)"
     fi
 }
 
@@ -416,6 +445,7 @@ if build; then
     run_isolation
     run_pgtap
     run_perl
+    check_crashes
 else
     record build FAILED "later layers not run"
 fi

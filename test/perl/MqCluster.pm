@@ -39,18 +39,30 @@ our $CLUSTER_NAME = 'test';
 my %spawned;
 
 # Poll $cond (a sub returning true when done) every 100 ms for at most
-# $timeout seconds; returns whether it became true.
+# $timeout seconds; returns whether it became true.  A condition that dies
+# (a query on a node that is still starting, or that a move or a failover
+# refuses for a moment) counts as not yet true: its last error is shown if
+# the wait times out.  A server crash is not hidden by this: scripts/test.sh
+# fails the suite on any "terminated by signal" in a server log.
 sub wait_until
 {
 	my ($cond, $timeout) = @_;
 	$timeout //= 60;
 	my $end = time() + $timeout;
+	my $error;
+	my $try = sub {
+		my $ok = eval { $cond->() };
+		$error = $@ if $@;
+		return $ok;
+	};
 	while (time() < $end)
 	{
-		return 1 if $cond->();
+		return 1 if $try->();
 		usleep(100_000);
 	}
-	return $cond->() ? 1 : 0;
+	return 1 if $try->();
+	diag("the last error while waiting: $error") if defined $error;
+	return 0;
 }
 
 # Run etcdctl against $etcd; returns (exit status, stdout).
