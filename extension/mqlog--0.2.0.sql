@@ -439,8 +439,16 @@ DECLARE
     relname text := CASE WHEN base_offset = -1
                          THEN left(mqlog._segment_relname(topic_id, name, part, 0), 30) || '-next-' || txid_current() || '-' || part
                          ELSE mqlog._segment_relname(topic_id, name, part, base_offset) END;
-    rel oid;
+    rel oid := to_regclass(format('mqlog_data.%I', relname));
 BEGIN
+    /*
+     * A dropped topic's segment of the same name that the orphan sweep has
+     * not dropped yet (mq_drop_topic leaves most of a big topic's to it):
+     * it goes now, or this creation waits for it to go.
+     */
+    IF rel IS NOT NULL AND NOT EXISTS (SELECT FROM mqlog.segment s WHERE s.relid = rel) THEN
+        EXECUTE format('DROP TABLE %s CASCADE', rel::regclass);
+    END IF;
     EXECUTE format('CREATE TABLE mqlog_data.%I ("offset" pg_catalog.int8, ts pg_catalog.timestamptz, key pg_catalog.bytea, value pg_catalog.bytea, headers mqlog.header[]) USING mqlog WITH (parallel_workers = 0)',
                    relname);
     rel := format('mqlog_data.%I', relname)::regclass::oid;
@@ -453,6 +461,79 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mqlog._create_segment(int, text, int, bigint) IS 'internal: creates one segment relation (base offset -1: prepared ahead) and lists it in the chain';
+
+/*
+ * Partitions whose first segment is made after their topic (issue 16).
+ * Every relation a transaction creates holds a lock until it ends, so the
+ * transaction of mq_create_topic or mq_add_partitions creates the first
+ * segments of at most mqlog._drop_batch() partitions; the others have no
+ * segment yet ("pending": they read as empty, and a produce to one waits
+ * for it, see MqTopicAwaitPartition in topic.c).  Once it commits the
+ * maintenance worker creates them, at most a batch per transaction: in the
+ * roll-ahead pass the creating transaction asks for at commit, and in
+ * every regular pass, so that a creation interrupted by a crash goes on at
+ * the next pass.  A topic that a transaction holds locked (being altered,
+ * grown or dropped) is skipped and found again by the next pass.  Returns
+ * the segments created.
+ */
+CREATE FUNCTION mqlog._create_pending_segments(only_topic int, budget int)
+    RETURNS TABLE (topic text, "partition" int, segment text)
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    SET mqlog.allow_segment_ddl = on AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT t.topic_id, t.name, g.p
+          FROM mqlog.topic t CROSS JOIN LATERAL generate_series(0, t.partitions - 1) AS g(p)
+          /* a probe of the primary key per partition, whatever the statistics say */
+          LEFT JOIN LATERAL (SELECT 1 AS found FROM mqlog.segment s
+                              WHERE s.topic_id = t.topic_id AND s."partition" = g.p LIMIT 1) e ON true
+         WHERE (only_topic IS NULL OR t.topic_id = only_topic) AND e.found IS NULL
+         ORDER BY t.topic_id, g.p
+         LIMIT greatest(budget, 0)
+           FOR KEY SHARE OF t SKIP LOCKED
+    LOOP
+        /* a DDL transaction that committed since the query's snapshot may have made it */
+        CONTINUE WHEN EXISTS (SELECT FROM mqlog.segment s WHERE s.topic_id = r.topic_id AND s."partition" = r.p);
+        topic := r.name;
+        "partition" := r.p;
+        segment := mqlog._create_segment(r.topic_id, r.name, r.p, 0)::regclass::text;
+        RETURN NEXT;
+    END LOOP;
+    IF FOUND THEN
+        PERFORM mqlog._catalog_changed();
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mqlog._create_pending_segments(int, int) IS
+    'internal: create the first segments of partitions made after their topic, at most budget of them';
+
+CREATE FUNCTION mqlog._request_pass_at_commit() RETURNS void
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_request_pass_at_commit';
+COMMENT ON FUNCTION mqlog._request_pass_at_commit() IS
+    'internal: ask the maintenance launcher for a roll-ahead pass in this database when the transaction commits';
+
+/*
+ * Shared memory holds the state of mqlog.max_partitions partitions (all
+ * databases together), fixed at server start: warn at mq_create_topic and
+ * mq_add_partitions when this database's topics alone have more.
+ */
+CREATE FUNCTION mqlog._check_max_partitions() RETURNS void
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    total bigint := (SELECT sum(t.partitions) FROM mqlog.topic t);
+    cap int := current_setting('mqlog.max_partitions')::int;
+BEGIN
+    IF total > cap THEN
+        RAISE WARNING 'the topics of this database have % partitions, more than mqlog.max_partitions (%)', total, cap
+            USING DETAIL = 'Shared memory holds the state of mqlog.max_partitions partitions, across all databases, fixed at server start; using more at once fails with 53400.',
+                  HINT = format('Raise mqlog.max_partitions to at least %s and restart; mqlog.shared_memory shows what it costs.', total);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mqlog._check_max_partitions() IS
+    'internal: warn when this database''s topics have more partitions than mqlog.max_partitions';
 
 CREATE FUNCTION mqlog._create_topic(name text, partitions int, replication_factor int,
                                      config jsonb, owner oid)
@@ -490,9 +571,14 @@ BEGIN
         RAISE EXCEPTION 'topic "%" already exists', name
             USING ERRCODE = 'duplicate_object';
     END;
-    FOR p IN 0 .. partitions - 1 LOOP
+    /* a bounded batch of first segments here, the rest by the worker (see _create_pending_segments) */
+    FOR p IN 0 .. least(partitions, mqlog._drop_batch()) - 1 LOOP
         PERFORM mqlog._create_segment(tid, name, p, 0);
     END LOOP;
+    IF partitions > mqlog._drop_batch() THEN
+        PERFORM mqlog._request_pass_at_commit();
+    END IF;
+    PERFORM mqlog._check_max_partitions();
     PERFORM mqlog._catalog_changed();
 END
 $$;
@@ -577,10 +663,15 @@ BEGIN
         RAISE EXCEPTION 'number of partitions must be at most 10000'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    FOR p IN t.partitions .. total - 1 LOOP
+    /* a bounded batch of first segments here, the rest by the worker (see _create_pending_segments) */
+    FOR p IN t.partitions .. least(total, t.partitions + mqlog._drop_batch()) - 1 LOOP
         PERFORM mqlog._create_segment(t.topic_id, t.name, p, 0);
     END LOOP;
+    IF total > t.partitions + mqlog._drop_batch() THEN
+        PERFORM mqlog._request_pass_at_commit();
+    END IF;
     UPDATE mqlog.topic SET partitions = total WHERE topic_id = t.topic_id;
+    PERFORM mqlog._check_max_partitions();
     PERFORM mqlog._catalog_changed();
 END
 $$;
@@ -801,7 +892,8 @@ CREATE VIEW mqlog.partitions WITH (security_barrier) AS
       FROM (SELECT * FROM mqlog.topic t0 WHERE mq_has_topic_privilege(t0.name, 'describe') OFFSET 0) t
      CROSS JOIN LATERAL generate_series(0, t.partitions - 1) AS p
      CROSS JOIN LATERAL (
-           SELECT greatest(min(s.base_offset) FILTER (WHERE s.base_offset >= 0),
+           -- 0 for a partition whose first segment is still being created (segment_count 0)
+           SELECT greatest(coalesce(min(s.base_offset) FILTER (WHERE s.base_offset >= 0), 0),
                            (SELECT l.log_start_offset FROM mqlog.log_start l
                              WHERE l.topic_id = t.topic_id AND l."partition" = p)) AS log_start_offset,
                   coalesce(sum(pg_relation_size(s.relid)), 0)::bigint AS size_bytes,
@@ -1129,6 +1221,11 @@ DECLARE
 BEGIN
     PERFORM mqlog._maintenance_lock();
     PERFORM set_config('lock_timeout', '100ms', true);
+    /* first segments of partitions made after their topic come first: producers wait for them */
+    budget := budget - (SELECT count(*) FROM mqlog._create_pending_segments(NULL, budget));
+    IF budget <= 0 THEN
+        RETURN 1;
+    END IF;
     FOR w IN SELECT ws.* FROM mqlog._wanted_spares() ws JOIN mqlog.topic t USING (topic_id)
               WHERE ws."partition" < t.partitions ORDER BY 1, 2 LOOP
         IF budget <= 0 THEN
@@ -1279,6 +1376,27 @@ BEGIN
     PERFORM mqlog._maintenance_lock();
     /* a segment a reader is inside is left for the next pass */
     PERFORM set_config('lock_timeout', '100ms', true);
+
+    /*
+     * first segments of partitions made after their topic (a creation the
+     * roll-ahead pass has not finished, or a crash interrupted); a call
+     * that spent its budget on them says 'more' and stops there
+     */
+    FOR s IN SELECT * FROM mqlog._create_pending_segments(
+                 CASE WHEN only_topic IS NOT NULL
+                      THEN coalesce((SELECT t.topic_id FROM mqlog.topic t WHERE t.name = only_topic), 0) END,
+                 budget) LOOP
+        action := 'create'; topic := s.topic; "partition" := s."partition"; segment := s.segment;
+        detail := 'first segment of the partition';
+        RETURN NEXT;
+        budget := budget - 1;
+    END LOOP;
+    IF budget <= 0 THEN
+        action := 'more'; topic := only_topic; "partition" := NULL; segment := NULL;
+        detail := 'this call created and dropped as many relations as one transaction may; call again for the rest';
+        RETURN NEXT;
+        RETURN;
+    END IF;
 
     FOR p IN
         SELECT t.topic_id, t.name, g.p AS part, mqlog.effective_config(t.config) AS c

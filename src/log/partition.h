@@ -68,6 +68,7 @@ struct Latch;
 extern List *MqPartitionsWantingSpares(Oid catalog_relid);
 extern void MqSetMaintenanceLatch(struct Latch *latch);
 extern void MqRequestMaintenance(void);
+extern void MqRequestMaintenanceAtCommit(void);
 extern Oid	MqTakeMaintenanceRequest(void);
 extern void MqRepostMaintenanceRequest(Oid dboid);
 
