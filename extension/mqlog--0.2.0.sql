@@ -995,11 +995,45 @@ CREATE FUNCTION mqlog.group_member_list(
 COMMENT ON FUNCTION mqlog.group_member_list() IS 'members of the consumer groups of this database the current role may use, from shared memory';
 
 CREATE FUNCTION mqlog.shared_memory_areas(OUT area text, OUT entries bigint, OUT bytes bigint,
-                                           OUT bytes_per_entry bigint, OUT setting text)
+                                           OUT bytes_per_entry bigint, OUT setting text,
+                                           OUT in_use bigint)
     RETURNS SETOF record LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_shared_memory';
 COMMENT ON FUNCTION mqlog.shared_memory_areas() IS 'what each part of mqlog holds in shared memory at this server''s settings';
 CREATE VIEW mqlog.shared_memory AS SELECT * FROM mqlog.shared_memory_areas();
-COMMENT ON VIEW mqlog.shared_memory IS 'what each part of mqlog holds in shared memory at this server''s settings: capacity and bytes';
+COMMENT ON VIEW mqlog.shared_memory IS 'what each part of mqlog holds in shared memory at this server''s settings: capacity, bytes, and the entries in use now';
+
+/*
+ * The DBA's view of the consumer group table, which all databases share
+ * (issue 16): every member slot in use, with its database, host process
+ * and max_poll_interval_ms; and the removal of a group's members.  For
+ * mqlog_admin; the groups of other databases only for roles with the
+ * privileges of pg_read_all_stats.
+ */
+CREATE FUNCTION mqlog.group_slot_list(
+    OUT database_oid oid, OUT database text, OUT group_id text, OUT member_id text, OUT pid int,
+    OUT last_poll timestamptz, OUT max_poll_interval_ms int, OUT assigned_partitions int)
+    RETURNS SETOF record
+    LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'mqlog_group_slots';
+COMMENT ON FUNCTION mqlog.group_slot_list() IS
+    'every consumer group member slot in use, server-wide (other databases'' only for pg_read_all_stats)';
+REVOKE ALL ON FUNCTION mqlog.group_slot_list() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mqlog.group_slot_list() TO mqlog_admin;
+
+CREATE VIEW mqlog.group_slots AS
+    SELECT l.*, a.usename, a.application_name, a.state
+      FROM mqlog.group_slot_list() l
+      LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid;
+COMMENT ON VIEW mqlog.group_slots IS
+    'the consumer group table of the server: every member slot in use, with its database, session and max_poll_interval_ms (mqlog_admin)';
+REVOKE ALL ON mqlog.group_slots FROM PUBLIC;
+GRANT SELECT ON mqlog.group_slots TO mqlog_admin;
+
+CREATE FUNCTION mq_remove_group_members("group" text) RETURNS int
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_remove_group_members';
+COMMENT ON FUNCTION mq_remove_group_members(text) IS
+    'remove every member of a consumer group of this database when the transaction commits, freeing their slots (mqlog_admin); returns how many it has';
+REVOKE ALL ON FUNCTION mq_remove_group_members(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mq_remove_group_members(text) TO mqlog_admin;
 
 CREATE VIEW mqlog.group_members WITH (security_barrier) AS
     SELECT m.group_id, m.member_id, m.pid, a.client_addr, m.assignor, m.generation,

@@ -200,6 +200,28 @@ MqInflightPoolSize(void)
 	return mul_size(pool_entries(), sizeof(MqInflight));
 }
 
+/*
+ * Partition entries in use now, server-wide, and in-flight entries taken
+ * (mqlog.shared_memory).
+ */
+int64
+MqPartitionsInUse(int64 *inflight)
+{
+	int64		n;
+	int64		free_entries = 0;
+	dlist_iter	it;
+
+	LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
+	n = hash_get_num_entries(part_hash);
+	LWLockRelease(mq_shared->hash_lock);
+	SpinLockAcquire(&mq_shared->free_lock);
+	dlist_foreach(it, &mq_shared->free_list)
+		free_entries++;
+	SpinLockRelease(&mq_shared->free_lock);
+	*inflight = (int64) pool_entries() - free_entries;
+	return n;
+}
+
 /* What the partition state needs in shared memory (mqlog.c sums it up). */
 Size
 MqPartitionShmemSize(void)

@@ -55,6 +55,7 @@ extern void MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_
 extern Size MqPartitionEntrySize(void);
 extern bool MqSizingWarningDue(void);
 extern Size MqInflightPoolSize(void);
+extern int64 MqPartitionsInUse(int64 *inflight);
 extern void MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset);
 extern void MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base_offset);
 extern void MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id);
