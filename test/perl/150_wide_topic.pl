@@ -43,6 +43,16 @@ my $pending = sub {
 	my $topic = shift;
 	return qq{SELECT count(*) FROM mqlog.partitions WHERE topic = '$topic' AND segment_count = 0};
 };
+# wait until every partition of the topic has its segment: one each, none twice
+sub all_created
+{
+	my ($topic, $what) = @_;
+	ok($node->poll_query_until('postgres', $pending->($topic), '0'), $what);
+	is($node->safe_psql('postgres',
+		qq{SELECT count(*) || ' ' || count(DISTINCT s."partition") FROM mqlog.segment s
+		    JOIN mqlog.topic t USING (topic_id) WHERE t.name = '$topic'}),
+		"$n $n", '... one segment per partition, none twice');
+}
 my $orphans = q{SELECT count(*) FROM pg_class c WHERE c.relnamespace = 'mqlog_data'::regnamespace
                  AND c.relkind = 'r' AND NOT EXISTS (SELECT FROM mqlog.segment s WHERE s.relid = c.oid)};
 
@@ -59,12 +69,7 @@ is($node->safe_psql('postgres', q{SELECT partitions FROM mqlog.topics WHERE topi
 is($ret, 0, 'a produce to the last partition right after the creation succeeds') or diag $err;
 is($out, '0', '... at offset 0');
 
-ok($node->poll_query_until('postgres', $pending->('wide'), '0'),
-	'the worker created the first segment of every partition');
-is($node->safe_psql('postgres',
-	q{SELECT count(*) || ' ' || count(DISTINCT s."partition") FROM mqlog.segment s
-	    JOIN mqlog.topic t USING (topic_id) WHERE t.name = 'wide'}),
-	"$n $n", 'one segment per partition, none twice');
+all_created('wide', 'the worker created the first segment of every partition');
 note sprintf('created %d partitions in %.1f s', $n, time - $t0);
 
 # a reader of a partition still being created sees an empty partition,
@@ -213,12 +218,7 @@ kill 'KILL', $victim;
 $node->wait_for_log(qr/all server processes terminated; reinitializing/, $log_offset);
 $node->wait_for_log(qr/database system is ready to accept connections/, $log_offset);
 pass('the server restarted after the crash');
-ok($node->poll_query_until('postgres', $pending->('crash'), '0'),
-	'after the restart the worker finishes the creation');
-is($node->safe_psql('postgres',
-	q{SELECT count(*) || ' ' || count(DISTINCT s."partition") FROM mqlog.segment s
-	    JOIN mqlog.topic t USING (topic_id) WHERE t.name = 'crash'}),
-	"$n $n", 'one segment per partition, none twice');
+all_created('crash', 'after the restart the worker finishes the creation');
 is($node->safe_psql('postgres', $orphans), '0', 'no segment relation outside the catalog');
 is($node->safe_psql('postgres', q{SELECT "offset" FROM mq_produce('crash', 'c', partition => 0)}), '0',
 	'the topic takes records');
