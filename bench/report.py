@@ -629,8 +629,8 @@ def scale_md(res, level="##"):
     if prod:
         base = prod[min(prod)]["records_per_s"]
         L.append("Batched produce by the driver (1000 records of 100 B a call, each call to the next "
-                 "partition in a transaction of its own), the read back by a group of one member per 512 "
-                 "partitions, the creation (the worker makes the segments beyond the first 200) and the drop "
+                 "partition in a transaction of its own), the read back by a group of one member (of at most 512 "
+                 "partitions), the creation (the worker makes the segments beyond the first 200) and the drop "
                  "with the orphan sweep; catalog bytes are the growth of pg_class, pg_attribute, pg_type, "
                  "pg_depend, pg_description and mqlog.segment, shared memory the partition entries taken.")
         L.append("")

@@ -181,7 +181,7 @@ cleanup() {
     fi
     if [ -f "$WORK/server.log" ] && [ -d "$BENCH/results" ]; then
         # checkpoints, lock waits and errors, to explain a dip in the samples
-        tail -n 3000 "$WORK/server.log" >"$BENCH/results/latest-postgresql.log" || true
+        tail -n 3000 "$WORK/server.log" >"$BENCH/results/$([ "$ONLY" = scale ] && echo scale || echo latest)-postgresql.log" || true
     fi
     if [ $rc -ne 0 ] && [ -f "$WORK/server.log" ]; then
         echo "last lines of the PostgreSQL log:" >&2

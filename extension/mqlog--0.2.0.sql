@@ -1354,6 +1354,8 @@ CREATE FUNCTION mqlog._drop_orphans() RETURNS SETOF text
 DECLARE
     r record;
 BEGIN
+    /* one sweep at a time: the worker's sweep step and mq_run_maintenance() by hand */
+    PERFORM mqlog._maintenance_lock();
     PERFORM set_config('lock_timeout', '100ms', true);
     FOR r IN
         SELECT c.oid FROM pg_class c
@@ -1361,11 +1363,15 @@ BEGIN
            AND NOT EXISTS (SELECT FROM mqlog.segment sg WHERE sg.relid = c.oid)
          ORDER BY c.oid LIMIT mqlog._drop_batch()
     LOOP
+        /* mqlog._create_segment may have dropped it meanwhile (a new segment of its name) */
+        CONTINUE WHEN NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = r.oid);
         BEGIN
             EXECUTE format('DROP TABLE %s CASCADE', r.oid::regclass);
             RETURN NEXT r.oid::text;
         EXCEPTION WHEN lock_not_available THEN
             NULL;
+        WHEN undefined_table THEN
+            NULL;       /* ... or just now, while this waited for its lock */
         END;
     END LOOP;
 END
