@@ -14,8 +14,9 @@
 # A test layer with no test files is skipped (and says so).  Every cluster
 # runs as the `postgres` OS user (PostgreSQL refuses root) from a copy of the
 # source tree in /tmp/mqlog-test.XXXXXX, so the checkout itself is never
-# written to.  The last line of output is "N passed, N failed", counting the
-# layers above; the exit status is 0 only when nothing failed.
+# written to.  The last line of output is "N layers passed, N failed", counting
+# the layers above (a skipped layer is in neither number); the exit status is
+# 0 only when nothing failed.
 #
 # Environment:
 #   PG_CONFIG          pg_config to build against (default: PostgreSQL 15's)
@@ -140,7 +141,7 @@ print_summary() {
     if [ -d "$WORK" ]; then
         echo "  temporary directory kept for inspection: $WORK"
     fi
-    echo "$passed passed, $failed failed"
+    echo "$passed layers passed, $failed failed"
     [ $failed -eq 0 ]
 }
 
