@@ -6,7 +6,8 @@ a psql prompt: `=> ` for the one session, `A=> `, `B=> ` for separate
 sessions. A statement runs from its prompt to the first line that ends
 with `;` (a psql meta-command such as `\\set` is one line); what follows up
 to the next prompt is its expected output. Blocks with `S=>` (a hot
-standby) are skipped, and so are the sections named in SKIP_SECTIONS.
+standby) are skipped, and so are the sections named in SKIP_SECTIONS and a
+block right after a line `<!-- doc-test: skip, REASON -->`.
 
 Every example runs, in the order of the doc, on a server given by
 --host/--port, in the database of its `##` section (DATABASES; the rest in
@@ -34,6 +35,10 @@ SKIP_SECTIONS = {
     "Databases made with mqlog 0.1.0",
 }
 MARK = "__mqdoc_end_of_statement__"
+# Put on the line before an example that cannot run here (it needs a
+# cluster of nodes, a standby, or a server of another version), with the
+# reason: <!-- doc-test: skip, needs a cluster of three nodes -->
+SKIP_MARK = "<!-- doc-test: skip"
 
 # What differs between runs, masked on both sides.  A doc example that
 # shows such a value shows what it looked like once; the mask keeps it
@@ -50,12 +55,15 @@ PROMPT = re.compile(r"^([A-Z]?)=> ?(.*)$")
 def examples(path):
     """Yield (lineno, section, [(session, sql, expected_lines)]) per block."""
     section = None
+    skip_next = False
     lines = open(path, encoding="utf-8").read().split("\n")
     i = 0
     while i < len(lines):
         line = lines[i]
         if line.startswith("## "):
             section = line[3:].strip()
+        if line.startswith(SKIP_MARK):
+            skip_next = True
         if not line.startswith("```"):
             i += 1
             continue
@@ -68,7 +76,16 @@ def examples(path):
         i = j + 1
         if tagged or not block or not PROMPT.match(block[0]):
             continue
+        if skip_next:
+            skip_next = False
+            yield start, section, None
+            continue
         yield start, section, parse_block(block)
+
+
+def ends_statement(line):
+    """A line whose SQL, before a trailing -- comment, ends with ';'."""
+    return re.sub(r"\s+--.*$", "", line).rstrip().endswith(";")
 
 
 def parse_block(block):
@@ -83,7 +100,7 @@ def parse_block(block):
         sql = [first]
         k += 1
         if not first.lstrip().startswith("\\"):
-            while not sql[-1].rstrip().endswith(";") and k < len(block) and not PROMPT.match(block[k]):
+            while not ends_statement(sql[-1]) and k < len(block) and not PROMPT.match(block[k]):
                 sql.append(block[k])
                 k += 1
         out = []
@@ -117,14 +134,15 @@ class Session:
         self.run("SET TimeZone = 'UTC';")
 
     def run(self, sql):
-        self.proc.stdin.write(sql + "\n\\echo " + MARK + "\n")
+        self.proc.stdin.write(sql + "\n\\r\n\\echo " + MARK + "\n")
         self.proc.stdin.flush()
         out = []
         for line in self.proc.stdout:
             line = line.rstrip("\n")
             if line == MARK:
                 return out
-            out.append(re.sub(r"^psql:<stdin>:\d+: ", "", line))
+            if line != "Query buffer reset (cleared).":
+                out.append(re.sub(r"^psql:<stdin>:\d+: ", "", line))
         raise RuntimeError("psql ended: " + "\n".join(out))
 
     def close(self):
@@ -145,7 +163,7 @@ def main():
     admin = Session(args.psql, args.host, args.port, "postgres")
     failed = ran = skipped = 0
     for lineno, section, steps in examples(args.doc):
-        if section in SKIP_SECTIONS or any(s == "S" for s, _, _ in steps):
+        if steps is None or section in SKIP_SECTIONS or any(s == "S" for s, _, _ in steps):
             skipped += 1
             continue
         db = DATABASES.get(section, "mqdoc_main")
