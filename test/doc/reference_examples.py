@@ -48,6 +48,9 @@ MASKS = [
     (re.compile(r"\bsql-\d+\b"), "sql-<pid>"),
     (re.compile(r"\b[0-9A-F]{1,8}/[0-9A-F]{1,8}\b"), "<lsn>"),
     (re.compile(r"\b(pid|xid|transaction|process) \d+\b"), r"\1 <n>"),
+    (re.compile(r"(sql-<pid>\s*\|\s*)\d+"), r"\1<pid>"),
+    (re.compile(r"^Time: .*"), "Time: <ms>"),
+    (re.compile(r"-next-\d+-\d+\b"), "-next-<n>-<n>"),
 ]
 PROMPT = re.compile(r"^([A-Z]?)=> ?(.*)$")
 
