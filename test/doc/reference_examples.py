@@ -16,9 +16,10 @@ mqdoc_main), each created afresh with CREATE EXTENSION mqlog. Each session
 after masking what varies from run to run (MASKS: timestamps, process ids,
 LSNs, transaction ids), collapsing whitespace (column widths follow the
 values) and dropping blank lines. Prints a unified diff per example that
-differs and exits 1 if any did.
+differs and exits 1 if any did; with --show-server, also what the server
+printed for it, unmasked, to paste into the doc once checked by eye.
 
-  reference_examples.py --psql /path/to/psql --host DIR --port N [doc/reference.md]
+  reference_examples.py --psql /path/to/psql --host DIR --port N [--show-server] [doc/reference.md]
 """
 import argparse
 import difflib
@@ -158,6 +159,8 @@ def main():
     ap.add_argument("--psql", default="psql")
     ap.add_argument("--host", required=True)
     ap.add_argument("--port", required=True)
+    ap.add_argument("--show-server", action="store_true",
+                    help="print the server's own output of each example that differs")
     ap.add_argument("doc", nargs="?", default="doc/reference.md")
     args = ap.parse_args()
 
@@ -173,23 +176,30 @@ def main():
         if db not in made:
             admin.run("DROP DATABASE IF EXISTS %s WITH (FORCE);" % db)
             admin.run("CREATE DATABASE %s;" % db)
-            Session(args.psql, args.host, args.port, db).run("CREATE EXTENSION mqlog;")
+            maker = Session(args.psql, args.host, args.port, db)
+            maker.run("CREATE EXTENSION mqlog;")
+            maker.close()
             made.add(db)
         ran += 1
-        expected, actual = [], []
+        expected, actual, raw = [], [], []
         for session, sql, out in steps:
             key = (db, session)
             if key not in sessions:
                 sessions[key] = Session(args.psql, args.host, args.port, db)
             prompt = ("" if session == "-" else session) + "=> "
+            got = sessions[key].run(sql)
             expected += [prompt + sql] + out
-            actual += [prompt + sql] + sessions[key].run(sql)
+            actual += [prompt + sql] + got
+            raw += [prompt + sql] + got + [""]
         if normalize(expected) != normalize(actual):
             failed += 1
             print("doc/reference.md:%d (section %s, database %s) differs:" % (lineno, section, db))
             sys.stdout.writelines(line + "\n" for line in difflib.unified_diff(
                 normalize(expected), normalize(actual), "doc", "server", lineterm="", n=2))
             print()
+            if args.show_server:
+                print("what the server printed:")
+                sys.stdout.writelines(line + "\n" for line in raw)
     for s in list(sessions.values()) + [admin]:
         s.close()
     print("%d examples run, %d differ, %d skipped" % (ran, failed, skipped))
