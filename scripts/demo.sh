@@ -195,17 +195,21 @@ SELECT pg_drop_replication_slot('mqlog_demo_slot');
 
 \echo
 \echo '-- The catalog views a DBA uses.'
-SELECT * FROM mqlog.topics;
+SELECT topic, partitions, replication_factor, config->>'retention.ms' AS retention_ms, config_overrides FROM mqlog.topics;
 SELECT * FROM mqlog.partitions;
 SELECT * FROM mqlog.segments;
 SQL
 trap - ERR
 
+# --stop needs the same directory (and PostgreSQL) as the start
+STOP_ENV=
+[ "$PG_CONFIG" = /usr/lib/postgresql/15/bin/pg_config ] || STOP_ENV+="PG_CONFIG=$PG_CONFIG "
+[ "$DEMO" = /tmp/mqlog-demo ] || STOP_ENV+="MQLOG_DEMO_DIR=$DEMO "
 cat <<EOF
 
 ==== the mqlog demo server is running ====
 the tour:    psql -h $DEMO -p $PORT -U postgres -d $DEMO_DB
 a fresh db:  psql -h $DEMO -p $PORT -U postgres     (postgres: no mqlog yet, for README's "A first session")
-stop:        scripts/demo.sh --stop
+stop:        ${STOP_ENV}scripts/demo.sh --stop
 server log:  $DEMO/server.log
 EOF
