@@ -101,6 +101,28 @@ CREATE TYPE mqlog.record AS (
 );
 COMMENT ON TYPE mqlog.record IS 'a record as returned by mq_fetch and mq_poll';
 
+CREATE TYPE mqlog.text_record AS (
+    topic       text,
+    "partition" int,
+    "offset"    bigint,
+    ts          timestamptz,
+    key         text,
+    value       text,
+    headers     mqlog.header[]
+);
+COMMENT ON TYPE mqlog.text_record IS 'a record as returned by mq_fetch_text and mq_poll_text: key and value as UTF-8 text';
+
+CREATE TYPE mqlog.json_record AS (
+    topic       text,
+    "partition" int,
+    "offset"    bigint,
+    ts          timestamptz,
+    key         text,
+    value       jsonb,
+    headers     mqlog.header[]
+);
+COMMENT ON TYPE mqlog.json_record IS 'a record as returned by mq_fetch_json and mq_poll_json: key as UTF-8 text, value as jsonb';
+
 CREATE TYPE mqlog.produce_result AS ("partition" int, "offset" bigint);
 COMMENT ON TYPE mqlog.produce_result IS 'where mq_produce placed a record';
 
@@ -708,6 +730,28 @@ CREATE FUNCTION mq_produce(topic text, value bytea, key bytea DEFAULT NULL,
 COMMENT ON FUNCTION mq_produce(text, bytea, bytea, mqlog.header[], int, timestamptz) IS
     'append one record; returns its partition and offset. A null value is a tombstone.';
 
+/*
+ * Text and JSON without casts: functions of their own, not overloads of
+ * mq_produce, so that an untyped literal or parameter keeps resolving to
+ * mq_produce's bytea (an overload taking text would win for every
+ * mq_produce('t', '\x00ff') and store the characters, see reference.md).
+ */
+CREATE FUNCTION mq_produce_text(topic text, value text, key text DEFAULT NULL,
+                                headers jsonb DEFAULT NULL, "partition" int DEFAULT NULL,
+                                ts timestamptz DEFAULT NULL)
+    RETURNS mqlog.produce_result
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_produce_text';
+COMMENT ON FUNCTION mq_produce_text(text, text, text, jsonb, int, timestamptz) IS
+    'append one record whose value and key are text, stored as UTF-8; headers as jsonb ({"k": "v"} or [["k", "v"], ...])';
+
+CREATE FUNCTION mq_produce_json(topic text, value jsonb, key text DEFAULT NULL,
+                                headers jsonb DEFAULT NULL, "partition" int DEFAULT NULL,
+                                ts timestamptz DEFAULT NULL)
+    RETURNS mqlog.produce_result
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_produce_json';
+COMMENT ON FUNCTION mq_produce_json(text, jsonb, text, jsonb, int, timestamptz) IS
+    'append one record whose value is jsonb (stored as its text, UTF-8) and whose key is text';
+
 CREATE FUNCTION mq_produce_batch(topic text, "values" bytea[], keys bytea[] DEFAULT NULL,
                                  headers jsonb DEFAULT NULL, "partition" int DEFAULT NULL,
                                  timestamps timestamptz[] DEFAULT NULL)
@@ -722,6 +766,20 @@ CREATE FUNCTION mq_fetch(topic text, "partition" int, from_offset bigint,
     LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mq_fetch';
 COMMENT ON FUNCTION mq_fetch(text, int, bigint, int, int) IS
     'read committed records of one partition from an offset, stopping at the last stable offset';
+
+CREATE FUNCTION mq_fetch_text(topic text, "partition" int, from_offset bigint,
+                              max_records int DEFAULT 1000, max_bytes int DEFAULT 52428800)
+    RETURNS SETOF mqlog.text_record
+    LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mq_fetch';
+COMMENT ON FUNCTION mq_fetch_text(text, int, bigint, int, int) IS
+    'mq_fetch with keys and values as text (UTF-8; a record that is not fails the read with 22021)';
+
+CREATE FUNCTION mq_fetch_json(topic text, "partition" int, from_offset bigint,
+                              max_records int DEFAULT 1000, max_bytes int DEFAULT 52428800)
+    RETURNS SETOF mqlog.json_record
+    LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mq_fetch';
+COMMENT ON FUNCTION mq_fetch_json(text, int, bigint, int, int) IS
+    'mq_fetch with keys as text and values as jsonb (a record that is not JSON fails the read)';
 
 CREATE FUNCTION mq_produce_kafka_batch(topic text, "partition" int, batch bytea) RETURNS bigint
     LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_produce_kafka_batch';
@@ -864,6 +922,34 @@ CREATE FUNCTION mq_poll_pattern("group" text, pattern text, max_records int DEFA
 COMMENT ON FUNCTION mq_poll_pattern(text, text, int, interval) IS
     'group consumer of the topics whose names match a regular expression (Kafka''s subscribe(Pattern)), evaluated at each poll';
 
+CREATE FUNCTION mq_poll_text("group" text, topics text[], max_records int DEFAULT 500,
+                             timeout interval DEFAULT '0')
+    RETURNS SETOF mqlog.text_record
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_poll';
+COMMENT ON FUNCTION mq_poll_text(text, text[], int, interval) IS
+    'mq_poll with keys and values as text (UTF-8)';
+
+CREATE FUNCTION mq_poll_text("group" text, topic text, max_records int DEFAULT 500,
+                             timeout interval DEFAULT '0')
+    RETURNS SETOF mqlog.text_record
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_poll';
+COMMENT ON FUNCTION mq_poll_text(text, text, int, interval) IS
+    'mq_poll of one topic with keys and values as text (UTF-8)';
+
+CREATE FUNCTION mq_poll_json("group" text, topics text[], max_records int DEFAULT 500,
+                             timeout interval DEFAULT '0')
+    RETURNS SETOF mqlog.json_record
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_poll';
+COMMENT ON FUNCTION mq_poll_json(text, text[], int, interval) IS
+    'mq_poll with keys as text and values as jsonb';
+
+CREATE FUNCTION mq_poll_json("group" text, topic text, max_records int DEFAULT 500,
+                             timeout interval DEFAULT '0')
+    RETURNS SETOF mqlog.json_record
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_poll';
+COMMENT ON FUNCTION mq_poll_json(text, text, int, interval) IS
+    'mq_poll of one topic with keys as text and values as jsonb';
+
 CREATE FUNCTION mq_commit("group" text) RETURNS bigint
     LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_commit';
 COMMENT ON FUNCTION mq_commit(text) IS
@@ -913,7 +999,8 @@ CREATE VIEW mqlog.group_members WITH (security_barrier) AS
     SELECT m.group_id, m.member_id, m.pid, a.client_addr, m.assignor, m.generation,
            m.topics, m.assigned, m.joined_at, m.last_poll
       FROM mqlog.group_member_list() m
-      LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = m.pid;
+      LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = m.pid
+     ORDER BY m.group_id, m.pid, m.member_id;
 COMMENT ON VIEW mqlog.group_members IS 'members (sessions) of consumer groups in this database, with their assigned partitions';
 
 CREATE VIEW mqlog.groups WITH (security_barrier) AS
@@ -938,7 +1025,8 @@ CREATE VIEW mqlog.consumer_lag WITH (security_barrier) AS
                 THEN greatest(p.last_stable_offset - c.committed_offset, 0) END AS lag
       FROM mqlog.committed_offset c
       JOIN mqlog.partitions p ON p.topic_id = c.topic_id AND p."partition" = c."partition"
-     WHERE mq_has_group_privilege(c.group_id);
+     WHERE mq_has_group_privilege(c.group_id)
+     ORDER BY c.group_id, p.topic, p."partition";
 COMMENT ON VIEW mqlog.consumer_lag IS 'per group and partition the current role may see: committed offset, high watermark and lag (to the last stable offset)';
 
 GRANT SELECT ON mqlog.groups, mqlog.group_members, mqlog.consumer_lag TO PUBLIC;
