@@ -391,9 +391,9 @@ MqlogDecode(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 		return;
 	}
 
-	/* compaction rewrites records the stream already carried */
+	/* compaction and a restore write records the log already had */
 	if (XLogRecGetDataLen(r) >= SizeOfMqlogAppend &&
-		(((xl_mqlog_append *) XLogRecGetData(r))->flags & XLMQ_COMPACTION))
+		(((xl_mqlog_append *) XLogRecGetData(r))->flags & (XLMQ_COMPACTION | XLMQ_RESTORE)))
 		return;
 
 	/* only appends in the slot's database */
