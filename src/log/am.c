@@ -355,16 +355,21 @@ static bool restore_creating = false;
  * Called when a segment is created, and by TRUNCATE: a segment may only be
  * emptied in the (sub)transaction that created it, since its offsets are
  * referenced by consumers, or by a restore about to fill it (log/dump.c).
+ * TRUNCATE of a segment that holds nothing changes nothing and is let
+ * through for its owner: pg_restore -j runs one before each COPY of a
+ * table it created.
  */
 static void
 mqlog_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode, char persistence,
 								TransactionId *freezeXid, MultiXactId *minmulti)
 {
 	SMgrRelation srel;
+	bool		creating = rel->rd_createSubid != InvalidSubTransactionId;
 
-	if (rel->rd_createSubid == InvalidSubTransactionId &&
+	if (!creating &&
 		rel->rd_firstRelfilenodeSubid == InvalidSubTransactionId &&
-		!MqRestoring(RelationGetRelid(rel)))
+		!MqRestoring(RelationGetRelid(rel)) &&
+		!(RelationGetNumberOfBlocks(rel) == 0 && pg_class_ownercheck(RelationGetRelid(rel), GetUserId())))
 		refuse(rel, "TRUNCATE");
 
 	if (persistence != RELPERSISTENCE_PERMANENT)
@@ -377,7 +382,7 @@ mqlog_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode, char 
 	 * TABLE ... USING, default_table_access_method, CREATE TABLE AS, SELECT
 	 * INTO): only mqlog's own functions make segments.
 	 */
-	if (!mqlog_allow_segment_ddl && !restore_creating && !MqRestoring(RelationGetRelid(rel)))
+	if (creating && !mqlog_allow_segment_ddl && !restore_creating)
 		refuse_create();
 
 	*freezeXid = RecentXmin;
