@@ -502,8 +502,8 @@ decode_append(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 	if (chunk == NULL)
 		elog(ERROR, "mqlog WAL append record at %X/%X is not of segment format %d",
 			 LSN_FORMAT_ARGS(r->ReadRecPtr), MQ_SEGMENT_FORMAT);
-	/* compaction rewrites records the stream already carried */
-	if (xlrec.flags & XLMQ_COMPACTION)
+	/* compaction and a restore write records the log already had */
+	if (xlrec.flags & (XLMQ_COMPACTION | XLMQ_RESTORE))
 		return;
 
 	/* only appends in the slot's database */

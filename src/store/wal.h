@@ -143,6 +143,8 @@ extern const char *MqWalReadAppend(struct XLogReaderState *record, xl_mqlog_appe
 
 /* a rewrite by compaction: records the log already had, not new ones */
 #define XLMQ_COMPACTION			0x0001
+/* a restore (COPY FROM of a segment, log/dump.c): the log's own batches again */
+#define XLMQ_RESTORE			0x0002
 
 /* reset the end of data on one page (block ref 0) after a torn batch */
 typedef struct xl_mqlog_truncate
