@@ -89,6 +89,20 @@ mq_fetch(PG_FUNCTION_ARGS)
  * first batch may start before from_offset, and at least one batch is
  * returned however large.
  */
+/* one row of mq_fetch_kafka_batches */
+static void
+put_kafka_batch(void *arg, const MqBatchHeader *hdr, const char *kafka, Size len)
+{
+	ReturnSetInfo *rsinfo = arg;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	values[0] = Int64GetDatum(hdr->base_offset);
+	values[1] = Int64GetDatum(MqBatchNextOffset(hdr) - 1);
+	values[2] = PointerGetDatum(MqBytea(kafka, len));
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
 Datum
 mq_fetch_kafka_batches(PG_FUNCTION_ARGS)
 {
@@ -96,10 +110,6 @@ mq_fetch_kafka_batches(PG_FUNCTION_ARGS)
 	int32		partition = PG_GETARG_INT32(1);
 	int64		from = PG_GETARG_INT64(2);
 	int32		max_bytes = PG_GETARG_INT32(3);
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	int64		lso,
-				hw;
-	MqLogIter	it;
 
 	MqTopicCheckPrivilege(topic, MQ_PRIV_CONSUME);
 	MqCheckPartition(topic, partition);
@@ -109,21 +119,8 @@ mq_fetch_kafka_batches(PG_FUNCTION_ARGS)
 				 errmsg("max_bytes must be at least 1")));
 	MqCheckOffsetRange(topic, partition, from, false);
 	InitMaterializedSRF(fcinfo, 0);
-	MqPartitionOffsets(topic, partition, &lso, &hw);
-	MqLogIterBegin(&it, topic, partition, from, lso, MQ_ITER_BYTES);
-	it.max_bytes = max_bytes;
-	while (MqLogNextBatch(&it))
-	{
-		Datum		values[3];
-		bool		nulls[3] = {false, false, false};
-
-		values[0] = Int64GetDatum(it.hdr.base_offset);
-		values[1] = Int64GetDatum(MqBatchNextOffset(&it.hdr) - 1);
-		values[2] = PointerGetDatum(MqBytea(it.stored + MQ_PREFIX_SIZE,
-											it.hdr.length - MQ_PREFIX_SIZE));
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	MqLogIterEnd(&it);
+	(void) MqLogReadKafkaBatches(topic, partition, from, max_bytes, true,
+								 put_kafka_batch, fcinfo->resultinfo);
 	return (Datum) 0;
 }
 

@@ -14,7 +14,7 @@ use File::Basename qw(dirname);
 use Test::More;
 
 my $src = dirname(__FILE__) . '/../../src';
-my %rank = (base => 0, store => 1, cluster => 2, log => 3, acl => 4, groups => 5, sql => 6, workers => 6);
+my %rank = (base => 0, store => 1, cluster => 2, log => 3, acl => 4, groups => 5, sql => 6, workers => 6, kafka => 6);
 
 sub layer_of
 {
