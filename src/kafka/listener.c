@@ -475,6 +475,7 @@ mqlog_kafka_main(Datum main_arg)
 								  MqKafkaAbortCount() != aborts ? 0 : wait_timeout(),
 								  events, nevents, PG_WAIT_EXTENSION);
 		ConditionVariableCancelSleep();
+		FreeWaitEventSet(set);	/* its epoll descriptor is not memory */
 
 		for (int i = 0; i < nready; i++)
 		{

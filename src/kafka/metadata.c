@@ -37,8 +37,10 @@ all_topic_names(void)
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		char	   *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		MemoryContext spi_cxt = MemoryContextSwitchTo(caller);
 
-		names = lappend(names, MemoryContextStrdup(caller, name));
+		names = lappend(names, pstrdup(name));
+		MemoryContextSwitchTo(spi_cxt);
 	}
 	MqSpiEnd(&spi);
 	MemoryContextSwitchTo(caller);
