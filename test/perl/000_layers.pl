@@ -1,6 +1,6 @@
 # The layers of src/ depend one way (doc/architecture.md, "Files"):
 #
-#   base < store < cluster < log < acl < groups < sql, workers   (mqlog.c on top)
+#   base < store < cluster < log < acl < groups < sql, workers, kafka   (mqlog.c on top)
 #
 # Checks, from the sources alone (no server): every mqlog header a file
 # includes is of its own layer or one below; every C file outside the top
