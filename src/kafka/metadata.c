@@ -14,37 +14,18 @@
 
 #include "access/xlog.h"
 #include "commands/extension.h"
-#include "executor/spi.h"
 #include "utils/memutils.h"
 
-#include "base/spi.h"
 #include "log/topic.h"
 #include "kafka/internal.h"
 
-/* every topic's name, in the caller's memory context */
+/* every topic's name; none while mqlog is not installed in the database */
 static List *
 all_topic_names(void)
 {
-	MemoryContext caller = CurrentMemoryContext;
-	List	   *names = NIL;
-	MqSpi		spi;
-
 	if (!OidIsValid(get_extension_oid("mqlog", true)))
 		return NIL;
-	MqSpiBegin(&spi, true);
-	if (SPI_execute("SELECT t.name FROM mqlog.topic t ORDER BY t.name", true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "mqlog: listing topics failed");
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		char	   *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-		MemoryContext spi_cxt = MemoryContextSwitchTo(caller);
-
-		names = lappend(names, pstrdup(name));
-		MemoryContextSwitchTo(spi_cxt);
-	}
-	MqSpiEnd(&spi);
-	MemoryContextSwitchTo(caller);
-	return names;
+	return MqTopicNames(NULL);
 }
 
 static void

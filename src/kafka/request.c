@@ -24,9 +24,9 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
+#include "base/subxact.h"
 #include "log/topic.h"
 #include "acl/acl.h"
 #include "kafka/internal.h"
@@ -75,38 +75,20 @@ kafka_error_of(int sqlerrcode, int16 invalid_code)
 int16
 MqKafkaTry(void (*fn) (void *arg), void *arg, int16 invalid_code, StringInfo out)
 {
-	MemoryContext caller = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
 	int			out_len = out ? out->len : 0;
-	volatile int16 code = MQK_NONE;
+	ErrorData  *edata;
+	int16		code;
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(caller);
-	PG_TRY();
-	{
-		fn(arg);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(caller);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		aborts++;
-		code = kafka_error_of(edata->sqlerrcode, invalid_code);
-		ereport(code == MQK_UNKNOWN_SERVER_ERROR ? LOG : DEBUG1,
-				(errmsg("kafka request answered with error %d: %s", code, edata->message),
-				 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
-		FreeErrorData(edata);
-		if (out)
-			out->len = out_len;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(caller);
-	CurrentResourceOwner = owner;
+	if (MqRunInSubtransaction(fn, arg, &edata))
+		return MQK_NONE;
+	aborts++;
+	code = kafka_error_of(edata->sqlerrcode, invalid_code);
+	ereport(code == MQK_UNKNOWN_SERVER_ERROR ? LOG : DEBUG1,
+			(errmsg("kafka request answered with error %d: %s", code, edata->message),
+			 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
+	FreeErrorData(edata);
+	if (out)
+		out->len = out_len;
 	return code;
 }
 

@@ -28,7 +28,6 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
-#include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
@@ -36,6 +35,7 @@
 #include "store/batch.h"
 #include "store/segment.h"
 #include "log/am.h"
+#include "base/subxact.h"
 #include "log/logiter.h"
 #include "log/partition.h"
 #include "log/records.h"
@@ -188,40 +188,38 @@ mq_offsets_for_times(PG_FUNCTION_ARGS)
  * decompress or decode is a problem to report, not an error that stops the
  * check of everything else.  Returns the records decoded.
  */
+typedef struct VerifyDecode
+{
+	MqLogIter  *it;
+	MemoryContext cxt;
+	MqRecord  **recs;
+	int			n;
+} VerifyDecode;
+
+static void
+verify_decode_batch(void *arg)
+{
+	VerifyDecode *vd = arg;
+	MemoryContext old = MemoryContextSwitchTo(vd->cxt);
+
+	/* one more than the header says, to see a batch that holds more */
+	vd->n = MqBatchDecodeAll(vd->it->stored, &vd->it->hdr, PG_INT64_MIN,
+							 vd->it->hdr.record_count + 1, vd->recs);
+	MemoryContextSwitchTo(old);
+}
+
 static int
 verify_decode(MqLogIter *it, MemoryContext cxt, MqRecord **recs, char **problem)
 {
-	MemoryContext caller = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	volatile int n = 0;
+	VerifyDecode vd = {it, cxt, recs, 0};
+	ErrorData  *edata;
 
-	BeginInternalSubTransaction(NULL);
-	PG_TRY();
-	{
-		MemoryContext old = MemoryContextSwitchTo(cxt);
-
-		/* one more than the header says, to see a batch that holds more */
-		n = MqBatchDecodeAll(it->stored, &it->hdr, PG_INT64_MIN, it->hdr.record_count + 1, recs);
-		MemoryContextSwitchTo(old);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(caller);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		*problem = psprintf("the batch at offset " INT64_FORMAT " does not decode: %s",
-							it->hdr.base_offset, edata->message);
-		FreeErrorData(edata);
-		n = 0;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(caller);
-	CurrentResourceOwner = owner;
-	return n;
+	if (MqRunInSubtransaction(verify_decode_batch, &vd, &edata))
+		return vd.n;
+	*problem = psprintf("the batch at offset " INT64_FORMAT " does not decode: %s",
+						it->hdr.base_offset, edata->message);
+	FreeErrorData(edata);
+	return 0;
 }
 
 /*
