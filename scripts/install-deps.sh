@@ -58,11 +58,14 @@ else
 fi
 
 # kafkajs (npm, not Debian) for the Kafka listener's tests, into a directory
-# of the repository that git ignores; only when it is not there yet.
+# of the repository that git ignores; only when it is not there yet.  No
+# test uses it yet (doc/testing.md), so a registry that cannot be reached
+# is a warning here, not a failed installation.
 KAFKA_TEST_DIR="$(cd "$(dirname "$0")/.." && pwd)/test/kafka"
 if [ ! -d "$KAFKA_TEST_DIR/node_modules/kafkajs" ]; then
     echo "install-deps: installing kafkajs 2 into $KAFKA_TEST_DIR/node_modules"
-    npm install --silent --no-save --no-package-lock --prefix "$KAFKA_TEST_DIR" kafkajs@2
+    npm install --silent --no-save --no-package-lock --prefix "$KAFKA_TEST_DIR" kafkajs@2 ||
+        echo "install-deps: WARNING: npm could not install kafkajs (no test needs it yet)" >&2
 fi
 
 # Check that the tools the scripts call are really there.
