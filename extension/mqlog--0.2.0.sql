@@ -101,6 +101,28 @@ CREATE TYPE mqlog.record AS (
 );
 COMMENT ON TYPE mqlog.record IS 'a record as returned by mq_fetch and mq_poll';
 
+CREATE TYPE mqlog.text_record AS (
+    topic       text,
+    "partition" int,
+    "offset"    bigint,
+    ts          timestamptz,
+    key         text,
+    value       text,
+    headers     mqlog.header[]
+);
+COMMENT ON TYPE mqlog.text_record IS 'a record as returned by mq_fetch_text and mq_poll_text: key and value as UTF-8 text';
+
+CREATE TYPE mqlog.json_record AS (
+    topic       text,
+    "partition" int,
+    "offset"    bigint,
+    ts          timestamptz,
+    key         text,
+    value       jsonb,
+    headers     mqlog.header[]
+);
+COMMENT ON TYPE mqlog.json_record IS 'a record as returned by mq_fetch_json and mq_poll_json: key as UTF-8 text, value as jsonb';
+
 CREATE TYPE mqlog.produce_result AS ("partition" int, "offset" bigint);
 COMMENT ON TYPE mqlog.produce_result IS 'where mq_produce placed a record';
 
@@ -119,7 +141,7 @@ CREATE TABLE mqlog.topic (
     replication_factor  int NOT NULL CHECK (replication_factor > 0),
     config              jsonb NOT NULL DEFAULT '{}',
     created_at          timestamptz NOT NULL DEFAULT now(),
-    owner               oid NOT NULL    -- the role that created it
+    owner               regrole NOT NULL    -- the role that created it (a regrole: pg_dump writes its name)
 ) WITH (user_catalog_table = true);
 COMMENT ON TABLE mqlog.topic IS 'one row per topic; config holds the overrides, mqlog.topics shows the effective values';
 
@@ -127,7 +149,7 @@ CREATE TABLE mqlog.segment (
     topic_id     int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
     "partition"  int NOT NULL,
     base_offset  bigint NOT NULL,
-    relid        oid NOT NULL,
+    relid        regclass NOT NULL,  -- a regclass: pg_dump writes the name, a restore finds the new relation
     sealed       bool NOT NULL DEFAULT false,
     created_at   timestamptz NOT NULL DEFAULT now(),
     sealed_at    timestamptz,
@@ -137,6 +159,34 @@ CREATE TABLE mqlog.segment (
     PRIMARY KEY (topic_id, "partition", base_offset)
 ) WITH (user_catalog_table = true);
 COMMENT ON TABLE mqlog.segment IS 'the segment chain of every partition; the unsealed one is where appends go';
+
+/*
+ * Orphans: segment relations mqlog unlinked from a chain (retention,
+ * compaction, mq_delete_records, mq_drop_topic, a follower's truncation)
+ * whose DROP had to wait for a reader, or was left for later.  The sweep
+ * (mqlog._drop_orphans) drops only these: a relation in mqlog_data that no
+ * chain lists and mqlog never unlinked is a segment pg_restore created and
+ * whose catalog row it has not loaded yet (see "Backup and restore" in
+ * doc/reference.md), and must not go.
+ */
+CREATE TABLE mqlog.orphan (
+    relid        regclass PRIMARY KEY,
+    unlinked_at  timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE mqlog.orphan IS 'segment relations unlinked from their chain, for the orphan sweep to drop';
+
+CREATE FUNCTION mqlog._segment_unlinked() RETURNS trigger
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    INSERT INTO mqlog.orphan (relid) VALUES (OLD.relid) ON CONFLICT (relid) DO NOTHING;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mqlog._segment_unlinked() IS 'internal: records a segment relation unlinked from its chain as an orphan';
+CREATE TRIGGER segment_unlinked AFTER DELETE ON mqlog.segment
+    FOR EACH ROW EXECUTE FUNCTION mqlog._segment_unlinked();
+CREATE TRIGGER segment_replaced AFTER UPDATE OF relid ON mqlog.segment
+    FOR EACH ROW WHEN (OLD.relid IS DISTINCT FROM NEW.relid) EXECUTE FUNCTION mqlog._segment_unlinked();
 
 /* mq_delete_records: a partition's log start offset, where it is above its first segment's base */
 CREATE TABLE mqlog.log_start (
@@ -185,7 +235,7 @@ COMMENT ON TABLE mqlog.replica_state IS 'per partition of a replicated topic: re
  */
 CREATE TABLE mqlog.topic_acl (
     topic_id  int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
-    grantee   oid NOT NULL,
+    grantee   regrole NOT NULL,
     privs     int NOT NULL CHECK (privs > 0 AND privs < 16),
     PRIMARY KEY (topic_id, grantee)
 );
@@ -193,14 +243,14 @@ COMMENT ON TABLE mqlog.topic_acl IS 'topic privileges granted with mq_grant (gra
 
 CREATE TABLE mqlog.consumer_group (
     group_id    text PRIMARY KEY,
-    owner       oid NOT NULL,
+    owner       regrole NOT NULL,
     created_at  timestamptz NOT NULL DEFAULT now()
 );
 COMMENT ON TABLE mqlog.consumer_group IS 'the owner of every consumer group: the role that first joined, committed, reset or granted on it';
 
 CREATE TABLE mqlog.group_acl (
     group_id  text NOT NULL REFERENCES mqlog.consumer_group ON DELETE CASCADE,
-    grantee   oid NOT NULL,
+    grantee   regrole NOT NULL,
     PRIMARY KEY (group_id, grantee)
 );
 COMMENT ON TABLE mqlog.group_acl IS 'roles granted the use of a consumer group with mq_grant_group (grantee 0 = PUBLIC)';
@@ -208,6 +258,7 @@ COMMENT ON TABLE mqlog.group_acl IS 'roles granted the use of a consumer group w
 /* the catalog shows every topic and group: readable through the filtered views only */
 REVOKE ALL ON mqlog.topic, mqlog.segment, mqlog.log_start, mqlog.replicated_topic, mqlog.replica_state,
     mqlog.topic_acl, mqlog.consumer_group, mqlog.group_acl FROM PUBLIC;
+REVOKE ALL ON mqlog.orphan FROM PUBLIC;
 
 /* ------------------------------------------------------------------------
  * The segment table access method
@@ -799,6 +850,28 @@ CREATE FUNCTION mq_produce(topic text, value bytea, key bytea DEFAULT NULL,
 COMMENT ON FUNCTION mq_produce(text, bytea, bytea, mqlog.header[], int, timestamptz) IS
     'append one record; returns its partition and offset. A null value is a tombstone.';
 
+/*
+ * Text and JSON without casts: functions of their own, not overloads of
+ * mq_produce, so that an untyped literal or parameter keeps resolving to
+ * mq_produce's bytea (an overload taking text would win for every
+ * mq_produce('t', '\x00ff') and store the characters, see reference.md).
+ */
+CREATE FUNCTION mq_produce_text(topic text, value text, key text DEFAULT NULL,
+                                headers jsonb DEFAULT NULL, "partition" int DEFAULT NULL,
+                                ts timestamptz DEFAULT NULL)
+    RETURNS mqlog.produce_result
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_produce_text';
+COMMENT ON FUNCTION mq_produce_text(text, text, text, jsonb, int, timestamptz) IS
+    'append one record whose value and key are text, stored as UTF-8; headers as jsonb ({"k": "v"} or [["k", "v"], ...])';
+
+CREATE FUNCTION mq_produce_json(topic text, value jsonb, key text DEFAULT NULL,
+                                headers jsonb DEFAULT NULL, "partition" int DEFAULT NULL,
+                                ts timestamptz DEFAULT NULL)
+    RETURNS mqlog.produce_result
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_produce_json';
+COMMENT ON FUNCTION mq_produce_json(text, jsonb, text, jsonb, int, timestamptz) IS
+    'append one record whose value is jsonb (stored as its text, UTF-8) and whose key is text';
+
 CREATE FUNCTION mq_produce_batch(topic text, "values" bytea[], keys bytea[] DEFAULT NULL,
                                  headers jsonb DEFAULT NULL, "partition" int DEFAULT NULL,
                                  timestamps timestamptz[] DEFAULT NULL)
@@ -813,6 +886,20 @@ CREATE FUNCTION mq_fetch(topic text, "partition" int, from_offset bigint,
     LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mq_fetch';
 COMMENT ON FUNCTION mq_fetch(text, int, bigint, int, int) IS
     'read committed records of one partition from an offset, stopping at the last stable offset';
+
+CREATE FUNCTION mq_fetch_text(topic text, "partition" int, from_offset bigint,
+                              max_records int DEFAULT 1000, max_bytes int DEFAULT 52428800)
+    RETURNS SETOF mqlog.text_record
+    LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mq_fetch';
+COMMENT ON FUNCTION mq_fetch_text(text, int, bigint, int, int) IS
+    'mq_fetch with keys and values as text (UTF-8; a record that is not fails the read with 22021)';
+
+CREATE FUNCTION mq_fetch_json(topic text, "partition" int, from_offset bigint,
+                              max_records int DEFAULT 1000, max_bytes int DEFAULT 52428800)
+    RETURNS SETOF mqlog.json_record
+    LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mq_fetch';
+COMMENT ON FUNCTION mq_fetch_json(text, int, bigint, int, int) IS
+    'mq_fetch with keys as text and values as jsonb (a record that is not JSON fails the read)';
 
 CREATE FUNCTION mq_produce_kafka_batch(topic text, "partition" int, batch bytea) RETURNS bigint
     LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_produce_kafka_batch';
@@ -935,6 +1022,36 @@ CREATE TABLE mqlog.committed_offset (
 COMMENT ON TABLE mqlog.committed_offset IS 'the committed position (next offset to read) of every group on every partition';
 REVOKE ALL ON mqlog.committed_offset FROM PUBLIC;
 
+/*
+ * Backup and restore (doc/reference.md#backup-and-restore): pg_dump writes
+ * the rows of these catalog tables (and the topic id sequence's position)
+ * as the data of the extension's configuration tables, and pg_restore
+ * loads them after CREATE EXTENSION.  Owners and grantees are regrole and
+ * segment relations regclass, so a dump names them and a restore finds the
+ * new server's roles and relations.  The segment relations themselves are
+ * ordinary tables to pg_dump (mqlog creates them, they are not members of
+ * the extension): it writes their CREATE TABLE and their data through COPY,
+ * whose form for a segment is its stored batches (log/dump.c).  Replicated
+ * topics are left out: their log lives on every replica, and COPY of
+ * their segments is refused.
+ */
+SELECT pg_catalog.pg_extension_config_dump('mqlog.topic',
+    'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.topic_topic_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.segment',
+    'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.log_start',
+    'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.topic_acl',
+    'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.committed_offset',
+    'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.consumer_group', '');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.group_acl', '');
+/* orphans still waiting for the sweep: pg_dump writes their relations too */
+SELECT pg_catalog.pg_extension_config_dump('mqlog.orphan',
+    'WHERE relid IN (SELECT c.oid FROM pg_catalog.pg_class c)');
+
 CREATE FUNCTION mq_poll("group" text, topics text[], max_records int DEFAULT 500,
                         timeout interval DEFAULT '0')
     RETURNS SETOF mqlog.record
@@ -955,6 +1072,34 @@ CREATE FUNCTION mq_poll_pattern("group" text, pattern text, max_records int DEFA
     LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_poll_pattern';
 COMMENT ON FUNCTION mq_poll_pattern(text, text, int, interval) IS
     'group consumer of the topics whose names match a regular expression (Kafka''s subscribe(Pattern)), evaluated at each poll';
+
+CREATE FUNCTION mq_poll_text("group" text, topics text[], max_records int DEFAULT 500,
+                             timeout interval DEFAULT '0')
+    RETURNS SETOF mqlog.text_record
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_poll';
+COMMENT ON FUNCTION mq_poll_text(text, text[], int, interval) IS
+    'mq_poll with keys and values as text (UTF-8)';
+
+CREATE FUNCTION mq_poll_text("group" text, topic text, max_records int DEFAULT 500,
+                             timeout interval DEFAULT '0')
+    RETURNS SETOF mqlog.text_record
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_poll';
+COMMENT ON FUNCTION mq_poll_text(text, text, int, interval) IS
+    'mq_poll of one topic with keys and values as text (UTF-8)';
+
+CREATE FUNCTION mq_poll_json("group" text, topics text[], max_records int DEFAULT 500,
+                             timeout interval DEFAULT '0')
+    RETURNS SETOF mqlog.json_record
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_poll';
+COMMENT ON FUNCTION mq_poll_json(text, text[], int, interval) IS
+    'mq_poll with keys as text and values as jsonb';
+
+CREATE FUNCTION mq_poll_json("group" text, topic text, max_records int DEFAULT 500,
+                             timeout interval DEFAULT '0')
+    RETURNS SETOF mqlog.json_record
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_poll';
+COMMENT ON FUNCTION mq_poll_json(text, text, int, interval) IS
+    'mq_poll of one topic with keys as text and values as jsonb';
 
 CREATE FUNCTION mq_commit("group" text) RETURNS bigint
     LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_commit';
@@ -1039,7 +1184,8 @@ CREATE VIEW mqlog.group_members WITH (security_barrier) AS
     SELECT m.group_id, m.member_id, m.pid, a.client_addr, m.assignor, m.generation,
            m.topics, m.assigned, m.joined_at, m.last_poll
       FROM mqlog.group_member_list() m
-      LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = m.pid;
+      LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = m.pid
+     ORDER BY m.group_id, m.pid, m.member_id;
 COMMENT ON VIEW mqlog.group_members IS 'members (sessions) of consumer groups in this database, with their assigned partitions';
 
 CREATE VIEW mqlog.groups WITH (security_barrier) AS
@@ -1064,7 +1210,8 @@ CREATE VIEW mqlog.consumer_lag WITH (security_barrier) AS
                 THEN greatest(p.last_stable_offset - c.committed_offset, 0) END AS lag
       FROM mqlog.committed_offset c
       JOIN mqlog.partitions p ON p.topic_id = c.topic_id AND p."partition" = c."partition"
-     WHERE mq_has_group_privilege(c.group_id);
+     WHERE mq_has_group_privilege(c.group_id)
+     ORDER BY c.group_id, p.topic, p."partition";
 COMMENT ON VIEW mqlog.consumer_lag IS 'per group and partition the current role may see: committed offset, high watermark and lag (to the last stable offset)';
 
 GRANT SELECT ON mqlog.groups, mqlog.group_members, mqlog.consumer_lag TO PUBLIC;
@@ -1343,8 +1490,8 @@ CREATE FUNCTION mqlog._drop_batch() RETURNS int
 COMMENT ON FUNCTION mqlog._drop_batch() IS 'internal: the most segment relations one transaction drops (each takes a few locks)';
 
 /*
- * Drop segment relations no longer in the catalog: a dropped topic's rest,
- * and those whose drop had to wait for a reader.  At most _drop_batch()
+ * Drop segment relations mqlog unlinked from the catalog (mqlog.orphan): a
+ * dropped topic's rest, and those whose drop had to wait for a reader.  At most _drop_batch()
  * per call, so each transaction holds a bounded number of locks; the
  * worker calls it again, in new transactions, while it finds more.
  */
@@ -1357,8 +1504,12 @@ BEGIN
     /* one sweep at a time: the worker's sweep step and mq_run_maintenance() by hand */
     PERFORM mqlog._maintenance_lock();
     PERFORM set_config('lock_timeout', '100ms', true);
+    /* entries of relations dropped since, or listed in a chain again */
+    DELETE FROM mqlog.orphan o
+     WHERE NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = o.relid)
+        OR EXISTS (SELECT FROM mqlog.segment sg WHERE sg.relid = o.relid);
     FOR r IN
-        SELECT c.oid FROM pg_class c
+        SELECT c.oid FROM pg_class c JOIN mqlog.orphan o ON o.relid = c.oid
          WHERE c.relnamespace = 'mqlog_data'::regnamespace AND c.relkind = 'r'
            AND NOT EXISTS (SELECT FROM mqlog.segment sg WHERE sg.relid = c.oid)
          ORDER BY c.oid LIMIT mqlog._drop_batch()
@@ -1367,6 +1518,7 @@ BEGIN
         CONTINUE WHEN NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = r.oid);
         BEGIN
             EXECUTE format('DROP TABLE %s CASCADE', r.oid::regclass);
+            DELETE FROM mqlog.orphan o WHERE o.relid = r.oid;
             RETURN NEXT r.oid::text;
         EXCEPTION WHEN lock_not_available THEN
             NULL;

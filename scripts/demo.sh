@@ -9,20 +9,28 @@
 #                            three nodes and etcd, a replicated topic: runs
 #                            scripts/cluster-demo.sh (see there)
 #
-# Run it as root on Debian 12 (it installs packages and the extension; the
-# server itself runs as the `postgres` OS user).  Everything lives in
-# /tmp/mqlog-demo; the server listens on the Unix socket in that directory
-# only, port 5499.
+# Run it as root on Debian 12 (it installs missing packages and the
+# extension; the server itself runs as the `postgres` OS user).  Everything
+# lives in /tmp/mqlog-demo; the server listens on the Unix socket in that
+# directory only, port 5499.  The tour runs in a database of its own,
+# mqlog_demo; the database postgres is left without mqlog, for README's
+# "A first session".
+#
+# Environment (the same for --stop):
+#   PG_CONFIG        pg_config of the PostgreSQL 15 to build for and run
+#                    (default: Debian's, /usr/lib/postgresql/15/bin/pg_config)
+#   MQLOG_DEMO_PORT  the server's port (default 5499)
+#   MQLOG_DEMO_DIR   its directory and socket directory (default /tmp/mqlog-demo)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-DEMO=/tmp/mqlog-demo
-PORT=5499
+DEMO=${MQLOG_DEMO_DIR:-/tmp/mqlog-demo}
+PORT=${MQLOG_DEMO_PORT:-5499}
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-BINDIR=/usr/lib/postgresql/15/bin
+DEMO_DB=mqlog_demo
 
 usage() {
-    sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,25s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 for a in "$@"; do
@@ -30,6 +38,11 @@ for a in "$@"; do
         exec "$ROOT/scripts/cluster-demo.sh" "$@"
     fi
 done
+
+case "$DEMO" in
+    /*) ;;
+    *) echo "MQLOG_DEMO_DIR must be an absolute path" >&2; exit 2 ;;
+esac
 
 # Run a command as the postgres OS user when we are root (PostgreSQL refuses
 # to run as root), from a directory that user can read.
@@ -41,7 +54,15 @@ as_pg() {
     fi
 }
 
+# pg_ctl of the PostgreSQL that PG_CONFIG names (it may not exist yet before
+# the dependencies are installed; --stop then falls back to Debian's)
+bindir() {
+    "$PG_CONFIG" --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin
+}
+
 stop_demo() {
+    local BINDIR
+    BINDIR=$(bindir)
     if [ -f "$DEMO/data/postmaster.pid" ]; then
         echo "stopping the demo server in $DEMO/data"
         as_pg "$BINDIR/pg_ctl" -D "$DEMO/data" -m fast -w stop >/dev/null ||
@@ -66,6 +87,7 @@ step() { printf '\n==== %s ====\n' "$*"; }
 step "dependencies"
 "$ROOT/scripts/install-deps.sh"
 BINDIR=$("$PG_CONFIG" --bindir)
+PSQL=("$BINDIR/psql" -X -h "$DEMO" -p "$PORT" -U postgres)
 
 step "clean slate: $DEMO"
 stop_demo
@@ -102,7 +124,10 @@ port = $PORT
 listen_addresses = ''
 unix_socket_directories = '$DEMO'
 shared_preload_libraries = 'mqlog'
+# logical decoding: the mqlog output plugin must be allowed by name on this
+# PostgreSQL build (doc/reference.md, Server settings)
 wal_level = logical
+output_plugin_libraries = 'pgoutput, test_decoding, mqlog'
 EOF
 if ! as_pg "$BINDIR/pg_ctl" -D "$DEMO/data" -l "$DEMO/server.log" -w -t 60 start >/dev/null; then
     echo "the demo server did not start; its log:" >&2
@@ -113,14 +138,14 @@ fi
 on_error() {
     echo >&2
     echo "The demo stopped on an error.  Server log: $DEMO/server.log" >&2
-    echo "The server is still running: psql -h $DEMO -p $PORT -U postgres" >&2
+    echo "The server is still running: psql -h $DEMO -p $PORT -U postgres -d $DEMO_DB" >&2
     echo "Stop it with: scripts/demo.sh --stop" >&2
 }
 trap on_error ERR
 
-step "CREATE EXTENSION mqlog, then the tour"
-"$BINDIR/psql" -X -h "$DEMO" -p "$PORT" -U postgres -d postgres \
-    -v ON_ERROR_STOP=1 --echo-queries --pset=pager=off <<'SQL'
+step "CREATE DATABASE $DEMO_DB, CREATE EXTENSION mqlog there, then the tour"
+"${PSQL[@]}" -d postgres -v ON_ERROR_STOP=1 --echo-queries -c "CREATE DATABASE $DEMO_DB"
+"${PSQL[@]}" -d "$DEMO_DB" -v ON_ERROR_STOP=1 --echo-queries --pset=pager=off <<'SQL'
 CREATE EXTENSION mqlog;
 
 \echo
@@ -147,39 +172,44 @@ SELECT partition, "offset", ts, convert_from(key,'UTF8') AS key, convert_from(va
 \echo '-- Every partition.'
 SELECT f.partition, f."offset", convert_from(f.key,'UTF8') AS key, convert_from(f.value,'UTF8') AS value FROM generate_series(0, 2) AS p, mq_fetch('orders', p, 0) AS f ORDER BY 1, 2;
 
--- ------------------------------------------------------------------------
--- CONSUMER GROUPS (mq_poll / mq_commit): run only once they are installed.
--- ------------------------------------------------------------------------
-SELECT to_regprocedure('mq_poll(text,text,integer,interval)') IS NOT NULL AS have_groups \gset
-\if :have_groups
+\echo
+\echo '-- Text and JSON without casts.'
+SELECT * FROM mq_produce_json('orders', '{"id":5,"total":12.5}', key => 'customer-7');
+SELECT "offset", key, value FROM mq_fetch_text('orders', mq_partition_for_key('customer-7', 3), 0);
+
 \echo
 \echo '-- Consumer group "billing": poll and commit in one transaction.'
 BEGIN;
-SELECT topic, partition, "offset", convert_from(key,'UTF8') AS key, convert_from(value,'UTF8') AS value FROM mq_poll('billing', 'orders'::text, 100, '2 seconds'::interval);
+SELECT topic, partition, "offset", key, value FROM mq_poll_text('billing', 'orders', 100, timeout => '2 seconds');
 SELECT mq_commit('billing');
 COMMIT;
-SELECT to_regclass('mqlog.consumer_lag') IS NOT NULL AS have_lag \gset
-\if :have_lag
-SELECT * FROM mqlog.consumer_lag ORDER BY topic, partition;
-\endif
-\else
+SELECT * FROM mqlog.consumer_lag;
+SELECT mq_leave('billing');
+
 \echo
-\echo '-- (consumer groups, mq_poll and mq_commit, are not implemented yet: skipped)'
-\endif
--- ------------------------------------------------------------------------
+\echo '-- Logical decoding: the mqlog output plugin prints committed records.'
+SELECT 'init' FROM pg_create_logical_replication_slot('mqlog_demo_slot', 'mqlog');
+SELECT * FROM mq_produce('orders', 'decoded', key => 'customer-9');
+SELECT data FROM pg_logical_slot_get_changes('mqlog_demo_slot', NULL, NULL);
+SELECT pg_drop_replication_slot('mqlog_demo_slot');
 
 \echo
 \echo '-- The catalog views a DBA uses.'
-SELECT * FROM mqlog.topics;
+SELECT topic, partitions, replication_factor, config->>'retention.ms' AS retention_ms, config_overrides FROM mqlog.topics;
 SELECT * FROM mqlog.partitions;
 SELECT * FROM mqlog.segments;
 SQL
 trap - ERR
 
+# --stop needs the same directory (and PostgreSQL) as the start
+STOP_ENV=
+[ "$PG_CONFIG" = /usr/lib/postgresql/15/bin/pg_config ] || STOP_ENV+="PG_CONFIG=$PG_CONFIG "
+[ "$DEMO" = /tmp/mqlog-demo ] || STOP_ENV+="MQLOG_DEMO_DIR=$DEMO "
 cat <<EOF
 
 ==== the mqlog demo server is running ====
-connect:     psql -h $DEMO -p $PORT -U postgres
-stop:        scripts/demo.sh --stop
+the tour:    psql -h $DEMO -p $PORT -U postgres -d $DEMO_DB
+a fresh db:  psql -h $DEMO -p $PORT -U postgres     (postgres: no mqlog yet, for README's "A first session")
+stop:        ${STOP_ENV}scripts/demo.sh --stop
 server log:  $DEMO/server.log
 EOF

@@ -24,6 +24,8 @@ PACKAGES=(
     libcurl4-openssl-dev                    # the etcd client (src/cluster/etcd.c)
     etcd-server etcd-client                 # etcd 3.4 for the cluster tests (test/perl/MqCluster.pm)
     libpq-dev libhiredis-dev pkg-config     # the benchmark's C driver (make bench-driver, bench/driver/)
+    kcat librdkafka-dev python3-confluent-kafka  # Kafka clients for the listener's tests (test/perl/150_kafka.pl)
+    nodejs npm                              # kafkajs, installed below into test/kafka/node_modules
 )
 
 is_installed() {
@@ -55,6 +57,17 @@ else
     apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# kafkajs (npm, not Debian) for the Kafka listener's tests, into a directory
+# of the repository that git ignores; only when it is not there yet.  No
+# test uses it yet (doc/testing.md), so a registry that cannot be reached
+# is a warning here, not a failed installation.
+KAFKA_TEST_DIR="$(cd "$(dirname "$0")/.." && pwd)/test/kafka"
+if [ ! -d "$KAFKA_TEST_DIR/node_modules/kafkajs" ]; then
+    echo "install-deps: installing kafkajs 2 into $KAFKA_TEST_DIR/node_modules"
+    npm install --silent --no-save --no-package-lock --prefix "$KAFKA_TEST_DIR" kafkajs@2 ||
+        echo "install-deps: WARNING: npm could not install kafkajs (no test needs it yet)" >&2
+fi
+
 # Check that the tools the scripts call are really there.
 status=0
 for f in /usr/lib/postgresql/15/bin/pg_config /usr/lib/postgresql/15/bin/initdb \
@@ -69,7 +82,7 @@ for f in /usr/lib/postgresql/15/bin/pg_config /usr/lib/postgresql/15/bin/initdb 
         status=1
     fi
 done
-for c in gcc make prove pg_prove runuser etcd etcdctl; do
+for c in gcc make prove pg_prove runuser etcd etcdctl kcat node; do
     if ! command -v "$c" >/dev/null 2>&1; then
         echo "install-deps: command not found after installation: $c" >&2
         status=1

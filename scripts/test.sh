@@ -11,11 +11,14 @@
 #   isolation   test/isolation/specs/*.spec            (make installcheck)
 #   pgTAP       test/pgtap/*.sql with pg_prove on a cluster of our own
 #   Perl TAP    test/perl/*.pl with prove and PostgreSQL::Test::Cluster
+#   doc         doc/reference.md's examples, run in order on a cluster of our
+#               own and compared with the doc (test/doc/run.sh)
 # A test layer with no test files is skipped (and says so).  Every cluster
 # runs as the `postgres` OS user (PostgreSQL refuses root) from a copy of the
 # source tree in /tmp/mqlog-test.XXXXXX, so the checkout itself is never
-# written to.  The last line of output is "N passed, N failed", counting the
-# layers above; the exit status is 0 only when nothing failed.
+# written to.  The last line of output is "N layers passed, N failed", counting
+# the layers above (a skipped layer is in neither number); the exit status is
+# 0 only when nothing failed.
 #
 # Environment:
 #   PG_CONFIG          pg_config to build against (default: PostgreSQL 15's)
@@ -140,7 +143,7 @@ print_summary() {
     if [ -d "$WORK" ]; then
         echo "  temporary directory kept for inspection: $WORK"
     fi
-    echo "$passed passed, $failed failed"
+    echo "$passed layers passed, $failed failed"
     [ $failed -eq 0 ]
 }
 
@@ -413,6 +416,26 @@ run_perl() {
 }
 
 # ---------------------------------------------------------------------------
+# Layer: the doc test (doc/reference.md's examples, test/doc/run.sh)
+# ---------------------------------------------------------------------------
+
+DOC_PORT_START=54339
+run_doc() {
+    local port dir=$WORK/doc rc
+    banner "doc: doc/reference.md's examples"
+    port=$(free_port $DOC_PORT_START) || { record doc FAILED "no free port from $DOC_PORT_START"; return; }
+    mkdir -p "$dir" && { [ $IS_ROOT -eq 0 ] || chown postgres:postgres "$dir"; }
+    as_pg "$SRC" test/doc/run.sh "$PG_BINDIR" "$dir" "$port" 2>&1 | tee "$WORK/doc.out"
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" -eq 0 ]; then
+        record doc passed "$(tail -n 1 "$WORK/doc.out")"
+    else
+        record doc FAILED "$(tail -n 1 "$WORK/doc.out")"
+        show_file "$dir/server.log" 60
+    fi
+}
+
+# ---------------------------------------------------------------------------
 # Check: no server process crashed in any layer.  A backend or worker that
 # dies of a signal (segfault, abort, bus error, arithmetic or illegal
 # instruction) makes the postmaster restart every session; a test that
@@ -445,6 +468,7 @@ if build; then
     run_isolation
     run_pgtap
     run_perl
+    run_doc
     check_crashes
 else
     record build FAILED "later layers not run"

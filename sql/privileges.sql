@@ -85,7 +85,7 @@ SELECT * FROM mq_produce('priv_t', 'b0', partition => 1, ts => '2024-01-01 00:00
 RESET ROLE;
 SELECT name, owner::regrole FROM mqlog.topic WHERE name LIKE 'priv%' ORDER BY name;
 SELECT topic_id AS tid FROM mqlog.topic WHERE name = 'priv_t' \gset
-SELECT s.relid AS seg FROM mqlog.segment s JOIN mqlog.topic t USING (topic_id)
+SELECT s.relid::oid AS seg FROM mqlog.segment s JOIN mqlog.topic t USING (topic_id)
  WHERE t.name = 'priv_t' AND s.partition = 0 \gset
 
 -- Every entry point that checks a topic privilege, with the one it needs.

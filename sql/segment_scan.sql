@@ -39,13 +39,16 @@ SELECT "offset", convert_from(value, 'UTF8') AS value
 SELECT count(*) FROM mqlog_data."seg-0-00000000000000000000";
 -- An empty segment.
 SELECT * FROM mqlog_data."seg-1-00000000000000000000";
--- It reads like any table: joins, aggregates, COPY TO.
+-- It reads like any table: joins, aggregates, COPY (SELECT ...) TO.
 SELECT s."offset", f."offset" AS fetched, s.value = f.value AS same
   FROM mqlog_data."seg-0-00000000000000000000" s
   FULL JOIN mq_fetch('seg', 0, 0) f ON f."offset" = s."offset"
  ORDER BY 1;
 COPY (SELECT "offset", key, value FROM mqlog_data."seg-0-00000000000000000000") TO STDOUT;
-COPY mqlog_data."seg-0-00000000000000000000" ("offset", value) TO STDOUT;
+-- COPY of the segment itself is pg_dump's: one row per stored batch, at its
+-- base offset, the aborted one at 1 included (the batch's bytes, with their
+-- timestamps, are in value).
+COPY mqlog_data."seg-0-00000000000000000000" ("offset") TO STDOUT;
 
 -- ------------------------------------------------------------------------
 -- The mqlog.segments view and mq_verify
@@ -76,10 +79,22 @@ DELETE FROM mqlog_data."seg-1-00000000000000000000" WHERE false;
 MERGE INTO mqlog_data."seg-0-00000000000000000000" t
     USING (SELECT 0::bigint AS o) s ON t."offset" = s.o
     WHEN MATCHED THEN DELETE;
+-- COPY FROM is a restore (pg_restore's): never into a segment that holds
+-- batches, and only rows of the dump form, one stored batch each.  A
+-- refused one leaves the empty segment empty.
 COPY mqlog_data."seg-0-00000000000000000000" FROM STDIN;
 99	2020-01-01 00:00:00+00	\\x6b	\\x76	\N
 \.
+COPY mqlog_data."seg-1-00000000000000000000" FROM STDIN;
+99	2020-01-01 00:00:00+00	\\x6b	\\x76	\N
+\.
+COPY mqlog_data."seg-1-00000000000000000000" FROM STDIN;
+99	2020-01-01 00:00:00+00	\N	\\x01b2000000000000	\N
+\.
+SELECT pg_relation_size('mqlog_data."seg-1-00000000000000000000"') AS still_empty;
 TRUNCATE mqlog_data."seg-0-00000000000000000000";
+-- ... but an empty one may be truncated by its owner: that changes nothing,
+-- and pg_restore -j runs it before the COPY of each table it created.
 TRUNCATE mqlog_data."seg-1-00000000000000000000";
 VACUUM FULL mqlog_data."seg-0-00000000000000000000";
 -- CLUSTER needs an index, and no index can be built.

@@ -30,6 +30,7 @@
 #include "cluster/metadata.h"
 #include "groups/groups.h"
 #include "workers/workers.h"
+#include "kafka/kafka.h"
 
 PG_MODULE_MAGIC;
 
@@ -156,6 +157,7 @@ _PG_init(void)
 							 &mqlog_roll_ahead, true,
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 	MqReplicaDefineSettings();
+	MqKafkaDefineSettings();
 
 	/*
 	 * The cluster (doc/replication.md).  Who the node is and where etcd is
@@ -216,6 +218,7 @@ _PG_init(void)
 	MqMaintenanceRegister();
 	if (MqClusterEnabled())
 		MqClusterWorkersRegister();
+	MqKafkaRegister();
 	MqAmInitHooks();
 	mqlog_preloaded = true;
 }

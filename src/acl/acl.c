@@ -277,7 +277,7 @@ read_group(const char *group, Oid *owner, ArrayType **grantees)
 	int			ret;
 
 	PushActiveSnapshot(GetLatestSnapshot());
-	ret = SPI_execute_with_args("SELECT g.owner, ARRAY(SELECT a.grantee FROM mqlog.group_acl a"
+	ret = SPI_execute_with_args("SELECT g.owner, ARRAY(SELECT a.grantee::pg_catalog.oid FROM mqlog.group_acl a"
 								" WHERE a.group_id OPERATOR(pg_catalog.=) g.group_id)"
 								" FROM mqlog.consumer_group g WHERE g.group_id OPERATOR(pg_catalog.=) $1",
 								1, &argtype, &arg, NULL, true, 1);

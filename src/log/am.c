@@ -9,7 +9,10 @@
  * FULL or SET TABLESPACE, each with a clear feature_not_supported error.  What it does do: create the storage, let a
  * DBA look inside with a sequential scan (offset, ts, key, value, headers
  * of every committed record), report its size, and VACUUM, which freezes
- * batch fates so that relfrozenxid can advance.
+ * batch fates so that relfrozenxid can advance.  COPY of a segment
+ * relation is pg_dump's and pg_restore's: COPY TO writes its stored
+ * batches and COPY FROM restores them into an empty segment (log/dump.c);
+ * a restore may also create the segment relations in mqlog_data.
  *
  *-------------------------------------------------------------------------
  */
@@ -46,10 +49,13 @@
 #include "commands/extension.h"
 #include "utils/acl.h"
 
+#include "base/spi.h"
+
 #include "mqlog.h"
 #include "store/batch.h"
 #include "store/segment.h"
 #include "log/am.h"
+#include "log/dump.h"
 #include "log/logiter.h"
 #include "log/partition.h"
 #include "log/records.h"
@@ -70,6 +76,23 @@ refuse(Relation rel, const char *what)
 			 errhint("Segments are append-only logs written by mq_produce(); retention and mq_drop_topic() remove them.")));
 }
 
+/* A segment's columns are ("offset", ts, key, value, headers). */
+static void
+check_segment_columns(Relation rel)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+
+	if (desc->natts != SEGMENT_NATTS ||
+		TupleDescAttr(desc, 0)->atttypid != INT8OID ||
+		TupleDescAttr(desc, 1)->atttypid != TIMESTAMPTZOID ||
+		TupleDescAttr(desc, 2)->atttypid != BYTEAOID ||
+		TupleDescAttr(desc, 3)->atttypid != BYTEAOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("relation \"%s\" is not a valid mqlog segment", RelationGetRelationName(rel)),
+				 errdetail("A segment has the columns (\"offset\" bigint, ts timestamptz, key bytea, value bytea, headers mqlog.header[]).")));
+}
+
 /* ------------------------------------------------------------------------
  * Sequential scan
  * ------------------------------------------------------------------------ */
@@ -78,9 +101,13 @@ typedef struct MqScanDesc
 {
 	TableScanDescData base;
 	MqLogIter	it;
+	bool		dump;			/* COPY TO: the dump form (log/dump.c) */
 	Oid			header_type;
 	TupleDesc	header_desc;
 } MqScanDesc;
+
+/* records for a DBA, or stored batches for pg_dump */
+#define SCAN_FLAGS(scan) ((scan)->dump ? (MQ_ITER_BYTES | MQ_ITER_INVISIBLE) : MQ_ITER_RECORDS)
 
 static const TupleTableSlotOps *
 mqlog_slot_callbacks(Relation rel)
@@ -97,15 +124,7 @@ mqlog_scan_begin(Relation rel, Snapshot snapshot, int nkeys, struct ScanKeyData 
 
 	if (pscan != NULL)
 		refuse(rel, "parallel scan");
-	if (desc->natts != SEGMENT_NATTS ||
-		TupleDescAttr(desc, 0)->atttypid != INT8OID ||
-		TupleDescAttr(desc, 1)->atttypid != TIMESTAMPTZOID ||
-		TupleDescAttr(desc, 2)->atttypid != BYTEAOID ||
-		TupleDescAttr(desc, 3)->atttypid != BYTEAOID)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("relation \"%s\" is not a valid mqlog segment", RelationGetRelationName(rel)),
-				 errdetail("A segment has the columns (\"offset\" bigint, ts timestamptz, key bytea, value bytea, headers mqlog.header[]).")));
+	check_segment_columns(rel);
 
 	scan = palloc0(sizeof(MqScanDesc));
 	scan->base.rs_rd = rel;
@@ -113,7 +132,10 @@ mqlog_scan_begin(Relation rel, Snapshot snapshot, int nkeys, struct ScanKeyData 
 	scan->base.rs_nkeys = nkeys;
 	scan->base.rs_flags = flags;
 	scan->base.rs_parallel = pscan;
-	MqLogIterBeginSegment(&scan->it, rel, MQ_ITER_RECORDS);
+	scan->dump = MqDumpScanning(rel);
+	if (scan->dump)
+		MqDumpScanBegin(rel);
+	MqLogIterBeginSegment(&scan->it, rel, SCAN_FLAGS(scan));
 	scan->header_type = get_element_type(TupleDescAttr(desc, 4)->atttypid);
 	if (OidIsValid(scan->header_type))
 		scan->header_desc = BlessTupleDesc(lookup_rowtype_tupdesc_copy(scan->header_type, -1));
@@ -136,12 +158,12 @@ mqlog_scan_rescan(TableScanDesc sscan, struct ScanKeyData *key, bool set_params,
 	MqScanDesc *scan = (MqScanDesc *) sscan;
 
 	MqLogIterEnd(&scan->it);
-	MqLogIterBeginSegment(&scan->it, sscan->rs_rd, MQ_ITER_RECORDS);
+	MqLogIterBeginSegment(&scan->it, sscan->rs_rd, SCAN_FLAGS(scan));
 }
 
 /*
  * The records of committed batches, until the first batch of a transaction
- * still running.
+ * still running (or, for pg_dump, the batches themselves).
  */
 static bool
 mqlog_scan_getnextslot(TableScanDesc sscan, ScanDirection direction, TupleTableSlot *slot)
@@ -150,6 +172,8 @@ mqlog_scan_getnextslot(TableScanDesc sscan, ScanDirection direction, TupleTableS
 	MqRecord   *rec;
 
 	ExecClearTuple(slot);
+	if (scan->dump)
+		return MqDumpNextRow(&scan->it, slot);
 	rec = MqLogNextRecord(&scan->it);
 	if (rec == NULL)
 		return false;
@@ -252,11 +276,14 @@ mqlog_index_delete_tuples(Relation rel, TM_IndexDeleteOp *delstate)
 	return InvalidTransactionId;
 }
 
+/* rows reach a segment only in a restore: COPY FROM of its dump form */
 static void
 mqlog_tuple_insert(Relation rel, TupleTableSlot *slot, CommandId cid, int options,
 				   struct BulkInsertStateData *bistate)
 {
-	refuse(rel, "INSERT");
+	if (!MqRestoring(RelationGetRelid(rel)))
+		refuse(rel, "INSERT");
+	MqRestoreRows(rel, &slot, 1);
 }
 
 static void
@@ -276,7 +303,9 @@ static void
 mqlog_multi_insert(Relation rel, TupleTableSlot **slots, int nslots, CommandId cid, int options,
 				   struct BulkInsertStateData *bistate)
 {
-	refuse(rel, "COPY FROM");
+	if (!MqRestoring(RelationGetRelid(rel)))
+		refuse(rel, "COPY FROM");
+	MqRestoreRows(rel, slots, nslots);
 }
 
 static TM_Result
@@ -319,19 +348,28 @@ refuse_create(void)
 			 errhint("Create a topic with mq_create_topic(); its segments are made for it.")));
 }
 
+/* CREATE TABLE of a segment by a restore is running (mqlog_utility) */
+static bool restore_creating = false;
+
 /*
  * Called when a segment is created, and by TRUNCATE: a segment may only be
  * emptied in the (sub)transaction that created it, since its offsets are
- * referenced by consumers.
+ * referenced by consumers, or by a restore about to fill it (log/dump.c).
+ * TRUNCATE of a segment that holds nothing changes nothing and is let
+ * through for its owner: pg_restore -j runs one before each COPY of a
+ * table it created.
  */
 static void
 mqlog_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode, char persistence,
 								TransactionId *freezeXid, MultiXactId *minmulti)
 {
 	SMgrRelation srel;
+	bool		creating = rel->rd_createSubid != InvalidSubTransactionId;
 
-	if (rel->rd_createSubid == InvalidSubTransactionId &&
-		rel->rd_firstRelfilenodeSubid == InvalidSubTransactionId)
+	if (!creating &&
+		rel->rd_firstRelfilenodeSubid == InvalidSubTransactionId &&
+		!MqRestoring(RelationGetRelid(rel)) &&
+		!(RelationGetNumberOfBlocks(rel) == 0 && pg_class_ownercheck(RelationGetRelid(rel), GetUserId())))
 		refuse(rel, "TRUNCATE");
 
 	if (persistence != RELPERSISTENCE_PERMANENT)
@@ -344,7 +382,7 @@ mqlog_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode, char 
 	 * TABLE ... USING, default_table_access_method, CREATE TABLE AS, SELECT
 	 * INTO): only mqlog's own functions make segments.
 	 */
-	if (!mqlog_allow_segment_ddl)
+	if (creating && !mqlog_allow_segment_ddl && !restore_creating)
 		refuse_create();
 
 	*freezeXid = RecentXmin;
@@ -595,7 +633,8 @@ mqlog_check_perms(List *rangeTable, bool ereport_on_violation)
 
 		if (rte->rtekind == RTE_RELATION &&
 			(rte->requiredPerms & (ACL_INSERT | ACL_UPDATE | ACL_DELETE)) != 0 &&
-			MqIsSegment(rte->relid))
+			MqIsSegment(rte->relid) &&
+			!(rte->requiredPerms == ACL_INSERT && MqRestoring(rte->relid)))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("%s is not supported on mqlog segment \"%s\"",
@@ -647,6 +686,45 @@ vacuum_is_full(VacuumStmt *vac)
 	}
 	return full;
 }
+
+/*
+ * pg_dump writes segments as tables of schema mqlog_data (SET
+ * default_table_access_method = mqlog; CREATE TABLE ...), and a restore
+ * runs that as the schema's owner (the extension owner) or a superuser:
+ * then a relation of the access method may be made outside mqlog's
+ * functions.  It belongs to no chain until the restore loads mqlog.segment,
+ * and the orphan sweep leaves it alone (it drops only what mqlog unlinked).
+ */
+static bool
+restore_create(CreateStmt *cs)
+{
+	const char *am = cs->accessMethod ? cs->accessMethod : default_table_access_method;
+	Oid			nsp;
+
+	if (am == NULL || strcmp(am, "mqlog") != 0 || cs->relation == NULL)
+		return false;
+	nsp = RangeVarGetCreationNamespace(cs->relation);
+	return OidIsValid(nsp) && nsp == get_namespace_oid("mqlog_data", true) &&
+		pg_namespace_ownercheck(nsp, GetUserId());
+}
+
+/* the segment that a COPY of the table form (pg_dump's) names, or InvalidOid */
+static Oid
+copied_segment(Node *stmt)
+{
+	CopyStmt   *cs = (CopyStmt *) stmt;
+	Oid			relid;
+
+	if (!IsA(stmt, CopyStmt) || cs->relation == NULL || cs->query != NULL)
+		return InvalidOid;
+	relid = RangeVarGetRelid(cs->relation, NoLock, true);
+	return MqIsSegment(relid) ? relid : InvalidOid;
+}
+
+static void run_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+						ProcessUtilityContext context, ParamListInfo params,
+						QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc,
+						Oid copied, bool creating);
 
 static void
 refuse_ddl(const char *what, RangeVar *rv)
@@ -707,8 +785,18 @@ mqlog_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 				{
 					AlterTableCmd *cmd = lfirst(lc);
 
+					/* a restore gives a segment to the extension owner, as mqlog made it */
+					if (cmd->subtype == AT_ChangeOwner &&
+						get_rolespec_oid(cmd->newowner, false) != MqExtensionOwner())
+						ereport(ERROR,
+								(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+								 errmsg("mqlog segment \"%s\" must be owned by the owner of extension mqlog",
+										at->relation->relname),
+								 errdetail("mqlog's functions act on segments as the extension owner, %s.",
+										   GetUserNameFromId(MqExtensionOwner(), false)),
+								 errhint("Restore as the role that owns the extension's objects, or with pg_restore --no-owner.")));
 					if (cmd->subtype != AT_SetTableSpace && cmd->subtype != AT_SetUnLogged &&
-						cmd->subtype != AT_SetLogged)
+						cmd->subtype != AT_SetLogged && cmd->subtype != AT_ChangeOwner)
 						refuse_ddl("ALTER TABLE", at->relation);
 				}
 		}
@@ -748,7 +836,7 @@ mqlog_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 			CreateStmt *cs = (CreateStmt *) stmt;
 			ListCell   *lc;
 
-			if (cs->accessMethod && strcmp(cs->accessMethod, "mqlog") == 0)
+			if (cs->accessMethod && strcmp(cs->accessMethod, "mqlog") == 0 && !restore_create(cs))
 				refuse_create();
 			foreach(lc, cs->inhRelations)
 				if (MqIsSegment(RangeVarGetRelid(lfirst(lc), NoLock, true)))
@@ -774,10 +862,50 @@ mqlog_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 		}
 	}
 
-	if (prev_utility)
-		prev_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+	run_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc,
+				copied_segment(stmt), IsA(stmt, CreateStmt) && restore_create((CreateStmt *) stmt));
+}
+
+/*
+ * The statement itself, with pg_dump's COPY of a segment (copied) and
+ * pg_restore's COPY and CREATE TABLE (creating) of one set up around it
+ * (log/dump.c).
+ */
+static void
+run_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+			ProcessUtilityContext context, ParamListInfo params,
+			QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc,
+			Oid copied, bool creating)
+{
+	Node	   *stmt = pstmt->utilityStmt;
+
+	PG_TRY();
+	{
+		if (OidIsValid(copied))
+			MqDumpCopyStart((CopyStmt *) stmt, copied);
+		restore_creating = creating;
+		if (prev_utility)
+			prev_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+		restore_creating = false;
+		if (creating)
+		{
+			Relation	rel = relation_openrv(((CreateStmt *) stmt)->relation, NoLock);
+
+			check_segment_columns(rel);
+			relation_close(rel, NoLock);
+		}
+	}
+	PG_CATCH();
+	{
+		restore_creating = false;
+		MqDumpCopyEnd();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (OidIsValid(copied))
+		MqDumpCopyEnd();
 }
 
 void

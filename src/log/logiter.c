@@ -380,6 +380,60 @@ MqLogIterEnd(MqLogIter *it)
 }
 
 /* ------------------------------------------------------------------------
+ * Kafka's Fetch
+ * ------------------------------------------------------------------------ */
+
+/*
+ * The batches holding from and after, each handed to sink as Kafka's
+ * record batch v2 (the stored batch without mqlog's prefix): the first
+ * whole however large, as Kafka's Fetch does (KIP-74), the next while
+ * max_bytes of stored bytes allows.  committed: batches of committed
+ * transactions below the last stable offset (Kafka's read_committed;
+ * aborted ones are left out, since they carry no Kafka transaction
+ * markers a client could filter them by).  Otherwise up to the high
+ * watermark, with the batches of transactions still in flight too (Kafka's
+ * read_uncommitted), but never one already known to have aborted.
+ * Returns the number of batches handed over.
+ */
+int
+MqLogReadKafkaBatches(MqTopic *topic, int32 partition, int64 from, int64 max_bytes,
+					  bool committed, MqKafkaBatchSink sink, void *arg)
+{
+	int64		lso,
+				hw;
+	MqLogIter	it;
+	int			n = 0;
+	int64		bytes = 0;
+
+	MqPartitionOffsets(topic, partition, &lso, &hw);
+	if (committed)
+	{
+		MqLogIterBegin(&it, topic, partition, from, lso, MQ_ITER_BYTES);
+		it.max_bytes = max_bytes;
+	}
+	else
+	{
+		MqLogIterBegin(&it, topic, partition, from, lso, MQ_ITER_BYTES | MQ_ITER_ANY_FATE);
+		it.bound = hw;
+	}
+	while (MqLogNextBatch(&it))
+	{
+		if (!committed)
+		{
+			if (MqBatchGetFate(&it.hdr, -1) == MQ_FATE_INVISIBLE)
+				continue;
+			if (n > 0 && bytes + it.hdr.length > max_bytes)
+				break;
+			bytes += it.hdr.length;
+		}
+		sink(arg, &it.hdr, it.stored + MQ_PREFIX_SIZE, it.hdr.length - MQ_PREFIX_SIZE);
+		n++;
+	}
+	MqLogIterEnd(&it);
+	return n;
+}
+
+/* ------------------------------------------------------------------------
  * The offset-range check
  * ------------------------------------------------------------------------ */
 

@@ -72,6 +72,17 @@ extern MqRecord *MqLogNextRecord(MqLogIter *it);
 extern MqRecord *MqLogNextBatchRecords(MqLogIter *it, int *n);
 extern void MqLogIterEnd(MqLogIter *it);
 
+/*
+ * A partition's stored batches as Kafka's Fetch serves them (the stored
+ * bytes minus mqlog's prefix), for mq_fetch_kafka_batches and the Kafka
+ * listener.
+ */
+typedef void (*MqKafkaBatchSink) (void *arg, const MqBatchHeader *hdr,
+								  const char *kafka, Size len);
+extern int	MqLogReadKafkaBatches(MqTopic *topic, int32 partition, int64 from,
+								  int64 max_bytes, bool committed,
+								  MqKafkaBatchSink sink, void *arg);
+
 /* the one offset-range check */
 extern void MqCheckOffsetRange(MqTopic *topic, int32 partition, int64 offset,
 							   bool position);

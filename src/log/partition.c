@@ -435,6 +435,21 @@ MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset)
 }
 
 /*
+ * Forget the partition's tail, so that its next use reads it from disk: a
+ * restore (log/dump.c) writes the active segment below the append
+ * protocol, holding AccessExclusiveLock on it, which every appender and
+ * reader of the segment waits for before it loads the tail again.
+ */
+void
+MqPartitionForgetTail(MqPartition *part)
+{
+	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+	part->loaded = false;
+	part->dirty = false;
+	LWLockRelease(&part->lock);
+}
+
+/*
  * Segment switches made by this transaction (the worker's roll), and spare
  * segments it prepared (base_offset MQ_SPARE_BASE), applied when it commits.
  */

@@ -52,6 +52,7 @@ extern void MqAnnounceDdl(int32 topic_id);
 extern uint64 MqDdlCount(int32 *topic_id);
 extern void MqPartitionInitCallbacks(void);
 extern void MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset);
+extern void MqPartitionForgetTail(MqPartition *part);
 extern Size MqPartitionEntrySize(void);
 extern bool MqSizingWarningDue(void);
 extern Size MqInflightPoolSize(void);

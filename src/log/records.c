@@ -3,7 +3,14 @@
  * records.c
  *		Records as SQL rows: the record reader behind mq_fetch and mq_poll,
  *		and the bytea and mqlog.header[] forms that every row of records
- *		(those and the segment scan) is made of.
+ *		(those and the segment scan) is made of; keys and values as text or
+ *		jsonb for the _text and _json forms of produce, fetch and poll.
+ *
+ * Text is stored as UTF-8, which is what Kafka's string serializer writes:
+ * a producer's text is converted from the database encoding (nothing to do
+ * in a UTF-8 database) and a reader's is checked and converted back, so a
+ * value that is not UTF-8 is an error (22021) naming the record, never
+ * text that the database cannot hold.  JSON is stored as jsonb's text form.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,8 +19,10 @@
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
@@ -32,6 +41,121 @@ MqBytea(const char *data, int len)
 	SET_VARSIZE(b, VARHDRSZ + len);
 	memcpy(VARDATA(b), data, len);
 	return b;
+}
+
+/*
+ * The bytes a producer's key or value stands for: a bytea as it is, text
+ * and jsonb (in its text form) as UTF-8.
+ */
+const char *
+MqDatumBytes(Datum datum, MqValueForm form, int *len)
+{
+	const char *data;
+
+	if (form == MQ_FORM_BYTES)
+	{
+		bytea	   *b = DatumGetByteaPP(datum);
+
+		*len = VARSIZE_ANY_EXHDR(b);
+		return VARDATA_ANY(b);
+	}
+	if (form == MQ_FORM_TEXT)
+	{
+		text	   *t = DatumGetTextPP(datum);
+
+		data = VARDATA_ANY(t);
+		*len = VARSIZE_ANY_EXHDR(t);
+	}
+	else
+	{
+		Jsonb	   *j = DatumGetJsonbP(datum);
+
+		data = JsonbToCString(NULL, &j->root, VARSIZE(j));
+		*len = strlen(data);
+	}
+	if (GetDatabaseEncoding() != PG_UTF8)
+	{
+		const char *utf8 = pg_server_to_any(data, *len, PG_UTF8);
+
+		if (utf8 != data)
+			*len = strlen(utf8);
+		data = utf8;
+	}
+	return data;
+}
+
+static MqValueForm
+form_of_column(TupleDesc desc, int attno)
+{
+	Oid			type = TupleDescAttr(desc, attno)->atttypid;
+
+	if (type == TEXTOID)
+		return MQ_FORM_TEXT;
+	if (type == JSONBOID)
+		return MQ_FORM_JSON;
+	if (type != BYTEAOID)
+		elog(ERROR, "unexpected type %u of a record column", type);
+	return MQ_FORM_BYTES;
+}
+
+/* what a record's key or value turned into text or jsonb is about */
+typedef struct ConversionContext
+{
+	MqRecordOutput *out;
+	int32		partition;
+	int64		offset;
+	const char *what;
+} ConversionContext;
+
+static void
+conversion_error_context(void *arg)
+{
+	ConversionContext *c = (ConversionContext *) arg;
+
+	errcontext("the %s of the record at offset " INT64_FORMAT " of partition %d of topic \"%s\"",
+			   c->what, c->offset, c->partition, text_to_cstring(c->out->topic));
+}
+
+/*
+ * A key or value as a reader's column: bytea, or UTF-8 checked and turned
+ * into text or jsonb.  Bytes that are not UTF-8 (or not JSON) fail the read
+ * with the record named: the bytes forms read every record.
+ */
+static Datum
+column_datum(MqRecordOutput *out, MqValueForm form, int32 partition, MqRecord *rec,
+			 const char *data, int len, const char *what)
+{
+	ConversionContext c;
+	ErrorContextCallback errcb;
+	char	   *s;
+	Datum		result;
+
+	if (form == MQ_FORM_BYTES)
+		return PointerGetDatum(MqBytea(data, len));
+	c.out = out;
+	c.partition = partition;
+	c.offset = rec->offset;
+	c.what = what;
+	errcb.callback = conversion_error_context;
+	errcb.arg = &c;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
+	if (!pg_verify_mbstr(PG_UTF8, data, len, true))
+		ereport(ERROR,
+				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+				 errmsg("record %s is not valid UTF-8", what),
+				 errdetail("A %s read as %s must be UTF-8 text without zero bytes.",
+						   what, form == MQ_FORM_TEXT ? "text" : "jsonb"),
+				 errhint("Read the record's bytes with mq_fetch() or mq_poll().")));
+	s = pg_any_to_server(data, len, PG_UTF8);
+	if (s == data)
+		s = pnstrdup(data, len);
+	if (form == MQ_FORM_TEXT)
+		result = PointerGetDatum(cstring_to_text(s));
+	else
+		result = DirectFunctionCall1(jsonb_in, CStringGetDatum(s));
+	error_context_stack = errcb.previous;
+	return result;
 }
 
 /* A record's headers as mqlog.header[] */
@@ -68,11 +192,12 @@ emit_record(MqRecordOutput *out, int32 partition, MqRecord *rec)
 	values[2] = Int64GetDatum(rec->offset);
 	values[3] = TimestampTzGetDatum(rec->ts);
 	if (rec->key)
-		values[4] = PointerGetDatum(MqBytea(rec->key, rec->keylen));
+		values[4] = column_datum(out, out->key_form, partition, rec, rec->key, rec->keylen, "key");
 	else
 		nulls[4] = true;
 	if (rec->value)
-		values[5] = PointerGetDatum(MqBytea(rec->value, rec->valuelen));
+		values[5] = column_datum(out, out->value_form, partition, rec, rec->value, rec->valuelen,
+								 "value");
 	else
 		nulls[5] = true;
 	if (rec->nheaders > 0)
@@ -133,6 +258,8 @@ MqInitRecordOutput(FunctionCallInfo fcinfo, MqRecordOutput *out)
 	InitMaterializedSRF(fcinfo, 0);
 	out->store = rsinfo->setResult;
 	out->desc = rsinfo->setDesc;
+	out->key_form = form_of_column(out->desc, 4);
+	out->value_form = form_of_column(out->desc, 5);
 	arraytype = TupleDescAttr(out->desc, 6)->atttypid;
 	out->header_type = get_element_type(arraytype);
 	out->header_desc = lookup_rowtype_tupdesc_copy(out->header_type, -1);

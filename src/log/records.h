@@ -16,16 +16,33 @@
 #include "log/topic.h"
 #include "store/batch.h"
 
+/*
+ * How a key or value is given to a producer or shown to a reader: as the
+ * bytes themselves (bytea), or as UTF-8 text read as text or jsonb.  A
+ * reader's form follows the column type of its result (mqlog.record,
+ * mqlog.text_record, mqlog.json_record), so mq_fetch_text is mq_fetch with
+ * another result type, not a second reader.
+ */
+typedef enum MqValueForm
+{
+	MQ_FORM_BYTES,
+	MQ_FORM_TEXT,
+	MQ_FORM_JSON
+} MqValueForm;
+
 typedef struct MqRecordOutput
 {
 	Tuplestorestate *store;
 	TupleDesc	desc;
+	MqValueForm key_form;		/* of column 5 */
+	MqValueForm value_form;		/* of column 6 */
 	Oid			header_type;	/* mqlog.header */
 	TupleDesc	header_desc;
 	text	   *topic;			/* set by MqReadPartition */
 } MqRecordOutput;
 
 extern bytea *MqBytea(const char *data, int len);
+extern const char *MqDatumBytes(Datum datum, MqValueForm form, int *len);
 extern void MqInitRecordOutput(FunctionCallInfo fcinfo, MqRecordOutput *out);
 extern int64 MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
 							 int max_records, int64 max_bytes, MqRecordOutput *out,

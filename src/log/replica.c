@@ -331,8 +331,22 @@ MqReplicaAwaitAcks(void)
 				ack_warning(w, hw, stop_why);
 				break;
 			}
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 Min(left, 1000), PG_WAIT_EXTENSION);
+			/*
+			 * Not WL_EXIT_ON_PM_DEATH: exiting here, with the commit
+			 * recorded, would abort the committed transaction on the way
+			 * out, which PANICs.  As SyncRepWaitForLSN does, the wait ends
+			 * and the exit comes at the next CHECK_FOR_INTERRUPTS, after
+			 * the commit.
+			 */
+			if (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
+						  Min(left, 1000), PG_WAIT_EXTENSION) & WL_POSTMASTER_DEATH)
+			{
+				ProcDiePending = true;
+				whereToSendOutput = DestNone;
+				stop_why = "the postmaster died while the transaction waited for the in-sync replicas";
+				ack_warning(w, hw, stop_why);
+				break;
+			}
 			ResetLatch(MyLatch);
 		}
 		ConditionVariableCancelSleep();

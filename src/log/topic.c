@@ -343,6 +343,47 @@ check_generation(void)
 	}
 }
 
+/*
+ * The names of all topics in name order, or of those matching pattern (a
+ * POSIX regular expression, as PostgreSQL's ~) when it is not NULL; read
+ * as the extension owner, returned in the caller's memory context.
+ */
+List *
+MqTopicNames(const char *pattern)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	List	   *names = NIL;
+	MqSpi		spi;
+	int			rc;
+
+	MqSpiBegin(&spi, true);
+	if (pattern)
+	{
+		values[0] = CStringGetTextDatum(pattern);
+		rc = SPI_execute_with_args("SELECT t.name FROM mqlog.topic t"
+								   " WHERE t.name OPERATOR(pg_catalog.~) $1 ORDER BY 1",
+								   1, types, values, NULL, true, 0);
+	}
+	else
+		rc = SPI_execute("SELECT t.name FROM mqlog.topic t ORDER BY 1", true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "mqlog: listing topics failed");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		MemoryContext spi_cxt = MemoryContextSwitchTo(caller);
+
+		/* the list outlives SPI's memory too */
+		names = lappend(names, pstrdup(name));
+		MemoryContextSwitchTo(spi_cxt);
+	}
+	MqSpiEnd(&spi);
+	MemoryContextSwitchTo(caller);
+	return names;
+}
+
 MqTopic *
 MqTopicLookup(const char *name, bool missing_ok)
 {

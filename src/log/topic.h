@@ -96,6 +96,7 @@ typedef struct MqTopic
 } MqTopic;
 
 extern MqTopic *MqTopicLookup(const char *name, bool missing_ok);
+extern List *MqTopicNames(const char *pattern);
 extern bool MqTopicLeadsHere(MqTopic *topic, int32 partition);
 extern void MqTopicCheckLeader(MqTopic *topic, int32 partition);
 extern MqTopic *MqTopicLookupById(int32 topic_id);

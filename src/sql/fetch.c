@@ -28,7 +28,6 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
-#include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
@@ -36,6 +35,7 @@
 #include "store/batch.h"
 #include "store/segment.h"
 #include "log/am.h"
+#include "base/subxact.h"
 #include "log/logiter.h"
 #include "log/partition.h"
 #include "log/records.h"
@@ -89,6 +89,20 @@ mq_fetch(PG_FUNCTION_ARGS)
  * first batch may start before from_offset, and at least one batch is
  * returned however large.
  */
+/* one row of mq_fetch_kafka_batches */
+static void
+put_kafka_batch(void *arg, const MqBatchHeader *hdr, const char *kafka, Size len)
+{
+	ReturnSetInfo *rsinfo = arg;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	values[0] = Int64GetDatum(hdr->base_offset);
+	values[1] = Int64GetDatum(MqBatchNextOffset(hdr) - 1);
+	values[2] = PointerGetDatum(MqBytea(kafka, len));
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
 Datum
 mq_fetch_kafka_batches(PG_FUNCTION_ARGS)
 {
@@ -96,10 +110,6 @@ mq_fetch_kafka_batches(PG_FUNCTION_ARGS)
 	int32		partition = PG_GETARG_INT32(1);
 	int64		from = PG_GETARG_INT64(2);
 	int32		max_bytes = PG_GETARG_INT32(3);
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	int64		lso,
-				hw;
-	MqLogIter	it;
 
 	MqTopicCheckPrivilege(topic, MQ_PRIV_CONSUME);
 	MqCheckPartition(topic, partition);
@@ -109,21 +119,8 @@ mq_fetch_kafka_batches(PG_FUNCTION_ARGS)
 				 errmsg("max_bytes must be at least 1")));
 	MqCheckOffsetRange(topic, partition, from, false);
 	InitMaterializedSRF(fcinfo, 0);
-	MqPartitionOffsets(topic, partition, &lso, &hw);
-	MqLogIterBegin(&it, topic, partition, from, lso, MQ_ITER_BYTES);
-	it.max_bytes = max_bytes;
-	while (MqLogNextBatch(&it))
-	{
-		Datum		values[3];
-		bool		nulls[3] = {false, false, false};
-
-		values[0] = Int64GetDatum(it.hdr.base_offset);
-		values[1] = Int64GetDatum(MqBatchNextOffset(&it.hdr) - 1);
-		values[2] = PointerGetDatum(MqBytea(it.stored + MQ_PREFIX_SIZE,
-											it.hdr.length - MQ_PREFIX_SIZE));
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	MqLogIterEnd(&it);
+	(void) MqLogReadKafkaBatches(topic, partition, from, max_bytes, true,
+								 put_kafka_batch, fcinfo->resultinfo);
 	return (Datum) 0;
 }
 
@@ -191,40 +188,38 @@ mq_offsets_for_times(PG_FUNCTION_ARGS)
  * decompress or decode is a problem to report, not an error that stops the
  * check of everything else.  Returns the records decoded.
  */
+typedef struct VerifyDecode
+{
+	MqLogIter  *it;
+	MemoryContext cxt;
+	MqRecord  **recs;
+	int			n;
+} VerifyDecode;
+
+static void
+verify_decode_batch(void *arg)
+{
+	VerifyDecode *vd = arg;
+	MemoryContext old = MemoryContextSwitchTo(vd->cxt);
+
+	/* one more than the header says, to see a batch that holds more */
+	vd->n = MqBatchDecodeAll(vd->it->stored, &vd->it->hdr, PG_INT64_MIN,
+							 vd->it->hdr.record_count + 1, vd->recs);
+	MemoryContextSwitchTo(old);
+}
+
 static int
 verify_decode(MqLogIter *it, MemoryContext cxt, MqRecord **recs, char **problem)
 {
-	MemoryContext caller = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	volatile int n = 0;
+	VerifyDecode vd = {it, cxt, recs, 0};
+	ErrorData  *edata;
 
-	BeginInternalSubTransaction(NULL);
-	PG_TRY();
-	{
-		MemoryContext old = MemoryContextSwitchTo(cxt);
-
-		/* one more than the header says, to see a batch that holds more */
-		n = MqBatchDecodeAll(it->stored, &it->hdr, PG_INT64_MIN, it->hdr.record_count + 1, recs);
-		MemoryContextSwitchTo(old);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(caller);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		*problem = psprintf("the batch at offset " INT64_FORMAT " does not decode: %s",
-							it->hdr.base_offset, edata->message);
-		FreeErrorData(edata);
-		n = 0;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(caller);
-	CurrentResourceOwner = owner;
-	return n;
+	if (MqRunInSubtransaction(verify_decode_batch, &vd, &edata))
+		return vd.n;
+	*problem = psprintf("the batch at offset " INT64_FORMAT " does not decode: %s",
+						it->hdr.base_offset, edata->message);
+	FreeErrorData(edata);
+	return 0;
 }
 
 /*

@@ -169,30 +169,10 @@ resolve_topics(FunctionCallInfo fcinfo, int *ntopics)
 static MqTopic **
 topics_matching(const char *pattern, int *ntopics)
 {
-	MqSpi		spi;
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(pattern)};
-	List	   *names = NIL;
+	List	   *names = MqTopicNames(pattern);
 	MqTopic   **topics;
 	ListCell   *lc;
 	int			n = 0;
-	MemoryContext outer = CurrentMemoryContext;
-
-	MqSpiBegin(&spi, true);
-	if (SPI_execute_with_args("SELECT t.name FROM mqlog.topic t"
-							  " WHERE t.name OPERATOR(pg_catalog.~) $1 ORDER BY 1",
-							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "mqlog: reading the topics that match a pattern failed");
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		char	   *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-		MemoryContext spi_cxt = MemoryContextSwitchTo(outer);
-
-		/* the list outlives SPI's memory too */
-		names = lappend(names, pstrdup(name));
-		MemoryContextSwitchTo(spi_cxt);
-	}
-	MqSpiEnd(&spi);
 
 	topics = palloc(sizeof(MqTopic *) * Max(list_length(names), 1));
 	foreach(lc, names)

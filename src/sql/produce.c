@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * produce.c
- *		The SQL entry points that write: mq_produce, mq_produce_batch and
- *		mq_produce_kafka_batch validate their arguments, choose partitions
+ *		The SQL entry points that write: mq_produce (and its text and jsonb
+ *		forms), mq_produce_batch and mq_produce_kafka_batch validate their
+ *		arguments, choose partitions
  *		(Kafka's murmur2 for keys) and append one batch per partition
  *		through the service API (log/append.c).
  *
@@ -35,10 +36,13 @@
 #include "store/batch.h"
 #include "log/append.h"
 #include "log/partition.h"
+#include "log/records.h"
 #include "log/topic.h"
 #include "acl/acl.h"
 
 PG_FUNCTION_INFO_V1(mq_produce);
+PG_FUNCTION_INFO_V1(mq_produce_text);
+PG_FUNCTION_INFO_V1(mq_produce_json);
 PG_FUNCTION_INFO_V1(mq_produce_batch);
 PG_FUNCTION_INFO_V1(mq_produce_kafka_batch);
 PG_FUNCTION_INFO_V1(mq_murmur2);
@@ -275,8 +279,16 @@ bad:
 	return 0;
 }
 
-Datum
-mq_produce(PG_FUNCTION_ARGS)
+/*
+ * mq_produce, mq_produce_text and mq_produce_json: one record, its value and
+ * key given as bytes (bytea) or as text (text, jsonb; stored as UTF-8), its
+ * headers as mqlog.header[] or, beside text, as jsonb in mq_produce_batch's
+ * form for one record.  The three differ only in how their arguments become
+ * bytes; everything after is the one produce path.
+ */
+static Datum
+produce_record(FunctionCallInfo fcinfo, const char *fn, MqValueForm value_form,
+			   MqValueForm key_form)
 {
 	MqTopic    *topic;
 	MqRecord	rec;
@@ -291,28 +303,28 @@ mq_produce(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("topic must not be null")));
-	check_writable("mq_produce");
+	check_writable(fn);
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	topic = MqTopicLookup(name, false);
 	MqTopicCheckPrivilege(topic, MQ_PRIV_PRODUCE);
 
 	memset(&rec, 0, sizeof(rec));
 	if (!PG_ARGISNULL(1))
-	{
-		bytea	   *v = PG_GETARG_BYTEA_PP(1);
-
-		rec.value = VARDATA_ANY(v);
-		rec.valuelen = VARSIZE_ANY_EXHDR(v);
-	}
+		rec.value = MqDatumBytes(PG_GETARG_DATUM(1), value_form, &rec.valuelen);
 	if (!PG_ARGISNULL(2))
-	{
-		bytea	   *k = PG_GETARG_BYTEA_PP(2);
-
-		rec.key = VARDATA_ANY(k);
-		rec.keylen = VARSIZE_ANY_EXHDR(k);
-	}
-	if (!PG_ARGISNULL(3))
+		rec.key = MqDatumBytes(PG_GETARG_DATUM(2), key_form, &rec.keylen);
+	if (!PG_ARGISNULL(3) && value_form == MQ_FORM_BYTES)
 		rec.nheaders = parse_header_array(PG_GETARG_ARRAYTYPE_P(3), &rec.headers);
+	else if (!PG_ARGISNULL(3))
+	{
+		Jsonb	   *hj = PG_GETARG_JSONB_P(3);
+		JsonbValue	jv;
+
+		jv.type = jbvBinary;
+		jv.val.binary.data = &hj->root;
+		jv.val.binary.len = VARSIZE(hj) - VARHDRSZ;
+		rec.nheaders = parse_header_jsonb(&jv, 1, &rec.headers);
+	}
 	rec.ts = record_timestamp(topic, PG_ARGISNULL(5), PG_ARGISNULL(5) ? 0 : PG_GETARG_TIMESTAMPTZ(5),
 							  GetCurrentTimestamp());
 
@@ -330,11 +342,29 @@ mq_produce(PG_FUNCTION_ARGS)
 	offset = MqLogAppend(&topic, partition, &rec, 1);
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "mq_produce must return a composite type");
+		elog(ERROR, "%s must return a composite type", fn);
 	desc = BlessTupleDesc(desc);
 	values[0] = Int32GetDatum(partition);
 	values[1] = Int64GetDatum(offset);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}
+
+Datum
+mq_produce(PG_FUNCTION_ARGS)
+{
+	return produce_record(fcinfo, "mq_produce", MQ_FORM_BYTES, MQ_FORM_BYTES);
+}
+
+Datum
+mq_produce_text(PG_FUNCTION_ARGS)
+{
+	return produce_record(fcinfo, "mq_produce_text", MQ_FORM_TEXT, MQ_FORM_TEXT);
+}
+
+Datum
+mq_produce_json(PG_FUNCTION_ARGS)
+{
+	return produce_record(fcinfo, "mq_produce_json", MQ_FORM_JSON, MQ_FORM_TEXT);
 }
 
 static int
@@ -442,15 +472,9 @@ mq_produce_batch(PG_FUNCTION_ARGS)
 		MqRecord   *rec = &recs[i];
 
 		if (!vnulls[i])
-		{
-			rec->value = VARDATA_ANY(DatumGetByteaPP(vals[i]));
-			rec->valuelen = VARSIZE_ANY_EXHDR(DatumGetByteaPP(vals[i]));
-		}
+			rec->value = MqDatumBytes(vals[i], MQ_FORM_BYTES, &rec->valuelen);
 		if (keys && !knulls[i])
-		{
-			rec->key = VARDATA_ANY(DatumGetByteaPP(keys[i]));
-			rec->keylen = VARSIZE_ANY_EXHDR(DatumGetByteaPP(keys[i]));
-		}
+			rec->key = MqDatumBytes(keys[i], MQ_FORM_BYTES, &rec->keylen);
 		rec->ts = record_timestamp(topic, tss == NULL || tsnulls[i],
 								   tss == NULL || tsnulls[i] ? 0 : DatumGetTimestampTz(tss[i]), now);
 		if (fixed >= 0)

@@ -176,6 +176,7 @@ MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
 		int			nb = 0;
 		uint32		chunk_start = done;
 		XLogRecPtr	recptr;
+		uint8		info;
 
 		/* pin and lock the pages of this chunk, extending as needed */
 		while (nb < MQ_WAL_MAX_BLOCKS && done < length)
@@ -224,12 +225,11 @@ MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
 		}
 
 		XLogBeginInsert();
-		XLogRegisterData((char *) &xlrec, SizeOfMqlogAppend);
-		XLogRegisterData((char *) batch + chunk_start, xlrec.chunk_length);
+		info = MqWalRegisterAppend(&xlrec, batch + chunk_start);
 		for (int i = 0; i < nb; i++)
 			XLogRegisterBuffer(i, bufs[i],
 							   REGBUF_STANDARD | (inits[i] ? REGBUF_WILL_INIT : 0));
-		recptr = XLogInsert(RM_MQLOG_ID, XLOG_MQLOG_APPEND);
+		recptr = XLogInsert(RM_MQLOG_ID, info);
 		for (int i = 0; i < nb; i++)
 			PageSetLSN(BufferGetPage(bufs[i]), recptr);
 

@@ -19,6 +19,9 @@
  *				references.  A page the chunk starts at its data start is
  *				initialized by redo (REGBUF_WILL_INIT), others are standard
  *				pages that may carry a full-page image after a checkpoint.
+ *	APPEND_WHOLE	the same for a batch that fits one record, with a short
+ *				header (wal.h); redo and decoding see both through
+ *				MqWalReadAppend.
  *	TRUNCATE	cuts a torn batch off the page it began on.
  *	FREEZE		records the fate of batches in their headers.
  *
@@ -41,26 +44,104 @@
 #include "storage/bufpage.h"
 
 #include "mqlog.h"
+#include "store/batch.h"
 #include "store/segment.h"
 #include "store/wal.h"
+
+/* ------------------------------------------------------------------------
+ * The two forms of an append record
+ * ------------------------------------------------------------------------ */
+
+uint8
+MqWalRegisterAppend(const xl_mqlog_append *xlrec, const char *chunk)
+{
+	static xl_mqlog_append_whole whole;		/* XLogInsert reads it later */
+	static xl_mqlog_append full;
+
+	if (xlrec->chunk_start == 0 && xlrec->chunk_length == xlrec->batch_length &&
+		xlrec->first_pos == xlrec->batch_pos && xlrec->lso >= 0 &&
+		xlrec->lso <= xlrec->base_offset && xlrec->base_offset - xlrec->lso <= PG_UINT32_MAX)
+	{
+		whole.topic_id = xlrec->topic_id;
+		whole.partition = xlrec->partition;
+		whole.lso_lag = (uint32) (xlrec->base_offset - xlrec->lso);
+		whole.first_pos = xlrec->first_pos;
+		whole.flags = xlrec->flags;
+		whole.format = xlrec->format;
+		XLogRegisterData((char *) &whole, SizeOfMqlogAppendWhole);
+		XLogRegisterData((char *) chunk, xlrec->chunk_length);
+		return XLOG_MQLOG_APPEND_WHOLE;
+	}
+	full = *xlrec;
+	XLogRegisterData((char *) &full, SizeOfMqlogAppend);
+	XLogRegisterData((char *) chunk, xlrec->chunk_length);
+	return XLOG_MQLOG_APPEND;
+}
+
+const char *
+MqWalReadAppend(XLogReaderState *record, xl_mqlog_append *xlrec)
+{
+	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+	const char *data = XLogRecGetData(record);
+	Size		len = XLogRecGetDataLen(record);
+
+	memset(xlrec, 0, sizeof(*xlrec));
+	if (info == XLOG_MQLOG_APPEND)
+	{
+		if (len < SizeOfMqlogAppend)
+			return NULL;
+		memcpy(xlrec, data, SizeOfMqlogAppend);
+		if (len != SizeOfMqlogAppend + xlrec->chunk_length ||
+			xlrec->format != MQ_SEGMENT_FORMAT)
+			return NULL;
+		return data + SizeOfMqlogAppend;
+	}
+	if (info == XLOG_MQLOG_APPEND_WHOLE)
+	{
+		xl_mqlog_append_whole whole;
+		MqBatchHeader hdr;
+		const char *batch = data + SizeOfMqlogAppendWhole;
+		BlockNumber blkno;
+
+		if (len < SizeOfMqlogAppendWhole)
+			return NULL;
+		memcpy(&whole, data, SizeOfMqlogAppendWhole);
+		if (whole.format != MQ_SEGMENT_FORMAT ||
+			!MqBatchParseHeader(batch, len - SizeOfMqlogAppendWhole, &hdr) ||
+			hdr.length != len - SizeOfMqlogAppendWhole ||
+			!XLogRecGetBlockTagExtended(record, 0, NULL, NULL, &blkno, NULL))
+			return NULL;
+		xlrec->topic_id = whole.topic_id;
+		xlrec->partition = whole.partition;
+		xlrec->base_offset = hdr.base_offset;
+		xlrec->lso = hdr.base_offset - whole.lso_lag;
+		xlrec->batch_length = hdr.length;
+		xlrec->chunk_start = 0;
+		xlrec->chunk_length = hdr.length;
+		xlrec->batch_block = blkno;
+		xlrec->batch_pos = whole.first_pos;
+		xlrec->first_pos = whole.first_pos;
+		xlrec->flags = whole.flags;
+		xlrec->format = whole.format;
+		return batch;
+	}
+	return NULL;
+}
 
 static void
 redo_append(XLogReaderState *record)
 {
 	XLogRecPtr	lsn = record->EndRecPtr;
 	xl_mqlog_append xlrec;
-	const char *data = XLogRecGetData(record) + SizeOfMqlogAppend;
+	const char *data = MqWalReadAppend(record, &xlrec);
 	uint32		off = 0;
-
-	memcpy(&xlrec, XLogRecGetData(record), SizeOfMqlogAppend);
 
 	/*
 	 * WAL of another segment format (mqlog 0.1.0 wrote a shorter header and
 	 * its own batches) cannot be replayed into this format's pages: stop
 	 * rather than misread it.
 	 */
-	if (XLogRecGetDataLen(record) != SizeOfMqlogAppend + xlrec.chunk_length ||
-		xlrec.format != MQ_SEGMENT_FORMAT)
+	if (data == NULL)
 		elog(PANIC, "mqlog WAL append record at %X/%X is not of segment format %d; replay it with the mqlog build that wrote it",
 			 LSN_FORMAT_ARGS(record->ReadRecPtr), MQ_SEGMENT_FORMAT);
 	for (int block_id = 0; block_id <= XLogRecMaxBlockId(record); block_id++)
@@ -150,6 +231,7 @@ mqlog_redo(XLogReaderState *record)
 	switch (info)
 	{
 		case XLOG_MQLOG_APPEND:
+		case XLOG_MQLOG_APPEND_WHOLE:
 			redo_append(record);
 			break;
 		case XLOG_MQLOG_TRUNCATE:
@@ -171,11 +253,15 @@ mqlog_desc(StringInfo buf, XLogReaderState *record)
 	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
 	char	   *rec = XLogRecGetData(record);
 
-	if (info == XLOG_MQLOG_APPEND)
+	if (info == XLOG_MQLOG_APPEND || info == XLOG_MQLOG_APPEND_WHOLE)
 	{
 		xl_mqlog_append xlrec;
 
-		memcpy(&xlrec, rec, SizeOfMqlogAppend);
+		if (MqWalReadAppend(record, &xlrec) == NULL)
+		{
+			appendStringInfoString(buf, "not of this build's segment format");
+			return;
+		}
 		appendStringInfo(buf, "topic %d partition %d base_offset " INT64_FORMAT
 						 " bytes %u..%u of %u lso " INT64_FORMAT,
 						 xlrec.topic_id, xlrec.partition, xlrec.base_offset,
@@ -203,6 +289,8 @@ mqlog_identify(uint8 info)
 	{
 		case XLOG_MQLOG_APPEND:
 			return "APPEND";
+		case XLOG_MQLOG_APPEND_WHOLE:
+			return "APPEND_WHOLE";
 		case XLOG_MQLOG_TRUNCATE:
 			return "TRUNCATE";
 		case XLOG_MQLOG_FREEZE:
@@ -362,6 +450,8 @@ decode_message(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 	}
 }
 
+static void decode_append(LogicalDecodingContext *ctx, XLogRecordBuffer *buf);
+
 void
 MqlogDecode(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 {
@@ -370,12 +460,11 @@ MqlogDecode(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 	TransactionId xid = XLogRecGetXid(r);
 	uint8		info = XLogRecGetInfo(r) & ~XLR_INFO_MASK;
 	RepOriginId origin_id = XLogRecGetOrigin(r);
-	RelFileNode rnode;
-	Snapshot	snapshot;
 
 	ReorderBufferProcessXid(ctx->reorder, xid, buf->origptr);
 
-	if (info != XLOG_MQLOG_APPEND && info != XLOG_MQLOG_MESSAGE)
+	if (info != XLOG_MQLOG_APPEND && info != XLOG_MQLOG_APPEND_WHOLE &&
+		info != XLOG_MQLOG_MESSAGE)
 		return;
 	if (SnapBuildCurrentState(builder) < SNAPBUILD_FULL_SNAPSHOT)
 		return;
@@ -390,10 +479,31 @@ MqlogDecode(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 		decode_message(ctx, buf);
 		return;
 	}
+	decode_append(ctx, buf);
+}
 
-	/* compaction rewrites records the stream already carried */
-	if (XLogRecGetDataLen(r) >= SizeOfMqlogAppend &&
-		(((xl_mqlog_append *) XLogRecGetData(r))->flags & XLMQ_COMPACTION))
+/*
+ * An append record as the decoding messages carry it, whatever its form
+ * in WAL: the full xl_mqlog_append, then the chunk.
+ */
+static void
+decode_append(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
+{
+	SnapBuild  *builder = ctx->snapshot_builder;
+	XLogReaderState *r = buf->record;
+	TransactionId xid = XLogRecGetXid(r);
+	xl_mqlog_append xlrec;
+	const char *chunk = MqWalReadAppend(r, &xlrec);
+	RelFileNode rnode;
+	Snapshot	snapshot;
+	char	   *message;
+	Size		message_size;
+
+	if (chunk == NULL)
+		elog(ERROR, "mqlog WAL append record at %X/%X is not of segment format %d",
+			 LSN_FORMAT_ARGS(r->ReadRecPtr), MQ_SEGMENT_FORMAT);
+	/* compaction and a restore write records the log already had */
+	if (xlrec.flags & (XLMQ_COMPACTION | XLMQ_RESTORE))
 		return;
 
 	/* only appends in the slot's database */
@@ -401,39 +511,38 @@ MqlogDecode(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 	if (rnode.dbNode != ctx->slot->data.database)
 		return;
 
+	message_size = SizeOfMqlogAppend + xlrec.chunk_length;
+	message = palloc(message_size);
+	memcpy(message, &xlrec, SizeOfMqlogAppend);
+	memcpy(message + SizeOfMqlogAppend, chunk, xlrec.chunk_length);
+
 	if (ctx == replica_ctx && ctx->output_plugin_private == replica_state)
 	{
-		xl_mqlog_append *xlrec = (xl_mqlog_append *) XLogRecGetData(r);
-
 		/* the raw append now, as core decodes a non-transactional message */
-		if (XLogRecGetDataLen(r) < SizeOfMqlogAppend)
-			return;
 		if (SnapBuildCurrentState(builder) == SNAPBUILD_CONSISTENT &&
 			!SnapBuildXactNeedsSkip(builder, buf->origptr))
 		{
 			snapshot = SnapBuildGetOrBuildSnapshot(builder, xid);
 			ReorderBufferQueueMessage(ctx->reorder, xid, snapshot, buf->origptr, false,
-									  MQLOG_APPEND_PREFIX,
-									  XLogRecGetDataLen(r), XLogRecGetData(r));
+									  MQLOG_APPEND_PREFIX, message_size, message);
 		}
 		/* and its commit marker, at commit */
-		if (xlrec->chunk_start != 0 || !SnapBuildProcessChange(builder, xid, buf->origptr))
-			return;
+		if (xlrec.chunk_start == 0 && SnapBuildProcessChange(builder, xid, buf->origptr))
+		{
+			snapshot = SnapBuildGetOrBuildSnapshot(builder, xid);
+			own_register(ctx, buf->endptr);
+			ReorderBufferQueueMessage(ctx->reorder, xid, snapshot, buf->endptr, true,
+									  MQLOG_COMMIT_PREFIX, SizeOfMqlogAppend, message);
+		}
+	}
+	else if (SnapBuildProcessChange(builder, xid, buf->origptr))
+	{
 		snapshot = SnapBuildGetOrBuildSnapshot(builder, xid);
 		own_register(ctx, buf->endptr);
 		ReorderBufferQueueMessage(ctx->reorder, xid, snapshot, buf->endptr, true,
-								  MQLOG_COMMIT_PREFIX, SizeOfMqlogAppend, XLogRecGetData(r));
-		return;
+								  MQLOG_MESSAGE_PREFIX, message_size, message);
 	}
-
-	if (!SnapBuildProcessChange(builder, xid, buf->origptr))
-		return;
-
-	snapshot = SnapBuildGetOrBuildSnapshot(builder, xid);
-	own_register(ctx, buf->endptr);
-	ReorderBufferQueueMessage(ctx->reorder, xid, snapshot, buf->endptr, true,
-							  MQLOG_MESSAGE_PREFIX,
-							  XLogRecGetDataLen(r), XLogRecGetData(r));
+	pfree(message);
 }
 
 /*

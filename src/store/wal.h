@@ -75,6 +75,7 @@ typedef struct MqLsoMark
 #define XLOG_MQLOG_TRUNCATE		0x10
 #define XLOG_MQLOG_FREEZE		0x20
 #define XLOG_MQLOG_MESSAGE		0x30	/* for the replica streams; no page */
+#define XLOG_MQLOG_APPEND_WHOLE	0x40	/* a whole batch, short header (below) */
 
 /*
  * An append record carries one chunk of a batch: the bytes for up to
@@ -102,8 +103,48 @@ typedef struct xl_mqlog_append
 
 #define SizeOfMqlogAppend	(offsetof(xl_mqlog_append, format) + sizeof(uint16))
 
+/*
+ * XLOG_MQLOG_APPEND_WHOLE: the common case, a whole batch in one record
+ * (a batch of up to MQ_WAL_MAX_BLOCKS pages), with a short header.  Of
+ * xl_mqlog_append it leaves out what the record holds anyway: the base
+ * offset and the length (the batch's own header, the record's data
+ * length), where the batch starts (block reference 0 at first_pos), the
+ * chunk's place (all of it); and it keeps the LSO as its distance below
+ * the base offset.  22 bytes less WAL per append, which is most of what a
+ * single-record produce writes beyond the heap's insert (doc/benchmarks.md).
+ * MqWalReadAppend gives both forms as an xl_mqlog_append.
+ */
+typedef struct xl_mqlog_append_whole
+{
+	int32		topic_id;
+	int32		partition;
+	uint32		lso_lag;		/* base_offset - lso */
+	uint16		first_pos;
+	uint16		flags;			/* XLMQ_* */
+	uint16		format;			/* MQ_SEGMENT_FORMAT */
+	/* the batch follows */
+} xl_mqlog_append_whole;
+
+#define SizeOfMqlogAppendWhole	(offsetof(xl_mqlog_append_whole, format) + sizeof(uint16))
+
+struct XLogReaderState;
+
+/*
+ * Register an append record's data (after XLogBeginInsert; the caller
+ * registers the buffers); returns the info to XLogInsert it with.
+ */
+extern uint8 MqWalRegisterAppend(const xl_mqlog_append *xlrec, const char *chunk);
+
+/*
+ * An append record of either form as an xl_mqlog_append and its chunk;
+ * NULL if the record is not one this build's segment format can read.
+ */
+extern const char *MqWalReadAppend(struct XLogReaderState *record, xl_mqlog_append *xlrec);
+
 /* a rewrite by compaction: records the log already had, not new ones */
 #define XLMQ_COMPACTION			0x0001
+/* a restore (COPY FROM of a segment, log/dump.c): the log's own batches again */
+#define XLMQ_RESTORE			0x0002
 
 /* reset the end of data on one page (block ref 0) after a torn batch */
 typedef struct xl_mqlog_truncate

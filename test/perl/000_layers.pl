@@ -1,6 +1,6 @@
 # The layers of src/ depend one way (doc/architecture.md, "Files"):
 #
-#   base < store < cluster < log < acl < groups < sql, workers   (mqlog.c on top)
+#   base < store < cluster < log < acl < groups < sql, workers, kafka   (mqlog.c on top)
 #
 # Checks, from the sources alone (no server): every mqlog header a file
 # includes is of its own layer or one below; every C file outside the top
@@ -14,7 +14,7 @@ use File::Basename qw(dirname);
 use Test::More;
 
 my $src = dirname(__FILE__) . '/../../src';
-my %rank = (base => 0, store => 1, cluster => 2, log => 3, acl => 4, groups => 5, sql => 6, workers => 6);
+my %rank = (base => 0, store => 1, cluster => 2, log => 3, acl => 4, groups => 5, sql => 6, workers => 6, kafka => 6);
 
 sub layer_of
 {

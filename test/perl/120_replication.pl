@@ -446,6 +446,27 @@ sleep(4);
 is(q1($n2, q{SELECT leader || '/' || leader_epoch FROM mqlog.partitions WHERE topic = 'slow'}), $slow_leader,
 	'restarted within its lease, it was never failed over: same leader, same epoch');
 
-$_->stop for @nodes;
+# --- the postmaster dies while a commit waits for acks=all -----------------
+# The commit is recorded when the wait begins: the wait must end, not the
+# process (an exit there would abort a committed transaction, a PANIC).
+
+$n2->stop('fast');
+$n3->stop('fast');
+my ($pmin, $pmout, $pmerr) = ('', '', '');
+my $waiter = IPC::Run::start(
+	[ 'psql', '-X', '-At', '-d', $n1->connstr('postgres'), '-c',
+	  q{SET mqlog.acks = 'all'; SET mqlog.acks_timeout = '60s'; SELECT mq_produce('slow', 'pm-died', partition => 0)} ],
+	'<', \undef, '>', \$pmout, '2>', \$pmerr);
+ok(MqCluster::wait_until(sub {
+	q1($n1, q{SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND query LIKE '%pm-died%'}) eq '1' }, 30),
+	'a commit with acks=all waits for the stopped in-sync replicas');
+my $log1 = -s $n1->logfile;
+$n1->kill9;
+ok(MqCluster::wait_log($n1, qr/WARNING:  the postmaster died while the transaction waited for the in-sync replicas/, $log1, 30),
+	'with the postmaster killed, the wait ends with the warning');
+$waiter->finish;
+unlike(substr(slurp_file($n1->logfile), $log1), qr/PANIC|cannot abort transaction/,
+	'and no PANIC: the committed transaction is not aborted on the way out');
+
 MqCluster::stop_etcd($etcd);
 done_testing();

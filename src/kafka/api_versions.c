@@ -1,0 +1,77 @@
+/*-------------------------------------------------------------------------
+ *
+ * api_versions.c
+ *		The APIs and versions the listener serves, and ApiVersions (key
+ *		18, v0-v3), which tells a client so.  A client asking ApiVersions
+ *		at a version past ours gets UNSUPPORTED_VERSION with the list in
+ *		the v0 form, as Kafka answers, and tries again lower.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "kafka/internal.h"
+
+/*
+ * Versions: what Debian's librdkafka 2.0, kafka-python 2.0 and kafkajs 2
+ * ask for, with record batch v2 throughout (Produce >= 3, Fetch >= 4).
+ */
+static const MqKafkaApi apis[] = {
+	{MQK_PRODUCE, 3, 8, 9, "Produce", MqKafkaProduce},
+	{MQK_FETCH, 4, 11, 12, "Fetch", MqKafkaFetch},
+	{MQK_LIST_OFFSETS, 0, 5, 6, "ListOffsets", MqKafkaListOffsets},
+	{MQK_METADATA, 0, 9, 9, "Metadata", MqKafkaMetadata},
+	{MQK_API_VERSIONS, 0, 3, 3, "ApiVersions", MqKafkaApiVersions},
+};
+
+const MqKafkaApi *
+MqKafkaFindApi(int16 key)
+{
+	for (int i = 0; i < lengthof(apis); i++)
+		if (apis[i].key == key)
+			return &apis[i];
+	return NULL;
+}
+
+static void
+write_api_list(StringInfo out, bool flexible)
+{
+	MqKafkaWriteArrayLen(out, flexible, lengthof(apis));
+	for (int i = 0; i < lengthof(apis); i++)
+	{
+		MqKafkaWriteInt16(out, apis[i].key);
+		MqKafkaWriteInt16(out, apis[i].min_version);
+		MqKafkaWriteInt16(out, apis[i].max_version);
+		MqKafkaWriteTags(out, flexible);
+	}
+}
+
+/* the answer to an ApiVersions request of a version we do not know */
+void
+MqKafkaApiVersionsError(StringInfo out)
+{
+	MqKafkaWriteInt16(out, MQK_UNSUPPORTED_VERSION);
+	write_api_list(out, false);
+}
+
+MqKafkaOutcome
+MqKafkaApiVersions(MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader *r = &req->body;
+
+	if (req->api_version >= 3)
+	{
+		/* client_software_name and _version: only for the broker's metrics */
+		(void) MqKafkaReadString(r, true, NULL);
+		(void) MqKafkaReadString(r, true, NULL);
+		MqKafkaSkipTags(r, true);
+	}
+	if (r->failed)
+		return MQK_CLOSE;
+	MqKafkaWriteInt16(out, MQK_NONE);
+	write_api_list(out, req->flexible);
+	if (req->api_version >= 1)
+		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
+	MqKafkaWriteTags(out, req->flexible);
+	return MQK_RESPOND;
+}

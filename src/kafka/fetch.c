@@ -1,0 +1,236 @@
+/*-------------------------------------------------------------------------
+ *
+ * fetch.c
+ *		Fetch (key 1, v4-v11): the stored batches of each partition sent
+ *		as they are stored, minus mqlog's prefix (MqLogReadKafkaBatches,
+ *		the read behind mq_fetch_kafka_batches).
+ *
+ * read_committed (isolation 1) reads below the last stable offset and
+ * leaves the batches of aborted transactions out, so the aborted
+ * transactions list is always empty: mqlog's batches are written by SQL
+ * transactions, not by Kafka's transactional producers, and carry no
+ * producer id or control batch a client could filter by.
+ * read_uncommitted (0) reads up to the high watermark, batches of
+ * transactions still in flight included, as Kafka's does.
+ *
+ * A Fetch that finds fewer than min_bytes parks (MQK_PARK): the listener
+ * serves it again when a producer's commit wakes it or when max_wait_ms
+ * is up, and other connections are served meanwhile (listener.c).
+ * Incremental fetch sessions (KIP-227) are not kept: session id 0 in
+ * every answer tells the client to send full requests.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "store/batch.h"
+#include "log/logiter.h"
+#include "log/partition.h"
+#include "log/topic.h"
+#include "acl/acl.h"
+#include "kafka/internal.h"
+
+typedef struct FetchPartition
+{
+	int32		index;
+	int64		offset;
+	int32		max_bytes;
+	/* the answer */
+	int16		error;
+	int64		high_watermark;
+	int64		last_stable;
+	int64		log_start;
+	StringInfoData records;
+} FetchPartition;
+
+typedef struct FetchTopic
+{
+	char	   *name;
+	int			npartitions;
+	FetchPartition *partitions;
+} FetchTopic;
+
+typedef struct FetchUnit
+{
+	const char *topic;
+	FetchPartition *part;
+	bool		committed;
+	int64		budget;
+} FetchUnit;
+
+static void
+append_batch(void *arg, const MqBatchHeader *hdr, const char *kafka, Size len)
+{
+	appendBinaryStringInfo((StringInfo) arg, kafka, (int) len);
+}
+
+/* one partition, in a subtransaction (MqKafkaTry) */
+static void
+fetch_partition(void *arg)
+{
+	FetchUnit  *u = arg;
+	FetchPartition *fp = u->part;
+	MqTopic    *topic = MqKafkaTopic(u->topic, MQ_PRIV_CONSUME, &fp->error);
+
+	if (topic == NULL)
+		return;
+	if (fp->index < 0 || fp->index >= topic->partitions)
+	{
+		fp->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
+		return;
+	}
+	/* the one offset check: 22023 is OFFSET_OUT_OF_RANGE here */
+	MqCheckOffsetRange(topic, fp->index, fp->offset, false);
+	MqPartitionOffsets(topic, fp->index, &fp->last_stable, &fp->high_watermark);
+	fp->log_start = MqLogStartOffset(topic, fp->index);
+	if (u->budget > 0)
+		(void) MqLogReadKafkaBatches(topic, fp->index, fp->offset, u->budget, u->committed,
+									 append_batch, &fp->records);
+}
+
+MqKafkaOutcome
+MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader *r = &req->body;
+	int16		v = req->api_version;
+	int32		max_wait;
+	int32		min_bytes;
+	int32		max_bytes;
+	int8		isolation;
+	int32		session_id = 0;
+	int32		epoch = -1;
+	int32		ntopics;
+	FetchTopic *topics;
+	int64		total = 0;
+	bool		any_error = false;
+	int16		top_error = MQK_NONE;
+
+	(void) MqKafkaReadInt32(r); /* replica_id: consumers only */
+	max_wait = MqKafkaReadInt32(r);
+	min_bytes = MqKafkaReadInt32(r);
+	max_bytes = MqKafkaReadInt32(r);
+	isolation = MqKafkaReadInt8(r);
+	if (v >= 7)
+	{
+		session_id = MqKafkaReadInt32(r);
+		epoch = MqKafkaReadInt32(r);
+	}
+	ntopics = MqKafkaReadArrayLen(r, false, 6);
+	if (ntopics < 0)
+		return MQK_CLOSE;
+	topics = palloc0(sizeof(FetchTopic) * (ntopics + 1));
+	for (int t = 0; t < ntopics && !r->failed; t++)
+	{
+		FetchTopic *ft = &topics[t];
+
+		ft->name = MqKafkaReadString(r, false, NULL);
+		ft->npartitions = MqKafkaReadArrayLen(r, false, 16);
+		if (ft->name == NULL || ft->npartitions < 0)
+			return MQK_CLOSE;
+		ft->partitions = palloc0(sizeof(FetchPartition) * (ft->npartitions + 1));
+		for (int p = 0; p < ft->npartitions && !r->failed; p++)
+		{
+			FetchPartition *fp = &ft->partitions[p];
+
+			fp->index = MqKafkaReadInt32(r);
+			if (v >= 9)
+				(void) MqKafkaReadInt32(r); /* current_leader_epoch */
+			fp->offset = MqKafkaReadInt64(r);
+			if (v >= 5)
+				(void) MqKafkaReadInt64(r); /* log_start_offset: followers' */
+			fp->max_bytes = MqKafkaReadInt32(r);
+		}
+	}
+	if (v >= 7)
+	{
+		int32		nforgotten = MqKafkaReadArrayLen(r, false, 6);
+
+		for (int i = 0; i < nforgotten && !r->failed; i++)
+		{
+			int32		nidx;
+
+			(void) MqKafkaReadString(r, false, NULL);
+			nidx = MqKafkaReadArrayLen(r, false, 4);
+			for (int j = 0; j < nidx && !r->failed; j++)
+				(void) MqKafkaReadInt32(r);
+		}
+	}
+	if (v >= 11)
+		(void) MqKafkaReadString(r, false, NULL);	/* rack_id */
+	if (r->failed)
+		return MQK_CLOSE;
+
+	/* no sessions are kept: an incremental fetch names one we never made */
+	if (session_id != 0 || epoch > 0)
+		top_error = MQK_FETCH_SESSION_ID_NOT_FOUND;
+
+	for (int t = 0; t < ntopics && top_error == MQK_NONE; t++)
+		for (int p = 0; p < topics[t].npartitions; p++)
+		{
+			FetchPartition *fp = &topics[t].partitions[p];
+			FetchUnit	u;
+			int16		code;
+
+			initStringInfo(&fp->records);
+			fp->high_watermark = fp->last_stable = fp->log_start = -1;
+			u.topic = topics[t].name;
+			u.part = fp;
+			u.committed = (isolation == 1);
+			/* the first batch however large; then what max_bytes leaves */
+			u.budget = Max(fp->max_bytes, 0);
+			if (total > 0)
+				u.budget = Min(u.budget, (int64) max_bytes - total);
+			code = MqKafkaTry(fetch_partition, &u, MQK_OFFSET_OUT_OF_RANGE, &fp->records);
+			if (code != MQK_NONE)
+				fp->error = code;
+			if (fp->error != MQK_NONE)
+				any_error = true;
+			total += fp->records.len;
+		}
+
+	/* wait for min_bytes, unless there is an error to tell or time is up */
+	if (top_error == MQK_NONE && !any_error && total < min_bytes && !req->final &&
+		max_wait > 0)
+	{
+		req->wake_at = TimestampTzPlusMilliseconds(req->received, max_wait);
+		if (GetCurrentTimestamp() < req->wake_at)
+			return MQK_PARK;
+	}
+
+	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
+	if (v >= 7)
+	{
+		MqKafkaWriteInt16(out, top_error);
+		MqKafkaWriteInt32(out, 0);	/* session_id: none */
+	}
+	if (top_error != MQK_NONE)
+	{
+		MqKafkaWriteArrayLen(out, false, 0);
+		return MQK_RESPOND;
+	}
+	MqKafkaWriteArrayLen(out, false, ntopics);
+	for (int t = 0; t < ntopics; t++)
+	{
+		MqKafkaWriteString(out, false, topics[t].name);
+		MqKafkaWriteArrayLen(out, false, topics[t].npartitions);
+		for (int p = 0; p < topics[t].npartitions; p++)
+		{
+			FetchPartition *fp = &topics[t].partitions[p];
+
+			MqKafkaWriteInt32(out, fp->index);
+			MqKafkaWriteInt16(out, fp->error);
+			MqKafkaWriteInt64(out, fp->high_watermark);
+			MqKafkaWriteInt64(out, fp->last_stable);
+			if (v >= 5)
+				MqKafkaWriteInt64(out, fp->log_start);
+			/* aborted transactions: none to list (see above) */
+			MqKafkaWriteArrayLen(out, false, isolation == 1 ? 0 : -1);
+			if (v >= 11)
+				MqKafkaWriteInt32(out, -1); /* preferred_read_replica */
+			MqKafkaWriteBytes(out, false, fp->records.data, fp->records.len);
+		}
+	}
+	return MQK_RESPOND;
+}

@@ -1,0 +1,104 @@
+/*-------------------------------------------------------------------------
+ *
+ * internal.h
+ *		What the files of kafka/ share and nothing else calls: the
+ *		settings, a request being served, the API table and handlers, and
+ *		the units of work a handler runs (request.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MQLOG_KAFKA_INTERNAL_H
+#define MQLOG_KAFKA_INTERNAL_H
+
+#include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
+
+#include "kafka/protocol.h"
+
+struct MqTopic;
+
+/* settings (settings.c) */
+extern char *mqlog_kafka_listen;
+extern char *mqlog_kafka_database;
+extern char *mqlog_kafka_role;
+extern char *mqlog_kafka_advertised_listener;
+extern int	mqlog_kafka_max_frame_size;
+extern int	mqlog_kafka_max_connections;
+extern bool mqlog_kafka_allow_remote;
+
+/* "host:port" or "[v6]:port" -> host and port; false if malformed */
+extern bool MqKafkaSplitAddress(const char *addr, char *host, int hostlen, int *port);
+
+/* A request being served: its header, its body and, for Fetch, its wait. */
+typedef struct MqKafkaRequest
+{
+	int16		api_key;
+	int16		api_version;
+	int32		correlation_id;
+	char	   *client_id;
+	bool		flexible;		/* body in KIP-482's flexible form */
+	MqKafkaReader body;			/* positioned after the header */
+
+	TimestampTz received;		/* when the listener first read it */
+	bool		final;			/* a parked Fetch's last run: answer now */
+	TimestampTz wake_at;		/* set by a handler that parks */
+} MqKafkaRequest;
+
+typedef enum MqKafkaOutcome
+{
+	MQK_RESPOND,				/* the body is written: send it */
+	MQK_NO_RESPONSE,			/* Produce with acks 0 */
+	MQK_PARK,					/* Fetch without enough data: run again later */
+	MQK_CLOSE					/* malformed: close the connection */
+} MqKafkaOutcome;
+
+typedef MqKafkaOutcome (*MqKafkaHandler) (MqKafkaRequest *req, StringInfo out);
+
+typedef struct MqKafkaApi
+{
+	int16		key;
+	int16		min_version;
+	int16		max_version;
+	int16		first_flexible; /* first flexible version; > max: none */
+	const char *name;
+	MqKafkaHandler handler;
+} MqKafkaApi;
+
+/* the APIs served (api_versions.c) */
+extern const MqKafkaApi *MqKafkaFindApi(int16 key);
+
+/* handlers, one file per API family */
+extern MqKafkaOutcome MqKafkaApiVersions(MqKafkaRequest *req, StringInfo out);
+extern void MqKafkaApiVersionsError(StringInfo out);
+extern MqKafkaOutcome MqKafkaMetadata(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaProduce(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaFetch(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaListOffsets(MqKafkaRequest *req, StringInfo out);
+
+/* serving a frame (request.c) */
+extern MqKafkaOutcome MqKafkaServe(const char *frame, int len, MqKafkaRequest *req,
+								   StringInfo out);
+
+/*
+ * A unit of a handler's work (one partition) in a subtransaction: an
+ * ERROR in fn becomes a Kafka error code (by the SQLSTATE, with
+ * invalid_code for 22023, whose meaning depends on the API) and the unit's
+ * writes are undone; out, if given, is cut back to its length before.
+ */
+extern int16 MqKafkaTry(void (*fn) (void *arg), void *arg, int16 invalid_code,
+						StringInfo out);
+
+/*
+ * (Sub)transactions aborted so far: an abort cancels a condition variable
+ * sleep the listener prepared (listener.c).
+ */
+extern uint64 MqKafkaAbortCount(void);
+
+/* a topic for a request: NULL with *error set when it cannot be used */
+extern struct MqTopic *MqKafkaTopic(const char *name, int priv, int16 *error);
+
+/* this listener's broker id and advertised address (Metadata) */
+#define MQK_NODE_ID 0
+extern void MqKafkaAdvertised(char *host, int hostlen, int *port);
+
+#endif							/* MQLOG_KAFKA_INTERNAL_H */

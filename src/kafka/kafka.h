@@ -1,0 +1,15 @@
+/*-------------------------------------------------------------------------
+ *
+ * kafka.h
+ *		The Kafka wire protocol listener: what mqlog.c calls to define its
+ *		settings and register its background worker (settings.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MQLOG_KAFKA_H
+#define MQLOG_KAFKA_H
+
+extern void MqKafkaDefineSettings(void);
+extern void MqKafkaRegister(void);
+
+#endif							/* MQLOG_KAFKA_H */

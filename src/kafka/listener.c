@@ -1,0 +1,522 @@
+/*-------------------------------------------------------------------------
+ *
+ * listener.c
+ *		The Kafka listener's background worker: one process, connected to
+ *		mqlog.kafka_database, multiplexing non-blocking client sockets.
+ *
+ * Why one process and not a worker per connection: PostgreSQL's backend
+ * code is not thread-safe, so a connection is served by a process either
+ * way, and a Kafka client keeps its connections open for its whole life
+ * (librdkafka opens one per broker, plus one for bootstrap): a process
+ * per connection would hold a backend slot, a snapshot's worth of shared
+ * state and a database connection for every idle client.  One process
+ * serving every connection in turn, each request in a transaction of its
+ * own (request.c), holds one.  Requests are short (a produce is an append
+ * and a commit; a fetch reads what is there); the one that waits, a Fetch
+ * with max_wait_ms, is parked instead of blocking: it is served again
+ * when a producer's commit broadcasts mqlog's data condition variable
+ * (which sets this process's latch, the same latch WaitEventSet waits on)
+ * or when its time is up.  The cost: a slow request (a produce with acks
+ * = all waiting for replicas, a large fetch) delays the other connections.
+ *
+ * The loop follows autoprewarm's: SIGTERM ends it, SIGHUP reloads the
+ * settings, postmaster death ends it (WL_EXIT_ON_PM_DEATH).
+ *
+ * Framing: a request is a 4-byte big-endian size and that many bytes.  A
+ * size that is negative or larger than mqlog.kafka_max_frame_size closes
+ * the connection before a byte of the frame is buffered; a frame is read
+ * in pieces as it arrives, so memory grows with what a client has sent,
+ * not with what it announced.  A connection's requests are served one at
+ * a time and in order (Kafka answers in order): nothing more is read from
+ * it while a request is parked or its last answer is still being sent.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/condition_variable.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/backend_status.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "base/spi.h"
+#include "log/partition.h"
+#include "kafka/internal.h"
+
+PGDLLEXPORT void mqlog_kafka_main(Datum main_arg);
+
+#define MAX_LISTEN	8
+#define READ_CHUNK	65536
+#define MAX_TIMEOUT_MS 1000L
+
+typedef struct Client
+{
+	pgsocket	sock;
+	char		peer[NI_MAXHOST + 8];
+	MemoryContext cxt;			/* the connection's buffers */
+	StringInfoData in;			/* read, not yet served */
+	StringInfoData out;			/* answers not yet sent */
+	int			out_sent;
+	bool		parked;			/* the first frame of in is a parked Fetch */
+	MqKafkaRequest req;
+} Client;
+
+static pgsocket listen_socks[MAX_LISTEN];
+static int	nlisten = 0;
+static Client **clients;
+static int	nclients = 0;
+static MemoryContext request_cxt;
+static char listen_tag;			/* user_data of the listening sockets' events */
+
+static bool
+is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *) sa)->sin_addr.s_addr) >> 24) == 127;
+	if (sa->sa_family == AF_INET6)
+	{
+		const struct in6_addr *a = &((const struct sockaddr_in6 *) sa)->sin6_addr;
+
+		return IN6_IS_ADDR_LOOPBACK(a) ||
+			(IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+	}
+	return false;
+}
+
+/*
+ * Bind every address mqlog.kafka_listen resolves to.  A setting that
+ * cannot work ends the worker for good (exit 0: it is not restarted, the
+ * settings need a server restart anyway); a bind that fails (the port is
+ * taken) ends it with an error, and the postmaster tries again later.
+ */
+static void
+open_listeners(void)
+{
+	char		host[256];
+	char		port_str[16];
+	int			port;
+	struct addrinfo hints;
+	struct addrinfo *res;
+	int			rc;
+
+	if (!MqKafkaSplitAddress(mqlog_kafka_listen, host, sizeof(host), &port))
+	{
+		ereport(LOG,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid mqlog.kafka_listen \"%s\"; the Kafka listener does not start",
+						mqlog_kafka_listen)));
+		proc_exit(0);
+	}
+	snprintf(port_str, sizeof(port_str), "%d", port);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	rc = getaddrinfo(host, port_str, &hints, &res);
+	if (rc != 0)
+		ereport(ERROR,
+				(errmsg("could not resolve mqlog.kafka_listen host \"%s\": %s", host,
+						gai_strerror(rc))));
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
+		if (!is_loopback(ai->ai_addr) && !mqlog_kafka_allow_remote)
+		{
+			freeaddrinfo(res);
+			ereport(LOG,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("mqlog.kafka_listen \"%s\" is not a loopback address; the Kafka listener does not start",
+							mqlog_kafka_listen),
+					 errdetail("The listener authenticates no client yet: every client acts as mqlog.kafka_role."),
+					 errhint("Listen on 127.0.0.1 or [::1], or set mqlog.kafka_allow_remote = on if only trusted clients can reach the address.")));
+			proc_exit(0);
+		}
+	for (struct addrinfo *ai = res; ai && nlisten < MAX_LISTEN; ai = ai->ai_next)
+	{
+		pgsocket	s = socket(ai->ai_family, SOCK_STREAM, 0);
+		int			one = 1;
+
+		if (s == PGINVALID_SOCKET)
+			continue;
+		(void) setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (ai->ai_family == AF_INET6)
+			(void) setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		if (bind(s, ai->ai_addr, ai->ai_addrlen) < 0 || listen(s, 128) < 0 ||
+			!pg_set_noblock(s))
+		{
+			int			save = errno;
+
+			closesocket(s);
+			freeaddrinfo(res);
+			errno = save;
+			ereport(ERROR,
+					(errcode_for_socket_access(),
+					 errmsg("could not listen on mqlog.kafka_listen \"%s\": %m",
+							mqlog_kafka_listen)));
+		}
+		listen_socks[nlisten++] = s;
+	}
+	freeaddrinfo(res);
+	if (nlisten == 0)
+		ereport(ERROR,
+				(errmsg("mqlog.kafka_listen \"%s\" gave no address to listen on",
+						mqlog_kafka_listen)));
+	ereport(LOG,
+			(errmsg("mqlog Kafka listener on %s serving database \"%s\" as role \"%s\"",
+					mqlog_kafka_listen, mqlog_kafka_database, mqlog_kafka_role)));
+}
+
+static void
+close_client(Client *c)
+{
+	for (int i = 0; i < nclients; i++)
+		if (clients[i] == c)
+		{
+			clients[i] = clients[--nclients];
+			break;
+		}
+	closesocket(c->sock);
+	MemoryContextDelete(c->cxt);
+	pfree(c);
+}
+
+static void
+accept_clients(pgsocket ls)
+{
+	for (;;)
+	{
+		struct sockaddr_storage addr;
+		socklen_t	alen = sizeof(addr);
+		pgsocket	s = accept(ls, (struct sockaddr *) &addr, &alen);
+		Client	   *c;
+		int			one = 1;
+		char		host[NI_MAXHOST];
+		char		serv[NI_MAXSERV];
+
+		if (s == PGINVALID_SOCKET)
+			return;				/* EAGAIN, or a connection already gone */
+		if (nclients >= mqlog_kafka_max_connections || !pg_set_noblock(s))
+		{
+			ereport(LOG,
+					(errmsg("Kafka connection refused: mqlog.kafka_max_connections (%d) are open",
+							mqlog_kafka_max_connections)));
+			closesocket(s);
+			continue;
+		}
+		(void) setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		c = MemoryContextAllocZero(TopMemoryContext, sizeof(Client));
+		c->sock = s;
+		c->cxt = AllocSetContextCreate(TopMemoryContext, "mqlog kafka connection",
+									   ALLOCSET_SMALL_SIZES);
+		if (getnameinfo((struct sockaddr *) &addr, alen, host, sizeof(host), serv,
+						sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+			snprintf(c->peer, sizeof(c->peer), "%s:%s", host, serv);
+		{
+			MemoryContext old = MemoryContextSwitchTo(c->cxt);
+
+			initStringInfo(&c->in);
+			initStringInfo(&c->out);
+			MemoryContextSwitchTo(old);
+		}
+		clients[nclients++] = c;
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Reading frames, serving them, sending answers
+ * ------------------------------------------------------------------------ */
+
+static uint32
+be32(const char *p)
+{
+	return ((uint32) (uint8) p[0] << 24) | ((uint32) (uint8) p[1] << 16) |
+		((uint32) (uint8) p[2] << 8) | (uint32) (uint8) p[3];
+}
+
+/* the size of the frame at the front of in, or -1 while incomplete */
+static int
+complete_frame(Client *c)
+{
+	int32		size;
+
+	if (c->in.len < 4)
+		return -1;
+	size = (int32) be32(c->in.data);
+	if (size < 0 || size > mqlog_kafka_max_frame_size || c->in.len - 4 < size)
+		return -1;
+	return size;
+}
+
+/* false when the announced size is refused: the connection closes */
+static bool
+frame_size_ok(Client *c)
+{
+	int32		size;
+
+	if (c->in.len < 4)
+		return true;
+	size = (int32) be32(c->in.data);
+	if (size < 0 || size > mqlog_kafka_max_frame_size)
+	{
+		ereport(LOG,
+				(errmsg("Kafka client %s sent a frame of %d bytes, over mqlog.kafka_max_frame_size (%d); closing its connection",
+						c->peer, size, mqlog_kafka_max_frame_size)));
+		return false;
+	}
+	return true;
+}
+
+static bool
+wants_read(Client *c)
+{
+	return !c->parked && c->out.len == 0 && complete_frame(c) < 0;
+}
+
+/* false: the peer is gone or the connection failed */
+static bool
+read_client(Client *c)
+{
+	char		buf[READ_CHUNK];
+	ssize_t		n = recv(c->sock, buf, sizeof(buf), 0);
+
+	if (n == 0)
+		return false;
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+	appendBinaryStringInfo(&c->in, buf, (int) n);
+	return frame_size_ok(c);
+}
+
+/* false: the connection failed */
+static bool
+send_client(Client *c)
+{
+	while (c->out_sent < c->out.len)
+	{
+		ssize_t		n = send(c->sock, c->out.data + c->out_sent, c->out.len - c->out_sent,
+							 MSG_NOSIGNAL);
+
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+		c->out_sent += (int) n;
+	}
+	resetStringInfo(&c->out);
+	c->out_sent = 0;
+	return true;
+}
+
+/*
+ * Serve the frames at the front of in, in order, while the last answer is
+ * sent and nothing is parked.  false: close the connection.
+ */
+static bool
+serve_client(Client *c, bool rerun)
+{
+	int			size;
+
+	while ((size = complete_frame(c)) >= 0 && c->out.len == 0)
+	{
+		MqKafkaOutcome outcome;
+		MemoryContext old;
+
+		if (!rerun)
+		{
+			memset(&c->req, 0, sizeof(c->req));
+			c->req.received = GetCurrentTimestamp();
+		}
+		else
+			c->req.final = GetCurrentTimestamp() >= c->req.wake_at;
+		rerun = false;
+
+		old = MemoryContextSwitchTo(request_cxt);
+		pgstat_report_activity(STATE_RUNNING, "kafka request");
+		outcome = MqKafkaServe(c->in.data + 4, size, &c->req, &c->out);
+		pgstat_report_activity(STATE_IDLE, NULL);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(request_cxt);
+
+		if (outcome == MQK_CLOSE)
+			return false;
+		c->parked = (outcome == MQK_PARK);
+		if (c->parked)
+			return true;
+		/* the frame is served: take it off */
+		memmove(c->in.data, c->in.data + 4 + size, c->in.len - 4 - size);
+		c->in.len -= 4 + size;
+		if (!send_client(c))
+			return false;
+	}
+	return frame_size_ok(c);
+}
+
+/*
+ * Serve the parked Fetches again.  The caller has prepared to sleep on the
+ * data condition variable first, so a commit from now on sets the latch.
+ */
+static void
+rerun_parked(void)
+{
+	for (int i = 0; i < nclients; i++)
+	{
+		Client	   *c = clients[i];
+
+		if (!c->parked)
+			continue;
+		c->parked = false;
+		if (!serve_client(c, true))
+		{
+			close_client(c);
+			i--;
+		}
+	}
+}
+
+/* until the earliest parked Fetch's time is up, at most a second */
+static long
+wait_timeout(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	long		timeout = MAX_TIMEOUT_MS;
+
+	for (int i = 0; i < nclients; i++)
+		if (clients[i]->parked)
+		{
+			long		ms = TimestampDifferenceMilliseconds(now, clients[i]->req.wake_at);
+
+			timeout = Min(timeout, ms);
+		}
+	return Max(timeout, 0);
+}
+
+static bool
+any_parked(void)
+{
+	for (int i = 0; i < nclients; i++)
+		if (clients[i]->parked)
+			return true;
+	return false;
+}
+
+void
+mqlog_kafka_main(Datum main_arg)
+{
+	MemoryContext loop_cxt;
+
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(mqlog_kafka_database, NULL, 0);
+	MqWorkerPinSearchPath();
+	pgstat_report_appname("mqlog kafka listener");
+
+	clients = MemoryContextAllocZero(TopMemoryContext,
+									 sizeof(Client *) * mqlog_kafka_max_connections);
+	request_cxt = AllocSetContextCreate(TopMemoryContext, "mqlog kafka request",
+										ALLOCSET_DEFAULT_SIZES);
+	loop_cxt = AllocSetContextCreate(TopMemoryContext, "mqlog kafka wait",
+									 ALLOCSET_DEFAULT_SIZES);
+	open_listeners();
+
+	while (!ShutdownRequestPending)
+	{
+		WaitEventSet *set;
+		WaitEvent  *events;
+		int			nevents;
+		int			nready;
+		uint64		aborts;
+
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		/*
+		 * Parked Fetches: prepare to sleep before looking again, so that a
+		 * commit after the look wakes the wait below.  A (sub)transaction
+		 * abort in between cancels the sleep; then look again at once.
+		 */
+		aborts = MqKafkaAbortCount();
+		if (any_parked())
+		{
+			ConditionVariablePrepareToSleep(MqDataArrivedCV());
+			rerun_parked();
+		}
+
+		MemoryContextReset(loop_cxt);
+		set = CreateWaitEventSet(loop_cxt, 2 + nlisten + nclients);
+		AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		for (int i = 0; i < nlisten; i++)
+			AddWaitEventToSet(set, WL_SOCKET_READABLE, listen_socks[i], NULL, &listen_tag);
+		for (int i = 0; i < nclients; i++)
+		{
+			uint32		ev = (wants_read(clients[i]) ? WL_SOCKET_READABLE : 0) |
+				(clients[i]->out.len > 0 ? WL_SOCKET_WRITEABLE : 0);
+
+			if (ev != 0)
+				AddWaitEventToSet(set, ev, clients[i]->sock, NULL, clients[i]);
+		}
+		nevents = 2 + nlisten + nclients;
+		events = palloc(sizeof(WaitEvent) * nevents);
+		nready = WaitEventSetWait(set,
+								  MqKafkaAbortCount() != aborts ? 0 : wait_timeout(),
+								  events, nevents, PG_WAIT_EXTENSION);
+		ConditionVariableCancelSleep();
+		FreeWaitEventSet(set);	/* its epoll descriptor is not memory */
+
+		for (int i = 0; i < nready; i++)
+		{
+			WaitEvent  *e = &events[i];
+			Client	   *c = e->user_data;
+
+			if (e->events & WL_LATCH_SET)
+			{
+				ResetLatch(MyLatch);
+				CHECK_FOR_INTERRUPTS();
+				continue;
+			}
+			if (e->user_data == &listen_tag)
+			{
+				accept_clients(e->fd);
+				continue;
+			}
+			if (c == NULL)
+				continue;		/* a client closed above */
+			if (((e->events & WL_SOCKET_WRITEABLE) && !send_client(c)) ||
+				((e->events & WL_SOCKET_READABLE) && !read_client(c)))
+			{
+				close_client(c);
+				/* a later event of the same client points at freed memory */
+				for (int j = i + 1; j < nready; j++)
+					if (events[j].user_data == c)
+						events[j].user_data = NULL, events[j].events = 0;
+			}
+		}
+		for (int i = 0; i < nclients; i++)
+		{
+			Client	   *c = clients[i];
+
+			if (!c->parked && !serve_client(c, false))
+			{
+				close_client(c);
+				i--;
+			}
+		}
+	}
+	for (int i = 0; i < nlisten; i++)
+		closesocket(listen_socks[i]);
+	proc_exit(0);
+}

@@ -1,0 +1,84 @@
+/*-------------------------------------------------------------------------
+ *
+ * protocol.h
+ *		Kafka's wire protocol as the listener speaks it (codec.c): the API
+ *		keys and error codes mqlog uses, and bounds-checked readers and
+ *		writers of the protocol's primitive types, classic and flexible
+ *		(KIP-482: compact strings and arrays, tagged fields).
+ *
+ * A reader never reads past the frame it was given: every read checks the
+ * bytes left, and the first read that would pass the end marks the reader
+ * failed and returns zeros from then on, so a handler reads a whole
+ * request and checks r->failed once at the end.  An array's element count
+ * is capped by the bytes left divided by the smallest size one element
+ * can have, so no count a client sends can make a handler allocate or
+ * loop more than its frame allows.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MQLOG_KAFKA_PROTOCOL_H
+#define MQLOG_KAFKA_PROTOCOL_H
+
+#include "lib/stringinfo.h"
+
+/* API keys */
+#define MQK_PRODUCE				0
+#define MQK_FETCH				1
+#define MQK_LIST_OFFSETS		2
+#define MQK_METADATA			3
+#define MQK_API_VERSIONS		18
+
+/* error codes (Kafka's org.apache.kafka.common.protocol.Errors) */
+#define MQK_UNKNOWN_SERVER_ERROR	(-1)
+#define MQK_NONE					0
+#define MQK_OFFSET_OUT_OF_RANGE		1
+#define MQK_CORRUPT_MESSAGE			2
+#define MQK_UNKNOWN_TOPIC_OR_PARTITION 3
+#define MQK_LEADER_NOT_AVAILABLE	5
+#define MQK_NOT_LEADER_OR_FOLLOWER	6
+#define MQK_REQUEST_TIMED_OUT		7
+#define MQK_MESSAGE_TOO_LARGE		10
+#define MQK_NOT_ENOUGH_REPLICAS		19
+#define MQK_INVALID_REQUIRED_ACKS	21
+#define MQK_TOPIC_AUTHORIZATION_FAILED 29
+#define MQK_INVALID_TIMESTAMP		32
+#define MQK_UNSUPPORTED_VERSION		35
+#define MQK_INVALID_REQUEST			42
+#define MQK_UNSUPPORTED_FOR_MESSAGE_FORMAT 43
+#define MQK_TRANSACTIONAL_ID_AUTHORIZATION_FAILED 53
+#define MQK_FETCH_SESSION_ID_NOT_FOUND 70
+#define MQK_INVALID_RECORD			87
+
+/* Reading a request: bounded by its frame. */
+typedef struct MqKafkaReader
+{
+	const char *data;
+	int			len;
+	int			pos;
+	bool		failed;			/* a read passed the end or was malformed */
+} MqKafkaReader;
+
+extern void MqKafkaReaderInit(MqKafkaReader *r, const char *data, int len);
+extern int8 MqKafkaReadInt8(MqKafkaReader *r);
+extern int16 MqKafkaReadInt16(MqKafkaReader *r);
+extern int32 MqKafkaReadInt32(MqKafkaReader *r);
+extern int64 MqKafkaReadInt64(MqKafkaReader *r);
+extern uint32 MqKafkaReadUVarint(MqKafkaReader *r);
+extern char *MqKafkaReadString(MqKafkaReader *r, bool flexible, bool *isnull);
+extern const char *MqKafkaReadBytes(MqKafkaReader *r, bool flexible, int *len);
+extern int32 MqKafkaReadArrayLen(MqKafkaReader *r, bool flexible, int min_elem_size);
+extern void MqKafkaSkipTags(MqKafkaReader *r, bool flexible);
+
+/* Writing a response into a StringInfo, big-endian as Kafka's. */
+extern void MqKafkaWriteInt8(StringInfo buf, int8 v);
+extern void MqKafkaWriteInt16(StringInfo buf, int16 v);
+extern void MqKafkaWriteInt32(StringInfo buf, int32 v);
+extern void MqKafkaWriteInt64(StringInfo buf, int64 v);
+extern void MqKafkaWriteUVarint(StringInfo buf, uint32 v);
+extern void MqKafkaWriteString(StringInfo buf, bool flexible, const char *s);
+extern void MqKafkaWriteBytes(StringInfo buf, bool flexible, const char *data, int len);
+extern void MqKafkaWriteArrayLen(StringInfo buf, bool flexible, int32 n);
+extern void MqKafkaWriteTags(StringInfo buf, bool flexible);
+extern void MqKafkaPatchInt32(StringInfo buf, int at, int32 v);
+
+#endif							/* MQLOG_KAFKA_PROTOCOL_H */

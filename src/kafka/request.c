@@ -1,0 +1,254 @@
+/*-------------------------------------------------------------------------
+ *
+ * request.c
+ *		Serving one Kafka request frame: the request header (v1, or v2 for
+ *		flexible versions), the API and version check, the response header
+ *		(v0, or v1 for flexible versions except ApiVersions, which Kafka
+ *		always answers with v0), and the transaction the handler runs in.
+ *
+ * Every request that touches the database runs in a transaction of its
+ * own, as mqlog.kafka_role (SetUserIdAndSecContext, so topic privileges
+ * apply exactly as to a SQL session of that role), inside PG_TRY: an
+ * ERROR that escapes a handler aborts the transaction and closes the
+ * connection, so nothing a client sends can leave a transaction open or
+ * end the process.  A handler's per-partition work runs in
+ * subtransactions (MqKafkaTry), where an ERROR becomes the partition's
+ * Kafka error code and the rest of the request goes on.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "base/subxact.h"
+#include "log/topic.h"
+#include "acl/acl.h"
+#include "kafka/internal.h"
+
+/* (sub)transactions aborted so far (MqKafkaAbortCount) */
+static uint64 aborts = 0;
+
+uint64
+MqKafkaAbortCount(void)
+{
+	return aborts;
+}
+
+/* the Kafka error code of an ERROR's SQLSTATE */
+static int16
+kafka_error_of(int sqlerrcode, int16 invalid_code)
+{
+	switch (sqlerrcode)
+	{
+		case ERRCODE_UNDEFINED_OBJECT:
+			return MQK_UNKNOWN_TOPIC_OR_PARTITION;
+		case ERRCODE_INSUFFICIENT_PRIVILEGE:
+			return MQK_TOPIC_AUTHORIZATION_FAILED;
+		case ERRCODE_MQ_NOT_LEADER:
+		case ERRCODE_READ_ONLY_SQL_TRANSACTION:
+			return MQK_NOT_LEADER_OR_FOLLOWER;
+		case ERRCODE_MQ_NOT_ENOUGH_REPLICAS:
+			return MQK_NOT_ENOUGH_REPLICAS;
+		case ERRCODE_INVALID_BINARY_REPRESENTATION:
+		case ERRCODE_DATA_CORRUPTED:
+		case ERRCODE_CHARACTER_NOT_IN_REPERTOIRE:
+			return MQK_CORRUPT_MESSAGE;
+		case ERRCODE_PROGRAM_LIMIT_EXCEEDED:
+			return MQK_MESSAGE_TOO_LARGE;
+		case ERRCODE_FEATURE_NOT_SUPPORTED:
+			return MQK_UNSUPPORTED_FOR_MESSAGE_FORMAT;
+		case ERRCODE_DATETIME_VALUE_OUT_OF_RANGE:
+			return MQK_INVALID_TIMESTAMP;
+		case ERRCODE_INVALID_PARAMETER_VALUE:
+			return invalid_code;
+		default:
+			return MQK_UNKNOWN_SERVER_ERROR;
+	}
+}
+
+int16
+MqKafkaTry(void (*fn) (void *arg), void *arg, int16 invalid_code, StringInfo out)
+{
+	int			out_len = out ? out->len : 0;
+	ErrorData  *edata;
+	int16		code;
+
+	if (MqRunInSubtransaction(fn, arg, &edata))
+		return MQK_NONE;
+	aborts++;
+	code = kafka_error_of(edata->sqlerrcode, invalid_code);
+	ereport(code == MQK_UNKNOWN_SERVER_ERROR ? LOG : DEBUG1,
+			(errmsg("kafka request answered with error %d: %s", code, edata->message),
+			 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
+	FreeErrorData(edata);
+	if (out)
+		out->len = out_len;
+	return code;
+}
+
+MqTopic *
+MqKafkaTopic(const char *name, int priv, int16 *error)
+{
+	MqTopic    *topic;
+
+	*error = MQK_NONE;
+	if (!OidIsValid(get_extension_oid("mqlog", true)) ||
+		(topic = MqTopicLookup(name, true)) == NULL)
+	{
+		*error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
+		return NULL;
+	}
+	if (!MqTopicHasPrivilege(topic, GetUserId(), priv))
+	{
+		*error = MQK_TOPIC_AUTHORIZATION_FAILED;
+		return NULL;
+	}
+	return topic;
+}
+
+/* mqlog.kafka_role, or InvalidOid (and a log line) when it cannot serve */
+static Oid
+request_role(void)
+{
+	Oid			role;
+
+	if (mqlog_kafka_role == NULL || mqlog_kafka_role[0] == '\0')
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
+				 errmsg("the Kafka listener serves no request while mqlog.kafka_role is empty"),
+				 errhint("Set mqlog.kafka_role to the role Kafka clients act as, and reload.")));
+		return InvalidOid;
+	}
+	role = get_role_oid(mqlog_kafka_role, true);
+	if (!OidIsValid(role))
+		ereport(WARNING,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role \"%s\" named by mqlog.kafka_role does not exist", mqlog_kafka_role)));
+	return role;
+}
+
+/* the handler in a transaction of its own, as mqlog.kafka_role */
+static MqKafkaOutcome
+run_in_transaction(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out)
+{
+	MemoryContext outer = CurrentMemoryContext;
+	int			out_len = out->len;
+	volatile MqKafkaOutcome outcome = MQK_CLOSE;
+
+	PG_TRY();
+	{
+		Oid			role;
+
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		MemoryContextSwitchTo(outer);
+		role = request_role();
+		if (OidIsValid(role))
+		{
+			Oid			saved_user;
+			int			saved_sec;
+
+			GetUserIdAndSecContext(&saved_user, &saved_sec);
+			SetUserIdAndSecContext(role, saved_sec | SECURITY_LOCAL_USERID_CHANGE);
+			PushActiveSnapshot(GetTransactionSnapshot());
+			outcome = api->handler(req, out);
+			PopActiveSnapshot();
+			SetUserIdAndSecContext(saved_user, saved_sec);
+		}
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(outer);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		aborts++;
+		ereport(LOG,
+				(errmsg("kafka %s request from client \"%s\" failed, closing its connection: %s",
+						api->name, req->client_id ? req->client_id : "", edata->message)));
+		FreeErrorData(edata);
+		outcome = MQK_CLOSE;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(outer);
+	if (outcome != MQK_RESPOND)
+		out->len = out_len;
+	return outcome;
+}
+
+/*
+ * Serve one frame (its 4-byte size already taken off).  On MQK_RESPOND,
+ * out ends with the whole response, size prefix included.  req is filled
+ * here; a parked request is served again with the same req.
+ */
+MqKafkaOutcome
+MqKafkaServe(const char *frame, int len, MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader *r = &req->body;
+	const MqKafkaApi *api;
+	int			start = out->len;
+	MqKafkaOutcome outcome;
+
+	MqKafkaReaderInit(r, frame, len);
+	req->api_key = MqKafkaReadInt16(r);
+	req->api_version = MqKafkaReadInt16(r);
+	req->correlation_id = MqKafkaReadInt32(r);
+	req->client_id = MqKafkaReadString(r, false, NULL);
+	if (r->failed)
+		return MQK_CLOSE;
+	api = MqKafkaFindApi(req->api_key);
+	if (api == NULL)
+	{
+		ereport(DEBUG1,
+				(errmsg("kafka request with unknown API key %d, closing the connection",
+						req->api_key)));
+		return MQK_CLOSE;
+	}
+
+	MqKafkaWriteInt32(out, 0);	/* size, filled in below */
+	MqKafkaWriteInt32(out, req->correlation_id);
+	if (req->api_version < api->min_version || req->api_version > api->max_version)
+	{
+		/* ApiVersions says which versions there are, in its v0 form */
+		if (req->api_key == MQK_API_VERSIONS)
+		{
+			MqKafkaApiVersionsError(out);
+			MqKafkaPatchInt32(out, start, out->len - start - 4);
+			return MQK_RESPOND;
+		}
+		ereport(DEBUG1,
+				(errmsg("kafka %s request of unsupported version %d, closing the connection",
+						api->name, req->api_version)));
+		out->len = start;
+		return MQK_CLOSE;
+	}
+	req->flexible = req->api_version >= api->first_flexible;
+	MqKafkaSkipTags(r, req->flexible);	/* request header v2 */
+	if (r->failed)
+	{
+		out->len = start;
+		return MQK_CLOSE;
+	}
+	if (req->flexible && req->api_key != MQK_API_VERSIONS)
+		MqKafkaWriteTags(out, true);	/* response header v1 */
+
+	if (req->api_key == MQK_API_VERSIONS)
+		outcome = api->handler(req, out);	/* needs no database */
+	else
+		outcome = run_in_transaction(api, req, out);
+	if (outcome == MQK_RESPOND)
+		MqKafkaPatchInt32(out, start, out->len - start - 4);
+	else
+		out->len = start;
+	return outcome;
+}

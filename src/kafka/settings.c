@@ -1,0 +1,158 @@
+/*-------------------------------------------------------------------------
+ *
+ * settings.c
+ *		The Kafka listener's settings (mqlog.kafka_*), the syntax of its
+ *		addresses, and the registration of its background worker, which
+ *		happens only when mqlog.kafka_listen names an address.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "kafka/kafka.h"
+#include "kafka/internal.h"
+
+char	   *mqlog_kafka_listen = NULL;
+char	   *mqlog_kafka_database = NULL;
+char	   *mqlog_kafka_role = NULL;
+char	   *mqlog_kafka_advertised_listener = NULL;
+int			mqlog_kafka_max_frame_size = 100 * 1024 * 1024;
+int			mqlog_kafka_max_connections = 256;
+bool		mqlog_kafka_allow_remote = false;
+
+/*
+ * "host:port", with an IPv6 host in brackets ("[::1]:9092").  The host
+ * may be a name; the port 1 to 65535.
+ */
+bool
+MqKafkaSplitAddress(const char *addr, char *host, int hostlen, int *port)
+{
+	const char *colon;
+	const char *hend;
+	const char *hstart = addr;
+	char	   *end;
+	long		p;
+
+	if (addr == NULL || addr[0] == '\0')
+		return false;
+	if (addr[0] == '[')
+	{
+		hstart = addr + 1;
+		hend = strchr(hstart, ']');
+		if (hend == NULL || hend[1] != ':')
+			return false;
+		colon = hend + 1;
+	}
+	else
+	{
+		colon = strrchr(addr, ':');
+		if (colon == NULL || memchr(addr, ':', colon - addr) != NULL)
+			return false;		/* IPv6 needs brackets */
+		hend = colon;
+	}
+	if (hend == hstart || hend - hstart >= hostlen)
+		return false;
+	errno = 0;
+	p = strtol(colon + 1, &end, 10);
+	if (colon[1] == '\0' || *end != '\0' || errno != 0 || p < 1 || p > 65535)
+		return false;
+	memcpy(host, hstart, hend - hstart);
+	host[hend - hstart] = '\0';
+	*port = (int) p;
+	return true;
+}
+
+static bool
+check_address(char **newval, void **extra, GucSource source)
+{
+	char		host[256];
+	int			port;
+
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	if (!MqKafkaSplitAddress(*newval, host, sizeof(host), &port))
+	{
+		GUC_check_errdetail("An address is host:port, with an IPv6 address in brackets, for example 127.0.0.1:9092 or [::1]:9092.");
+		return false;
+	}
+	return true;
+}
+
+/* what Metadata tells clients to connect to */
+void
+MqKafkaAdvertised(char *host, int hostlen, int *port)
+{
+	const char *addr = (mqlog_kafka_advertised_listener && mqlog_kafka_advertised_listener[0])
+		? mqlog_kafka_advertised_listener : mqlog_kafka_listen;
+
+	if (!MqKafkaSplitAddress(addr, host, hostlen, port))
+	{
+		strlcpy(host, "localhost", hostlen);
+		*port = 9092;
+	}
+}
+
+void
+MqKafkaDefineSettings(void)
+{
+	DefineCustomStringVariable("mqlog.kafka_listen",
+							   "Address the Kafka protocol listener binds, as host:port; empty turns it off.",
+							   "For example '127.0.0.1:9092' or '[::1]:9092'.  A name binds every address it resolves to.  Without SASL (not built yet) only loopback addresses are accepted unless mqlog.kafka_allow_remote is on.",
+							   &mqlog_kafka_listen, "",
+							   PGC_POSTMASTER, 0, check_address, NULL, NULL);
+	DefineCustomStringVariable("mqlog.kafka_database",
+							   "The database whose topics the Kafka listener serves.",
+							   NULL,
+							   &mqlog_kafka_database, "postgres",
+							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("mqlog.kafka_role",
+							   "The role every Kafka request runs as; the listener answers no request while it is empty or names no role.",
+							   "Topic privileges apply to Kafka clients exactly as to a SQL session of this role.",
+							   &mqlog_kafka_role, "",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("mqlog.kafka_advertised_listener",
+							   "The host:port Metadata responses tell Kafka clients to connect to; empty: mqlog.kafka_listen.",
+							   NULL,
+							   &mqlog_kafka_advertised_listener, "",
+							   PGC_SIGHUP, 0, check_address, NULL, NULL);
+	DefineCustomIntVariable("mqlog.kafka_max_frame_size",
+							"Largest Kafka request accepted; a client that announces a larger one is disconnected.",
+							"Kafka's socket.request.max.bytes.",
+							&mqlog_kafka_max_frame_size,
+							100 * 1024 * 1024, 1024, MaxAllocSize - 1024,
+							PGC_SIGHUP, GUC_UNIT_BYTE, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.kafka_max_connections",
+							"Kafka client connections served at once; more are closed at once.",
+							NULL,
+							&mqlog_kafka_max_connections,
+							256, 1, 10000,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("mqlog.kafka_allow_remote",
+							 "Lets the Kafka listener bind an address that is not loopback although it authenticates nobody.",
+							 "Until SASL is built every Kafka client acts as mqlog.kafka_role: only turn this on behind a network that admits trusted clients only.",
+							 &mqlog_kafka_allow_remote, false,
+							 PGC_POSTMASTER, 0, NULL, NULL, NULL);
+}
+
+void
+MqKafkaRegister(void)
+{
+	BackgroundWorker worker;
+
+	if (mqlog_kafka_listen == NULL || mqlog_kafka_listen[0] == '\0')
+		return;
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "mqlog_kafka_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "mqlog kafka listener", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "mqlog kafka listener", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+}
