@@ -495,9 +495,11 @@ BEGIN
     /*
      * A dropped topic's segment of the same name that the orphan sweep has
      * not dropped yet (mq_drop_topic leaves most of a big topic's to it):
-     * it goes now, or this creation waits for it to go.
+     * it goes now, or this creation waits for it to go.  Only an orphan
+     * mqlog unlinked: another relation of the name fails the CREATE.
      */
-    IF rel IS NOT NULL AND NOT EXISTS (SELECT FROM mqlog.segment s WHERE s.relid = rel) THEN
+    IF rel IS NOT NULL AND EXISTS (SELECT FROM mqlog.orphan o WHERE o.relid = rel)
+       AND NOT EXISTS (SELECT FROM mqlog.segment s WHERE s.relid = rel) THEN
         EXECUTE format('DROP TABLE %s CASCADE', rel::regclass);
     END IF;
     EXECUTE format('CREATE TABLE mqlog_data.%I ("offset" pg_catalog.int8, ts pg_catalog.timestamptz, key pg_catalog.bytea, value pg_catalog.bytea, headers mqlog.header[]) USING mqlog WITH (parallel_workers = 0)',
@@ -517,13 +519,31 @@ COMMENT ON FUNCTION mqlog._create_segment(int, text, int, bigint) IS 'internal: 
  * Partitions whose first segment is made after their topic (issue 16).
  * Every relation a transaction creates holds a lock until it ends, so the
  * transaction of mq_create_topic or mq_add_partitions creates the first
- * segments of at most mqlog._drop_batch() partitions; the others have no
- * segment yet ("pending": they read as empty, and a produce to one waits
- * for it, see MqTopicAwaitPartition in topic.c).  Once it commits the
- * maintenance worker creates them, at most a batch per transaction: in the
+ * segments of at most mqlog._drop_batch() partitions and lists the others
+ * here; they have no segment yet ("pending": they read as empty, and a
+ * produce to one waits for it, see MqTopicAwaitPartition in topic.c).
+ * Once it commits the maintenance worker creates them, at most a batch
+ * per transaction, each in the transaction that takes its row out: in the
  * roll-ahead pass the creating transaction asks for at commit, and in
  * every regular pass, so that a creation interrupted by a crash goes on at
- * the next pass.  A topic that a transaction holds locked (being altered,
+ * the next pass.  Only the partitions listed: a partition without a
+ * segment that is not (a restore that has loaded the topic but not yet its
+ * segments) is none of the worker's business.  pg_dump carries the list,
+ * so a restore of a dump taken midway finishes the creation.
+ */
+CREATE TABLE mqlog.pending_partition (
+    topic_id     int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    "partition"  int NOT NULL,
+    PRIMARY KEY (topic_id, "partition")
+);
+COMMENT ON TABLE mqlog.pending_partition IS 'partitions whose first segment the maintenance worker has yet to create (a topic or mq_add_partitions of more than 200)';
+REVOKE ALL ON mqlog.pending_partition FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('mqlog.pending_partition',
+    'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
+
+/*
+ * The worker's half: create the first segments of at most budget listed
+ * partitions.  A topic that a transaction holds locked (being altered,
  * grown or dropped) is skipped and found again by the next pass.  Returns
  * the segments created.
  */
@@ -535,17 +555,15 @@ DECLARE
     r record;
 BEGIN
     FOR r IN
-        SELECT t.topic_id, t.name, g.p
-          FROM mqlog.topic t CROSS JOIN LATERAL generate_series(0, t.partitions - 1) AS g(p)
-          /* a probe of the primary key per partition, whatever the statistics say */
-          LEFT JOIN LATERAL (SELECT 1 AS found FROM mqlog.segment s
-                              WHERE s.topic_id = t.topic_id AND s."partition" = g.p LIMIT 1) e ON true
-         WHERE (only_topic IS NULL OR t.topic_id = only_topic) AND e.found IS NULL
-         ORDER BY t.topic_id, g.p
+        SELECT pp.topic_id, t.name, pp."partition" AS p
+          FROM mqlog.pending_partition pp JOIN mqlog.topic t USING (topic_id)
+         WHERE only_topic IS NULL OR pp.topic_id = only_topic
+         ORDER BY pp.topic_id, pp."partition"
          LIMIT greatest(budget, 0)
+           FOR UPDATE OF pp SKIP LOCKED
            FOR KEY SHARE OF t SKIP LOCKED
     LOOP
-        /* a DDL transaction that committed since the query's snapshot may have made it */
+        DELETE FROM mqlog.pending_partition pp WHERE pp.topic_id = r.topic_id AND pp."partition" = r.p;
         CONTINUE WHEN EXISTS (SELECT FROM mqlog.segment s WHERE s.topic_id = r.topic_id AND s."partition" = r.p);
         topic := r.name;
         "partition" := r.p;
@@ -622,11 +640,13 @@ BEGIN
         RAISE EXCEPTION 'topic "%" already exists', name
             USING ERRCODE = 'duplicate_object';
     END;
-    /* a bounded batch of first segments here, the rest by the worker (see _create_pending_segments) */
+    /* a bounded batch of first segments here, the rest by the worker (see mqlog.pending_partition) */
     FOR p IN 0 .. least(partitions, mqlog._drop_batch()) - 1 LOOP
         PERFORM mqlog._create_segment(tid, name, p, 0);
     END LOOP;
     IF partitions > mqlog._drop_batch() THEN
+        INSERT INTO mqlog.pending_partition (topic_id, "partition")
+            SELECT tid, g FROM generate_series(mqlog._drop_batch(), partitions - 1) g;
         PERFORM mqlog._request_pass_at_commit();
     END IF;
     PERFORM mqlog._check_max_partitions();
@@ -714,11 +734,13 @@ BEGIN
         RAISE EXCEPTION 'number of partitions must be at most 10000'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    /* a bounded batch of first segments here, the rest by the worker (see _create_pending_segments) */
+    /* a bounded batch of first segments here, the rest by the worker (see mqlog.pending_partition) */
     FOR p IN t.partitions .. least(total, t.partitions + mqlog._drop_batch()) - 1 LOOP
         PERFORM mqlog._create_segment(t.topic_id, t.name, p, 0);
     END LOOP;
     IF total > t.partitions + mqlog._drop_batch() THEN
+        INSERT INTO mqlog.pending_partition (topic_id, "partition")
+            SELECT t.topic_id, g FROM generate_series(t.partitions + mqlog._drop_batch(), total - 1) g;
         PERFORM mqlog._request_pass_at_commit();
     END IF;
     UPDATE mqlog.topic SET partitions = total WHERE topic_id = t.topic_id;

@@ -52,6 +52,8 @@ sub all_created
 		qq{SELECT count(*) || ' ' || count(DISTINCT s."partition") FROM mqlog.segment s
 		    JOIN mqlog.topic t USING (topic_id) WHERE t.name = '$topic'}),
 		"$n $n", '... one segment per partition, none twice');
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM mqlog.pending_partition}), '0',
+		'... and none left to create');
 }
 my $orphans = q{SELECT count(*) FROM pg_class c WHERE c.relnamespace = 'mqlog_data'::regnamespace
                  AND c.relkind = 'r' AND NOT EXISTS (SELECT FROM mqlog.segment s WHERE s.relid = c.oid)};
@@ -230,6 +232,39 @@ cmp_ok($node->safe_psql('postgres', $orphans), '>', 0, 'the dropped topic left s
 ($ret, $out, $err) = $node->psql('postgres', qq{SELECT mq_create_topic('crash', $n)});
 is($ret, 0, 'creating the topic again before the sweep succeeds') or diag $err;
 ok($node->poll_query_until('postgres', $pending->('crash'), '0'), '... with every partition');
+
+# --- a dump taken while the worker has partitions left to create --------
+# A session holding the maintenance lock keeps the worker's pass out, so
+# that pg_dump sees 400 partitions still listed in mqlog.pending_partition;
+# the restore into another database finishes the creation there.
+my $holder = $node->background_psql('postgres', on_error_stop => 1);
+$holder->query_safe(q{BEGIN});
+$holder->query_safe(q{SELECT count(*) FROM mq_run_maintenance('crash')});
+$node->safe_psql('postgres', q{SELECT mq_create_topic('dumped', 600)});
+is($node->safe_psql('postgres',
+	q{SELECT count(*) FROM mqlog.pending_partition JOIN mqlog.topic USING (topic_id) WHERE name = 'dumped'}),
+	'400', 'with the worker kept out, 400 partitions wait for their segment');
+my $dump = PostgreSQL::Test::Utils::tempdir() . '/wide.sql';
+command_ok([ 'pg_dump', '-d', $node->connstr('postgres'), '-f', $dump ], 'pg_dump midway through a creation');
+$holder->query_safe(q{COMMIT});
+$holder->quit;
+$node->safe_psql('postgres', 'CREATE DATABASE restored');
+command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('restored'), '-f', $dump ],
+	'restored with psql');
+# (its regular pass comes a naptime after the launcher first sees the
+# database, here an hour; a producer that waits for a segment asks for one)
+is($node->safe_psql('restored', q{SELECT "offset" FROM mq_produce('dumped', 'r', partition => 599)}), '0',
+	'a produce to a restored pending partition waits for its segment');
+ok($node->poll_query_until('restored',
+	q{SELECT count(*) = 0 FROM mqlog.partitions WHERE topic = 'dumped' AND segment_count = 0}),
+	'the restored database finishes the creation');
+is($node->safe_psql('restored',
+	q{SELECT count(*) || ' ' || count(DISTINCT s."partition") FROM mqlog.segment s
+	    JOIN mqlog.topic t USING (topic_id) WHERE t.name = 'dumped'}),
+	'600 600', '... one segment per partition');
+ok($node->poll_query_until('postgres',
+	q{SELECT count(*) = 0 FROM mqlog.partitions WHERE topic = 'dumped' AND segment_count = 0}),
+	'and so does the original once the worker may run');
 
 ok(!$node->log_contains('out of shared memory'), 'no lock table overflow in the server log');
 ok(!$node->log_contains('mqlog maintenance: the pass over'), 'no maintenance step failed');
