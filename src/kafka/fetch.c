@@ -92,6 +92,17 @@ fetch_partition(void *arg)
 									 append_batch, u->records);
 }
 
+/*
+ * The broker's own bounds on what a client asks: a response of at most
+ * Kafka's default fetch.max.bytes (55 MiB; still at least one batch, as
+ * Kafka answers), and a parked Fetch re-run at least every 30 s (clients
+ * ask for 500 ms by default; a parked Fetch is re-run on every wake-up of
+ * the listener, so one parked for days by a hostile client would cost
+ * every pass for days).
+ */
+#define MQK_FETCH_MAX_BYTES		(55 * 1024 * 1024)
+#define MQK_FETCH_MAX_WAIT_MS	30000
+
 MqKafkaOutcome
 MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 {
@@ -111,9 +122,9 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 	int16		top_error = MQK_NONE;
 
 	(void) MqKafkaReadInt32(r); /* replica_id: consumers only */
-	max_wait = MqKafkaReadInt32(r);
+	max_wait = Min(MqKafkaReadInt32(r), MQK_FETCH_MAX_WAIT_MS);
 	min_bytes = MqKafkaReadInt32(r);
-	max_bytes = MqKafkaReadInt32(r);
+	max_bytes = Min(MqKafkaReadInt32(r), MQK_FETCH_MAX_BYTES);
 	isolation = MqKafkaReadInt8(r);
 	if (v >= 7)
 	{
