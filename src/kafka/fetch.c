@@ -122,9 +122,11 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 	int16		top_error = MQK_NONE;
 
 	(void) MqKafkaReadInt32(r); /* replica_id: consumers only */
-	max_wait = Min(MqKafkaReadInt32(r), MQK_FETCH_MAX_WAIT_MS);
+	max_wait = MqKafkaReadInt32(r);
+	max_wait = Min(max_wait, MQK_FETCH_MAX_WAIT_MS);
 	min_bytes = MqKafkaReadInt32(r);
-	max_bytes = Min(MqKafkaReadInt32(r), MQK_FETCH_MAX_BYTES);
+	max_bytes = MqKafkaReadInt32(r);
+	max_bytes = Min(max_bytes, MQK_FETCH_MAX_BYTES);
 	isolation = MqKafkaReadInt8(r);
 	if (v >= 7)
 	{
