@@ -651,11 +651,13 @@ static Group *
 new_group(const char *name)
 {
 	Group	   *g = MemoryContextAllocZero(groups_cxt, sizeof(Group));
+	MemoryContext old = MemoryContextSwitchTo(groups_cxt);
 
 	strlcpy(g->name, name, MQ_GROUP_NAME_LEN);
 	g->state = G_EMPTY;
 	g->held = 1;				/* the caller's MqGroupHostExternally */
 	groups = lappend(groups, g);
+	MemoryContextSwitchTo(old);
 	return g;
 }
 
@@ -831,9 +833,12 @@ MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out)
 				/* KIP-394: the client joins again with this id */
 				PendingId  *p = MemoryContextAllocZero(groups_cxt, sizeof(PendingId));
 
+				MemoryContext old = MemoryContextSwitchTo(groups_cxt);
+
 				strlcpy(p->id, id, MQ_MEMBER_ID_LEN);
 				p->expires = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), session_timeout);
 				g->pending = lappend(g->pending, p);
+				MemoryContextSwitchTo(old);
 				update_hold(g);
 				write_join(out, v, MQK_MEMBER_ID_REQUIRED, -1, NULL, NULL, id, NULL, false);
 				return MQK_RESPOND;
