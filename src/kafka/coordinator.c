@@ -589,6 +589,19 @@ MqKafkaGroupCommitCheck(const char *group, int32 generation, const char *member_
 	return MQK_NONE;
 }
 
+/* the group's use, then the member a SyncGroup, Heartbeat or LeaveGroup names */
+static int16
+lookup_member(const char *group_id, const char *member_id, Group **g, Member **m)
+{
+	int16		error = MqKafkaGroupAccess(group_id);
+
+	*g = find_group(group_id);
+	*m = find_member(*g, member_id);
+	if (error == MQK_NONE && *m == NULL)
+		error = MQK_UNKNOWN_MEMBER_ID;
+	return error;
+}
+
 /* ------------------------------------------------------------------------
  * FindCoordinator: this listener, for every group
  * ------------------------------------------------------------------------ */
@@ -928,10 +941,7 @@ MqKafkaSyncGroup(MqKafkaRequest *req, StringInfo out)
 							 TimestampTzPlusMilliseconds(GetCurrentTimestamp(), SYNC_RECHECK_MS));
 	}
 
-	error = MqKafkaGroupAccess(group_id);
-	m = find_member(g, member_id);
-	if (error == MQK_NONE && m == NULL)
-		error = MQK_UNKNOWN_MEMBER_ID;
+	error = lookup_member(group_id, member_id, &g, &m);
 	if (error == MQK_NONE && generation != g->generation)
 		error = MQK_ILLEGAL_GENERATION;
 	if (error == MQK_NONE && g->state == G_PREPARING)
@@ -1012,11 +1022,7 @@ MqKafkaHeartbeat(MqKafkaRequest *req, StringInfo out)
 		(void) MqKafkaReadString(r, false, NULL);	/* group_instance_id */
 	if (r->failed || group_id == NULL || member_id == NULL)
 		return MQK_CLOSE;
-	error = MqKafkaGroupAccess(group_id);
-	g = find_group(group_id);
-	m = find_member(g, member_id);
-	if (error == MQK_NONE && m == NULL)
-		error = MQK_UNKNOWN_MEMBER_ID;
+	error = lookup_member(group_id, member_id, &g, &m);
 	if (error == MQK_NONE)
 	{
 		m->last_seen = GetCurrentTimestamp();
@@ -1044,11 +1050,7 @@ MqKafkaLeaveGroup(MqKafkaRequest *req, StringInfo out)
 
 	if (r->failed || group_id == NULL || member_id == NULL)
 		return MQK_CLOSE;
-	error = MqKafkaGroupAccess(group_id);
-	g = find_group(group_id);
-	m = find_member(g, member_id);
-	if (error == MQK_NONE && m == NULL)
-		error = MQK_UNKNOWN_MEMBER_ID;
+	error = lookup_member(group_id, member_id, &g, &m);
 	if (error == MQK_NONE)
 	{
 		remove_member(g, m, "left");

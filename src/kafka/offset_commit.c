@@ -86,6 +86,39 @@ run_units(const char *group, OffsetTopic *topics, int ntopics, bool commit)
 		}
 }
 
+/*
+ * The topics and partitions of a request; commit: each partition with its
+ * offset, metadata and (by version) leader epoch and timestamp.  false:
+ * malformed.
+ */
+static bool
+read_topics(MqKafkaReader *r, int16 v, bool commit, OffsetTopic *topics, int ntopics)
+{
+	for (int t = 0; t < ntopics && !r->failed; t++)
+	{
+		OffsetTopic *ot = &topics[t];
+
+		ot->name = MqKafkaReadString(r, false, NULL);
+		ot->npartitions = MqKafkaReadArrayLen(r, false, commit ? 14 : 4);
+		if (ot->name == NULL || ot->npartitions < 0)
+			return false;
+		ot->partitions = palloc0(sizeof(OffsetPartition) * (ot->npartitions + 1));
+		for (int p = 0; p < ot->npartitions && !r->failed; p++)
+		{
+			ot->partitions[p].index = MqKafkaReadInt32(r);
+			ot->partitions[p].offset = commit ? MqKafkaReadInt64(r) : -1;
+			if (!commit)
+				continue;
+			if (v >= 6)
+				(void) MqKafkaReadInt32(r); /* committed_leader_epoch */
+			if (v == 1)
+				(void) MqKafkaReadInt64(r); /* commit_timestamp */
+			(void) MqKafkaReadString(r, false, NULL);	/* metadata: not kept */
+		}
+	}
+	return !r->failed;
+}
+
 static void
 set_errors(OffsetTopic *topics, int ntopics, int16 error)
 {
@@ -121,27 +154,7 @@ MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	if (ntopics < 0 || r->failed || group == NULL)
 		return MQK_CLOSE;
 	topics = palloc0(sizeof(OffsetTopic) * (ntopics + 1));
-	for (int t = 0; t < ntopics && !r->failed; t++)
-	{
-		OffsetTopic *ot = &topics[t];
-
-		ot->name = MqKafkaReadString(r, false, NULL);
-		ot->npartitions = MqKafkaReadArrayLen(r, false, 14);
-		if (ot->name == NULL || ot->npartitions < 0)
-			return MQK_CLOSE;
-		ot->partitions = palloc0(sizeof(OffsetPartition) * (ot->npartitions + 1));
-		for (int p = 0; p < ot->npartitions && !r->failed; p++)
-		{
-			ot->partitions[p].index = MqKafkaReadInt32(r);
-			ot->partitions[p].offset = MqKafkaReadInt64(r);
-			if (v >= 6)
-				(void) MqKafkaReadInt32(r); /* committed_leader_epoch */
-			if (v == 1)
-				(void) MqKafkaReadInt64(r); /* commit_timestamp */
-			(void) MqKafkaReadString(r, false, NULL);	/* metadata: not kept */
-		}
-	}
-	if (r->failed)
+	if (!read_topics(r, v, true, topics, ntopics))
 		return MQK_CLOSE;
 
 	error = MqKafkaGroupAccess(group);
@@ -204,22 +217,7 @@ MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out)
 	else
 		error = MQK_NONE;
 	topics = palloc0(sizeof(OffsetTopic) * (ntopics + 1));
-	for (int t = 0; t < ntopics && !r->failed; t++)
-	{
-		OffsetTopic *ot = &topics[t];
-
-		ot->name = MqKafkaReadString(r, false, NULL);
-		ot->npartitions = MqKafkaReadArrayLen(r, false, 4);
-		if (ot->name == NULL || ot->npartitions < 0)
-			return MQK_CLOSE;
-		ot->partitions = palloc0(sizeof(OffsetPartition) * (ot->npartitions + 1));
-		for (int p = 0; p < ot->npartitions && !r->failed; p++)
-		{
-			ot->partitions[p].index = MqKafkaReadInt32(r);
-			ot->partitions[p].offset = -1;
-		}
-	}
-	if (r->failed)
+	if (!read_topics(r, v, false, topics, ntopics))
 		return MQK_CLOSE;
 
 	if (error == MQK_NONE)
