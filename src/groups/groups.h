@@ -13,7 +13,11 @@
  * member exist or are planned:
  *	- a SQL session, member "sql-<pid>" in each group it polls: the SQL
  *	  functions in sql/groups.c are thin wrappers that pass that id;
- *	- a Kafka listener (later), one process hosting many members.
+ *	- a Kafka client, whose group the Kafka listener coordinates in its own
+ *	  process, outside the registry (kafka/coordinator.c): the registry only
+ *	  knows that the listener holds the group (MqGroupHostExternally), and
+ *	  its commits and offset reads go through MqGroupCommitExternal and
+ *	  MqGroupCommittedOffset.
  * Nothing here assumes one member per group per process.  What remains per
  * process, and why:
  *	- a process hosts at most mqlog.max_groups_per_session members, since
@@ -177,6 +181,14 @@ extern int	MqGroupSlotsInUse(int *groups);
  */
 extern int	MqGroupRemoveMembers(const char *group);
 
+/*
+ * A group this process coordinates outside the registry, with nmembers
+ * members (0: let it go): SQL sessions cannot join it meanwhile, and
+ * resets and deletes see its members.  false, changing nothing, if SQL
+ * sessions are members of it or another process holds it.
+ */
+extern bool MqGroupHostExternally(const char *group, int nmembers);
+
 /* ------------------------------------------------------------------------
  * Positions and commits (positions.c)
  * ------------------------------------------------------------------------ */
@@ -223,6 +235,17 @@ extern int64 MqGroupAutoCommit(const char *group, const char *member_id,
 extern void MqGroupCommitOffset(const char *group, const char *member_id,
 								int generation, MqTopic *topic,
 								int32 partition, int64 offset);
+
+/*
+ * Of a group coordinated outside the registry (MqGroupHostExternally),
+ * whose coordinator checked the member: commit an offset whatever the row
+ * held (consume on the topic needed), and read one (-1: none; describe
+ * needed).  Both check the group's use as the current role.
+ */
+extern void MqGroupCommitExternal(const char *group, MqTopic *topic,
+								  int32 partition, int64 offset);
+extern int64 MqGroupCommittedOffset(const char *group, MqTopic *topic,
+									int32 partition);
 
 /* ------------------------------------------------------------------------
  * Polls (consumer.c)

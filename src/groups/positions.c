@@ -679,3 +679,37 @@ MqGroupCommitOffset(const char *group, const char *member_id, int generation,
 	MqGroupPersistOwner(group, MqGroupLiveOwner(group));
 	commit_one(pos, generation, offset, topic->name);
 }
+
+/*
+ * A commit for a member of a group coordinated outside the registry (the
+ * Kafka listener's, which checked the member and its generation before):
+ * the group's use, consume on the topic, the group's ownership made
+ * durable, the handover lock, and the offset written whatever the row held,
+ * as Kafka's coordinator writes it.  The registry keeps SQL sessions out of
+ * such a group while it has members (MqGroupHostExternally), so no SQL
+ * member's conditional write races this one.
+ */
+void
+MqGroupCommitExternal(const char *group, MqTopic *topic, int32 partition, int64 offset)
+{
+	LOCKTAG		tag;
+
+	MqGroupCheckAccess(group, MQ_GROUP_USE, MqGroupLiveOwner(group));
+	MqTopicCheckPrivilege(topic, MQ_PRIV_CONSUME);
+	MqCheckPartition(topic, partition);
+	MqCheckOffsetRange(topic, partition, offset, true);
+	MqGroupPersistOwner(group, MqGroupLiveOwner(group));
+	handover_locktag(&tag, group, topic->topic_id, partition);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	MqOffsetWrite(group, topic->topic_id, partition, offset);
+}
+
+/* a group's committed offset of a partition, -1 if none (describe needed) */
+int64
+MqGroupCommittedOffset(const char *group, MqTopic *topic, int32 partition)
+{
+	MqGroupCheckAccess(group, MQ_GROUP_USE_EXISTING, MqGroupLiveOwner(group));
+	MqTopicCheckPrivilege(topic, MQ_PRIV_DESCRIBE);
+	MqCheckPartition(topic, partition);
+	return MqOffsetRead(group, topic->topic_id, partition);
+}

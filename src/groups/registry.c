@@ -79,6 +79,9 @@ typedef struct MqGroupState
 	Oid			owner;			/* whose group it is, while it has members (acl.c) */
 	int64		claimed_lease;	/* claimed in etcd under this lease (a group of
 								 * replicated topics, cluster/group_claims.c) */
+	int			external_pid;	/* a process coordinating it outside the
+								 * registry (MqGroupHostExternally), or 0 */
+	int			external_members;	/* how many members it has there */
 } MqGroupState;
 
 typedef struct MqGroupsShared
@@ -411,7 +414,7 @@ remove_member(MqMember *m)
 	if (g)
 	{
 		if (group_member_count(g) == 0)
-			g->in_use = false;
+			g->in_use = g->external_pid != 0;
 		else
 			g->needs_rebalance = true;
 	}
@@ -568,6 +571,9 @@ groups_exit(int code, Datum arg)
 	for (int i = 0; i < gs->nslots; i++)
 		if (gs->members[i].in_use && gs->members[i].pid == MyProcPid)
 			remove_member(&gs->members[i]);
+	for (int i = 0; i < gs->nslots; i++)
+		if (gs->groups[i].in_use && gs->groups[i].external_pid == MyProcPid)
+			gs->groups[i].in_use = false;
 	if (gs->coordinator_latch)
 		SetLatch(gs->coordinator_latch);
 	LWLockRelease(gs->lock);
@@ -645,7 +651,7 @@ MqGroupLiveOwner(const char *group)
 static void
 drop_if_empty(MqGroupState *g)
 {
-	if (group_member_count(g) == 0)
+	if (group_member_count(g) == 0 && g->external_pid == 0)
 		g->in_use = false;
 }
 
@@ -714,6 +720,20 @@ join_group(const char *group, const char *member_id, MqTopic **topics, int ntopi
 	{
 		LWLockRelease(gs->lock);
 		return false;
+	}
+	if (g->external_pid != 0)
+	{
+		int			host = g->external_pid;
+		int			n = g->external_members;
+
+		LWLockRelease(gs->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("consumer group \"%s\" has %d member%s that %s Kafka client%s", group,
+						n, n == 1 ? "" : "s", n == 1 ? "is a" : "are", n == 1 ? "" : "s"),
+				 errdetail("The Kafka listener (process %d) coordinates the group while it has members there; "
+						   "a group's members are SQL sessions or Kafka clients, not both at once.", host),
+				 errhint("Use another group name, or stop the group's Kafka consumers first: both kinds share the group's committed offsets.")));
 	}
 	if (!OidIsValid(g->owner))
 		g->owner = owner;
@@ -893,9 +913,64 @@ MqGroupMemberCount(const char *group)
 	LWLockAcquire(gs->lock, LW_SHARED);
 	g = find_group(MyDatabaseId, group, false);
 	if (g)
-		n = group_member_count(g);
+		n = group_member_count(g) + g->external_members;
 	LWLockRelease(gs->lock);
 	return n;
+}
+
+/*
+ * A group coordinated by this process outside the registry (the Kafka
+ * listener's groups, kafka/coordinator.c), with nmembers members there;
+ * 0 lets it go.  While it is held, SQL sessions cannot join the group and
+ * resets and deletes count its members as active; it is let go when this
+ * process exits, too.  false: the group has members here (SQL sessions)
+ * or another process coordinates it, and nothing is changed.
+ */
+bool
+MqGroupHostExternally(const char *group, int nmembers)
+{
+	MqGroupState *g;
+	bool		ok = true;
+
+	MqGroupsCheckReady();		/* this process's exit lets the group go */
+	LWLockAcquire(gs->lock, LW_EXCLUSIVE);
+	g = find_group(MyDatabaseId, group, false);
+	if (g == NULL && nmembers > 0)
+		g = find_group(MyDatabaseId, group, true);	/* an ERROR releases the lock */
+	if (g == NULL)
+		ok = true;
+	else if (group_member_count(g) > 0 ||
+			 (g->external_pid != 0 && g->external_pid != MyProcPid))
+		ok = false;
+	else if (nmembers > 0)
+	{
+		g->external_pid = MyProcPid;
+		g->external_members = nmembers;
+		if (!OidIsValid(g->owner))
+			g->owner = GetUserId();
+	}
+	else
+	{
+		g->external_pid = 0;
+		g->external_members = 0;
+		g->in_use = false;
+	}
+	LWLockRelease(gs->lock);
+	return ok;
+}
+
+/* is the group coordinated outside the registry (MqGroupHostExternally)? */
+static bool
+hosted_externally(const char *group)
+{
+	MqGroupState *g;
+	bool		external;
+
+	LWLockAcquire(gs->lock, LW_SHARED);
+	g = find_group(MyDatabaseId, group, false);
+	external = g != NULL && g->external_pid != 0;
+	LWLockRelease(gs->lock);
+	return external;
 }
 
 /*
@@ -908,6 +983,13 @@ MqGroupRefuseIfActive(const char *group, bool force, const char *what)
 {
 	int			n = MqGroupMemberCount(group);
 
+	if (n > 0 && force && hosted_externally(group))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("cannot %s of consumer group \"%s\" while it has %d Kafka member%s",
+						what, group, n, n == 1 ? "" : "s"),
+				 errdetail("force evicts SQL members only; the Kafka listener coordinates this group."),
+				 errhint("Stop the group's Kafka consumers first.")));
 	if (n > 0 && force)
 	{
 		MqGroupCheckAccess(group, MQ_GROUP_OWNER, MqGroupLiveOwner(group));
@@ -994,8 +1076,15 @@ MqGroupSlotsInUse(int *groups)
 int
 MqGroupRemoveMembers(const char *group)
 {
-	int			n = MqGroupMemberCount(group);
+	int			n;
 
+	if (hosted_externally(group))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("consumer group \"%s\" is coordinated by the Kafka listener", group),
+				 errdetail("Its members are Kafka clients, which the listener holds, not member slots of SQL sessions."),
+				 errhint("Stop the group's Kafka consumers; the listener lets the group go when its last member leaves.")));
+	n = MqGroupMemberCount(group);
 	if (n > 0)
 		evict_at_commit(group);
 	return n;

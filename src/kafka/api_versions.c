@@ -21,6 +21,13 @@ static const MqKafkaApi apis[] = {
 	{MQK_FETCH, 4, 11, 12, "Fetch", MqKafkaFetch},
 	{MQK_LIST_OFFSETS, 0, 5, 6, "ListOffsets", MqKafkaListOffsets},
 	{MQK_METADATA, 0, 9, 9, "Metadata", MqKafkaMetadata},
+	{MQK_OFFSET_COMMIT, 0, 7, 8, "OffsetCommit", MqKafkaOffsetCommit},
+	{MQK_OFFSET_FETCH, 1, 5, 6, "OffsetFetch", MqKafkaOffsetFetch},
+	{MQK_FIND_COORDINATOR, 0, 2, 3, "FindCoordinator", MqKafkaFindCoordinator},
+	{MQK_JOIN_GROUP, 0, 5, 6, "JoinGroup", MqKafkaJoinGroup},
+	{MQK_HEARTBEAT, 0, 3, 4, "Heartbeat", MqKafkaHeartbeat},
+	{MQK_LEAVE_GROUP, 0, 2, 4, "LeaveGroup", MqKafkaLeaveGroup},
+	{MQK_SYNC_GROUP, 0, 3, 4, "SyncGroup", MqKafkaSyncGroup},
 	{MQK_API_VERSIONS, 0, 3, 3, "ApiVersions", MqKafkaApiVersions},
 };
 

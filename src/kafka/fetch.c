@@ -42,7 +42,8 @@ typedef struct FetchPartition
 	int64		high_watermark;
 	int64		last_stable;
 	int64		log_start;
-	StringInfoData records;
+	int			records_at;		/* its batches: where in the request's */
+	int			records_len;	/* records buffer, and how many bytes */
 } FetchPartition;
 
 typedef struct FetchTopic
@@ -58,6 +59,7 @@ typedef struct FetchUnit
 	FetchPartition *part;
 	bool		committed;
 	int64		budget;
+	StringInfo	records;		/* every partition's batches, one after another */
 } FetchUnit;
 
 static void
@@ -87,8 +89,19 @@ fetch_partition(void *arg)
 	fp->log_start = MqLogStartOffset(topic, fp->index);
 	if (u->budget > 0)
 		(void) MqLogReadKafkaBatches(topic, fp->index, fp->offset, u->budget, u->committed,
-									 append_batch, &fp->records);
+									 append_batch, u->records);
 }
+
+/*
+ * The broker's own bounds on what a client asks: a response of at most
+ * Kafka's default fetch.max.bytes (55 MiB; still at least one batch, as
+ * Kafka answers), and a parked Fetch re-run at least every 30 s (clients
+ * ask for 500 ms by default; a parked Fetch is re-run on every wake-up of
+ * the listener, so one parked for days by a hostile client would cost
+ * every pass for days).
+ */
+#define MQK_FETCH_MAX_BYTES		(55 * 1024 * 1024)
+#define MQK_FETCH_MAX_WAIT_MS	30000
 
 MqKafkaOutcome
 MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
@@ -104,13 +117,16 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 	int32		ntopics;
 	FetchTopic *topics;
 	int64		total = 0;
+	StringInfoData records;
 	bool		any_error = false;
 	int16		top_error = MQK_NONE;
 
 	(void) MqKafkaReadInt32(r); /* replica_id: consumers only */
 	max_wait = MqKafkaReadInt32(r);
+	max_wait = Min(max_wait, MQK_FETCH_MAX_WAIT_MS);
 	min_bytes = MqKafkaReadInt32(r);
 	max_bytes = MqKafkaReadInt32(r);
+	max_bytes = Min(max_bytes, MQK_FETCH_MAX_BYTES);
 	isolation = MqKafkaReadInt8(r);
 	if (v >= 7)
 	{
@@ -166,6 +182,11 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 	if (session_id != 0 || epoch > 0)
 		top_error = MQK_FETCH_SESSION_ID_NOT_FOUND;
 
+	/*
+	 * One buffer for the batches of every partition, not one each: a frame
+	 * of N partitions (16 bytes each on the wire) must not cost N buffers.
+	 */
+	initStringInfo(&records);
 	for (int t = 0; t < ntopics && top_error == MQK_NONE; t++)
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
@@ -173,21 +194,23 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 			FetchUnit	u;
 			int16		code;
 
-			initStringInfo(&fp->records);
+			fp->records_at = records.len;
 			fp->high_watermark = fp->last_stable = fp->log_start = -1;
 			u.topic = topics[t].name;
 			u.part = fp;
 			u.committed = (isolation == 1);
+			u.records = &records;
 			/* the first batch however large; then what max_bytes leaves */
 			u.budget = Max(fp->max_bytes, 0);
 			if (total > 0)
 				u.budget = Min(u.budget, (int64) max_bytes - total);
-			code = MqKafkaTry(fetch_partition, &u, MQK_OFFSET_OUT_OF_RANGE, &fp->records);
+			code = MqKafkaTry(fetch_partition, &u, MQK_OFFSET_OUT_OF_RANGE, &records);
 			if (code != MQK_NONE)
 				fp->error = code;
 			if (fp->error != MQK_NONE)
 				any_error = true;
-			total += fp->records.len;
+			fp->records_len = records.len - fp->records_at;
+			total += fp->records_len;
 		}
 
 	/* wait for min_bytes, unless there is an error to tell or time is up */
@@ -229,7 +252,7 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 			MqKafkaWriteArrayLen(out, false, isolation == 1 ? 0 : -1);
 			if (v >= 11)
 				MqKafkaWriteInt32(out, -1); /* preferred_read_replica */
-			MqKafkaWriteBytes(out, false, fp->records.data, fp->records.len);
+			MqKafkaWriteBytes(out, false, records.data + fp->records_at, fp->records_len);
 		}
 	}
 	return MQK_RESPOND;

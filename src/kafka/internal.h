@@ -42,13 +42,16 @@ typedef struct MqKafkaRequest
 	TimestampTz received;		/* when the listener first read it */
 	bool		final;			/* a parked Fetch's last run: answer now */
 	TimestampTz wake_at;		/* set by a handler that parks */
+	uint64		park_token;		/* a parked handler's note to its next run */
 } MqKafkaRequest;
 
 typedef enum MqKafkaOutcome
 {
 	MQK_RESPOND,				/* the body is written: send it */
 	MQK_NO_RESPONSE,			/* Produce with acks 0 */
-	MQK_PARK,					/* Fetch without enough data: run again later */
+	MQK_PARK,					/* Fetch without enough data, a JoinGroup or
+								 * SyncGroup waiting for the group: run again
+								 * later */
 	MQK_CLOSE					/* malformed: close the connection */
 } MqKafkaOutcome;
 
@@ -74,6 +77,27 @@ extern MqKafkaOutcome MqKafkaMetadata(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaProduce(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaFetch(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaListOffsets(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaFindCoordinator(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaSyncGroup(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaHeartbeat(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaLeaveGroup(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out);
+
+/*
+ * The group coordinator (coordinator.c): the groups' state lives in the
+ * listener process.  Tick: session timeouts and rebalance deadlines, run
+ * by the listener's loop outside any transaction.  GroupAccess: may
+ * mqlog.kafka_role use the group (a Kafka error code).  CommitCheck: may
+ * this member commit offsets of the group at this generation now;
+ * *standalone is set for a commit of no member (generation -1), which the
+ * caller must fence against SQL members with MqGroupHostExternally.
+ */
+extern void MqKafkaGroupsTick(void);
+extern int16 MqKafkaGroupAccess(const char *group);
+extern int16 MqKafkaGroupCommitCheck(const char *group, int32 generation,
+									 const char *member_id, bool *standalone);
 
 /* serving a frame (request.c) */
 extern MqKafkaOutcome MqKafkaServe(const char *frame, int len, MqKafkaRequest *req,

@@ -16,7 +16,10 @@
  * with max_wait_ms, is parked instead of blocking: it is served again
  * when a producer's commit broadcasts mqlog's data condition variable
  * (which sets this process's latch, the same latch WaitEventSet waits on)
- * or when its time is up.  The cost: a slow request (a produce with acks
+ * or when its time is up.  A JoinGroup or SyncGroup waiting for the other
+ * members of its group parks the same way (coordinator.c), and the loop
+ * runs the groups' timeouts on every turn (MqKafkaGroupsTick), which
+ * comes at least every second.  The cost: a slow request (a produce with acks
  * = all waiting for replicas, a large fetch) delays the other connections.
  *
  * The loop follows autoprewarm's: SIGTERM ends it, SIGHUP reloads the
@@ -443,8 +446,11 @@ mqlog_kafka_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
+		/* the groups' session timeouts and rebalance deadlines */
+		MqKafkaGroupsTick();
+
 		/*
-		 * Parked Fetches: prepare to sleep before looking again, so that a
+		 * Parked requests: prepare to sleep before looking again, so that a
 		 * commit after the look wakes the wait below.  A (sub)transaction
 		 * abort in between cancels the sleep; then look again at once.
 		 */

@@ -25,6 +25,7 @@ import argparse
 import difflib
 import re
 import subprocess
+import threading
 import sys
 
 DATABASES = {
@@ -128,6 +129,9 @@ def normalize(lines):
     return result
 
 
+EXAMPLE_TIMEOUT = 120
+
+
 class Session:
     def __init__(self, psql, host, port, db):
         self.proc = subprocess.Popen(
@@ -138,15 +142,26 @@ class Session:
         self.run("SET TimeZone = 'UTC';")
 
     def run(self, sql):
-        self.proc.stdin.write(sql + "\n\\r\n\\echo " + MARK + "\n")
-        self.proc.stdin.flush()
-        out = []
-        for line in self.proc.stdout:
-            line = line.rstrip("\n")
-            if line == MARK:
-                return out
-            if line != "Query buffer reset (cleared).":
-                out.append(re.sub(r"^psql:<stdin>:\d+: ", "", line))
+        # An example that never answers (one waiting for input, or for a
+        # lock another session holds) must fail the test, not hang it: the
+        # session is killed after EXAMPLE_TIMEOUT seconds.
+        killed = []
+        timer = threading.Timer(EXAMPLE_TIMEOUT, lambda: (killed.append(1), self.proc.kill()))
+        timer.start()
+        try:
+            self.proc.stdin.write(sql + "\n\\r\n\\echo " + MARK + "\n")
+            self.proc.stdin.flush()
+            out = []
+            for line in self.proc.stdout:
+                line = line.rstrip("\n")
+                if line == MARK:
+                    return out
+                if line != "Query buffer reset (cleared).":
+                    out.append(re.sub(r"^psql:<stdin>:\d+: ", "", line))
+        finally:
+            timer.cancel()
+        if killed:
+            raise RuntimeError("no answer within %d s to:\n%s" % (EXAMPLE_TIMEOUT, sql))
         raise RuntimeError("psql ended: " + "\n".join(out))
 
     def close(self):

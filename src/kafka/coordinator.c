@@ -1,0 +1,1066 @@
+/*-------------------------------------------------------------------------
+ *
+ * coordinator.c
+ *		Kafka's classic group coordinator, with client-side assignment:
+ *		FindCoordinator (key 10, v0-v2), JoinGroup (11, v0-v5), SyncGroup
+ *		(14, v0-v3), Heartbeat (12, v0-v3) and LeaveGroup (13, v0-v2), and
+ *		the check OffsetCommit makes of a member (offset_commit.c).
+ *
+ * As Kafka's GroupCoordinator: members join with their protocols (an
+ * assignor's name and its opaque metadata each); a join, a leave or a
+ * member whose session timed out starts a rebalance (PreparingRebalance),
+ * in which heartbeats answer REBALANCE_IN_PROGRESS and members join again;
+ * the rebalance completes when every member has joined, or at its deadline
+ * (the largest rebalance timeout of the members) without those that did
+ * not.  Then the generation goes up, a protocol every member supports is
+ * chosen (the one most members name first), the current leader stays
+ * leader (else the first member to have joined becomes it) and every
+ * waiting JoinGroup is answered, the leader's with all the members'
+ * metadata (CompletingRebalance).  The leader's SyncGroup carries the
+ * assignments, which every member's SyncGroup is answered with (Stable).
+ *
+ * The state lives in this process only, the listener's (one process serves
+ * every Kafka connection, listener.c); a restart of the listener forgets
+ * the groups: members get UNKNOWN_MEMBER_ID and join again, and their
+ * committed offsets, which are mqlog's (offset_commit.c), are kept.  While
+ * a group has members here the groups layer knows it is held
+ * (MqGroupHostExternally), so that SQL sessions cannot join a group of the
+ * same name meanwhile; a join of a group that has SQL members is refused
+ * with INCONSISTENT_GROUP_PROTOCOL.
+ *
+ * A JoinGroup or SyncGroup that must wait for the other members parks
+ * (MQK_PARK), like a Fetch waiting for data: the listener serves the other
+ * connections and runs the parked request again on its next turn.  Its
+ * answer is built when the group moves on (a rebalance completes, the
+ * leader's assignments arrive, another rebalance cuts a sync short) and
+ * kept with the member, so a parked request finds exactly the answer
+ * Kafka's coordinator would have sent at that moment; the listener's
+ * latch is set so that the next turn comes at once.  Nothing here waits
+ * or touches the database but the group privilege check.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "groups/groups.h"
+#include "kafka/internal.h"
+
+#define MIN_SESSION_TIMEOUT_MS	1000
+#define MAX_SESSION_TIMEOUT_MS	1800000
+#define SYNC_RECHECK_MS			1000
+
+typedef enum GroupState
+{
+	G_EMPTY,
+	G_PREPARING,				/* PreparingRebalance: waiting for joins */
+	G_COMPLETING,				/* CompletingRebalance: waiting for the leader */
+	G_STABLE
+} GroupState;
+
+typedef struct Protocol
+{
+	char	   *name;
+	char	   *metadata;
+	int			len;
+} Protocol;
+
+typedef struct Member
+{
+	char		id[MQ_MEMBER_ID_LEN];
+	uint64		serial;			/* a parked request's token */
+	int			session_timeout;
+	int			rebalance_timeout;
+	int			nprotocols;
+	Protocol   *protocols;
+	TimestampTz last_seen;
+	bool		awaiting_join;	/* joined in the current rebalance */
+	int16		join_version;
+	bool		awaiting_sync;
+	int16		sync_version;
+	char	   *assignment;		/* from the leader's SyncGroup */
+	int			assignment_len;
+	bool		reply_ready;	/* the parked request's answer is in reply */
+	StringInfoData reply;
+} Member;
+
+typedef struct PendingId
+{
+	char		id[MQ_MEMBER_ID_LEN];
+	TimestampTz expires;
+} PendingId;
+
+typedef struct Group
+{
+	char		name[MQ_GROUP_NAME_LEN];
+	GroupState	state;
+	int32		generation;
+	char	   *protocol_type;
+	char	   *protocol;		/* chosen by the last rebalance */
+	char		leader[MQ_MEMBER_ID_LEN];
+	List	   *members;		/* Member *, in the order they joined */
+	List	   *pending;		/* PendingId *: ids given with MEMBER_ID_REQUIRED */
+	TimestampTz deadline;		/* of the rebalance in progress */
+	int			held;			/* the count MqGroupHostExternally was told */
+} Group;
+
+static MemoryContext groups_cxt = NULL;
+static List *groups = NIL;
+static uint64 next_serial = 1;
+
+/* ------------------------------------------------------------------------
+ * Groups and members
+ * ------------------------------------------------------------------------ */
+
+static Group *
+find_group(const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, groups)
+		if (strcmp(((Group *) lfirst(lc))->name, name) == 0)
+			return lfirst(lc);
+	return NULL;
+}
+
+static Member *
+find_member(Group *g, const char *id)
+{
+	ListCell   *lc;
+
+	if (g == NULL)
+		return NULL;
+	foreach(lc, g->members)
+		if (strcmp(((Member *) lfirst(lc))->id, id) == 0)
+			return lfirst(lc);
+	return NULL;
+}
+
+static Member *
+find_serial(Group *g, uint64 serial)
+{
+	ListCell   *lc;
+
+	if (g == NULL)
+		return NULL;
+	foreach(lc, g->members)
+		if (((Member *) lfirst(lc))->serial == serial)
+			return lfirst(lc);
+	return NULL;
+}
+
+/* tell the groups layer how many members the group has here */
+static void
+update_hold(Group *g)
+{
+	int			n = Max(list_length(g->members) + list_length(g->pending), 1);
+
+	if (n != g->held)
+		(void) MqGroupHostExternally(g->name, n);
+	g->held = n;
+}
+
+static void
+free_member(Member *m)
+{
+	for (int i = 0; i < m->nprotocols; i++)
+	{
+		pfree(m->protocols[i].name);
+		pfree(m->protocols[i].metadata);
+	}
+	if (m->protocols)
+		pfree(m->protocols);
+	if (m->assignment)
+		pfree(m->assignment);
+	pfree(m->reply.data);
+	pfree(m);
+}
+
+/* forget a group without members or pending ids; its offsets stay */
+static void
+drop_if_unused(Group *g)
+{
+	if (g->members != NIL || g->pending != NIL)
+		return;
+	groups = list_delete_ptr(groups, g);
+	(void) MqGroupHostExternally(g->name, 0);
+	if (g->protocol_type)
+		pfree(g->protocol_type);
+	if (g->protocol)
+		pfree(g->protocol);
+	pfree(g);
+}
+
+static bool
+supports(Member *m, const char *protocol)
+{
+	for (int i = 0; i < m->nprotocols; i++)
+		if (strcmp(m->protocols[i].name, protocol) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Can a member with these protocols join?  Kafka's rule: an empty group
+ * takes any protocol type; otherwise the type must be the group's and one
+ * of the protocols must be supported by every member already in it.
+ */
+static bool
+compatible(Group *g, const char *protocol_type, Protocol *protocols, int n, Member *self)
+{
+	ListCell   *lc;
+
+	if (g->members == NIL || (list_length(g->members) == 1 && linitial(g->members) == self))
+		return true;
+	if (strcmp(g->protocol_type, protocol_type) != 0)
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		bool		all = true;
+
+		foreach(lc, g->members)
+		{
+			Member	   *m = lfirst(lc);
+
+			if (m != self && !supports(m, protocols[i].name))
+				all = false;
+		}
+		if (all)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The protocol for a generation: of those every member supports, the one
+ * most members prefer (name first), as Kafka's vote.
+ */
+static const char *
+choose_protocol(Group *g)
+{
+	Member	   *first = linitial(g->members);
+	const char *best = NULL;
+	int			best_votes = -1;
+
+	for (int i = 0; i < first->nprotocols; i++)
+	{
+		const char *candidate = first->protocols[i].name;
+		int			votes = 0;
+		bool		all = true;
+		ListCell   *lc;
+
+		foreach(lc, g->members)
+			if (!supports(lfirst(lc), candidate))
+				all = false;
+		if (!all)
+			continue;
+		foreach(lc, g->members)
+		{
+			Member	   *m = lfirst(lc);
+
+			/* a member votes for the first of its protocols all support */
+			for (int j = 0; j < m->nprotocols; j++)
+			{
+				bool		everyone = true;
+				ListCell   *lc2;
+
+				foreach(lc2, g->members)
+					if (!supports(lfirst(lc2), m->protocols[j].name))
+						everyone = false;
+				if (everyone)
+				{
+					if (strcmp(m->protocols[j].name, candidate) == 0)
+						votes++;
+					break;
+				}
+			}
+		}
+		if (votes > best_votes)
+		{
+			best = candidate;
+			best_votes = votes;
+		}
+	}
+	return best;
+}
+
+static Protocol *
+member_protocol(Member *m, const char *name)
+{
+	for (int i = 0; i < m->nprotocols; i++)
+		if (strcmp(m->protocols[i].name, name) == 0)
+			return &m->protocols[i];
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Answers
+ * ------------------------------------------------------------------------ */
+
+/* a JoinGroup answer of version v; members (the leader's) may be NIL */
+static void
+write_join(StringInfo out, int16 v, int16 error, int32 generation, const char *protocol,
+		   const char *leader, const char *member_id, Group *g, bool with_members)
+{
+	if (v >= 2)
+		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
+	MqKafkaWriteInt16(out, error);
+	MqKafkaWriteInt32(out, generation);
+	MqKafkaWriteString(out, false, protocol ? protocol : "");
+	MqKafkaWriteString(out, false, leader ? leader : "");
+	MqKafkaWriteString(out, false, member_id ? member_id : "");
+	if (!with_members)
+	{
+		MqKafkaWriteArrayLen(out, false, 0);
+		return;
+	}
+	MqKafkaWriteArrayLen(out, false, list_length(g->members));
+	{
+		ListCell   *lc;
+
+		foreach(lc, g->members)
+		{
+			Member	   *m = lfirst(lc);
+			Protocol   *p = member_protocol(m, protocol);
+
+			MqKafkaWriteString(out, false, m->id);
+			if (v >= 5)
+				MqKafkaWriteString(out, false, NULL);	/* group_instance_id */
+			MqKafkaWriteBytes(out, false, p->metadata, p->len);
+		}
+	}
+}
+
+static void
+write_sync(StringInfo out, int16 v, int16 error, const char *assignment, int len)
+{
+	if (v >= 1)
+		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
+	MqKafkaWriteInt16(out, error);
+	MqKafkaWriteBytes(out, false, assignment ? assignment : "", assignment ? len : 0);
+}
+
+/* the answer of a member's parked request is ready: wake the listener */
+static void
+answer_ready(Member *m)
+{
+	m->reply_ready = true;
+	SetLatch(MyLatch);
+}
+
+/* ------------------------------------------------------------------------
+ * Rebalances
+ * ------------------------------------------------------------------------ */
+
+static void
+prepare_rebalance(Group *g)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int			timeout = 0;
+	ListCell   *lc;
+
+	if (g->state == G_PREPARING)
+		return;
+	foreach(lc, g->members)
+	{
+		Member	   *m = lfirst(lc);
+
+		timeout = Max(timeout, m->rebalance_timeout);
+		/* a sync cut short by the new rebalance */
+		if (m->awaiting_sync)
+		{
+			m->awaiting_sync = false;
+			resetStringInfo(&m->reply);
+			write_sync(&m->reply, m->sync_version, MQK_REBALANCE_IN_PROGRESS, NULL, 0);
+			answer_ready(m);
+		}
+	}
+	g->state = G_PREPARING;
+	g->deadline = TimestampTzPlusMilliseconds(now, timeout);
+	ereport(DEBUG1,
+			(errmsg("Kafka group \"%s\" is rebalancing (generation %d, %d members)",
+					g->name, g->generation, list_length(g->members))));
+}
+
+static void remove_member(Group *g, Member *m, const char *why);
+
+/*
+ * Every member has joined, or the deadline passed: those that did not join
+ * are out, the next generation starts and every join is answered.
+ */
+static void
+complete_join(Group *g)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
+	const char *protocol;
+
+	foreach(lc, g->members)
+	{
+		Member	   *m = lfirst(lc);
+
+		if (!m->awaiting_join)
+		{
+			g->members = foreach_delete_current(g->members, lc);
+			ereport(DEBUG1,
+					(errmsg("Kafka group \"%s\": member \"%s\" did not join in time", g->name, m->id)));
+			free_member(m);
+		}
+	}
+	g->generation++;
+	if (g->members == NIL)
+	{
+		g->state = G_EMPTY;
+		g->leader[0] = '\0';
+		return;
+	}
+	protocol = choose_protocol(g);
+	if (g->protocol)
+		pfree(g->protocol);
+	g->protocol = MemoryContextStrdup(groups_cxt, protocol);
+	if (find_member(g, g->leader) == NULL)
+		strlcpy(g->leader, ((Member *) linitial(g->members))->id, MQ_MEMBER_ID_LEN);
+	foreach(lc, g->members)
+	{
+		Member	   *m = lfirst(lc);
+		MemoryContext old = MemoryContextSwitchTo(groups_cxt);
+
+		resetStringInfo(&m->reply);
+		write_join(&m->reply, m->join_version, MQK_NONE, g->generation, g->protocol,
+				   g->leader, m->id, g, strcmp(m->id, g->leader) == 0);
+		MemoryContextSwitchTo(old);
+		m->awaiting_join = false;
+		m->last_seen = now;
+		if (m->assignment)
+			pfree(m->assignment);
+		m->assignment = NULL;
+		m->assignment_len = 0;
+		answer_ready(m);
+	}
+	g->state = G_COMPLETING;
+	ereport(DEBUG1,
+			(errmsg("Kafka group \"%s\" is at generation %d with %d members, protocol \"%s\", leader \"%s\"",
+					g->name, g->generation, list_length(g->members), g->protocol, g->leader)));
+}
+
+static void
+maybe_complete_join(Group *g)
+{
+	ListCell   *lc;
+
+	if (g->state != G_PREPARING)
+		return;
+	foreach(lc, g->members)
+		if (!((Member *) lfirst(lc))->awaiting_join)
+			return;
+	complete_join(g);
+}
+
+/* a member leaves (LeaveGroup) or its session timed out */
+static void
+remove_member(Group *g, Member *m, const char *why)
+{
+	ereport(DEBUG1,
+			(errmsg("Kafka group \"%s\": member \"%s\" %s", g->name, m->id, why)));
+	g->members = list_delete_ptr(g->members, m);
+	free_member(m);
+	if (g->members == NIL)
+	{
+		/* the last one: the group is empty, at the next generation */
+		g->state = G_EMPTY;
+		g->generation++;
+		g->leader[0] = '\0';
+		return;
+	}
+	prepare_rebalance(g);
+	maybe_complete_join(g);
+}
+
+void
+MqKafkaGroupsTick(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
+
+	foreach(lc, groups)
+	{
+		Group	   *g = lfirst(lc);
+		ListCell   *mc;
+		ListCell   *pc;
+
+		foreach(pc, g->pending)
+		{
+			PendingId  *p = lfirst(pc);
+
+			if (now >= p->expires)
+			{
+				g->pending = foreach_delete_current(g->pending, pc);
+				pfree(p);
+			}
+		}
+		foreach(mc, g->members)
+		{
+			Member	   *m = lfirst(mc);
+
+			/* a member waiting for the rebalance is bound by its deadline */
+			if (!(g->state == G_PREPARING && m->awaiting_join) &&
+				now >= TimestampTzPlusMilliseconds(m->last_seen, m->session_timeout))
+			{
+				remove_member(g, m, "timed out (session.timeout.ms)");
+				break;			/* the list changed: the rest next tick */
+			}
+		}
+		if (g->state == G_PREPARING && now >= g->deadline)
+			complete_join(g);
+	}
+	foreach(lc, groups)
+	{
+		Group	   *g = lfirst(lc);
+
+		if (g->members == NIL && g->pending == NIL)
+		{
+			drop_if_unused(g);
+			break;				/* the rest next tick */
+		}
+		update_hold(g);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Checks shared by the requests
+ * ------------------------------------------------------------------------ */
+
+static void
+check_group_access(void *arg)
+{
+	const char *group = arg;
+
+	MqGroupCheckAccess(group, MQ_GROUP_USE, MqGroupLiveOwner(group));
+}
+
+int16
+MqKafkaGroupAccess(const char *group)
+{
+	int16		code;
+
+	if (!OidIsValid(get_extension_oid("mqlog", true)))
+		return MQK_COORDINATOR_NOT_AVAILABLE;
+	if (group == NULL || group[0] == '\0' || strlen(group) >= MQ_GROUP_NAME_LEN)
+		return MQK_INVALID_GROUP_ID;
+	code = MqKafkaTry(check_group_access, (void *) group, MQK_INVALID_REQUEST, NULL);
+	if (code == MQK_TOPIC_AUTHORIZATION_FAILED)
+		code = MQK_GROUP_AUTHORIZATION_FAILED;
+	return code;
+}
+
+/*
+ * Kafka's checks of an offset commit: a commit of no member (generation
+ * -1, as a consumer with assign() sends) only while the group has no
+ * members; otherwise the member must be one at the group's generation, and
+ * not while the group waits for its leader's assignments.
+ */
+int16
+MqKafkaGroupCommitCheck(const char *group, int32 generation, const char *member_id,
+						bool *standalone)
+{
+	Group	   *g = find_group(group);
+	Member	   *m;
+
+	*standalone = false;
+	if (generation < 0 && (g == NULL || g->members == NIL))
+	{
+		*standalone = true;
+		return MQK_NONE;
+	}
+	m = find_member(g, member_id ? member_id : "");
+	if (m == NULL)
+		return MQK_UNKNOWN_MEMBER_ID;
+	m->last_seen = GetCurrentTimestamp();
+	if (generation != g->generation)
+		return MQK_ILLEGAL_GENERATION;
+	if (g->state == G_COMPLETING)
+		return MQK_REBALANCE_IN_PROGRESS;
+	return MQK_NONE;
+}
+
+/* the group's use, then the member a SyncGroup, Heartbeat or LeaveGroup names */
+static int16
+lookup_member(const char *group_id, const char *member_id, Group **g, Member **m)
+{
+	int16		error = MqKafkaGroupAccess(group_id);
+
+	*g = find_group(group_id);
+	*m = find_member(*g, member_id);
+	if (error == MQK_NONE && *m == NULL)
+		error = MQK_UNKNOWN_MEMBER_ID;
+	return error;
+}
+
+/* ------------------------------------------------------------------------
+ * FindCoordinator: this listener, for every group
+ * ------------------------------------------------------------------------ */
+
+MqKafkaOutcome
+MqKafkaFindCoordinator(MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader *r = &req->body;
+	int16		v = req->api_version;
+	char	   *key = MqKafkaReadString(r, false, NULL);
+	int8		key_type = 0;
+	int16		error;
+	const char *message = NULL;
+	char		host[256];
+	int			port;
+
+	if (v >= 1)
+		key_type = MqKafkaReadInt8(r);
+	if (r->failed)
+		return MQK_CLOSE;
+	if (key_type != 0)
+	{
+		error = MQK_COORDINATOR_NOT_AVAILABLE;
+		message = "Kafka transactions are not served by mqlog";
+	}
+	else
+		error = MqKafkaGroupAccess(key);
+	MqKafkaAdvertised(host, sizeof(host), &port);
+	if (v >= 1)
+		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
+	MqKafkaWriteInt16(out, error);
+	if (v >= 1)
+		MqKafkaWriteString(out, false, message);
+	MqKafkaWriteInt32(out, error == MQK_NONE ? MQK_NODE_ID : -1);
+	MqKafkaWriteString(out, false, error == MQK_NONE ? host : "");
+	MqKafkaWriteInt32(out, error == MQK_NONE ? port : -1);
+	return MQK_RESPOND;
+}
+
+/* ------------------------------------------------------------------------
+ * JoinGroup
+ * ------------------------------------------------------------------------ */
+
+/* a member id for a member joining without one: client id and a random tail */
+static void
+new_member_id(char *id, const char *client_id)
+{
+	uint8		rnd[8];
+	char		hex[17];
+
+	if (!pg_strong_random(rnd, sizeof(rnd)))
+		elog(ERROR, "mqlog: could not generate a random member id");
+	for (int i = 0; i < 8; i++)
+		snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+	snprintf(id, MQ_MEMBER_ID_LEN, "%.*s-%s", MQ_MEMBER_ID_LEN - 18,
+			 client_id && client_id[0] ? client_id : "member", hex);
+}
+
+static Group *
+new_group(const char *name)
+{
+	Group	   *g = MemoryContextAllocZero(groups_cxt, sizeof(Group));
+	MemoryContext old = MemoryContextSwitchTo(groups_cxt);
+
+	strlcpy(g->name, name, MQ_GROUP_NAME_LEN);
+	g->state = G_EMPTY;
+	g->held = 1;				/* the caller's MqGroupHostExternally */
+	groups = lappend(groups, g);
+	MemoryContextSwitchTo(old);
+	return g;
+}
+
+static bool
+take_pending(Group *g, const char *id)
+{
+	ListCell   *lc;
+
+	foreach(lc, g->pending)
+	{
+		PendingId  *p = lfirst(lc);
+
+		if (strcmp(p->id, id) == 0)
+		{
+			g->pending = foreach_delete_current(g->pending, lc);
+			pfree(p);
+			return true;
+		}
+	}
+	return false;
+}
+
+static Member *
+add_member(Group *g, const char *id)
+{
+	Member	   *m = MemoryContextAllocZero(groups_cxt, sizeof(Member));
+	MemoryContext old = MemoryContextSwitchTo(groups_cxt);
+
+	strlcpy(m->id, id, MQ_MEMBER_ID_LEN);
+	m->serial = next_serial++;
+	initStringInfo(&m->reply);
+	g->members = lappend(g->members, m);
+	MemoryContextSwitchTo(old);
+	return m;
+}
+
+static void
+set_protocols(Member *m, Protocol *protocols, int n)
+{
+	for (int i = 0; i < m->nprotocols; i++)
+	{
+		pfree(m->protocols[i].name);
+		pfree(m->protocols[i].metadata);
+	}
+	if (m->protocols)
+		pfree(m->protocols);
+	m->protocols = MemoryContextAlloc(groups_cxt, sizeof(Protocol) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		m->protocols[i].name = MemoryContextStrdup(groups_cxt, protocols[i].name);
+		m->protocols[i].metadata = MemoryContextAlloc(groups_cxt, Max(protocols[i].len, 1));
+		memcpy(m->protocols[i].metadata, protocols[i].metadata, protocols[i].len);
+		m->protocols[i].len = protocols[i].len;
+	}
+	m->nprotocols = n;
+}
+
+/* the answer of a parked request, or park it again */
+static MqKafkaOutcome
+parked_answer(MqKafkaRequest *req, Member *m, StringInfo out, TimestampTz wake_at)
+{
+	if (m->reply_ready)
+	{
+		appendBinaryStringInfo(out, m->reply.data, m->reply.len);
+		m->reply_ready = false;
+		resetStringInfo(&m->reply);
+		return MQK_RESPOND;
+	}
+	req->park_token = m->serial;
+	req->wake_at = wake_at;
+	return MQK_PARK;
+}
+
+MqKafkaOutcome
+MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader *r = &req->body;
+	int16		v = req->api_version;
+	char	   *group_id;
+	int32		session_timeout;
+	int32		rebalance_timeout;
+	char	   *member_id;
+	char	   *protocol_type;
+	int32		nprotocols;
+	Protocol   *protocols;
+	Group	   *g;
+	Member	   *m;
+	int16		error;
+	char		id[MQ_MEMBER_ID_LEN];
+
+	group_id = MqKafkaReadString(r, false, NULL);
+	session_timeout = MqKafkaReadInt32(r);
+	rebalance_timeout = v >= 1 ? MqKafkaReadInt32(r) : session_timeout;
+	member_id = MqKafkaReadString(r, false, NULL);
+	if (v >= 5)
+		(void) MqKafkaReadString(r, false, NULL);	/* group_instance_id */
+	protocol_type = MqKafkaReadString(r, false, NULL);
+	nprotocols = MqKafkaReadArrayLen(r, false, 6);
+	if (nprotocols < 0 || r->failed)
+		return MQK_CLOSE;
+	protocols = palloc0(sizeof(Protocol) * (nprotocols + 1));
+	for (int i = 0; i < nprotocols && !r->failed; i++)
+	{
+		const char *meta;
+
+		protocols[i].name = MqKafkaReadString(r, false, NULL);
+		meta = MqKafkaReadBytes(r, false, &protocols[i].len);
+		protocols[i].metadata = (char *) meta;
+		if (protocols[i].name == NULL || protocols[i].len < 0)
+			return MQK_CLOSE;
+	}
+	if (r->failed || group_id == NULL || member_id == NULL)
+		return MQK_CLOSE;
+
+	if (groups_cxt == NULL)
+		groups_cxt = AllocSetContextCreate(TopMemoryContext, "mqlog kafka groups",
+										   ALLOCSET_DEFAULT_SIZES);
+	g = find_group(group_id);
+
+	/* a parked join again: its answer, or park on */
+	if (req->park_token != 0)
+	{
+		m = find_serial(g, req->park_token);
+		if (m == NULL)
+		{
+			write_join(out, v, MQK_UNKNOWN_MEMBER_ID, -1, NULL, NULL, member_id, NULL, false);
+			return MQK_RESPOND;
+		}
+		return parked_answer(req, m, out, g->deadline);
+	}
+
+	error = MqKafkaGroupAccess(group_id);
+	if (error == MQK_NONE &&
+		(session_timeout < MIN_SESSION_TIMEOUT_MS || session_timeout > MAX_SESSION_TIMEOUT_MS))
+		error = MQK_INVALID_SESSION_TIMEOUT;
+	if (error == MQK_NONE &&
+		(protocol_type == NULL || protocol_type[0] == '\0' || nprotocols == 0))
+		error = MQK_INCONSISTENT_GROUP_PROTOCOL;
+	m = find_member(g, member_id);
+	if (error == MQK_NONE && member_id[0] != '\0' && m == NULL &&
+		(g == NULL || !take_pending(g, member_id)))
+		error = MQK_UNKNOWN_MEMBER_ID;
+	if (error == MQK_NONE && g != NULL &&
+		!compatible(g, protocol_type, protocols, nprotocols, m))
+		error = MQK_INCONSISTENT_GROUP_PROTOCOL;
+	if (error == MQK_NONE && g == NULL)
+	{
+		/* held for Kafka first, or refused if SQL sessions are members */
+		if (!MqGroupHostExternally(group_id, 1))
+		{
+			ereport(LOG,
+					(errmsg("Kafka JoinGroup of group \"%s\" from client \"%s\" refused: SQL sessions are members of the group",
+							group_id, req->client_id ? req->client_id : ""),
+					 errdetail("A group's members are SQL sessions or Kafka clients, not both at once; they share its committed offsets.")));
+			error = MQK_INCONSISTENT_GROUP_PROTOCOL;
+		}
+		else
+			g = new_group(group_id);
+	}
+	if (error != MQK_NONE)
+	{
+		write_join(out, v, error, -1, NULL, NULL, member_id, NULL, false);
+		return MQK_RESPOND;
+	}
+
+	if (m == NULL)
+	{
+		if (member_id[0] == '\0')
+		{
+			new_member_id(id, req->client_id);
+			if (v >= 4)
+			{
+				/* KIP-394: the client joins again with this id */
+				PendingId  *p = MemoryContextAllocZero(groups_cxt, sizeof(PendingId));
+
+				MemoryContext old = MemoryContextSwitchTo(groups_cxt);
+
+				strlcpy(p->id, id, MQ_MEMBER_ID_LEN);
+				p->expires = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), session_timeout);
+				g->pending = lappend(g->pending, p);
+				MemoryContextSwitchTo(old);
+				update_hold(g);
+				write_join(out, v, MQK_MEMBER_ID_REQUIRED, -1, NULL, NULL, id, NULL, false);
+				return MQK_RESPOND;
+			}
+		}
+		else
+			strlcpy(id, member_id, sizeof(id));
+		if (g->members == NIL)
+		{
+			if (g->protocol_type)
+				pfree(g->protocol_type);
+			g->protocol_type = MemoryContextStrdup(groups_cxt, protocol_type);
+		}
+		m = add_member(g, id);
+		update_hold(g);
+		prepare_rebalance(g);
+	}
+	else
+		prepare_rebalance(g);	/* a member joining again, as after a rebalance */
+
+	set_protocols(m, protocols, nprotocols);
+	m->session_timeout = session_timeout;
+	m->rebalance_timeout = Max(rebalance_timeout, session_timeout);
+	m->last_seen = GetCurrentTimestamp();
+	m->join_version = v;
+	m->awaiting_join = true;
+	m->reply_ready = false;
+	resetStringInfo(&m->reply);
+	/* a rebalance's deadline covers the timeouts of those that joined it */
+	g->deadline = Max(g->deadline,
+					  TimestampTzPlusMilliseconds(GetCurrentTimestamp(), m->rebalance_timeout));
+	maybe_complete_join(g);
+	return parked_answer(req, m, out, g->deadline);
+}
+
+/* ------------------------------------------------------------------------
+ * SyncGroup
+ * ------------------------------------------------------------------------ */
+
+MqKafkaOutcome
+MqKafkaSyncGroup(MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader *r = &req->body;
+	int16		v = req->api_version;
+	char	   *group_id;
+	int32		generation;
+	char	   *member_id;
+	int32		nassign;
+	char	  **assign_ids;
+	const char **assign_data;
+	int		   *assign_len;
+	Group	   *g;
+	Member	   *m;
+	int16		error;
+
+	group_id = MqKafkaReadString(r, false, NULL);
+	generation = MqKafkaReadInt32(r);
+	member_id = MqKafkaReadString(r, false, NULL);
+	if (v >= 3)
+		(void) MqKafkaReadString(r, false, NULL);	/* group_instance_id */
+	nassign = MqKafkaReadArrayLen(r, false, 6);
+	if (nassign < 0 || r->failed)
+		return MQK_CLOSE;
+	assign_ids = palloc0(sizeof(char *) * (nassign + 1));
+	assign_data = palloc0(sizeof(char *) * (nassign + 1));
+	assign_len = palloc0(sizeof(int) * (nassign + 1));
+	for (int i = 0; i < nassign && !r->failed; i++)
+	{
+		assign_ids[i] = MqKafkaReadString(r, false, NULL);
+		assign_data[i] = MqKafkaReadBytes(r, false, &assign_len[i]);
+		if (assign_ids[i] == NULL)
+			return MQK_CLOSE;
+	}
+	if (r->failed || group_id == NULL || member_id == NULL)
+		return MQK_CLOSE;
+
+	g = find_group(group_id);
+	if (req->park_token != 0)
+	{
+		m = find_serial(g, req->park_token);
+		if (m == NULL)
+		{
+			write_sync(out, v, MQK_UNKNOWN_MEMBER_ID, NULL, 0);
+			return MQK_RESPOND;
+		}
+		return parked_answer(req, m, out,
+							 TimestampTzPlusMilliseconds(GetCurrentTimestamp(), SYNC_RECHECK_MS));
+	}
+
+	error = lookup_member(group_id, member_id, &g, &m);
+	if (error == MQK_NONE && generation != g->generation)
+		error = MQK_ILLEGAL_GENERATION;
+	if (error == MQK_NONE && g->state == G_PREPARING)
+		error = MQK_REBALANCE_IN_PROGRESS;
+	if (error != MQK_NONE)
+	{
+		write_sync(out, v, error, NULL, 0);
+		return MQK_RESPOND;
+	}
+	m->last_seen = GetCurrentTimestamp();
+	if (g->state == G_STABLE)
+	{
+		write_sync(out, v, MQK_NONE, m->assignment, m->assignment_len);
+		return MQK_RESPOND;
+	}
+
+	/* CompletingRebalance: wait for the leader's assignments */
+	m->awaiting_sync = true;
+	m->sync_version = v;
+	m->reply_ready = false;
+	resetStringInfo(&m->reply);
+	if (strcmp(m->id, g->leader) == 0)
+	{
+		ListCell   *lc;
+
+		foreach(lc, g->members)
+		{
+			Member	   *o = lfirst(lc);
+
+			for (int i = 0; i < nassign; i++)
+				if (strcmp(assign_ids[i], o->id) == 0 && assign_len[i] > 0)
+				{
+					o->assignment = MemoryContextAlloc(groups_cxt, assign_len[i]);
+					memcpy(o->assignment, assign_data[i], assign_len[i]);
+					o->assignment_len = assign_len[i];
+				}
+		}
+		g->state = G_STABLE;
+		foreach(lc, g->members)
+		{
+			Member	   *o = lfirst(lc);
+
+			if (!o->awaiting_sync)
+				continue;
+			o->awaiting_sync = false;
+			resetStringInfo(&o->reply);
+			{
+				MemoryContext old = MemoryContextSwitchTo(groups_cxt);
+
+				write_sync(&o->reply, o->sync_version, MQK_NONE, o->assignment,
+						   o->assignment_len);
+				MemoryContextSwitchTo(old);
+			}
+			answer_ready(o);
+		}
+	}
+	return parked_answer(req, m, out,
+						 TimestampTzPlusMilliseconds(GetCurrentTimestamp(), SYNC_RECHECK_MS));
+}
+
+/* ------------------------------------------------------------------------
+ * Heartbeat and LeaveGroup
+ * ------------------------------------------------------------------------ */
+
+MqKafkaOutcome
+MqKafkaHeartbeat(MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader *r = &req->body;
+	int16		v = req->api_version;
+	char	   *group_id = MqKafkaReadString(r, false, NULL);
+	int32		generation = MqKafkaReadInt32(r);
+	char	   *member_id = MqKafkaReadString(r, false, NULL);
+	Group	   *g;
+	Member	   *m;
+	int16		error;
+
+	if (v >= 3)
+		(void) MqKafkaReadString(r, false, NULL);	/* group_instance_id */
+	if (r->failed || group_id == NULL || member_id == NULL)
+		return MQK_CLOSE;
+	error = lookup_member(group_id, member_id, &g, &m);
+	if (error == MQK_NONE)
+	{
+		m->last_seen = GetCurrentTimestamp();
+		if (generation != g->generation)
+			error = MQK_ILLEGAL_GENERATION;
+		else if (g->state == G_PREPARING)
+			error = MQK_REBALANCE_IN_PROGRESS;
+	}
+	if (v >= 1)
+		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
+	MqKafkaWriteInt16(out, error);
+	return MQK_RESPOND;
+}
+
+MqKafkaOutcome
+MqKafkaLeaveGroup(MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader *r = &req->body;
+	int16		v = req->api_version;
+	char	   *group_id = MqKafkaReadString(r, false, NULL);
+	char	   *member_id = MqKafkaReadString(r, false, NULL);
+	Group	   *g;
+	Member	   *m;
+	int16		error;
+
+	if (r->failed || group_id == NULL || member_id == NULL)
+		return MQK_CLOSE;
+	error = lookup_member(group_id, member_id, &g, &m);
+	if (error == MQK_NONE)
+	{
+		remove_member(g, m, "left");
+		if (g->members == NIL && g->pending == NIL)
+			drop_if_unused(g);
+		else
+			update_hold(g);
+	}
+	if (v >= 1)
+		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
+	MqKafkaWriteInt16(out, error);
+	return MQK_RESPOND;
+}

@@ -1,0 +1,255 @@
+/*-------------------------------------------------------------------------
+ *
+ * offset_commit.c
+ *		OffsetCommit (key 8, v0-v7) and OffsetFetch (key 9, v1-v5): a Kafka
+ *		group's committed offsets are mqlog's, the rows of
+ *		mqlog.committed_offset that SQL groups use too, written and read
+ *		through the groups layer (MqGroupCommitExternal,
+ *		MqGroupCommittedOffset), so mqlog.consumer_lag shows Kafka groups.
+ *
+ * A commit is checked as Kafka's coordinator checks it (the member and
+ * its generation, MqKafkaGroupCommitCheck) and against the group's
+ * privileges for mqlog.kafka_role (GROUP_AUTHORIZATION_FAILED); each
+ * partition is then a subtransaction of the request's transaction, which
+ * commits before the answer goes: an offset a client was told is
+ * committed is.  The commit's metadata string is not kept (OffsetFetch
+ * answers an empty one), nor its retention time.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "groups/groups.h"
+#include "kafka/internal.h"
+
+typedef struct OffsetPartition
+{
+	int32		index;
+	int64		offset;
+	int16		error;
+} OffsetPartition;
+
+typedef struct OffsetTopic
+{
+	char	   *name;
+	int32		npartitions;
+	OffsetPartition *partitions;
+} OffsetTopic;
+
+typedef struct OffsetUnit
+{
+	const char *group;
+	const char *topic;
+	OffsetPartition *part;
+	bool		commit;
+} OffsetUnit;
+
+/* one partition's commit or read, in a subtransaction (MqKafkaTry) */
+static void
+offset_partition(void *arg)
+{
+	OffsetUnit *u = arg;
+	OffsetPartition *op = u->part;
+	MqTopic    *topic = MqKafkaTopic(u->topic, u->commit ? MQ_PRIV_CONSUME : MQ_PRIV_DESCRIBE,
+									 &op->error);
+
+	if (topic == NULL)
+		return;
+	if (op->index < 0 || op->index >= topic->partitions)
+	{
+		op->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
+		return;
+	}
+	if (u->commit)
+		MqGroupCommitExternal(u->group, topic, op->index, op->offset);
+	else
+		op->offset = MqGroupCommittedOffset(u->group, topic, op->index);
+}
+
+static void
+run_units(const char *group, OffsetTopic *topics, int ntopics, bool commit)
+{
+	for (int t = 0; t < ntopics; t++)
+		for (int p = 0; p < topics[t].npartitions; p++)
+		{
+			OffsetPartition *op = &topics[t].partitions[p];
+			OffsetUnit	u = {group, topics[t].name, op, commit};
+			int16		code;
+
+			if (op->error != MQK_NONE)
+				continue;
+			code = MqKafkaTry(offset_partition, &u, MQK_OFFSET_OUT_OF_RANGE, NULL);
+			if (code != MQK_NONE)
+				op->error = code;
+			if (op->error != MQK_NONE && !commit)
+				op->offset = -1;
+		}
+}
+
+/*
+ * The topics and partitions of a request; commit: each partition with its
+ * offset, metadata and (by version) leader epoch and timestamp.  false:
+ * malformed.
+ */
+static bool
+read_topics(MqKafkaReader *r, int16 v, bool commit, OffsetTopic *topics, int ntopics)
+{
+	for (int t = 0; t < ntopics && !r->failed; t++)
+	{
+		OffsetTopic *ot = &topics[t];
+
+		ot->name = MqKafkaReadString(r, false, NULL);
+		ot->npartitions = MqKafkaReadArrayLen(r, false, commit ? 14 : 4);
+		if (ot->name == NULL || ot->npartitions < 0)
+			return false;
+		ot->partitions = palloc0(sizeof(OffsetPartition) * (ot->npartitions + 1));
+		for (int p = 0; p < ot->npartitions && !r->failed; p++)
+		{
+			ot->partitions[p].index = MqKafkaReadInt32(r);
+			ot->partitions[p].offset = commit ? MqKafkaReadInt64(r) : -1;
+			if (!commit)
+				continue;
+			if (v >= 6)
+				(void) MqKafkaReadInt32(r); /* committed_leader_epoch */
+			if (v == 1)
+				(void) MqKafkaReadInt64(r); /* commit_timestamp */
+			(void) MqKafkaReadString(r, false, NULL);	/* metadata: not kept */
+		}
+	}
+	return !r->failed;
+}
+
+static void
+set_errors(OffsetTopic *topics, int ntopics, int16 error)
+{
+	for (int t = 0; t < ntopics; t++)
+		for (int p = 0; p < topics[t].npartitions; p++)
+			topics[t].partitions[p].error = error;
+}
+
+MqKafkaOutcome
+MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader *r = &req->body;
+	int16		v = req->api_version;
+	char	   *group;
+	int32		generation = -1;
+	char	   *member_id = NULL;
+	int32		ntopics;
+	OffsetTopic *topics;
+	int16		error;
+	bool		standalone = false;
+
+	group = MqKafkaReadString(r, false, NULL);
+	if (v >= 1)
+	{
+		generation = MqKafkaReadInt32(r);
+		member_id = MqKafkaReadString(r, false, NULL);
+	}
+	if (v >= 7)
+		(void) MqKafkaReadString(r, false, NULL);	/* group_instance_id */
+	if (v >= 2 && v <= 4)
+		(void) MqKafkaReadInt64(r); /* retention_time_ms: offsets are kept */
+	ntopics = MqKafkaReadArrayLen(r, false, 6);
+	if (ntopics < 0 || r->failed || group == NULL)
+		return MQK_CLOSE;
+	topics = palloc0(sizeof(OffsetTopic) * (ntopics + 1));
+	if (!read_topics(r, v, true, topics, ntopics))
+		return MQK_CLOSE;
+
+	error = MqKafkaGroupAccess(group);
+	if (error == MQK_NONE)
+		error = MqKafkaGroupCommitCheck(group, generation, member_id, &standalone);
+	/* a commit of no member: the group must have no SQL members either */
+	if (error == MQK_NONE && standalone && !MqGroupHostExternally(group, 1))
+	{
+		error = MQK_UNKNOWN_MEMBER_ID;
+		standalone = false;
+	}
+	if (error != MQK_NONE)
+		set_errors(topics, ntopics, error);
+	else
+		run_units(group, topics, ntopics, true);
+	if (standalone)
+		(void) MqGroupHostExternally(group, 0);
+
+	if (v >= 3)
+		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
+	MqKafkaWriteArrayLen(out, false, ntopics);
+	for (int t = 0; t < ntopics; t++)
+	{
+		MqKafkaWriteString(out, false, topics[t].name);
+		MqKafkaWriteArrayLen(out, false, topics[t].npartitions);
+		for (int p = 0; p < topics[t].npartitions; p++)
+		{
+			MqKafkaWriteInt32(out, topics[t].partitions[p].index);
+			MqKafkaWriteInt16(out, topics[t].partitions[p].error);
+		}
+	}
+	return MQK_RESPOND;
+}
+
+MqKafkaOutcome
+MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader *r = &req->body;
+	int16		v = req->api_version;
+	char	   *group;
+	int32		ntopics;
+	OffsetTopic *topics;
+	int16		error;
+
+	group = MqKafkaReadString(r, false, NULL);
+	ntopics = MqKafkaReadArrayLen(r, false, 6);
+	if (r->failed || group == NULL)
+		return MQK_CLOSE;
+	if (ntopics < 0)
+	{
+		/*
+		 * v2+: a null list asks for every topic the group committed; not
+		 * served (Kafka's consumers name their partitions).
+		 */
+		ereport(DEBUG1,
+				(errmsg("Kafka OffsetFetch of all topics of group \"%s\" is not served", group)));
+		ntopics = 0;
+		error = MQK_INVALID_REQUEST;
+	}
+	else
+		error = MQK_NONE;
+	topics = palloc0(sizeof(OffsetTopic) * (ntopics + 1));
+	if (!read_topics(r, v, false, topics, ntopics))
+		return MQK_CLOSE;
+
+	if (error == MQK_NONE)
+		error = MqKafkaGroupAccess(group);
+	if (error != MQK_NONE)
+		set_errors(topics, ntopics, error);
+	else
+		run_units(group, topics, ntopics, false);
+	/* v2+ tell a group's error once, with no topics, as Kafka */
+	if (error != MQK_NONE && v >= 2)
+		ntopics = 0;
+
+	if (v >= 3)
+		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
+	MqKafkaWriteArrayLen(out, false, ntopics);
+	for (int t = 0; t < ntopics; t++)
+	{
+		MqKafkaWriteString(out, false, topics[t].name);
+		MqKafkaWriteArrayLen(out, false, topics[t].npartitions);
+		for (int p = 0; p < topics[t].npartitions; p++)
+		{
+			OffsetPartition *op = &topics[t].partitions[p];
+
+			MqKafkaWriteInt32(out, op->index);
+			MqKafkaWriteInt64(out, op->offset);
+			if (v >= 5)
+				MqKafkaWriteInt32(out, -1); /* committed_leader_epoch */
+			MqKafkaWriteString(out, false, "");	/* metadata: not kept */
+			MqKafkaWriteInt16(out, op->error);
+		}
+	}
+	if (v >= 2)
+		MqKafkaWriteInt16(out, error);
+	return MQK_RESPOND;
+}

@@ -1,0 +1,296 @@
+"""Kafka consumer groups against mqlog's listener (test/perl/151_kafka_groups.pl).
+
+  groups.py BOOTSTRAP confluent-member GROUP TOPIC LOG
+      A subscribe() member of GROUP (librdkafka), committing synchronously
+      after every record.  Appends to LOG, flushed line by line:
+        assigned P,P,...      (on every assignment)
+        revoked
+        record P O KEY
+        commit-failed ERROR
+        closed
+      and runs until LOG.stop exists, then close()s (LeaveGroup).
+  groups.py BOOTSTRAP confluent-error GROUP TOPIC
+      -> the name of the first error a subscribe() consumer of GROUP gets
+         (or "none" after 20 s)
+  groups.py BOOTSTRAP raw GROUP TOPIC
+      The coordinator's answers and errors over raw requests on two
+      connections (JoinGroup v4 with MEMBER_ID_REQUIRED, a join parked
+      while the other connection is answered, SyncGroup, Heartbeat,
+      OffsetCommit, OffsetFetch, LeaveGroup).
+      -> one line per check: NAME VALUE
+  groups.py BOOTSTRAP kafka-python-member GROUP TOPIC N
+      A KafkaConsumer with group_id: consumes N records, commits, closes.
+      -> one line per record: P O KEY, then "committed" and its
+         committed offsets (P=O, ...)
+
+Sessions are short (session.timeout.ms 6000, heartbeat.interval.ms 1000)
+so that the test's rebalances take seconds.
+"""
+import os
+import socket
+import struct
+import sys
+import time
+
+SESSION = {'session.timeout.ms': 6000, 'heartbeat.interval.ms': 1000,
+           'max.poll.interval.ms': 10000}
+
+
+def confluent_member(bootstrap, group, topic, logpath):
+    from confluent_kafka import Consumer, KafkaException
+    log = open(logpath, 'a', buffering=1)
+    conf = {'bootstrap.servers': bootstrap, 'group.id': group,
+            'enable.auto.commit': False, 'auto.offset.reset': 'earliest',
+            'enable.partition.eof': False}
+    conf.update(SESSION)
+    c = Consumer(conf)
+
+    def on_assign(consumer, parts):
+        log.write('assigned %s\n' % ','.join(str(p.partition) for p in
+                                              sorted(parts, key=lambda p: p.partition)))
+
+    def on_revoke(consumer, parts):
+        log.write('revoked\n')
+
+    c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+    stop = logpath + '.stop'
+    while not os.path.exists(stop):
+        m = c.poll(0.2)
+        if m is None:
+            continue
+        if m.error():
+            log.write('error %s\n' % m.error().name())
+            continue
+        try:
+            c.commit(message=m, asynchronous=False)
+        except KafkaException as e:
+            log.write('commit-failed %s\n' % e.args[0].name())
+            continue
+        log.write('record %d %d %s\n' % (m.partition(), m.offset(), m.key().decode()))
+    c.close()
+    log.write('closed\n')
+
+
+def confluent_error(bootstrap, group, topic):
+    from confluent_kafka import Consumer
+    conf = {'bootstrap.servers': bootstrap, 'group.id': group,
+            'enable.auto.commit': False, 'auto.offset.reset': 'earliest'}
+    conf.update(SESSION)
+    c = Consumer(conf)
+    c.subscribe([topic])
+    deadline = time.time() + 20
+    found = 'none'
+    while time.time() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error():
+            found = m.error().name()
+            break
+    c.close()
+    print(found)
+
+
+def kafka_python_member(bootstrap, group, topic, n):
+    from kafka import KafkaConsumer, TopicPartition
+    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                      enable_auto_commit=False, auto_offset_reset='earliest',
+                      session_timeout_ms=6000, heartbeat_interval_ms=1000)
+    got = []
+    deadline = time.time() + 60
+    while len(got) < n and time.time() < deadline:
+        for tp, msgs in c.poll(timeout_ms=500).items():
+            for m in msgs:
+                got.append('%d %d %s' % (m.partition, m.offset, m.key.decode()))
+    c.commit()
+    parts = sorted(c.assignment(), key=lambda tp: tp.partition)
+    committed = ['%d=%s' % (tp.partition, c.committed(tp)) for tp in parts]
+    c.close()
+    print('\n'.join(got))
+    print('committed ' + ','.join(committed))
+
+
+class Conn:
+    """One connection speaking classic (non-flexible) request versions."""
+
+    def __init__(self, bootstrap):
+        host, port = bootstrap.rsplit(':', 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self.corr = 0
+
+    def send(self, key, version, body):
+        self.corr += 1
+        hdr = struct.pack('>hhi', key, version, self.corr) + s16(b'raw')
+        frame = hdr + body
+        self.sock.sendall(struct.pack('>i', len(frame)) + frame)
+
+    def recv(self, timeout=30):
+        self.sock.settimeout(timeout)
+        size = struct.unpack('>i', self.exact(4))[0]
+        data = self.exact(size)
+        return Reader(data[4:])     # past the correlation id
+
+    def exact(self, n):
+        buf = b''
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise SystemExit('connection closed')
+            buf += chunk
+        return buf
+
+
+class Reader:
+    def __init__(self, data):
+        self.data, self.pos = data, 0
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.data, self.pos)[0]
+        self.pos += struct.calcsize(fmt)
+        return v
+
+    def string(self):
+        n = self.take('>h')
+        if n < 0:
+            return None
+        v = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return v.decode()
+
+    def bytes(self):
+        n = self.take('>i')
+        v = self.data[self.pos:self.pos + max(n, 0)]
+        self.pos += max(n, 0)
+        return v
+
+
+def s16(b):
+    return struct.pack('>h', len(b)) + b
+
+
+def b32(b):
+    return struct.pack('>i', len(b)) + b
+
+
+def join_v4(group, member):
+    return (s16(group) + struct.pack('>ii', 6000, 6000) + s16(member) + s16(b'consumer') +
+            struct.pack('>i', 1) + s16(b'range') + b32(b'meta-' + (member or b'new')))
+
+
+def read_join(r):
+    r.take('>i')
+    err, gen = r.take('>h'), r.take('>i')
+    proto, leader, member = r.string(), r.string(), r.string()
+    members = []
+    for _ in range(r.take('>i')):
+        members.append(r.string())
+        r.bytes()
+    return err, gen, proto, leader, member, members
+
+
+def heartbeat(c, group, gen, member):
+    c.send(12, 1, s16(group) + struct.pack('>i', gen) + s16(member))
+    r = c.recv()
+    r.take('>i')
+    return r.take('>h')
+
+
+def raw(bootstrap, group, topic):
+    group, topic = group.encode(), topic.encode()
+    c1, c2 = Conn(bootstrap), Conn(bootstrap)
+    out = []
+    c1.send(11, 4, join_v4(group, b''))
+    err, gen, _, _, m1, _ = read_join(c1.recv())
+    out.append('join-no-member-id %d' % err)
+    c1.send(11, 4, join_v4(group, m1.encode()))
+    err, gen, proto, leader, member, members = read_join(c1.recv())
+    out.append('join %d gen=%d proto=%s leader=%s members=%d' % (
+        err, gen, proto, 'self' if leader == m1 else leader, len(members)))
+    out.append('heartbeat-completing %d' % heartbeat(c1, group, gen, m1.encode()))
+    out.append('heartbeat-old-generation %d' % heartbeat(c1, group, gen + 5, m1.encode()))
+    out.append('heartbeat-unknown-member %d' % heartbeat(c1, group, gen, b'nobody'))
+    c1.send(14, 1, s16(group) + struct.pack('>i', gen) + s16(m1.encode()) +
+            struct.pack('>i', 1) + s16(m1.encode()) + b32(b'assignment-1'))
+    r = c1.recv()
+    r.take('>i')
+    out.append('sync %d %s' % (r.take('>h'), r.bytes().decode()))
+    out.append('heartbeat-stable %d' % heartbeat(c1, group, gen, m1.encode()))
+    # a JoinGroup v0 of another protocol type is refused at once
+    c2.send(11, 0, s16(group) + struct.pack('>i', 6000) + s16(b'') + s16(b'other') +
+            struct.pack('>i', 1) + s16(b'x') + b32(b''))
+    r = c2.recv()
+    out.append('join-other-protocol-type %d' % r.take('>h'))
+    # a second member: its join parks, the first connection is still answered
+    c2.send(11, 4, join_v4(group, b''))
+    m2 = read_join(c2.recv())[4]
+    c2.send(11, 4, join_v4(group, m2.encode()))
+    time.sleep(0.5)         # served before the heartbeat below
+    start = time.time()
+    out.append('heartbeat-while-other-joins %d' % heartbeat(c1, group, gen, m1.encode()))
+    out.append('answered-while-parked %d' % (time.time() - start < 5))
+    c1.send(11, 4, join_v4(group, m1.encode()))
+    err1, gen1, _, leader1, _, members1 = read_join(c1.recv())
+    err2, gen2, _, leader2, _, members2 = read_join(c2.recv())
+    out.append('rejoin %d %d gen=%d,%d leader=%s,%s members=%d,%d' % (
+        err1, err2, gen1, gen2, 'first' if leader1 == m1 else leader1,
+        'first' if leader2 == m1 else leader2, len(members1), len(members2)))
+    gen = gen1
+    # the follower's sync waits for the leader's
+    c2.send(14, 1, s16(group) + struct.pack('>i', gen) + s16(m2.encode()) + struct.pack('>i', 0))
+    c1.send(14, 1, s16(group) + struct.pack('>i', gen) + s16(m1.encode()) +
+            struct.pack('>i', 2) + s16(m1.encode()) + b32(b'for-1') + s16(m2.encode()) +
+            b32(b'for-2'))
+    for name, c in (('leader', c1), ('follower', c2)):
+        r = c.recv()
+        r.take('>i')
+        out.append('sync-%s %d %s' % (name, r.take('>h'), r.bytes().decode()))
+    # offsets: a member's commit, a stale generation's, a fetch
+    def commit(c, gen, member, offset):
+        c.send(8, 2, s16(group) + struct.pack('>i', gen) + s16(member) +
+               struct.pack('>q', -1) + struct.pack('>i', 1) + s16(topic) +
+               struct.pack('>i', 1) + struct.pack('>iq', 0, offset) + s16(b''))
+        r = c.recv()        # v2: no throttle_time_ms
+        r.take('>i')
+        r.string()
+        r.take('>i')
+        r.take('>i')
+        return r.take('>h')
+    out.append('commit %d' % commit(c1, gen, m1.encode(), 3))
+    out.append('commit-old-generation %d' % commit(c1, gen - 1, m1.encode(), 9))
+    out.append('commit-unknown-member %d' % commit(c1, gen, b'nobody', 9))
+    c1.send(9, 1, s16(group) + struct.pack('>i', 1) + s16(topic) + struct.pack('>ii', 1, 0))
+    r = c1.recv()
+    r.take('>i')
+    r.string()
+    r.take('>i')
+    r.take('>i')
+    off = r.take('>q')
+    r.string()
+    out.append('fetch %d %d' % (off, r.take('>h')))
+    # leaving: the other one is told to rejoin
+    c2.send(13, 1, s16(group) + s16(m2.encode()))
+    r = c2.recv()
+    r.take('>i')
+    out.append('leave %d' % r.take('>h'))
+    out.append('heartbeat-after-leave %d' % heartbeat(c1, group, gen, m1.encode()))
+    out.append('heartbeat-left-member %d' % heartbeat(c1, group, gen, m2.encode()))
+    c1.send(13, 1, s16(group) + s16(m1.encode()))
+    c1.recv()
+    print('\n'.join(out))
+
+
+def main():
+    bootstrap, what = sys.argv[1], sys.argv[2]
+    args = sys.argv[3:]
+    if what == 'confluent-member':
+        confluent_member(bootstrap, args[0], args[1], args[2])
+    elif what == 'confluent-error':
+        confluent_error(bootstrap, args[0], args[1])
+    elif what == 'raw':
+        raw(bootstrap, args[0], args[1])
+    elif what == 'kafka-python-member':
+        kafka_python_member(bootstrap, args[0], args[1], int(args[2]))
+    else:
+        raise SystemExit('unknown command %s' % what)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,126 @@
+# A hostile Kafka client against the listener, with raw frames: what one
+# request may make the listener allocate.
+#
+# Checks:
+#  - a Fetch naming many partitions (16 bytes or so each on the wire, up
+#    to mqlog.kafka_max_frame_size) costs the listener memory in proportion
+#    to the frame, not a buffer of its own per partition: the listener's
+#    peak resident size (VmHWM) grows by less than 16 times the frame;
+#  - the listener answers that Fetch, and is the same process after it.
+use strict;
+use warnings;
+
+use IO::Socket::INET;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+plan skip_all => 'needs /proc/PID/status (Linux)' unless -r '/proc/self/status';
+
+my $kport = PostgreSQL::Test::Cluster::get_free_port();
+my $max_frame = 2 * 1024 * 1024;
+
+my $node = PostgreSQL::Test::Cluster->new('kafka_hostile');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'mqlog'
+mqlog.kafka_listen = '127.0.0.1:$kport'
+mqlog.kafka_role = 'kafka_app'
+mqlog.kafka_max_frame_size = $max_frame
+});
+$node->start;
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION mqlog;
+CREATE ROLE kafka_app LOGIN;
+SELECT mq_create_topic('one', 1);
+SELECT mq_grant('one', 'kafka_app', 'consume');
+});
+
+sub kstr { return pack('n', length $_[0]) . $_[0] }
+
+sub frame
+{
+	my ($key, $version, $body) = @_;
+	my $payload = pack('nnN', $key, $version, 7) . kstr('hostile') . $body;
+	return pack('N', length $payload) . $payload;
+}
+
+# a whole response, or undef when the connection closes first
+sub response
+{
+	my ($sock) = @_;
+	my ($head, $body) = ('', '');
+	while (length $head < 4)
+	{
+		my $n = sysread($sock, $head, 4 - length $head, length $head);
+		return undef unless $n;
+	}
+	my $size = unpack('N', $head);
+	while (length $body < $size)
+	{
+		my $n = sysread($sock, $body, $size - length $body, length $body);
+		return undef unless $n;
+	}
+	return $body;
+}
+
+sub connect_listener
+{
+	foreach (1 .. 60)
+	{
+		my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $kport, Proto => 'tcp');
+		return $s if $s;
+		sleep 1;
+	}
+	die "the Kafka listener does not accept connections on port $kport";
+}
+
+sub peak_kb
+{
+	my ($pid) = @_;
+	open my $fh, '<', "/proc/$pid/status" or die "no process $pid: $!";
+	my ($kb) = map { /^VmHWM:\s+(\d+)/ ? $1 : () } <$fh>;
+	return $kb;
+}
+
+my $sock = connect_listener();
+# the listener is up and has served one request before its peak is taken
+print $sock frame(18, 0, '');
+ok(defined response($sock), 'ApiVersions is answered');
+my $pid = $node->safe_psql('postgres',
+	q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mqlog kafka listener'});
+like($pid, qr/^\d+$/, 'the listener is a background worker');
+
+# Fetch v5 of partition 7 of a one-partition topic, as often as the frame
+# allows: every partition is answered UNKNOWN_TOPIC_OR_PARTITION, no data
+my $part = pack('N', 7) . pack('q>', 0) . pack('q>', -1) . pack('N', 1 << 20);
+my $fixed = length(frame(1, 5, pack('NNNNc', 0xffffffff, 0, 0, 1 << 20, 1) . pack('N', 1) . kstr('one') . pack('N', 0)));
+my $n = int(($max_frame - $fixed) / length $part);
+my $fetch = frame(1, 5, pack('NNNNc', 0xffffffff, 0, 0, 1 << 20, 1) . pack('N', 1) . kstr('one')
+	  . pack('N', $n) . ($part x $n));
+cmp_ok(length $fetch, '<=', $max_frame + 4, "a Fetch of $n partitions fits in one frame");
+
+my $before = peak_kb($pid);
+print $sock $fetch;
+my $answer = response($sock);
+ok(defined $answer, "the Fetch of $n partitions is answered");
+if (defined $answer)
+{
+	# correlation id, throttle, then topics: 1, "one", n partitions
+	my ($corr, undef, $ntopics, $len) = unpack('NNNn', $answer);
+	my $nparts = unpack('N', substr($answer, 14 + $len, 4));
+	is_deeply([ $corr, $ntopics, $nparts ], [ 7, 1, $n ], 'its answer names every partition');
+}
+my $growth_kb = peak_kb($pid) - $before;
+cmp_ok($growth_kb, '<', 16 * $max_frame / 1024,
+	"the listener's peak grows by less than 16 frames ($growth_kb kB for a frame of "
+	  . int($max_frame / 1024) . ' kB)');
+is($node->safe_psql('postgres',
+	q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mqlog kafka listener'}),
+	$pid, 'the same listener process');
+close $sock;
+
+$node->stop;
+done_testing();
