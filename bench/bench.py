@@ -43,7 +43,7 @@ except ImportError:     # pragma: no cover - the pure-Python parser below
 
 SYSTEMS = ["mqlog", "heap_log", "skip_locked", "pgq", "redis"]
 WORKLOADS = ["produce_batch", "consume", "produce_single", "latency", "json", "sustained", "replication",
-             "failover"]
+             "failover", "scale"]
 JSON_CODECS = ["uncompressed", "lz4", "zstd"]   # mqlog's compression.type in the JSON workload
 PG_SYSTEMS = SYSTEMS[:4]
 VALUE_SIZES = [100, 1024]
@@ -57,18 +57,19 @@ MODES = {
     # single_s: seconds of single-record produce; rounds: driver runs of
     # each measurement, back to back, the median reported; latency
     # samples, total sustained seconds, sample period; failover_kills:
-    # leaders killed by the failover workload
+    # leaders killed by the failover workload; scale_partitions and
+    # scale_groups: the topics and groups of the scale run
     "quick": dict(records=10000, batch_s=2, c_records={100: 400000, 1024: 100000}, single_s=2, rounds=1,
                   latency_n=150, sustained_s=60, sample_s=2, repl_rounds=1, repl_lag_n=40, repl_max_s=10,
-                  failover_kills=3),
+                  failover_kills=3, scale_partitions=[1, 100, 1000], scale_groups=[1, 10, 100]),
     "full": dict(records=200000, batch_s=5, c_records={100: 2000000, 1024: 400000}, single_s=5, rounds=3,
                  latency_n=1000, sustained_s=600, sample_s=5, repl_rounds=3, repl_lag_n=100, repl_max_s=30,
-                 failover_kills=5),
+                 failover_kills=5, scale_partitions=[1, 100, 1000, 10000], scale_groups=[1, 10, 100]),
     # issue 5's soak: 10 minutes each of mqlog (worker-driven retention) and
     # the heap log (DELETE after consume); run with --workloads sustained
     "soak": dict(records=10000, batch_s=2, c_records={100: 400000, 1024: 100000}, single_s=2, rounds=1,
                  latency_n=150, sustained_s=1200, sample_s=10, repl_rounds=1, repl_lag_n=40, repl_max_s=10,
-                 failover_kills=3),
+                 failover_kills=3, scale_partitions=[1, 100, 1000], scale_groups=[1, 10, 100]),
 }
 BATCH = 1000          # records per batched-produce call
 CONSUME_BATCH = 500   # records per consume batch, commit/ack included
@@ -457,7 +458,9 @@ class Bench:
         else:
             cmd += ["--conninfo", self.conninfo()]
         for k, v in opts.items():
-            if v is not None:
+            if v is True:           # a flag (--spread)
+                cmd.append("--" + k.replace("_", "-"))
+            elif v is not None and v is not False:
                 cmd += ["--" + k.replace("_", "-"), str(v)]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         lines = [line for line in p.stdout.splitlines() if line.startswith("{")]
@@ -1755,6 +1758,8 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
             for codec in JSON_CODECS:
                 self.guarded("mqlog", "json", 0, lambda: self.run_json("mqlog", codec, jl))
             self.guarded("heap_log", "json", 0, lambda: self.run_json("heap_log", None, jl))
+        if "scale" in self.workloads and "mqlog" in systems:
+            self.run_scale()
         if "sustained" not in self.workloads:
             log("== done in %.0f s" % (time.time() - t0))
             self.out.close()
@@ -1774,6 +1779,130 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
         self.set_naptime(None)
         log("== done in %.0f s" % (time.time() - t0))
         self.out.close()
+
+    # ================================================= scale (issue 16)
+    def catalog_bytes(self):
+        """What topics cost the catalogs: the relations that a segment adds
+        rows to, and mqlog's chain, with their indexes."""
+        return self.q1("SELECT sum(pg_total_relation_size(c))::bigint FROM unnest(ARRAY['pg_class', "
+                       "'pg_attribute', 'pg_type', 'pg_depend', 'pg_description', 'mqlog.segment']::regclass[]) c")
+
+    def partition_shm_bytes(self):
+        """Shared memory of the partitions in use now (mqlog.shared_memory)."""
+        return self.q1("SELECT in_use * bytes_per_entry FROM mqlog.shared_memory WHERE area = 'partitions'")
+
+    def run_scale(self):
+        log("== scale: partitions %s, groups %s" % (self.cfg["scale_partitions"], self.cfg["scale_groups"]))
+        for n in self.cfg["scale_partitions"]:
+            self.guarded("mqlog", "scale", 100, lambda: self.run_scale_partitions(n), partitions=n)
+        for g in self.cfg["scale_groups"]:
+            self.guarded("mqlog", "scale", 100, lambda: self.run_scale_groups(g), groups=g)
+
+    def run_scale_partitions(self, n):
+        """One topic of n partitions: its creation (the worker makes the
+        segments beyond the first 200), its catalog and shared memory,
+        batched produce by the driver with each call to the next
+        partition (a transaction per call, so every call touches another
+        partition), the read back by a group of one member per 512
+        partitions, and the drop with the orphan sweep."""
+        name = "sc_p%d" % n
+        self.drop_quietly("mqlog", name)
+        self.sweep()
+        cat0, shm0 = self.catalog_bytes(), self.partition_shm_bytes()
+        t0 = time.time()
+        self.q("SELECT mq_create_topic(%s, %s)", (name, n))
+        self.wait("the segments of %s" % name, lambda: self.q1(
+            "SELECT count(*) FROM mqlog.partitions WHERE topic = %s AND segment_count = 0", (name,)) == 0,
+            timeout=600)
+        create_s = time.time() - t0
+        cat1 = self.catalog_bytes()
+        res, wal, disk = self.measured("mqlog", name, lambda: self.rounds(lambda: self.drive(
+            "mqlog", "produce_batch", name, 100, seconds=self.cfg["batch_s"], records=BATCH, batch=BATCH,
+            partitions=n, spread=True)))
+        touched = self.q1("SELECT count(*) FROM mqlog.partitions WHERE topic = %s AND high_watermark > 0", (name,))
+        self.emit("mqlog", "scale_produce", 100, wal_bytes_per_record=wal, disk_bytes_per_record=disk,
+                  create_s=round(create_s, 2), catalog_bytes=cat1 - cat0,
+                  catalog_bytes_per_partition=round((cat1 - cat0) / n, 1),
+                  shm_bytes=self.partition_shm_bytes() - shm0, partitions_written=touched, **self.driven(res))
+        # One member, which is assigned at most 512 partitions: nine tenths
+        # of what those hold (the records are spread evenly), and at most
+        # an eighth of the consume workload's records: a poll of many
+        # partitions reads a fair share of each (500 records over 512
+        # partitions is about one each), so it is slow by design.  (Several
+        # members would rebalance when the first of them ends, and fail
+        # the other's commit.)
+        total = self.q1("SELECT sum(high_watermark)::bigint FROM mqlog.partitions WHERE topic = %s", (name,))
+        total = min(total * min(n, 512) // n * 9 // 10, self.cfg["c_records"][100] // 8)
+        r = self.drive("mqlog", "consume", name, 100, records=total // CONSUME_BATCH * CONSUME_BATCH or total,
+                       batch=CONSUME_BATCH, group="g_" + name)
+        d = self.driven(r)
+        d["partitions"] = n         # the topic's (the driver's counts produce targets)
+        self.emit("mqlog", "scale_consume", 100, **d)
+        t1 = time.time()
+        self.drop("mqlog", name)
+        self.sweep()
+        self.emit("mqlog", "scale_drop", 100, partitions=n, drop_s=round(time.time() - t1, 2),
+                  catalog_bytes_left=self.catalog_bytes() - cat1)
+
+    def sweep(self):
+        """Drop what dropped topics left to the orphan sweep, batch after batch."""
+        while self.q1("SELECT count(*) FROM mq_run_maintenance() WHERE action IN ('drop-orphan', 'more')"):
+            pass
+
+    def run_scale_groups(self, g):
+        """g consumer groups tail one topic of 8 partitions while the
+        driver produces to it: the produce rate beside them, and how fast
+        every group gets every record (fan-out).  A consumer thread
+        polls its share of the groups in turn (a session is a member of
+        at most mqlog.max_groups_per_session groups)."""
+        name = "sc_g%d" % g
+        self.reset("mqlog", name, partitions=8)
+        per = max(1, min(self.q1("SELECT current_setting('mqlog.max_groups_per_session')::int"), 8))
+        groups = ["g%d_%s" % (i, name) for i in range(g)]
+        shares = [groups[i:i + per] for i in range(0, g, per)]
+        got = [0] * len(shares)
+        stop = threading.Event()
+        errors = []
+
+        def tail(k):
+            try:
+                c = self.connect(autocommit=False)
+                with c.cursor() as cur:
+                    while not stop.is_set():
+                        n = 0
+                        for grp in shares[k]:
+                            cur.execute("SELECT count(*) FROM mq_poll(%s, %s, 500)", (grp, name))
+                            n += cur.fetchone()[0]
+                            cur.execute("SELECT mq_commit(%s)", (grp,))
+                            c.commit()
+                        got[k] += n
+                        if n == 0:
+                            time.sleep(0.01)
+                c.close()
+            except Exception as e:  # noqa: BLE001 - reported in the row
+                errors.append("%s: %s" % (type(e).__name__, e))
+        threads = [threading.Thread(target=tail, args=(k,), daemon=True) for k in range(len(shares))]
+        for t in threads:
+            t.start()
+        self.wait("%d groups to join" % g, lambda: self.q1(
+            "SELECT count(DISTINCT group_id) FROM mqlog.group_members WHERE group_id LIKE %s",
+            ("%_" + name,)) == g or errors, timeout=120)
+        t0 = time.time()
+        res = self.drive("mqlog", "produce_batch", name, 100, seconds=self.cfg["batch_s"], records=BATCH,
+                         batch=BATCH, partitions=8, spread=True)
+        want = res["records"] * g
+        try:
+            self.wait("every group to read every record", lambda: sum(got) >= want or errors, timeout=300)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30)
+        if errors:
+            raise RuntimeError(errors[0])
+        took = time.time() - t0
+        self.emit("mqlog", "scale_groups", 100, groups=g, consumers=len(shares), delivered=sum(got),
+                  delivered_per_s=round(sum(got) / took, 1), fanout_s=round(took, 2), **self.driven(res))
+        self.drop("mqlog", name)
 
     def set_naptime(self, secs):
         if secs is None:

@@ -87,6 +87,12 @@ def pct_change(x):
     return "n/a (started at 0)" if x is None else "%+.1f%%" % (100 * x)
 
 
+def change_of(x, base):
+    """x against base, as pct_change shows it (None when either is missing)."""
+    r = ratio(x, base)
+    return None if r is None else r - 1
+
+
 def fmt_ratio(x):
     return "—" if x is None else "%.2f×" % x
 
@@ -381,6 +387,7 @@ def markdown(res):
 
     L += replication_md(res)
     L += failover_md(res)
+    L += scale_md(res)
 
     L += targets_md("## Targets of issue 13 (100-byte values, C driver)", targets13(res))
     L += targets_md("## Targets of issue 6 (100-byte values)", targets(res))
@@ -608,6 +615,60 @@ def failover_md(res, level="##"):
     return L
 
 
+def scale_md(res, level="##"):
+    """The scale run (issue 16): rates, catalog and shared memory by the
+    number of partitions of one topic, and the produce rate and fan-out
+    beside 1, 10 and 100 consumer groups.  Empty when it did not run."""
+    rows = [r for r in res.rows if r.get("workload", "").startswith("scale")]
+    if not rows:
+        return []
+    L = ["%s Scale: partitions of one topic, consumer groups on one topic" % level, ""]
+    prod = {r["partitions"]: r for r in rows if r["workload"] == "scale_produce" and not r.get("error")}
+    cons = {r["partitions"]: r for r in rows if r["workload"] == "scale_consume" and not r.get("error")}
+    drop = {r["partitions"]: r for r in rows if r["workload"] == "scale_drop" and not r.get("error")}
+    if prod:
+        base = prod[min(prod)]["records_per_s"]
+        L.append("Batched produce by the driver (1000 records of 100 B a call, each call to the next "
+                 "partition in a transaction of its own), the read back by a group of one member (of at most 512 "
+                 "partitions), the creation (the worker makes the segments beyond the first 200) and the drop "
+                 "with the orphan sweep; catalog bytes are the growth of pg_class, pg_attribute, pg_type, "
+                 "pg_depend, pg_description and mqlog.segment, shared memory the partition entries taken.")
+        L.append("")
+        L.append("| partitions | produce records/s | vs 1 partition | consume records/s (members) | create s | "
+                 "catalog bytes per partition | shared memory | drop s |")
+        L.append("|---|---|---|---|---|---|---|---|")
+        for n in sorted(prod):
+            p, c, d = prod[n], cons.get(n, {}), drop.get(n, {})
+            L.append("| %s | %s | %s | %s (%s) | %s | %s | %s | %s |" % (
+                fmt(n), fmt(p["records_per_s"]), pct_change(change_of(p["records_per_s"], base)),
+                fmt(c.get("records_per_s")), c.get("clients", "-"), p.get("create_s"),
+                fmt(p.get("catalog_bytes_per_partition")), fmt(p.get("shm_bytes")), d.get("drop_s", "-")))
+        L.append("")
+    grp = sorted((r for r in rows if r["workload"] == "scale_groups" and not r.get("error")),
+                 key=lambda r: r["groups"])
+    if grp:
+        L.append("Groups tailing one topic of 8 partitions (a consumer session polls up to 8 of them in "
+                 "turn) while the driver produces to it: its rate beside them, and every record delivered to "
+                 "every group.")
+        L.append("")
+        L.append("| groups | consumer sessions | produce records/s | delivered records/s (all groups) | "
+                 "until every group had every record, s |")
+        L.append("|---|---|---|---|---|")
+        for r in grp:
+            L.append("| %d | %d | %s | %s | %s |" % (r["groups"], r["consumers"], fmt(r["records_per_s"]),
+                                                   fmt(r["delivered_per_s"]), r["fanout_s"]))
+        L.append("")
+    for r in rows:
+        if r.get("error"):
+            L.append("- %s (%s): %s" % (r["workload"], ", ".join(
+                "%s %s" % (k, r[k]) for k in ("partitions", "groups") if k in r), r["error"]))
+    return L
+
+
+def scale_only(res):
+    return "\n".join(only_header(res, "scale") + scale_md(res))
+
+
 def failover_only(res):
     return "\n".join(only_header(res, "failover") + failover_md(res))
 
@@ -738,13 +799,16 @@ def main():
                     help="only the replication section (bench/run.sh --only replication)")
     ap.add_argument("--only-failover", action="store_true",
                     help="only the failover section (bench/run.sh --only failover)")
+    ap.add_argument("--only-scale", action="store_true",
+                    help="only the scale section (bench/run.sh --only scale)")
     a = ap.parse_args()
     res = Results(load(a.jsonl))
     if not res.rows:
         print("report.py: no results in %s" % a.jsonl, file=sys.stderr)
         return 1
     md = (replication_only(res) if a.only_replication else
-          failover_only(res) if a.only_failover else markdown(res))
+          failover_only(res) if a.only_failover else
+          scale_only(res) if a.only_scale else markdown(res))
     if a.md:
         with open(a.md, "w") as f:
             f.write(md + "\n")

@@ -19,6 +19,11 @@
 #                           of a leader, 5 times, 3 with --quick, and the time
 #                           to the first acks=all produce on its successor);
 #                           results in bench/results/failover.{jsonl,md}
+#   bench/run.sh --only scale [--quick]
+#                           only the scale run (issue 16) on the single server:
+#                           1, 100, 1,000 (and 10,000 without --quick)
+#                           partitions and 1, 10, 100 groups on one topic;
+#                           results in bench/results/scale.{jsonl,md}
 #
 # Run it as root on Debian 12: it installs the Debian packages it needs,
 # builds and installs mqlog into the server that PG_CONFIG names (default
@@ -51,7 +56,7 @@ for a in "$@"; do
         --soak) MODE=soak ;;
         --keep) KEEP=1 ;;
         --servers-only) KEEP=1; SERVERS_ONLY=1 ;;
-        -h|--help) sed -n '2,28s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h|--help) sed -n '2,38s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
         --only) ONLY=next ;;
         --only=*) ONLY=${a#--only=} ;;
         *)
@@ -63,8 +68,8 @@ for a in "$@"; do
     esac
 done
 case "$ONLY" in
-    ""|replication|failover) ;;
-    *) echo "run.sh: --only takes one workload: replication or failover" >&2; exit 2 ;;
+    ""|replication|failover|scale) ;;
+    *) echo "run.sh: --only takes one workload: replication, failover or scale" >&2; exit 2 ;;
 esac
 
 step() { printf '\n==== %s  (%s)\n' "$*" "$(date +%T)"; }
@@ -176,7 +181,7 @@ cleanup() {
     fi
     if [ -f "$WORK/server.log" ] && [ -d "$BENCH/results" ]; then
         # checkpoints, lock waits and errors, to explain a dip in the samples
-        tail -n 3000 "$WORK/server.log" >"$BENCH/results/latest-postgresql.log" || true
+        tail -n 3000 "$WORK/server.log" >"$BENCH/results/$([ "$ONLY" = scale ] && echo scale || echo latest)-postgresql.log" || true
     fi
     if [ $rc -ne 0 ] && [ -f "$WORK/server.log" ]; then
         echo "last lines of the PostgreSQL log:" >&2
@@ -255,7 +260,7 @@ $BENCH_CONF"
     return $rc
 }
 
-if [ -n "$ONLY" ]; then
+if [ -n "$ONLY" ] && [ "$ONLY" != scale ]; then
     mkdir -p "$BENCH/results"
     set +e
     run_replication "$BENCH/results/$ONLY.jsonl" new "$ONLY"
@@ -284,6 +289,8 @@ unix_socket_directories = '$WORK'
 shared_preload_libraries = 'mqlog'
 wal_level = logical
 output_plugin_libraries = 'pgoutput, test_decoding, mqlog'
+# the scale run's topic of 10,000 partitions, beside the others
+mqlog.max_partitions = 16384
 $BENCH_CONF
 EOF
 if ! as_pg "$BINDIR/pg_ctl" -D "$PGDATA" -l "$WORK/server.log" -w -t 60 start >/dev/null; then
@@ -326,6 +333,21 @@ fi
 step "benchmark ($MODE)"
 mkdir -p "$BENCH/results"
 set +e
+if [ "$ONLY" = scale ]; then
+    "$PY" "$BENCH/bench.py" --mode "$MODE" --systems mqlog --workloads scale \
+        --pghost "$WORK" --pgport "$PGPORT" \
+        --redis-port "$REDISPORT" --redis-ok "$REDIS_OK" \
+        --work "$WORK" --out "$BENCH/results/scale.jsonl"
+    brc=$?
+    step "report"
+    "$PY" "$BENCH/report.py" "$BENCH/results/scale.jsonl" --only-scale --md "$BENCH/results/scale.md"
+    cat "$BENCH/results/scale.md"
+    echo
+    echo "done in $(( $(date +%s) - START )) s:"
+    echo "  $BENCH/results/scale.jsonl"
+    echo "  $BENCH/results/scale.md"
+    exit $brc
+fi
 if [ "$MODE" = soak ]; then
     "$PY" "$BENCH/bench.py" --mode soak --systems mqlog,heap_log --workloads sustained \
         --pghost "$WORK" --pgport "$PGPORT" \

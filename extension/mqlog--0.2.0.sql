@@ -490,8 +490,18 @@ DECLARE
     relname text := CASE WHEN base_offset = -1
                          THEN left(mqlog._segment_relname(topic_id, name, part, 0), 30) || '-next-' || txid_current() || '-' || part
                          ELSE mqlog._segment_relname(topic_id, name, part, base_offset) END;
-    rel oid;
+    rel oid := to_regclass(format('mqlog_data.%I', relname));
 BEGIN
+    /*
+     * A dropped topic's segment of the same name that the orphan sweep has
+     * not dropped yet (mq_drop_topic leaves most of a big topic's to it):
+     * it goes now, or this creation waits for it to go.  Only an orphan
+     * mqlog unlinked: another relation of the name fails the CREATE.
+     */
+    IF rel IS NOT NULL AND EXISTS (SELECT FROM mqlog.orphan o WHERE o.relid = rel)
+       AND NOT EXISTS (SELECT FROM mqlog.segment s WHERE s.relid = rel) THEN
+        EXECUTE format('DROP TABLE %s CASCADE', rel::regclass);
+    END IF;
     EXECUTE format('CREATE TABLE mqlog_data.%I ("offset" pg_catalog.int8, ts pg_catalog.timestamptz, key pg_catalog.bytea, value pg_catalog.bytea, headers mqlog.header[]) USING mqlog WITH (parallel_workers = 0)',
                    relname);
     rel := format('mqlog_data.%I', relname)::regclass::oid;
@@ -504,6 +514,95 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION mqlog._create_segment(int, text, int, bigint) IS 'internal: creates one segment relation (base offset -1: prepared ahead) and lists it in the chain';
+
+/*
+ * Partitions whose first segment is made after their topic (issue 16).
+ * Every relation a transaction creates holds a lock until it ends, so the
+ * transaction of mq_create_topic or mq_add_partitions creates the first
+ * segments of at most mqlog._drop_batch() partitions and lists the others
+ * here; they have no segment yet ("pending": they read as empty, and a
+ * produce to one waits for it, see MqTopicAwaitPartition in topic.c).
+ * Once it commits the maintenance worker creates them, at most a batch
+ * per transaction, each in the transaction that takes its row out: in the
+ * roll-ahead pass the creating transaction asks for at commit, and in
+ * every regular pass, so that a creation interrupted by a crash goes on at
+ * the next pass.  Only the partitions listed: a partition without a
+ * segment that is not (a restore that has loaded the topic but not yet its
+ * segments) is none of the worker's business.  pg_dump carries the list,
+ * so a restore of a dump taken midway finishes the creation.
+ */
+CREATE TABLE mqlog.pending_partition (
+    topic_id     int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    "partition"  int NOT NULL,
+    PRIMARY KEY (topic_id, "partition")
+);
+COMMENT ON TABLE mqlog.pending_partition IS 'partitions whose first segment the maintenance worker has yet to create (a topic or mq_add_partitions of more than 200)';
+REVOKE ALL ON mqlog.pending_partition FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('mqlog.pending_partition',
+    'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
+
+/*
+ * The worker's half: create the first segments of at most budget listed
+ * partitions.  A topic that a transaction holds locked (being altered,
+ * grown or dropped) is skipped and found again by the next pass.  Returns
+ * the segments created.
+ */
+CREATE FUNCTION mqlog._create_pending_segments(only_topic int, budget int)
+    RETURNS TABLE (topic text, "partition" int, segment text)
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    SET mqlog.allow_segment_ddl = on AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT pp.topic_id, t.name, pp."partition" AS p
+          FROM mqlog.pending_partition pp JOIN mqlog.topic t USING (topic_id)
+         WHERE only_topic IS NULL OR pp.topic_id = only_topic
+         ORDER BY pp.topic_id, pp."partition"
+         LIMIT greatest(budget, 0)
+           FOR UPDATE OF pp SKIP LOCKED
+           FOR KEY SHARE OF t SKIP LOCKED
+    LOOP
+        DELETE FROM mqlog.pending_partition pp WHERE pp.topic_id = r.topic_id AND pp."partition" = r.p;
+        CONTINUE WHEN EXISTS (SELECT FROM mqlog.segment s WHERE s.topic_id = r.topic_id AND s."partition" = r.p);
+        topic := r.name;
+        "partition" := r.p;
+        segment := mqlog._create_segment(r.topic_id, r.name, r.p, 0)::regclass::text;
+        RETURN NEXT;
+    END LOOP;
+    IF FOUND THEN
+        PERFORM mqlog._catalog_changed();
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mqlog._create_pending_segments(int, int) IS
+    'internal: create the first segments of partitions made after their topic, at most budget of them';
+
+CREATE FUNCTION mqlog._request_pass_at_commit() RETURNS void
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_request_pass_at_commit';
+COMMENT ON FUNCTION mqlog._request_pass_at_commit() IS
+    'internal: ask the maintenance launcher for a roll-ahead pass in this database when the transaction commits';
+
+/*
+ * Shared memory holds the state of mqlog.max_partitions partitions (all
+ * databases together), fixed at server start: warn at mq_create_topic and
+ * mq_add_partitions when this database's topics alone have more.
+ */
+CREATE FUNCTION mqlog._check_max_partitions() RETURNS void
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    total bigint := (SELECT sum(t.partitions) FROM mqlog.topic t);
+    cap int := current_setting('mqlog.max_partitions')::int;
+BEGIN
+    IF total > cap THEN
+        RAISE WARNING 'the topics of this database have % partitions, more than mqlog.max_partitions (%)', total, cap
+            USING DETAIL = 'Shared memory holds the state of mqlog.max_partitions partitions, across all databases, fixed at server start; using more at once fails with 53400.',
+                  HINT = format('Raise mqlog.max_partitions to at least %s and restart; mqlog.shared_memory shows what it costs.', total);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mqlog._check_max_partitions() IS
+    'internal: warn when this database''s topics have more partitions than mqlog.max_partitions';
 
 CREATE FUNCTION mqlog._create_topic(name text, partitions int, replication_factor int,
                                      config jsonb, owner oid)
@@ -541,9 +640,16 @@ BEGIN
         RAISE EXCEPTION 'topic "%" already exists', name
             USING ERRCODE = 'duplicate_object';
     END;
-    FOR p IN 0 .. partitions - 1 LOOP
+    /* a bounded batch of first segments here, the rest by the worker (see mqlog.pending_partition) */
+    FOR p IN 0 .. least(partitions, mqlog._drop_batch()) - 1 LOOP
         PERFORM mqlog._create_segment(tid, name, p, 0);
     END LOOP;
+    IF partitions > mqlog._drop_batch() THEN
+        INSERT INTO mqlog.pending_partition (topic_id, "partition")
+            SELECT tid, g FROM generate_series(mqlog._drop_batch(), partitions - 1) g;
+        PERFORM mqlog._request_pass_at_commit();
+    END IF;
+    PERFORM mqlog._check_max_partitions();
     PERFORM mqlog._catalog_changed();
 END
 $$;
@@ -628,10 +734,17 @@ BEGIN
         RAISE EXCEPTION 'number of partitions must be at most 10000'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    FOR p IN t.partitions .. total - 1 LOOP
+    /* a bounded batch of first segments here, the rest by the worker (see mqlog.pending_partition) */
+    FOR p IN t.partitions .. least(total, t.partitions + mqlog._drop_batch()) - 1 LOOP
         PERFORM mqlog._create_segment(t.topic_id, t.name, p, 0);
     END LOOP;
+    IF total > t.partitions + mqlog._drop_batch() THEN
+        INSERT INTO mqlog.pending_partition (topic_id, "partition")
+            SELECT t.topic_id, g FROM generate_series(t.partitions + mqlog._drop_batch(), total - 1) g;
+        PERFORM mqlog._request_pass_at_commit();
+    END IF;
     UPDATE mqlog.topic SET partitions = total WHERE topic_id = t.topic_id;
+    PERFORM mqlog._check_max_partitions();
     PERFORM mqlog._catalog_changed();
 END
 $$;
@@ -888,7 +1001,8 @@ CREATE VIEW mqlog.partitions WITH (security_barrier) AS
       FROM (SELECT * FROM mqlog.topic t0 WHERE mq_has_topic_privilege(t0.name, 'describe') OFFSET 0) t
      CROSS JOIN LATERAL generate_series(0, t.partitions - 1) AS p
      CROSS JOIN LATERAL (
-           SELECT greatest(min(s.base_offset) FILTER (WHERE s.base_offset >= 0),
+           -- 0 for a partition whose first segment is still being created (segment_count 0)
+           SELECT greatest(coalesce(min(s.base_offset) FILTER (WHERE s.base_offset >= 0), 0),
                            (SELECT l.log_start_offset FROM mqlog.log_start l
                              WHERE l.topic_id = t.topic_id AND l."partition" = p)) AS log_start_offset,
                   coalesce(sum(pg_relation_size(s.relid)), 0)::bigint AS size_bytes,
@@ -1054,11 +1168,45 @@ CREATE FUNCTION mqlog.group_member_list(
 COMMENT ON FUNCTION mqlog.group_member_list() IS 'members of the consumer groups of this database the current role may use, from shared memory';
 
 CREATE FUNCTION mqlog.shared_memory_areas(OUT area text, OUT entries bigint, OUT bytes bigint,
-                                           OUT bytes_per_entry bigint, OUT setting text)
+                                           OUT bytes_per_entry bigint, OUT setting text,
+                                           OUT in_use bigint)
     RETURNS SETOF record LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_shared_memory';
 COMMENT ON FUNCTION mqlog.shared_memory_areas() IS 'what each part of mqlog holds in shared memory at this server''s settings';
 CREATE VIEW mqlog.shared_memory AS SELECT * FROM mqlog.shared_memory_areas();
-COMMENT ON VIEW mqlog.shared_memory IS 'what each part of mqlog holds in shared memory at this server''s settings: capacity and bytes';
+COMMENT ON VIEW mqlog.shared_memory IS 'what each part of mqlog holds in shared memory at this server''s settings: capacity, bytes, and the entries in use now';
+
+/*
+ * The DBA's view of the consumer group table, which all databases share
+ * (issue 16): every member slot in use, with its database, host process
+ * and max_poll_interval_ms; and the removal of a group's members.  For
+ * mqlog_admin; the groups of other databases only for roles with the
+ * privileges of pg_read_all_stats.
+ */
+CREATE FUNCTION mqlog.group_slot_list(
+    OUT database_oid oid, OUT database text, OUT group_id text, OUT member_id text, OUT pid int,
+    OUT last_poll timestamptz, OUT max_poll_interval_ms int, OUT assigned_partitions int)
+    RETURNS SETOF record
+    LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'mqlog_group_slots';
+COMMENT ON FUNCTION mqlog.group_slot_list() IS
+    'every consumer group member slot in use, server-wide (other databases'' only for pg_read_all_stats)';
+REVOKE ALL ON FUNCTION mqlog.group_slot_list() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mqlog.group_slot_list() TO mqlog_admin;
+
+CREATE VIEW mqlog.group_slots AS
+    SELECT l.*, a.usename, a.application_name, a.state
+      FROM mqlog.group_slot_list() l
+      LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid;
+COMMENT ON VIEW mqlog.group_slots IS
+    'the consumer group table of the server: every member slot in use, with its database, session and max_poll_interval_ms (mqlog_admin)';
+REVOKE ALL ON mqlog.group_slots FROM PUBLIC;
+GRANT SELECT ON mqlog.group_slots TO mqlog_admin;
+
+CREATE FUNCTION mq_remove_group_members("group" text) RETURNS int
+    LANGUAGE c VOLATILE PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_remove_group_members';
+COMMENT ON FUNCTION mq_remove_group_members(text) IS
+    'remove every member of a consumer group of this database when the transaction commits, freeing their slots (mqlog_admin); returns how many it has';
+REVOKE ALL ON FUNCTION mq_remove_group_members(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION mq_remove_group_members(text) TO mqlog_admin;
 
 CREATE VIEW mqlog.group_members WITH (security_barrier) AS
     SELECT m.group_id, m.member_id, m.pid, a.client_addr, m.assignor, m.generation,
@@ -1282,6 +1430,11 @@ DECLARE
 BEGIN
     PERFORM mqlog._maintenance_lock();
     PERFORM set_config('lock_timeout', '100ms', true);
+    /* first segments of partitions made after their topic come first: producers wait for them */
+    budget := budget - (SELECT count(*) FROM mqlog._create_pending_segments(NULL, budget));
+    IF budget <= 0 THEN
+        RETURN 1;
+    END IF;
     FOR w IN SELECT ws.* FROM mqlog._wanted_spares() ws JOIN mqlog.topic t USING (topic_id)
               WHERE ws."partition" < t.partitions ORDER BY 1, 2 LOOP
         IF budget <= 0 THEN
@@ -1376,6 +1529,8 @@ CREATE FUNCTION mqlog._drop_orphans() RETURNS SETOF text
 DECLARE
     r record;
 BEGIN
+    /* one sweep at a time: the worker's sweep step and mq_run_maintenance() by hand */
+    PERFORM mqlog._maintenance_lock();
     PERFORM set_config('lock_timeout', '100ms', true);
     /* entries of relations dropped since, or listed in a chain again */
     DELETE FROM mqlog.orphan o
@@ -1387,12 +1542,16 @@ BEGIN
            AND NOT EXISTS (SELECT FROM mqlog.segment sg WHERE sg.relid = c.oid)
          ORDER BY c.oid LIMIT mqlog._drop_batch()
     LOOP
+        /* mqlog._create_segment may have dropped it meanwhile (a new segment of its name) */
+        CONTINUE WHEN NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = r.oid);
         BEGIN
             EXECUTE format('DROP TABLE %s CASCADE', r.oid::regclass);
             DELETE FROM mqlog.orphan o WHERE o.relid = r.oid;
             RETURN NEXT r.oid::text;
         EXCEPTION WHEN lock_not_available THEN
             NULL;
+        WHEN undefined_table THEN
+            NULL;       /* ... or just now, while this waited for its lock */
         END;
     END LOOP;
 END
@@ -1437,6 +1596,27 @@ BEGIN
     PERFORM mqlog._maintenance_lock();
     /* a segment a reader is inside is left for the next pass */
     PERFORM set_config('lock_timeout', '100ms', true);
+
+    /*
+     * first segments of partitions made after their topic (a creation the
+     * roll-ahead pass has not finished, or a crash interrupted); a call
+     * that spent its budget on them says 'more' and stops there
+     */
+    FOR s IN SELECT * FROM mqlog._create_pending_segments(
+                 CASE WHEN only_topic IS NOT NULL
+                      THEN coalesce((SELECT t.topic_id FROM mqlog.topic t WHERE t.name = only_topic), 0) END,
+                 budget) LOOP
+        action := 'create'; topic := s.topic; "partition" := s."partition"; segment := s.segment;
+        detail := 'first segment of the partition';
+        RETURN NEXT;
+        budget := budget - 1;
+    END LOOP;
+    IF budget <= 0 THEN
+        action := 'more'; topic := only_topic; "partition" := NULL; segment := NULL;
+        detail := 'this call created and dropped as many relations as one transaction may; call again for the rest';
+        RETURN NEXT;
+        RETURN;
+    END IF;
 
     FOR p IN
         SELECT t.topic_id, t.name, g.p AS part, mqlog.effective_config(t.config) AS c

@@ -292,33 +292,39 @@ mqlog_shared_memory(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Size		parts_total = MqPartitionShmemSize() - MqInflightPoolSize();
+	int64		inflight_used;
+	int64		parts_used = MqPartitionsInUse(&inflight_used);
+	int			groups_used;
+	int64		members_used = MqGroupSlotsInUse(&groups_used);
 	struct
 	{
 		const char *area;
 		int64		entries;
 		Size		bytes;
 		const char *setting;
+		int64		in_use;		/* -1: not counted */
 	}			rows[] = {
-		{"partitions", mqlog_max_partitions, parts_total, "mqlog.max_partitions"},
+		{"partitions", mqlog_max_partitions, parts_total, "mqlog.max_partitions", parts_used},
 		{"in-flight appends", (int64) MaxBackends * mqlog_max_inflight, MqInflightPoolSize(),
-		"mqlog.max_inflight_partitions per backend"},
+		"mqlog.max_inflight_partitions per backend", inflight_used},
 		{"group members and groups", (int64) MaxBackends * mqlog_max_groups_per_session,
-		MqGroupsShmemSize(), "mqlog.max_groups_per_session per backend"},
+		MqGroupsShmemSize(), "mqlog.max_groups_per_session per backend", members_used},
 		{"cluster nodes, lease and apply workers", MQ_CLUSTER_MAX_NODES,
-		add_size(MqClusterShmemSize(), MqApplyShmemSize()), NULL},
+		add_size(MqClusterShmemSize(), MqApplyShmemSize()), NULL, -1},
 	};
 
 	InitMaterializedSRF(fcinfo, 0);
 	for (int i = 0; i < lengthof(rows); i++)
 	{
-		Datum		values[5];
-		bool		nulls[5] = {false, false, false, false, rows[i].setting == NULL};
+		Datum		values[6];
+		bool		nulls[6] = {false, false, false, false, rows[i].setting == NULL, rows[i].in_use < 0};
 
 		values[0] = CStringGetTextDatum(rows[i].area);
 		values[1] = Int64GetDatum(rows[i].entries);
 		values[2] = Int64GetDatum((int64) rows[i].bytes);
 		values[3] = Int64GetDatum((int64) (rows[i].bytes / Max(rows[i].entries, 1)));
 		values[4] = rows[i].setting ? CStringGetTextDatum(rows[i].setting) : (Datum) 0;
+		values[5] = Int64GetDatum(rows[i].in_use);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -38,6 +38,8 @@ static const char usage[] =
 "  --seconds      produce: go on calling until then too (default: produce_single 2, else 0)\n"
 "  --pipeline     produce calls in flight per client (default 1)\n"
 "  --partitions   mqlog produce: client i writes partition i %% N\n"
+"  --spread       with --partitions: each call to the next partition instead,\n"
+"                 client i's call k to (i + k * clients) %% N (the scale run)\n"
 "  --values-file  send these records instead of random ones\n"
 "  --seed         seed of the random records (default 1)\n"
 "\n"
@@ -230,8 +232,9 @@ print_result(const BenchOptions *o, BenchClient *cl)
 	json_string(o->system);
 	printf(", \"workload\": ");
 	json_string(o->workload);
-	printf(", \"value_bytes\": %d, \"clients\": %d, \"batch\": %d, \"pipeline\": %d, \"partitions\": %d",
-		   o->value_bytes, o->clients, o->batch, o->pipeline, o->partitions > 0 ? o->partitions : 1);
+	printf(", \"value_bytes\": %d, \"clients\": %d, \"batch\": %d, \"pipeline\": %d, \"partitions\": %d, \"spread\": %s",
+		   o->value_bytes, o->clients, o->batch, o->pipeline, o->partitions > 0 ? o->partitions : 1,
+		   o->spread ? "true" : "false");
 	printf(", \"records\": %ld, \"calls\": %ld, \"seconds\": %.6f", records, calls, secs);
 	printf(", \"records_per_s\": %.1f, \"mb_per_s\": %.3f, \"value_bytes_avg\": %.1f",
 		   secs > 0 ? records / secs : 0.0, secs > 0 ? bytes / secs / 1e6 : 0.0,
@@ -264,6 +267,7 @@ main(int argc, char **argv)
 		{"seconds", required_argument, NULL, 'T'},
 		{"pipeline", required_argument, NULL, 'p'},
 		{"partitions", required_argument, NULL, 'N'},
+		{"spread", no_argument, NULL, 'R'},
 		{"values-file", required_argument, NULL, 'f'},
 		{"seed", required_argument, NULL, 'S'},
 		{"help", no_argument, NULL, 'h'},
@@ -300,6 +304,7 @@ main(int argc, char **argv)
 			case 'T': o.seconds = atof(optarg); break;
 			case 'p': o.pipeline = atoi(optarg); break;
 			case 'N': o.partitions = atoi(optarg); break;
+			case 'R': o.spread = 1; break;
 			case 'f': o.values_file = optarg; break;
 			case 'S': o.seed = strtoull(optarg, NULL, 10); break;
 			case 'h': fputs(usage, stdout); return 0;

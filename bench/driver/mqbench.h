@@ -38,6 +38,9 @@ typedef struct BenchOptions
 	int			pipeline;		/* produce calls in flight per client */
 	int			partitions;		/* mqlog: client i produces to partition
 								 * i % partitions (0: any) */
+	int			spread;			/* ... or each call to the next partition:
+								 * call k of client i to (i + k * clients)
+								 * % partitions */
 	const char *values_file;	/* records to send instead of random ones */
 	uint64_t	seed;
 } BenchOptions;

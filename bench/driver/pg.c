@@ -404,7 +404,19 @@ produce_stream(BenchClient *c, PGconn *conn, const PgCall *calls, int ncalls, lo
 		while (sent - done < depth && (sent < todo || BenchNow() < deadline))
 		{
 			const PgCall *k = &calls[sent % ncalls];
+			PgCall		spread;
+			char		partition[16];
 
+			/* the partition is the last parameter; libpq copies it at once */
+			if (c->opt->spread && c->opt->partitions > 0)
+			{
+				spread = *k;
+				snprintf(partition, sizeof(partition), "%ld",
+						 (c->id + sent * c->opt->clients) % c->opt->partitions);
+				spread.val[spread.n - 1] = partition;
+				spread.len[spread.n - 1] = (int) strlen(partition);
+				k = &spread;
+			}
 			if (send_prepared(c, conn, "produce", k->n, k->val, k->len, k->fmt) < 0 ||
 				sync(c, conn) < 0)
 			{

@@ -123,6 +123,7 @@ typedef struct MqAssignment
 /* a member as mqlog.group_members shows it */
 typedef struct MqMemberInfo
 {
+	Oid			dboid;			/* the group's database */
 	char		group[MQ_GROUP_NAME_LEN];
 	char		member_id[MQ_MEMBER_ID_LEN];
 	int			pid;			/* the process that hosts it */
@@ -131,6 +132,7 @@ typedef struct MqMemberInfo
 	Oid			owner;			/* the group's live owner, or InvalidOid */
 	TimestampTz joined_at;
 	TimestampTz last_poll;
+	int			max_poll_interval_ms;	/* evicted after this long idle */
 	int			ntopics;
 	int32		topic_ids[MQ_MAX_SUB_TOPICS];
 	int			nassigned;
@@ -165,8 +167,19 @@ extern bool MqGroupAssignment(const char *group, const char *member_id,
 extern bool MqTopicPartListed(const MqTopicPart *tp, int n, int32 topic_id,
 							  int32 partition);
 extern Oid	MqGroupLiveOwner(const char *group);
-/* the members of this database's groups, in the caller's memory context */
-extern MqMemberInfo *MqGroupMembers(int *nmembers);
+/*
+ * the members of this database's groups (all_databases: of every
+ * database's, the whole table), in the caller's memory context
+ */
+extern MqMemberInfo *MqGroupMembers(bool all_databases, int *nmembers);
+/* member slots and group slots in use, server-wide */
+extern int	MqGroupSlotsInUse(int *groups);
+/*
+ * A DBA's removal of every member of a group of this database, when the
+ * transaction commits (Kafka's RemoveMembersFromConsumerGroup): they
+ * rejoin at their next poll.  Returns how many members it has now.
+ */
+extern int	MqGroupRemoveMembers(const char *group);
 
 /*
  * A group this process coordinates outside the registry, with nmembers

@@ -1004,7 +1004,7 @@ MqGroupRefuseIfActive(const char *group, bool force, const char *what)
 }
 
 MqMemberInfo *
-MqGroupMembers(int *nmembers)
+MqGroupMembers(bool all_databases, int *nmembers)
 {
 	MqMemberInfo *info;
 	int			n = 0;
@@ -1022,10 +1022,11 @@ MqGroupMembers(int *nmembers)
 		MqGroupState *g;
 		MqMemberInfo *out;
 
-		if (!m->in_use || m->dboid != MyDatabaseId)
+		if (!m->in_use || (m->dboid != MyDatabaseId && !all_databases))
 			continue;
-		g = find_group(MyDatabaseId, m->group, false);
+		g = find_group(m->dboid, m->group, false);
 		out = &info[n++];
+		out->dboid = m->dboid;
 		strlcpy(out->group, m->group, MQ_GROUP_NAME_LEN);
 		strlcpy(out->member_id, m->member_id, MQ_MEMBER_ID_LEN);
 		out->pid = m->pid;
@@ -1034,6 +1035,7 @@ MqGroupMembers(int *nmembers)
 		out->owner = g ? g->owner : InvalidOid;
 		out->joined_at = m->joined_at;
 		out->last_poll = m->last_poll;
+		out->max_poll_interval_ms = m->max_poll_interval_ms;
 		out->ntopics = m->ntopics;
 		memcpy(out->topic_ids, m->topic_ids, sizeof(int32) * m->ntopics);
 		out->nassigned = m->nassigned;
@@ -1042,4 +1044,48 @@ MqGroupMembers(int *nmembers)
 	LWLockRelease(gs->lock);
 	*nmembers = n;
 	return info;
+}
+
+int
+MqGroupSlotsInUse(int *groups)
+{
+	int			nmembers = 0;
+	int			ngroups = 0;
+
+	if (gs == NULL)
+	{
+		*groups = 0;
+		return 0;
+	}
+	LWLockAcquire(gs->lock, LW_SHARED);
+	for (int i = 0; i < gs->nslots; i++)
+	{
+		nmembers += gs->members[i].in_use ? 1 : 0;
+		ngroups += gs->groups[i].in_use ? 1 : 0;
+	}
+	LWLockRelease(gs->lock);
+	*groups = ngroups;
+	return nmembers;
+}
+
+/*
+ * At commit, as a forced reset evicts: a member removed at once would be
+ * rolled back by nothing, and one that polled under the old membership in
+ * a transaction still open must not commit it.
+ */
+int
+MqGroupRemoveMembers(const char *group)
+{
+	int			n;
+
+	if (hosted_externally(group))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("consumer group \"%s\" is coordinated by the Kafka listener", group),
+				 errdetail("Its members are Kafka clients, which the listener holds, not member slots of SQL sessions."),
+				 errhint("Stop the group's Kafka consumers; the listener lets the group go when its last member leaves.")));
+	n = MqGroupMemberCount(group);
+	if (n > 0)
+		evict_at_commit(group);
+	return n;
 }

@@ -71,6 +71,7 @@ PG_FUNCTION_INFO_V1(mqlog_publish_spare);
 PG_FUNCTION_INFO_V1(mqlog_roll_to_spare);
 PG_FUNCTION_INFO_V1(mqlog_wanted_spares);
 PG_FUNCTION_INFO_V1(mqlog_request_pass);
+PG_FUNCTION_INFO_V1(mqlog_request_pass_at_commit);
 PG_FUNCTION_INFO_V1(mqlog_maintenance_lock);
 
 /*
@@ -294,6 +295,17 @@ Datum
 mqlog_request_pass(PG_FUNCTION_ARGS)
 {
 	MqRequestMaintenance();
+	PG_RETURN_VOID();
+}
+
+/*
+ * mqlog._request_pass_at_commit(): the same once this transaction commits
+ * (mq_create_topic of more partitions than it creates segments for).
+ */
+Datum
+mqlog_request_pass_at_commit(PG_FUNCTION_ARGS)
+{
+	MqRequestMaintenanceAtCommit();
 	PG_RETURN_VOID();
 }
 

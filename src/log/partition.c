@@ -154,6 +154,7 @@ static LocalInflight *local = NULL;
 static int	nlocal = 0;
 static int	maxlocal = 0;
 static bool catalog_bump_at_commit = false;
+static bool maintenance_at_commit = false;
 
 static void mq_backend_exit(int code, Datum arg);
 
@@ -197,6 +198,28 @@ Size
 MqInflightPoolSize(void)
 {
 	return mul_size(pool_entries(), sizeof(MqInflight));
+}
+
+/*
+ * Partition entries in use now, server-wide, and in-flight entries taken
+ * (mqlog.shared_memory).
+ */
+int64
+MqPartitionsInUse(int64 *inflight)
+{
+	int64		n;
+	int64		free_entries = 0;
+	dlist_iter	it;
+
+	LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
+	n = hash_get_num_entries(part_hash);
+	LWLockRelease(mq_shared->hash_lock);
+	SpinLockAcquire(&mq_shared->free_lock);
+	dlist_foreach(it, &mq_shared->free_list)
+		free_entries++;
+	SpinLockRelease(&mq_shared->free_lock);
+	*inflight = (int64) pool_entries() - free_entries;
+	return n;
 }
 
 /* What the partition state needs in shared memory (mqlog.c sums it up). */
@@ -692,6 +715,9 @@ mq_xact_callback(XactEvent event, void *arg)
 				ConditionVariableBroadcast(&mq_shared->data_cv);
 			}
 			catalog_bump_at_commit = false;
+			if (maintenance_at_commit)
+				MqRequestMaintenance();
+			maintenance_at_commit = false;
 			/* last: the commit is visible here; acks=all waits for the replicas */
 			MqReplicaAwaitAcks();
 			break;
@@ -714,6 +740,7 @@ mq_xact_callback(XactEvent event, void *arg)
 			if (catalog_bump_at_commit)
 				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
 			catalog_bump_at_commit = false;
+			maintenance_at_commit = false;
 			break;
 		default:
 			break;
@@ -817,9 +844,19 @@ MqPartitionInitCallbacks(void)
 void
 MqPartitionLogEnd(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
 {
-	const MqSegmentRef *seg = MqTopicActiveSegment(topic, partition);
-	MqPartition *part = MqTopicPartition(topic, partition);
+	const MqSegmentRef *seg;
+	MqPartition *part;
 	Relation	rel;
+
+	/* no segment yet (made after its topic, see topic.c): nothing was written */
+	if (MqTopicPartitionPending(topic, partition))
+	{
+		*hw = 0;
+		*lso = RecoveryInProgress() ? -1 : 0;
+		return;
+	}
+	seg = MqTopicActiveSegment(topic, partition);
+	part = MqTopicPartition(topic, partition);
 
 	rel = try_table_open(seg->relid, AccessShareLock);
 	if (rel == NULL)
@@ -1308,6 +1345,16 @@ MqRequestMaintenance(void)
 		SetLatch(latch);
 }
 
+/*
+ * Ask for it when this transaction commits: what the pass is to do (the
+ * first segments of a topic's partitions) is invisible to it before.
+ */
+void
+MqRequestMaintenanceAtCommit(void)
+{
+	maintenance_at_commit = true;
+}
+
 /* Keep a request the launcher could not serve yet, unless a newer one came. */
 void
 MqRepostMaintenanceRequest(Oid dboid)
@@ -1361,11 +1408,17 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 
 	for (int attempt = 0;; attempt++)
 	{
-		const MqSegmentRef *seg = MqTopicActiveSegment(topic, partition);
-		MqPartition *part = MqTopicPartition(topic, partition);
+		const MqSegmentRef *seg;
+		MqPartition *part;
 		Relation	rel;
 		bool		rolled = false;
 		bool		ask = false;
+
+		/* a partition whose first segment the worker has yet to make */
+		if (MqTopicPartitionPending(topic, partition))
+			topic = *topicp = MqTopicAwaitPartition(topic, partition);
+		seg = MqTopicActiveSegment(topic, partition);
+		part = MqTopicPartition(topic, partition);
 
 		rel = try_table_open(seg->relid, RowExclusiveLock);
 		if (rel == NULL && ++refreshes <= 3)

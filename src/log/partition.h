@@ -56,6 +56,7 @@ extern void MqPartitionForgetTail(MqPartition *part);
 extern Size MqPartitionEntrySize(void);
 extern bool MqSizingWarningDue(void);
 extern Size MqInflightPoolSize(void);
+extern int64 MqPartitionsInUse(int64 *inflight);
 extern void MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset);
 extern void MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base_offset);
 extern void MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id);
@@ -69,6 +70,7 @@ struct Latch;
 extern List *MqPartitionsWantingSpares(Oid catalog_relid);
 extern void MqSetMaintenanceLatch(struct Latch *latch);
 extern void MqRequestMaintenance(void);
+extern void MqRequestMaintenanceAtCommit(void);
 extern Oid	MqTakeMaintenanceRequest(void);
 extern void MqRepostMaintenanceRequest(Oid dboid);
 

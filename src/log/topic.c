@@ -25,6 +25,10 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 
 #include "base/spi.h"
 #include "store/batch.h"
@@ -37,6 +41,14 @@ typedef struct TopicEntry
 	char		name[256];		/* hash key */
 	MqTopic    *topic;			/* NULL: known not to exist */
 } TopicEntry;
+
+/*
+ * An append to a partition whose first segment the maintenance worker has
+ * yet to create waits up to MQ_CREATE_WAIT_MS, looking every
+ * MQ_CREATE_POLL_MS (see MqTopicPartitionPending).
+ */
+#define MQ_CREATE_WAIT_MS	30000
+#define MQ_CREATE_POLL_MS	50
 
 static MemoryContext topic_cxt = NULL;
 static HTAB *topic_hash = NULL;
@@ -121,7 +133,8 @@ load_topic(const char *where, Datum arg, Oid argtype)
 			 " (c OPERATOR(pg_catalog.->>) 'segment.ms')::pg_catalog.int8,"
 			 " t.replication_factor,"
 			 " (c OPERATOR(pg_catalog.->>) 'min.insync.replicas')::pg_catalog.int4,"
-			 " (c OPERATOR(pg_catalog.->>) 'unclean.leader.election.enable')::pg_catalog.bool"
+			 " (c OPERATOR(pg_catalog.->>) 'unclean.leader.election.enable')::pg_catalog.bool,"
+			 " t.xmin"
 			 " FROM mqlog.topic t, LATERAL mqlog.effective_config(t.config) c"
 			 " WHERE t.%s OPERATOR(pg_catalog.=) $1",
 			 where);
@@ -174,6 +187,7 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		if (isnull)
 			t->min_insync_replicas = 1;
 		t->unclean_election = DatumGetBool(SPI_getbinval(tup, desc, 14, &isnull)) && !isnull;
+		t->written_here = TransactionIdIsCurrentTransactionId(DatumGetTransactionId(SPI_getbinval(tup, desc, 15, &isnull)));
 		t->nsegments = palloc0(sizeof(int) * t->partitions);
 		t->segments = palloc0(sizeof(MqSegmentRef *) * t->partitions);
 		t->parts = palloc0(sizeof(MqPartition *) * t->partitions);
@@ -521,9 +535,65 @@ MqTopicActiveSegment(MqTopic *topic, int32 partition)
 {
 	if (topic->nsegments[partition] == 0)
 		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("partition %d of topic \"%s\" has no segment", partition, topic->name)));
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("partition %d of topic \"%s\" has no segment yet", partition, topic->name),
+				 errdetail("The maintenance worker creates the first segments of a topic's partitions beyond the first batch.")));
 	return &topic->segments[partition][topic->nsegments[partition] - 1];
+}
+
+/*
+ * Partitions whose first segment is made after their topic.  The
+ * transaction of mq_create_topic or mq_add_partitions creates the first
+ * segments of a batch of partitions (mqlog._drop_batch(); each new relation holds a lock to
+ * the end of the transaction, and the shared lock table holds a few
+ * thousand); the maintenance worker creates the others once it has
+ * committed, a batch per transaction (mqlog._create_pending_segments).
+ * Until then the partition has no segment: it reads as empty (log start
+ * and high watermark 0), and an append waits for it.
+ */
+bool
+MqTopicPartitionPending(MqTopic *topic, int32 partition)
+{
+	return topic->nsegments[partition] == 0;
+}
+
+/*
+ * Wait until a pending partition has its first segment, asking for a pass
+ * each time round; returns the topic's refreshed cache entry.  Neither a
+ * partition lock nor a segment lock is held here, so the worker is never
+ * kept out.  The transaction that created or grew the topic cannot wait:
+ * the worker does not see the partition before it commits.
+ */
+MqTopic *
+MqTopicAwaitPartition(MqTopic *topic, int32 partition)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	char	   *name = pstrdup(topic->name);
+
+	while (MqTopicPartitionPending(topic, partition))
+	{
+		if (topic->written_here)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("partition %d of topic \"%s\" has no segment yet", partition, name),
+					 errdetail("This transaction created, grew or altered the topic; the maintenance worker creates the first segments of its partitions beyond the first batch once it commits."),
+					 errhint("Produce to this partition after the transaction commits.")));
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), MQ_CREATE_WAIT_MS))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("partition %d of topic \"%s\" has no segment yet", partition, name),
+					 errdetail("Waited %d ms for the maintenance worker to create the first segments of the topic's partitions.",
+							   MQ_CREATE_WAIT_MS),
+					 errhint("Retry; mqlog.partitions shows a segment_count of 0 for the partitions still being created, and the server log why the worker may not have run.")));
+		MqRequestMaintenance();
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 MQ_CREATE_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		topic = MqTopicLookup(name, false);
+	}
+	pfree(name);
+	return topic;
 }
 
 /* The topic a segment relation belongs to, or 0 if the catalog lists it nowhere. */

@@ -81,6 +81,8 @@ typedef struct MqTopic
 	int64		segment_bytes;	/* roll when a segment would pass it */
 	int64		segment_ms;		/* ... or is older than this */
 	Oid			owner;			/* the role that created it */
+	bool		written_here;	/* this transaction created, grew, altered
+								 * or locked the topic's row */
 	int			nacl;			/* mqlog.topic_acl rows, see acl.c */
 	struct MqTopicAclItem *acl;
 	/* per partition, the segment chain in ascending base offset */
@@ -105,6 +107,8 @@ extern int32 MqTopicIdOfSegment(Oid relid);
 
 extern MqPartition *MqTopicPartition(MqTopic *topic, int32 partition);
 extern const MqSegmentRef *MqTopicActiveSegment(MqTopic *topic, int32 partition);
+extern bool MqTopicPartitionPending(MqTopic *topic, int32 partition);
+extern MqTopic *MqTopicAwaitPartition(MqTopic *topic, int32 partition);
 
 extern int64 MqLogStartOffset(MqTopic *topic, int32 partition);
 extern Oid	MqTopicCatalogRelid(void);

@@ -4,7 +4,8 @@
  *		The SQL entry points of consumer groups: mq_poll, mq_commit,
  *		mq_commit_offset, mq_seek, mq_leave, mq_reset_offsets,
  *		mq_delete_group, mqlog.group_members, mq_grant_group,
- *		mq_revoke_group and mq_has_group_privilege.
+ *		mq_revoke_group and mq_has_group_privilege; for the DBA,
+ *		mqlog.group_slots and mq_remove_group_members.
  *
  * A SQL session is one kind of group member: member "sql-<pid>" in every
  * group it polls, with the settings of the session (mqlog.assignor,
@@ -22,7 +23,10 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "catalog/pg_authid.h"
+#include "commands/dbcommands.h"
 #include "utils/lsyscache.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
@@ -45,6 +49,8 @@ PG_FUNCTION_INFO_V1(mqlog_group_members);
 PG_FUNCTION_INFO_V1(mq_grant_group);
 PG_FUNCTION_INFO_V1(mq_revoke_group);
 PG_FUNCTION_INFO_V1(mq_has_group_privilege);
+PG_FUNCTION_INFO_V1(mqlog_group_slots);
+PG_FUNCTION_INFO_V1(mq_remove_group_members);
 
 #define MQ_MAX_POLL_TIMEOUT_MS	(600 * 1000)
 
@@ -490,7 +496,7 @@ mqlog_group_members(PG_FUNCTION_ARGS)
 	int			n;
 
 	InitMaterializedSRF(fcinfo, 0);
-	members = MqGroupMembers(&n);
+	members = MqGroupMembers(false, &n);
 	visible = palloc(sizeof(bool) * Max(n, 1));
 
 	for (int i = 0; i < n; i++)
@@ -568,4 +574,67 @@ mq_has_group_privilege(PG_FUNCTION_ARGS)
 
 	MqGroupsCheckReady();
 	PG_RETURN_BOOL(MqGroupHasPrivilege(group, GetUserId()));
+}
+
+/* ------------------------------------------------------------------------
+ * The DBA's view of the group table: mqlog.group_slots,
+ * mq_remove_group_members
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Every member slot in use, server-wide (the table is shared by all
+ * databases).  Granted to mqlog_admin; the groups of other databases are
+ * shown only to roles with the privileges of pg_read_all_stats, as
+ * pg_stat_activity shows other sessions' queries.
+ */
+Datum
+mqlog_group_slots(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	bool		all = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
+	MqMemberInfo *members;
+	int			n;
+
+	MqGroupsCheckReady();
+	InitMaterializedSRF(fcinfo, 0);
+	members = MqGroupMembers(all, &n);
+	for (int i = 0; i < n; i++)
+	{
+		MqMemberInfo *m = &members[i];
+		char	   *db = get_database_name(m->dboid);
+		Datum		values[8];
+		bool		nulls[8] = {0};
+
+		values[0] = ObjectIdGetDatum(m->dboid);
+		if (db)
+			values[1] = CStringGetTextDatum(db);
+		else
+			nulls[1] = true;
+		values[2] = CStringGetTextDatum(m->group);
+		values[3] = CStringGetTextDatum(m->member_id);
+		values[4] = Int32GetDatum(m->pid);
+		values[5] = TimestampTzGetDatum(m->last_poll);
+		values[6] = Int32GetDatum(m->max_poll_interval_ms);
+		values[7] = Int32GetDatum(m->nassigned);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * Free a group's member slots in this database: its members are removed
+ * when the transaction commits, whatever their max_poll_interval_ms, and
+ * the group is rebalanced; a live session rejoins at its next poll (and a
+ * transaction of its that polled before cannot commit).  EXECUTE is
+ * mqlog_admin's: it acts on any group, without the group's access check.
+ */
+Datum
+mq_remove_group_members(PG_FUNCTION_ARGS)
+{
+	char	   *group;
+
+	MqGroupsCheckReady();
+	group = group_arg(fcinfo, 0);
+	PreventCommandIfReadOnly("mq_remove_group_members");
+	PG_RETURN_INT32(MqGroupRemoveMembers(group));
 }
