@@ -56,19 +56,19 @@ else
     apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# kafkajs (npm, not Debian) for the Kafka listener's tests, into a directory
-# of the repository that git ignores; only when it is not there yet.  No
-# test uses it yet (doc/testing.md), so a registry that cannot be reached
-# is a warning here, not a failed installation.
+# kafkajs (npm, not Debian) for the Kafka listener's tests
+# (test/kafka/kafkajs_client.js), into a directory of the repository that
+# git ignores; only when it is not there yet.  Node.js and npm are the
+# machine's own: Debian's npm package conflicts with the Node.js these
+# machines have, so they are not installed from Debian here.
 KAFKA_TEST_DIR="$(cd "$(dirname "$0")/.." && pwd)/test/kafka"
-# (node and npm are not installed from Debian here: the machines this runs
-# on have a Node.js of their own, which Debian's npm package conflicts with.)
-if [ ! -d "$KAFKA_TEST_DIR/node_modules/kafkajs" ] && ! command -v npm >/dev/null 2>&1; then
-    echo "install-deps: WARNING: no npm, kafkajs not installed (no test needs it yet)" >&2
-elif [ ! -d "$KAFKA_TEST_DIR/node_modules/kafkajs" ]; then
+if [ ! -d "$KAFKA_TEST_DIR/node_modules/kafkajs" ]; then
+    if ! command -v npm >/dev/null 2>&1; then
+        echo "install-deps: npm not found: Node.js 18 or later with npm is needed for kafkajs (test/perl/150_kafka.pl)" >&2
+        exit 1
+    fi
     echo "install-deps: installing kafkajs 2 into $KAFKA_TEST_DIR/node_modules"
-    npm install --silent --no-save --no-package-lock --prefix "$KAFKA_TEST_DIR" kafkajs@2 ||
-        echo "install-deps: WARNING: npm could not install kafkajs (no test needs it yet)" >&2
+    npm install --silent --no-save --no-package-lock --prefix "$KAFKA_TEST_DIR" kafkajs@2
 fi
 
 # Check that the tools the scripts call are really there.
@@ -85,7 +85,7 @@ for f in /usr/lib/postgresql/15/bin/pg_config /usr/lib/postgresql/15/bin/initdb 
         status=1
     fi
 done
-for c in gcc make prove pg_prove runuser etcd etcdctl kcat; do
+for c in gcc make prove pg_prove runuser etcd etcdctl kcat node; do
     if ! command -v "$c" >/dev/null 2>&1; then
         echo "install-deps: command not found after installation: $c" >&2
         status=1

@@ -21,6 +21,9 @@
 #    writes nothing;
 #  - a Fetch waiting for data (max_wait_ms) does not hold up other
 #    connections, and a commit ends its wait early;
+#  - kafkajs (npm): Metadata, keyed produce (none, gzip) placed where
+#    murmur2 puts it, and a subscribe()d group consumer whose commits show in
+#    mqlog.consumer_lag;
 #  - after a seeded fuzz of frames, the listener (the same process) still
 #    answers, no transaction is left open and no process died.
 use strict;
@@ -251,6 +254,48 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM mq_fetch('readonly', 0, 0
 	$h->finish;
 	like($waiter_out, qr/wake-up/, 'the waiting consumer gets the record committed meanwhile');
 	cmp_ok(time - $t0, '<', 8, 'before its max_wait_ms is up: the commit woke it');
+}
+
+# --- kafkajs (npm) -----------------------------------------------------------
+# Metadata, keyed produce (none and gzip, the codecs kafkajs has without
+# plugins) and a subscribe()d group consumer that commits; the records sit in
+# mq_fetch where kafkajs was told, in murmur2's partitions, and the group's
+# offsets in mqlog.consumer_lag.
+{
+	my $kafkajs = dirname(__FILE__) . '/../kafka/kafkajs_client.js';
+	my $js = sub {
+		my ($ok, $out, $err) = run_cmd('node', $kafkajs, $bootstrap, @_);
+		die "kafkajs_client.js @_ failed: $err$out" unless $ok;
+		return [ map { decode_json($_) } grep { length } split /\n/, $out ];
+	};
+	$node->safe_psql('postgres', q{SELECT mq_create_topic('js', 4);
+SELECT mq_grant('js', 'kafka_app', 'produce'); SELECT mq_grant('js', 'kafka_app', 'consume');});
+	my $md = $js->('metadata', 'js');
+	is_deeply($md, [ { topic => 'js', partitions => 4 } ], 'kafkajs: Metadata of a topic of 4 partitions');
+	my @sent = (@{ $js->('produce', 'js', 'none', 4) }, @{ $js->('produce', 'js', 'gzip', 4) });
+	is(scalar(@sent), 8, 'kafkajs: 8 records produced, 4 plain and 4 gzip');
+	my $placed = join(',', map { "$_->{partition}:$_->{offset}:$_->{key}:$_->{value}" }
+		sort { $a->{partition} <=> $b->{partition} || $a->{offset} <=> $b->{offset} } @sent);
+	is($node->safe_psql('postgres', q{
+SELECT string_agg(f.partition || ':' || f."offset" || ':' || convert_from(f.key, 'UTF8') || ':'
+                  || convert_from(f.value, 'UTF8'), ',' ORDER BY f.partition, f."offset")
+  FROM generate_series(0, 3) p, mq_fetch('js', p, 0) f
+ WHERE (f.headers[1]).key = 'via' AND convert_from((f.headers[1]).value, 'UTF8') = 'kafkajs'}),
+		$placed, 'kafkajs: each record is in mq_fetch at the partition and offset kafkajs was told, with its header');
+	my %want = map { $_->{key} => $_->{partition} } @sent;
+	my %sqlp = split /[|\n]/, $node->safe_psql('postgres',
+		"SELECT k, mq_partition_for_key(convert_to(k, 'UTF8'), 4) FROM unnest(ARRAY['" . join("','", sort keys %want) . "']) k");
+	is_deeply(\%sqlp, \%want, 'kafkajs\'s default partitioner and mq_partition_for_key agree');
+	my $got = $js->('consume', 'js', 'jsgroup', 8);
+	is(join(',', sort map { "$_->{partition}:$_->{offset}:$_->{value}" } @$got),
+		join(',', sort map { "$_->{partition}:$_->{offset}:$_->{value}" } @sent),
+		'kafkajs: a subscribe()d group consumer gets every record once');
+	my %per = ();
+	$per{ $_->{partition} } = $_->{offset} + 1 for sort { $a->{offset} <=> $b->{offset} } @sent;
+	is($node->safe_psql('postgres',
+		q{SELECT string_agg("partition" || ':' || committed_offset, ',' ORDER BY "partition") FROM mqlog.consumer_lag WHERE group_id = 'jsgroup'}),
+		join(',', map { "$_:$per{$_}" } sort { $a <=> $b } keys %per),
+		'kafkajs: the group\'s commits are in mqlog.consumer_lag');
 }
 
 # --- fuzz ----------------------------------------------------------------

@@ -1,0 +1,83 @@
+// kafkajs (npm's kafkajs 2, installed by scripts/install-deps.sh into
+// test/kafka/node_modules) against mqlog's Kafka listener, for
+// test/perl/150_kafka.pl.  One JSON object per line on stdout.
+//
+//   node kafkajs_client.js BOOTSTRAP metadata TOPIC
+//       {"topic": ..., "partitions": N}
+//   node kafkajs_client.js BOOTSTRAP produce TOPIC CODEC N
+//       one line per record: key, value, partition, offset (CODEC: none, gzip)
+//   node kafkajs_client.js BOOTSTRAP consume TOPIC GROUP N
+//       a consumer of group GROUP subscribed to TOPIC from the beginning,
+//       committing as it goes; one line per record, until it has N (or 30 s)
+'use strict';
+
+const path = require('path');
+const { Kafka, logLevel, CompressionTypes, Partitioners } =
+	require(path.join(__dirname, 'node_modules', 'kafkajs'));
+
+const [bootstrap, mode, topic, arg1, arg2] = process.argv.slice(2);
+const kafka = new Kafka({ clientId: 'mqlog-test', brokers: [bootstrap], logLevel: logLevel.ERROR });
+const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
+
+async function metadata() {
+	const admin = kafka.admin();
+	await admin.connect();
+	const md = await admin.fetchTopicMetadata({ topics: [topic] });
+	for (const t of md.topics)
+		out({ topic: t.name, partitions: t.partitions.length });
+	await admin.disconnect();
+}
+
+async function produce(codec, n) {
+	// kafkajs 2's default partitioner is Java's (murmur2), as mqlog's
+	const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
+	await producer.connect();
+	const messages = [];
+	for (let i = 0; i < n; i++)
+		messages.push({ key: `js-key-${i}`, value: `js-${codec}-${i}`, headers: { via: 'kafkajs' } });
+	// one send per record, so that each is told its own offset
+	for (const m of messages) {
+		const [r] = await producer.send({
+			topic, messages: [m],
+			compression: codec === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None,
+		});
+		out({ key: m.key, value: m.value, partition: r.partition, offset: Number(r.baseOffset) });
+	}
+	await producer.disconnect();
+}
+
+async function consume(group, n) {
+	const consumer = kafka.consumer({ groupId: group, sessionTimeout: 6000, heartbeatInterval: 1000 });
+	await consumer.connect();
+	await consumer.subscribe({ topic, fromBeginning: true });
+	let got = 0;
+	await new Promise((resolve) => {
+		const timer = setTimeout(resolve, 30000);
+		consumer.run({
+			autoCommit: true,
+			eachMessage: async ({ partition, message }) => {
+				out({ partition, offset: Number(message.offset), key: message.key && message.key.toString(),
+					value: message.value && message.value.toString() });
+				if (++got >= n) {
+					clearTimeout(timer);
+					resolve();
+				}
+			},
+		});
+	});
+	await consumer.disconnect();	// commits what it consumed, and leaves the group
+}
+
+(async () => {
+	if (mode === 'metadata')
+		await metadata();
+	else if (mode === 'produce')
+		await produce(arg1, Number(arg2));
+	else if (mode === 'consume')
+		await consume(arg1, Number(arg2));
+	else
+		throw new Error(`unknown mode ${mode}`);
+})().catch((e) => {
+	process.stderr.write(`kafkajs_client ${mode}: ${e.stack || e}\n`);
+	process.exit(1);
+});
