@@ -43,7 +43,8 @@ except ImportError:     # pragma: no cover - the pure-Python parser below
 
 SYSTEMS = ["mqlog", "heap_log", "skip_locked", "pgq", "redis"]
 WORKLOADS = ["produce_batch", "consume", "produce_single", "latency", "json", "sustained", "replication",
-             "failover", "scale"]
+             "failover", "scale", "kafka"]
+KAFKA_ROLE = "mqbench_kafka"   # bench/run.sh's mqlog.kafka_role
 JSON_CODECS = ["uncompressed", "lz4", "zstd"]   # mqlog's compression.type in the JSON workload
 PG_SYSTEMS = SYSTEMS[:4]
 VALUE_SIZES = [100, 1024]
@@ -1760,6 +1761,9 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
             self.guarded("heap_log", "json", 0, lambda: self.run_json("heap_log", None, jl))
         if "scale" in self.workloads and "mqlog" in systems:
             self.run_scale()
+        if "kafka" in self.workloads and "mqlog" in systems and self.a.kafka_port:
+            for size in VALUE_SIZES:
+                self.guarded("mqlog", "kafka", size, lambda: self.run_kafka(size))
         if "sustained" not in self.workloads:
             log("== done in %.0f s" % (time.time() - t0))
             self.out.close()
@@ -1779,6 +1783,70 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
         self.set_naptime(None)
         log("== done in %.0f s" % (time.time() - t0))
         self.out.close()
+
+    # ======================================= Kafka clients (issue 15)
+    def run_kafka(self, size):
+        """Produce through a Kafka client (confluent-kafka, that is
+        librdkafka's batching, linger 5 ms, acks=1, no compression) to one
+        partition of a topic, then consume it back with librdkafka's
+        fetcher, both through mqlog's listener (bench/run.sh sets
+        mqlog.kafka_listen): records/s and MB/s beside the driver's
+        mq_produce_batch and mq_poll rows.  The client is Python calling
+        librdkafka, one produce() call a record: its rate is the client's as
+        much as the server's, which the floor-less rows say."""
+        from confluent_kafka import Consumer, Producer, TopicPartition  # Debian's python3-confluent-kafka
+        name = "k_mqlog_%d" % size
+        self.reset("mqlog", name)
+        self.q("DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%s') THEN "
+               "CREATE ROLE %s NOLOGIN; END IF; END$$" % (KAFKA_ROLE, KAFKA_ROLE))
+        self.q("SELECT mq_grant(%s, %s, 'produce'), mq_grant(%s, %s, 'consume')",
+               (name, KAFKA_ROLE, name, KAFKA_ROLE))
+        bootstrap = "127.0.0.1:%d" % self.a.kafka_port
+        n = self.cfg["c_records"][size]
+        value = rand_values(1, size, random.Random(11))[0]
+        errors = []
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1,
+                      "batch.num.messages": 10000, "batch.size": 1000000,
+                      "queue.buffering.max.messages": 1000000, "queue.buffering.max.kbytes": 1048576,
+                      "compression.type": "none", "enable.idempotence": False})
+        t0 = time.perf_counter()
+        for i in range(n):
+            while True:
+                try:
+                    p.produce(name, value, partition=0,
+                              on_delivery=lambda err, msg: errors.append(err) if err else None)
+                    break
+                except BufferError:
+                    p.poll(0.01)
+            if i % 10000 == 0:
+                p.poll(0)
+        left = p.flush(120)
+        dt = time.perf_counter() - t0
+        if left or errors:
+            raise RuntimeError("%d records not delivered, %d errors (first: %s)" % (left, len(errors),
+                                                                                   errors[0] if errors else None))
+        if int(self.q1("SELECT mq_latest_offset(%s, 0)", (name,))) != n:
+            raise RuntimeError("the topic does not hold the %d records the client was told of" % n)
+        self.emit("mqlog", "kafka_produce", size, records_per_s=n / dt, mb_per_s=n * size / dt / 1e6,
+                  records=n, client="confluent-kafka (librdkafka %s)" % __import__("confluent_kafka").libversion()[0])
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-kafka", "enable.auto.commit": False,
+                      "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760,
+                      "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 1048576})
+        c.assign([TopicPartition(name, 0, 0)])
+        got = 0
+        t0 = time.perf_counter()
+        deadline = t0 + 300
+        while got < n and time.perf_counter() < deadline:
+            for m in c.consume(num_messages=10000, timeout=1.0):
+                if m.error() is None:
+                    got += 1
+        dt = time.perf_counter() - t0
+        c.close()
+        if got < n:
+            raise RuntimeError("consumed %d of %d records" % (got, n))
+        self.emit("mqlog", "kafka_consume", size, records_per_s=n / dt, mb_per_s=n * size / dt / 1e6,
+                  records=n, client="confluent-kafka (librdkafka)")
+        self.drop_quietly("mqlog", name)
 
     # ================================================= scale (issue 16)
     def catalog_bytes(self):
@@ -1952,6 +2020,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=0,
                     help="driver runs of each rate measurement, the median reported (default: quick 1, full 3)")
     ap.add_argument("--dbname", default="bench", help="the database (postgres for the cluster's nodes)")
+    ap.add_argument("--kafka-port", type=int, default=0,
+                    help="where the server's Kafka listener is, on 127.0.0.1 (the kafka workload; 0: not run)")
     ap.add_argument("--cluster-ports", default="",
                     help="the replication workload only: the ports of the cluster's three nodes, n1 first, "
                          "comma-separated, their sockets in --pghost; --pgport is n1's")

@@ -388,6 +388,7 @@ def markdown(res):
     L += replication_md(res)
     L += failover_md(res)
     L += scale_md(res)
+    L += kafka_md(res)
 
     L += targets_md("## Targets of issue 13 (100-byte values, C driver)", targets13(res))
     L += targets_md("## Targets of issue 6 (100-byte values)", targets(res))
@@ -665,6 +666,43 @@ def scale_md(res, level="##"):
     return L
 
 
+def kafka_md(res, level="##"):
+    """Kafka clients through mqlog's listener (issue 15): confluent-kafka's
+    produce and consume beside the driver's mq_produce_batch and mq_poll of
+    the same run.  Empty when the kafka workload did not run."""
+    rows = [r for r in res.rows if r.get("workload", "").startswith("kafka")]
+    if not rows:
+        return []
+    L = ["%s Kafka clients through the listener" % level, ""]
+    L.append("confluent-kafka (librdkafka's batching: linger 5 ms, up to 10,000 records a batch, acks=1, no "
+             "compression) producing to one partition through `mqlog.kafka_listen`, one `produce()` call a "
+             "record from Python, then a consumer reading it back from offset 0 (assigned, no group). Beside them, "
+             "the C driver's `mq_produce_batch` (1000 a call) and `mq_poll` + `mq_commit` (500 a call) of the same run.")
+    L.append("")
+    L.append("| value | Kafka produce records/s (MB/s) | mq_produce_batch records/s | Kafka consume records/s (MB/s) | "
+             "mq_poll + mq_commit records/s |")
+    L.append("|---|---|---|---|---|")
+    for vb in sorted({r["value_bytes"] for r in rows}):
+        kp = res.get("mqlog", "kafka_produce", vb)
+        kc = res.get("mqlog", "kafka_consume", vb)
+        if not kp and not kc:
+            continue
+        L.append("| %d B | %s (%s) | %s | %s (%s) | %s |" % (
+            vb, fmt((kp or {}).get("records_per_s")), fmt((kp or {}).get("mb_per_s"), 1),
+            fmt(res.val("mqlog", "produce_batch", "records_per_s", vb, clients=1)),
+            fmt((kc or {}).get("records_per_s")), fmt((kc or {}).get("mb_per_s"), 1),
+            fmt(res.val("mqlog", "consume", "records_per_s", vb, clients=1))))
+    L.append("")
+    for r in rows:
+        if r.get("error"):
+            L.append("- %s, %d B: %s" % (r["workload"], r["value_bytes"], r["error"]))
+    return L
+
+
+def kafka_only(res):
+    return "\n".join(only_header(res, "kafka") + kafka_md(res))
+
+
 def scale_only(res):
     return "\n".join(only_header(res, "scale") + scale_md(res))
 
@@ -799,6 +837,8 @@ def main():
                     help="only the replication section (bench/run.sh --only replication)")
     ap.add_argument("--only-failover", action="store_true",
                     help="only the failover section (bench/run.sh --only failover)")
+    ap.add_argument("--only-kafka", action="store_true",
+                    help="only the Kafka clients' section (bench/run.sh --only kafka)")
     ap.add_argument("--only-scale", action="store_true",
                     help="only the scale section (bench/run.sh --only scale)")
     a = ap.parse_args()
@@ -808,7 +848,8 @@ def main():
         return 1
     md = (replication_only(res) if a.only_replication else
           failover_only(res) if a.only_failover else
-          scale_only(res) if a.only_scale else markdown(res))
+          scale_only(res) if a.only_scale else
+          kafka_only(res) if a.only_kafka else markdown(res))
     if a.md:
         with open(a.md, "w") as f:
             f.write(md + "\n")

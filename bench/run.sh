@@ -19,6 +19,10 @@
 #                           of a leader, 5 times, 3 with --quick, and the time
 #                           to the first acks=all produce on its successor);
 #                           results in bench/results/failover.{jsonl,md}
+#   bench/run.sh --only kafka [--quick]
+#                           only the Kafka clients' produce and consume
+#                           (confluent-kafka through mqlog's listener), beside
+#                           the driver's mq_produce_batch and mq_poll
 #   bench/run.sh --only scale [--quick]
 #                           only the scale run (issue 16) on the single server:
 #                           1, 100, 1,000 (and 10,000 without --quick)
@@ -43,6 +47,7 @@ BENCH=$ROOT/bench
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 PGPORT=${BENCH_PGPORT:-5488}
 REDISPORT=${BENCH_REDISPORT:-6388}
+KAFKAPORT=${BENCH_KAFKAPORT:-19388}   # mqlog's Kafka listener, on 127.0.0.1 (the kafka workload)
 PY=/usr/bin/python3             # Debian's python, where the python3-* packages are
 
 MODE=full
@@ -68,8 +73,8 @@ for a in "$@"; do
     esac
 done
 case "$ONLY" in
-    ""|replication|failover|scale) ;;
-    *) echo "run.sh: --only takes one workload: replication, failover or scale" >&2; exit 2 ;;
+    ""|replication|failover|scale|kafka) ;;
+    *) echo "run.sh: --only takes one workload: replication, failover, scale or kafka" >&2; exit 2 ;;
 esac
 
 step() { printf '\n==== %s  (%s)\n' "$*" "$(date +%T)"; }
@@ -181,7 +186,7 @@ cleanup() {
     fi
     if [ -f "$WORK/server.log" ] && [ -d "$BENCH/results" ]; then
         # checkpoints, lock waits and errors, to explain a dip in the samples
-        tail -n 3000 "$WORK/server.log" >"$BENCH/results/$([ "$ONLY" = scale ] && echo scale || echo latest)-postgresql.log" || true
+        tail -n 3000 "$WORK/server.log" >"$BENCH/results/${ONLY:-latest}-postgresql.log" || true
     fi
     if [ $rc -ne 0 ] && [ -f "$WORK/server.log" ]; then
         echo "last lines of the PostgreSQL log:" >&2
@@ -260,7 +265,7 @@ $BENCH_CONF"
     return $rc
 }
 
-if [ -n "$ONLY" ] && [ "$ONLY" != scale ]; then
+if [ -n "$ONLY" ] && [ "$ONLY" != scale ] && [ "$ONLY" != kafka ]; then
     mkdir -p "$BENCH/results"
     set +e
     run_replication "$BENCH/results/$ONLY.jsonl" new "$ONLY"
@@ -291,6 +296,11 @@ wal_level = logical
 output_plugin_libraries = 'pgoutput, test_decoding, mqlog'
 # the scale run's topic of 10,000 partitions, beside the others
 mqlog.max_partitions = 16384
+# the kafka workload: Kafka clients through mqlog's listener (doc/kafka.md);
+# the database is created after the start, the listener retries until then
+mqlog.kafka_listen = '127.0.0.1:$KAFKAPORT'
+mqlog.kafka_database = 'bench'
+mqlog.kafka_role = 'mqbench_kafka'
 $BENCH_CONF
 EOF
 if ! as_pg "$BINDIR/pg_ctl" -D "$PGDATA" -l "$WORK/server.log" -w -t 60 start >/dev/null; then
@@ -333,6 +343,21 @@ fi
 step "benchmark ($MODE)"
 mkdir -p "$BENCH/results"
 set +e
+if [ "$ONLY" = kafka ]; then
+    "$PY" "$BENCH/bench.py" --mode "$MODE" --systems mqlog --workloads kafka,produce_batch,consume \
+        --pghost "$WORK" --pgport "$PGPORT" --kafka-port "$KAFKAPORT" \
+        --redis-port "$REDISPORT" --redis-ok "$REDIS_OK" \
+        --work "$WORK" --out "$BENCH/results/kafka.jsonl"
+    brc=$?
+    step "report"
+    "$PY" "$BENCH/report.py" "$BENCH/results/kafka.jsonl" --only-kafka --md "$BENCH/results/kafka.md"
+    cat "$BENCH/results/kafka.md"
+    echo
+    echo "done in $(( $(date +%s) - START )) s:"
+    echo "  $BENCH/results/kafka.jsonl"
+    echo "  $BENCH/results/kafka.md"
+    exit $brc
+fi
 if [ "$ONLY" = scale ]; then
     "$PY" "$BENCH/bench.py" --mode "$MODE" --systems mqlog --workloads scale \
         --pghost "$WORK" --pgport "$PGPORT" \
@@ -356,7 +381,7 @@ if [ "$MODE" = soak ]; then
     exit $?
 fi
 "$PY" "$BENCH/bench.py" --mode "$MODE" \
-    --pghost "$WORK" --pgport "$PGPORT" \
+    --pghost "$WORK" --pgport "$PGPORT" --kafka-port "$KAFKAPORT" \
     --redis-port "$REDISPORT" --redis-ok "$REDIS_OK" \
     --work "$WORK" --out "$BENCH/results/latest.jsonl"
 brc=$?
