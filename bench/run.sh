@@ -343,34 +343,25 @@ fi
 step "benchmark ($MODE)"
 mkdir -p "$BENCH/results"
 set +e
-if [ "$ONLY" = kafka ]; then
-    "$PY" "$BENCH/bench.py" --mode "$MODE" --systems mqlog --workloads kafka,produce_batch,consume \
+if [ "$ONLY" = scale ] || [ "$ONLY" = kafka ]; then
+    # the single server's workloads run alone: the scale run, or the Kafka
+    # clients beside the driver's mq_produce_batch and mq_poll
+    case "$ONLY" in
+        scale) only_workloads=scale ;;
+        kafka) only_workloads=kafka,produce_batch,consume ;;
+    esac
+    "$PY" "$BENCH/bench.py" --mode "$MODE" --systems mqlog --workloads "$only_workloads" \
         --pghost "$WORK" --pgport "$PGPORT" --kafka-port "$KAFKAPORT" \
         --redis-port "$REDISPORT" --redis-ok "$REDIS_OK" \
-        --work "$WORK" --out "$BENCH/results/kafka.jsonl"
+        --work "$WORK" --out "$BENCH/results/$ONLY.jsonl"
     brc=$?
     step "report"
-    "$PY" "$BENCH/report.py" "$BENCH/results/kafka.jsonl" --only-kafka --md "$BENCH/results/kafka.md"
-    cat "$BENCH/results/kafka.md"
+    "$PY" "$BENCH/report.py" "$BENCH/results/$ONLY.jsonl" "--only-$ONLY" --md "$BENCH/results/$ONLY.md"
+    cat "$BENCH/results/$ONLY.md"
     echo
     echo "done in $(( $(date +%s) - START )) s:"
-    echo "  $BENCH/results/kafka.jsonl"
-    echo "  $BENCH/results/kafka.md"
-    exit $brc
-fi
-if [ "$ONLY" = scale ]; then
-    "$PY" "$BENCH/bench.py" --mode "$MODE" --systems mqlog --workloads scale \
-        --pghost "$WORK" --pgport "$PGPORT" \
-        --redis-port "$REDISPORT" --redis-ok "$REDIS_OK" \
-        --work "$WORK" --out "$BENCH/results/scale.jsonl"
-    brc=$?
-    step "report"
-    "$PY" "$BENCH/report.py" "$BENCH/results/scale.jsonl" --only-scale --md "$BENCH/results/scale.md"
-    cat "$BENCH/results/scale.md"
-    echo
-    echo "done in $(( $(date +%s) - START )) s:"
-    echo "  $BENCH/results/scale.jsonl"
-    echo "  $BENCH/results/scale.md"
+    echo "  $BENCH/results/$ONLY.jsonl"
+    echo "  $BENCH/results/$ONLY.md"
     exit $brc
 fi
 if [ "$MODE" = soak ]; then
