@@ -220,6 +220,7 @@ _PG_init(void)
 		MqClusterWorkersRegister();
 	MqKafkaRegister();
 	MqAmInitHooks();
+	MqAclInitHooks();
 	mqlog_preloaded = true;
 }
 

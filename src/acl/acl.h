@@ -45,4 +45,7 @@ extern bool MqGroupHasAccess(const char *group, Oid role, Oid live_owner);
 extern void MqGroupForget(const char *group);
 extern void MqCheckGroupName(const char *group);
 
+/* DROP ROLE, REASSIGN OWNED and DROP OWNED on mqlog's owners and grants (roles.c) */
+extern void MqAclInitHooks(void);
+
 #endif							/* MQLOG_ACL_H */
