@@ -43,9 +43,8 @@ extern bool MqKafkaSplitAddress(const char *addr, char *host, int hostlen, int *
  * configured, requests run as mqlog.kafka_role.  WAIT_HANDSHAKE: SASL is
  * required and no mechanism is chosen yet.  WAIT_AUTHENTICATE:
  * SaslHandshake v1 chose one, SaslAuthenticate carries the tokens.
- * WAIT_RAW: SaslHandshake
- * v0 chose one, the next frame is a bare token (Kafka's legacy form).
- * DONE: authenticated, requests run as role.
+ * WAIT_RAW: SaslHandshake v0 chose one, the next frames are bare tokens
+ * (Kafka's legacy form).  DONE: authenticated, requests run as role.
  */
 typedef enum MqKafkaSaslState
 {
@@ -56,10 +55,30 @@ typedef enum MqKafkaSaslState
 	MQK_SASL_DONE
 } MqKafkaSaslState;
 
+#define MQK_SCRAM_KEY_LEN 32	/* SCRAM_KEY_LEN, SHA-256 */
+#define MQK_SCRAM_MAX_MESSAGE 1024
+
+/* SCRAM-SHA-256 between its client-first and client-final messages */
+typedef struct MqKafkaScram
+{
+	bool		started;		/* the server-first message was sent */
+	bool		doomed;			/* no usable secret: fail at client-final */
+	Oid			role;
+	char		user[64];		/* NAMEDATALEN */
+	char		cbind[64];		/* base64 of the client's gs2 header */
+	char		nonce[256];		/* client's and server's */
+	char		auth[MQK_SCRAM_MAX_MESSAGE];	/* client-first-bare,server-first */
+	char		why[256];		/* doomed: the log's detail */
+	uint8		stored_key[MQK_SCRAM_KEY_LEN];
+	uint8		server_key[MQK_SCRAM_KEY_LEN];
+} MqKafkaScram;
+
 typedef struct MqKafkaSession
 {
 	MqKafkaSaslState state;
+	bool		scram;			/* the mechanism chosen: SCRAM-SHA-256, else PLAIN */
 	Oid			role;			/* DONE: the authenticated role */
+	MqKafkaScram scram_state;
 } MqKafkaSession;
 
 /* A request being served: its header, its body and, for Fetch, its wait. */

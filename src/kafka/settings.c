@@ -27,7 +27,7 @@ bool		mqlog_kafka_allow_remote = false;
 char	   *mqlog_kafka_sasl_mechanisms = NULL;
 
 /* the mechanisms sasl.c verifies */
-static const char *const sasl_built[] = {"PLAIN"};
+static const char *const sasl_built[] = {"PLAIN", "SCRAM-SHA-256"};
 
 /*
  * The next name of a comma-separated list (spaces around names allowed):
@@ -109,7 +109,7 @@ check_sasl_mechanisms(char **newval, void **extra, GucSource source)
 			known |= name_is(name, len, sasl_built[i]);
 		if (!known)
 		{
-			GUC_check_errdetail("Unsupported SASL mechanism \"%.*s\": the listener verifies PLAIN only (SCRAM-SHA-256 is not built).",
+			GUC_check_errdetail("Unsupported SASL mechanism \"%.*s\": the listener verifies PLAIN and SCRAM-SHA-256.",
 								len, name);
 			return false;
 		}
@@ -226,7 +226,7 @@ MqKafkaDefineSettings(void)
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomStringVariable("mqlog.kafka_sasl_mechanisms",
 							   "SASL mechanisms Kafka clients must authenticate with, comma-separated; empty: no authentication.",
-							   "'PLAIN' checks a PostgreSQL role's password and runs the connection's requests as that role.  The listener has no TLS: PLAIN sends passwords in clear.",
+							   "'PLAIN' and 'SCRAM-SHA-256' check a PostgreSQL role's password and run the connection's requests as that role.  The listener has no TLS: PLAIN sends passwords in clear.",
 							   &mqlog_kafka_sasl_mechanisms, "",
 							   PGC_POSTMASTER, 0, check_sasl_mechanisms, NULL, NULL);
 	DefineCustomBoolVariable("mqlog.kafka_allow_remote",

@@ -13,7 +13,8 @@
          "closed" if a Metadata request before SASL closes the connection
 
 With MQK_SASL_USER and MQK_SASL_PASSWORD in the environment, every client
-authenticates with SASL PLAIN over plaintext (test/perl/152_kafka_sasl.pl);
+authenticates with SASL over plaintext (test/perl/152_kafka_sasl.pl), with
+MQK_SASL_MECHANISM (PLAIN unless set, or SCRAM-SHA-256);
 an authentication failure exits with "authentication failed: ...".
 
 Records produced are keyed "<codec>-<i>" with value "value-<codec>-<i>",
@@ -32,6 +33,7 @@ import time
 BASE_TS = 1700000000000
 SASL_USER = os.environ.get('MQK_SASL_USER')
 SASL_PASSWORD = os.environ.get('MQK_SASL_PASSWORD')
+SASL_MECHANISM = os.environ.get('MQK_SASL_MECHANISM', 'PLAIN')
 
 
 def confluent_config(conf):
@@ -43,7 +45,7 @@ def confluent_config(conf):
         from confluent_kafka import KafkaError
         if err.code() == KafkaError._AUTHENTICATION:
             raise SystemExit('authentication failed: %s' % err)
-    conf.update({'security.protocol': 'SASL_PLAINTEXT', 'sasl.mechanism': 'PLAIN',
+    conf.update({'security.protocol': 'SASL_PLAINTEXT', 'sasl.mechanism': SASL_MECHANISM,
                  'sasl.username': SASL_USER, 'sasl.password': SASL_PASSWORD,
                  'message.timeout.ms': 15000, 'error_cb': error})
     return conf
@@ -52,7 +54,7 @@ def confluent_config(conf):
 def kafka_python_config(**conf):
     """conf with SASL PLAIN when the environment asks for it"""
     if SASL_USER is not None:
-        conf.update(security_protocol='SASL_PLAINTEXT', sasl_mechanism='PLAIN',
+        conf.update(security_protocol='SASL_PLAINTEXT', sasl_mechanism=SASL_MECHANISM,
                     sasl_plain_username=SASL_USER, sasl_plain_password=SASL_PASSWORD)
     return conf
 

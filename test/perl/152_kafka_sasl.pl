@@ -1,5 +1,6 @@
-# SASL/PLAIN authentication of Kafka clients (doc/kafka.md, "Authentication"):
-# a listener with mqlog.kafka_sasl_mechanisms = 'PLAIN' and two login roles,
+# SASL authentication of Kafka clients (doc/kafka.md, "Authentication"): a
+# listener with mqlog.kafka_sasl_mechanisms = 'PLAIN, SCRAM-SHA-256' and two
+# login roles,
 # one with a SCRAM-SHA-256 secret and one with an md5 secret, driven by
 # test/kafka/clients.py with MQK_SASL_USER and MQK_SASL_PASSWORD.
 #
@@ -18,6 +19,9 @@
 #  - ApiVersions is answered before authentication (and lists SaslHandshake
 #    and SaslAuthenticate); a Metadata request before it closes the
 #    connection;
+#  - SCRAM-SHA-256: confluent-kafka produces and kafka-python consumes as
+#    alice; a wrong password, an unknown user and bob (whose md5 secret
+#    cannot do SCRAM) are refused and write nothing;
 #  - the listener (the same process) is still serving afterwards.
 use strict;
 use warnings;
@@ -39,7 +43,7 @@ $node->append_conf(
 	'postgresql.conf', qq{
 shared_preload_libraries = 'mqlog'
 mqlog.kafka_listen = '$bootstrap'
-mqlog.kafka_sasl_mechanisms = 'PLAIN'
+mqlog.kafka_sasl_mechanisms = 'PLAIN, SCRAM-SHA-256'
 });
 $node->start;
 $node->safe_psql(
@@ -80,7 +84,10 @@ sub run_cmd
 sub client
 {
 	my ($user, $password, @args) = @_;
-	my ($ok, $out, $err) = run_cmd({ MQK_SASL_USER => $user, MQK_SASL_PASSWORD => $password },
+	my $mechanism = 'PLAIN';
+	$mechanism = shift @args if $args[0] eq 'SCRAM-SHA-256';
+	my ($ok, $out, $err) = run_cmd(
+		{ MQK_SASL_USER => $user, MQK_SASL_PASSWORD => $password, MQK_SASL_MECHANISM => $mechanism },
 		$python, $clients, $bootstrap, @args);
 	return ($ok, [ grep { length } split /\n/, $out ], "$out$err");
 }
@@ -163,6 +170,35 @@ like($log, qr/failed for user "carol".*\n.*DETAIL:\s+Role is not permitted to lo
 	'the server log: a NOLOGIN role');
 like($log, qr/failed for user "dave".*\n.*DETAIL:\s+User "dave" has an expired password/,
 	'the server log: an expired role');
+
+# --- SCRAM-SHA-256 ---------------------------------------------------------
+($ok, $lines, $all) = client('alice', 'alice-secret', 'SCRAM-SHA-256', 'confluent-produce', 'alice_t', 'zstd', 3);
+ok($ok && @$lines == 3, 'confluent-kafka as alice with SCRAM-SHA-256 produces') or diag($all);
+($ok, $lines, $all) = client('alice', 'alice-secret', 'SCRAM-SHA-256', 'kafka-python-consume', 'alice_t', 2, 10);
+ok($ok && @$lines == 10, 'kafka-python as alice with SCRAM-SHA-256 consumes all 10 of her records') or diag($all);
+($ok, $lines, $all) = client('alice', 'alice-secret', 'SCRAM-SHA-256', 'kafka-python-topic-error', 'bob_t');
+is_deeply($lines, ['bob_t 29'], 'kafka-python with SCRAM: Metadata for bob_t is TOPIC_AUTHORIZATION_FAILED')
+  or diag($all);
+$log_offset = -s $node->logfile;
+foreach my $case (
+	[ 'alice', 'wrong', 'a wrong password' ],
+	[ 'nobody', 'x', 'an unknown user' ],
+	[ 'bob', 'bob-secret', 'a role with an md5 secret' ])
+{
+	my ($user, $password, $what) = @$case;
+	foreach my $lib ('confluent', 'kafka-python')
+	{
+		($ok, $lines, $all) = client($user, $password, 'SCRAM-SHA-256', "$lib-produce", 'alice_t', 'none', 1);
+		ok(!$ok && $all =~ /authentication failed/i, "$lib with SCRAM-SHA-256: $what is refused")
+		  or diag($all);
+	}
+}
+is(count_of('alice_t'), 10, 'the refused SCRAM clients wrote nothing');
+$log = slurp_file($node->logfile, $log_offset);
+like($log, qr/SCRAM-SHA-256 authentication failed for user "alice".*\n.*DETAIL:\s+The SCRAM proof does not match/,
+	'the server log: a wrong SCRAM proof');
+like($log, qr/SCRAM-SHA-256 authentication failed for user "bob".*\n.*DETAIL:\s+The role's password is not a SCRAM-SHA-256 secret/,
+	'the server log: an md5 secret cannot do SCRAM');
 
 # --- a request before authentication -------------------------------------
 my ($rok, $rout, $rerr) = run_cmd({}, $python, $clients, $bootstrap, 'raw-before-auth');
