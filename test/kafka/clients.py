@@ -8,6 +8,7 @@
   clients.py BOOTSTRAP confluent-metadata      -> the topics listed, one a line
   clients.py BOOTSTRAP kafka-python-metadata
   clients.py BOOTSTRAP kafka-python-topic-error TOPIC -> "TOPIC CODE" (Metadata)
+  clients.py BOOTSTRAP raw-sasl-errors   -> see raw_sasl_errors
   clients.py BOOTSTRAP raw-before-auth
       -> "api_versions KEY..." (ApiVersions v0 answered before SASL), then
          "closed" if a Metadata request before SASL closes the connection
@@ -183,19 +184,74 @@ def kafka_python_topic_error(bootstrap, topic):
     c.close()
 
 
+def raw_request(s, key, version, corr, body, flexible=False):
+    """one request on socket s (header v1, or v2 if flexible); the response
+    after its size, or None when the connection closed instead"""
+    hdr = struct.pack('>hhih', key, version, corr, len(b'raw')) + b'raw'
+    if flexible:
+        hdr += b'\x00'      # no tagged fields
+    s.sendall(struct.pack('>i', len(hdr) + len(body)) + hdr + body)
+    head = s.recv(4, socket.MSG_WAITALL)
+    if len(head) < 4:
+        return None
+    size = struct.unpack('>i', head)[0]
+    return s.recv(size, socket.MSG_WAITALL)
+
+
+def raw_connect(bootstrap):
+    host, port = bootstrap.rsplit(':', 1)
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def raw_string(v):
+    return struct.pack('>h', len(v)) + v
+
+
+def raw_sasl_errors(bootstrap):
+    """SASL's errors and its flexible version, byte by byte:
+    "handshake GSSAPI error E mechanisms M... then closed|open",
+    "authenticate before handshake error E then closed|open",
+    "authenticate v2 error E" (SaslHandshake v1 PLAIN, then a flexible
+    SaslAuthenticate v2 with MQK_SASL_USER's PLAIN token), and after it
+    "metadata answered|closed"
+    """
+    def after(s):
+        return 'closed' if s.recv(1) == b'' else 'open'
+    s = raw_connect(bootstrap)
+    resp = raw_request(s, 17, 1, 1, raw_string(b'GSSAPI'))
+    err, n = struct.unpack('>hi', resp[4:10])
+    mechs, pos = [], 10
+    for _ in range(n):
+        ln = struct.unpack('>h', resp[pos:pos + 2])[0]
+        mechs.append(resp[pos + 2:pos + 2 + ln].decode())
+        pos += 2 + ln
+    print('handshake GSSAPI error %d mechanisms %s then %s' % (err, ' '.join(mechs), after(s)))
+    s.close()
+
+    s = raw_connect(bootstrap)
+    resp = raw_request(s, 36, 0, 1, struct.pack('>i', 3) + b'abc')
+    print('authenticate before handshake error %d then %s'
+          % (struct.unpack('>h', resp[4:6])[0], after(s)))
+    s.close()
+
+    s = raw_connect(bootstrap)
+    resp = raw_request(s, 17, 1, 1, raw_string(b'PLAIN'))
+    token = ('\0%s\0%s' % (SASL_USER, SASL_PASSWORD)).encode()
+    body = bytes([len(token) + 1]) + token + b'\x00'  # compact bytes, no tags
+    resp = raw_request(s, 36, 2, 2, body, flexible=True)
+    # response header v1: correlation id, tags; then error_code
+    print('authenticate v2 error %d' % struct.unpack('>h', resp[5:7])[0])
+    resp = raw_request(s, 3, 1, 3, struct.pack('>i', -1))
+    print('metadata %s' % ('closed' if resp is None else 'answered'))
+    s.close()
+
+
 def raw_before_auth(bootstrap):
     """ApiVersions v0, then Metadata v1, on one connection without SASL"""
-    host, port = bootstrap.rsplit(':', 1)
-    s = socket.create_connection((host, int(port)), timeout=10)
+    s = raw_connect(bootstrap)
 
     def request(key, version, corr, body):
-        hdr = struct.pack('>hhih', key, version, corr, len(b'raw')) + b'raw'
-        s.sendall(struct.pack('>i', len(hdr) + len(body)) + hdr + body)
-        head = s.recv(4, socket.MSG_WAITALL)
-        if len(head) < 4:
-            return None
-        size = struct.unpack('>i', head)[0]
-        return s.recv(size, socket.MSG_WAITALL)
+        return raw_request(s, key, version, corr, body)
     resp = request(18, 0, 1, b'')
     corr, err, n = struct.unpack('>ihi', resp[:10])
     keys = [struct.unpack('>h', resp[10 + 6 * i:12 + 6 * i])[0] for i in range(n)]
@@ -222,6 +278,8 @@ def main():
         kafka_python_metadata(bootstrap)
     elif what == 'kafka-python-topic-error':
         kafka_python_topic_error(bootstrap, args[0])
+    elif what == 'raw-sasl-errors':
+        raw_sasl_errors(bootstrap)
     elif what == 'raw-before-auth':
         raw_before_auth(bootstrap)
     else:

@@ -22,6 +22,10 @@
 #  - SCRAM-SHA-256: confluent-kafka produces and kafka-python consumes as
 #    alice; a wrong password, an unknown user and bob (whose md5 secret
 #    cannot do SCRAM) are refused and write nothing;
+#  - an unconfigured mechanism is UNSUPPORTED_SASL_MECHANISM with the
+#    configured ones listed, SaslAuthenticate before SaslHandshake is
+#    ILLEGAL_SASL_STATE, and both close the connection; SaslAuthenticate v2
+#    (flexible) authenticates;
 #  - the listener (the same process) is still serving afterwards.
 use strict;
 use warnings;
@@ -208,6 +212,19 @@ like($rout, qr/^api_versions error 0 keys .*\b17\b.*\b18\b.*\b36\b/m,
   or diag($all);
 like($rout, qr/^closed$/m, 'a Metadata request before authentication closes the connection')
   or diag($all);
+
+# --- SASL's errors, and SaslAuthenticate's flexible v2 -----------------------
+($ok, $lines, $all) = client('alice', 'alice-secret', 'raw-sasl-errors');
+is_deeply(
+	$lines,
+	[
+		'handshake GSSAPI error 33 mechanisms PLAIN SCRAM-SHA-256 then closed',
+		'authenticate before handshake error 34 then closed',
+		'authenticate v2 error 0',
+		'metadata answered'
+	],
+	'UNSUPPORTED_SASL_MECHANISM lists the mechanisms, ILLEGAL_SASL_STATE, both then close; SaslAuthenticate v2 authenticates'
+) or diag($all);
 
 # --- still serving ---------------------------------------------------------
 ($ok, $lines, $all) = client('alice', 'alice-secret', 'confluent-metadata');
