@@ -28,7 +28,9 @@ static const MqKafkaApi apis[] = {
 	{MQK_HEARTBEAT, 0, 3, 4, "Heartbeat", MqKafkaHeartbeat},
 	{MQK_LEAVE_GROUP, 0, 2, 4, "LeaveGroup", MqKafkaLeaveGroup},
 	{MQK_SYNC_GROUP, 0, 3, 4, "SyncGroup", MqKafkaSyncGroup},
+	{MQK_SASL_HANDSHAKE, 0, 1, 2, "SaslHandshake", MqKafkaSaslHandshake},
 	{MQK_API_VERSIONS, 0, 3, 3, "ApiVersions", MqKafkaApiVersions},
+	{MQK_SASL_AUTHENTICATE, 0, 2, 2, "SaslAuthenticate", MqKafkaSaslAuthenticate},
 };
 
 const MqKafkaApi *

@@ -25,9 +25,61 @@ extern char *mqlog_kafka_advertised_listener;
 extern int	mqlog_kafka_max_frame_size;
 extern int	mqlog_kafka_max_connections;
 extern bool mqlog_kafka_allow_remote;
+extern char *mqlog_kafka_sasl_mechanisms;
+
+/*
+ * SASL (settings.c): is any mechanism configured, is this one, which are
+ * (at most max names, their count)
+ */
+extern bool MqKafkaSaslRequired(void);
+extern bool MqKafkaSaslEnabled(const char *mechanism);
+extern int	MqKafkaSaslList(const char **names, int max);
 
 /* "host:port" or "[v6]:port" -> host and port; false if malformed */
 extern bool MqKafkaSplitAddress(const char *addr, char *host, int hostlen, int *port);
+
+/*
+ * Where a connection is in SASL authentication (sasl.c).  OFF: no SASL is
+ * configured, requests run as mqlog.kafka_role.  WAIT_HANDSHAKE: SASL is
+ * required and no mechanism is chosen yet.  WAIT_AUTHENTICATE:
+ * SaslHandshake v1 chose one, SaslAuthenticate carries the tokens.
+ * WAIT_RAW: SaslHandshake v0 chose one, the next frames are bare tokens
+ * (Kafka's legacy form).  DONE: authenticated, requests run as role.
+ */
+typedef enum MqKafkaSaslState
+{
+	MQK_SASL_OFF,
+	MQK_SASL_WAIT_HANDSHAKE,
+	MQK_SASL_WAIT_AUTHENTICATE,
+	MQK_SASL_WAIT_RAW,
+	MQK_SASL_DONE
+} MqKafkaSaslState;
+
+#define MQK_SCRAM_KEY_LEN 32	/* SCRAM_KEY_LEN, SHA-256 */
+#define MQK_SCRAM_MAX_MESSAGE 1024
+
+/* SCRAM-SHA-256 between its client-first and client-final messages */
+typedef struct MqKafkaScram
+{
+	bool		started;		/* the server-first message was sent */
+	bool		doomed;			/* no usable secret: fail at client-final */
+	Oid			role;
+	char		user[64];		/* NAMEDATALEN */
+	char		cbind[64];		/* base64 of the client's gs2 header */
+	char		nonce[256];		/* client's and server's */
+	char		auth[MQK_SCRAM_MAX_MESSAGE];	/* client-first-bare,server-first */
+	char		why[256];		/* doomed: the log's detail */
+	uint8		stored_key[MQK_SCRAM_KEY_LEN];
+	uint8		server_key[MQK_SCRAM_KEY_LEN];
+} MqKafkaScram;
+
+typedef struct MqKafkaSession
+{
+	MqKafkaSaslState state;
+	bool		scram;			/* the mechanism chosen: SCRAM-SHA-256, else PLAIN */
+	Oid			role;			/* DONE: the authenticated role */
+	MqKafkaScram scram_state;
+} MqKafkaSession;
 
 /* A request being served: its header, its body and, for Fetch, its wait. */
 typedef struct MqKafkaRequest
@@ -37,6 +89,7 @@ typedef struct MqKafkaRequest
 	int32		correlation_id;
 	char	   *client_id;
 	bool		flexible;		/* body in KIP-482's flexible form */
+	MqKafkaSession *session;	/* the connection's authentication */
 	MqKafkaReader body;			/* positioned after the header */
 
 	TimestampTz received;		/* when the listener first read it */
@@ -52,6 +105,8 @@ typedef enum MqKafkaOutcome
 	MQK_PARK,					/* Fetch without enough data, a JoinGroup or
 								 * SyncGroup waiting for the group: run again
 								 * later */
+	MQK_RESPOND_CLOSE,			/* send the body, then close (a failed
+								 * authentication, as Kafka does) */
 	MQK_CLOSE					/* malformed: close the connection */
 } MqKafkaOutcome;
 
@@ -84,12 +139,14 @@ extern MqKafkaOutcome MqKafkaHeartbeat(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaLeaveGroup(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaSaslHandshake(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaSaslAuthenticate(MqKafkaRequest *req, StringInfo out);
 
 /*
  * The group coordinator (coordinator.c): the groups' state lives in the
  * listener process.  Tick: session timeouts and rebalance deadlines, run
  * by the listener's loop outside any transaction.  GroupAccess: may
- * mqlog.kafka_role use the group (a Kafka error code).  CommitCheck: may
+ * the request's role use the group (a Kafka error code).  CommitCheck: may
  * this member commit offsets of the group at this generation now;
  * *standalone is set for a commit of no member (generation -1), which the
  * caller must fence against SQL members with MqGroupHostExternally.
@@ -99,9 +156,9 @@ extern int16 MqKafkaGroupAccess(const char *group);
 extern int16 MqKafkaGroupCommitCheck(const char *group, int32 generation,
 									 const char *member_id, bool *standalone);
 
-/* serving a frame (request.c) */
-extern MqKafkaOutcome MqKafkaServe(const char *frame, int len, MqKafkaRequest *req,
-								   StringInfo out);
+/* serving a frame of a connection (request.c) */
+extern MqKafkaOutcome MqKafkaServe(const char *frame, int len, MqKafkaSession *session,
+								   MqKafkaRequest *req, StringInfo out);
 
 /*
  * A unit of a handler's work (one partition) in a subtransaction: an

@@ -75,6 +75,8 @@ typedef struct Client
 	StringInfoData out;			/* answers not yet sent */
 	int			out_sent;
 	bool		parked;			/* the first frame of in is a parked Fetch */
+	bool		closing;		/* close once out is sent */
+	MqKafkaSession session;		/* its SASL authentication */
 	MqKafkaRequest req;
 } Client;
 
@@ -135,15 +137,15 @@ open_listeners(void)
 				(errmsg("could not resolve mqlog.kafka_listen host \"%s\": %s", host,
 						gai_strerror(rc))));
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
-		if (!is_loopback(ai->ai_addr) && !mqlog_kafka_allow_remote)
+		if (!is_loopback(ai->ai_addr) && !mqlog_kafka_allow_remote && !MqKafkaSaslRequired())
 		{
 			freeaddrinfo(res);
 			ereport(LOG,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("mqlog.kafka_listen \"%s\" is not a loopback address; the Kafka listener does not start",
 							mqlog_kafka_listen),
-					 errdetail("The listener authenticates no client yet: every client acts as mqlog.kafka_role."),
-					 errhint("Listen on 127.0.0.1 or [::1], or set mqlog.kafka_allow_remote = on if only trusted clients can reach the address.")));
+					 errdetail("mqlog.kafka_sasl_mechanisms is empty: the listener authenticates no client, every client acts as mqlog.kafka_role."),
+					 errhint("Listen on 127.0.0.1 or [::1], set mqlog.kafka_sasl_mechanisms, or set mqlog.kafka_allow_remote = on if only trusted clients can reach the address.")));
 			proc_exit(0);
 		}
 	for (struct addrinfo *ai = res; ai && nlisten < MAX_LISTEN; ai = ai->ai_next)
@@ -176,9 +178,14 @@ open_listeners(void)
 		ereport(ERROR,
 				(errmsg("mqlog.kafka_listen \"%s\" gave no address to listen on",
 						mqlog_kafka_listen)));
-	ereport(LOG,
-			(errmsg("mqlog Kafka listener on %s serving database \"%s\" as role \"%s\"",
-					mqlog_kafka_listen, mqlog_kafka_database, mqlog_kafka_role)));
+	if (MqKafkaSaslRequired())
+		ereport(LOG,
+				(errmsg("mqlog Kafka listener on %s serving database \"%s\" to clients authenticated with SASL (%s)",
+						mqlog_kafka_listen, mqlog_kafka_database, mqlog_kafka_sasl_mechanisms)));
+	else
+		ereport(LOG,
+				(errmsg("mqlog Kafka listener on %s serving database \"%s\" as role \"%s\"",
+						mqlog_kafka_listen, mqlog_kafka_database, mqlog_kafka_role)));
 }
 
 static void
@@ -221,6 +228,7 @@ accept_clients(pgsocket ls)
 		(void) setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c = MemoryContextAllocZero(TopMemoryContext, sizeof(Client));
 		c->sock = s;
+		c->session.state = MqKafkaSaslRequired() ? MQK_SASL_WAIT_HANDSHAKE : MQK_SASL_OFF;
 		c->cxt = AllocSetContextCreate(TopMemoryContext, "mqlog kafka connection",
 									   ALLOCSET_SMALL_SIZES);
 		if (getnameinfo((struct sockaddr *) &addr, alen, host, sizeof(host), serv,
@@ -284,7 +292,7 @@ frame_size_ok(Client *c)
 static bool
 wants_read(Client *c)
 {
-	return !c->parked && c->out.len == 0 && complete_frame(c) < 0;
+	return !c->parked && !c->closing && c->out.len == 0 && complete_frame(c) < 0;
 }
 
 /* false: the peer is gone or the connection failed */
@@ -345,7 +353,7 @@ serve_client(Client *c, bool rerun)
 
 		old = MemoryContextSwitchTo(request_cxt);
 		pgstat_report_activity(STATE_RUNNING, "kafka request");
-		outcome = MqKafkaServe(c->in.data + 4, size, &c->req, &c->out);
+		outcome = MqKafkaServe(c->in.data + 4, size, &c->session, &c->req, &c->out);
 		pgstat_report_activity(STATE_IDLE, NULL);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(request_cxt);
@@ -360,6 +368,12 @@ serve_client(Client *c, bool rerun)
 		c->in.len -= 4 + size;
 		if (!send_client(c))
 			return false;
+		if (outcome == MQK_RESPOND_CLOSE)
+		{
+			/* the answer is sent or is being sent: read nothing more */
+			c->closing = true;
+			return c->out.len > 0;
+		}
 	}
 	return frame_size_ok(c);
 }
@@ -515,7 +529,7 @@ mqlog_kafka_main(Datum main_arg)
 		{
 			Client	   *c = clients[i];
 
-			if (!c->parked && !serve_client(c, false))
+			if (c->closing ? c->out.len == 0 : (!c->parked && !serve_client(c, false)))
 			{
 				close_client(c);
 				i--;

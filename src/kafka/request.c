@@ -7,13 +7,19 @@
  *		always answers with v0), and the transaction the handler runs in.
  *
  * Every request that touches the database runs in a transaction of its
- * own, as mqlog.kafka_role (SetUserIdAndSecContext, so topic privileges
- * apply exactly as to a SQL session of that role), inside PG_TRY: an
+ * own, as the role the connection authenticated as with SASL (sasl.c) or,
+ * without SASL, as mqlog.kafka_role (SetUserIdAndSecContext, so topic
+ * privileges apply exactly as to a SQL session of that role), inside
+ * PG_TRY: an
  * ERROR that escapes a handler aborts the transaction and closes the
  * connection, so nothing a client sends can leave a transaction open or
  * end the process.  A handler's per-partition work runs in
  * subtransactions (MqKafkaTry), where an ERROR becomes the partition's
  * Kafka error code and the rest of the request goes on.
+ *
+ * On a connection that must authenticate, only ApiVersions, SaslHandshake
+ * and SaslAuthenticate are served until it has; any other request closes
+ * it.  SaslAuthenticate runs as the worker's own user.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,6 +31,7 @@
 #include "utils/acl.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "base/subxact.h"
 #include "log/topic.h"
@@ -112,12 +119,25 @@ MqKafkaTopic(const char *name, int priv, int16 *error)
 	return topic;
 }
 
-/* mqlog.kafka_role, or InvalidOid (and a log line) when it cannot serve */
+/*
+ * The connection's authenticated role or mqlog.kafka_role, or InvalidOid
+ * (and a log line) when it cannot serve
+ */
 static Oid
-request_role(void)
+request_role(MqKafkaSession *session)
 {
 	Oid			role;
 
+	if (session->state == MQK_SASL_DONE)
+	{
+		if (SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(session->role)))
+			return session->role;
+		ereport(WARNING,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("the role a Kafka connection authenticated as (OID %u) was dropped; closing the connection",
+						session->role)));
+		return InvalidOid;
+	}
 	if (mqlog_kafka_role == NULL || mqlog_kafka_role[0] == '\0')
 	{
 		ereport(WARNING,
@@ -134,7 +154,10 @@ request_role(void)
 	return role;
 }
 
-/* the handler in a transaction of its own, as mqlog.kafka_role */
+/*
+ * The handler in a transaction of its own, as the request's role (or, for
+ * SaslAuthenticate, as the worker's user)
+ */
 static MqKafkaOutcome
 run_in_transaction(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out)
 {
@@ -149,8 +172,13 @@ run_in_transaction(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out)
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		MemoryContextSwitchTo(outer);
-		role = request_role();
-		if (OidIsValid(role))
+		if (api->key == MQK_SASL_AUTHENTICATE)
+		{
+			PushActiveSnapshot(GetTransactionSnapshot());
+			outcome = api->handler(req, out);
+			PopActiveSnapshot();
+		}
+		else if (OidIsValid(role = request_role(req->session)))
 		{
 			Oid			saved_user;
 			int			saved_sec;
@@ -181,18 +209,26 @@ run_in_transaction(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out)
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(outer);
-	if (outcome != MQK_RESPOND)
+	if (outcome != MQK_RESPOND && outcome != MQK_RESPOND_CLOSE)
 		out->len = out_len;
 	return outcome;
 }
 
+static bool
+responds(MqKafkaOutcome outcome)
+{
+	return outcome == MQK_RESPOND || outcome == MQK_RESPOND_CLOSE;
+}
+
 /*
- * Serve one frame (its 4-byte size already taken off).  On MQK_RESPOND,
- * out ends with the whole response, size prefix included.  req is filled
- * here; a parked request is served again with the same req.
+ * Serve one frame (its 4-byte size already taken off) of a connection in
+ * session's state.  On MQK_RESPOND (and MQK_RESPOND_CLOSE), out ends with
+ * the whole response, size prefix included.  req is filled here; a parked
+ * request is served again with the same req.
  */
 MqKafkaOutcome
-MqKafkaServe(const char *frame, int len, MqKafkaRequest *req, StringInfo out)
+MqKafkaServe(const char *frame, int len, MqKafkaSession *session, MqKafkaRequest *req,
+			 StringInfo out)
 {
 	MqKafkaReader *r = &req->body;
 	const MqKafkaApi *api;
@@ -200,6 +236,19 @@ MqKafkaServe(const char *frame, int len, MqKafkaRequest *req, StringInfo out)
 	MqKafkaOutcome outcome;
 
 	MqKafkaReaderInit(r, frame, len);
+	req->session = session;
+	if (session->state == MQK_SASL_WAIT_RAW)
+	{
+		/* after SaslHandshake v0: a bare token, answered by a bare one */
+		req->api_key = MQK_SASL_AUTHENTICATE;
+		MqKafkaWriteInt32(out, 0);	/* size, filled in below */
+		outcome = run_in_transaction(MqKafkaFindApi(MQK_SASL_AUTHENTICATE), req, out);
+		if (responds(outcome))
+			MqKafkaPatchInt32(out, start, out->len - start - 4);
+		else
+			out->len = start;
+		return outcome;
+	}
 	req->api_key = MqKafkaReadInt16(r);
 	req->api_version = MqKafkaReadInt16(r);
 	req->correlation_id = MqKafkaReadInt32(r);
@@ -212,6 +261,16 @@ MqKafkaServe(const char *frame, int len, MqKafkaRequest *req, StringInfo out)
 		ereport(DEBUG1,
 				(errmsg("kafka request with unknown API key %d, closing the connection",
 						req->api_key)));
+		return MQK_CLOSE;
+	}
+	if (session->state != MQK_SASL_OFF && session->state != MQK_SASL_DONE &&
+		req->api_key != MQK_API_VERSIONS && req->api_key != MQK_SASL_HANDSHAKE &&
+		req->api_key != MQK_SASL_AUTHENTICATE)
+	{
+		ereport(LOG,
+				(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
+				 errmsg("Kafka client \"%s\" sent a %s request before authenticating; closing its connection",
+						req->client_id ? req->client_id : "", api->name)));
 		return MQK_CLOSE;
 	}
 
@@ -242,11 +301,11 @@ MqKafkaServe(const char *frame, int len, MqKafkaRequest *req, StringInfo out)
 	if (req->flexible && req->api_key != MQK_API_VERSIONS)
 		MqKafkaWriteTags(out, true);	/* response header v1 */
 
-	if (req->api_key == MQK_API_VERSIONS)
+	if (req->api_key == MQK_API_VERSIONS || req->api_key == MQK_SASL_HANDSHAKE)
 		outcome = api->handler(req, out);	/* needs no database */
 	else
 		outcome = run_in_transaction(api, req, out);
-	if (outcome == MQK_RESPOND)
+	if (responds(outcome))
 		MqKafkaPatchInt32(out, start, out->len - start - 4);
 	else
 		out->len = start;

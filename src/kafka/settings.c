@@ -24,6 +24,98 @@ char	   *mqlog_kafka_advertised_listener = NULL;
 int			mqlog_kafka_max_frame_size = 100 * 1024 * 1024;
 int			mqlog_kafka_max_connections = 256;
 bool		mqlog_kafka_allow_remote = false;
+char	   *mqlog_kafka_sasl_mechanisms = NULL;
+
+/* the mechanisms sasl.c verifies */
+static const char *const sasl_built[] = {"PLAIN", "SCRAM-SHA-256"};
+
+/*
+ * The next name of a comma-separated list (spaces around names allowed):
+ * its start, *len its length, *p moved past it; NULL at the end.
+ */
+static const char *
+next_name(const char **p, int *len)
+{
+	const char *start = *p;
+	const char *end;
+	const char *e;
+
+	while (*start == ' ' || *start == ',')
+		start++;
+	if (*start == '\0')
+		return NULL;
+	end = strchr(start, ',');
+	if (end == NULL)
+		end = start + strlen(start);
+	for (e = end; e > start && e[-1] == ' '; e--)
+		;
+	*len = (int) (e - start);
+	*p = end;
+	return start;
+}
+
+static bool
+name_is(const char *name, int len, const char *s)
+{
+	return strlen(s) == len && strncmp(name, s, len) == 0;
+}
+
+/* names as Kafka spells them: upper case */
+bool
+MqKafkaSaslEnabled(const char *mechanism)
+{
+	const char *p = mqlog_kafka_sasl_mechanisms ? mqlog_kafka_sasl_mechanisms : "";
+	const char *name;
+	int			len;
+
+	while ((name = next_name(&p, &len)) != NULL)
+		if (name_is(name, len, mechanism))
+			return true;
+	return false;
+}
+
+int
+MqKafkaSaslList(const char **names, int max)
+{
+	int			n = 0;
+
+	for (int i = 0; i < lengthof(sasl_built) && n < max; i++)
+		if (MqKafkaSaslEnabled(sasl_built[i]))
+			names[n++] = sasl_built[i];
+	return n;
+}
+
+bool
+MqKafkaSaslRequired(void)
+{
+	const char *names[lengthof(sasl_built)];
+
+	return MqKafkaSaslList(names, lengthof(names)) > 0;
+}
+
+/* every name in the list is a mechanism sasl.c verifies */
+static bool
+check_sasl_mechanisms(char **newval, void **extra, GucSource source)
+{
+	const char *p = *newval ? *newval : "";
+	const char *name;
+	int			len;
+
+	while ((name = next_name(&p, &len)) != NULL)
+	{
+		bool		known = false;
+
+		for (int i = 0; i < lengthof(sasl_built); i++)
+			known |= name_is(name, len, sasl_built[i]);
+		if (!known)
+		{
+			GUC_check_errdetail("Unsupported SASL mechanism \"%.*s\": the listener verifies PLAIN and SCRAM-SHA-256.",
+								len, name);
+			return false;
+		}
+	}
+	return true;
+}
 
 /*
  * "host:port", with an IPv6 host in brackets ("[::1]:9092").  The host
@@ -102,7 +194,7 @@ MqKafkaDefineSettings(void)
 {
 	DefineCustomStringVariable("mqlog.kafka_listen",
 							   "Address the Kafka protocol listener binds, as host:port; empty turns it off.",
-							   "For example '127.0.0.1:9092' or '[::1]:9092'.  A name binds every address it resolves to.  Without SASL (not built yet) only loopback addresses are accepted unless mqlog.kafka_allow_remote is on.",
+							   "For example '127.0.0.1:9092' or '[::1]:9092'.  A name binds every address it resolves to.  Without mqlog.kafka_sasl_mechanisms only loopback addresses are accepted unless mqlog.kafka_allow_remote is on.",
 							   &mqlog_kafka_listen, "",
 							   PGC_POSTMASTER, 0, check_address, NULL, NULL);
 	DefineCustomStringVariable("mqlog.kafka_database",
@@ -111,7 +203,7 @@ MqKafkaDefineSettings(void)
 							   &mqlog_kafka_database, "postgres",
 							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomStringVariable("mqlog.kafka_role",
-							   "The role every Kafka request runs as; the listener answers no request while it is empty or names no role.",
+							   "The role every Kafka request runs as when mqlog.kafka_sasl_mechanisms is empty; the listener then answers no request while it is empty or names no role.",
 							   "Topic privileges apply to Kafka clients exactly as to a SQL session of this role.",
 							   &mqlog_kafka_role, "",
 							   PGC_SIGHUP, 0, NULL, NULL, NULL);
@@ -132,9 +224,14 @@ MqKafkaDefineSettings(void)
 							&mqlog_kafka_max_connections,
 							256, 1, 10000,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("mqlog.kafka_sasl_mechanisms",
+							   "SASL mechanisms Kafka clients must authenticate with, comma-separated; empty: no authentication.",
+							   "'PLAIN' and 'SCRAM-SHA-256' check a PostgreSQL role's password and run the connection's requests as that role.  The listener has no TLS: PLAIN sends passwords in clear.",
+							   &mqlog_kafka_sasl_mechanisms, "",
+							   PGC_POSTMASTER, 0, check_sasl_mechanisms, NULL, NULL);
 	DefineCustomBoolVariable("mqlog.kafka_allow_remote",
 							 "Lets the Kafka listener bind an address that is not loopback although it authenticates nobody.",
-							 "Until SASL is built every Kafka client acts as mqlog.kafka_role: only turn this on behind a network that admits trusted clients only.",
+							 "Without mqlog.kafka_sasl_mechanisms every Kafka client acts as mqlog.kafka_role: only turn this on behind a network that admits trusted clients only.",
 							 &mqlog_kafka_allow_remote, false,
 							 PGC_POSTMASTER, 0, NULL, NULL, NULL);
 }

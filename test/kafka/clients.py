@@ -5,6 +5,18 @@
   clients.py BOOTSTRAP confluent-consume TOPIC PARTITIONS N [read_committed|read_uncommitted]
   clients.py BOOTSTRAP kafka-python-consume TOPIC PARTITIONS N
       -> one line per record: partition offset key value timestamp headers(json)
+  clients.py BOOTSTRAP confluent-metadata      -> the topics listed, one a line
+  clients.py BOOTSTRAP kafka-python-metadata
+  clients.py BOOTSTRAP kafka-python-topic-error TOPIC -> "TOPIC CODE" (Metadata)
+  clients.py BOOTSTRAP raw-sasl-errors   -> see raw_sasl_errors
+  clients.py BOOTSTRAP raw-before-auth
+      -> "api_versions KEY..." (ApiVersions v0 answered before SASL), then
+         "closed" if a Metadata request before SASL closes the connection
+
+With MQK_SASL_USER and MQK_SASL_PASSWORD in the environment, every client
+authenticates with SASL over plaintext (test/perl/152_kafka_sasl.pl), with
+MQK_SASL_MECHANISM (PLAIN unless set, or SCRAM-SHA-256);
+an authentication failure exits with "authentication failed: ...".
 
 Records produced are keyed "<codec>-<i>" with value "value-<codec>-<i>",
 a header h=<i> and a timestamp of 1700000000000 + i ms, partitioned by
@@ -13,18 +25,58 @@ Consumers assign the partitions explicitly and read from the beginning
 until N records arrived (or fail after 30 s).
 """
 import json
+import os
+import socket
+import struct
 import sys
 import time
 
 BASE_TS = 1700000000000
+SASL_USER = os.environ.get('MQK_SASL_USER')
+SASL_PASSWORD = os.environ.get('MQK_SASL_PASSWORD')
+SASL_MECHANISM = os.environ.get('MQK_SASL_MECHANISM', 'PLAIN')
+
+
+def confluent_config(conf):
+    """conf with SASL PLAIN when the environment asks for it"""
+    if SASL_USER is None:
+        return conf
+
+    def error(err):
+        from confluent_kafka import KafkaError
+        if err.code() == KafkaError._AUTHENTICATION:
+            raise SystemExit('authentication failed: %s' % err)
+    conf.update({'security.protocol': 'SASL_PLAINTEXT', 'sasl.mechanism': SASL_MECHANISM,
+                 'sasl.username': SASL_USER, 'sasl.password': SASL_PASSWORD,
+                 'message.timeout.ms': 15000, 'error_cb': error})
+    return conf
+
+
+def kafka_python_config(**conf):
+    """conf with SASL PLAIN when the environment asks for it"""
+    if SASL_USER is not None:
+        conf.update(security_protocol='SASL_PLAINTEXT', sasl_mechanism=SASL_MECHANISM,
+                    sasl_plain_username=SASL_USER, sasl_plain_password=SASL_PASSWORD)
+    return conf
+
+
+def kafka_python(cls, **conf):
+    """a kafka-python client; an authentication failure exits saying so"""
+    from kafka.errors import AuthenticationFailedError, NoBrokersAvailable
+    try:
+        return cls(**kafka_python_config(**conf))
+    except (AuthenticationFailedError, NoBrokersAvailable) as e:
+        if SASL_USER is None:
+            raise
+        raise SystemExit('authentication failed: %r' % e)
 
 
 def confluent_produce(bootstrap, topic, codec, n):
     from confluent_kafka import Producer
     out = []
-    p = Producer({'bootstrap.servers': bootstrap, 'compression.type': codec,
-                  'partitioner': 'murmur2_random', 'linger.ms': 50,
-                  'acks': 'all'})
+    p = Producer(confluent_config({'bootstrap.servers': bootstrap, 'compression.type': codec,
+                                   'partitioner': 'murmur2_random', 'linger.ms': 50,
+                                   'acks': 'all'}))
 
     def report(err, msg):
         if err is not None:
@@ -41,9 +93,9 @@ def confluent_produce(bootstrap, topic, codec, n):
 
 def kafka_python_produce(bootstrap, topic, codec, n):
     from kafka import KafkaProducer
-    p = KafkaProducer(bootstrap_servers=bootstrap,
-                      compression_type=None if codec == 'none' else codec,
-                      linger_ms=50, acks=1)
+    p = kafka_python(KafkaProducer, bootstrap_servers=bootstrap,
+                     compression_type=None if codec == 'none' else codec,
+                     linger_ms=50, acks=1)
     futures = []
     for i in range(n):
         futures.append(('%s-%d' % (codec, i),
@@ -60,9 +112,9 @@ def kafka_python_produce(bootstrap, topic, codec, n):
 
 def confluent_consume(bootstrap, topic, partitions, n, isolation):
     from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
-    c = Consumer({'bootstrap.servers': bootstrap, 'group.id': 'unused',
-                  'enable.auto.commit': False, 'isolation.level': isolation,
-                  'enable.partition.eof': False})
+    c = Consumer(confluent_config({'bootstrap.servers': bootstrap, 'group.id': 'unused',
+                                   'enable.auto.commit': False, 'isolation.level': isolation,
+                                   'enable.partition.eof': False}))
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got = []
     deadline = time.time() + 30
@@ -82,8 +134,8 @@ def confluent_consume(bootstrap, topic, partitions, n, isolation):
 
 def kafka_python_consume(bootstrap, topic, partitions, n):
     from kafka import KafkaConsumer, TopicPartition
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                      enable_auto_commit=False, auto_offset_reset='earliest')
+    c = kafka_python(KafkaConsumer, bootstrap_servers=bootstrap, group_id=None,
+                     enable_auto_commit=False, auto_offset_reset='earliest')
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     c.assign(tps)
     c.seek_to_beginning(*tps)
@@ -99,6 +151,115 @@ def kafka_python_consume(bootstrap, topic, partitions, n):
     print('\n'.join(got))
 
 
+def confluent_metadata(bootstrap):
+    from confluent_kafka.admin import AdminClient
+    md = AdminClient(confluent_config({'bootstrap.servers': bootstrap})).list_topics(timeout=15)
+    print('\n'.join(sorted(t for t, tm in md.topics.items() if tm.error is None)))
+
+
+def kafka_python_metadata(bootstrap):
+    from kafka import KafkaConsumer
+    c = kafka_python(KafkaConsumer, bootstrap_servers=bootstrap, group_id=None)
+    print('\n'.join(sorted(c.topics())))
+    c.close()
+
+
+def kafka_python_topic_error(bootstrap, topic):
+    """the error code Metadata answers for topic, asked by kafka-python's
+    client (its producer waits out max_block_ms instead of reporting it)"""
+    from kafka import KafkaClient
+    from kafka.protocol.metadata import MetadataRequest
+    c = kafka_python(KafkaClient, bootstrap_servers=bootstrap)
+    deadline = time.time() + 15
+    node = None
+    while time.time() < deadline:
+        node = c.least_loaded_node()
+        if node is not None and c.ready(node):
+            break
+        c.poll(timeout_ms=200)
+    f = c.send(node, MetadataRequest[1]([topic]))
+    c.poll(future=f, timeout_ms=10000)
+    for t in f.value.topics:
+        print('%s %d' % (t[1], t[0]))
+    c.close()
+
+
+def raw_request(s, key, version, corr, body, flexible=False):
+    """one request on socket s (header v1, or v2 if flexible); the response
+    after its size, or None when the connection closed instead"""
+    hdr = struct.pack('>hhih', key, version, corr, len(b'raw')) + b'raw'
+    if flexible:
+        hdr += b'\x00'      # no tagged fields
+    s.sendall(struct.pack('>i', len(hdr) + len(body)) + hdr + body)
+    head = s.recv(4, socket.MSG_WAITALL)
+    if len(head) < 4:
+        return None
+    size = struct.unpack('>i', head)[0]
+    return s.recv(size, socket.MSG_WAITALL)
+
+
+def raw_connect(bootstrap):
+    host, port = bootstrap.rsplit(':', 1)
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def raw_string(v):
+    return struct.pack('>h', len(v)) + v
+
+
+def raw_sasl_errors(bootstrap):
+    """SASL's errors and its flexible version, byte by byte:
+    "handshake GSSAPI error E mechanisms M... then closed|open",
+    "authenticate before handshake error E then closed|open",
+    "authenticate v2 error E" (SaslHandshake v1 PLAIN, then a flexible
+    SaslAuthenticate v2 with MQK_SASL_USER's PLAIN token), and after it
+    "metadata answered|closed"
+    """
+    def after(s):
+        return 'closed' if s.recv(1) == b'' else 'open'
+    s = raw_connect(bootstrap)
+    resp = raw_request(s, 17, 1, 1, raw_string(b'GSSAPI'))
+    err, n = struct.unpack('>hi', resp[4:10])
+    mechs, pos = [], 10
+    for _ in range(n):
+        ln = struct.unpack('>h', resp[pos:pos + 2])[0]
+        mechs.append(resp[pos + 2:pos + 2 + ln].decode())
+        pos += 2 + ln
+    print('handshake GSSAPI error %d mechanisms %s then %s' % (err, ' '.join(mechs), after(s)))
+    s.close()
+
+    s = raw_connect(bootstrap)
+    resp = raw_request(s, 36, 0, 1, struct.pack('>i', 3) + b'abc')
+    print('authenticate before handshake error %d then %s'
+          % (struct.unpack('>h', resp[4:6])[0], after(s)))
+    s.close()
+
+    s = raw_connect(bootstrap)
+    resp = raw_request(s, 17, 1, 1, raw_string(b'PLAIN'))
+    token = ('\0%s\0%s' % (SASL_USER, SASL_PASSWORD)).encode()
+    body = bytes([len(token) + 1]) + token + b'\x00'  # compact bytes, no tags
+    resp = raw_request(s, 36, 2, 2, body, flexible=True)
+    # response header v1: correlation id, tags; then error_code
+    print('authenticate v2 error %d' % struct.unpack('>h', resp[5:7])[0])
+    resp = raw_request(s, 3, 1, 3, struct.pack('>i', -1))
+    print('metadata %s' % ('closed' if resp is None else 'answered'))
+    s.close()
+
+
+def raw_before_auth(bootstrap):
+    """ApiVersions v0, then Metadata v1, on one connection without SASL"""
+    s = raw_connect(bootstrap)
+
+    def request(key, version, corr, body):
+        return raw_request(s, key, version, corr, body)
+    resp = request(18, 0, 1, b'')
+    corr, err, n = struct.unpack('>ihi', resp[:10])
+    keys = [struct.unpack('>h', resp[10 + 6 * i:12 + 6 * i])[0] for i in range(n)]
+    print('api_versions error %d keys %s' % (err, ' '.join(map(str, sorted(keys)))))
+    print('closed' if request(3, 1, 2, struct.pack('>i', -1)) is None else 'answered')
+    s.close()
+
+
 def main():
     bootstrap, what = sys.argv[1], sys.argv[2]
     args = sys.argv[3:]
@@ -111,6 +272,16 @@ def main():
                           args[3] if len(args) > 3 else 'read_committed')
     elif what == 'kafka-python-consume':
         kafka_python_consume(bootstrap, args[0], int(args[1]), int(args[2]))
+    elif what == 'confluent-metadata':
+        confluent_metadata(bootstrap)
+    elif what == 'kafka-python-metadata':
+        kafka_python_metadata(bootstrap)
+    elif what == 'kafka-python-topic-error':
+        kafka_python_topic_error(bootstrap, args[0])
+    elif what == 'raw-sasl-errors':
+        raw_sasl_errors(bootstrap)
+    elif what == 'raw-before-auth':
+        raw_before_auth(bootstrap)
     else:
         raise SystemExit('unknown command %s' % what)
 
