@@ -308,7 +308,7 @@ MqReplicaAwaitAcks(void)
 				stop_why = "this node's lease in etcd lapsed while it waited for the in-sync replicas";
 			if (stop_why != NULL)
 			{
-				/* the wait has ended for an earlier partition: just report */
+				/* the wait has ended (the postmaster died, or for an earlier partition): report */
 				ack_warning(w, hw, stop_why);
 				break;
 			}
@@ -344,8 +344,7 @@ MqReplicaAwaitAcks(void)
 				ProcDiePending = true;
 				whereToSendOutput = DestNone;
 				stop_why = "the postmaster died while the transaction waited for the in-sync replicas";
-				ack_warning(w, hw, stop_why);
-				break;
+				continue;		/* reported above, after a last look */
 			}
 			ResetLatch(MyLatch);
 		}

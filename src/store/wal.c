@@ -56,7 +56,6 @@ uint8
 MqWalRegisterAppend(const xl_mqlog_append *xlrec, const char *chunk)
 {
 	static xl_mqlog_append_whole whole;		/* XLogInsert reads it later */
-	static xl_mqlog_append full;
 
 	if (xlrec->chunk_start == 0 && xlrec->chunk_length == xlrec->batch_length &&
 		xlrec->first_pos == xlrec->batch_pos && xlrec->lso >= 0 &&
@@ -72,8 +71,8 @@ MqWalRegisterAppend(const xl_mqlog_append *xlrec, const char *chunk)
 		XLogRegisterData((char *) chunk, xlrec->chunk_length);
 		return XLOG_MQLOG_APPEND_WHOLE;
 	}
-	full = *xlrec;
-	XLogRegisterData((char *) &full, SizeOfMqlogAppend);
+	/* the caller's header, which it keeps until XLogInsert */
+	XLogRegisterData((char *) xlrec, SizeOfMqlogAppend);
 	XLogRegisterData((char *) chunk, xlrec->chunk_length);
 	return XLOG_MQLOG_APPEND;
 }

@@ -131,7 +131,8 @@ struct XLogReaderState;
 
 /*
  * Register an append record's data (after XLogBeginInsert; the caller
- * registers the buffers); returns the info to XLogInsert it with.
+ * registers the buffers, and keeps xlrec and chunk until XLogInsert);
+ * returns the info to XLogInsert it with.
  */
 extern uint8 MqWalRegisterAppend(const xl_mqlog_append *xlrec, const char *chunk);
 
