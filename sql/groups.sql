@@ -415,6 +415,43 @@ SELECT mq_leave(g) FROM unnest(ARRAY['grp_pg', 'grp_pg2']) g;
 SELECT mq_drop_topic(t) FROM unnest(ARRAY['grp_pat.a', 'grp_pat.b', 'grp_pat.c', 'grp_patx']) t;
 
 -- ------------------------------------------------------------------------
+-- Polls over more than eight partitions: at least an eighth of max_records
+-- from a partition, and the rest of a stored batch once begun, within
+-- max_records (reading a batch costs the same however few of its records
+-- are taken).  Ten partitions holding one batch of 30 records each: the
+-- first poll of 40 takes the 30 of its first partition's batch (not the
+-- fair share, 4, nor the floor, 5) and the 10 left to it from the next.
+-- Polling on delivers every record once, each partition's in order.
+-- ------------------------------------------------------------------------
+SELECT mq_create_topic('grp_wide', 10);
+SELECT count(*) FROM generate_series(0, 9) p,
+    LATERAL mq_produce_batch('grp_wide', (SELECT array_agg(convert_to(p || '-' || i, 'UTF8') ORDER BY i)
+                                           FROM generate_series(0, 29) i), partition => p);
+CREATE TEMP TABLE wide_polls (poll int, partition int, "offset" bigint);
+INSERT INTO wide_polls SELECT 1, r.partition, r."offset" FROM mq_poll('grp_wide', 'grp_wide', 40) r;
+SELECT array_agg(n ORDER BY n DESC) AS first_poll
+  FROM (SELECT partition, count(*) AS n FROM wide_polls GROUP BY 1) x;
+DO $$
+DECLARE
+    got bigint;
+BEGIN
+    FOR i IN 2 .. 30 LOOP
+        INSERT INTO wide_polls SELECT i, r.partition, r."offset" FROM mq_poll('grp_wide', 'grp_wide', 40, '0 s') r;
+        GET DIAGNOSTICS got = ROW_COUNT;
+        EXIT WHEN got = 0;
+    END LOOP;
+END $$;
+SELECT count(*) AS records, count(DISTINCT (partition, "offset")) AS distinct_records,
+       max(n) AS most_in_one_poll
+  FROM wide_polls, LATERAL (SELECT count(*) AS n FROM wide_polls w WHERE w.poll = wide_polls.poll) c;
+-- each partition's records in offset order, poll after poll: no rows
+SELECT partition FROM (SELECT partition, "offset", lag("offset") OVER (PARTITION BY partition ORDER BY poll, "offset") AS prev
+                         FROM wide_polls) x
+ WHERE "offset" <> coalesce(prev + 1, 0);
+SELECT mq_leave('grp_wide');
+SELECT mq_drop_topic('grp_wide');
+
+-- ------------------------------------------------------------------------
 -- Clean up: the committed offsets go with the topics
 -- ------------------------------------------------------------------------
 

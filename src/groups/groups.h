@@ -166,6 +166,9 @@ extern bool MqGroupAssignment(const char *group, const char *member_id,
 							  MqAssignment *assignment);
 extern bool MqTopicPartListed(const MqTopicPart *tp, int n, int32 topic_id,
 							  int32 partition);
+extern void MqTopicPartSort(MqTopicPart *tp, int n);
+extern bool MqTopicPartInSorted(const MqTopicPart *sorted, int n, int32 topic_id,
+								int32 partition);
 extern Oid	MqGroupLiveOwner(const char *group);
 /*
  * the members of this database's groups (all_databases: of every

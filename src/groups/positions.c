@@ -65,6 +65,27 @@ typedef struct Position
 
 static HTAB *positions = NULL;
 
+/*
+ * Counts every change to the set of positions or to one's freshness: an
+ * entry made, removed or rewound, or marked stale.  MqPositionsSync
+ * remembers it with the member, membership and generation of its last
+ * sync that left every assigned partition with a fresh position, and
+ * skips its walk when none of them moved: a poll over hundreds of
+ * partitions would otherwise pay a hash lookup per partition per call
+ * (the scale bench: 15% of a 1,000-partition poll).
+ */
+static uint64 positions_changed = 0;
+
+static struct
+{
+	bool		valid;
+	char		member_id[MQ_MEMBER_ID_LEN];
+	char		group[MQ_GROUP_NAME_LEN];
+	uint64		membership;
+	int			generation;
+	uint64		changed;
+} last_sync;
+
 static HTAB *
 position_table(void)
 {
@@ -244,6 +265,7 @@ init_position(Position *pos, uint64 membership, int64 committed)
 	pos->subid = InvalidSubTransactionId;
 	pos->position = pos->committed = committed;
 	push_undo(pos, true);
+	positions_changed++;
 }
 
 /* call before changing a position: remembers its values once per subtransaction */
@@ -261,6 +283,7 @@ apply_undo(Undo *u)
 
 	if (pos == NULL)
 		return;					/* revoked meanwhile: nothing to rewind */
+	positions_changed++;
 	if (u->created)
 	{
 		hash_search(positions, &u->key, HASH_REMOVE, NULL);
@@ -357,7 +380,20 @@ MqPositionsSync(const char *group, const char *member_id, const MqAssignment *as
 {
 	HASH_SEQ_STATUS seq;
 	Position   *pos;
+	MqTopicPart *sorted;
+	bool		complete = true;
 
+	if (last_sync.valid && last_sync.changed == positions_changed &&
+		last_sync.membership == assignment->membership &&
+		last_sync.generation == assignment->generation &&
+		strcmp(last_sync.group, group) == 0 && strcmp(last_sync.member_id, member_id) == 0)
+		return;
+	last_sync.valid = false;
+
+	/* every position of the member is looked up in the assignment */
+	sorted = palloc(sizeof(MqTopicPart) * Max(assignment->nparts, 1));
+	memcpy(sorted, assignment->parts, sizeof(MqTopicPart) * assignment->nparts);
+	MqTopicPartSort(sorted, assignment->nparts);
 	hash_seq_init(&seq, position_table());
 	while ((pos = hash_seq_search(&seq)) != NULL)
 	{
@@ -373,14 +409,16 @@ MqPositionsSync(const char *group, const char *member_id, const MqAssignment *as
 		if (pos->membership != assignment->membership)
 		{
 			fence_if_polled(pos);
+			positions_changed++;
 			pos->stale = true;
 			pos->membership = assignment->membership;
 		}
-		if (!MqTopicPartListed(assignment->parts, assignment->nparts,
-							   pos->key.topic_id, pos->key.partition))
+		if (!MqTopicPartInSorted(sorted, assignment->nparts,
+								 pos->key.topic_id, pos->key.partition))
 		{
 			/* records polled in this transaction now belong to another member */
 			fence_if_polled(pos);
+			positions_changed++;
 			hash_search(positions, &pos->key, HASH_REMOVE, NULL);
 		}
 	}
@@ -401,7 +439,9 @@ MqPositionsSync(const char *group, const char *member_id, const MqAssignment *as
 				topic = topics[t];
 		if (topic == NULL || tp->partition >= topic->partitions)
 		{
+			/* the caller's topics do not know it yet: try again next time */
 			hash_search(positions, &key, HASH_REMOVE, NULL);
+			complete = false;
 			continue;
 		}
 		if (!found)
@@ -424,6 +464,16 @@ MqPositionsSync(const char *group, const char *member_id, const MqAssignment *as
 		pos->committed = MqOffsetRead(group, tp->topic_id, tp->partition);
 		/* no offset, or one retention removed: the poll applies the policy */
 		pos->position = pos->committed;
+	}
+	pfree(sorted);
+	if (complete)
+	{
+		strlcpy(last_sync.group, group, MQ_GROUP_NAME_LEN);
+		strlcpy(last_sync.member_id, member_id, MQ_MEMBER_ID_LEN);
+		last_sync.membership = assignment->membership;
+		last_sync.generation = assignment->generation;
+		last_sync.changed = positions_changed;
+		last_sync.valid = true;
 	}
 }
 
@@ -465,6 +515,7 @@ MqPositionsForget(const char *group, const char *member_id)
 	while ((pos = hash_seq_search(&seq)) != NULL)
 		if (belongs_to(pos, group, member_id))
 			hash_search(positions, &pos->key, HASH_REMOVE, NULL);
+	positions_changed++;
 }
 
 /* a position the member did not have, from the committed offset */
@@ -533,6 +584,7 @@ MqGroupSeek(const char *group, const char *member_id, MqTopic *topic, int32 part
 static void
 commit_fails(Position *pos, const char *topic_name, const char *detail)
 {
+	positions_changed++;
 	pos->stale = true;
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

@@ -230,15 +230,6 @@ MqTopicPartListed(const MqTopicPart *tp, int n, int32 topic_id, int32 partition)
 }
 
 static int
-cmp_join_seq(const void *a, const void *b)
-{
-	uint64		x = (*(MqMember *const *) a)->join_seq;
-	uint64		y = (*(MqMember *const *) b)->join_seq;
-
-	return (x > y) - (x < y);
-}
-
-static int
 cmp_topic_part(const void *a, const void *b)
 {
 	const MqTopicPart *x = a;
@@ -247,6 +238,34 @@ cmp_topic_part(const void *a, const void *b)
 	if (x->topic_id != y->topic_id)
 		return (x->topic_id > y->topic_id) - (x->topic_id < y->topic_id);
 	return (x->partition > y->partition) - (x->partition < y->partition);
+}
+
+/*
+ * A list sorted for MqTopicPartInSorted: for a caller that looks up many
+ * pairs in one list (hundreds of positions against an assignment of as
+ * many partitions), where MqTopicPartListed would be quadratic.
+ */
+void
+MqTopicPartSort(MqTopicPart *tp, int n)
+{
+	qsort(tp, n, sizeof(MqTopicPart), cmp_topic_part);
+}
+
+bool
+MqTopicPartInSorted(const MqTopicPart *sorted, int n, int32 topic_id, int32 partition)
+{
+	MqTopicPart key = {topic_id, partition};
+
+	return bsearch(&key, sorted, n, sizeof(MqTopicPart), cmp_topic_part) != NULL;
+}
+
+static int
+cmp_join_seq(const void *a, const void *b)
+{
+	uint64		x = (*(MqMember *const *) a)->join_seq;
+	uint64		y = (*(MqMember *const *) b)->join_seq;
+
+	return (x > y) - (x < y);
 }
 
 /*

@@ -159,11 +159,23 @@ open_next_segment(MqLogIter *it)
 }
 
 static bool
-budget_left(MqLogIter *it, int64 cost)
+budget_left(MqLogIter *it, int max_records, int64 cost)
 {
-	if (it->nreturned >= it->max_records)
+	if (it->nreturned >= max_records)
 		return false;
 	return it->nreturned == 0 || it->bytes + cost <= it->max_bytes;
+}
+
+/*
+ * The record budget inside a batch already read: reading a batch costs its
+ * pages and its CRC whatever share of it is returned, so a reader that
+ * allows it (batch_max_records) takes more of that batch rather than pay
+ * for it again on the next read.
+ */
+static int
+batch_record_budget(MqLogIter *it)
+{
+	return Max(it->max_records, it->batch_max_records);
 }
 
 /*
@@ -231,7 +243,7 @@ next_batch(MqLogIter *it)
 		if ((it->flags & MQ_ITER_RECORDS) == 0 && (it->flags & MQ_ITER_BYTES))
 		{
 			/* whole batches against the byte budget (raw reads) */
-			if (!budget_left(it, it->hdr.length))
+			if (!budget_left(it, it->max_records, it->hdr.length))
 			{
 				it->done = true;
 				break;
@@ -258,7 +270,7 @@ decode_batch(MqLogIter *it)
 	MemoryContext old;
 
 	/* no more than the record budget still allows: the rest is not read */
-	int			maxrecs = Max(Min(it->hdr.record_count, it->max_records - it->nreturned), 1);
+	int			maxrecs = Max(Min(it->hdr.record_count, batch_record_budget(it) - it->nreturned), 1);
 
 	MemoryContextReset(it->cxt);
 	old = MemoryContextSwitchTo(it->cxt);
@@ -287,7 +299,7 @@ next_record(MqLogIter *it)
 		{
 			MqRecord   *rec = &it->recs[it->cur];
 
-			if (!budget_left(it, rec->keylen + rec->valuelen))
+			if (!budget_left(it, batch_record_budget(it), rec->keylen + rec->valuelen))
 			{
 				it->done = true;
 				return NULL;

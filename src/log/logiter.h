@@ -34,6 +34,9 @@ typedef struct MqLogIter
 								 * checkpointed high watermark */
 	int			flags;
 	int			max_records;	/* budget: records returned */
+	int			batch_max_records;	/* records: a batch begun within
+									 * max_records may be read on up to
+									 * this many in all (0: max_records) */
 	int64		max_bytes;		/* budget: keys and values (records) or stored
 								 * bytes (batches); at least one is returned */
 

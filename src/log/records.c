@@ -214,12 +214,15 @@ emit_record(MqRecordOutput *out, int32 partition, MqRecord *rec)
 /*
  * Read up to max_records committed records at or after from_offset, and
  * at most about max_bytes of keys and values (at least one record, as in
- * Kafka).  Returns the offset after the last record returned, or where the
- * read stopped.
+ * Kafka).  A batch begun within max_records is read on to its end while
+ * the total stays within batch_max_records (at most max_records when
+ * smaller).  Returns the offset after the last record returned, or where
+ * the read stopped.
  */
 int64
 MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
-				int max_records, int64 max_bytes, MqRecordOutput *out, int *nread)
+				int max_records, int batch_max_records, int64 max_bytes,
+				MqRecordOutput *out, int *nread)
 {
 	int64		lso,
 				hw;
@@ -238,6 +241,7 @@ MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
 		out->topic = cstring_to_text(topic->name);
 	MqLogIterBegin(&it, topic, partition, from_offset, lso, MQ_ITER_RECORDS);
 	it.max_records = max_records;
+	it.batch_max_records = batch_max_records;
 	it.max_bytes = max_bytes;
 	while ((rec = MqLogNextRecord(&it)) != NULL)
 		if (out)

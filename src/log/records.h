@@ -45,8 +45,8 @@ extern bytea *MqBytea(const char *data, int len);
 extern const char *MqDatumBytes(Datum datum, MqValueForm form, int *len);
 extern void MqInitRecordOutput(FunctionCallInfo fcinfo, MqRecordOutput *out);
 extern int64 MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
-							 int max_records, int64 max_bytes, MqRecordOutput *out,
-							 int *nread);
+							 int max_records, int batch_max_records, int64 max_bytes,
+							 MqRecordOutput *out, int *nread);
 extern int64 MqOffsetForTime(MqTopic *topic, int32 partition, TimestampTz ts, TimestampTz *found_ts);
 extern Datum MqHeadersDatum(Oid header_type, TupleDesc header_desc, MqRecord *rec);
 

@@ -78,7 +78,8 @@ mq_fetch(PG_FUNCTION_ARGS)
 				 errmsg("max_bytes must be at least 1")));
 	MqCheckOffsetRange(topic, partition, from, false);
 	MqInitRecordOutput(fcinfo, &out);
-	(void) MqReadPartition(topic, partition, from, max_records, max_bytes, &out, NULL);
+	(void) MqReadPartition(topic, partition, from, max_records, max_records, max_bytes,
+						   &out, NULL);
 	return (Datum) 0;
 }
 
@@ -150,7 +151,7 @@ mq_latest_offset(PG_FUNCTION_ARGS)
 	{
 		/* standby: read up to the first running transaction */
 		lso = MqReadPartition(topic, partition, MqLogStartOffset(topic, partition),
-							 PG_INT32_MAX, PG_INT64_MAX, NULL, NULL);
+							 PG_INT32_MAX, PG_INT32_MAX, PG_INT64_MAX, NULL, NULL);
 	}
 	PG_RETURN_INT64(lso);
 }
