@@ -629,20 +629,23 @@ def scale_md(res, level="##"):
     drop = {r["partitions"]: r for r in rows if r["workload"] == "scale_drop" and not r.get("error")}
     if prod:
         base = prod[min(prod)]["records_per_s"]
+        cbase = cons[min(cons)]["records_per_s"] if cons else None
         L.append("Batched produce by the driver (1000 records of 100 B a call, each call to the next "
                  "partition in a transaction of its own), the read back by a group of one member (of at most 512 "
                  "partitions), the creation (the worker makes the segments beyond the first 200) and the drop "
                  "with the orphan sweep; catalog bytes are the growth of pg_class, pg_attribute, pg_type, "
                  "pg_depend, pg_description and mqlog.segment, shared memory the partition entries taken.")
         L.append("")
-        L.append("| partitions | produce records/s | vs 1 partition | consume records/s (members) | create s | "
-                 "catalog bytes per partition | shared memory | drop s |")
-        L.append("|---|---|---|---|---|---|---|---|")
+        L.append("| partitions | produce records/s | vs 1 partition | consume records/s (members) | "
+                 "vs 1 partition | create s | catalog bytes per partition | shared memory | drop s |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
         for n in sorted(prod):
             p, c, d = prod[n], cons.get(n, {}), drop.get(n, {})
-            L.append("| %s | %s | %s | %s (%s) | %s | %s | %s | %s |" % (
+            crate = c.get("records_per_s")
+            L.append("| %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s |" % (
                 fmt(n), fmt(p["records_per_s"]), pct_change(change_of(p["records_per_s"], base)),
-                fmt(c.get("records_per_s")), c.get("clients", "-"), p.get("create_s"),
+                fmt(crate), c.get("clients", "-"),
+                pct_change(change_of(crate, cbase)) if crate and cbase else "-", p.get("create_s"),
                 fmt(p.get("catalog_bytes_per_partition")), fmt(p.get("shm_bytes")), d.get("drop_s", "-")))
         L.append("")
     grp = sorted((r for r in rows if r["workload"] == "scale_groups" and not r.get("error")),
