@@ -29,7 +29,6 @@
 
 #include "base/spi.h"
 #include "log/topic.h"
-#include "acl/acl.h"
 #include "kafka/internal.h"
 
 /* Kafka's ConfigResource.Type */
