@@ -280,11 +280,12 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
 	if (n < 0)
 		return MQK_CLOSE;
 	topics = palloc0(sizeof(CreateTopic) * (n + 1));
+	names = palloc0(sizeof(char *) * (n + 1));
 	for (int i = 0; i < n && !r->failed; i++)
 	{
 		CreateTopic *t = &topics[i];
 
-		t->name = MqKafkaReadString(r, false, NULL);
+		t->name = names[i] = MqKafkaReadString(r, false, NULL);
 		t->partitions = MqKafkaReadInt32(r);
 		t->replication_factor = MqKafkaReadInt16(r);
 		t->nassignments = MqKafkaReadArrayLen(r, false, 8);
@@ -317,9 +318,6 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
 		return MQK_CLOSE;
 
 	fn = extension_function("mq_create_topic", lengthof(create_args), create_args);
-	names = palloc(sizeof(char *) * (n + 1));
-	for (int i = 0; i < n; i++)
-		names[i] = topics[i].name;
 	dup = duplicates(names, n);
 	for (int i = 0; i < n; i++)
 	{
@@ -366,12 +364,6 @@ delete_topic(void *arg)
 	(void) OidFunctionCall1(t->fn, CStringGetTextDatum(t->name));
 }
 
-static int16
-delete_error(int sqlerrcode, void *arg)
-{
-	return MqKafkaErrorOf(sqlerrcode, MQK_INVALID_REQUEST);
-}
-
 MqKafkaOutcome
 MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 {
@@ -387,17 +379,15 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 	if (n < 0)
 		return MQK_CLOSE;
 	topics = palloc0(sizeof(DeleteTopic) * (n + 1));
+	names = palloc0(sizeof(char *) * (n + 1));
 	for (int i = 0; i < n && !r->failed; i++)
-		if ((topics[i].name = MqKafkaReadString(r, false, NULL)) == NULL)
+		if ((topics[i].name = names[i] = MqKafkaReadString(r, false, NULL)) == NULL)
 			return MQK_CLOSE;
 	(void) MqKafkaReadInt32(r); /* timeout_ms: a drop is whole at commit */
 	if (r->failed)
 		return MQK_CLOSE;
 
 	fn = extension_function("mq_drop_topic", lengthof(drop_args), drop_args);
-	names = palloc(sizeof(char *) * (n + 1));
-	for (int i = 0; i < n; i++)
-		names[i] = topics[i].name;
 	dup = duplicates(names, n);
 	for (int i = 0; i < n; i++)
 	{
@@ -411,7 +401,7 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 		else
 		{
 			t->fn = fn;
-			t->error = MqKafkaTryAdmin(delete_topic, t, delete_error, true, &message);
+			t->error = MqKafkaTryAdmin(delete_topic, t, NULL, true, &message);
 		}
 	}
 

@@ -131,12 +131,6 @@ describe_topic(void *arg)
 	MqSpiEnd(&spi);
 }
 
-static int16
-describe_error(int sqlerrcode, void *arg)
-{
-	return MqKafkaErrorOf(sqlerrcode, MQK_INVALID_REQUEST);
-}
-
 static void
 describe_broker(ConfigResource *res)
 {
@@ -226,7 +220,7 @@ MqKafkaDescribeConfigs(MqKafkaRequest *req, StringInfo out)
 
 		if (res->type == RESOURCE_TOPIC)
 		{
-			code = MqKafkaTryAdmin(describe_topic, res, describe_error, true, &message);
+			code = MqKafkaTryAdmin(describe_topic, res, NULL, true, &message);
 			if (code != MQK_NONE)
 			{
 				res->error = code;

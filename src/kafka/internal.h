@@ -175,7 +175,8 @@ extern int16 MqKafkaTry(void (*fn) (void *arg), void *arg, int16 invalid_code,
 /*
  * MqKafkaTry for the admin APIs (admin.c, configs.c): the unit's ERROR
  * becomes the code map gives for its SQLSTATE (map gets the unit's arg,
- * which can say what the unit was doing) and its message, for the
+ * which can say what the unit was doing; NULL: MqKafkaErrorOf, 22023 as
+ * INVALID_REQUEST) and its message, for the
  * response's error_message, is in *message (NULL on success).  Unless
  * keep, the unit is rolled back even when it succeeds (validate_only).
  */

@@ -129,7 +129,7 @@ MqKafkaTryAdmin(void (*fn) (void *arg), void *arg, int16 (*map) (int sqlerrcode,
 	*message = NULL;
 	if (try_unit(fn, arg, keep, &edata))
 		return MQK_NONE;
-	code = map(edata->sqlerrcode, arg);
+	code = map ? map(edata->sqlerrcode, arg) : MqKafkaErrorOf(edata->sqlerrcode, MQK_INVALID_REQUEST);
 	log_unit_error(code, edata);
 	*message = pstrdup(edata->message);
 	FreeErrorData(edata);
