@@ -42,8 +42,10 @@
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 
 #include "base/spi.h"
+#include "log/topic.h"
 #include "kafka/internal.h"
 
 /* what a CreateTopics unit was doing when it failed (create_error) */
@@ -120,9 +122,10 @@ check_execute(Oid fn)
 }
 
 /*
- * Kafka refuses a request that names a topic twice with INVALID_REQUEST
- * for each of them: which are named twice (sorting a copy of the names, so
- * a frame of many topics costs n log n, not n squared)
+ * Kafka refuses a request that names a topic (or config resource) twice
+ * with INVALID_REQUEST for each of them: which are named twice (sorting a
+ * copy of the names, so a frame of many topics costs n log n, not n
+ * squared)
  */
 typedef struct NameAt
 {
@@ -136,8 +139,8 @@ name_cmp(const void *a, const void *b)
 	return strcmp(((const NameAt *) a)->name, ((const NameAt *) b)->name);
 }
 
-static bool *
-duplicates(char *const *names, int n)
+bool *
+MqKafkaDuplicates(char *const *names, int n)
 {
 	NameAt	   *sorted = palloc(sizeof(NameAt) * (n + 1));
 	bool	   *dup = palloc0(sizeof(bool) * (n + 1));
@@ -153,6 +156,31 @@ duplicates(char *const *names, int n)
 			dup[sorted[i].at] = dup[sorted[i - 1].at] = true;
 	pfree(sorted);
 	return dup;
+}
+
+static int
+str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+void
+MqKafkaKnownTopics(MqKafkaTopicSet *set)
+{
+	List	   *names = OidIsValid(get_extension_oid("mqlog", true)) ? MqTopicNames(NULL) : NIL;
+	ListCell   *lc;
+
+	set->n = 0;
+	set->names = palloc(sizeof(char *) * (list_length(names) + 1));
+	foreach(lc, names)
+		set->names[set->n++] = lfirst(lc);
+	qsort(set->names, set->n, sizeof(char *), str_cmp);
+}
+
+bool
+MqKafkaKnownTopic(const MqKafkaTopicSet *set, const char *name)
+{
+	return bsearch(&name, set->names, set->n, sizeof(char *), str_cmp) != NULL;
 }
 
 /* "SELECT mqlog._<check>($1)" as the extension owner: an ERROR if it fails */
@@ -190,7 +218,28 @@ config_jsonb(CreateTopic *t)
 	return DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
 }
 
-/* one topic's creation, in a subtransaction (MqKafkaTryAdmin) */
+/*
+ * One topic's unit (MqKafkaTryAdmin) in scratch, reset after it: what the
+ * unit allocates for its work (the config's JSON, SPI, a failed
+ * statement's leftovers) is gone before the next topic, so a request of
+ * many topics costs memory for its answers only.  The error message is
+ * copied out.
+ */
+static int16
+try_topic(void (*fn) (void *arg), void *arg, int16 (*map) (int sqlerrcode, void *arg),
+		  bool keep, MemoryContext scratch, char **message)
+{
+	MemoryContext outer = MemoryContextSwitchTo(scratch);
+	int16		code = MqKafkaTryAdmin(fn, arg, map, keep, message);
+
+	MemoryContextSwitchTo(outer);
+	if (*message)
+		*message = pstrdup(*message);
+	MemoryContextReset(scratch);
+	return code;
+}
+
+/* one topic's creation, in a subtransaction (try_topic) */
 static void
 create_topic(void *arg)
 {
@@ -274,6 +323,7 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
 	char	  **names;
 	bool	   *dup;
 	bool		validate_only = false;
+	MemoryContext scratch;
 	Oid			fn;
 	static const Oid create_args[] = {TEXTOID, INT4OID, INT4OID, JSONBOID};
 
@@ -318,7 +368,9 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
 		return MQK_CLOSE;
 
 	fn = extension_function("mq_create_topic", lengthof(create_args), create_args);
-	dup = duplicates(names, n);
+	scratch = AllocSetContextCreate(CurrentMemoryContext, "Kafka CreateTopics topic",
+									ALLOCSET_DEFAULT_SIZES);
+	dup = MqKafkaDuplicates(names, n);
 	for (int i = 0; i < n; i++)
 	{
 		CreateTopic *t = &topics[i];
@@ -338,7 +390,7 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
 		if (t->error != MQK_NONE)
 			continue;
 		t->fn = fn;
-		t->error = MqKafkaTryAdmin(create_topic, t, create_error, !validate_only, &t->message);
+		t->error = try_topic(create_topic, t, create_error, !validate_only, scratch, &t->message);
 	}
 
 	if (v >= 2)
@@ -354,7 +406,7 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
 	return MQK_RESPOND;
 }
 
-/* one topic's drop, in a subtransaction (MqKafkaTryAdmin) */
+/* one topic's drop, in a subtransaction (try_topic) */
 static void
 delete_topic(void *arg)
 {
@@ -373,6 +425,8 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 	DeleteTopic *topics;
 	char	  **names;
 	bool	   *dup;
+	MemoryContext scratch;
+	MqKafkaTopicSet known;
 	Oid			fn;
 	static const Oid drop_args[] = {TEXTOID};
 
@@ -388,7 +442,10 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 		return MQK_CLOSE;
 
 	fn = extension_function("mq_drop_topic", lengthof(drop_args), drop_args);
-	dup = duplicates(names, n);
+	MqKafkaKnownTopics(&known);
+	scratch = AllocSetContextCreate(CurrentMemoryContext, "Kafka DeleteTopics topic",
+									ALLOCSET_DEFAULT_SIZES);
+	dup = MqKafkaDuplicates(names, n);
 	for (int i = 0; i < n; i++)
 	{
 		DeleteTopic *t = &topics[i];
@@ -396,12 +453,12 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 
 		if (dup[i])
 			t->error = MQK_INVALID_REQUEST;
-		else if (!OidIsValid(fn))
+		else if (!OidIsValid(fn) || !MqKafkaKnownTopic(&known, t->name))
 			t->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
 		else
 		{
 			t->fn = fn;
-			t->error = MqKafkaTryAdmin(delete_topic, t, NULL, true, &message);
+			t->error = try_topic(delete_topic, t, NULL, true, scratch, &message);
 		}
 	}
 

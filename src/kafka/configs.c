@@ -26,6 +26,7 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "utils/memutils.h"
 
 #include "base/spi.h"
 #include "log/topic.h"
@@ -55,6 +56,8 @@ typedef struct ConfigResource
 	char	   *name;
 	int32		nkeys;			/* -1: all of them */
 	char	  **keys;
+	int32		topic_id;		/* a topic the role may describe */
+	MemoryContext answer_cxt;	/* where the entries go */
 	/* the answer */
 	int16		error;
 	char	   *message;
@@ -92,20 +95,17 @@ add_entry(ConfigResource *res, const char *name, const char *value, const char *
 /*
  * A topic's every config key with its effective value, in a
  * subtransaction (MqKafkaTryAdmin): read as the extension owner once the
- * role was found to be allowed to describe the topic
+ * role was found to be allowed to describe the topic.  The entries go to
+ * res->answer_cxt, not to SPI's memory (which SPI_finish frees).
  */
 static void
 describe_topic(void *arg)
 {
 	ConfigResource *res = arg;
-	MqTopic    *topic = MqKafkaTopic(res->name, MQ_PRIV_DESCRIBE, &res->error);
 	Oid			type = INT4OID;
-	Datum		value;
+	Datum		value = Int32GetDatum(res->topic_id);
 	MqSpi		spi;
 
-	if (topic == NULL)
-		return;
-	value = Int32GetDatum(topic->topic_id);
 	MqSpiBegin(&spi, true);
 	if (SPI_execute_with_args("SELECT d.key,"
 							  " COALESCE(t.config OPERATOR(pg_catalog.->) d.key, d.value)"
@@ -116,17 +116,21 @@ describe_topic(void *arg)
 							  " WHERE t.topic_id OPERATOR(pg_catalog.=) $1 ORDER BY d.key",
 							  1, &type, &value, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "mqlog: the config of topic \"%s\" could not be read", res->name);
-	res->entries = palloc0(sizeof(ConfigEntry) * (SPI_processed + 1));
+	res->entries = MemoryContextAllocZero(res->answer_cxt, sizeof(ConfigEntry) * (SPI_processed + 1));
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
 		bool		overridden = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
+		char	   *name = SPI_getvalue(tup, desc, 1);
+		char	   *effective = SPI_getvalue(tup, desc, 2);
+		char	   *dflt = overridden ? SPI_getvalue(tup, desc, 3) : NULL;
+		MemoryContext old = MemoryContextSwitchTo(res->answer_cxt);
 
-		add_entry(res, SPI_getvalue(tup, desc, 1), SPI_getvalue(tup, desc, 2),
-				  overridden ? SPI_getvalue(tup, desc, 3) : NULL,
+		add_entry(res, name, effective, dflt,
 				  overridden ? SOURCE_TOPIC_CONFIG : SOURCE_DEFAULT_CONFIG, false);
+		MemoryContextSwitchTo(old);
 	}
 	MqSpiEnd(&spi);
 }
@@ -189,6 +193,10 @@ MqKafkaDescribeConfigs(MqKafkaRequest *req, StringInfo out)
 	int32		n = MqKafkaReadArrayLen(r, false, 7);
 	bool		synonyms = false;
 	ConfigResource *resources;
+	char	  **keys;
+	bool	   *dup;
+	MemoryContext scratch;
+	MqKafkaTopicSet known;
 
 	if (n < 0)
 		return MQK_CLOSE;
@@ -212,21 +220,58 @@ MqKafkaDescribeConfigs(MqKafkaRequest *req, StringInfo out)
 	if (r->failed)
 		return MQK_CLOSE;
 
+	/* a resource named twice: each answered once, refused (as Kafka) */
+	scratch = AllocSetContextCreate(CurrentMemoryContext, "Kafka DescribeConfigs resource",
+									ALLOCSET_DEFAULT_SIZES);
+	keys = MemoryContextAlloc(scratch, sizeof(char *) * (n + 1));
+	for (int i = 0; i < n; i++)
+	{
+		keys[i] = MemoryContextAlloc(scratch, strlen(resources[i].name) + 8);
+		sprintf(keys[i], "%d/%s", resources[i].type, resources[i].name);
+	}
+	dup = MqKafkaDuplicates(keys, n);
+	MemoryContextReset(scratch);
+	MqKafkaKnownTopics(&known);
 	for (int i = 0; i < n; i++)
 	{
 		ConfigResource *res = &resources[i];
 		char	   *message;
 		int16		code;
 
-		if (res->type == RESOURCE_TOPIC)
+		if (dup[i])
 		{
-			code = MqKafkaTryAdmin(describe_topic, res, NULL, true, &message);
-			if (code != MQK_NONE)
+			res->error = MQK_INVALID_REQUEST;
+			res->message = psprintf("resource \"%s\" is named more than once in the request", res->name);
+		}
+		else if (res->type == RESOURCE_TOPIC)
+		{
+			/*
+			 * Looked up (as Metadata does) and read in scratch, reset after
+			 * each: what a lookup leaves behind is not kept for a request
+			 * naming many topics; a topic there is no answer for costs no
+			 * subtransaction
+			 */
+			MemoryContext outer = MemoryContextSwitchTo(scratch);
+			MqTopic    *topic = NULL;
+
+			res->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
+			if (MqKafkaKnownTopic(&known, res->name))
+				topic = MqKafkaTopic(res->name, MQ_PRIV_DESCRIBE, &res->error);
+			message = NULL;
+			if (topic != NULL)
 			{
-				res->error = code;
-				res->message = message;
-				res->nentries = 0;
+				res->topic_id = topic->topic_id;
+				res->answer_cxt = outer;
+				code = MqKafkaTryAdmin(describe_topic, res, NULL, true, &message);
+				if (code != MQK_NONE)
+				{
+					res->error = code;
+					res->nentries = 0;
+				}
 			}
+			MemoryContextSwitchTo(outer);
+			res->message = message ? pstrdup(message) : NULL;
+			MemoryContextReset(scratch);
 		}
 		else if (res->type == RESOURCE_BROKER)
 			describe_broker(res);

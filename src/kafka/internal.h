@@ -187,6 +187,24 @@ extern int16 MqKafkaTryAdmin(void (*fn) (void *arg), void *arg,
 /* the Kafka code of an ERROR's SQLSTATE, invalid_code for 22023 */
 extern int16 MqKafkaErrorOf(int sqlerrcode, int16 invalid_code);
 
+/* which of n names occur more than once (admin.c) */
+extern bool *MqKafkaDuplicates(char *const *names, int n);
+
+/*
+ * The topics there are, read once for a request that names many (admin.c):
+ * a name not among them is UNKNOWN_TOPIC_OR_PARTITION without a lookup of
+ * its own, which would leave an entry in the topic cache (log/topic.c
+ * caches misses) for every name a client makes up.
+ */
+typedef struct MqKafkaTopicSet
+{
+	int			n;
+	char	  **names;			/* sorted by strcmp */
+} MqKafkaTopicSet;
+
+extern void MqKafkaKnownTopics(MqKafkaTopicSet *set);
+extern bool MqKafkaKnownTopic(const MqKafkaTopicSet *set, const char *name);
+
 /*
  * (Sub)transactions aborted so far: an abort cancels a condition variable
  * sleep the listener prepared (listener.c).

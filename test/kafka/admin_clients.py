@@ -26,7 +26,9 @@ One JSON object per line on stdout.
   admin_clients.py BOOTSTRAP raw-hostile
       -> "truncated closed|answered", "absurd closed|answered",
          "duplicate E1 E2" (one topic named twice: both INVALID_REQUEST),
-         "assignment E M" (manual replica assignment refused)
+         "assignment E M" (manual replica assignment refused),
+         "describe-duplicate E1 E2" (DescribeConfigs naming topic "visible"
+         twice: both INVALID_REQUEST)
 """
 import json
 import os
@@ -271,6 +273,17 @@ def raw_hostile(bootstrap):
     resp = raw_request(s, 19, 4, 2, create_body([('placed', -1, -1)], 4, assign=True))
     (_n, err, msg), = create_answers(resp, 4)
     print('assignment %d %s' % (err, msg))
+    resource = struct.pack('>b', 2) + raw_string(b'visible') + struct.pack('>i', -1)
+    r = Reader(raw_request(s, 32, 1, 3, struct.pack('>i', 2) + resource * 2 + b'\x00'), 4)
+    r.take('>i')        # throttle_time_ms
+    errors = []
+    for _ in range(r.take('>i')):
+        errors.append(r.take('>h'))
+        r.string()
+        r.take('>b')
+        r.string()
+        assert r.take('>i') == 0    # no configs
+    print('describe-duplicate %s' % ' '.join(map(str, errors)))
     s.close()
 
 

@@ -28,8 +28,8 @@
 #    cannot delete, one without describe cannot read a topic's configs
 #    (as Metadata does not list it); GRANT EXECUTE is what lets it create;
 #  - raw frames: a truncated CreateTopics and one with a topic count of two
-#    billion close the connection, a topic named twice is INVALID_REQUEST,
-#    v0 works; the listener is the same process afterwards, with no
+#    billion close the connection, a topic named twice (in CreateTopics or
+#    DescribeConfigs) is INVALID_REQUEST, v0 works; the listener is the same process afterwards, with no
 #    transaction left open.
 use strict;
 use warnings;
@@ -341,6 +341,8 @@ like($hostile, qr/^truncated closed$/m, 'a truncated CreateTopics frame closes t
 like($hostile, qr/^absurd closed$/m, 'a CreateTopics frame claiming two billion topics closes the connection');
 like($hostile, qr/^duplicate 42 42$/m, 'a topic named twice in one request: INVALID_REQUEST for both');
 like($hostile, qr/^assignment 39 /m, 'a raw manual assignment: INVALID_REPLICA_ASSIGNMENT');
+like($hostile, qr/^describe-duplicate 42 42$/m,
+	'a DescribeConfigs naming one topic twice: INVALID_REQUEST for both, with no configs');
 is(catalog(), $before, 'none of them created a topic');
 is_deeply(admin('raw-create-v0', 'raw_v0', 2), [ { topic => 'raw_v0', error => 0 } ], 'CreateTopics v0');
 is(overrides('raw_v0'), '2 1 {} kafka_app', 'CreateTopics v0: the topic');
