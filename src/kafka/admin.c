@@ -21,6 +21,12 @@
  * mq_create_topic itself can only be about the partitions (or, above
  * replication factor 1, the cluster's nodes).
  *
+ * A request may name as many topics as its frame holds: each topic's work
+ * runs in a memory context reset after it, names given twice are found by
+ * sorting (MqKafkaDuplicates), and names no topic has are found in one
+ * read of the topic names (MqKafkaKnownTopics), both shared with
+ * DescribeConfigs (configs.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
