@@ -13,5 +13,7 @@ struct ErrorData;
 
 extern bool MqRunInSubtransaction(void (*fn) (void *arg), void *arg,
 								  struct ErrorData **error);
+extern bool MqTryInSubtransaction(void (*fn) (void *arg), void *arg,
+								  struct ErrorData **error);
 
 #endif							/* MQLOG_SUBXACT_H */

@@ -31,6 +31,9 @@ static const MqKafkaApi apis[] = {
 	{MQK_SASL_HANDSHAKE, 0, 1, 2, "SaslHandshake", MqKafkaSaslHandshake},
 	{MQK_API_VERSIONS, 0, 3, 3, "ApiVersions", MqKafkaApiVersions},
 	{MQK_SASL_AUTHENTICATE, 0, 2, 2, "SaslAuthenticate", MqKafkaSaslAuthenticate},
+	{MQK_CREATE_TOPICS, 0, 4, 5, "CreateTopics", MqKafkaCreateTopics},
+	{MQK_DELETE_TOPICS, 0, 3, 4, "DeleteTopics", MqKafkaDeleteTopics},
+	{MQK_DESCRIBE_CONFIGS, 0, 2, 4, "DescribeConfigs", MqKafkaDescribeConfigs},
 };
 
 const MqKafkaApi *

@@ -141,6 +141,9 @@ extern MqKafkaOutcome MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaSaslHandshake(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaSaslAuthenticate(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaDescribeConfigs(MqKafkaRequest *req, StringInfo out);
 
 /*
  * The group coordinator (coordinator.c): the groups' state lives in the
@@ -170,6 +173,39 @@ extern int16 MqKafkaTry(void (*fn) (void *arg), void *arg, int16 invalid_code,
 						StringInfo out);
 
 /*
+ * MqKafkaTry for the admin APIs (admin.c, configs.c): the unit's ERROR
+ * becomes the code map gives for its SQLSTATE (map gets the unit's arg,
+ * which can say what the unit was doing; NULL: MqKafkaErrorOf, 22023 as
+ * INVALID_REQUEST) and its message, for the
+ * response's error_message, is in *message (NULL on success).  Unless
+ * keep, the unit is rolled back even when it succeeds (validate_only).
+ */
+extern int16 MqKafkaTryAdmin(void (*fn) (void *arg), void *arg,
+							 int16 (*map) (int sqlerrcode, void *arg),
+							 bool keep, char **message);
+
+/* the Kafka code of an ERROR's SQLSTATE, invalid_code for 22023 */
+extern int16 MqKafkaErrorOf(int sqlerrcode, int16 invalid_code);
+
+/* which of n names occur more than once (admin.c) */
+extern bool *MqKafkaDuplicates(char *const *names, int n);
+
+/*
+ * The topics there are, read once for a request that names many (admin.c):
+ * a name not among them is UNKNOWN_TOPIC_OR_PARTITION without a lookup of
+ * its own, which would leave an entry in the topic cache (log/topic.c
+ * caches misses) for every name a client makes up.
+ */
+typedef struct MqKafkaTopicSet
+{
+	int			n;
+	char	  **names;			/* sorted by strcmp */
+} MqKafkaTopicSet;
+
+extern void MqKafkaKnownTopics(MqKafkaTopicSet *set);
+extern bool MqKafkaKnownTopic(const MqKafkaTopicSet *set, const char *name);
+
+/*
  * (Sub)transactions aborted so far: an abort cancels a condition variable
  * sleep the listener prepared (listener.c).
  */
@@ -177,6 +213,13 @@ extern uint64 MqKafkaAbortCount(void);
 
 /* a topic for a request: NULL with *error set when it cannot be used */
 extern struct MqTopic *MqKafkaTopic(const char *name, int priv, int16 *error);
+
+/*
+ * Kafka's num.partitions and default.replication.factor: what CreateTopics
+ * makes of -1 (mq_create_topic's defaults), and DescribeConfigs shows
+ */
+#define MQK_DEFAULT_PARTITIONS	1
+#define MQK_DEFAULT_REPLICATION 1
 
 /* this listener's broker id and advertised address (Metadata) */
 #define MQK_NODE_ID 0

@@ -47,9 +47,8 @@ MqKafkaAbortCount(void)
 	return aborts;
 }
 
-/* the Kafka error code of an ERROR's SQLSTATE */
-static int16
-kafka_error_of(int sqlerrcode, int16 invalid_code)
+int16
+MqKafkaErrorOf(int sqlerrcode, int16 invalid_code)
 {
 	switch (sqlerrcode)
 	{
@@ -79,6 +78,30 @@ kafka_error_of(int sqlerrcode, int16 invalid_code)
 	}
 }
 
+/*
+ * A unit in a subtransaction, rolled back even when it succeeds unless
+ * keep; its ERROR in *edata
+ */
+static bool
+try_unit(void (*fn) (void *arg), void *arg, bool keep, ErrorData **edata)
+{
+	bool		ok;
+
+	ok = keep ? MqRunInSubtransaction(fn, arg, edata) : MqTryInSubtransaction(fn, arg, edata);
+	if (!keep || !ok)
+		aborts++;
+	return ok;
+}
+
+/* LOG for an error that has no Kafka code, else DEBUG1 */
+static void
+log_unit_error(int16 code, ErrorData *edata)
+{
+	ereport(code == MQK_UNKNOWN_SERVER_ERROR ? LOG : DEBUG1,
+			(errmsg("kafka request answered with error %d: %s", code, edata->message),
+			 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
+}
+
 int16
 MqKafkaTry(void (*fn) (void *arg), void *arg, int16 invalid_code, StringInfo out)
 {
@@ -86,16 +109,30 @@ MqKafkaTry(void (*fn) (void *arg), void *arg, int16 invalid_code, StringInfo out
 	ErrorData  *edata;
 	int16		code;
 
-	if (MqRunInSubtransaction(fn, arg, &edata))
+	if (try_unit(fn, arg, true, &edata))
 		return MQK_NONE;
-	aborts++;
-	code = kafka_error_of(edata->sqlerrcode, invalid_code);
-	ereport(code == MQK_UNKNOWN_SERVER_ERROR ? LOG : DEBUG1,
-			(errmsg("kafka request answered with error %d: %s", code, edata->message),
-			 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
+	code = MqKafkaErrorOf(edata->sqlerrcode, invalid_code);
+	log_unit_error(code, edata);
 	FreeErrorData(edata);
 	if (out)
 		out->len = out_len;
+	return code;
+}
+
+int16
+MqKafkaTryAdmin(void (*fn) (void *arg), void *arg, int16 (*map) (int sqlerrcode, void *arg),
+				bool keep, char **message)
+{
+	ErrorData  *edata;
+	int16		code;
+
+	*message = NULL;
+	if (try_unit(fn, arg, keep, &edata))
+		return MQK_NONE;
+	code = map ? map(edata->sqlerrcode, arg) : MqKafkaErrorOf(edata->sqlerrcode, MQK_INVALID_REQUEST);
+	log_unit_error(code, edata);
+	*message = pstrdup(edata->message);
+	FreeErrorData(edata);
 	return code;
 }
 

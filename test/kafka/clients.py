@@ -11,7 +11,9 @@
   clients.py BOOTSTRAP raw-sasl-errors   -> see raw_sasl_errors
   clients.py BOOTSTRAP raw-before-auth
       -> "api_versions KEY..." (ApiVersions v0 answered before SASL), then
-         "closed" if a Metadata request before SASL closes the connection
+         "closed" if a Metadata request before SASL closes the connection,
+         then "API closed|answered" for each admin API (CreateTopics,
+         DeleteTopics, DescribeConfigs) sent first on a connection of its own
 
 With MQK_SASL_USER and MQK_SASL_PASSWORD in the environment, every client
 authenticates with SASL over plaintext (test/perl/152_kafka_sasl.pl), with
@@ -258,6 +260,15 @@ def raw_before_auth(bootstrap):
     print('api_versions error %d keys %s' % (err, ' '.join(map(str, sorted(keys)))))
     print('closed' if request(3, 1, 2, struct.pack('>i', -1)) is None else 'answered')
     s.close()
+    admin = [('create_topics', 19, 4, struct.pack('>i', 1) + raw_string(b'pre-auth')
+              + struct.pack('>ihii', 1, 1, 0, 0) + struct.pack('>i', 5000) + b'\x00'),
+             ('delete_topics', 20, 3, struct.pack('>i', 1) + raw_string(b'pre-auth') + struct.pack('>i', 5000)),
+             ('describe_configs', 32, 2, struct.pack('>ib', 1, 2) + raw_string(b'pre-auth')
+              + struct.pack('>i', -1) + b'\x00')]
+    for name, key, version, body in admin:
+        s = raw_connect(bootstrap)
+        print('%s %s' % (name, 'closed' if raw_request(s, key, version, 1, body) is None else 'answered'))
+        s.close()
 
 
 def main():

@@ -9,10 +9,18 @@
 //   node kafkajs_client.js BOOTSTRAP consume TOPIC GROUP N
 //       a consumer of group GROUP subscribed to TOPIC from the beginning,
 //       committing as it goes; one line per record, until it has N (or 30 s)
+//   node kafkajs_client.js BOOTSTRAP create TOPIC PARTITIONS CONFIG_JSON [validate]
+//       admin.createTopics: {"created": true|false} (false: it existed), or
+//       {"errors": [Kafka's error type, ...]}
+//   node kafkajs_client.js BOOTSTRAP delete TOPIC
+//       admin.deleteTopics: {"deleted": true}, or {"errors": [type, ...]}
+//   node kafkajs_client.js BOOTSTRAP describe TOPIC
+//       admin.describeConfigs with synonyms: one line per config, its name,
+//       value, source and synonyms
 'use strict';
 
 const path = require('path');
-const { Kafka, logLevel, CompressionTypes, Partitioners } =
+const { Kafka, logLevel, CompressionTypes, Partitioners, ConfigResourceTypes } =
 	require(path.join(__dirname, 'node_modules', 'kafkajs'));
 
 const [bootstrap, mode, topic, arg1, arg2] = process.argv.slice(2);
@@ -68,8 +76,66 @@ async function consume(group, n) {
 	await consumer.disconnect();	// commits what it consumed, and leaves the group
 }
 
+// the types of a KafkaJS error, one per topic for an aggregate
+const errorTypes = (e) => (e.errors ? e.errors.map((x) => x.type) : [e.type || String(e)]);
+
+async function withAdmin(fn) {
+	const admin = kafka.admin({ retry: { retries: 0 } });
+	await admin.connect();
+	try {
+		await fn(admin);
+	} finally {
+		await admin.disconnect();
+	}
+}
+
+async function create(partitions, config, validate) {
+	const configEntries = Object.entries(JSON.parse(config)).map(([name, value]) => ({ name, value }));
+	await withAdmin(async (admin) => {
+		try {
+			const created = await admin.createTopics({
+				validateOnly: validate, waitForLeaders: !validate, timeout: 10000,
+				topics: [{ topic, numPartitions: partitions, configEntries }],
+			});
+			out({ created });
+		} catch (e) {
+			out({ errors: errorTypes(e) });
+		}
+	});
+}
+
+async function remove() {
+	await withAdmin(async (admin) => {
+		try {
+			await admin.deleteTopics({ topics: [topic], timeout: 10000 });
+			out({ deleted: true });
+		} catch (e) {
+			out({ errors: errorTypes(e) });
+		}
+	});
+}
+
+async function describe() {
+	await withAdmin(async (admin) => {
+		const res = await admin.describeConfigs({
+			includeSynonyms: true,
+			resources: [{ type: ConfigResourceTypes.TOPIC, name: topic }],
+		});
+		for (const r of res.resources)
+			for (const c of r.configEntries)
+				out({ name: c.configName, value: c.configValue, source: c.configSource,
+					synonyms: c.configSynonyms.map((s) => [s.configName, s.configValue, s.configSource]) });
+	});
+}
+
 (async () => {
-	if (mode === 'metadata')
+	if (mode === 'create')
+		await create(Number(arg1), arg2, process.argv[7] === 'validate');
+	else if (mode === 'delete')
+		await remove();
+	else if (mode === 'describe')
+		await describe();
+	else if (mode === 'metadata')
 		await metadata();
 	else if (mode === 'produce')
 		await produce(arg1, Number(arg2));

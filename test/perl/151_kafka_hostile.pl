@@ -6,7 +6,13 @@
 #    to mqlog.kafka_max_frame_size) costs the listener memory in proportion
 #    to the frame, not a buffer of its own per partition: the listener's
 #    peak resident size (VmHWM) grows by less than 16 times the frame;
-#  - the listener answers that Fetch, and is the same process after it.
+#  - the listener answers that Fetch, and is the same process after it;
+#  - likewise a CreateTopics of as many topics as the frame holds (each
+#    refused to a role that may create none): answered for every topic,
+#    the peak grows by less than 16 frames, nothing is created;
+#  - and a DescribeConfigs of as many topics as the frame holds;
+#  - a CreateTopics claiming two billion topics closes its connection, and
+#    the same listener serves the next one.
 use strict;
 use warnings;
 
@@ -120,6 +126,65 @@ cmp_ok($growth_kb, '<', 16 * $max_frame / 1024,
 is($node->safe_psql('postgres',
 	q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mqlog kafka listener'}),
 	$pid, 'the same listener process');
+
+# CreateTopics v4 of as many distinct topics as the frame holds, from a role
+# that may create none: each is its own subtransaction, refused
+# TOPIC_AUTHORIZATION_FAILED with a message, and what the listener keeps for
+# them is in proportion to the frame
+my $topic = sub { kstr(sprintf('t%06d', $_[0])) . pack('Nn', 1, 1) . pack('NN', 0, 0) };
+my $tail = pack('N', 5000) . pack('c', 0);
+my $ntopics = int(($max_frame - length(frame(19, 4, pack('N', 0) . $tail))) / length($topic->(0)));
+my $create = frame(19, 4, pack('N', $ntopics) . join('', map { $topic->($_) } 0 .. $ntopics - 1) . $tail);
+cmp_ok(length $create, '<=', $max_frame + 4, "a CreateTopics of $ntopics topics fits in one frame");
+$before = peak_kb($pid);
+print $sock $create;
+$answer = response($sock);
+ok(defined $answer, "the CreateTopics of $ntopics topics is answered");
+if (defined $answer)
+{
+	# correlation id, throttle, topics: the first and the last one's error
+	my ($corr, undef, $count) = unpack('NNN', $answer);
+	my @first = unpack('n/a n', substr($answer, 12));
+	is_deeply([ $corr, $count, $first[1] ], [ 7, $ntopics, 29 ],
+		'its answer names every topic, refused TOPIC_AUTHORIZATION_FAILED');
+}
+$growth_kb = peak_kb($pid) - $before;
+cmp_ok($growth_kb, '<', 16 * $max_frame / 1024,
+	"the listener's peak grows by less than 16 frames ($growth_kb kB)");
+is($node->safe_psql('postgres', q{SELECT count(*) FROM mqlog.topics}), 1, 'no topic was created');
+
+# DescribeConfigs v1 of as many distinct topics (none of which exists) as
+# the frame holds: each answered UNKNOWN_TOPIC_OR_PARTITION, in proportion
+my $resource = sub { pack('c', 2) . kstr(sprintf('t%06d', $_[0])) . pack('N', 0xffffffff) };
+my $nres = int(($max_frame - length(frame(32, 1, pack('N', 0) . pack('c', 0)))) / length($resource->(0)));
+my $describe = frame(32, 1, pack('N', $nres) . join('', map { $resource->($_) } 0 .. $nres - 1) . pack('c', 0));
+$before = peak_kb($pid);
+print $sock $describe;
+$answer = response($sock);
+ok(defined $answer, "a DescribeConfigs of $nres topics is answered");
+if (defined $answer)
+{
+	# correlation id, throttle, resources: the first one's error
+	my ($corr, undef, $count, $err) = unpack('NNNn', $answer);
+	is_deeply([ $corr, $count, $err ], [ 7, $nres, 3 ],
+		'its answer names every resource, UNKNOWN_TOPIC_OR_PARTITION');
+}
+$growth_kb = peak_kb($pid) - $before;
+cmp_ok($growth_kb, '<', 16 * $max_frame / 1024,
+	"the listener's peak grows by less than 16 frames ($growth_kb kB)");
+
+# a CreateTopics claiming two billion topics in a few bytes closes the
+# connection: the count is checked against the frame before anything is
+# allocated for it
+print $sock frame(19, 4, pack('N', 0x7fffffff) . kstr('x') . pack('Nn', 1, 1));
+ok(!defined response($sock), 'a CreateTopics claiming two billion topics closes the connection');
+close $sock;
+$sock = connect_listener();
+print $sock frame(18, 0, '');
+ok(defined response($sock), 'and the listener serves the next connection');
+is($node->safe_psql('postgres',
+	q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mqlog kafka listener'}),
+	$pid, 'as the same process');
 close $sock;
 
 $node->stop;

@@ -18,7 +18,7 @@
 #    write nothing; the server log says why;
 #  - ApiVersions is answered before authentication (and lists SaslHandshake
 #    and SaslAuthenticate); a Metadata request before it closes the
-#    connection;
+#    connection, and so do CreateTopics, DeleteTopics and DescribeConfigs;
 #  - SCRAM-SHA-256: confluent-kafka produces and kafka-python consumes as
 #    alice; a wrong password, an unknown user and bob (whose md5 secret
 #    cannot do SCRAM) are refused and write nothing;
@@ -211,6 +211,9 @@ like($rout, qr/^api_versions error 0 keys .*\b17\b.*\b18\b.*\b36\b/m,
 	'ApiVersions is answered before authentication and lists SaslHandshake and SaslAuthenticate')
   or diag($all);
 like($rout, qr/^closed$/m, 'a Metadata request before authentication closes the connection')
+  or diag($all);
+like($rout, qr/^create_topics closed\ndelete_topics closed\ndescribe_configs closed$/m,
+	'so do CreateTopics, DeleteTopics and DescribeConfigs before authentication')
   or diag($all);
 
 # --- SASL's errors, and SaslAuthenticate's flexible v2 -----------------------

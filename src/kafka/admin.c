@@ -1,0 +1,480 @@
+/*-------------------------------------------------------------------------
+ *
+ * admin.c
+ *		CreateTopics (key 19, v0-v4) and DeleteTopics (key 20, v0-v3): a
+ *		Kafka client's topic DDL as mq_create_topic and mq_drop_topic,
+ *		called as the request's role, one topic per subtransaction so that
+ *		each topic of a request succeeds or fails on its own and a failed
+ *		one changes nothing.
+ *
+ * The SQL functions are the one way topics are made and dropped: who may
+ * create topics is the EXECUTE privilege on mq_create_topic (mqlog_admin),
+ * who may drop one is its alter privilege, and what mq_drop_topic does for
+ * waiting consumers and replicated topics happens here too.  What this
+ * file adds is Kafka's side: the defaults (-1 partitions is 1, Kafka's
+ * num.partitions; -1 replicas is 1), the refusal of manual replica
+ * assignments, configs as a JSON object of Kafka's names and values,
+ * validate_only as a dry run (the same create in a subtransaction rolled
+ * back), and the error codes.  A topic's name and its config are checked
+ * first, each on its own (mqlog._check_topic_name, mqlog._validate_config,
+ * as the extension owner), so that an invalid_parameter_value from
+ * mq_create_topic itself can only be about the partitions (or, above
+ * replication factor 1, the cluster's nodes).
+ *
+ * A request may name as many topics as its frame holds: each topic's work
+ * runs in a memory context reset after it, names given twice are found by
+ * sorting (MqKafkaDuplicates), and names no topic has are found in one
+ * read of the topic names (MqKafkaKnownTopics), both shared with
+ * DescribeConfigs (configs.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_func.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "base/spi.h"
+#include "log/topic.h"
+#include "kafka/internal.h"
+
+/* what a CreateTopics unit was doing when it failed (create_error) */
+typedef enum CreatePhase
+{
+	PHASE_NAME,
+	PHASE_CONFIG,
+	PHASE_CREATE
+} CreatePhase;
+
+typedef struct CreateTopic
+{
+	char	   *name;
+	int32		partitions;
+	int16		replication_factor;
+	int32		nassignments;
+	int32		nconfigs;
+	char	  **config_names;
+	char	  **config_values;	/* NULL: the default */
+	/* the answer */
+	int16		error;
+	char	   *message;
+	/* the unit's state */
+	CreatePhase phase;
+	Oid			fn;
+} CreateTopic;
+
+typedef struct DeleteTopic
+{
+	char	   *name;
+	int16		error;
+	Oid			fn;
+} DeleteTopic;
+
+/*
+ * A function of the extension's schema with these argument types, or
+ * InvalidOid when mqlog is not installed in the database
+ */
+static Oid
+extension_function(const char *name, int nargs, const Oid *argtypes)
+{
+	Oid			ext = get_extension_oid("mqlog", true);
+	Oid			nsp = InvalidOid;
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	if (!OidIsValid(ext))
+		return InvalidOid;
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(ext));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		nsp = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	if (!OidIsValid(nsp))
+		return InvalidOid;
+	return LookupFuncName(list_make2(makeString(get_namespace_name(nsp)), makeString(pstrdup(name))),
+						  nargs, argtypes, true);
+}
+
+/* fn, which the role must be allowed to execute (42501 otherwise) */
+static void
+check_execute(Oid fn)
+{
+	AclResult	acl = pg_proc_aclcheck(fn, GetUserId(), ACL_EXECUTE);
+
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_FUNCTION, get_func_name(fn));
+}
+
+/*
+ * Kafka refuses a request that names a topic (or config resource) twice
+ * with INVALID_REQUEST for each of them: which are named twice (sorting a
+ * copy of the names, so a frame of many topics costs n log n, not n
+ * squared)
+ */
+typedef struct NameAt
+{
+	const char *name;
+	int			at;
+} NameAt;
+
+static int
+name_cmp(const void *a, const void *b)
+{
+	return strcmp(((const NameAt *) a)->name, ((const NameAt *) b)->name);
+}
+
+bool *
+MqKafkaDuplicates(char *const *names, int n)
+{
+	NameAt	   *sorted = palloc(sizeof(NameAt) * (n + 1));
+	bool	   *dup = palloc0(sizeof(bool) * (n + 1));
+
+	for (int i = 0; i < n; i++)
+	{
+		sorted[i].name = names[i];
+		sorted[i].at = i;
+	}
+	qsort(sorted, n, sizeof(NameAt), name_cmp);
+	for (int i = 1; i < n; i++)
+		if (strcmp(sorted[i].name, sorted[i - 1].name) == 0)
+			dup[sorted[i].at] = dup[sorted[i - 1].at] = true;
+	pfree(sorted);
+	return dup;
+}
+
+static int
+str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+void
+MqKafkaKnownTopics(MqKafkaTopicSet *set)
+{
+	List	   *names = OidIsValid(get_extension_oid("mqlog", true)) ? MqTopicNames(NULL) : NIL;
+	ListCell   *lc;
+
+	set->n = 0;
+	set->names = palloc(sizeof(char *) * (list_length(names) + 1));
+	foreach(lc, names)
+		set->names[set->n++] = lfirst(lc);
+	qsort(set->names, set->n, sizeof(char *), str_cmp);
+}
+
+bool
+MqKafkaKnownTopic(const MqKafkaTopicSet *set, const char *name)
+{
+	return bsearch(&name, set->names, set->n, sizeof(char *), str_cmp) != NULL;
+}
+
+/* "SELECT mqlog._<check>($1)" as the extension owner: an ERROR if it fails */
+static void
+run_check(const char *query, Oid type, Datum value)
+{
+	MqSpi		spi;
+
+	MqSpiBegin(&spi, true);
+	if (SPI_execute_with_args(query, 1, &type, &value, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mqlog: \"%s\" failed", query);
+	MqSpiEnd(&spi);
+}
+
+/* a topic's configs as the JSON object mq_create_topic takes */
+static Datum
+config_jsonb(CreateTopic *t)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int i = 0; i < t->nconfigs; i++)
+	{
+		if (i > 0)
+			appendStringInfoString(&buf, ", ");
+		escape_json(&buf, t->config_names[i]);
+		appendStringInfoString(&buf, ": ");
+		if (t->config_values[i] == NULL)
+			appendStringInfoString(&buf, "null");
+		else
+			escape_json(&buf, t->config_values[i]);
+	}
+	appendStringInfoChar(&buf, '}');
+	return DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
+}
+
+/*
+ * One topic's unit (MqKafkaTryAdmin) in scratch, reset after it: what the
+ * unit allocates for its work (the config's JSON, SPI, a failed
+ * statement's leftovers) is gone before the next topic, so a request of
+ * many topics costs memory for its answers only.  The error message is
+ * copied out.
+ */
+static int16
+try_topic(void (*fn) (void *arg), void *arg, int16 (*map) (int sqlerrcode, void *arg),
+		  bool keep, MemoryContext scratch, char **message)
+{
+	MemoryContext outer = MemoryContextSwitchTo(scratch);
+	int16		code = MqKafkaTryAdmin(fn, arg, map, keep, message);
+
+	MemoryContextSwitchTo(outer);
+	if (*message)
+		*message = pstrdup(*message);
+	MemoryContextReset(scratch);
+	return code;
+}
+
+/* one topic's creation, in a subtransaction (try_topic) */
+static void
+create_topic(void *arg)
+{
+	CreateTopic *t = arg;
+	Datum		name = CStringGetTextDatum(t->name);
+	Datum		config = config_jsonb(t);
+
+	/* Kafka checks authorization first: no other error tells more */
+	t->phase = PHASE_NAME;
+	check_execute(t->fn);
+	t->phase = PHASE_NAME;
+	run_check("SELECT mqlog._check_topic_name($1)", TEXTOID, name);
+	t->phase = PHASE_CONFIG;
+	run_check("SELECT mqlog._validate_config($1)", JSONBOID, config);
+	t->phase = PHASE_CREATE;
+	(void) OidFunctionCall4(t->fn, name,
+							Int32GetDatum(t->partitions == -1 ? MQK_DEFAULT_PARTITIONS : t->partitions),
+							Int32GetDatum(t->replication_factor == -1 ? MQK_DEFAULT_REPLICATION :
+										  t->replication_factor),
+							config);
+}
+
+/* the Kafka error of a failed creation, by what it was doing */
+static int16
+create_error(int sqlerrcode, void *arg)
+{
+	CreateTopic *t = arg;
+
+	switch (sqlerrcode)
+	{
+		case ERRCODE_INSUFFICIENT_PRIVILEGE:
+			return MQK_TOPIC_AUTHORIZATION_FAILED;
+		case ERRCODE_DUPLICATE_OBJECT:
+			return MQK_TOPIC_ALREADY_EXISTS;
+		case ERRCODE_INVALID_NAME:
+			return MQK_INVALID_TOPIC_EXCEPTION;
+		default:
+			break;
+	}
+	if (t->phase == PHASE_CONFIG && ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_DATA_EXCEPTION)
+		return MQK_INVALID_CONFIG;
+	if (t->phase == PHASE_CREATE && t->replication_factor > 1 &&
+		(sqlerrcode == ERRCODE_INVALID_PARAMETER_VALUE ||
+		 sqlerrcode == ERRCODE_FEATURE_NOT_SUPPORTED ||
+		 sqlerrcode == ERRCODE_PROGRAM_LIMIT_EXCEEDED))
+		return MQK_INVALID_REPLICATION_FACTOR;	/* no cluster, too few nodes */
+	return MqKafkaErrorOf(sqlerrcode, MQK_INVALID_PARTITIONS);
+}
+
+/* what Kafka refuses before trying: a wrong count, placement by hand */
+static void
+precheck_topic(CreateTopic *t)
+{
+	if (t->nassignments > 0)
+	{
+		t->error = MQK_INVALID_REPLICA_ASSIGNMENT;
+		t->message = psprintf("topic \"%s\": manual replica assignments are not supported; mqlog places partitions itself",
+							  t->name);
+	}
+	else if (t->partitions == 0 || t->partitions < -1)
+	{
+		t->error = MQK_INVALID_PARTITIONS;
+		t->message = psprintf("number of partitions must be at least 1, or -1 for the default (%d)",
+							  MQK_DEFAULT_PARTITIONS);
+	}
+	else if (t->replication_factor == 0 || t->replication_factor < -1)
+	{
+		t->error = MQK_INVALID_REPLICATION_FACTOR;
+		t->message = psprintf("replication factor must be at least 1, or -1 for the default (%d)",
+							  MQK_DEFAULT_REPLICATION);
+	}
+}
+
+MqKafkaOutcome
+MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader *r = &req->body;
+	int16		v = req->api_version;
+	int32		n = MqKafkaReadArrayLen(r, false, 16);
+	CreateTopic *topics;
+	char	  **names;
+	bool	   *dup;
+	bool		validate_only = false;
+	MemoryContext scratch;
+	Oid			fn;
+	static const Oid create_args[] = {TEXTOID, INT4OID, INT4OID, JSONBOID};
+
+	if (n < 0)
+		return MQK_CLOSE;
+	topics = palloc0(sizeof(CreateTopic) * (n + 1));
+	names = palloc0(sizeof(char *) * (n + 1));
+	for (int i = 0; i < n && !r->failed; i++)
+	{
+		CreateTopic *t = &topics[i];
+
+		t->name = names[i] = MqKafkaReadString(r, false, NULL);
+		t->partitions = MqKafkaReadInt32(r);
+		t->replication_factor = MqKafkaReadInt16(r);
+		t->nassignments = MqKafkaReadArrayLen(r, false, 8);
+		for (int a = 0; a < t->nassignments && !r->failed; a++)
+		{
+			int32		nbrokers;
+
+			(void) MqKafkaReadInt32(r); /* partition_index */
+			nbrokers = MqKafkaReadArrayLen(r, false, 4);
+			for (int b = 0; b < nbrokers && !r->failed; b++)
+				(void) MqKafkaReadInt32(r);
+		}
+		t->nconfigs = MqKafkaReadArrayLen(r, false, 4);
+		if (r->failed || t->name == NULL || t->nconfigs < 0)
+			return MQK_CLOSE;
+		t->config_names = palloc(sizeof(char *) * (t->nconfigs + 1));
+		t->config_values = palloc(sizeof(char *) * (t->nconfigs + 1));
+		for (int c = 0; c < t->nconfigs && !r->failed; c++)
+		{
+			t->config_names[c] = MqKafkaReadString(r, false, NULL);
+			t->config_values[c] = MqKafkaReadString(r, false, NULL);
+			if (t->config_names[c] == NULL)
+				return MQK_CLOSE;
+		}
+	}
+	(void) MqKafkaReadInt32(r); /* timeout_ms: a topic is whole at commit */
+	if (v >= 1)
+		validate_only = MqKafkaReadInt8(r) != 0;
+	if (r->failed)
+		return MQK_CLOSE;
+
+	fn = extension_function("mq_create_topic", lengthof(create_args), create_args);
+	scratch = AllocSetContextCreate(CurrentMemoryContext, "Kafka CreateTopics topic",
+									ALLOCSET_DEFAULT_SIZES);
+	dup = MqKafkaDuplicates(names, n);
+	for (int i = 0; i < n; i++)
+	{
+		CreateTopic *t = &topics[i];
+
+		if (dup[i])
+		{
+			t->error = MQK_INVALID_REQUEST;
+			t->message = psprintf("topic \"%s\" is named more than once in the request", t->name);
+		}
+		else if (!OidIsValid(fn))
+		{
+			t->error = MQK_INVALID_REQUEST;
+			t->message = pstrdup("mqlog is not installed in the listener's database");
+		}
+		else
+			precheck_topic(t);
+		if (t->error != MQK_NONE)
+			continue;
+		t->fn = fn;
+		t->error = try_topic(create_topic, t, create_error, !validate_only, scratch, &t->message);
+	}
+
+	if (v >= 2)
+		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
+	MqKafkaWriteArrayLen(out, false, n);
+	for (int i = 0; i < n; i++)
+	{
+		MqKafkaWriteString(out, false, topics[i].name);
+		MqKafkaWriteInt16(out, topics[i].error);
+		if (v >= 1)
+			MqKafkaWriteString(out, false, topics[i].message);
+	}
+	return MQK_RESPOND;
+}
+
+/* one topic's drop, in a subtransaction (try_topic) */
+static void
+delete_topic(void *arg)
+{
+	DeleteTopic *t = arg;
+
+	check_execute(t->fn);
+	(void) OidFunctionCall1(t->fn, CStringGetTextDatum(t->name));
+}
+
+MqKafkaOutcome
+MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader *r = &req->body;
+	int16		v = req->api_version;
+	int32		n = MqKafkaReadArrayLen(r, false, 2);
+	DeleteTopic *topics;
+	char	  **names;
+	bool	   *dup;
+	MemoryContext scratch;
+	MqKafkaTopicSet known;
+	Oid			fn;
+	static const Oid drop_args[] = {TEXTOID};
+
+	if (n < 0)
+		return MQK_CLOSE;
+	topics = palloc0(sizeof(DeleteTopic) * (n + 1));
+	names = palloc0(sizeof(char *) * (n + 1));
+	for (int i = 0; i < n && !r->failed; i++)
+		if ((topics[i].name = names[i] = MqKafkaReadString(r, false, NULL)) == NULL)
+			return MQK_CLOSE;
+	(void) MqKafkaReadInt32(r); /* timeout_ms: a drop is whole at commit */
+	if (r->failed)
+		return MQK_CLOSE;
+
+	fn = extension_function("mq_drop_topic", lengthof(drop_args), drop_args);
+	MqKafkaKnownTopics(&known);
+	scratch = AllocSetContextCreate(CurrentMemoryContext, "Kafka DeleteTopics topic",
+									ALLOCSET_DEFAULT_SIZES);
+	dup = MqKafkaDuplicates(names, n);
+	for (int i = 0; i < n; i++)
+	{
+		DeleteTopic *t = &topics[i];
+		char	   *message;
+
+		if (dup[i])
+			t->error = MQK_INVALID_REQUEST;
+		else if (!OidIsValid(fn) || !MqKafkaKnownTopic(&known, t->name))
+			t->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
+		else
+		{
+			t->fn = fn;
+			t->error = try_topic(delete_topic, t, NULL, true, scratch, &message);
+		}
+	}
+
+	if (v >= 1)
+		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
+	MqKafkaWriteArrayLen(out, false, n);
+	for (int i = 0; i < n; i++)
+	{
+		MqKafkaWriteString(out, false, topics[i].name);
+		MqKafkaWriteInt16(out, topics[i].error);
+	}
+	return MQK_RESPOND;
+}
