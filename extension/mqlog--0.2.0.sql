@@ -1560,6 +1560,53 @@ COMMENT ON FUNCTION mqlog._drop_orphans() IS 'internal: drop segments unlinked f
 REVOKE ALL ON FUNCTION mqlog._drop_orphans() FROM PUBLIC;
 
 /*
+ * One step of DROP EXTENSION mqlog at top level (log/extdrop.c), which
+ * calls it in transactions of its own until it answers false, then lets
+ * the real DROP EXTENSION drop the small rest.  With cascade: topics first,
+ * as mq_drop_topic drops them (at most _drop_batch() relations dropped
+ * here, the rest unlinked as orphans), never a replicated one (the cluster
+ * worker would create it again from etcd, or delete from etcd a topic this
+ * node created, before the extension is gone); once no other topic is
+ * left, the segment relations no chain lists (a restore's) become orphans
+ * too.  Then one batch of the orphan sweep.  Every step commits a state in
+ * which the remaining topics work and the sweep finds the orphans, so an
+ * interrupted DROP leaves a working extension, and running it again goes on.
+ */
+CREATE FUNCTION mqlog._drop_extension_step(cascade boolean) RETURNS boolean
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+    SET mqlog.allow_segment_ddl = on AS $$
+DECLARE
+    budget int := mqlog._drop_batch();
+    t record;
+    dropped int := 0;
+BEGIN
+    IF cascade THEN
+        FOR t IN SELECT tp.name, (SELECT count(*) FROM mqlog.segment s WHERE s.topic_id = tp.topic_id) AS segments
+                   FROM mqlog.topic tp
+                  WHERE NOT EXISTS (SELECT FROM mqlog.replicated_topic r WHERE r.topic_id = tp.topic_id)
+                  ORDER BY tp.topic_id LOOP
+            EXIT WHEN dropped > 0 AND least(t.segments, mqlog._drop_batch()) > budget;
+            PERFORM mqlog._drop_topic(t.name);
+            budget := budget - least(t.segments, mqlog._drop_batch())::int;
+            dropped := dropped + 1;
+        END LOOP;
+        IF dropped > 0 THEN
+            RETURN true;
+        END IF;
+        IF NOT EXISTS (SELECT FROM mqlog.topic) THEN
+            INSERT INTO mqlog.orphan (relid)
+                 SELECT c.oid FROM pg_class c JOIN pg_am a ON a.oid = c.relam
+                  WHERE a.amname = 'mqlog' AND c.relnamespace = 'mqlog_data'::regnamespace
+            ON CONFLICT (relid) DO NOTHING;
+        END IF;
+    END IF;
+    RETURN (SELECT count(*) FROM mqlog._drop_orphans()) >= mqlog._drop_batch();
+END
+$$;
+COMMENT ON FUNCTION mqlog._drop_extension_step(boolean) IS 'internal: one bounded transaction''s share of DROP EXTENSION mqlog (topics, then orphans); false when the rest is small';
+REVOKE ALL ON FUNCTION mqlog._drop_extension_step(boolean) FROM PUBLIC;
+
+/*
  * The time ms milliseconds ago.  Kafka accepts *.ms values up to 2^63-1,
  * more than an interval holds; anything beyond 10^14 ms (3000 years) means
  * "never" just as well, so it is capped rather than left to fail the pass.

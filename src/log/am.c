@@ -44,6 +44,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
+#include "utils/snapmgr.h"
 #include "utils/typcache.h"
 
 #include "commands/extension.h"
@@ -747,18 +748,29 @@ mqlog_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 			  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *stmt = pstmt->utilityStmt;
+	bool		pushed = false;
 
 	/* waiting consumers hold locks DROP EXTENSION mqlog needs: wake them */
 	if (IsA(stmt, DropStmt) && ((DropStmt *) stmt)->removeType == OBJECT_EXTENSION)
 	{
+		DropStmt   *drop = (DropStmt *) stmt;
 		ListCell   *lc;
 
 		/* only for who may drop it: an announcement makes polls give way */
-		foreach(lc, ((DropStmt *) stmt)->objects)
+		foreach(lc, drop->objects)
 			if (strcmp(strVal(lfirst(lc)), "mqlog") == 0 &&
 				OidIsValid(get_extension_oid("mqlog", true)) &&
 				pg_extension_ownercheck(get_extension_oid("mqlog", true), GetUserId()))
+			{
 				MqAnnounceDdl(0);
+				/* thousands of segments: dropped first, in bounded transactions (extdrop.c) */
+				MqDropExtensionPrepare(drop->behavior == DROP_CASCADE,
+									   list_length(drop->objects) == 1 &&
+									   context == PROCESS_UTILITY_TOPLEVEL &&
+									   !IsTransactionBlock() && !IsSubTransaction() &&
+									   (MyXactFlags & XACT_FLAGS_PIPELINING) == 0,
+									   &pushed);
+			}
 	}
 
 	if (!mqlog_allow_segment_ddl)
@@ -864,6 +876,8 @@ mqlog_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 
 	run_utility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc,
 				copied_segment(stmt), IsA(stmt, CreateStmt) && restore_create((CreateStmt *) stmt));
+	if (pushed && ActiveSnapshotSet())
+		PopActiveSnapshot();
 }
 
 /*

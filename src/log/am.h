@@ -2,7 +2,8 @@
  *
  * am.h
  *		Segment relations: the "mqlog" table access method, what is a
- *		segment, and the DDL it refuses (am.c).
+ *		segment, and the DDL it refuses (am.c); DROP EXTENSION mqlog's
+ *		bounded transactions (extdrop.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -17,5 +18,8 @@ extern Relation MqSegmentOpen(Oid relid, LOCKMODE lockmode);
 extern void MqCheckSegment(Oid relid);
 extern bool mqlog_allow_segment_ddl;
 extern void MqAmInitHooks(void);
+
+/* extdrop.c: DROP EXTENSION mqlog's segments in bounded transactions first */
+extern void MqDropExtensionPrepare(bool cascade, bool batched, bool *pushed);
 
 #endif							/* MQLOG_AM_H */
