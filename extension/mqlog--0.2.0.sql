@@ -1184,11 +1184,12 @@ COMMENT ON VIEW mqlog.shared_memory IS 'what each part of mqlog holds in shared 
  */
 CREATE FUNCTION mqlog.group_slot_list(
     OUT database_oid oid, OUT database text, OUT group_id text, OUT member_id text, OUT pid int,
-    OUT last_poll timestamptz, OUT max_poll_interval_ms int, OUT assigned_partitions int)
+    OUT last_poll timestamptz, OUT max_poll_interval_ms int, OUT assigned_partitions int,
+    OUT kafka_members int)
     RETURNS SETOF record
     LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'mqlog_group_slots';
 COMMENT ON FUNCTION mqlog.group_slot_list() IS
-    'every consumer group member slot in use, server-wide (other databases'' only for pg_read_all_stats)';
+    'every consumer group member slot in use, and every group slot the Kafka listener holds (member_id null, kafka_members its members), server-wide (other databases'' only for pg_read_all_stats)';
 REVOKE ALL ON FUNCTION mqlog.group_slot_list() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mqlog.group_slot_list() TO mqlog_admin;
 
@@ -1197,7 +1198,7 @@ CREATE VIEW mqlog.group_slots AS
       FROM mqlog.group_slot_list() l
       LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid;
 COMMENT ON VIEW mqlog.group_slots IS
-    'the consumer group table of the server: every member slot in use, with its database, session and max_poll_interval_ms (mqlog_admin)';
+    'the consumer group table of the server: every member slot in use, with its database, session and max_poll_interval_ms, and every group the Kafka listener holds (mqlog_admin)';
 REVOKE ALL ON mqlog.group_slots FROM PUBLIC;
 GRANT SELECT ON mqlog.group_slots TO mqlog_admin;
 

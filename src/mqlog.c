@@ -111,6 +111,12 @@ _PG_init(void)
 							&mqlog_max_groups_per_session,
 							8, 1, 1024,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.kafka_max_groups",
+							"Consumer groups the Kafka listener may coordinate at once.",
+							"Shared memory holds this many group slots for them beside the SQL sessions' slots; a JoinGroup of one more group is answered COORDINATOR_NOT_AVAILABLE.",
+							&mqlog_kafka_max_groups,
+							256, 1, 100000,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomBoolVariable("mqlog.enable_auto_commit",
 							 "mq_poll commits the group's positions of the previous poll first (Kafka's enable.auto.commit).",
 							 "At least once without mq_commit: what a poll returned counts as processed once the session polls again.",
@@ -288,6 +294,18 @@ mqlog_catalog_changed(PG_FUNCTION_ARGS)
  */
 PG_FUNCTION_INFO_V1(mqlog_shared_memory);
 
+/* the group slots the Kafka listener holds now (mqlog.kafka_max_groups) */
+static int64
+kafka_groups_in_use(void)
+{
+	int			n;
+	MqExternalGroupInfo *held = MqGroupsHostedExternally(true, &n);
+
+	if (held)
+		pfree(held);
+	return n;
+}
+
 Datum
 mqlog_shared_memory(PG_FUNCTION_ARGS)
 {
@@ -297,6 +315,7 @@ mqlog_shared_memory(PG_FUNCTION_ARGS)
 	int64		parts_used = MqPartitionsInUse(&inflight_used);
 	int			groups_used;
 	int64		members_used = MqGroupSlotsInUse(&groups_used);
+	int64		kafka_groups_used = kafka_groups_in_use();
 	struct
 	{
 		const char *area;
@@ -309,7 +328,10 @@ mqlog_shared_memory(PG_FUNCTION_ARGS)
 		{"in-flight appends", (int64) MaxBackends * mqlog_max_inflight, MqInflightPoolSize(),
 		"mqlog.max_inflight_partitions per backend", inflight_used},
 		{"group members and groups", (int64) MaxBackends * mqlog_max_groups_per_session,
-		MqGroupsShmemSize(), "mqlog.max_groups_per_session per backend", members_used},
+			MqGroupsShmemSize() - MqGroupsExternalShmemSize(), "mqlog.max_groups_per_session per backend",
+		members_used},
+		{"Kafka listener's groups", mqlog_kafka_max_groups, MqGroupsExternalShmemSize(),
+		"mqlog.kafka_max_groups", kafka_groups_used},
 		{"cluster nodes, lease and apply workers", MQ_CLUSTER_MAX_NODES,
 		add_size(MqClusterShmemSize(), MqApplyShmemSize()), NULL, -1},
 	};

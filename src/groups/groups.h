@@ -84,8 +84,9 @@ extern int	mqlog_max_poll_interval_ms;
 extern bool mqlog_enable_auto_commit;
 extern int	mqlog_poll_recheck_interval;
 
-/* registry.c: sizes shared memory, so it is the postmaster's */
+/* registry.c: size shared memory, so they are the postmaster's */
 extern int	mqlog_max_groups_per_session;
+extern int	mqlog_kafka_max_groups;
 
 /* ------------------------------------------------------------------------
  * Membership (registry.c)
@@ -188,9 +189,25 @@ extern int	MqGroupRemoveMembers(const char *group);
  * A group this process coordinates outside the registry, with nmembers
  * members (0: let it go): SQL sessions cannot join it meanwhile, and
  * resets and deletes see its members.  false, changing nothing, if SQL
- * sessions are members of it or another process holds it.
+ * sessions are members of it or another process holds it, or (*full set)
+ * if it is a new group and this process holds mqlog.kafka_max_groups
+ * already: the table reserves that many group slots for it, beside the
+ * ones SQL sessions' members take, so neither can fill the other's.
  */
-extern bool MqGroupHostExternally(const char *group, int nmembers);
+extern bool MqGroupHostExternally(const char *group, int nmembers, bool *full);
+
+/* a group held with MqGroupHostExternally, as mqlog.group_slots shows it */
+typedef struct MqExternalGroupInfo
+{
+	Oid			dboid;
+	char		group[MQ_GROUP_NAME_LEN];
+	int			pid;			/* the process that holds it */
+	int			members;		/* how many members it has there */
+} MqExternalGroupInfo;
+
+extern MqExternalGroupInfo *MqGroupsHostedExternally(bool all_databases, int *ngroups);
+/* shared memory of the group slots reserved for them */
+extern Size MqGroupsExternalShmemSize(void);
 
 /* ------------------------------------------------------------------------
  * Positions and commits (positions.c)

@@ -43,6 +43,7 @@
 #define MQ_MAX_EVICTIONS	64		/* groups one transaction forces */
 
 int			mqlog_max_groups_per_session = 8;
+int			mqlog_kafka_max_groups = 256;
 
 /*
  * A group member.  join_seq orders members by when they joined (the
@@ -89,8 +90,9 @@ typedef struct MqGroupsShared
 	LWLock	   *lock;
 	uint64		next_join_seq;
 	Latch	   *coordinator_latch;
-	int			nslots;
-	MqGroupState *groups;		/* nslots */
+	int			nslots;			/* member slots */
+	int			ngroups;		/* group slots: nslots + mqlog.kafka_max_groups */
+	MqGroupState *groups;		/* ngroups */
 	MqMember	members[FLEXIBLE_ARRAY_MEMBER];	/* nslots */
 } MqGroupsShared;
 
@@ -103,12 +105,23 @@ static MqGroupsShared *gs = NULL;
 /*
  * Every process may host mqlog.max_groups_per_session members, and the
  * tables are sized so that every possible backend can: one process joining
- * group after group cannot take the slots others need.
+ * group after group cannot take the slots others need.  A group of SQL
+ * members has at least one member slot, so they take at most this many
+ * group slots; the groups the Kafka listener holds have no member slot
+ * here (MqGroupHostExternally), and the group table has
+ * mqlog.kafka_max_groups slots more for them, which is also the most the
+ * listener may hold: SQL sessions always find the rest.
  */
 static int
 group_slots(void)
 {
 	return MaxBackends * mqlog_max_groups_per_session;
+}
+
+Size
+MqGroupsExternalShmemSize(void)
+{
+	return mul_size(mqlog_kafka_max_groups, sizeof(MqGroupState));
 }
 
 Size
@@ -118,7 +131,7 @@ MqGroupsShmemSize(void)
 
 	sz = add_size(sz, mul_size(group_slots(), sizeof(MqMember)));
 	sz = add_size(sz, mul_size(group_slots(), sizeof(MqGroupState)));
-	return sz;
+	return add_size(sz, MqGroupsExternalShmemSize());
 }
 
 void
@@ -133,6 +146,7 @@ MqGroupsShmemInit(void)
 		gs->lock = &(GetNamedLWLockTranche("mqlog_groups"))->lock;
 		gs->next_join_seq = 1;
 		gs->nslots = group_slots();
+		gs->ngroups = gs->nslots + mqlog_kafka_max_groups;
 	}
 	gs->groups = (MqGroupState *) ((char *) gs + offsetof(MqGroupsShared, members) +
 								   sizeof(MqMember) * gs->nslots);
@@ -143,7 +157,7 @@ find_group(Oid dboid, const char *name, bool create)
 {
 	MqGroupState *free_slot = NULL;
 
-	for (int i = 0; i < gs->nslots; i++)
+	for (int i = 0; i < gs->ngroups; i++)
 	{
 		MqGroupState *g = &gs->groups[i];
 
@@ -463,7 +477,7 @@ MqGroupsCoordinate(void)
 			evicted++;
 		}
 	}
-	for (int i = 0; i < gs->nslots; i++)
+	for (int i = 0; i < gs->ngroups; i++)
 		if (gs->groups[i].in_use && gs->groups[i].needs_rebalance)
 			rebalance(&gs->groups[i]);
 	LWLockRelease(gs->lock);
@@ -590,7 +604,7 @@ groups_exit(int code, Datum arg)
 	for (int i = 0; i < gs->nslots; i++)
 		if (gs->members[i].in_use && gs->members[i].pid == MyProcPid)
 			remove_member(&gs->members[i]);
-	for (int i = 0; i < gs->nslots; i++)
+	for (int i = 0; i < gs->ngroups; i++)
 		if (gs->groups[i].in_use && gs->groups[i].external_pid == MyProcPid)
 			gs->groups[i].in_use = false;
 	if (gs->coordinator_latch)
@@ -846,7 +860,7 @@ MqGroupsWithMembers(void)
 	List	   *names = NIL;
 
 	LWLockAcquire(gs->lock, LW_SHARED);
-	for (int i = 0; i < gs->nslots; i++)
+	for (int i = 0; i < gs->ngroups; i++)
 		if (gs->groups[i].in_use && group_member_count(&gs->groups[i]) > 0)
 			names = lappend(names, pstrdup(gs->groups[i].name));
 	LWLockRelease(gs->lock);
@@ -946,16 +960,30 @@ MqGroupMemberCount(const char *group)
  * or another process coordinates it, and nothing is changed.
  */
 bool
-MqGroupHostExternally(const char *group, int nmembers)
+MqGroupHostExternally(const char *group, int nmembers, bool *full)
 {
 	MqGroupState *g;
 	bool		ok = true;
 
+	*full = false;
 	MqGroupsCheckReady();		/* this process's exit lets the group go */
 	LWLockAcquire(gs->lock, LW_EXCLUSIVE);
 	g = find_group(MyDatabaseId, group, false);
 	if (g == NULL && nmembers > 0)
+	{
+		int			held = 0;
+
+		for (int i = 0; i < gs->ngroups; i++)
+			if (gs->groups[i].in_use && gs->groups[i].external_pid == MyProcPid)
+				held++;
+		if (held >= mqlog_kafka_max_groups)
+		{
+			LWLockRelease(gs->lock);
+			*full = true;
+			return false;
+		}
 		g = find_group(MyDatabaseId, group, true);	/* an ERROR releases the lock */
+	}
 	if (g == NULL)
 		ok = true;
 	else if (group_member_count(g) > 0 ||
@@ -976,6 +1004,34 @@ MqGroupHostExternally(const char *group, int nmembers)
 	}
 	LWLockRelease(gs->lock);
 	return ok;
+}
+
+MqExternalGroupInfo *
+MqGroupsHostedExternally(bool all_databases, int *ngroups)
+{
+	MqExternalGroupInfo *info;
+	int			n = 0;
+
+	*ngroups = 0;
+	if (gs == NULL)
+		return NULL;
+	info = palloc(sizeof(MqExternalGroupInfo) * gs->ngroups);
+	LWLockAcquire(gs->lock, LW_SHARED);
+	for (int i = 0; i < gs->ngroups; i++)
+	{
+		MqGroupState *g = &gs->groups[i];
+
+		if (!g->in_use || g->external_pid == 0 || (g->dboid != MyDatabaseId && !all_databases))
+			continue;
+		info[n].dboid = g->dboid;
+		strlcpy(info[n].group, g->name, MQ_GROUP_NAME_LEN);
+		info[n].pid = g->external_pid;
+		info[n].members = g->external_members;
+		n++;
+	}
+	LWLockRelease(gs->lock);
+	*ngroups = n;
+	return info;
 }
 
 /* is the group coordinated outside the registry (MqGroupHostExternally)? */
@@ -1078,10 +1134,9 @@ MqGroupSlotsInUse(int *groups)
 	}
 	LWLockAcquire(gs->lock, LW_SHARED);
 	for (int i = 0; i < gs->nslots; i++)
-	{
 		nmembers += gs->members[i].in_use ? 1 : 0;
+	for (int i = 0; i < gs->ngroups; i++)
 		ngroups += gs->groups[i].in_use ? 1 : 0;
-	}
 	LWLockRelease(gs->lock);
 	*groups = ngroups;
 	return nmembers;

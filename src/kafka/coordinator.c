@@ -113,6 +113,7 @@ typedef struct Group
 static MemoryContext groups_cxt = NULL;
 static List *groups = NIL;
 static uint64 next_serial = 1;
+static bool full_logged = false;	/* a join over mqlog.kafka_max_groups was logged */
 
 /* ------------------------------------------------------------------------
  * Groups and members
@@ -161,8 +162,10 @@ update_hold(Group *g)
 {
 	int			n = Max(list_length(g->members) + list_length(g->pending), 1);
 
+	bool		full;
+
 	if (n != g->held)
-		(void) MqGroupHostExternally(g->name, n);
+		(void) MqGroupHostExternally(g->name, n, &full);
 	g->held = n;
 }
 
@@ -186,10 +189,13 @@ free_member(Member *m)
 static void
 drop_if_unused(Group *g)
 {
+	bool		full;
+
 	if (g->members != NIL || g->pending != NIL)
 		return;
 	groups = list_delete_ptr(groups, g);
-	(void) MqGroupHostExternally(g->name, 0);
+	(void) MqGroupHostExternally(g->name, 0, &full);
+	full_logged = false;		/* a slot came back */
 	if (g->protocol_type)
 		pfree(g->protocol_type);
 	if (g->protocol)
@@ -487,6 +493,7 @@ MqKafkaGroupsTick(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	ListCell   *lc;
+	List	   *empty = NIL;
 
 	foreach(lc, groups)
 	{
@@ -519,17 +526,19 @@ MqKafkaGroupsTick(void)
 		if (g->state == G_PREPARING && now >= g->deadline)
 			complete_join(g);
 	}
+	/* groups whose members all left or timed out give their slots back now */
 	foreach(lc, groups)
 	{
 		Group	   *g = lfirst(lc);
 
 		if (g->members == NIL && g->pending == NIL)
-		{
-			drop_if_unused(g);
-			break;				/* the rest next tick */
-		}
-		update_hold(g);
+			empty = lappend(empty, g);
+		else
+			update_hold(g);
 	}
+	foreach(lc, empty)
+		drop_if_unused(lfirst(lc));
+	list_free(empty);
 }
 
 /* ------------------------------------------------------------------------
@@ -658,6 +667,29 @@ new_member_id(char *id, const char *client_id)
 		snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
 	snprintf(id, MQ_MEMBER_ID_LEN, "%.*s-%s", MQ_MEMBER_ID_LEN - 18,
 			 client_id && client_id[0] ? client_id : "member", hex);
+}
+
+/*
+ * A new group while the listener holds mqlog.kafka_max_groups groups
+ * already (the group slots the shared table keeps for it).  Kafka's
+ * COORDINATOR_NOT_AVAILABLE is retriable: a client looks the coordinator
+ * up again and retries its join with backoff, so its group starts once
+ * another group's members are all gone, instead of failing for good
+ * (GROUP_MAX_SIZE_REACHED would be about members of one group, and fatal
+ * to the member).  Logged once until a group is let go.
+ */
+static int16
+refuse_full(const char *group, const char *client_id)
+{
+	if (!full_logged)
+		ereport(LOG,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("Kafka JoinGroup of group \"%s\" from client \"%s\" refused: the listener holds mqlog.kafka_max_groups (%d) consumer groups",
+						group, client_id ? client_id : "", mqlog_kafka_max_groups),
+				 errdetail("The client is answered COORDINATOR_NOT_AVAILABLE and retries; a group's slot comes back when its last member leaves or its session times out. Further refusals are not logged until then."),
+				 errhint("Raise mqlog.kafka_max_groups (restart), or stop consumers of groups no longer used.")));
+	full_logged = true;
+	return MQK_COORDINATOR_NOT_AVAILABLE;
 }
 
 static Group *
@@ -818,8 +850,14 @@ MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out)
 		error = MQK_INCONSISTENT_GROUP_PROTOCOL;
 	if (error == MQK_NONE && g == NULL)
 	{
+		bool		full;
+
 		/* held for Kafka first, or refused if SQL sessions are members */
-		if (!MqGroupHostExternally(group_id, 1))
+		if (MqGroupHostExternally(group_id, 1, &full))
+			g = new_group(group_id);
+		else if (full)
+			error = refuse_full(group_id, req->client_id);
+		else
 		{
 			ereport(LOG,
 					(errmsg("Kafka JoinGroup of group \"%s\" from client \"%s\" refused: SQL sessions are members of the group",
@@ -827,8 +865,6 @@ MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out)
 					 errdetail("A group's members are SQL sessions or Kafka clients, not both at once; they share its committed offsets.")));
 			error = MQK_INCONSISTENT_GROUP_PROTOCOL;
 		}
-		else
-			g = new_group(group_id);
 	}
 	if (error != MQK_NONE)
 	{

@@ -139,6 +139,7 @@ MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	OffsetTopic *topics;
 	int16		error;
 	bool		standalone = false;
+	bool		full;
 
 	group = MqKafkaReadString(r, false, NULL);
 	if (v >= 1)
@@ -161,9 +162,10 @@ MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	if (error == MQK_NONE)
 		error = MqKafkaGroupCommitCheck(group, generation, member_id, &standalone);
 	/* a commit of no member: the group must have no SQL members either */
-	if (error == MQK_NONE && standalone && !MqGroupHostExternally(group, 1))
+	if (error == MQK_NONE && standalone && !MqGroupHostExternally(group, 1, &full))
 	{
-		error = MQK_UNKNOWN_MEMBER_ID;
+		/* over mqlog.kafka_max_groups: retriable, as a JoinGroup's */
+		error = full ? MQK_COORDINATOR_NOT_AVAILABLE : MQK_UNKNOWN_MEMBER_ID;
 		standalone = false;
 	}
 	if (error != MQK_NONE)
@@ -171,7 +173,7 @@ MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	else
 		run_units(group, topics, ntopics, true);
 	if (standalone)
-		(void) MqGroupHostExternally(group, 0);
+		(void) MqGroupHostExternally(group, 0, &full);
 
 	if (v >= 3)
 		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */

@@ -593,6 +593,7 @@ mqlog_group_slots(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	bool		all = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
 	MqMemberInfo *members;
+	MqExternalGroupInfo *external;
 	int			n;
 
 	MqGroupsCheckReady();
@@ -602,8 +603,8 @@ mqlog_group_slots(PG_FUNCTION_ARGS)
 	{
 		MqMemberInfo *m = &members[i];
 		char	   *db = get_database_name(m->dboid);
-		Datum		values[8];
-		bool		nulls[8] = {0};
+		Datum		values[9];
+		bool		nulls[9] = {0};
 
 		values[0] = ObjectIdGetDatum(m->dboid);
 		if (db)
@@ -616,6 +617,26 @@ mqlog_group_slots(PG_FUNCTION_ARGS)
 		values[5] = TimestampTzGetDatum(m->last_poll);
 		values[6] = Int32GetDatum(m->max_poll_interval_ms);
 		values[7] = Int32GetDatum(m->nassigned);
+		nulls[8] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	/* the Kafka listener's groups: a group slot each, no member slot */
+	external = MqGroupsHostedExternally(all, &n);
+	for (int i = 0; i < n; i++)
+	{
+		MqExternalGroupInfo *g = &external[i];
+		char	   *db = get_database_name(g->dboid);
+		Datum		values[9];
+		bool		nulls[9] = {false, false, false, true, false, true, true, true, false};
+
+		values[0] = ObjectIdGetDatum(g->dboid);
+		if (db)
+			values[1] = CStringGetTextDatum(db);
+		else
+			nulls[1] = true;
+		values[2] = CStringGetTextDatum(g->group);
+		values[4] = Int32GetDatum(g->pid);
+		values[8] = Int32GetDatum(g->members);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
