@@ -127,6 +127,8 @@ run_step(bool cascade)
 	bool		isnull;
 
 	StartTransactionCommand();
+	/* a cancel between steps ends the command here, inside a transaction */
+	CHECK_FOR_INTERRUPTS();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	/* polls that began since the last step give way too */
 	MqAnnounceDdl(0);
@@ -138,7 +140,6 @@ run_step(bool cascade)
 	MqSpiEnd(&spi);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	CHECK_FOR_INTERRUPTS();
 	return more;
 }
 
@@ -181,7 +182,12 @@ MqDropExtensionPrepare(bool cascade, bool batched, bool *pushed)
 			refuse_in_block(&c);
 		return;
 	}
-	if (c.segments <= c.batch)
+	/*
+	 * With CASCADE a few segments go with the extension; without, orphans
+	 * (all that can be left once no topic is) would make it refuse, and
+	 * they are mqlog's to drop.
+	 */
+	if (c.segments == 0 || (cascade && c.segments <= c.batch))
 		return;
 	if (cascade && too_many(c.replicated))
 		ereport(ERROR,

@@ -587,6 +587,19 @@ mq_has_group_privilege(PG_FUNCTION_ARGS)
  * shown only to roles with the privileges of pg_read_all_stats, as
  * pg_stat_activity shows other sessions' queries.
  */
+/* a group_slots row's database_oid and database (null if it is gone) */
+static void
+slot_database(Oid dboid, Datum *values, bool *nulls)
+{
+	char	   *db = get_database_name(dboid);
+
+	values[0] = ObjectIdGetDatum(dboid);
+	if (db)
+		values[1] = CStringGetTextDatum(db);
+	else
+		nulls[1] = true;
+}
+
 Datum
 mqlog_group_slots(PG_FUNCTION_ARGS)
 {
@@ -602,15 +615,10 @@ mqlog_group_slots(PG_FUNCTION_ARGS)
 	for (int i = 0; i < n; i++)
 	{
 		MqMemberInfo *m = &members[i];
-		char	   *db = get_database_name(m->dboid);
 		Datum		values[9];
 		bool		nulls[9] = {0};
 
-		values[0] = ObjectIdGetDatum(m->dboid);
-		if (db)
-			values[1] = CStringGetTextDatum(db);
-		else
-			nulls[1] = true;
+		slot_database(m->dboid, values, nulls);
 		values[2] = CStringGetTextDatum(m->group);
 		values[3] = CStringGetTextDatum(m->member_id);
 		values[4] = Int32GetDatum(m->pid);
@@ -625,15 +633,10 @@ mqlog_group_slots(PG_FUNCTION_ARGS)
 	for (int i = 0; i < n; i++)
 	{
 		MqExternalGroupInfo *g = &external[i];
-		char	   *db = get_database_name(g->dboid);
 		Datum		values[9];
 		bool		nulls[9] = {false, false, false, true, false, true, true, true, false};
 
-		values[0] = ObjectIdGetDatum(g->dboid);
-		if (db)
-			values[1] = CStringGetTextDatum(db);
-		else
-			nulls[1] = true;
+		slot_database(g->dboid, values, nulls);
 		values[2] = CStringGetTextDatum(g->group);
 		values[4] = Int32GetDatum(g->pid);
 		values[8] = Int32GetDatum(g->members);

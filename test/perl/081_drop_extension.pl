@@ -165,10 +165,15 @@ check_consistent('after an error');
 	q{SELECT count(*) FROM mq_run_maintenance() WHERE action = 'drop-orphan'});
 is($out, '200', 'the orphan sweep drops them, a batch per call');
 
+# without CASCADE once no topic is left: the orphans go first, in bounded transactions
+$node->safe_psql('postgres', q{SELECT mq_drop_topic('keep')});
+cmp_ok($node->safe_psql('postgres', $segments), '>', 1000, 'with "keep" dropped, only orphans are left, over a thousand');
+($ret, $out, $err) = $node->psql('postgres', q{DROP EXTENSION mqlog;});
+is($ret, 0, 'DROP EXTENSION mqlog without CASCADE then succeeds') or diag $err;
+is($node->safe_psql('postgres', "SELECT ($segments) || '/' || (SELECT count(*) FROM pg_extension WHERE extname = 'mqlog')"),
+	'0/0', '... dropping them first');
+
 # the same with kill -9 of the dropping backend (the server restarts)
-$node->safe_psql('postgres', q{
-DROP EXTENSION mqlog CASCADE;
-});
 ok(make_topics(), "$total segment relations again");
 $blocker = start_blocker();
 my ($din, $dout, $derr) = ("DROP EXTENSION mqlog CASCADE;\n", '', '');
@@ -184,7 +189,7 @@ $dropper->finish;
 $blocker->kill_kill;    # its backend went with the crash
 check_consistent('after kill -9');
 
-# --- the real thing, with consumers waiting in mq_poll ---------------------
+
 sub start_consumer
 {
 	my ($group, $topic) = @_;
@@ -192,13 +197,14 @@ sub start_consumer
 	my $h = IPC::Run::start([ $psql, '-X', '-d', $node->connstr('postgres') ], '<', \$in, '>', \$o, '2>', \$e);
 	return [ $h, \$e ];
 }
+# run again after the crash, with a consumer waiting in mq_poll
 my @consumers = (start_consumer('g1', 'keep'));
 ok(wait_until(q{SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE '%timeout => ''300 s''%' AND wait_event_type = 'Extension'},
 	map { $_->[0] } @consumers), 'a consumer waits in mq_poll');
 my $t0 = time;
 ($ret, $out, $err) = $node->psql('postgres', q{SET statement_timeout = '120s'; DROP EXTENSION mqlog CASCADE;});
 my $took = time - $t0;
-is($ret, 0, 'running DROP EXTENSION mqlog CASCADE again finishes the job') or diag $err;
+is($ret, 0, 'running DROP EXTENSION mqlog CASCADE again after the crash finishes the job') or diag $err;
 unlike($err, qr/out of shared memory/, '... without running out of the lock table');
 foreach my $c (@consumers)
 {
@@ -208,6 +214,8 @@ foreach my $c (@consumers)
 is($node->safe_psql('postgres', "SELECT ($segments) || '/' || (SELECT count(*) FROM pg_namespace WHERE nspname IN ('mqlog', 'mqlog_data'))"),
 	'0/0', 'no segment relation and no schema of mqlog is left');
 
+
+# --- the real thing, with consumers waiting in mq_poll ---------------------
 ok(make_topics(), "$total segment relations once more");
 @consumers = (start_consumer('g2', 'wide'), start_consumer('g3', 'keep'));
 ok(wait_until(q{SELECT count(*) = 2 FROM pg_stat_activity WHERE query LIKE '%timeout => ''300 s''%' AND wait_event_type = 'Extension'},
