@@ -1567,9 +1567,9 @@ REVOKE ALL ON FUNCTION mqlog._drop_orphans() FROM PUBLIC;
  * as mq_drop_topic drops them (at most _drop_batch() relations dropped
  * here, the rest unlinked as orphans), never a replicated one (the cluster
  * worker would create it again from etcd, or delete from etcd a topic this
- * node created, before the extension is gone); once no other topic is
+ * node created, before the extension is gone); once no topic at all is
  * left, the segment relations no chain lists (a restore's) become orphans
- * too.  Then one batch of the orphan sweep.  Every step commits a state in
+ * too.  Without cascade (called only once no topic is left) only orphans.  Then one batch of the orphan sweep.  Every step commits a state in
  * which the remaining topics work and the sweep finds the orphans, so an
  * interrupted DROP leaves a working extension, and running it again goes on.
  */
