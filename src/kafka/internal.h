@@ -96,6 +96,14 @@ typedef struct MqKafkaRequest
 	bool		final;			/* a parked Fetch's last run: answer now */
 	TimestampTz wake_at;		/* set by a handler that parks */
 	uint64		park_token;		/* a parked handler's note to its next run */
+
+	/*
+	 * Set by a handler whose answer depends on its commit (Produce with
+	 * acks=all): run right after the request's transaction committed, to
+	 * write the answer into out then.
+	 */
+	void		(*after_commit) (struct MqKafkaRequest *req, StringInfo out);
+	void	   *after_commit_arg;
 } MqKafkaRequest;
 
 typedef enum MqKafkaOutcome

@@ -93,7 +93,7 @@ def confluent_metadata(bootstrap):
 def produce(bootstrap, topic, partition, prefix, n, interval_ms):
     from confluent_kafka import Producer
     p = Producer({'bootstrap.servers': bootstrap, 'acks': 'all', 'linger.ms': 5,
-                  'message.timeout.ms': 60000, 'retry.backoff.ms': 200,
+                  'message.timeout.ms': 30000, 'retry.backoff.ms': 200,
                   'topic.metadata.refresh.interval.ms': 1000,
                   'socket.timeout.ms': 10000})
 

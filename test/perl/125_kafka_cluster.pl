@@ -19,7 +19,8 @@
 #    new leader at epoch 1 and no longer lists the dead broker, the producer
 #    goes on through the new leader, a new producer too, and a consumer
 #    reads every acknowledged record at the offset it was acknowledged at;
-#  - acks=all below min.insync.replicas is NOT_ENOUGH_REPLICAS;
+#  - acks=all below min.insync.replicas is NOT_ENOUGH_REPLICAS; one the
+#    in-sync replicas do not acknowledge in time is REQUEST_TIMED_OUT;
 #  - the dead node comes back with the same broker id, listed again, and
 #    refuses Produce to the partition it no longer leads.
 use strict;
@@ -47,6 +48,7 @@ foreach my $i (1 .. 3)
 mqlog.poll_recheck_interval = 100
 mqlog.kafka_listen = '127.0.0.1:$port'
 mqlog.kafka_role = 'kafka_app'
+mqlog.acks_timeout = 3000
 });
 	$kafka{"n$i"} = "127.0.0.1:$port";
 	push @nodes, $n;
@@ -225,6 +227,16 @@ foreach my $p (0 .. 2)
 }
 is(run_script($kafka{n1}, 'raw-errors', 'kc', 2), "produce 6\nfetch 6\nlist_offsets 6\n",
 	'Produce, Fetch and ListOffsets of kc/2 on n1: NOT_LEADER_OR_FOLLOWER');
+
+# acks=all that the in-sync replicas do not acknowledge within mqlog.acks_timeout
+my @apply = map { split /\n/, q1($_, q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mqlog apply'}) } ($n1, $n3);
+kill 'STOP', @apply;
+my $raw = run_script($kafka{n2}, 'raw-errors', 'kc', 1);
+kill 'CONT', @apply;
+is($raw, "produce 7\nfetch 0\nlist_offsets 0\n",
+	'acks=all to kc/1 on n2 while its followers apply nothing: REQUEST_TIMED_OUT after mqlog.acks_timeout, not an acknowledgement');
+ok(MqCluster::wait_until(sub { values_of($n1, 'kc', 1) eq join(',', map({ "a1-$_" } 0 .. 19), 'raw') }, 30),
+	'... though the record is committed on the leader, and reaches the followers afterwards');
 
 # --- kill -9 of a leader, with a producer running ------------------------------
 
