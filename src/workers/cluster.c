@@ -336,9 +336,7 @@ cluster_round(void)
 
 	if (my_lease == 0)
 		try_register(now);
-	else
-		refresh_record();
-	if (my_lease != 0 && now >= next_keepalive)
+	else if (now >= next_keepalive)
 	{
 		int64		sent = MqClusterClock();
 
@@ -375,6 +373,9 @@ cluster_round(void)
 		/* groups no longer run here may move to another node */
 		MqClusterReleaseGroups(my_lease, MqGroupsWithMembers);
 	}
+	/* last: the keepalive finds a lost lease, and a put under one fails */
+	if (my_lease != 0)
+		refresh_record();
 }
 
 /*
