@@ -22,7 +22,8 @@
 #  - acks=all below min.insync.replicas is NOT_ENOUGH_REPLICAS; one the
 #    in-sync replicas do not acknowledge in time is REQUEST_TIMED_OUT;
 #  - the dead node comes back with the same broker id, listed again, and
-#    refuses Produce to the partition it no longer leads.
+#    refuses Produce to the partition it no longer leads;
+#  - a reload of mqlog.kafka_advertised_listener reaches the others' Metadata.
 use strict;
 use warnings;
 
@@ -320,6 +321,16 @@ ok(MqCluster::wait_until(sub {
   or diag(explain($md));
 is(run_script($kafka{n1}, 'raw-errors', 'kc', 0), "produce 6\nfetch 6\nlist_offsets 6\n",
 	'n1, a follower of kc/0 now, refuses Produce, Fetch and ListOffsets of it');
+
+# a reload of mqlog.kafka_advertised_listener reaches the other nodes' Metadata
+my ($kport3) = $kafka{n3} =~ /:(\d+)$/;
+$n3->append_conf('postgresql.conf', "mqlog.kafka_advertised_listener = 'localhost:$kport3'\n");
+$n3->reload;
+ok(MqCluster::wait_until(sub {
+		q1($n1, q{SELECT kafka_listener FROM mqlog.nodes WHERE node = 'n3'}) eq "localhost:$kport3"
+		  && (metadata('n1')->{brokers}{ $id{n3} } // '') eq "localhost:$kport3";
+	}, 30), 'a reload of n3\'s mqlog.kafka_advertised_listener reaches etcd, mqlog.nodes and Metadata on n1');
+is(metadata('n3')->{brokers}{ $id{n3} }, "localhost:$kport3", '... and n3\'s own Metadata');
 
 $_->stop for @nodes;
 MqCluster::stop_etcd($etcd);
