@@ -28,28 +28,13 @@ import struct
 import sys
 import time
 
+from admin_clients import Reader
 from clients import raw_connect, raw_request, raw_string
 
 
-class Reader:
-    def __init__(self, b):
-        self.b, self.i = b, 0
-
-    def take(self, fmt):
-        v = struct.unpack_from(fmt, self.b, self.i)
-        self.i += struct.calcsize(fmt)
-        return v[0]
-
-    def string(self):
-        n = self.take('>h')
-        if n < 0:
-            return None
-        s = self.b[self.i:self.i + n].decode()
-        self.i += n
-        return s
-
-    def int32s(self):
-        return [self.take('>i') for _ in range(self.take('>i'))]
+def int32s(r):
+    """an array of int32 from Reader r"""
+    return [r.take('>i') for _ in range(r.take('>i'))]
 
 
 def metadata(bootstrap):
@@ -73,7 +58,7 @@ def metadata(bootstrap):
         for _ in range(r.take('>i')):
             perr, p, leader, epoch = r.take('>h'), r.take('>i'), r.take('>i'), r.take('>i')
             parts[p] = {'error': perr, 'leader': leader, 'epoch': epoch,
-                        'replicas': r.int32s(), 'isr': r.int32s(), 'offline': r.int32s()}
+                        'replicas': int32s(r), 'isr': int32s(r), 'offline': int32s(r)}
         out['topics'][name] = {'error': err, 'partitions': parts}
     print(json.dumps(out, sort_keys=True))
 
