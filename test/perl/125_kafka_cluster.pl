@@ -23,6 +23,7 @@
 #    in-sync replicas do not acknowledge in time is REQUEST_TIMED_OUT;
 #  - the dead node comes back with the same broker id, listed again, and
 #    refuses Produce to the partition it no longer leads;
+#  - mq_elect_leader under a running producer: nothing acknowledged lost;
 #  - a reload of mqlog.kafka_advertised_listener reaches the others' Metadata.
 use strict;
 use warnings;
@@ -321,6 +322,33 @@ ok(MqCluster::wait_until(sub {
   or diag(explain($md));
 is(run_script($kafka{n1}, 'raw-errors', 'kc', 0), "produce 6\nfetch 6\nlist_offsets 6\n",
 	'n1, a follower of kc/0 now, refuses Produce, Fetch and ListOffsets of it');
+
+# mq_elect_leader under a running producer: the old leader answers
+# NOT_LEADER_OR_FOLLOWER, the client refreshes its metadata and goes on at the new
+$log = PostgreSQL::Test::Utils::tempdir('kafka') . '/producer.out';
+$producer = MqCluster::fork_child(sub {
+	open(STDOUT, '>', $log) or die $!;
+	exec($python, $script, $kafka{n1}, 'produce', 'kc', 1, 'e', 100, 30) or die "exec: $!";
+});
+ok(MqCluster::wait_until(sub { producer_acks() >= 20 }, 30), 'a producer bootstrapped at n1 has records of kc/1 acknowledged by n2');
+ok(MqCluster::wait_until(sub {
+		q1($n2, q{SELECT 'n3' = ANY (isr) FROM mqlog.partitions WHERE topic = 'kc' AND "partition" = 1}) eq 't' }, 30),
+	'n3 is in the ISR of kc/1');
+is(q1($n2, q{SELECT mq_elect_leader('kc', 1, 'n3')}), '1', 'mq_elect_leader moves kc/1 from n2 to n3 at epoch 1');
+my $acks_at_elect = producer_acks() / 2;
+cmp_ok($acks_at_elect, '<', 100, "... while the producer runs ($acks_at_elect acknowledged by then)");
+is(MqCluster::wait_child($producer, 120), 0, 'the producer ends');
+$plog = slurp_file($log);
+unlike($plog, qr/^fail/m, '... with no record failed') or diag($plog);
+my %e = reverse(producer_acks());
+is(scalar(keys %e), 100, '... every record acknowledged, by n2 and then by n3');
+$hw = q1($n3, q{SELECT high_watermark FROM mqlog.partitions WHERE topic = 'kc' AND "partition" = 1});
+$out = run_script($kafka{n1}, 'consume', 'kc', 1, $hw);
+%read = $out =~ /^(\d+) (\S+)$/mg;
+@lost = grep { ($read{$_} // '') ne $e{$_} } sort { $a <=> $b } keys %e;
+is(scalar(@lost), 0, 'a consumer reads every one at the offset it was acknowledged at')
+  or diag('lost: ' . join(' ', map { "$_=$e{$_}" } @lost));
+is((metadata('n2')->{topics}{kc}{partitions}{1}{leader} // -1), $id{n3}, 'Metadata from n2, the old leader, names n3');
 
 # a reload of mqlog.kafka_advertised_listener reaches the other nodes' Metadata
 my ($kport3) = $kafka{n3} =~ /:(\d+)$/;
