@@ -242,7 +242,11 @@ parse_broker_id(const char *text)
  * id is never handed out again, and a name that has one keeps it (a node
  * removed for good and rebuilt under its old name gets its old id back).
  * Two nodes of different names racing for the same id: one transaction
- * wins, the other reads again and takes the next.  Single-node listeners
+ * wins, the other reads again and takes the next.  Two runs of one name
+ * (which registration then keeps from both being in the cluster) cannot
+ * take two ids either: keys are never deleted, so the later one to read
+ * either finds the other's id under the name or tries the same next id,
+ * whose create then fails and whose read finds it.  Single-node listeners
  * are broker 0; a cluster's ids start at 1, so the two never meet.
  */
 int32
