@@ -7,7 +7,8 @@
 #  - Metadata from each node lists the three brokers with those ids and
 #    addresses, one controller and cluster id, and each partition of a
 #    replicated topic led by its leader node's broker, with its replicas,
-#    ISR and leader epoch as etcd has them; confluent-kafka sees the same;
+#    ISR and leader epoch as etcd has them; confluent-kafka and kcat see
+#    the same;
 #  - Produce, Fetch and ListOffsets to a node that does not lead the
 #    partition answer NOT_LEADER_OR_FOLLOWER; to the leader they work;
 #  - a producer bootstrapped at a follower produces with acks=all and the
@@ -187,6 +188,20 @@ foreach my $n (@nodes)
 	is_deeply($md->{brokers}, \%all_brokers, 'confluent-kafka sees the three brokers');
 	is_deeply({ map { $_ => $md->{topics}{kc}{$_}{leader} } keys %{ $md->{topics}{kc} } },
 		{ map { $_ => $id{ $leader_of{$_} } } 0 .. 2 }, '... and the leader of each partition of kc');
+}
+
+{
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'kcat', '-b', $kafka{n3}, '-L', '-J', '-t', 'kc' ], '>', \$out, '2>', \$err,
+				  IPC::Run::timeout(60));
+	my $md = eval { decode_json($out) } // {};
+	is_deeply({ map { $_->{id} => $_->{name} } @{ $md->{brokers} // [] } }, \%all_brokers,
+		'kcat -L -J at n3 lists the three brokers');
+	is_deeply({ map { $_->{partition} => $_->{leader} } @{ $md->{topics}[0]{partitions} // [] } },
+		{ map { $_ => $id{ $leader_of{$_} } } 0 .. 2 }, '... and the leader of each partition of kc')
+	  or diag($out, $err);
+	IPC::Run::run([ 'kcat', '-b', $kafka{n2}, '-L', '-t', 'kc' ], '>', \$out, '2>', \$err, IPC::Run::timeout(60));
+	note("kcat -L at n2:\n$out");
 }
 
 # --- requests to a node that does not lead the partition ---------------------
