@@ -132,18 +132,18 @@ MqJsonAppendField(StringInfo buf, bool first, const char *key, const char *value
 }
 
 /*
- * A string field of a document that may not be JSON at all (a value some
- * other program put in etcd): NULL then, instead of an error.
+ * A document that may not be JSON at all (a value some other program put
+ * in etcd): NULL then, instead of an error.
  */
-char *
-MqJsonTryString(const char *text, const char *key)
+JsonbContainer *
+MqJsonTryParse(const char *text)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	char	   *volatile result = NULL;
+	JsonbContainer *volatile result = NULL;
 
 	PG_TRY();
 	{
-		result = MqJsonString(MqJsonParse(text), key);
+		result = MqJsonParse(text);
 	}
 	PG_CATCH();
 	{
@@ -153,4 +153,11 @@ MqJsonTryString(const char *text, const char *key)
 	}
 	PG_END_TRY();
 	return result;
+}
+
+/* a string field of such a document, or NULL */
+char *
+MqJsonTryString(const char *text, const char *key)
+{
+	return MqJsonString(MqJsonTryParse(text), key);
 }

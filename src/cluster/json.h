@@ -20,6 +20,7 @@ extern char *MqJsonString(JsonbContainer *c, const char *key);
 extern int64 MqJsonInt64(JsonbContainer *c, const char *key);
 extern bool MqJsonBool(JsonbContainer *c, const char *key);
 extern List *MqJsonStringArray(JsonbContainer *c, const char *key);
+extern JsonbContainer *MqJsonTryParse(const char *text);
 extern char *MqJsonTryString(const char *text, const char *key);
 extern char *MqJsonText(JsonbContainer *c, const char *key);
 extern void MqJsonAppendField(StringInfo buf, bool first, const char *key, const char *value);

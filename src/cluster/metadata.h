@@ -8,9 +8,14 @@
  * The key layout in etcd, under /mqlog/<mqlog.cluster_name>/ (see
  * doc/replication.md):
  *
- *	nodes/<node>			{"name","conninfo","started_at","sysid"}, under
- *							the node's lease: present while it is alive
+ *	nodes/<node>			{"name","conninfo","started_at","sysid","broker_id",
+ *							 "kafka"}, under the node's lease: present while
+ *							it is alive ("kafka": its Kafka listener's
+ *							advertised host:port, absent without a listener)
  *	members/<node>			the same, without a lease: every node ever seen
+ *	broker_ids/<id>			{"node"}: Kafka broker id <id> (1, 2, ...) is
+ *							that node's, for good (never deleted by mqlog;
+ *							see MqClusterAssignBrokerId in nodes.c)
  *	topics/<topic>			{"name","partitions","replication_factor","config",
  *							 "created_by","created_sysid","created_at","uuid"}
  *	partitions/<topic>/<p>	{"replicas":[..],"leader","leader_epoch","isr":[..]}
@@ -28,12 +33,16 @@
 #define MQ_MAX_REPLICATION_FACTOR	8	/* a leader tracks 7 followers */
 #define MQ_NODE_NAME_LEN		64	/* 63 bytes and the NUL */
 #define MQ_NODE_CONNINFO_LEN	1024
+#define MQ_NODE_KAFKA_LEN		256 /* host:port of a Kafka listener */
 
 /* one node, as etcd last listed it */
 typedef struct MqClusterNode
 {
 	char		name[MQ_NODE_NAME_LEN];
 	char		conninfo[MQ_NODE_CONNINFO_LEN];
+	int32		broker_id;		/* its Kafka broker id; -1: none known */
+	char		kafka[MQ_NODE_KAFKA_LEN];	/* its Kafka listener, host:port;
+											 * "": none */
 	bool		alive;			/* holds a key under a live lease */
 	bool		is_self;
 	TimestampTz last_seen;		/* last time it was seen alive; 0: never */
@@ -46,7 +55,9 @@ extern char *MqClusterNodeConninfo(const char *node);
 extern bool MqClusterCheckName(char **newval, void **extra, GucSource source);
 extern void MqClusterCheckSettings(void);
 extern char *MqClusterKey(const char *fmt,...) pg_attribute_printf(1, 2);
-extern char *MqClusterNodeJson(void);
+extern char *MqClusterNodeJson(int32 broker_id);
+extern const char *MqClusterKafkaListener(void);
+extern int32 MqClusterAssignBrokerId(void);
 
 /* the node list: from etcd, and the copy in shared memory (nodes.c) */
 extern Size MqClusterShmemSize(void);
@@ -54,6 +65,8 @@ extern void MqClusterShmemInit(void);
 extern List *MqClusterReadNodes(void);
 extern void MqClusterPublishNodes(List *nodes);
 extern List *MqClusterSharedNodes(void);
+extern void MqClusterSetSelfBrokerId(int32 broker_id);
+extern int32 MqClusterSelfBrokerId(void);
 
 /* may this node lead: its lease, and what followers say of etcd (lease.c) */
 extern Size MqClusterLeaseShmemSize(void);

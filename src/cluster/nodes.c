@@ -12,6 +12,10 @@
  * The cluster worker refreshes the shared copy every second; nothing a
  * session runs on a view waits for etcd.
  *
+ * A node's record also says where its Kafka listener is and which Kafka
+ * broker id it has (MqClusterAssignBrokerId), so that every node's
+ * listener can name the leader of a replicated partition in Metadata.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -36,6 +40,7 @@
 typedef struct MqClusterShared
 {
 	LWLock	   *lock;
+	int32		self_broker_id; /* -1 until the cluster worker has it */
 	int			nnodes;
 	MqClusterNode nodes[MQ_CLUSTER_MAX_NODES];
 } MqClusterShared;
@@ -159,12 +164,35 @@ MqClusterNodeClaim(void)
 	return buf.data;
 }
 
-/* the value this node registers under nodes/<name> and members/<name> */
+/*
+ * This node's Kafka listener as clients should reach it (what its Metadata
+ * names it by): mqlog.kafka_advertised_listener, else mqlog.kafka_listen;
+ * "" when no listener runs here.  Read by name: the settings belong to the
+ * kafka layer, above this one.
+ */
+const char *
+MqClusterKafkaListener(void)
+{
+	const char *listen = GetConfigOption("mqlog.kafka_listen", true, false);
+	const char *advertised = GetConfigOption("mqlog.kafka_advertised_listener", true, false);
+
+	if (listen == NULL || listen[0] == '\0')
+		return "";
+	if (advertised != NULL && advertised[0] != '\0')
+		return advertised;
+	return listen;
+}
+
+/*
+ * The value this node registers under nodes/<name> and members/<name>;
+ * broker_id -1 leaves the broker id out (not assigned yet).
+ */
 char *
-MqClusterNodeJson(void)
+MqClusterNodeJson(int32 broker_id)
 {
 	StringInfoData buf;
 	char		sysid[32];
+	const char *kafka = MqClusterKafkaListener();
 
 	snprintf(sysid, sizeof(sysid), UINT64_FORMAT, GetSystemIdentifier());
 	initStringInfo(&buf);
@@ -173,8 +201,96 @@ MqClusterNodeJson(void)
 	MqJsonAppendField(&buf, false, "conninfo", mqlog_node_conninfo);
 	MqJsonAppendField(&buf, false, "started_at", timestamptz_to_str(PgStartTime));
 	MqJsonAppendField(&buf, false, "sysid", sysid);
+	if (broker_id >= 0)
+		appendStringInfo(&buf, ",\"broker_id\":%d", broker_id);
+	if (kafka[0] != '\0')
+		MqJsonAppendField(&buf, false, "kafka", kafka);
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
+}
+
+/* an id as etcd's key or a record holds it: 1 to INT32_MAX, else -1 */
+static int32
+parse_broker_id(const char *text)
+{
+	char	   *end;
+	long		id;
+
+	if (text == NULL || text[0] < '1' || text[0] > '9')
+		return -1;
+	errno = 0;
+	id = strtol(text, &end, 10);
+	if (errno != 0 || *end != '\0' || id > PG_INT32_MAX)
+		return -1;
+	return (int32) id;
+}
+
+/*
+ * This node's Kafka broker id: the one broker_ids/ holds for its name, or
+ * else the next one, 1 above the largest, taken with a transaction that
+ * creates broker_ids/<id> only if it is absent.  The cluster worker calls
+ * it before it registers (errors are its round's).
+ *
+ * Why an assigned id and not one derived from the node: Kafka clients key
+ * brokers by an int32 id, which must be the same in every node's Metadata,
+ * stay the same across restarts (a client keeps its metadata while a
+ * broker restarts) and never name two nodes.  A hash of the name can
+ * collide; etcd's create_revision of members/<name> is unique but an
+ * int64 that grows with every write to etcd, and changes when a DBA
+ * removes a node for good and it comes back.  A key per id, created only
+ * if absent, cannot be taken twice; mqlog never deletes these keys, so an
+ * id is never handed out again, and a name that has one keeps it (a node
+ * removed for good and rebuilt under its old name gets its old id back).
+ * Two nodes of different names racing for the same id: one transaction
+ * wins, the other reads again and takes the next.  Two runs of one name
+ * (which registration then keeps from both being in the cluster) cannot
+ * take two ids either: keys are never deleted, so the later one to read
+ * either finds the other's id under the name or tries the same next id,
+ * whose create then fails and whose read finds it.  Single-node listeners
+ * are broker 0; a cluster's ids start at 1, so the two never meet.
+ */
+int32
+MqClusterAssignBrokerId(void)
+{
+	char	   *prefix = MqClusterKey("broker_ids/");
+
+	for (int attempt = 0; attempt < 16; attempt++)
+	{
+		int32		largest = 0;
+		int32		id;
+		ListCell   *lc;
+
+		foreach(lc, MqEtcdRange(prefix, NULL))
+		{
+			MqEtcdKv   *kv = lfirst(lc);
+			char	   *node = MqJsonTryString(kv->value, "node");
+
+			id = parse_broker_id(kv->key + strlen(prefix));
+			if (id < 0)
+				continue;		/* not one of ours */
+			if (node != NULL && strcmp(node, mqlog_node_name) == 0)
+				return id;
+			largest = Max(largest, id);
+		}
+		if (largest == PG_INT32_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("no Kafka broker id is left for node \"%s\"", mqlog_node_name),
+					 errdetail("etcd's %s keys reach %d.", prefix, PG_INT32_MAX)));
+		id = largest + 1;
+		if (MqEtcdPutIfAbsent(MqClusterKey("broker_ids/%d", id), MqClusterNodeClaim(), 0, NULL))
+		{
+			ereport(LOG,
+					(errmsg("mqlog cluster: node \"%s\" is Kafka broker %d of cluster \"%s\"",
+							mqlog_node_name, id, mqlog_cluster_name)));
+			return id;
+		}
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not take a Kafka broker id for node \"%s\"", mqlog_node_name),
+			 errdetail("Other nodes took every id this node tried.")));
+	return -1;					/* keep compiler quiet */
 }
 
 /* ------------------------------------------------------------------------
@@ -208,7 +324,10 @@ add_node_kv(List *nodes, MqEtcdKv *kv, const char *prefix, bool alive)
 {
 	const char *name = kv->key + strlen(prefix);
 	MqClusterNode *n;
+	JsonbContainer *record;
 	char	   *conninfo;
+	char	   *kafka;
+	int32		broker_id;
 
 	if (name[0] == '\0' || strlen(name) >= MQ_NODE_NAME_LEN || strchr(name, '/'))
 		return nodes;			/* not one of ours */
@@ -224,13 +343,22 @@ add_node_kv(List *nodes, MqEtcdKv *kv, const char *prefix, bool alive)
 		}
 		n = palloc0(sizeof(MqClusterNode));
 		strlcpy(n->name, name, MQ_NODE_NAME_LEN);
+		n->broker_id = -1;
 		n->is_self = MqClusterEnabled() && strcmp(name, mqlog_node_name) == 0;
 		nodes = lappend(nodes, n);
 	}
-	conninfo = MqJsonTryString(kv->value, "conninfo");
+	record = MqJsonTryParse(kv->value);
+	conninfo = MqJsonString(record, "conninfo");
+	kafka = MqJsonString(record, "kafka");
+	broker_id = parse_broker_id(MqJsonText(record, "broker_id"));
 	/* the live key is the newer word on how to reach the node */
 	if (conninfo && (alive || n->conninfo[0] == '\0'))
 		strlcpy(n->conninfo, conninfo, MQ_NODE_CONNINFO_LEN);
+	if (alive || n->broker_id < 0)
+	{
+		n->broker_id = broker_id;
+		strlcpy(n->kafka, kafka ? kafka : "", MQ_NODE_KAFKA_LEN);
+	}
 	if (alive)
 		n->alive = true;
 	return nodes;
@@ -275,6 +403,7 @@ MqClusterShmemInit(void)
 	if (!found)
 	{
 		memset(cluster_shared, 0, sizeof(MqClusterShared));
+		cluster_shared->self_broker_id = -1;
 		cluster_shared->lock = &(GetNamedLWLockTranche("mqlog_cluster"))->lock;
 	}
 	MqClusterLeaseShmemInit();
@@ -333,6 +462,28 @@ MqClusterSharedNodes(void)
 	return result;
 }
 
+/* this node's Kafka broker id, once the cluster worker has it (-1 before) */
+void
+MqClusterSetSelfBrokerId(int32 broker_id)
+{
+	LWLockAcquire(cluster_shared->lock, LW_EXCLUSIVE);
+	cluster_shared->self_broker_id = broker_id;
+	LWLockRelease(cluster_shared->lock);
+}
+
+int32
+MqClusterSelfBrokerId(void)
+{
+	int32		id;
+
+	if (cluster_shared == NULL)
+		return -1;
+	LWLockAcquire(cluster_shared->lock, LW_SHARED);
+	id = cluster_shared->self_broker_id;
+	LWLockRelease(cluster_shared->lock);
+	return id;
+}
+
 /*
  * How to reach a node with libpq, from the shared copy (never from etcd):
  * NULL when the node is unknown.  The follower's apply worker calls it.
@@ -376,8 +527,8 @@ mqlog_cluster_nodes(PG_FUNCTION_ARGS)
 	foreach(lc, MqClusterSharedNodes())
 	{
 		MqClusterNode *n = lfirst(lc);
-		Datum		values[5];
-		bool		nulls[5] = {0};
+		Datum		values[7];
+		bool		nulls[7] = {0};
 
 		values[0] = CStringGetTextDatum(n->name);
 		if (show_conninfo && n->conninfo[0])
@@ -390,6 +541,10 @@ mqlog_cluster_nodes(PG_FUNCTION_ARGS)
 			values[4] = TimestampTzGetDatum(n->last_seen);
 		else
 			nulls[4] = true;
+		values[5] = Int32GetDatum(n->broker_id);
+		nulls[5] = n->broker_id < 0;
+		values[6] = CStringGetTextDatum(n->kafka);
+		nulls[6] = n->kafka[0] == '\0';
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -138,14 +138,17 @@ describe_topic(void *arg)
 static void
 describe_broker(ConfigResource *res)
 {
-	if (res->name[0] != '\0' && strcmp(res->name, CppAsString2(MQK_NODE_ID)) != 0)
+	/* 0 on a single node; on a cluster this node's id from etcd (brokers.c) */
+	char	   *self = psprintf("%d", MqKafkaSelfBrokerId());
+
+	if (res->name[0] != '\0' && strcmp(res->name, self) != 0)
 	{
 		res->error = MQK_INVALID_REQUEST;
-		res->message = psprintf("this listener is broker %d, not \"%s\"", MQK_NODE_ID, res->name);
+		res->message = psprintf("this listener is broker %s, not \"%s\"", self, res->name);
 		return;
 	}
 	res->entries = palloc0(sizeof(ConfigEntry) * 5);
-	add_entry(res, "broker.id", CppAsString2(MQK_NODE_ID), NULL, SOURCE_STATIC_BROKER, true);
+	add_entry(res, "broker.id", self, NULL, SOURCE_STATIC_BROKER, true);
 	add_entry(res, "num.partitions", CppAsString2(MQK_DEFAULT_PARTITIONS), NULL,
 			  SOURCE_DEFAULT_CONFIG, true);
 	add_entry(res, "default.replication.factor", CppAsString2(MQK_DEFAULT_REPLICATION), NULL,

@@ -626,6 +626,7 @@ MqKafkaFindCoordinator(MqKafkaRequest *req, StringInfo out)
 	const char *message = NULL;
 	char		host[256];
 	int			port;
+	int32		self = MqKafkaSelfBrokerId();
 
 	if (v >= 1)
 		key_type = MqKafkaReadInt8(r);
@@ -638,13 +639,16 @@ MqKafkaFindCoordinator(MqKafkaRequest *req, StringInfo out)
 	}
 	else
 		error = MqKafkaGroupAccess(key);
+	/* a cluster node before it has its broker id (it registers within a second) */
+	if (error == MQK_NONE && self < 0)
+		error = MQK_COORDINATOR_NOT_AVAILABLE;
 	MqKafkaAdvertised(host, sizeof(host), &port);
 	if (v >= 1)
 		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
 	MqKafkaWriteInt16(out, error);
 	if (v >= 1)
 		MqKafkaWriteString(out, false, message);
-	MqKafkaWriteInt32(out, error == MQK_NONE ? MQK_NODE_ID : -1);
+	MqKafkaWriteInt32(out, error == MQK_NONE ? self : -1);
 	MqKafkaWriteString(out, false, error == MQK_NONE ? host : "");
 	MqKafkaWriteInt32(out, error == MQK_NONE ? port : -1);
 	return MQK_RESPOND;

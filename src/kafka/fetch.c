@@ -17,7 +17,9 @@
  * serves it again when a producer's commit wakes it or when max_wait_ms
  * is up, and other connections are served meanwhile (listener.c).
  * Incremental fetch sessions (KIP-227) are not kept: session id 0 in
- * every answer tells the client to send full requests.
+ * every answer tells the client to send full requests.  A replicated
+ * partition is served where it is led only (NOT_LEADER_OR_FOLLOWER
+ * elsewhere, MqKafkaCheckLeader).
  *
  *-------------------------------------------------------------------------
  */
@@ -83,6 +85,8 @@ fetch_partition(void *arg)
 		fp->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
 		return;
 	}
+	if ((fp->error = MqKafkaCheckLeader(topic, fp->index)) != MQK_NONE)
+		return;
 	/* the one offset check: 22023 is OFFSET_OUT_OF_RANGE here */
 	MqCheckOffsetRange(topic, fp->index, fp->offset, false);
 	MqPartitionOffsets(topic, fp->index, &fp->last_stable, &fp->high_watermark);

@@ -96,6 +96,14 @@ typedef struct MqKafkaRequest
 	bool		final;			/* a parked Fetch's last run: answer now */
 	TimestampTz wake_at;		/* set by a handler that parks */
 	uint64		park_token;		/* a parked handler's note to its next run */
+
+	/*
+	 * Set by a handler whose answer depends on its commit (Produce with
+	 * acks=all): run right after the request's transaction committed, to
+	 * write the answer into out then.
+	 */
+	void		(*after_commit) (struct MqKafkaRequest *req, StringInfo out);
+	void	   *after_commit_arg;
 } MqKafkaRequest;
 
 typedef enum MqKafkaOutcome
@@ -221,8 +229,29 @@ extern struct MqTopic *MqKafkaTopic(const char *name, int priv, int16 *error);
 #define MQK_DEFAULT_PARTITIONS	1
 #define MQK_DEFAULT_REPLICATION 1
 
-/* this listener's broker id and advertised address (Metadata) */
-#define MQK_NODE_ID 0
+/* this listener's advertised address (Metadata) */
 extern void MqKafkaAdvertised(char *host, int hostlen, int *port);
+
+/*
+ * The brokers (brokers.c).  MQK_NODE_ID: a single node's broker id; on a
+ * cluster each node has its own, from etcd (-1 until it is known).
+ */
+#define MQK_NODE_ID 0
+
+typedef struct MqKafkaBroker
+{
+	int32		id;
+	const char *node;			/* its node's name; NULL on a single node */
+	char		host[256];
+	int			port;
+	bool		alive;
+	bool		listed;			/* in Metadata: alive, with a listener */
+} MqKafkaBroker;
+
+extern int32 MqKafkaSelfBrokerId(void);
+extern MqKafkaBroker *MqKafkaBrokers(int *nbrokers);
+extern const MqKafkaBroker *MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nbrokers,
+											const char *node);
+extern int16 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition);
 
 #endif							/* MQLOG_KAFKA_INTERNAL_H */

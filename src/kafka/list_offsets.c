@@ -5,7 +5,8 @@
  *		log start), its latest (-1: the last stable offset for
  *		read_committed, the high watermark otherwise), or the first offset
  *		whose timestamp is at or after a time (MqOffsetForTime, the search
- *		behind mq_offsets_for_times).
+ *		behind mq_offsets_for_times).  A replicated partition is answered
+ *		where it is led only (NOT_LEADER_OR_FOLLOWER elsewhere).
  *
  *-------------------------------------------------------------------------
  */
@@ -54,6 +55,8 @@ list_partition(void *arg)
 		op->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
 		return;
 	}
+	if ((op->error = MqKafkaCheckLeader(topic, op->index)) != MQK_NONE)
+		return;
 	if (op->timestamp == EARLIEST)
 		op->offset = MqLogStartOffset(topic, op->index);
 	else if (op->timestamp == LATEST)

@@ -1,12 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * metadata.c
- *		Metadata (key 3, v0-v9): this listener as the one broker (node id
- *		0, at mqlog.kafka_advertised_listener), and the topics the role may
- *		describe, each partition led by this broker when this node leads
- *		it.  A replicated partition led by another node has no leader here
- *		(LEADER_NOT_AVAILABLE): the other nodes' listeners are not known
- *		yet (doc/kafka.md).
+ *		Metadata (key 3, v0-v9): the brokers (brokers.c: this listener,
+ *		broker 0, on a single node; every alive node with a listener on a
+ *		cluster, by its broker id in etcd) and the topics the role may
+ *		describe.  A single-node topic is led by this broker.  A replicated
+ *		partition is led by its leader node's broker, with its replicas and
+ *		in-sync replicas as broker ids and the leader epoch (v7+) from this
+ *		node's copy of etcd; while the leader is unknown, dead or has no
+ *		listener, it has no leader (LEADER_NOT_AVAILABLE) and the client
+ *		asks again.  The controller is the listed broker of the lowest id.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,6 +19,8 @@
 #include "commands/extension.h"
 #include "utils/memutils.h"
 
+#include "mqlog.h"
+#include "cluster/metadata.h"
 #include "log/topic.h"
 #include "kafka/internal.h"
 
@@ -28,17 +33,69 @@ all_topic_names(void)
 	return MqTopicNames(NULL);
 }
 
+/* the broker ids of nodes (of those that have one); dead_only: of the dead ones */
 static void
-write_int32_array(StringInfo out, bool flexible, int n, int32 v)
+write_broker_ids(StringInfo out, bool flex, const MqKafkaBroker *brokers, int nbrokers,
+				 char **nodes, int nnodes, bool dead_only)
 {
-	MqKafkaWriteArrayLen(out, flexible, n);
+	int32	   *ids = palloc(sizeof(int32) * (nnodes + 1));
+	int			n = 0;
+
+	for (int i = 0; i < nnodes; i++)
+	{
+		const MqKafkaBroker *b = MqKafkaBrokerOf(brokers, nbrokers, nodes[i]);
+
+		if (b != NULL && (!dead_only || !b->alive))
+			ids[n++] = b->id;
+	}
+	MqKafkaWriteArrayLen(out, flex, n);
 	for (int i = 0; i < n; i++)
-		MqKafkaWriteInt32(out, v);
+		MqKafkaWriteInt32(out, ids[i]);
+}
+
+static void
+write_partition(StringInfo out, MqKafkaRequest *req, MqTopic *topic, int p,
+				const MqKafkaBroker *brokers, int nbrokers)
+{
+	int16		v = req->api_version;
+	bool		flex = req->flexible;
+	MqReplicaInfo *ri = topic->replicas ? &topic->replicas[p] : NULL;
+	const MqKafkaBroker *leader;
+	char	   *self[1] = {NULL};
+
+	if (ri == NULL)
+		leader = MqKafkaBrokerOf(brokers, nbrokers, NULL);
+	else
+		leader = ri->leader ? MqKafkaBrokerOf(brokers, nbrokers, ri->leader) : NULL;
+	if (leader != NULL && !leader->listed)
+		leader = NULL;
+
+	MqKafkaWriteInt16(out, leader ? MQK_NONE : MQK_LEADER_NOT_AVAILABLE);
+	MqKafkaWriteInt32(out, p);
+	MqKafkaWriteInt32(out, leader ? leader->id : -1);
+	if (v >= 7)
+		MqKafkaWriteInt32(out, ri ? ri->leader_epoch : -1);
+	if (ri == NULL)
+	{
+		/* this node alone: replica and in sync */
+		write_broker_ids(out, flex, brokers, nbrokers, self, 1, false);
+		write_broker_ids(out, flex, brokers, nbrokers, self, leader ? 1 : 0, false);
+		if (v >= 5)
+			write_broker_ids(out, flex, brokers, nbrokers, self, 0, false);
+	}
+	else
+	{
+		write_broker_ids(out, flex, brokers, nbrokers, ri->replicas, ri->nreplicas, false);
+		write_broker_ids(out, flex, brokers, nbrokers, ri->isr, ri->nisr, false);
+		if (v >= 5)
+			write_broker_ids(out, flex, brokers, nbrokers, ri->replicas, ri->nreplicas, true);
+	}
+	MqKafkaWriteTags(out, flex);
 }
 
 static void
 write_topic(StringInfo out, MqKafkaRequest *req, const char *name, MqTopic *topic,
-			int16 error)
+			int16 error, const MqKafkaBroker *brokers, int nbrokers)
 {
 	int16		v = req->api_version;
 	bool		flex = req->flexible;
@@ -49,20 +106,7 @@ write_topic(StringInfo out, MqKafkaRequest *req, const char *name, MqTopic *topi
 		MqKafkaWriteInt8(out, 0);	/* is_internal */
 	MqKafkaWriteArrayLen(out, flex, topic ? topic->partitions : 0);
 	for (int p = 0; topic && p < topic->partitions; p++)
-	{
-		bool		here = MqTopicLeadsHere(topic, p);
-
-		MqKafkaWriteInt16(out, here ? MQK_NONE : MQK_LEADER_NOT_AVAILABLE);
-		MqKafkaWriteInt32(out, p);
-		MqKafkaWriteInt32(out, here ? MQK_NODE_ID : -1);
-		if (v >= 7)
-			MqKafkaWriteInt32(out, topic->replicas ? topic->replicas[p].leader_epoch : -1);
-		write_int32_array(out, flex, 1, MQK_NODE_ID);	/* replicas */
-		write_int32_array(out, flex, here ? 1 : 0, MQK_NODE_ID);	/* isr */
-		if (v >= 5)
-			write_int32_array(out, flex, 0, 0); /* offline */
-		MqKafkaWriteTags(out, flex);
-	}
+		write_partition(out, req, topic, p, brokers, nbrokers);
 	if (v >= 8)
 		MqKafkaWriteInt32(out, PG_INT32_MIN);	/* topic_authorized_operations */
 	MqKafkaWriteTags(out, flex);
@@ -77,8 +121,10 @@ MqKafkaMetadata(MqKafkaRequest *req, StringInfo out)
 	int32		n = MqKafkaReadArrayLen(r, flex, flex ? 1 : 2);
 	List	   *requested = NIL;
 	bool		all;
-	char		host[256];
-	int			port;
+	MqKafkaBroker *brokers;
+	int			nbrokers;
+	int			nlisted = 0;
+	int32		controller = -1;
 	ListCell   *lc;
 	MqTopic   **topics;
 	int16	   *errors;
@@ -103,19 +149,33 @@ MqKafkaMetadata(MqKafkaRequest *req, StringInfo out)
 
 	if (v >= 3)
 		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
-	MqKafkaAdvertised(host, sizeof(host), &port);
-	MqKafkaWriteArrayLen(out, flex, 1);
-	MqKafkaWriteInt32(out, MQK_NODE_ID);
-	MqKafkaWriteString(out, flex, host);
-	MqKafkaWriteInt32(out, port);
-	if (v >= 1)
-		MqKafkaWriteString(out, flex, NULL);	/* rack */
-	MqKafkaWriteTags(out, flex);
+	brokers = MqKafkaBrokers(&nbrokers);
+	for (int i = 0; i < nbrokers; i++)
+		if (brokers[i].listed)
+		{
+			if (controller < 0)
+				controller = brokers[i].id; /* the lowest: they are in id order */
+			nlisted++;
+		}
+	MqKafkaWriteArrayLen(out, flex, nlisted);
+	for (int i = 0; i < nbrokers; i++)
+	{
+		if (!brokers[i].listed)
+			continue;
+		MqKafkaWriteInt32(out, brokers[i].id);
+		MqKafkaWriteString(out, flex, brokers[i].host);
+		MqKafkaWriteInt32(out, brokers[i].port);
+		if (v >= 1)
+			MqKafkaWriteString(out, flex, NULL);	/* rack */
+		MqKafkaWriteTags(out, flex);
+	}
+	/* one cluster id on every node: clients warn when brokers differ */
 	if (v >= 2)
 		MqKafkaWriteString(out, flex,
-						   psprintf("mqlog-" UINT64_FORMAT, GetSystemIdentifier()));
+						   MqClusterEnabled() ? psprintf("mqlog-%s", mqlog_cluster_name)
+						   : psprintf("mqlog-" UINT64_FORMAT, GetSystemIdentifier()));
 	if (v >= 1)
-		MqKafkaWriteInt32(out, MQK_NODE_ID);	/* controller_id */
+		MqKafkaWriteInt32(out, controller); /* controller_id */
 
 	/* topics: of all of them, only those the role may describe, as Kafka */
 	if (all)
@@ -136,7 +196,7 @@ MqKafkaMetadata(MqKafkaRequest *req, StringInfo out)
 		int			i = foreach_current_index(lc);
 
 		if (!all || topics[i] != NULL)
-			write_topic(out, req, lfirst(lc), topics[i], errors[i]);
+			write_topic(out, req, lfirst(lc), topics[i], errors[i], brokers, nbrokers);
 	}
 	if (v >= 8)
 		MqKafkaWriteInt32(out, PG_INT32_MIN);	/* cluster_authorized_operations */

@@ -11,7 +11,14 @@
  * acks: 0 sends no answer, 1 answers once this node committed, -1 (all)
  * runs the transaction with mqlog.acks = all, so its commit waits for the
  * in-sync replicas of a replicated partition (mqlog.acks_timeout), as a
- * SQL producer's does.  Per-partition errors are Kafka's:
+ * SQL producer's does.  The answer is written once the commit has
+ * returned: a wait that ended without the in-sync replicas (timed out,
+ * or this node's lease lapsed) only warns a SQL session after the commit,
+ * but a Kafka client must not take it for an acknowledgement, so its
+ * replicated partitions are answered REQUEST_TIMED_OUT and the client
+ * retries (it may then store the records twice, as with Kafka; it never
+ * believes acknowledged what a failover may drop).  Per-partition errors
+ * are Kafka's:
  * UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED,
  * NOT_LEADER_OR_FOLLOWER (a replicated partition led elsewhere, or a
  * standby), NOT_ENOUGH_REPLICAS, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
@@ -28,6 +35,7 @@
 
 #include "store/batch.h"
 #include "log/append.h"
+#include "log/replica.h"
 #include "log/topic.h"
 #include "acl/acl.h"
 #include "kafka/internal.h"
@@ -42,6 +50,7 @@ typedef struct ProducePartition
 	int64		base_offset;
 	int64		log_append_time;
 	int64		log_start_offset;
+	bool		replicated;		/* written to a replicated topic */
 } ProducePartition;
 
 typedef struct ProduceTopic
@@ -50,6 +59,15 @@ typedef struct ProduceTopic
 	int			npartitions;
 	ProducePartition *partitions;
 } ProduceTopic;
+
+/* what the answer, written after the commit, needs */
+typedef struct ProduceAnswer
+{
+	int16		version;
+	int32		ntopics;
+	ProduceTopic *topics;
+	uint64		acks_not_reached;	/* MqReplicaAcksNotReached before */
+} ProduceAnswer;
 
 typedef struct ProduceUnit
 {
@@ -83,8 +101,48 @@ produce_partition(void *arg)
 		return;
 	}
 	pp->base_offset = MqLogAppendKafka(&topic, pp->index, pp->records, pp->len, -1, -1);
+	pp->replicated = topic->replicas != NULL;
 	pp->log_append_time = topic->log_append_time ? MqKafkaTime(GetCurrentTimestamp()) : -1;
 	pp->log_start_offset = MqLogStartOffset(topic, pp->index);
+}
+
+/* the answer, once the request's transaction has committed */
+static void
+write_answer(MqKafkaRequest *req, StringInfo out)
+{
+	ProduceAnswer *a = req->after_commit_arg;
+	bool		not_reached = MqReplicaAcksNotReached() != a->acks_not_reached;
+
+	MqKafkaWriteArrayLen(out, false, a->ntopics);
+	for (int t = 0; t < a->ntopics; t++)
+	{
+		ProduceTopic *pt = &a->topics[t];
+
+		MqKafkaWriteString(out, false, pt->name);
+		MqKafkaWriteArrayLen(out, false, pt->npartitions);
+		for (int p = 0; p < pt->npartitions; p++)
+		{
+			ProducePartition *pp = &pt->partitions[p];
+
+			if (not_reached && pp->replicated && pp->error == MQK_NONE)
+			{
+				pp->error = MQK_REQUEST_TIMED_OUT;
+				pp->base_offset = -1;
+			}
+			MqKafkaWriteInt32(out, pp->index);
+			MqKafkaWriteInt16(out, pp->error);
+			MqKafkaWriteInt64(out, pp->base_offset);
+			MqKafkaWriteInt64(out, pp->log_append_time);
+			if (a->version >= 5)
+				MqKafkaWriteInt64(out, pp->log_start_offset);
+			if (a->version >= 8)
+			{
+				MqKafkaWriteArrayLen(out, false, 0);	/* record_errors */
+				MqKafkaWriteString(out, false, NULL);	/* error_message */
+			}
+		}
+	}
+	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
 }
 
 MqKafkaOutcome
@@ -97,6 +155,7 @@ MqKafkaProduce(MqKafkaRequest *req, StringInfo out)
 	int32		ntopics;
 	ProduceTopic *topics;
 	int16		refusal = MQK_NONE;
+	ProduceAnswer *answer;
 
 	(void) MqKafkaReadString(r, false, &transactional);
 	transactional = !transactional;
@@ -156,28 +215,12 @@ MqKafkaProduce(MqKafkaRequest *req, StringInfo out)
 	if (acks == 0)
 		return MQK_NO_RESPONSE;
 
-	MqKafkaWriteArrayLen(out, false, ntopics);
-	for (int t = 0; t < ntopics; t++)
-	{
-		MqKafkaWriteString(out, false, topics[t].name);
-		MqKafkaWriteArrayLen(out, false, topics[t].npartitions);
-		for (int p = 0; p < topics[t].npartitions; p++)
-		{
-			ProducePartition *pp = &topics[t].partitions[p];
-
-			MqKafkaWriteInt32(out, pp->index);
-			MqKafkaWriteInt16(out, pp->error);
-			MqKafkaWriteInt64(out, pp->base_offset);
-			MqKafkaWriteInt64(out, pp->log_append_time);
-			if (v >= 5)
-				MqKafkaWriteInt64(out, pp->log_start_offset);
-			if (v >= 8)
-			{
-				MqKafkaWriteArrayLen(out, false, 0);	/* record_errors */
-				MqKafkaWriteString(out, false, NULL);	/* error_message */
-			}
-		}
-	}
-	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
+	answer = palloc(sizeof(ProduceAnswer));
+	answer->version = v;
+	answer->ntopics = ntopics;
+	answer->topics = topics;
+	answer->acks_not_reached = MqReplicaAcksNotReached();
+	req->after_commit = write_answer;
+	req->after_commit_arg = answer;
 	return MQK_RESPOND;
 }

@@ -228,6 +228,8 @@ run_in_transaction(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out)
 			SetUserIdAndSecContext(saved_user, saved_sec);
 		}
 		CommitTransactionCommand();
+		if (req->after_commit != NULL && outcome == MQK_RESPOND)
+			req->after_commit(req, out);
 	}
 	PG_CATCH();
 	{

@@ -251,9 +251,19 @@ MqReplicaForgetAcks(void)
 	ack_waits = NIL;			/* its memory goes with the transaction */
 }
 
+/* acks=all waits of this process that ended before the high watermark came */
+static uint64 acks_not_reached = 0;
+
+uint64
+MqReplicaAcksNotReached(void)
+{
+	return acks_not_reached;
+}
+
 static void
 ack_warning(MqAckWait *w, int64 hw, const char *why)
 {
+	acks_not_reached++;
 	ereport(WARNING,
 			(errmsg("%s: the transaction has committed on this node, but the in-sync replicas of partition %d of topic \"%s\" may not hold it",
 					why, w->partition, w->topic),

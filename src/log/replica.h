@@ -42,6 +42,13 @@ extern void MqReplicaCheckAcks(MqTopic *topic, int32 partition);
 extern void MqReplicaAwaitAt(MqTopic *topic, int32 partition, int64 end_offset);
 extern void MqReplicaAwaitAcks(void);
 extern void MqReplicaForgetAcks(void);
+/*
+ * How many acks=all waits of this process ended without the in-sync
+ * replicas (timed out, cancelled, the lease lapsed): each one's commit was
+ * answered with a WARNING.  A caller that answers its own client (the
+ * Kafka listener) compares it before and after a commit.
+ */
+extern uint64 MqReplicaAcksNotReached(void);
 
 /* log the partition's LSO into the WAL for the followers' streams */
 extern int64 MqLogMarkLso(MqTopic *topic, int32 partition);

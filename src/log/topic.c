@@ -113,6 +113,25 @@ place_spare(MqTopic *t, int p)
 	t->nsegments[p] = n + 1;
 }
 
+/* a text[] of mqlog.replica_state as C strings (a null array: none; a null element: "") */
+static char **
+text_array(Datum d, bool isnull, int *n)
+{
+	Datum	   *elems;
+	bool	   *enulls;
+	char	  **result;
+
+	*n = 0;
+	if (isnull)
+		return NULL;
+	deconstruct_array(DatumGetArrayTypeP(d), TEXTOID, -1, false, TYPALIGN_INT,
+					  &elems, &enulls, n);
+	result = palloc0(sizeof(char *) * Max(*n, 1));
+	for (int k = 0; k < *n; k++)
+		result[k] = enulls[k] ? pstrdup("") : TextDatumGetCString(elems[k]);
+	return result;
+}
+
 static MqTopic *
 load_topic(const char *where, Datum arg, Oid argtype)
 {
@@ -276,7 +295,7 @@ load_topic(const char *where, Datum arg, Oid argtype)
 				t->uuid = MemoryContextStrdup(topic_cxt,
 											  SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 			ret = SPI_execute_with_args("SELECT r.partition, r.leader, r.leader_epoch, r.isr,"
-										"       r.high_watermark"
+										"       r.high_watermark, r.replicas"
 										"  FROM mqlog.replica_state r"
 										" WHERE r.topic_id OPERATOR(pg_catalog.=) $1",
 										1, &segtype, &segarg, NULL, true, 0);
@@ -298,19 +317,10 @@ load_topic(const char *where, Datum arg, Oid argtype)
 				d = SPI_getbinval(rt, rd, 2, &isnull);
 				ri->leader = isnull ? NULL : TextDatumGetCString(d);
 				ri->leader_epoch = DatumGetInt32(SPI_getbinval(rt, rd, 3, &isnull));
-				d = SPI_getbinval(rt, rd, 4, &isnull);
-				if (!isnull)
-				{
-					Datum	   *elems;
-					bool	   *enulls;
-
-					deconstruct_array(DatumGetArrayTypeP(d), TEXTOID, -1, false, TYPALIGN_INT,
-									  &elems, &enulls, &ri->nisr);
-					ri->isr = palloc0(sizeof(char *) * Max(ri->nisr, 1));
-					for (int k = 0; k < ri->nisr; k++)
-						ri->isr[k] = enulls[k] ? pstrdup("") : TextDatumGetCString(elems[k]);
-				}
+				ri->isr = text_array(SPI_getbinval(rt, rd, 4, &isnull), isnull, &ri->nisr);
 				ri->hw_checkpoint = DatumGetInt64(SPI_getbinval(rt, rd, 5, &isnull));
+				ri->replicas = text_array(SPI_getbinval(rt, rd, 6, &isnull), isnull,
+										  &ri->nreplicas);
 			}
 			MemoryContextSwitchTo(old);
 		}

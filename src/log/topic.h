@@ -54,6 +54,8 @@ typedef struct MqReplicaInfo
 {
 	char	   *leader;			/* NULL: unknown yet */
 	int			leader_epoch;
+	int			nreplicas;
+	char	  **replicas;		/* every replica, the leader first at placement */
 	int			nisr;
 	char	  **isr;			/* in-sync replicas, the leader among them */
 	int64		hw_checkpoint;	/* the high watermark last checkpointed */

@@ -17,8 +17,12 @@
  * says the lease is gone.  A key left by an earlier run of this same node
  * (same system identifier and conninfo) is taken over by revoking its
  * lease; a key of another node keeps this one out, with a WARNING, until
- * that lease ends.  Every second it reads the node list into shared memory.
- * At a clean shutdown it revokes its lease, so the node is gone at once.
+ * that lease ends.  Before it first registers it takes the node's Kafka
+ * broker id (MqClusterAssignBrokerId), which goes into the node's record
+ * with its Kafka listener; when a reload changes the listener's advertised
+ * address, the record is written again under the same lease.  Every
+ * second it reads the node list into shared memory.  At a clean shutdown
+ * it revokes its lease, so the node is gone at once.
  *
  * "mqlog cluster sync" (connected to mqlog.cluster_database, idle while
  * mqlog is not installed there): every second, reads topics/ and
@@ -175,6 +179,8 @@ static TimestampTz next_register = 0;
 static TimestampTz next_list = 0;
 static TimestampTz last_list_ok = 0;
 static TimestampTz last_clash_logged = 0;
+static int32 my_broker_id = -1;	/* this node's Kafka broker id, once taken */
+static char *registered_value = NULL;	/* the record under my_lease */
 
 /* the value another node registered holds an earlier run of this one? */
 static bool
@@ -190,7 +196,8 @@ is_earlier_self(const char *value)
 		strcmp(conninfo, mqlog_node_conninfo) == 0;
 }
 
-static void registered(int64 lease, const char *key, TimestampTz now, int64 sent);
+static void registered(int64 lease, const char *key, const char *value, TimestampTz now,
+					   int64 sent);
 static void name_taken(int64 lease, const char *key, const char *value, TimestampTz now,
 					   int64 sent);
 
@@ -198,7 +205,7 @@ static void
 try_register(TimestampTz now)
 {
 	char	   *key = MqClusterKey("nodes/%s", mqlog_node_name);
-	char	   *value = MqClusterNodeJson();
+	char	   *value;
 	int64		lease;
 	int64		sent;
 	MqEtcdTxn  *txn;
@@ -206,6 +213,12 @@ try_register(TimestampTz now)
 	if (now < next_register)
 		return;
 	next_register = TimestampTzPlusMilliseconds(now, 1000);
+	if (my_broker_id < 0)
+	{
+		my_broker_id = MqClusterAssignBrokerId();
+		MqClusterSetSelfBrokerId(my_broker_id);
+	}
+	value = MqClusterNodeJson(my_broker_id);
 	/* the lease counts from before the request: etcd's count starts later */
 	sent = MqClusterClock();
 	granted_ttl = mqlog_etcd_lease_ttl;
@@ -215,16 +228,46 @@ try_register(TimestampTz now)
 	MqEtcdTxnPut(txn, key, value, lease);
 	MqEtcdTxnPut(txn, MqClusterKey("members/%s", mqlog_node_name), value, 0);
 	if (MqEtcdTxnCommit(txn, NULL))
-		registered(lease, key, now, sent);
+		registered(lease, key, value, now, sent);
 	else
 		name_taken(lease, key, value, now, sent);
 }
 
-/* the node's key is under lease now */
+/*
+ * A reload changed what this node's record says (its Kafka listener's
+ * advertised address): write it again, under the lease that holds the key.
+ * The key is this node's while its lease lives, so a plain put is enough;
+ * with the lease gone etcd refuses it, and the next keepalive registers
+ * again.
+ */
 static void
-registered(int64 lease, const char *key, TimestampTz now, int64 sent)
+refresh_record(void)
+{
+	char	   *value = MqClusterNodeJson(my_broker_id);
+	MqEtcdTxn  *txn;
+
+	if (registered_value != NULL && strcmp(value, registered_value) == 0)
+		return;
+	txn = MqEtcdTxnBegin();
+	MqEtcdTxnPut(txn, MqClusterKey("nodes/%s", mqlog_node_name), value, my_lease);
+	MqEtcdTxnPut(txn, MqClusterKey("members/%s", mqlog_node_name), value, 0);
+	(void) MqEtcdTxnCommit(txn, NULL);
+	if (registered_value)
+		pfree(registered_value);
+	registered_value = MemoryContextStrdup(TopMemoryContext, value);
+	ereport(LOG,
+			(errmsg("mqlog cluster: node \"%s\" now advertises Kafka listener \"%s\"",
+					mqlog_node_name, MqClusterKafkaListener())));
+}
+
+/* the node's key is under lease now, holding value */
+static void
+registered(int64 lease, const char *key, const char *value, TimestampTz now, int64 sent)
 {
 	my_lease = lease;
+	if (registered_value)
+		pfree(registered_value);
+	registered_value = MemoryContextStrdup(TopMemoryContext, value);
 	MqClusterSetLease(my_lease, sent + (int64) granted_ttl * 1000000, true);
 	next_keepalive = TimestampTzPlusMilliseconds(now, granted_ttl * 1000 / 3);
 	last_clash_logged = 0;
@@ -265,7 +308,7 @@ name_taken(int64 lease, const char *key, const char *value, TimestampTz now, int
 							mqlog_node_name)));
 			/* what else the old lease held (the coordinator key, group claims) goes */
 			MqEtcdLeaseRevoke(holder.lease);
-			registered(lease, key, now, sent);
+			registered(lease, key, value, now, sent);
 			return;
 		}
 		MqEtcdLeaseRevoke(lease);
@@ -330,6 +373,9 @@ cluster_round(void)
 		/* groups no longer run here may move to another node */
 		MqClusterReleaseGroups(my_lease, MqGroupsWithMembers);
 	}
+	/* last: the keepalive finds a lost lease, and a put under one fails */
+	if (my_lease != 0)
+		refresh_record();
 }
 
 /*

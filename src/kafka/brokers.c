@@ -1,0 +1,106 @@
+/*-------------------------------------------------------------------------
+ *
+ * brokers.c
+ *		The Kafka brokers a listener names: on a single node this listener
+ *		alone, broker 0; on a cluster (mqlog.etcd_endpoints) every node,
+ *		by the broker id and Kafka listener its record in etcd holds
+ *		(cluster/nodes.c), read from the cluster worker's copy in shared
+ *		memory, never from etcd.
+ *
+ * Metadata lists the brokers that are alive and have a listener, and gives
+ * a replicated partition the broker of its leader when that broker is
+ * listed; replicas and in-sync replicas are named by broker id whether
+ * listed or not (a dead replica is in offline_replicas).  This node is
+ * described by its own settings (MqKafkaAdvertised), which a reload
+ * changes at once, and is listed once the cluster worker has its broker
+ * id; until then (its first second, before it registers, when it leads
+ * nothing anyway) Metadata lists the other nodes only.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "cluster/metadata.h"
+#include "log/topic.h"
+#include "kafka/internal.h"
+
+int32
+MqKafkaSelfBrokerId(void)
+{
+	return MqClusterEnabled() ? MqClusterSelfBrokerId() : MQK_NODE_ID;
+}
+
+static int
+broker_cmp(const void *a, const void *b)
+{
+	int32		x = ((const MqKafkaBroker *) a)->id;
+	int32		y = ((const MqKafkaBroker *) b)->id;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Every broker this node knows of, in broker id order, *nbrokers of them:
+ * this node first filled from its own settings, then the other nodes of
+ * the cluster that have a broker id.
+ */
+MqKafkaBroker *
+MqKafkaBrokers(int *nbrokers)
+{
+	List	   *nodes = MqClusterEnabled() ? MqClusterSharedNodes() : NIL;
+	MqKafkaBroker *b = palloc0(sizeof(MqKafkaBroker) * (list_length(nodes) + 1));
+	int32		self = MqKafkaSelfBrokerId();
+	int			n = 0;
+	ListCell   *lc;
+
+	if (self >= 0)
+	{
+		b[n].id = self;
+		b[n].node = MqClusterEnabled() ? MqClusterNodeName() : NULL;
+		MqKafkaAdvertised(b[n].host, sizeof(b[n].host), &b[n].port);
+		b[n].alive = true;
+		b[n].listed = true;
+		n++;
+	}
+	foreach(lc, nodes)
+	{
+		MqClusterNode *node = lfirst(lc);
+
+		if (node->is_self || node->broker_id < 0)
+			continue;
+		b[n].id = node->broker_id;
+		b[n].node = node->name;
+		b[n].alive = node->alive;
+		b[n].listed = node->alive && node->kafka[0] != '\0' &&
+			MqKafkaSplitAddress(node->kafka, b[n].host, sizeof(b[n].host), &b[n].port);
+		n++;
+	}
+	qsort(b, n, sizeof(MqKafkaBroker), broker_cmp);
+	*nbrokers = n;
+	return b;
+}
+
+/* the broker of a node (by name; NULL: this node), or NULL if it has none */
+const MqKafkaBroker *
+MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nbrokers, const char *node)
+{
+	for (int i = 0; i < nbrokers; i++)
+		if (node == NULL ? brokers[i].id == MqKafkaSelfBrokerId()
+			: (brokers[i].node != NULL && strcmp(brokers[i].node, node) == 0))
+			return &brokers[i];
+	return NULL;
+}
+
+/*
+ * May this listener serve reads of a partition (Fetch, ListOffsets)?  A
+ * single-node topic: yes.  A replicated partition: only where it is led,
+ * as a Kafka broker answers a consumer that asks a follower, so that a
+ * client with old metadata (after a failover or mq_elect_leader) asks for
+ * new metadata and goes to the leader.  Produce has the same answer from
+ * the append path (MqTopicCheckLeader's MQ001).
+ */
+int16
+MqKafkaCheckLeader(struct MqTopic *topic, int32 partition)
+{
+	return MqTopicLeadsHere(topic, partition) ? MQK_NONE : MQK_NOT_LEADER_OR_FOLLOWER;
+}
