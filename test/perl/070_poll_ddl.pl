@@ -133,6 +133,53 @@ $node->safe_psql('postgres', q{SELECT mq_create_topic('grow', 1)});
 	cmp_ok($took1, '<', 60, "... at once, not at a timeout ($took1 s)");
 }
 
+# --- a forced mq_delete_group while a consumer waits -------------------------
+
+# As for the reset: the delete evicts the group's members when it commits,
+# the waiting poll rejoins at once, finds no committed offset and starts
+# from the earliest (mqlog.auto_offset_reset), handing the records again.
+{
+	my ($in, $out, $err) = (
+		"SELECT count(*) AS first FROM mq_poll('gd', 'rs', 10);\nSELECT mq_commit('gd');\n"
+		  . "SELECT count(*) AS again FROM mq_poll('gd', 'rs', 10, timeout => '300 s');\n\\q\n",
+		'', '');
+	my $h = IPC::Run::start([ $psql, '-X', '-A', '-t', '-d', $node->connstr('postgres') ],
+		'<', \$in, '>', \$out, '2>', \$err);
+	ok(wait_for_pollers(1, [$h]), 'a consumer of "rs" in group "gd" committed all and waits');
+	my $t0 = time;
+	$node->safe_psql('postgres', q{SELECT mq_delete_group('gd', force => true)});
+	my $until = time + 60;
+	while ($out !~ /^3\n1\n3$/m && time < $until) { $h->pump_nb; select(undef, undef, undef, 0.05); }
+	my $took = time - $t0;
+	like($out, qr/^3\n1\n3$/m, "the waiting poll returned the records again after the group's delete ($took s)")
+	  or diag "out: $out err: $err";
+	cmp_ok($took, '<', 60, '... long before its timeout');
+	$h->finish;
+}
+
+# --- DROP DATABASE WITH (FORCE) while a consumer waits in it ------------------
+
+# PostgreSQL ends the database's sessions (SIGTERM); a poll waiting on the
+# condition variable sees the interrupt at once, so the drop does not wait
+# for the poll's timeout.
+$node->safe_psql('postgres', q{CREATE DATABASE dropme});
+$node->safe_psql('dropme', q{CREATE EXTENSION mqlog; SELECT mq_create_topic('quiet', 1)});
+{
+	my ($in, $o, $e) = ("SELECT count(*) FROM mq_poll('gq', 'quiet', 10, timeout => '300 s');\n\\q\n", '', '');
+	my $h = IPC::Run::start([ $psql, '-X', '-At', '-d', $node->connstr('dropme') ], '<', \$in, '>', \$o, '2>', \$e);
+	ok(wait_for_pollers(1, [ $h, \$o, \$e ]), 'a consumer waits in mq_poll in database "dropme"');
+	my $t1 = time;
+	my ($r, $out2, $err2) = $node->psql('postgres', q{SET statement_timeout = '60s'; DROP DATABASE dropme WITH (FORCE);});
+	my $took1 = time - $t1;
+	is($r, 0, 'DROP DATABASE WITH (FORCE) completes while a consumer waits in it') or diag $err2;
+	cmp_ok($took1, '<', 60, "... well before the poll timeout ($took1 s)");
+	$h->finish;
+	like($e, qr/terminating connection due to administrator command/, 'the waiting consumer was ended by the drop')
+	  or diag "out: $o err: $e";
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_database WHERE datname = 'dropme'}), '0',
+		'the database is gone');
+}
+
 # --- DROP EXTENSION while consumers wait, and mq_fetch meanwhile -------------
 
 my $ext_gone = q{NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'mqlog')};
