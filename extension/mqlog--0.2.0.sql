@@ -293,6 +293,10 @@ CREATE FUNCTION mqlog.segment_stats(relid oid,
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_segment_stats';
 COMMENT ON FUNCTION mqlog.segment_stats(oid) IS 'statistics read from the batch headers of one segment (needs describe on its topic)';
 
+CREATE FUNCTION mqlog.segment_size(relid oid) RETURNS bigint
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_segment_size';
+COMMENT ON FUNCTION mqlog.segment_size(oid) IS 'bytes of one segment''s log in whole pages, without the pages extended ahead of its appender (needs describe on its topic)';
+
 CREATE FUNCTION mqlog._forget_topic(topic_id int) RETURNS void
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_forget_topic';
 COMMENT ON FUNCTION mqlog._forget_topic(int) IS 'internal: free a dropped topic''s shared partition state when the drop commits';
@@ -979,7 +983,7 @@ CREATE VIEW mqlog.segments WITH (security_barrier) AS
     SELECT t.name AS topic, s."partition",
            -- null for a segment the partition rolled into a moment ago: the worker records it
            CASE WHEN s.base_offset >= 0 THEN s.base_offset END AS base_offset, s.relid::regclass AS relation,
-           pg_relation_size(s.relid) AS size_bytes, st.record_count, st.batch_count,
+           mqlog.segment_size(s.relid) AS size_bytes, st.record_count, st.batch_count,
            st.first_timestamp, st.max_timestamp, st.next_offset, s.sealed, s.created_at,
            s.sealed_at, s.compacted_at
       FROM mqlog.segment s
@@ -989,7 +993,7 @@ CREATE VIEW mqlog.segments WITH (security_barrier) AS
      -- (which refuses topics the caller may not describe) before the join
      CROSS JOIN LATERAL mqlog.segment_stats(CASE WHEN t.topic_id IS NOT NULL THEN s.relid END) st
      -- a segment prepared ahead is not part of the log until something is written to it
-     WHERE s.base_offset >= 0 OR pg_relation_size(s.relid) > 0;
+     WHERE s.base_offset >= 0 OR mqlog.segment_size(s.relid) > 0;
 COMMENT ON VIEW mqlog.segments IS 'every segment of every partition the current role may describe, with statistics from its batch headers';
 
 CREATE VIEW mqlog.partitions WITH (security_barrier) AS
@@ -1005,8 +1009,8 @@ CREATE VIEW mqlog.partitions WITH (security_barrier) AS
            SELECT greatest(coalesce(min(s.base_offset) FILTER (WHERE s.base_offset >= 0), 0),
                            (SELECT l.log_start_offset FROM mqlog.log_start l
                              WHERE l.topic_id = t.topic_id AND l."partition" = p)) AS log_start_offset,
-                  coalesce(sum(pg_relation_size(s.relid)), 0)::bigint AS size_bytes,
-                  count(*) FILTER (WHERE s.base_offset >= 0 OR pg_relation_size(s.relid) > 0) AS segment_count
+                  coalesce(sum(mqlog.segment_size(s.relid)), 0)::bigint AS size_bytes,
+                  count(*) FILTER (WHERE s.base_offset >= 0 OR mqlog.segment_size(s.relid) > 0) AS segment_count
              FROM mqlog.segment s
             WHERE s.topic_id = t.topic_id AND s."partition" = p) seg
      CROSS JOIN LATERAL mqlog.partition_offsets(t.topic_id, p) o
@@ -1465,6 +1469,12 @@ END
 $$;
 COMMENT ON FUNCTION mqlog._roll_ahead() IS 'internal: the maintenance pass an appender asks for when it rolls or needs the next segment';
 
+CREATE FUNCTION mqlog._extend_ahead() RETURNS bigint
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_extend_ahead';
+COMMENT ON FUNCTION mqlog._extend_ahead() IS
+    'internal: extend the active segments whose appenders asked for pages ahead (mqlog.segment_extend_ahead); the count of pages added';
+REVOKE ALL ON FUNCTION mqlog._extend_ahead() FROM PUBLIC;
+
 CREATE FUNCTION mqlog._compact_segment_into(topic_id int, "partition" int, old_relid oid, new_relid oid)
     RETURNS bigint
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_compact_segment';
@@ -1701,8 +1711,8 @@ BEGIN
          * appending (retention needs it sealed), or segment.bytes where no
          * spare was ready for the appender
          */
-        IF NOT more AND s.relid IS NOT NULL AND pg_relation_size(s.relid) > 0 AND
-           (pg_relation_size(s.relid) >= (p.c->>'segment.bytes')::bigint OR
+        IF NOT more AND s.relid IS NOT NULL AND mqlog.segment_size(s.relid) > 0 AND
+           (mqlog.segment_size(s.relid) >= (p.c->>'segment.bytes')::bigint OR
             mqlog._segment_first_timestamp(s.relid) < mqlog._ms_ago((p.c->>'segment.ms')::bigint)) THEN
             next_base := mqlog._roll_to_spare(p.topic_id, p.part);
             IF next_base IS NOT NULL THEN
@@ -1725,8 +1735,8 @@ BEGIN
          * segment.ms old
          */
         IF NOT more AND budget > 0 AND current_setting('mqlog.roll_ahead')::bool AND s.relid IS NOT NULL
-           AND (rolled OR pg_relation_size(s.relid) * 2 >= (p.c->>'segment.bytes')::bigint OR
-                (pg_relation_size(s.relid) > 0 AND
+           AND (rolled OR mqlog.segment_size(s.relid) * 2 >= (p.c->>'segment.bytes')::bigint OR
+                (mqlog.segment_size(s.relid) > 0 AND
                  mqlog._segment_first_timestamp(s.relid) < mqlog._ms_ago((p.c->>'segment.ms')::bigint / 2))) THEN
             IF mqlog._prepare_spare(p.topic_id, p.part) IS NOT NULL THEN   /* null: it has one */
                 budget := budget - 1;
@@ -1769,10 +1779,10 @@ BEGIN
 
         /* retention: drop whole sealed segments from the oldest */
         IF p.c->>'cleanup.policy' LIKE '%delete%' THEN
-            SELECT coalesce(sum(pg_relation_size(sg.relid)), 0) INTO total
+            SELECT coalesce(sum(mqlog.segment_size(sg.relid)), 0) INTO total
               FROM mqlog.segment sg WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part;
             FOR s IN
-                SELECT sg.*, pg_relation_size(sg.relid) AS size FROM mqlog.segment sg
+                SELECT sg.*, mqlog.segment_size(sg.relid) AS size FROM mqlog.segment sg
                  WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part AND sg.sealed
                  ORDER BY sg.base_offset
             LOOP

@@ -15,6 +15,7 @@ extern int	mqlog_max_partitions;
 extern int	mqlog_max_inflight;
 extern bool mqlog_preloaded;
 extern bool mqlog_roll_ahead;
+extern int	mqlog_segment_extend_ahead;
 
 /* the cluster settings (doc/replication.md); empty endpoints: single node */
 extern char *mqlog_etcd_endpoints;

@@ -370,7 +370,7 @@ mqlog_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode, char 
 	if (!creating &&
 		rel->rd_firstRelfilenodeSubid == InvalidSubTransactionId &&
 		!MqRestoring(RelationGetRelid(rel)) &&
-		!(RelationGetNumberOfBlocks(rel) == 0 && pg_class_ownercheck(RelationGetRelid(rel), GetUserId())))
+		!(MqSegmentUsedBlocks(rel) == 0 && pg_class_ownercheck(RelationGetRelid(rel), GetUserId())))
 		refuse(rel, "TRUNCATE");
 
 	if (persistence != RELPERSISTENCE_PERMANENT)
@@ -395,7 +395,8 @@ mqlog_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode, char 
 static void
 mqlog_relation_nontransactional_truncate(Relation rel)
 {
-	if (RelationGetNumberOfBlocks(rel) > 0)
+	/* pages extended ahead of an appender hold nothing */
+	if (MqSegmentUsedBlocks(rel) > 0)
 		refuse(rel, "TRUNCATE");
 }
 
@@ -429,7 +430,7 @@ mqlog_relation_vacuum(Relation rel, struct VacuumParams *params, BufferAccessStr
 				minmulti_updated;
 
 	MqSegmentFreeze(rel, horizon, &oldest);
-	vac_update_relstats(rel, RelationGetNumberOfBlocks(rel), -1, 0, false,
+	vac_update_relstats(rel, MqSegmentUsedBlocks(rel), -1, 0, false,
 						oldest, GetOldestMultiXactId(),
 						&frozenxid_updated, &minmulti_updated, false);
 }
@@ -474,7 +475,8 @@ static void
 mqlog_relation_estimate_size(Relation rel, int32 *attr_widths, BlockNumber *pages,
 							 double *tuples, double *allvisfrac)
 {
-	*pages = RelationGetNumberOfBlocks(rel);
+	/* the pages a scan reads: not those extended ahead of the appender */
+	*pages = MqSegmentUsedBlocks(rel);
 	/* assume records of about 100 bytes */
 	*tuples = (double) *pages * (MQ_PAGE_DATA / 110);
 	*allvisfrac = 0;

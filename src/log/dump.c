@@ -146,7 +146,7 @@ restore_begin(Oid relid)
 				 errhint("Produce with mq_produce() or mq_produce_batch().")));
 
 	rel = table_open(relid, AccessExclusiveLock);
-	if (RelationGetNumberOfBlocks(rel) > 0)
+	if (MqSegmentUsedBlocks(rel) > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("mqlog segment \"%s\" is not empty", RelationGetRelationName(rel)),

@@ -4,6 +4,7 @@
  *		The C halves of the maintenance worker's segment work: its own roll
  *		(mqlog._roll_segment), the spare segments appenders roll into
  *		(mqlog._spare_base, _publish_spare, _roll_to_spare, _wanted_spares;
+ *		and _extend_ahead, the pages extended ahead of appenders;
  *		see "Rolling at segment.bytes and segment.ms" in partition.c), and
  *		compaction.
  *
@@ -70,6 +71,7 @@ PG_FUNCTION_INFO_V1(mqlog_spare_base);
 PG_FUNCTION_INFO_V1(mqlog_publish_spare);
 PG_FUNCTION_INFO_V1(mqlog_roll_to_spare);
 PG_FUNCTION_INFO_V1(mqlog_wanted_spares);
+PG_FUNCTION_INFO_V1(mqlog_extend_ahead);
 PG_FUNCTION_INFO_V1(mqlog_request_pass);
 PG_FUNCTION_INFO_V1(mqlog_request_pass_at_commit);
 PG_FUNCTION_INFO_V1(mqlog_maintenance_lock);
@@ -288,6 +290,16 @@ mqlog_wanted_spares(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/*
+ * mqlog._extend_ahead(): extend the active segments whose appenders asked
+ * for pages ahead (MqPartitionsExtendAhead); the count of pages added.
+ */
+Datum
+mqlog_extend_ahead(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(MqPartitionsExtendAhead(MqTopicCatalogRelid()));
 }
 
 /* mqlog._request_pass(): a roll-ahead pass in this database soon. */

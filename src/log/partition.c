@@ -90,6 +90,10 @@ struct MqPartition
 								 * request outstanding) */
 	bool		roll_unrecorded;	/* rolled into the spare; the worker has not
 									 * recorded it in the catalog yet */
+	/* extension ahead of the appender (MqPartitionsExtendAhead) */
+	Oid			extend_relid;	/* the segment to extend, the active one */
+	BlockNumber extend_to;		/* to this many blocks */
+	TimestampTz extend_asked;	/* when the appender asked (0: no request) */
 	dlist_head	inflight;		/* MqInflight, ascending first offset */
 	ConditionVariable cv;		/* broadcast when appends commit, when a
 								 * spare is ready and when the high
@@ -385,6 +389,9 @@ MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition)
 		part->spare_relid = InvalidOid;
 		part->spare_wanted = 0;
 		part->roll_unrecorded = false;
+		part->extend_relid = InvalidOid;
+		part->extend_to = 0;
+		part->extend_asked = 0;
 		part->end_lpos = 0;
 		part->torn_lpos = 0;
 		part->next_offset = 0;
@@ -1197,6 +1204,141 @@ roll_due(MqPartition *part, MqTopic *topic, uint32 len, TimestampTz max_ts)
 		age_reached(part, topic, max_ts, 1000);
 }
 
+/* ------------------------------------------------------------------------
+ * Extension ahead of the appender
+ * ------------------------------------------------------------------------ */
+
+/* fewest pages to extend by, so that a new segment does not ask per page */
+#define MQ_EXTEND_MIN_BLOCKS	16
+/* pages per hold of the extension lock, so that an appender that must extend waits little */
+#define MQ_EXTEND_STEP_BLOCKS	64
+/* an appender asks again if its request went unanswered this long */
+#define MQ_EXTEND_REASK_MS		1000
+
+/*
+ * After an append that left the segment nblocks long: should the worker
+ * extend it ahead of the appender (doc/architecture.md, "Segment growth")?
+ * The pages ahead aim at min(mqlog.segment_extend_ahead, what the log
+ * already holds, at least MQ_EXTEND_MIN_BLOCKS), never past what
+ * segment.bytes leaves, and are asked for when fewer than half of them are
+ * left.  Caller holds part->lock exclusively.
+ */
+static bool
+want_extension(MqPartition *part, MqTopic *topic, BlockNumber nblocks)
+{
+	BlockNumber used = MqLposBlock(part->end_lpos) + 1;
+	int64		cap = (int64) mqlog_segment_extend_ahead * 1024 / BLCKSZ;
+	int64		ahead = Min(cap, Max(MQ_EXTEND_MIN_BLOCKS, (int64) used));
+	int64		limit = topic->segment_bytes / BLCKSZ;
+	int64		target = Min((int64) used + ahead, limit);
+	TimestampTz now;
+
+	if (cap <= 0 || target <= (int64) nblocks ||
+		(int64) nblocks - (int64) used >= ahead / 2)
+		return false;
+	now = GetCurrentTimestamp();
+	if (part->extend_asked != 0 && part->extend_relid == part->active_relid &&
+		!TimestampDifferenceExceeds(part->extend_asked, now, MQ_EXTEND_REASK_MS))
+		return false;			/* asked already; the worker is on it */
+	part->extend_relid = part->active_relid;
+	part->extend_to = (BlockNumber) target;
+	part->extend_asked = now;
+	return true;
+}
+
+/*
+ * Extend the active segments whose appenders asked (want_extension), for
+ * the roll-ahead pass (mqlog._extend_ahead()); returns the pages added.
+ * A segment is extended in steps of MQ_EXTEND_STEP_BLOCKS, and no further
+ * once its partition has rolled past it.  It is locked only if that can be
+ * done at once: an appender cutting a torn tail holds AccessExclusiveLock,
+ * and the request is asked again.
+ */
+typedef struct ExtendWanted
+{
+	MqPartitionKey key;
+	Oid			relid;
+} ExtendWanted;
+
+int64
+MqPartitionsExtendAhead(Oid catalog_relid)
+{
+	List	   *todo = NIL;
+	ListCell   *lc;
+	HASH_SEQ_STATUS seq;
+	MqPartition *part;
+	int64		added = 0;
+
+	LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
+	hash_seq_init(&seq, part_hash);
+	while ((part = hash_seq_search(&seq)) != NULL)
+	{
+		if (part->key.dboid != MyDatabaseId || part->key.catalog_relid != catalog_relid)
+			continue;
+		LWLockAcquire(&part->lock, LW_SHARED);
+		if (part->extend_asked != 0 && part->extend_relid == part->active_relid)
+		{
+			ExtendWanted *w = palloc(sizeof(ExtendWanted));
+
+			w->key = part->key;
+			w->relid = part->extend_relid;
+			todo = lappend(todo, w);
+		}
+		LWLockRelease(&part->lock);
+	}
+	LWLockRelease(mq_shared->hash_lock);
+
+	foreach(lc, todo)
+	{
+		ExtendWanted *w = lfirst(lc);
+		Relation	rel;
+
+		if (!ConditionalLockRelationOid(w->relid, AccessShareLock))
+			continue;
+		rel = try_table_open(w->relid, NoLock);
+		if (rel == NULL)
+		{
+			UnlockRelationOid(w->relid, AccessShareLock);
+			continue;
+		}
+
+		/*
+		 * Found again under the lock on one of its topic's segments: a drop
+		 * of the topic, which removes the entry, waits for that lock.
+		 */
+		LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
+		part = hash_search(part_hash, &w->key, HASH_FIND, NULL);
+		LWLockRelease(mq_shared->hash_lock);
+		while (part != NULL)
+		{
+			BlockNumber target;
+			BlockNumber before;
+			BlockNumber nblocks;
+
+			CHECK_FOR_INTERRUPTS();
+			LWLockAcquire(&part->lock, LW_SHARED);
+			target = (part->active_relid == w->relid && part->extend_relid == w->relid) ?
+				part->extend_to : 0;
+			LWLockRelease(&part->lock);
+			before = RelationGetNumberOfBlocks(rel);
+			if (before >= target)
+				break;
+			nblocks = MqSegmentExtend(rel, target, MQ_EXTEND_STEP_BLOCKS);
+			added += nblocks - before;
+		}
+		if (part != NULL)
+		{
+			LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+			if (part->extend_relid == w->relid)
+				part->extend_asked = 0;
+			LWLockRelease(&part->lock);
+		}
+		table_close(rel, AccessShareLock);
+	}
+	list_free_deep(todo);
+	return added;
+}
+
 /* Caller holds part->lock exclusively. */
 static void
 switch_to_spare(MqPartition *part, Oid spare)
@@ -1413,6 +1555,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		Relation	rel;
 		bool		rolled = false;
 		bool		ask = false;
+		BlockNumber nblocks;
 
 		/* a partition whose first segment the worker has yet to make */
 		if (MqTopicPartitionPending(topic, partition))
@@ -1587,8 +1730,8 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		MqPartitionRegisterInflight(part, base);
 
 		part->dirty = true;
-		MqSegmentAppend(rel, topic->topic_id, partition, part->end_lpos,
-						batch->data, batch->len, MqPartitionLso(part, NULL), 0);
+		nblocks = MqSegmentAppend(rel, topic->topic_id, partition, part->end_lpos,
+								  batch->data, batch->len, MqPartitionLso(part, NULL), 0);
 		part->end_lpos += batch->len;
 		part->torn_lpos = part->end_lpos;
 		part->next_offset = base + span;
@@ -1606,12 +1749,16 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 			part->spare_wanted = GetCurrentTimestamp();
 			ask = true;
 		}
+		if (want_extension(part, topic, nblocks))
+			ask = true;
 		LWLockRelease(&part->lock);
 
 		table_close(rel, NoLock);
 		if (rolled)
 			MqlogCatalogChanged();
-		if ((rolled || ask) && mqlog_roll_ahead)
+		if (rolled && mqlog_roll_ahead)
+			MqRequestMaintenance();
+		else if (ask)
 			MqRequestMaintenance();
 		break;
 	}

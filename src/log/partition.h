@@ -68,6 +68,7 @@ extern int64 MqPartitionRollToSpare(MqPartition *part, Relation active, int64 ac
 									Relation spare);
 struct Latch;
 extern List *MqPartitionsWantingSpares(Oid catalog_relid);
+extern int64 MqPartitionsExtendAhead(Oid catalog_relid);
 extern void MqSetMaintenanceLatch(struct Latch *latch);
 extern void MqRequestMaintenance(void);
 extern void MqRequestMaintenanceAtCommit(void);

@@ -50,6 +50,7 @@ PG_FUNCTION_INFO_V1(mq_offsets_for_times);
 PG_FUNCTION_INFO_V1(mq_verify);
 PG_FUNCTION_INFO_V1(mqlog_partition_offsets);
 PG_FUNCTION_INFO_V1(mqlog_segment_stats);
+PG_FUNCTION_INFO_V1(mqlog_segment_size);
 
 Datum
 mq_fetch(PG_FUNCTION_ARGS)
@@ -389,4 +390,27 @@ mqlog_segment_stats(PG_FUNCTION_ARGS)
 		nulls[4] = false;
 	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}
+
+/*
+ * mqlog.segment_size(relid): the bytes of a segment's log, whole pages, as
+ * pg_relation_size counts them but without the new pages extended ahead of
+ * the appender: what the views show and retention.bytes counts, the same
+ * on a primary, its standbys and a restored copy.  Null for a segment that
+ * is gone.
+ */
+Datum
+mqlog_segment_size(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Relation	rel;
+	int64		size;
+
+	MqCheckSegmentDescribe(relid);
+	rel = MqSegmentOpen(relid, AccessShareLock);
+	if (rel == NULL)
+		PG_RETURN_NULL();
+	size = (int64) MqSegmentUsedBlocks(rel) * BLCKSZ;
+	table_close(rel, AccessShareLock);
+	PG_RETURN_INT64(size);
 }

@@ -134,12 +134,43 @@ page_opaque(Relation rel, Page page, BlockNumber blkno)
  * ------------------------------------------------------------------------ */
 
 /*
+ * The appender needs block blk, at or past the end it last saw (*nblocks).
+ * The maintenance worker may have extended the segment since
+ * (MqSegmentExtend), so look again under the extension lock and extend by
+ * this one page only if it is still missing: then return it pinned and
+ * exclusively locked; else InvalidBuffer, and *nblocks is the new length.
+ */
+static Buffer
+extend_for_append(Relation rel, BlockNumber blk, BlockNumber *nblocks)
+{
+	Buffer		buf = InvalidBuffer;
+
+	LockRelationForExtension(rel, ExclusiveLock);
+	*nblocks = RelationGetNumberOfBlocks(rel);
+	if (blk == *nblocks)
+	{
+		buf = ReadBuffer(rel, P_NEW);
+		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+		*nblocks = blk + 1;
+	}
+	UnlockRelationForExtension(rel, ExclusiveLock);
+	if (blk > *nblocks)
+		elog(ERROR, "mqlog segment \"%s\" has %u blocks, an append at block %u would leave a gap",
+			 RelationGetRelationName(rel), *nblocks, blk);
+	if (BufferIsValid(buf) && BufferGetBlockNumber(buf) != blk)
+		elog(ERROR, "mqlog segment \"%s\" extended to block %u, expected %u",
+			 RelationGetRelationName(rel), BufferGetBlockNumber(buf), blk);
+	return buf;
+}
+
+/*
  * Append a whole batch at lpos, the segment's current end.  The caller
  * holds the partition lock and a lock on the relation, and has assigned an
  * xid.  Pages are filled in chunks of at most MQ_WAL_MAX_BLOCKS, each chunk
- * one critical section and one WAL record.
+ * one critical section and one WAL record.  Returns the segment's length
+ * in blocks as the append left it (trailing pages extended ahead included).
  */
-void
+BlockNumber
 MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
 				uint64 lpos, const char *batch, uint32 length, int64 lso,
 				uint16 xlflags)
@@ -186,21 +217,25 @@ MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
 			uint32		n = Min((uint32) (MQ_PAGE_DATA_END - pos), length - done);
 			Buffer		buf;
 
-			if (blk < nblocks)
+			buf = (blk >= nblocks) ? extend_for_append(rel, blk, &nblocks) : InvalidBuffer;
+			if (BufferIsValid(buf))
+				Assert(BufferGetBlockNumber(buf) == blk);
+			else if (pos == MQ_PAGE_DATA_START)
 			{
-				buf = ReadBuffer(rel, blk);
-				LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+				/*
+				 * A page that exists (extended ahead, or left new by a
+				 * crash) and that this chunk initializes: neither read it
+				 * nor zero it on disk.  RBM_ZERO_AND_LOCK hands back the
+				 * buffer exclusively locked, zeroed if it was not in shared
+				 * buffers (and as it was if it was: new, as the worker's
+				 * extension leaves it); MqPageInit overwrites it whole.
+				 */
+				buf = ReadBufferExtended(rel, MAIN_FORKNUM, blk, RBM_ZERO_AND_LOCK, NULL);
 			}
 			else
 			{
-				LockRelationForExtension(rel, ExclusiveLock);
-				buf = ReadBuffer(rel, P_NEW);
+				buf = ReadBuffer(rel, blk);
 				LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-				UnlockRelationForExtension(rel, ExclusiveLock);
-				if (BufferGetBlockNumber(buf) != blk)
-					elog(ERROR, "mqlog segment \"%s\" extended to block %u, expected %u",
-						 RelationGetRelationName(rel), BufferGetBlockNumber(buf), blk);
-				nblocks = blk + 1;
 			}
 			bufs[nb] = buf;
 			poss[nb] = pos;
@@ -238,6 +273,40 @@ MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
 		for (int i = 0; i < nb; i++)
 			UnlockReleaseBuffer(bufs[i]);
 	}
+	return nblocks;
+}
+
+/*
+ * Extend the segment with new (all-zero) pages towards target blocks, at
+ * most step of them, under the extension lock; returns the segment's
+ * length in blocks afterwards.  The maintenance worker calls this ahead of
+ * the appender, which then takes the pages with RBM_ZERO_AND_LOCK instead
+ * of paying PostgreSQL 15's zero-filling pwrite itself.  The pages go
+ * through shared buffers (P_NEW), where the appender finds them, and are
+ * not WAL-logged, as heap's extension is not: the first record that
+ * touches each page initializes it (REGBUF_WILL_INIT), so a page new on
+ * disk, on a standby or after a crash is never read as data.  The caller
+ * holds a lock on the relation that keeps truncation out.
+ */
+BlockNumber
+MqSegmentExtend(Relation rel, BlockNumber target, BlockNumber step)
+{
+	BlockNumber nblocks;
+
+	LockRelationForExtension(rel, ExclusiveLock);
+	nblocks = RelationGetNumberOfBlocks(rel);
+	for (BlockNumber i = 0; i < step && nblocks < target; i++)
+	{
+		Buffer		buf = ReadBuffer(rel, P_NEW);
+
+		if (BufferGetBlockNumber(buf) != nblocks)
+			elog(ERROR, "mqlog segment \"%s\" extended to block %u, expected %u",
+				 RelationGetRelationName(rel), BufferGetBlockNumber(buf), nblocks);
+		ReleaseBuffer(buf);
+		nblocks++;
+	}
+	UnlockRelationForExtension(rel, ExclusiveLock);
+	return nblocks;
 }
 
 /* ------------------------------------------------------------------------
@@ -266,34 +335,101 @@ read_bytes(MqSegmentReader *reader, uint64 lpos, char *dst, uint32 n)
 }
 
 /*
- * Physical end of the byte log: the last page's pd_lower.  Trailing pages
- * that are still all zeroes are not part of the log: a crash can leave a
- * relation extended by an append whose WAL never reached the disk.  They
- * are dropped from *nblocks, and the next append initializes them.
+ * Is block blkno initialized (part of the log)?  If so, *lower is its
+ * pd_lower.  A page that is still new is a page extended ahead of the
+ * appender, or one a crash left extended without its WAL.
+ */
+static bool
+page_initialized(Relation rel, BlockNumber blkno, uint16 *lower)
+{
+	Buffer		buf = ReadBuffer(rel, blkno);
+	Page		page;
+	bool		init;
+
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	init = !PageIsNew(page);
+	if (init)
+	{
+		(void) page_opaque(rel, page, blkno);
+		*lower = ((PageHeader) page)->pd_lower;
+	}
+	UnlockReleaseBuffer(buf);
+	return init;
+}
+
+/*
+ * Physical end of the byte log: the last initialized page's pd_lower.
+ * Trailing pages that are still new are not part of the log: the
+ * maintenance worker extends the active segment ahead of its appender
+ * (MqSegmentExtend), and a crash can leave a relation extended by an
+ * append whose WAL never reached the disk.  They are dropped from
+ * *nblocks, and the appender initializes them when it gets there.
+ *
+ * Initialized pages form a prefix of the relation (doc/architecture.md,
+ * "Segment growth"): the appender initializes page n + 1 only after page n,
+ * redo replays in the same order, and nothing but a truncation under
+ * AccessExclusiveLock ever makes an initialized page new again.  So the end
+ * is found by galloping back from the last page (1, 2, 4, ... pages) to an
+ * initialized one and bisecting between: one page read when nothing is
+ * extended ahead, about 2 log2(n) for n new pages, never a walk over all of
+ * them.  Pages an appender initializes meanwhile only move the boundary
+ * forward, so the answer is the end at some instant during the search.
  */
 static uint64
 segment_end(Relation rel, BlockNumber *nblocks)
 {
-	while (*nblocks > 0)
-	{
-		Buffer		buf = ReadBuffer(rel, *nblocks - 1);
-		Page		page;
-		uint16		lower;
+	int64		known_new;		/* a page seen new */
+	int64		known_init = -1;	/* a page seen initialized, or -1 */
+	uint16		lower = 0;
+	uint16		l;
+	int64		step = 1;
 
-		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		page = BufferGetPage(buf);
-		if (PageIsNew(page))
-		{
-			UnlockReleaseBuffer(buf);
-			(*nblocks)--;
-			continue;
-		}
-		(void) page_opaque(rel, page, *nblocks - 1);
-		lower = ((PageHeader) page)->pd_lower;
-		UnlockReleaseBuffer(buf);
+	if (*nblocks == 0)
+		return 0;
+	if (page_initialized(rel, *nblocks - 1, &lower))
 		return MqLpos(*nblocks - 1, lower);
+	known_new = (int64) *nblocks - 1;
+	while (known_new - step >= 0)
+	{
+		int64		probe = known_new - step;
+
+		if (page_initialized(rel, (BlockNumber) probe, &l))
+		{
+			known_init = probe;
+			lower = l;
+			break;
+		}
+		known_new = probe;
+		step *= 2;
 	}
-	return 0;
+	while (known_new - known_init > 1)
+	{
+		int64		mid = known_init + (known_new - known_init) / 2;
+
+		if (page_initialized(rel, (BlockNumber) mid, &l))
+		{
+			known_init = mid;
+			lower = l;
+		}
+		else
+			known_new = mid;
+	}
+	*nblocks = (BlockNumber) (known_init + 1);
+	return known_init < 0 ? 0 : MqLpos((BlockNumber) known_init, lower);
+}
+
+/*
+ * The blocks of the segment that hold its log, trailing new pages left
+ * out: what its size is (mqlog.segment_size), and whether it is empty.
+ */
+BlockNumber
+MqSegmentUsedBlocks(Relation rel)
+{
+	BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
+
+	(void) segment_end(rel, &nblocks);
+	return nblocks;
 }
 
 /*

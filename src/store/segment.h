@@ -80,9 +80,11 @@ typedef struct MqSegmentTail
 
 extern void MqSegmentReadTail(Relation rel, int64 base_offset, MqSegmentTail *tail);
 extern bool MqSegmentCutAt(Relation rel, int64 offset);
-extern void MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
-							uint64 lpos, const char *batch, uint32 length,
-							int64 lso, uint16 xlflags);
+extern BlockNumber MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
+								   uint64 lpos, const char *batch, uint32 length,
+								   int64 lso, uint16 xlflags);
+extern BlockNumber MqSegmentExtend(Relation rel, BlockNumber target, BlockNumber step);
+extern BlockNumber MqSegmentUsedBlocks(Relation rel);
 extern void MqSegmentRepairTail(Relation rel, MqSegmentTail *tail);
 extern int64 MqSegmentFirstOffset(Relation rel);
 extern bool MqSegmentFirstTimestamp(Relation rel, TimestampTz *ts);

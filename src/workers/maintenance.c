@@ -392,6 +392,8 @@ maintenance_pass(bool roll_ahead_only)
 	 */
 	if (roll_ahead_only)
 	{
+		/* first the pages appenders are about to need, then the segments */
+		(void) run_step("SELECT mqlog._extend_ahead()", "segments extended ahead", outer);
 		for (int i = 0; i < MQ_SWEEP_ROUNDS; i++)
 			if (run_step("SELECT mqlog._roll_ahead()", "segments prepared ahead", outer) <= 0)
 				break;
@@ -417,6 +419,7 @@ maintenance_pass(bool roll_ahead_only)
 			if (run_step(q, psprintf("topic \"%s\"", topic), outer) <= 0)
 				break;
 	}
+	(void) run_step("SELECT mqlog._extend_ahead()", "segments extended ahead", outer);
 	for (int i = 0; i < MQ_SWEEP_ROUNDS; i++)
 		if (run_step("SELECT CASE WHEN pg_catalog.count(*) OPERATOR(pg_catalog.>=) mqlog._drop_batch()"
 					 " THEN 1::pg_catalog.int8 ELSE 0::pg_catalog.int8 END FROM mqlog._drop_orphans()",
