@@ -1208,8 +1208,6 @@ roll_due(MqPartition *part, MqTopic *topic, uint32 len, TimestampTz max_ts)
  * Extension ahead of the appender
  * ------------------------------------------------------------------------ */
 
-/* fewest pages to extend by, so that a new segment does not ask per page */
-#define MQ_EXTEND_MIN_BLOCKS	16
 /* pages per hold of the extension lock, so that an appender that must extend waits little */
 #define MQ_EXTEND_STEP_BLOCKS	64
 /* an appender asks again if its request went unanswered this long */
@@ -1218,17 +1216,19 @@ roll_due(MqPartition *part, MqTopic *topic, uint32 len, TimestampTz max_ts)
 /*
  * After an append that left the segment nblocks long: should the worker
  * extend it ahead of the appender (doc/architecture.md, "Segment growth")?
- * The pages ahead aim at min(mqlog.segment_extend_ahead, what the log
- * already holds, at least MQ_EXTEND_MIN_BLOCKS), never past what
- * segment.bytes leaves, and are asked for when fewer than half of them are
- * left.  Caller holds part->lock exclusively.
+ * The pages ahead aim at min(mqlog.segment_extend_ahead, what the log of
+ * the segment already holds), never past what segment.bytes leaves, and
+ * are asked for when fewer than half of them are left: a segment at most
+ * doubles its pages on disk, a partition that is appended to rarely asks
+ * rarely (at the doublings), a busy one is kept ahead by the setting.
+ * Caller holds part->lock exclusively.
  */
 static bool
 want_extension(MqPartition *part, MqTopic *topic, BlockNumber nblocks)
 {
 	BlockNumber used = MqLposBlock(part->end_lpos) + 1;
 	int64		cap = (int64) mqlog_segment_extend_ahead * 1024 / BLCKSZ;
-	int64		ahead = Min(cap, Max(MQ_EXTEND_MIN_BLOCKS, (int64) used));
+	int64		ahead = Min(cap, (int64) used);
 	int64		limit = topic->segment_bytes / BLCKSZ;
 	int64		target = Min((int64) used + ahead, limit);
 	TimestampTz now;
