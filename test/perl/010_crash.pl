@@ -31,7 +31,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
-use Time::HiRes qw(usleep);
+
+use MqCrash;
 
 my $node = PostgreSQL::Test::Cluster->new('crash');
 $node->init;
@@ -237,77 +238,6 @@ sub start_producer
 	return { h => $h, base => $base, client => $c };
 }
 
-# All processes whose parent (or process group) is the given pid.
-sub processes_of
-{
-	my ($pid) = @_;
-	my @found;
-	opendir(my $dh, '/proc') or die "cannot read /proc: $!";
-	for my $p (grep { /^\d+$/ } readdir $dh)
-	{
-		open(my $fh, '<', "/proc/$p/stat") or next;
-		my $stat = <$fh>;
-		close $fh;
-		next unless defined $stat;
-		next unless $stat =~ /^\d+ \(.*\) (\S) (\d+) (\d+)/s;
-		my ($state, $ppid, $pgrp) = ($1, $2, $3);
-		next if $state eq 'Z';
-		push @found, $p if $ppid == $pid || ($pgrp == $pid && $p != $pid);
-	}
-	closedir $dh;
-	return @found;
-}
-
-sub alive
-{
-	my ($pid) = @_;
-	open(my $fh, '<', "/proc/$pid/stat") or return 0;
-	my $stat = <$fh>;
-	close $fh;
-	return 0 unless defined $stat;
-	return $stat !~ /^\d+ \(.*\) Z /s;
-}
-
-# kill -9 of the postmaster, then of every process it had started (they
-# would otherwise keep running, and keep the old shared memory attached).
-sub kill9_postmaster
-{
-	my $pmpid = $node->{_pid};
-	my @children = processes_of($pmpid);
-	$node->kill9;                 # SIGKILL to the postmaster pid
-	kill 'KILL', @children;
-	my @all = ($pmpid, @children);
-	my %known = map { $_ => 1 } @all;
-	for (my $i = 0; $i < 300; $i++)
-	{
-		# anything forked in between is still in the postmaster's group
-		my @late = grep { !$known{$_} } processes_of($pmpid);
-		kill 'KILL', @late if @late;
-		$known{$_} = 1 for @late;
-		push @all, @late;
-		last unless grep { alive($_) } @all;
-		usleep(100_000);
-	}
-	ok(!(grep { alive($_) } @all),
-		'the postmaster and all its children are gone after kill -9');
-
-	# The dead postmaster is no longer our child (pg_ctl started it), so its
-	# reaping is up to whatever adopted it.  Until then it is a zombie, and a
-	# new postmaster takes the pid in postmaster.pid for a live one.  Give it
-	# time, then remove the stale lock file ourselves (the zombie holds no
-	# shared memory).
-	for (my $i = 0; $i < 100 && -e "/proc/$pmpid"; $i++)
-	{
-		usleep(100_000);
-	}
-	if (-e "/proc/$pmpid")
-	{
-		note "postmaster $pmpid is still an unreaped zombie; removing the stale postmaster.pid";
-		unlink($node->data_dir . '/postmaster.pid')
-		  or die "cannot remove postmaster.pid: $!";
-	}
-}
-
 my %max_returned;    # partition -> highest offset ever handed out
 my @returned;        # [partition, first, last, lsn, fate] of the appends of this round
 
@@ -396,7 +326,7 @@ SELECT (SELECT last_stable_offset FROM mqlog.partitions WHERE topic = 't' AND "p
 	}
 	elsif ($how eq 'kill9')
 	{
-		kill9_postmaster();
+		MqCrash::kill9_postmaster($node);
 	}
 	else
 	{

@@ -26,7 +26,8 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
+
+use MqCrash;
 
 my $primary = PostgreSQL::Test::Cluster->new('extend');
 $primary->init(allows_streaming => 1, extra => ['--data-checksums']);
@@ -175,69 +176,6 @@ sub check_standby
 check_standby('before the crash');
 
 
-# All processes whose parent (or process group) is the given pid.
-sub processes_of
-{
-	my ($pid) = @_;
-	my @found;
-	opendir(my $dh, '/proc') or die "cannot read /proc: $!";
-	for my $p (grep { /^\d+$/ } readdir $dh)
-	{
-		open(my $fh, '<', "/proc/$p/stat") or next;
-		my $stat = <$fh>;
-		close $fh;
-		next unless defined $stat;
-		next unless $stat =~ /^\d+ \(.*\) (\S) (\d+) (\d+)/s;
-		my ($state, $ppid, $pgrp) = ($1, $2, $3);
-		next if $state eq 'Z';
-		push @found, $p if $ppid == $pid || ($pgrp == $pid && $p != $pid);
-	}
-	closedir $dh;
-	return @found;
-}
-
-sub alive
-{
-	my ($pid) = @_;
-	open(my $fh, '<', "/proc/$pid/stat") or return 0;
-	my $stat = <$fh>;
-	close $fh;
-	return 0 unless defined $stat;
-	return $stat !~ /^\d+ \(.*\) Z /s;
-}
-
-# kill -9 of the postmaster, then of every process it had started, as
-# 010_crash.pl does (they would keep the old shared memory attached)
-sub kill9_postmaster
-{
-	my $pmpid = $primary->{_pid};
-	my @children = processes_of($pmpid);
-	$primary->kill9;
-	kill 'KILL', @children;
-	my @all = ($pmpid, @children);
-	my %known = map { $_ => 1 } @all;
-	for (my $i = 0; $i < 300; $i++)
-	{
-		my @late = grep { !$known{$_} } processes_of($pmpid);
-		kill 'KILL', @late if @late;
-		$known{$_} = 1 for @late;
-		push @all, @late;
-		last unless grep { alive($_) } @all;
-		usleep(100_000);
-	}
-	ok(!(grep { alive($_) } @all), 'the postmaster and all its children are gone after kill -9');
-	for (my $i = 0; $i < 100 && -e "/proc/$pmpid"; $i++)
-	{
-		usleep(100_000);
-	}
-	if (-e "/proc/$pmpid")
-	{
-		note "postmaster $pmpid is still an unreaped zombie; removing the stale postmaster.pid";
-		unlink($primary->data_dir . '/postmaster.pid')
-		  or die "cannot remove postmaster.pid: $!";
-	}
-}
-
 # ---------------------------------------------------------------------------
 # kill -9 with pages ahead, some of them written since the last checkpoint
 # ---------------------------------------------------------------------------
@@ -254,7 +192,7 @@ my $hw_before = $primary->safe_psql('postgres',
 cmp_ok($rel_pages, '>', $log_pages, 'pages are extended ahead at the crash');
 $committed = $primary->safe_psql('postgres', $committed_q);
 
-kill9_postmaster();
+MqCrash::kill9_postmaster($primary);
 $open->{run}->kill_kill;
 $primary->start;
 
