@@ -1239,7 +1239,11 @@ want_extension(MqPartition *part, MqTopic *topic, BlockNumber nblocks)
 	now = GetCurrentTimestamp();
 	if (part->extend_asked != 0 && part->extend_relid == part->active_relid &&
 		!TimestampDifferenceExceeds(part->extend_asked, now, MQ_EXTEND_REASK_MS))
-		return false;			/* asked already; the worker is on it */
+	{
+		/* asked already: the worker, on it or still to come, goes this far */
+		part->extend_to = Max(part->extend_to, (BlockNumber) target);
+		return false;
+	}
 	part->extend_relid = part->active_relid;
 	part->extend_to = (BlockNumber) target;
 	part->extend_asked = now;
@@ -1313,25 +1317,27 @@ MqPartitionsExtendAhead(Oid catalog_relid)
 		{
 			BlockNumber target;
 			BlockNumber before;
-			BlockNumber nblocks;
 
+			/*
+			 * The target is read again each step: the appender raises it
+			 * while a request is outstanding.  The request is done only
+			 * when, under the partition lock, the segment is as long as
+			 * the target then, so that no raise is lost.
+			 */
 			CHECK_FOR_INTERRUPTS();
-			LWLockAcquire(&part->lock, LW_SHARED);
+			LWLockAcquire(&part->lock, LW_EXCLUSIVE);
 			target = (part->active_relid == w->relid && part->extend_relid == w->relid) ?
 				part->extend_to : 0;
-			LWLockRelease(&part->lock);
 			before = RelationGetNumberOfBlocks(rel);
 			if (before >= target)
+			{
+				if (part->extend_relid == w->relid)
+					part->extend_asked = 0;
+				LWLockRelease(&part->lock);
 				break;
-			nblocks = MqSegmentExtend(rel, target, MQ_EXTEND_STEP_BLOCKS);
-			added += nblocks - before;
-		}
-		if (part != NULL)
-		{
-			LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-			if (part->extend_relid == w->relid)
-				part->extend_asked = 0;
+			}
 			LWLockRelease(&part->lock);
+			added += MqSegmentExtend(rel, target, MQ_EXTEND_STEP_BLOCKS) - before;
 		}
 		table_close(rel, AccessShareLock);
 	}
