@@ -1227,7 +1227,8 @@ static bool
 want_extension(MqPartition *part, MqTopic *topic, BlockNumber nblocks)
 {
 	BlockNumber used = MqLposBlock(part->end_lpos) + 1;
-	int64		cap = (int64) mqlog_segment_extend_ahead * 1024 / BLCKSZ;
+	/* and no more than an eighth of shared buffers, where the pages wait */
+	int64		cap = Min((int64) mqlog_segment_extend_ahead * 1024 / BLCKSZ, NBuffers / 8);
 	int64		ahead = Min(cap, (int64) used);
 	int64		limit = topic->segment_bytes / BLCKSZ;
 	int64		target = Min((int64) used + ahead, limit);

@@ -226,9 +226,9 @@ MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
 				 * A page that exists (extended ahead, or left new by a
 				 * crash) and that this chunk initializes: neither read it
 				 * nor zero it on disk.  RBM_ZERO_AND_LOCK hands back the
-				 * buffer exclusively locked, zeroed if it was not in shared
-				 * buffers (and as it was if it was: new, as the worker's
-				 * extension leaves it); MqPageInit overwrites it whole.
+				 * buffer exclusively locked: zeroed if the block was not in
+				 * shared buffers, as it is if it was (new, as the worker's
+				 * extension leaves it).  MqPageInit overwrites it whole.
 				 */
 				buf = ReadBufferExtended(rel, MAIN_FORKNUM, blk, RBM_ZERO_AND_LOCK, NULL);
 			}
