@@ -993,7 +993,8 @@ CREATE VIEW mqlog.segments WITH (security_barrier) AS
      -- (which refuses topics the caller may not describe) before the join
      CROSS JOIN LATERAL mqlog.segment_stats(CASE WHEN t.topic_id IS NOT NULL THEN s.relid END) st
      -- a segment prepared ahead is not part of the log until something is written to it
-     WHERE s.base_offset >= 0 OR mqlog.segment_size(s.relid) > 0;
+     -- (segment_size, too, checks describe: named after t, it is called after the join)
+     WHERE s.base_offset >= 0 OR mqlog.segment_size(CASE WHEN t.topic_id IS NOT NULL THEN s.relid END) > 0;
 COMMENT ON VIEW mqlog.segments IS 'every segment of every partition the current role may describe, with statistics from its batch headers';
 
 CREATE VIEW mqlog.partitions WITH (security_barrier) AS

@@ -92,6 +92,14 @@ COPY mqlog_data."seg-1-00000000000000000000" FROM STDIN;
 99	2020-01-01 00:00:00+00	\N	\\x01b2000000000000	\N
 \.
 SELECT pg_relation_size('mqlog_data."seg-1-00000000000000000000"') AS still_empty;
+-- mqlog.segment_size: the bytes of a segment's log (no pages extended ahead
+-- of its appender), what mqlog.segments shows; only of segments
+SELECT mqlog.segment_size('mqlog_data."seg-1-00000000000000000000"'::regclass) AS empty_log,
+       mqlog.segment_size('mqlog_data."seg-0-00000000000000000000"'::regclass) =
+         (SELECT size_bytes FROM mqlog.segments
+           WHERE relation = 'mqlog_data."seg-0-00000000000000000000"'::regclass) AS as_the_view,
+       mqlog.segment_size('mqlog_data."seg-0-00000000000000000000"'::regclass) % 8192 AS whole_pages;
+SELECT mqlog.segment_size('pg_authid'::regclass);
 TRUNCATE mqlog_data."seg-0-00000000000000000000";
 -- ... but an empty one may be truncated by its owner: that changes nothing,
 -- and pg_restore -j runs it before the COPY of each table it created.
