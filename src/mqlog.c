@@ -35,7 +35,7 @@
 PG_MODULE_MAGIC;
 
 bool		mqlog_roll_ahead = true;
-int			mqlog_segment_extend_ahead = 8192;	/* kB */
+int			mqlog_segment_extend_ahead = 32768;	/* kB */
 
 int			mqlog_max_partitions = 4096;
 int			mqlog_max_inflight = 64;
@@ -166,7 +166,7 @@ _PG_init(void)
 	DefineCustomIntVariable("mqlog.segment_extend_ahead",
 							"How far the maintenance worker extends an active segment ahead of its appender.",
 							"The appender then takes pages that exist instead of extending the relation itself; at most this much, at most what the log of the segment already holds, never past segment.bytes. 0 turns it off.",
-							&mqlog_segment_extend_ahead, 8192, 0, 1024 * 1024,
+							&mqlog_segment_extend_ahead, 32768, 0, 1024 * 1024,
 							PGC_SIGHUP, GUC_UNIT_KB, NULL, NULL, NULL);
 	MqReplicaDefineSettings();
 	MqKafkaDefineSettings();
