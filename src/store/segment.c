@@ -33,6 +33,14 @@
  *	- A crash between those records leaves a torn batch at the tail.  Its
  *	  transaction never committed; readers stop at it, and the next appender
  *	  cuts it off (MqSegmentRepairTail) before writing.
+ *	- Initialized pages form a prefix of the relation; the pages after it
+ *	  are new (all zeroes) and not part of the log: pages the maintenance
+ *	  worker extended ahead of the appender (MqSegmentExtend, not
+ *	  WAL-logged) or a crash left behind.  The appender initializes them in
+ *	  order, without reading them (RBM_ZERO_AND_LOCK, REGBUF_WILL_INIT);
+ *	  readers find the end of the log by a galloping search for the last
+ *	  initialized page (segment_end).  Why the prefix holds after a crash
+ *	  and on a standby: doc/architecture.md, "Segment growth".
  *
  *-------------------------------------------------------------------------
  */
