@@ -35,6 +35,9 @@ $primary->append_conf(
 	'postgresql.conf', qq{
 shared_preload_libraries = 'mqlog'
 mqlog.segment_extend_ahead = '1MB'
+# the pages ahead are at most an eighth of shared buffers (allows_streaming
+# sets 1MB): room for the 300 pages ahead below
+shared_buffers = 32MB
 # the standby checks every mqlog page it replays against an image
 wal_consistency_checking = 'mqlog'
 autovacuum = off
