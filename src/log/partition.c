@@ -1251,6 +1251,13 @@ want_extension(MqPartition *part, MqTopic *topic, BlockNumber nblocks)
 	return true;
 }
 
+/* a request MqPartitionsExtendAhead found, to serve without the hash lock */
+typedef struct ExtendWanted
+{
+	MqPartitionKey key;
+	Oid			relid;
+} ExtendWanted;
+
 /*
  * Extend the active segments whose appenders asked (want_extension), for
  * the roll-ahead pass (mqlog._extend_ahead()); returns the pages added.
@@ -1259,12 +1266,6 @@ want_extension(MqPartition *part, MqTopic *topic, BlockNumber nblocks)
  * done at once: an appender cutting a torn tail holds AccessExclusiveLock,
  * and the request is asked again.
  */
-typedef struct ExtendWanted
-{
-	MqPartitionKey key;
-	Oid			relid;
-} ExtendWanted;
-
 int64
 MqPartitionsExtendAhead(Oid catalog_relid)
 {
