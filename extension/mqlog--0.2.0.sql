@@ -295,7 +295,7 @@ COMMENT ON FUNCTION mqlog.segment_stats(oid) IS 'statistics read from the batch 
 
 CREATE FUNCTION mqlog.segment_size(relid oid) RETURNS bigint
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_segment_size';
-COMMENT ON FUNCTION mqlog.segment_size(oid) IS 'bytes of one segment''s log in whole pages, without the pages extended ahead of its appender (needs describe on its topic)';
+COMMENT ON FUNCTION mqlog.segment_size(oid) IS 'bytes of one segment''s log in whole pages, without the pages extended ahead of its appender (needs no privilege, as pg_relation_size)';
 
 CREATE FUNCTION mqlog._forget_topic(topic_id int) RETURNS void
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_forget_topic';
@@ -993,8 +993,7 @@ CREATE VIEW mqlog.segments WITH (security_barrier) AS
      -- (which refuses topics the caller may not describe) before the join
      CROSS JOIN LATERAL mqlog.segment_stats(CASE WHEN t.topic_id IS NOT NULL THEN s.relid END) st
      -- a segment prepared ahead is not part of the log until something is written to it
-     -- (segment_size, too, checks describe: named after t, it is called after the join)
-     WHERE s.base_offset >= 0 OR mqlog.segment_size(CASE WHEN t.topic_id IS NOT NULL THEN s.relid END) > 0;
+     WHERE s.base_offset >= 0 OR mqlog.segment_size(s.relid) > 0;
 COMMENT ON VIEW mqlog.segments IS 'every segment of every partition the current role may describe, with statistics from its batch headers';
 
 CREATE VIEW mqlog.partitions WITH (security_barrier) AS
