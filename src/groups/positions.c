@@ -226,6 +226,8 @@ typedef struct Undo
 	SubTransactionId subid;		/* the subtransaction that changed it */
 	SubTransactionId prev_subid;	/* the position's subid before */
 	bool		created;		/* the position did not exist before */
+	bool		stale;			/* it was to be reloaded */
+	uint64		membership;		/* the join its values were loaded in */
 	int64		position;
 	int64		committed;
 } Undo;
@@ -250,6 +252,8 @@ push_undo(Position *pos, bool created)
 	u->subid = GetCurrentSubTransactionId();
 	u->prev_subid = created ? InvalidSubTransactionId : pos->subid;
 	u->created = created;
+	u->stale = pos->stale;
+	u->membership = pos->membership;
 	u->position = pos->position;
 	u->committed = pos->committed;
 	pos->subid = u->subid;
@@ -292,6 +296,16 @@ apply_undo(Undo *u)
 	pos->position = u->position;
 	pos->committed = u->committed;
 	pos->subid = u->prev_subid;
+
+	/*
+	 * Values from before a reload that is undone, or loaded in an earlier
+	 * membership of the member: the next sync reloads them from the
+	 * committed offset, as it would have without the rolled-back work (a
+	 * member that joined again starts from the committed offset, whatever
+	 * its old membership polled).
+	 */
+	if (u->stale || u->membership != pos->membership)
+		pos->stale = true;
 }
 
 static void
