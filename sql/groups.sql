@@ -382,6 +382,13 @@ SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_rj', 'gr
 ROLLBACK TO SAVEPOINT a;
 SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_rj', 'grp_sp', 2);
 COMMIT;
+-- A seek made before that next poll still counts.
+SELECT mq_remove_group_members('grp_rj');
+BEGIN;
+SELECT "offset" FROM mq_poll('grp_rj', 'grp_sp', 2);
+ROLLBACK;
+SELECT mq_seek('grp_rj', 'grp_sp', 0, 3);
+SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_rj', 'grp_sp', 2);
 SELECT mq_leave('grp_rj');
 
 -- ------------------------------------------------------------------------

@@ -388,6 +388,28 @@ MqPositionsInitCallbacks(void)
  * Positions
  * ------------------------------------------------------------------------ */
 
+/*
+ * A position from the committed offset (a new or a stale one): wait for a
+ * commit of the partition's previous owner that is in flight, then read
+ * where it left off.  Undone with the subtransaction, which leaves the
+ * position stale again.
+ */
+static void
+reload_position(Position *pos)
+{
+	LOCKTAG		tag;
+
+	save_position(pos);
+	positions_changed++;
+	pos->stale = false;
+	handover_locktag(&tag, pos->key.group, pos->key.topic_id, pos->key.partition);
+	(void) LockAcquire(&tag, ShareLock, false, false);
+	LockRelease(&tag, ShareLock, false);
+	pos->committed = MqOffsetRead(pos->key.group, pos->key.topic_id, pos->key.partition);
+	/* no offset, or one retention removed: the poll applies the policy */
+	pos->position = pos->committed;
+}
+
 void
 MqPositionsSync(const char *group, const char *member_id, const MqAssignment *assignment,
 				MqTopic **topics, int ntopics)
@@ -460,24 +482,7 @@ MqPositionsSync(const char *group, const char *member_id, const MqAssignment *as
 		}
 		if (!found)
 			init_position(pos, assignment->membership, -1);
-		else
-			save_position(pos);
-		pos->stale = false;
-
-		/*
-		 * Wait for a commit of the previous owner that is in flight, then
-		 * read where it left off.
-		 */
-		{
-			LOCKTAG		tag;
-
-			handover_locktag(&tag, group, tp->topic_id, tp->partition);
-			(void) LockAcquire(&tag, ShareLock, false, false);
-			LockRelease(&tag, ShareLock, false);
-		}
-		pos->committed = MqOffsetRead(group, tp->topic_id, tp->partition);
-		/* no offset, or one retention removed: the poll applies the policy */
-		pos->position = pos->committed;
+		reload_position(pos);
 	}
 	pfree(sorted);
 	if (complete)
@@ -587,6 +592,9 @@ MqGroupSeek(const char *group, const char *member_id, MqTopic *topic, int32 part
 	Position   *pos = explicit_position(group, member_id, topic, partition, offset,
 										MQ_GROUP_USE_EXISTING);
 
+	/* a stale position is reloaded now, or the next poll's reload undoes the seek */
+	if (pos->stale)
+		reload_position(pos);
 	save_position(pos);
 	pos->position = offset;
 }
