@@ -364,6 +364,33 @@ SELECT mq_commit('grp_sp2');
 SELECT committed_offset, lag FROM lag WHERE group_id = 'grp_sp2';
 SELECT mq_leave('grp_sp2');
 
+-- A member removed and joined again starts from the committed offset (as
+-- a Kafka consumer does after it rejoins); when the transaction of that
+-- first poll rolls back, to its start or to a savepoint, the next poll
+-- starts from the committed offset again, not from where the old
+-- membership's polls had left the position.
+SELECT count(*) FROM mq_poll('grp_rj', 'grp_sp');
+SELECT mq_remove_group_members('grp_rj');
+BEGIN;
+SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_rj', 'grp_sp', 2);
+ROLLBACK;
+SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_rj', 'grp_sp', 2);
+SELECT mq_remove_group_members('grp_rj');
+BEGIN;
+SAVEPOINT a;
+SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_rj', 'grp_sp', 2);
+ROLLBACK TO SAVEPOINT a;
+SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_rj', 'grp_sp', 2);
+COMMIT;
+-- A seek made before that next poll still counts.
+SELECT mq_remove_group_members('grp_rj');
+BEGIN;
+SELECT "offset" FROM mq_poll('grp_rj', 'grp_sp', 2);
+ROLLBACK;
+SELECT mq_seek('grp_rj', 'grp_sp', 0, 3);
+SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_rj', 'grp_sp', 2);
+SELECT mq_leave('grp_rj');
+
 -- ------------------------------------------------------------------------
 -- Auto-commit (mqlog.enable_auto_commit, Kafka's enable.auto.commit): a
 -- poll first commits the positions the previous poll left, so a consumer
