@@ -253,5 +253,7 @@ extern MqKafkaBroker *MqKafkaBrokers(int *nbrokers);
 extern const MqKafkaBroker *MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nbrokers,
 											const char *node);
 extern int16 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition);
+extern bool MqKafkaSeesClusterTopics(void);
+extern int16 MqKafkaClusterTopicError(const char *name);
 
 #endif							/* MQLOG_KAFKA_INTERNAL_H */
