@@ -23,12 +23,12 @@
 use strict;
 use warnings;
 
-use File::Basename qw(dirname);
 use FindBin;
 use lib $FindBin::RealBin;
 use IO::Socket::INET;
 use JSON::PP;
 use MqCluster;
+use MqKafka;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -36,24 +36,11 @@ use Time::HiRes qw(time);
 
 plan skip_all => 'needs /proc/PID/status (Linux)' unless -r '/proc/self/status';
 
-my $script = dirname(__FILE__) . '/../kafka/cluster.py';
-my $python = '/usr/bin/python3';
-
 my $etcd = MqCluster::start_etcd();
-my (@nodes, %kafka, %kport);
-foreach my $i (1 .. 3)
-{
-	my $port = PostgreSQL::Test::Cluster::get_free_port();
-	my $n = MqCluster::new_node("n$i", $etcd, conf => qq{
-mqlog.poll_recheck_interval = 100
-mqlog.kafka_listen = '127.0.0.1:$port'
-mqlog.kafka_role = 'kafka_app'
-mqlog.acks_timeout = 5000
-});
-	$kafka{"n$i"} = "127.0.0.1:$port";
-	$kport{"n$i"} = $port;
-	push @nodes, $n;
-}
+my ($nodes, $kafka) = MqKafka::new_nodes($etcd, 3, "mqlog.acks_timeout = 5000\n");
+my @nodes = @$nodes;
+my %kafka = %$kafka;
+my %kport = map { $_ => ($kafka{$_} =~ /:(\d+)$/)[0] } keys %kafka;
 my ($n1, $n2, $n3) = @nodes;
 
 sub q1 { my ($n, $sql) = @_; return $n->safe_psql('postgres', $sql); }
@@ -74,30 +61,9 @@ $n3->start;
 setup($n3);
 ok(MqCluster::wait_alive($_, 3), $_->name . ' sees three nodes') for @nodes;
 
-sub run_script
-{
-	my (@args) = @_;
-	my ($out, $err) = ('', '');
-	my $ok = IPC::Run::run([ $python, $script, @args ], '>', \$out, '2>', \$err,
-						   IPC::Run::timeout(120));
-	diag("cluster.py @args: $err") if !$ok || $err =~ /Traceback/;
-	return $out;
-}
-
-sub metadata
-{
-	my ($node_name, $what) = @_;
-	my $out = run_script($kafka{$node_name}, $what // 'metadata');
-	return eval { decode_json($out) } // {};
-}
-
-sub canon
-{
-	my ($v) = @_;
-	return '{' . join(',', map { "$_:" . canon($v->{$_}) } sort keys %$v) . '}' if ref $v eq 'HASH';
-	return '[' . join(',', map { canon($_) } @$v) . ']' if ref $v eq 'ARRAY';
-	return defined $v ? "$v" : 'null';
-}
+sub run_script { return MqKafka::cluster_py(@_) }
+sub metadata { my ($n, $what) = @_; return MqKafka::metadata($kafka{$n}, $what) }
+sub canon { return MqKafka::canon(@_) }
 
 my %id;
 ok(MqCluster::wait_until(sub {
@@ -105,25 +71,12 @@ ok(MqCluster::wait_until(sub {
 		return keys %id == 3;
 	}, 30), 'n3 knows the three broker ids');
 
-sub ids_of
-{
-	my ($names) = @_;
-	$names =~ s/[{}]//g;
-	return [ map { $id{$_} } split /,/, $names ];
-}
-
-# what Metadata should say of rf2, from a replica's mqlog.partitions
 sub want_partitions
 {
 	my ($n, $offline) = @_;
-	my %want;
-	foreach my $row (split /\n/, q1($n, q{SELECT "partition", leader, leader_epoch, replicas, isr FROM mqlog.partitions WHERE topic = 'rf2'}))
-	{
-		my ($p, $leader, $epoch, $replicas, $isr) = split /\|/, $row;
-		$want{$p} = { error => 0, leader => $id{$leader}, epoch => $epoch + 0,
-					  replicas => ids_of($replicas), isr => ids_of($isr), offline => $offline // [] };
-	}
-	return \%want;
+	my $want = MqKafka::want_partitions($n, 'rf2', \%id);
+	$_->{offline} = $offline // [] for values %$want;
+	return $want;
 }
 
 # --- n3 knows rf2 without holding it ---------------------------------------
@@ -199,33 +152,6 @@ foreach my $p (0, 1)
 
 # --- Metadata of many invented names ----------------------------------------------
 
-sub kstr { return pack('n', length $_[0]) . $_[0] }
-
-sub frame
-{
-	my ($key, $version, $body) = @_;
-	my $payload = pack('nnN', $key, $version, 7) . kstr('hostile') . $body;
-	return pack('N', length $payload) . $payload;
-}
-
-sub response
-{
-	my ($sock) = @_;
-	my ($head, $body) = ('', '');
-	while (length $head < 4)
-	{
-		my $n = sysread($sock, $head, 4 - length $head, length $head);
-		return undef unless $n;
-	}
-	my $size = unpack('N', $head);
-	while (length $body < $size)
-	{
-		my $n = sysread($sock, $body, $size - length $body, length $body);
-		return undef unless $n;
-	}
-	return $body;
-}
-
 # the byte length of a Metadata v1 topic's partitions array at $at
 sub parts_len
 {
@@ -241,14 +167,6 @@ sub parts_len
 	return $at - $start;
 }
 
-sub peak_kb
-{
-	my ($pid) = @_;
-	open my $fh, '<', "/proc/$pid/status" or die "no process $pid: $!";
-	my ($kb) = map { /^VmHWM:\s+(\d+)/ ? $1 : () } <$fh>;
-	return $kb;
-}
-
 my $lpid = q1($n3, q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mqlog kafka listener'});
 like($lpid, qr/^\d+$/, 'n3\'s listener is a background worker');
 my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $kport{n3}, Proto => 'tcp');
@@ -257,10 +175,10 @@ my @peaks;
 foreach my $round (1 .. 3)
 {
 	# Metadata v1 of 100,000 names no node has, and rf2 (known from etcd only)
-	my $body = pack('N', $names + 1) . kstr('rf2')
-	  . join('', map { kstr(sprintf('invented-%d-%06d', $round, $_)) } 1 .. $names);
-	print $sock frame(3, 1, $body);
-	my $answer = response($sock);
+	my $body = pack('N', $names + 1) . MqKafka::kstr('rf2')
+	  . join('', map { MqKafka::kstr(sprintf('invented-%d-%06d', $round, $_)) } 1 .. $names);
+	print $sock MqKafka::frame(3, 1, $body);
+	my $answer = MqKafka::response($sock);
 	ok(defined $answer, "round $round: Metadata of $names invented names is answered");
 	if (defined $answer)
 	{
@@ -285,7 +203,7 @@ foreach my $round (1 .. 3)
 		is_deeply([ $corr, $ntopics, $name0, $err0, $err1 ], [ 7, $names + 1, 'rf2', 0, 3 ],
 			'... every name answered: rf2 known from etcd, the first invented one UNKNOWN_TOPIC_OR_PARTITION');
 	}
-	push @peaks, peak_kb($lpid);
+	push @peaks, MqKafka::peak_kb($lpid);
 }
 
 note("listener peak after each round: @peaks kB");
