@@ -221,7 +221,9 @@ answer_topics(List *requested, bool all, int *count)
 			if (topics[n].error == MQK_NONE)
 				n++;
 		}
-		for (int i = 0; i < ncluster && MqKafkaSeesClusterTopics(); i++)
+		if (!MqKafkaSeesClusterTopics())
+			ncluster = 0;
+		for (int i = 0; i < ncluster; i++)
 			if (!MqKafkaKnownTopic(&known, sorted[i]->meta->name))
 			{
 				topics[n].name = sorted[i]->meta->name;
