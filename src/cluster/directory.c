@@ -130,7 +130,8 @@ text_array(Datum d)
 
 /*
  * The replicated topics of the cluster as this node last copied them
- * (MqClusterTopic *, in name order, each with all its partitions), or the
+ * (MqClusterTopic *, in the database's order of names, each with all its
+ * partitions in order), or the
  * one named (NULL: all).  Read as the extension owner: the table is not
  * readable by PUBLIC.  Nothing is cached: the answer lives in the
  * caller's memory context.

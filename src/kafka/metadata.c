@@ -209,7 +209,9 @@ answer_topics(List *requested, bool all, int *count)
 	ncluster = list_length(cluster);
 	sorted = palloc(sizeof(MqClusterTopic *) * (ncluster + 1));
 	foreach(lc, cluster)
-		sorted[foreach_current_index(lc)] = lfirst(lc);	/* in name order already */
+		sorted[foreach_current_index(lc)] = lfirst(lc);
+	/* by strcmp, for bsearch: the read's order is the database's collation */
+	qsort(sorted, ncluster, sizeof(MqClusterTopic *), cluster_topic_cmp);
 
 	if (all)
 	{
