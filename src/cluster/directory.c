@@ -43,8 +43,10 @@
 /*
  * Make mqlog.cluster_partition hold the given topics (MqClusterTopic *,
  * each whole) and no other, but for the rows of the topics named in
- * partial (char *: still being written to etcd), left as they are.  The caller runs in a transaction, connected
- * to SPI, as the cluster sync worker (a role that may write the catalog).
+ * partial (char *: still being written to etcd), left as they are.  Only
+ * rows that differ from etcd (mod_revision, uuid) are written.  The caller
+ * runs in a transaction, connected to SPI, as the cluster sync worker (a
+ * role that may write the catalog).
  */
 void
 MqClusterDirectoryStore(List *topics, List *partial)
