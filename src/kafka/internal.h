@@ -219,7 +219,11 @@ extern bool MqKafkaKnownTopic(const MqKafkaTopicSet *set, const char *name);
  */
 extern uint64 MqKafkaAbortCount(void);
 
-/* a topic for a request: NULL with *error set when it cannot be used */
+/*
+ * a topic for a request: NULL with *error set when it cannot be used
+ * (NOT_LEADER_OR_FOLLOWER for a replicated topic held on other nodes only:
+ * MqKafkaClusterTopicError)
+ */
 extern struct MqTopic *MqKafkaTopic(const char *name, int priv, int16 *error);
 
 /*
@@ -253,5 +257,7 @@ extern MqKafkaBroker *MqKafkaBrokers(int *nbrokers);
 extern const MqKafkaBroker *MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nbrokers,
 											const char *node);
 extern int16 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition);
+extern bool MqKafkaSeesClusterTopics(void);
+extern int16 MqKafkaClusterTopicError(const char *name);
 
 #endif							/* MQLOG_KAFKA_INTERNAL_H */

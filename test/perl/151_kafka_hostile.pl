@@ -16,7 +16,10 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib $FindBin::RealBin;
 use IO::Socket::INET;
+use MqKafka;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -44,33 +47,9 @@ SELECT mq_create_topic('one', 1);
 SELECT mq_grant('one', 'kafka_app', 'consume');
 });
 
-sub kstr { return pack('n', length $_[0]) . $_[0] }
-
-sub frame
-{
-	my ($key, $version, $body) = @_;
-	my $payload = pack('nnN', $key, $version, 7) . kstr('hostile') . $body;
-	return pack('N', length $payload) . $payload;
-}
-
-# a whole response, or undef when the connection closes first
-sub response
-{
-	my ($sock) = @_;
-	my ($head, $body) = ('', '');
-	while (length $head < 4)
-	{
-		my $n = sysread($sock, $head, 4 - length $head, length $head);
-		return undef unless $n;
-	}
-	my $size = unpack('N', $head);
-	while (length $body < $size)
-	{
-		my $n = sysread($sock, $body, $size - length $body, length $body);
-		return undef unless $n;
-	}
-	return $body;
-}
+sub kstr { return MqKafka::kstr(@_) }
+sub frame { return MqKafka::frame(@_) }
+sub response { return MqKafka::response(@_) }
 
 sub connect_listener
 {
@@ -83,13 +62,7 @@ sub connect_listener
 	die "the Kafka listener does not accept connections on port $kport";
 }
 
-sub peak_kb
-{
-	my ($pid) = @_;
-	open my $fh, '<', "/proc/$pid/status" or die "no process $pid: $!";
-	my ($kb) = map { /^VmHWM:\s+(\d+)/ ? $1 : () } <$fh>;
-	return $kb;
-}
+sub peak_kb { return MqKafka::peak_kb(@_) }
 
 my $sock = connect_listener();
 # the listener is up and has served one request before its peak is taken
