@@ -478,6 +478,18 @@ SELECT partition FROM (SELECT partition, "offset", lag("offset") OVER (PARTITION
 SELECT mq_leave('grp_wide');
 SELECT mq_drop_topic('grp_wide');
 
+-- A topic dropped between a poll and the commit: its offsets went with
+-- it, so the commit skips it and commits the rest (it used to fail with
+-- "topic with id N does not exist").
+SELECT mq_create_topic('grp_dt1', 1), mq_create_topic('grp_dt2', 1);
+SELECT count(*) FROM (SELECT mq_produce('grp_dt1', 'a') UNION ALL SELECT mq_produce('grp_dt2', 'b')) x;
+SELECT topic, "offset" FROM mq_poll('grp_dt', ARRAY['grp_dt1', 'grp_dt2'], 10) ORDER BY 1;
+SELECT mq_drop_topic('grp_dt2');
+SELECT mq_commit('grp_dt');
+SELECT topic, committed_offset FROM mqlog.consumer_lag WHERE group_id = 'grp_dt';
+SELECT mq_leave('grp_dt');
+SELECT mq_drop_topic('grp_dt1');
+
 -- ------------------------------------------------------------------------
 -- Clean up: the committed offsets go with the topics
 -- ------------------------------------------------------------------------

@@ -663,12 +663,19 @@ commit_one(Position *pos, int generation, int64 offset, const char *topic_name)
 	pos->polled = false;
 }
 
-/* a topic's name, once the caller is known to hold consume on it */
+/*
+ * A topic's name, once the caller is known to hold consume on it; NULL if
+ * the topic was dropped since the member read it: its committed offsets
+ * went with it, and there is nothing to commit there (as a Kafka consumer's
+ * commit of a deleted topic's partition fails for that partition alone).
+ */
 static const char *
 topic_name_of(int32 topic_id)
 {
-	MqTopic    *topic = MqTopicLookupById(topic_id);
+	MqTopic    *topic = MqTopicFindById(topic_id);
 
+	if (topic == NULL)
+		return NULL;
 	MqTopicCheckPrivilege(topic, MQ_PRIV_CONSUME);
 	return topic->name;
 }
@@ -699,8 +706,13 @@ commit_positions(const char *group, const char *member_id, int generation, Oid o
 		MqGroupPersistOwner(group, owner);
 	foreach(lc, todo)
 	{
+		const char *topic_name;
+
 		pos = lfirst(lc);
-		commit_one(pos, generation, pos->position, topic_name_of(pos->key.topic_id));
+		topic_name = topic_name_of(pos->key.topic_id);
+		if (topic_name == NULL)
+			continue;
+		commit_one(pos, generation, pos->position, topic_name);
 		count++;
 	}
 	list_free(todo);
