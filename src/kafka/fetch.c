@@ -14,8 +14,10 @@
  * transactions still in flight included, as Kafka's does.
  *
  * A Fetch that finds fewer than min_bytes parks (MQK_PARK): the listener
- * serves it again when a producer's commit wakes it or when max_wait_ms
- * is up, and other connections are served meanwhile (listener.c).
+ * serves it again when one of its partitions may have moved (each is
+ * stamped before its offsets are read, watch.c), when the catalog changed
+ * or when max_wait_ms is up, and other connections are served meanwhile
+ * (listener.c).
  * Incremental fetch sessions (KIP-227) are not kept: session id 0 in
  * every answer tells the client to send full requests.  A replicated
  * partition is served where it is led only (NOT_LEADER_OR_FOLLOWER
@@ -57,6 +59,7 @@ typedef struct FetchTopic
 
 typedef struct FetchUnit
 {
+	MqKafkaRequest *req;		/* its watch, should the request park */
 	const char *topic;
 	FetchPartition *part;
 	bool		committed;
@@ -87,6 +90,7 @@ fetch_partition(void *arg)
 	}
 	if ((fp->error = MqKafkaCheckLeader(topic, fp->index)) != MQK_NONE)
 		return;
+	MqKafkaWatchPartition(u->req, MqTopicPartition(topic, fp->index));
 	/* the one offset check: 22023 is OFFSET_OUT_OF_RANGE here */
 	MqCheckOffsetRange(topic, fp->index, fp->offset, false);
 	MqPartitionOffsets(topic, fp->index, &fp->last_stable, &fp->high_watermark);
@@ -99,10 +103,9 @@ fetch_partition(void *arg)
 /*
  * The broker's own bounds on what a client asks: a response of at most
  * Kafka's default fetch.max.bytes (55 MiB; still at least one batch, as
- * Kafka answers), and a parked Fetch re-run at least every 30 s (clients
- * ask for 500 ms by default; a parked Fetch is re-run on every wake-up of
- * the listener, so one parked for days by a hostile client would cost
- * every pass for days).
+ * Kafka answers), and a parked Fetch answered after at most 30 s (clients
+ * ask for 500 ms by default; one parked for days by a hostile client would
+ * hold its memory and its watch for days).
  */
 #define MQK_FETCH_MAX_BYTES		(55 * 1024 * 1024)
 #define MQK_FETCH_MAX_WAIT_MS	30000
@@ -191,6 +194,7 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 	 * of N partitions (16 bytes each on the wire) must not cost N buffers.
 	 */
 	initStringInfo(&records);
+	MqKafkaWatchBegin(req);
 	for (int t = 0; t < ntopics && top_error == MQK_NONE; t++)
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
@@ -200,6 +204,7 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 
 			fp->records_at = records.len;
 			fp->high_watermark = fp->last_stable = fp->log_start = -1;
+			u.req = req;
 			u.topic = topics[t].name;
 			u.part = fp;
 			u.committed = (isolation == 1);

@@ -96,6 +96,10 @@ typedef struct MqKafkaRequest
 	bool		final;			/* a parked Fetch's last run: answer now */
 	TimestampTz wake_at;		/* set by a handler that parks */
 	uint64		park_token;		/* a parked handler's note to its next run */
+	MemoryContext park_cxt;		/* the listener's, kept while the request is
+								 * parked (NULL: none) */
+	struct MqKafkaWatch *watch; /* what a parked Fetch waits for (watch.c),
+								 * in park_cxt; NULL: re-run on every wake-up */
 
 	/*
 	 * Set by a handler whose answer depends on its commit (Produce with
@@ -212,6 +216,19 @@ typedef struct MqKafkaTopicSet
 
 extern void MqKafkaKnownTopics(MqKafkaTopicSet *set);
 extern bool MqKafkaKnownTopic(const MqKafkaTopicSet *set, const char *name);
+
+/*
+ * What a parked Fetch waits for (watch.c): Begin at the start of each run,
+ * Partition for each partition before its offsets are read; the listener
+ * re-runs the request only when Moved (or its time is up), and counts a
+ * re-run's cost by its Size in partitions.
+ */
+typedef struct MqKafkaWatch MqKafkaWatch;
+struct MqPartition;
+extern void MqKafkaWatchBegin(MqKafkaRequest *req);
+extern void MqKafkaWatchPartition(MqKafkaRequest *req, struct MqPartition *part);
+extern bool MqKafkaWatchMoved(MqKafkaWatch *w);
+extern int	MqKafkaWatchSize(const MqKafkaWatch *w);
 
 /*
  * (Sub)transactions aborted so far: an abort cancels a condition variable
