@@ -1,0 +1,252 @@
+# Parked Fetches against the Kafka listener: several connections each
+# parking a Fetch of every partition of a 2,000-partition topic, SQL
+# commits producing to another topic in a loop, and another connection's
+# ApiVersions and Metadata round trips timed meanwhile (the review's
+# scenario of ten 30,000-partition Fetches, scaled down).
+#
+# Checks:
+#  - the round trips while the Fetches are parked are not much slower
+#    than without them, under the same commits: median within 10 times
+#    (plus 25 ms) of the median without, the slowest under 2 s, and at
+#    least a tenth as many of them in the same time (measured on a 2-core
+#    machine: medians of 0.02 ms both, the slowest 10-40 ms, some 50,000
+#    round trips in each 4 s; with every parked Fetch re-run on each
+#    commit's wake-up, as before this test, one round trip took 3.9 s, the
+#    whole period);
+#  - the commits did happen meanwhile (the loop committed hundreds of
+#    times), and the parked Fetches are still parked (nothing answered);
+#  - a record produced from SQL to one of their partitions answers every
+#    parked Fetch within 5 s (their max_wait_ms is 25 s, so a Fetch woken
+#    only by its time would answer some 20 s later), with that record;
+#  - librdkafka: a confluent-kafka consumer waiting at a partition's end
+#    with fetch.wait.max.ms = 20000 gets a record produced from SQL within
+#    5 s.
+use strict;
+use warnings;
+
+use File::Basename qw(dirname);
+use IO::Select;
+use IO::Socket::INET;
+use IPC::Run;
+use List::Util qw(max);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time sleep);
+
+my $python = '/usr/bin/python3';
+my $clients = dirname(__FILE__) . '/../kafka/clients.py';
+my $kport = PostgreSQL::Test::Cluster::get_free_port();
+my $bootstrap = "127.0.0.1:$kport";
+my $nparts = 2000;
+my $nfetch = 5;
+
+my $node = PostgreSQL::Test::Cluster->new('kafka_parked');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', qq{
+shared_preload_libraries = 'mqlog'
+mqlog.kafka_listen = '$bootstrap'
+mqlog.kafka_role = 'kafka_app'
+mqlog.max_partitions = 4096
+});
+$node->start;
+$node->safe_psql(
+	'postgres', qq{
+CREATE EXTENSION mqlog;
+CREATE ROLE kafka_app LOGIN;
+SELECT mq_create_topic('wide', $nparts);
+SELECT mq_create_topic('noise', 1);
+SELECT mq_create_topic('one', 1);
+SELECT mq_grant(t, 'kafka_app', 'consume') FROM unnest(ARRAY['wide','noise','one']) t;
+CREATE PROCEDURE noise(secs float8) LANGUAGE plpgsql AS \$\$
+DECLARE
+	stop timestamptz := clock_timestamp() + secs * interval '1 s';
+BEGIN
+	WHILE clock_timestamp() < stop LOOP
+		PERFORM mq_produce('noise', 'x'::bytea);
+		COMMIT;
+	END LOOP;
+END \$\$;
+});
+
+# the maintenance worker makes the segments of the partitions past the
+# first batch: each round commits a catalog change, which re-runs every
+# parked Fetch once; let it finish first
+$node->poll_query_until('postgres',
+	q{SELECT count(*) = 0 FROM mqlog.partitions WHERE topic = 'wide' AND segment_count = 0})
+  or die 'the segments of "wide" were not made';
+
+sub kstr { return pack('n', length $_[0]) . $_[0] }
+
+sub frame
+{
+	my ($key, $version, $corr, $body) = @_;
+	my $payload = pack('nnN', $key, $version, $corr) . kstr('parked') . $body;
+	return pack('N', length $payload) . $payload;
+}
+
+# a whole response, or undef when the connection closes first
+sub response
+{
+	my ($sock) = @_;
+	my ($head, $body) = ('', '');
+	while (length $head < 4)
+	{
+		my $n = sysread($sock, $head, 4 - length $head, length $head);
+		return undef unless $n;
+	}
+	my $size = unpack('N', $head);
+	while (length $body < $size)
+	{
+		my $n = sysread($sock, $body, $size - length $body, length $body);
+		return undef unless $n;
+	}
+	return $body;
+}
+
+sub connect_listener
+{
+	foreach (1 .. 60)
+	{
+		my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $kport, Proto => 'tcp');
+		return $s if $s;
+		sleep 1;
+	}
+	die "the Kafka listener does not accept connections on port $kport";
+}
+
+sub median
+{
+	my @s = sort { $a <=> $b } @_;
+	return $s[ int(@s / 2) ];
+}
+
+my $probe = connect_listener();
+print $probe frame(18, 0, 1, '');
+ok(defined response($probe), 'ApiVersions is answered');
+
+# ApiVersions v0 and Metadata v1 of topic "one", alternately, for secs
+# seconds while the commit loop runs: their latencies in seconds, and how
+# many records the loop produced meanwhile
+sub round_trips
+{
+	my ($secs) = @_;
+	my $before = $node->safe_psql('postgres', q{SELECT mq_latest_offset('noise', 0)});
+	my $loop = IPC::Run::start([ 'psql', '-XAtq', '-d', $node->connstr('postgres'), '-c', "CALL noise($secs)" ],
+		'>', \my $out, '2>', \my $err);
+	my @lat;
+	my $stop = time + $secs - 0.5;
+	sleep 0.3;
+	my $corr = 100;
+	while (time < $stop)
+	{
+		my $t0 = time;
+		print $probe ($corr % 2
+			? frame(18, 0, $corr, '')
+			: frame(3, 1, $corr, pack('N', 1) . kstr('one')));
+		my $r = response($probe);
+		die 'the probe connection closed' unless defined $r;
+		die 'an answer out of order' unless unpack('N', $r) == $corr;
+		push @lat, time - $t0;
+		$corr++;
+	}
+	$loop->finish or die "the commit loop failed: $err";
+	my $after = $node->safe_psql('postgres', q{SELECT mq_latest_offset('noise', 0)});
+	return (\@lat, $after - $before);
+}
+
+my ($base, $base_commits) = round_trips(4);
+cmp_ok($base_commits, '>', 100, "the commit loop committed ($base_commits times) without parked Fetches");
+
+# Fetch v4, read_committed, max_wait 25 s, min_bytes 1: every partition of
+# "wide" from offset 0, where nothing is yet
+my $parts = join '', map { pack('N', $_) . pack('q>', 0) . pack('N', 1 << 20) } 0 .. $nparts - 1;
+my $fetch_body = pack('NNNNc', 0xffffffff, 25000, 1, 8 << 20, 1) . pack('N', 1) . kstr('wide')
+  . pack('N', $nparts) . $parts;
+my @fetchers = map { connect_listener() } 1 .. $nfetch;
+my $parked_at = time;
+print $_ frame(1, 4, 9, $fetch_body) foreach @fetchers;
+my $sel = IO::Select->new(@fetchers);
+sleep 1;
+is(scalar(my @r = $sel->can_read(0)), 0, "$nfetch Fetches of $nparts partitions each are parked");
+
+my ($parked, $parked_commits) = round_trips(4);
+cmp_ok($parked_commits, '>', 100, "the commit loop committed ($parked_commits times) with the Fetches parked");
+my ($mb, $mp) = (median(@$base), median(@$parked));
+note(sprintf('round trips: %d without parked Fetches, median %.2f ms, slowest %.2f ms; %d with, median %.2f ms, slowest %.2f ms',
+	scalar(@$base), 1000 * $mb, 1000 * max(@$base), scalar(@$parked), 1000 * $mp, 1000 * max(@$parked)));
+cmp_ok($mp, '<', 10 * $mb + 0.025, 'the median round trip with parked Fetches is within 10 times (plus 25 ms) of that without');
+cmp_ok(max(@$parked), '<', 2, 'no round trip with parked Fetches took 2 s');
+cmp_ok(scalar(@$parked), '>', @$base / 10,
+	'and they made at least a tenth as many round trips as without parked Fetches');
+is(scalar(my @s = $sel->can_read(0)), 0, 'the Fetches are still parked after the commits');
+
+# a record on one of their partitions answers them all, at once
+my $produced_at = time;
+$node->safe_psql('postgres',
+	q{SELECT mq_produce('wide', 'arrived'::bytea, "partition" => 1234)});
+my @answers;
+foreach my $s (@fetchers)
+{
+	my $r = response($s);
+	push @answers, [ $r, time - $produced_at ];
+}
+my $slowest = max(map { $_->[1] } @answers);
+note(sprintf('the parked Fetches answered %.3f s after the record was produced (parked %.1f s before)',
+	$slowest, $produced_at - $parked_at));
+cmp_ok($slowest, '<', 5, 'every parked Fetch answered within 5 s of a record on one of its partitions');
+
+# the answer: partition 1234 with the record, the others empty
+sub fetch_v4_partitions
+{
+	my ($r) = @_;
+	my $pos = 8;						# correlation id, throttle_time_ms
+	my $ntopics = unpack('N', substr($r, $pos, 4));
+	$pos += 4;
+	my %parts;
+	foreach (1 .. $ntopics)
+	{
+		$pos += 2 + unpack('n', substr($r, $pos, 2));
+		my $n = unpack('N', substr($r, $pos, 4));
+		$pos += 4;
+		foreach (1 .. $n)
+		{
+			my ($index, $error, $hw) = unpack('Nnq>', substr($r, $pos, 14));
+			$pos += 4 + 2 + 8 + 8;
+			my $naborted = unpack('l>', substr($r, $pos, 4));
+			$pos += 4 + ($naborted > 0 ? 16 * $naborted : 0);
+			my $len = unpack('l>', substr($r, $pos, 4));
+			$pos += 4 + ($len > 0 ? $len : 0);
+			$parts{$index} = [ $error, $hw, $len ];
+		}
+	}
+	return \%parts;
+}
+my $ok = 1;
+foreach my $a (@answers)
+{
+	my $p = defined $a->[0] ? fetch_v4_partitions($a->[0]) : {};
+	my @with = grep { $p->{$_}[2] > 0 } keys %$p;
+	$ok &&= keys(%$p) == $nparts && "@with" eq '1234' && $p->{1234}[1] == 1
+	  && !grep { $_->[0] != 0 } values %$p;
+}
+ok($ok, "each answer names the $nparts partitions, the record in partition 1234 (high watermark 1) alone, no errors");
+
+# librdkafka's consumer, waiting at the end of partition 77 of "wide"
+my $consumer = IPC::Run::start([ $python, $clients, $bootstrap, 'confluent-wait', 'wide', '77', '20000' ],
+	'>', \my $cout, '2>', \my $cerr, IPC::Run::timeout(90));
+$consumer->pump until $cout =~ /^waiting$/m || $cerr =~ /\S/;
+like($cout, qr/^waiting$/m, 'the confluent-kafka consumer waits at the end of partition 77');
+my $sent = time;
+$node->safe_psql('postgres',
+	q{SELECT mq_produce('wide', 'to-librdkafka'::bytea, "partition" => 77)});
+$consumer->finish;
+my ($offset, $got_at) = $cout =~ /^got (\d+) ([\d.]+)$/m;
+ok(defined $got_at, 'the consumer got the record') or diag($cerr);
+note(sprintf('the consumer got it %.3f s after it was produced', ($got_at // 0) - $sent));
+cmp_ok(($got_at // 1e12) - $sent, '<', 5, 'within 5 s, with fetch.wait.max.ms = 20000');
+is($offset, 0, 'at offset 0');
+
+$node->stop;
+done_testing();
