@@ -78,7 +78,7 @@ PGDLLEXPORT void mqlog_kafka_main(Datum main_arg);
 #define MAX_LISTEN	8
 #define READ_CHUNK	65536
 #define MAX_TIMEOUT_MS 1000L
-#define RERUN_BUDGET 10000		/* partitions re-run per turn (see above) */
+#define RERUN_BUDGET 2000		/* partitions re-run per turn (see above) */
 
 typedef struct Client
 {

@@ -20,7 +20,11 @@
 #    only by its time would answer some 20 s later), with that record;
 #  - librdkafka: a confluent-kafka consumer waiting at a partition's end
 #    with fetch.wait.max.ms = 20000 gets a record produced from SQL within
-#    5 s.
+#    5 s;
+#  - what changes a parked Fetch's answer without a record answers it
+#    within 5 s too (max_wait_ms 25 s): its topic dropped
+#    (UNKNOWN_TOPIC_OR_PARTITION), its consume privilege revoked
+#    (TOPIC_AUTHORIZATION_FAILED).
 use strict;
 use warnings;
 
@@ -58,7 +62,9 @@ CREATE ROLE kafka_app LOGIN;
 SELECT mq_create_topic('wide', $nparts);
 SELECT mq_create_topic('noise', 1);
 SELECT mq_create_topic('one', 1);
-SELECT mq_grant(t, 'kafka_app', 'consume') FROM unnest(ARRAY['wide','noise','one']) t;
+SELECT mq_create_topic('doomed', 1);
+SELECT mq_create_topic('revoked', 1);
+SELECT mq_grant(t, 'kafka_app', 'consume') FROM unnest(ARRAY['wide','noise','one','doomed','revoked']) t;
 CREATE PROCEDURE noise(secs float8) LANGUAGE plpgsql AS \$\$
 DECLARE
 	stop timestamptz := clock_timestamp() + secs * interval '1 s';
@@ -247,6 +253,29 @@ ok(defined $got_at, 'the consumer got the record') or diag($cerr);
 note(sprintf('the consumer got it %.3f s after it was produced', ($got_at // 0) - $sent));
 cmp_ok(($got_at // 1e12) - $sent, '<', 5, 'within 5 s, with fetch.wait.max.ms = 20000');
 is($offset, 0, 'at offset 0');
+
+# a catalog change answers a parked Fetch: a Fetch v4 of partition 0 of
+# topic, parked; then sql; the error code of its answer and how long it took
+sub parked_then
+{
+	my ($topic, $sql) = @_;
+	my $s = connect_listener();
+	print $s frame(1, 4, 11, pack('NNNNc', 0xffffffff, 25000, 1, 1 << 20, 1) . pack('N', 1)
+		  . kstr($topic) . pack('N', 1) . pack('N', 0) . pack('q>', 0) . pack('N', 1 << 20));
+	sleep 1;
+	die "the Fetch of $topic was answered at once" if IO::Select->new($s)->can_read(0);
+	my $t0 = time;
+	$node->safe_psql('postgres', $sql);
+	my $r = response($s);
+	my $took = time - $t0;
+	return (defined $r ? fetch_v4_partitions($r)->{0}[0] : undef, $took);
+}
+my ($code, $took) = parked_then('doomed', q{SELECT mq_drop_topic('doomed')});
+is($code, 3, 'a parked Fetch of a topic dropped meanwhile is answered UNKNOWN_TOPIC_OR_PARTITION');
+cmp_ok($took, '<', 5, 'within 5 s of the drop') or diag("took $took s");
+($code, $took) = parked_then('revoked', q{SELECT mq_revoke('revoked', 'kafka_app', 'consume')});
+is($code, 29, 'a parked Fetch whose consume privilege is revoked meanwhile is answered TOPIC_AUTHORIZATION_FAILED');
+cmp_ok($took, '<', 5, 'within 5 s of the revoke') or diag("took $took s");
 
 $node->stop;
 done_testing();
