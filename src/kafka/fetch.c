@@ -194,7 +194,7 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 	 * of N partitions (16 bytes each on the wire) must not cost N buffers.
 	 */
 	initStringInfo(&records);
-	MqKafkaWatchBegin(req);
+	MqKafkaWatchBegin(req, max_wait > 0 && min_bytes > 0 && !req->final);
 	for (int t = 0; t < ntopics && top_error == MQK_NONE; t++)
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{

@@ -225,7 +225,7 @@ extern bool MqKafkaKnownTopic(const MqKafkaTopicSet *set, const char *name);
  */
 typedef struct MqKafkaWatch MqKafkaWatch;
 struct MqPartition;
-extern void MqKafkaWatchBegin(MqKafkaRequest *req);
+extern void MqKafkaWatchBegin(MqKafkaRequest *req, bool may_park);
 extern void MqKafkaWatchPartition(MqKafkaRequest *req, struct MqPartition *part);
 extern bool MqKafkaWatchMoved(MqKafkaWatch *w);
 extern int	MqKafkaWatchSize(const MqKafkaWatch *w);

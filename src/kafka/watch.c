@@ -63,12 +63,14 @@ struct MqKafkaWatch
 };
 
 /*
- * A run of a handler that may park begins: forget what the last run
- * watched.  Without a memory context of the listener's (req->park_cxt)
- * nothing is watched and a parked request is re-run on every wake-up.
+ * A run of a handler begins: forget what the last run watched, and watch
+ * this one if it may park (a run that cannot, such as a Fetch without
+ * max_wait_ms or its last run, would only spend memory on its stamps).
+ * Without a memory context of the listener's (req->park_cxt) nothing is
+ * watched and a parked request is re-run on every wake-up.
  */
 void
-MqKafkaWatchBegin(MqKafkaRequest *req)
+MqKafkaWatchBegin(MqKafkaRequest *req, bool may_park)
 {
 	MqKafkaWatch *w;
 
@@ -76,6 +78,8 @@ MqKafkaWatchBegin(MqKafkaRequest *req)
 	if (req->park_cxt == NULL)
 		return;
 	MemoryContextReset(req->park_cxt);
+	if (!may_park)
+		return;
 	w = MemoryContextAllocZero(req->park_cxt, sizeof(MqKafkaWatch));
 	w->catalog = MqlogCatalogGeneration();
 	req->watch = w;
