@@ -101,6 +101,56 @@ fetch_partition(void *arg)
 }
 
 /*
+ * Every partition the request names, into records (a probe, watch.c:
+ * only those that moved since the parked run, counting for the others
+ * the bytes they had then); the bytes found in all, *any_error if a
+ * partition has an error to tell
+ */
+static int64
+read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_bytes,
+				bool committed, StringInfo records, bool *any_error)
+{
+	int64		total = 0;
+
+	*any_error = false;
+	for (int t = 0; t < ntopics; t++)
+		for (int p = 0; p < topics[t].npartitions; p++)
+		{
+			FetchPartition *fp = &topics[t].partitions[p];
+			FetchUnit	u;
+			int16		code;
+			int64		had;
+
+			if (MqKafkaWatchUnmoved(req, &had))
+			{
+				total += had;
+				continue;
+			}
+			fp->error = MQK_NONE;
+			fp->records_at = records->len;
+			fp->high_watermark = fp->last_stable = fp->log_start = -1;
+			u.req = req;
+			u.topic = topics[t].name;
+			u.part = fp;
+			u.committed = committed;
+			u.records = records;
+			/* the first batch however large; then what max_bytes leaves */
+			u.budget = Max(fp->max_bytes, 0);
+			if (total > 0)
+				u.budget = Min(u.budget, (int64) max_bytes - total);
+			code = MqKafkaTry(fetch_partition, &u, MQK_OFFSET_OUT_OF_RANGE, records);
+			if (code != MQK_NONE)
+				fp->error = code;
+			if (fp->error != MQK_NONE)
+				*any_error = true;
+			fp->records_len = records->len - fp->records_at;
+			MqKafkaWatchBytes(req, fp->records_len);
+			total += fp->records_len;
+		}
+	return total;
+}
+
+/*
  * The broker's own bounds on what a client asks: a response of at most
  * Kafka's default fetch.max.bytes (55 MiB; still at least one batch, as
  * Kafka answers), and a parked Fetch answered after at most 30 s (clients
@@ -127,6 +177,8 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 	StringInfoData records;
 	bool		any_error = false;
 	int16		top_error = MQK_NONE;
+	bool		may_park;
+	int			nparts = 0;
 
 	(void) MqKafkaReadInt32(r); /* replica_id: consumers only */
 	max_wait = MqKafkaReadInt32(r);
@@ -194,33 +246,23 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 	 * of N partitions (16 bytes each on the wire) must not cost N buffers.
 	 */
 	initStringInfo(&records);
-	MqKafkaWatchBegin(req, max_wait > 0 && min_bytes > 0 && !req->final);
-	for (int t = 0; t < ntopics && top_error == MQK_NONE; t++)
-		for (int p = 0; p < topics[t].npartitions; p++)
-		{
-			FetchPartition *fp = &topics[t].partitions[p];
-			FetchUnit	u;
-			int16		code;
-
-			fp->records_at = records.len;
-			fp->high_watermark = fp->last_stable = fp->log_start = -1;
-			u.req = req;
-			u.topic = topics[t].name;
-			u.part = fp;
-			u.committed = (isolation == 1);
-			u.records = &records;
-			/* the first batch however large; then what max_bytes leaves */
-			u.budget = Max(fp->max_bytes, 0);
-			if (total > 0)
-				u.budget = Min(u.budget, (int64) max_bytes - total);
-			code = MqKafkaTry(fetch_partition, &u, MQK_OFFSET_OUT_OF_RANGE, &records);
-			if (code != MQK_NONE)
-				fp->error = code;
-			if (fp->error != MQK_NONE)
-				any_error = true;
-			fp->records_len = records.len - fp->records_at;
-			total += fp->records_len;
-		}
+	may_park = max_wait > 0 && min_bytes > 0 && !req->final;
+	for (int t = 0; t < ntopics; t++)
+		nparts += topics[t].npartitions;
+	if (top_error == MQK_NONE &&
+		MqKafkaWatchBegin(req, may_park, true, nparts))
+	{
+		/* a parked Fetch's probe: stays parked unless what moved answers it */
+		total = read_partitions(req, topics, ntopics, max_bytes, isolation == 1, &records,
+								&any_error);
+		if (!any_error && total < min_bytes && GetCurrentTimestamp() < req->wake_at)
+			return MQK_PARK;
+		resetStringInfo(&records);
+		(void) MqKafkaWatchBegin(req, may_park, false, nparts);
+	}
+	if (top_error == MQK_NONE)
+		total = read_partitions(req, topics, ntopics, max_bytes, isolation == 1, &records,
+								&any_error);
 
 	/* wait for min_bytes, unless there is an error to tell or time is up */
 	if (top_error == MQK_NONE && !any_error && total < min_bytes && !req->final &&

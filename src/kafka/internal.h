@@ -218,15 +218,20 @@ extern void MqKafkaKnownTopics(MqKafkaTopicSet *set);
 extern bool MqKafkaKnownTopic(const MqKafkaTopicSet *set, const char *name);
 
 /*
- * What a parked Fetch waits for (watch.c): Begin at the start of each run,
- * Partition for each partition before its offsets are read; the listener
- * re-runs the request only when Moved (or its time is up), and counts a
- * re-run's cost by its Size in partitions.
+ * What a parked Fetch waits for (watch.c): Begin at the start of each run
+ * (true: a probe), then for each partition in order Unmoved (true in a
+ * probe: skip it, its bytes are those of the last read), else Partition
+ * before its offsets are read and Bytes after; the listener re-runs the
+ * request only when Moved (or its time is up), and counts a re-run's cost
+ * by its Size in partitions.
  */
 typedef struct MqKafkaWatch MqKafkaWatch;
 struct MqPartition;
-extern void MqKafkaWatchBegin(MqKafkaRequest *req, bool may_park);
+extern bool MqKafkaWatchBegin(MqKafkaRequest *req, bool may_park, bool may_probe,
+							  int nparts);
+extern bool MqKafkaWatchUnmoved(MqKafkaRequest *req, int64 *bytes);
 extern void MqKafkaWatchPartition(MqKafkaRequest *req, struct MqPartition *part);
+extern void MqKafkaWatchBytes(MqKafkaRequest *req, int64 bytes);
 extern bool MqKafkaWatchMoved(MqKafkaWatch *w);
 extern int	MqKafkaWatchSize(const MqKafkaWatch *w);
 

@@ -15,7 +15,13 @@
  * that moved no slot of the request (a commit to another topic) costs one
  * comparison per topic the request names, and one that moved a slot
  * costs one pass over that topic's partitions, atomic reads only, with no
- * transaction, no lock and no catalog access.
+ * transaction, no lock and no catalog access.  A re-run of a parked Fetch
+ * whose catalog generation held is a probe: it re-reads only the
+ * partitions whose counters moved, counting for the others the bytes
+ * they had, and reads every partition again only if that makes an answer
+ * (min_bytes reached, an error): so a Fetch of many partitions that stays
+ * parked while records trickle into a few of them costs those few per
+ * wake-up, plus a pass over its stamps.
  *
  * What changes a Fetch's answer other than its partitions' data is in
  * the catalog, and every catalog change of mqlog bumps the catalog
@@ -49,11 +55,16 @@ typedef struct WatchedPartition
 {
 	MqPartition *part;
 	uint64		changes;		/* its counter when it was read */
+	int64		bytes;			/* the bytes the read found there */
 } WatchedPartition;
 
 struct MqKafkaWatch
 {
-	uint64		catalog;		/* the catalog generation when the run began */
+	uint64		catalog;		/* the catalog generation when it was made */
+	bool		probing;		/* this run re-reads only what moved */
+	int			cursor;			/* a probe: the next partition in order */
+	int			pending;		/* a probe: the partition being re-read */
+	int			last;			/* the partition stamped last, or -1 */
 	int			ntopics;
 	int			maxtopics;
 	WatchedTopic *topics;
@@ -63,26 +74,76 @@ struct MqKafkaWatch
 };
 
 /*
- * A run of a handler begins: forget what the last run watched, and watch
- * this one if it may park (a run that cannot, such as a Fetch without
+ * A run of a handler begins.  A run of a parked request whose watch still
+ * holds (the same catalog generation, the same nparts partitions) and that
+ * may park again is a probe: true, and the handler re-reads only the
+ * partitions MqKafkaWatchUnmoved says moved, so that a Fetch of many
+ * partitions costs, while it stays parked, what moved and not what it
+ * names.  Otherwise the last run's watch is forgotten, and this run is
+ * watched if it may park (a run that cannot, such as a Fetch without
  * max_wait_ms or its last run, would only spend memory on its stamps).
  * Without a memory context of the listener's (req->park_cxt) nothing is
- * watched and a parked request is re-run on every wake-up.
+ * watched and a parked request is re-run in full on every wake-up.
  */
-void
-MqKafkaWatchBegin(MqKafkaRequest *req, bool may_park)
+bool
+MqKafkaWatchBegin(MqKafkaRequest *req, bool may_park, bool may_probe, int nparts)
 {
-	MqKafkaWatch *w;
+	MqKafkaWatch *w = req->watch;
 
+	if (w != NULL && may_park && may_probe && w->nparts == nparts &&
+		!RecoveryInProgress() && MqlogCatalogGeneration() == w->catalog)
+	{
+		/*
+		 * The slots' counts now, before any partition is compared: a move
+		 * after its comparison moves its slot past these.
+		 */
+		for (int i = 0; i < w->ntopics; i++)
+			w->topics[i].changes = MqChangeSlotCount(w->topics[i].slot);
+		pg_read_barrier();
+		w->probing = true;
+		w->cursor = 0;
+		w->last = -1;
+		return true;
+	}
 	req->watch = NULL;
 	if (req->park_cxt == NULL)
-		return;
+		return false;
 	MemoryContextReset(req->park_cxt);
 	if (!may_park)
-		return;
+		return false;
 	w = MemoryContextAllocZero(req->park_cxt, sizeof(MqKafkaWatch));
 	w->catalog = MqlogCatalogGeneration();
+	w->last = -1;
 	req->watch = w;
+	return false;
+}
+
+/*
+ * The handler comes to its next partition, in the order of the request.
+ * In a probe: true, with the bytes the last read found there, if nothing
+ * moved it since; false if it is to be read again (and stamped again by
+ * MqKafkaWatchPartition).  Outside a probe: false, read it.
+ */
+bool
+MqKafkaWatchUnmoved(MqKafkaRequest *req, int64 *bytes)
+{
+	MqKafkaWatch *w = req->watch;
+	WatchedPartition *wp;
+
+	if (w == NULL)
+		return false;
+	w->last = -1;
+	if (!w->probing)
+		return false;
+	Assert(w->cursor < w->nparts);
+	wp = &w->parts[w->cursor++];
+	if (MqPartitionChanges(wp->part) == wp->changes)
+	{
+		*bytes = wp->bytes;
+		return true;
+	}
+	w->pending = w->cursor - 1;
+	return false;
 }
 
 /*
@@ -98,6 +159,13 @@ MqKafkaWatchPartition(MqKafkaRequest *req, MqPartition *part)
 
 	if (w == NULL)
 		return;
+	if (w->probing)
+	{
+		w->parts[w->pending].part = part;
+		w->parts[w->pending].changes = MqPartitionChanges(part);
+		w->last = w->pending;
+		return;
+	}
 	slot = MqPartitionChangeSlot(part);
 	t = w->ntopics > 0 ? &w->topics[w->ntopics - 1] : NULL;
 	if (t == NULL || t->slot != slot)
@@ -125,12 +193,23 @@ MqKafkaWatchPartition(MqKafkaRequest *req, MqPartition *part)
 	}
 	w->parts[w->nparts].part = part;
 	w->parts[w->nparts].changes = MqPartitionChanges(part);
-	w->nparts++;
+	w->parts[w->nparts].bytes = 0;
+	w->last = w->nparts++;
 	t->n++;
 }
 
+/* the bytes the read of the partition stamped last found */
+void
+MqKafkaWatchBytes(MqKafkaRequest *req, int64 bytes)
+{
+	MqKafkaWatch *w = req->watch;
+
+	if (w != NULL && w->last >= 0)
+		w->parts[w->last].bytes = bytes;
+}
+
 /*
- * May a re-run of the request answer differently from its last run?  The
+ * May a run of the request answer differently from its last run?  The
  * listener asks outside any transaction.  A topic slot that moved with
  * none of the request's partitions is remembered at its new count, so
  * the next wake-up does not pass over the same partitions again.

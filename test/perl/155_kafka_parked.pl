@@ -21,6 +21,13 @@
 #  - librdkafka: a confluent-kafka consumer waiting at a partition's end
 #    with fetch.wait.max.ms = 20000 gets a record produced from SQL within
 #    5 s;
+#  - a parked Fetch of the 2,000 partitions with min_bytes 3,000 stays
+#    parked while five records of 400 bytes commit one by one to
+#    partition 5 (each commit wakes it: a probe re-reads partition 5
+#    alone), and is answered within 5 s of a 1,000-byte record to
+#    partition 9, which neither reaches alone: the bytes partition 5 had
+#    count though it did not move, and the answer holds both partitions'
+#    records;
 #  - what changes a parked Fetch's answer without a record answers it
 #    within 5 s too (max_wait_ms 25 s): its topic dropped
 #    (UNKNOWN_TOPIC_OR_PARTITION), its consume privilege revoked
@@ -253,6 +260,34 @@ ok(defined $got_at, 'the consumer got the record') or diag($cerr);
 note(sprintf('the consumer got it %.3f s after it was produced', ($got_at // 0) - $sent));
 cmp_ok(($got_at // 1e12) - $sent, '<', 5, 'within 5 s, with fetch.wait.max.ms = 20000');
 is($offset, 0, 'at offset 0');
+
+# min_bytes reached by two partitions, one of which moved last
+my $from = join '', map {
+	pack('N', $_) . pack('q>', $_ == 1234 || $_ == 77 ? 1 : 0) . pack('N', 1 << 20)
+} 0 .. $nparts - 1;
+my $waiter = connect_listener();
+print $waiter frame(1, 4, 10, pack('NNNNc', 0xffffffff, 25000, 3000, 8 << 20, 1) . pack('N', 1)
+	  . kstr('wide') . pack('N', $nparts) . $from);
+sleep 1;
+foreach (1 .. 5)
+{
+	$node->safe_psql('postgres',
+		q{SELECT mq_produce('wide', convert_to(repeat('a', 400), 'UTF8'), "partition" => 5)});
+}
+sleep 0.5;
+is(scalar(my @w = IO::Select->new($waiter)->can_read(0)), 0,
+	'a Fetch with min_bytes 3000 stays parked through five commits of 400 bytes to one of its partitions');
+my $t9 = time;
+$node->safe_psql('postgres',
+	q{SELECT mq_produce('wide', convert_to(repeat('b', 1000), 'UTF8'), "partition" => 9)});
+my $wr = response($waiter);
+my $t9took = time - $t9;
+cmp_ok($t9took, '<', 5, 'a 1,000-byte record to another of its partitions answers it within 5 s')
+  or diag("took $t9took s");
+my $wp = defined $wr ? fetch_v4_partitions($wr) : {};
+is(join(' ', sort { $a <=> $b } grep { $wp->{$_}[2] > 0 } keys %$wp), '5 9',
+	'with the records of partitions 5 and 9');
+is($wp->{5}[1], 5, 'partition 5 at high watermark 5');
 
 # a catalog change answers a parked Fetch: a Fetch v4 of partition 0 of
 # topic, parked; then sql; the error code of its answer and how long it took
