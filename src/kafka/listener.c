@@ -25,15 +25,19 @@
  * the groups' timeouts on every turn (MqKafkaGroupsTick), which comes at
  * least every second.
  *
+ * A Fetch served again first probes (watch.c): it reads again only the
+ * partitions that moved, and all of them only to answer.
+ *
  * Fairness: a turn re-runs parked requests of at most RERUN_BUDGET
- * partitions in all (the first one that starts always runs whole, however
- * many partitions it names); the others that are due wait for the next
- * turn, which comes at once, after every connection that is ready has been
- * served, and starts where this one stopped.  So between two requests of
- * another connection the listener spends at most one budget's worth of
- * parked re-runs plus one request.  The cost that remains: a slow request
- * (a produce with acks = all waiting for replicas, a large fetch) delays
- * the other connections.
+ * partitions in all, each counted at the partitions it names (the first
+ * one that starts always runs whole, however many partitions it names);
+ * the others that are due wait for the next turn, which comes at once,
+ * after every connection that is ready has been served, and starts where
+ * this one stopped.  So between two requests of another connection the
+ * listener spends at most one budget's worth of parked re-runs, or one
+ * request if it names more.  The cost that remains: a slow request (a
+ * produce with acks = all waiting for replicas, a large fetch, a parked
+ * one's answer) delays the other connections.
  *
  * The loop follows autoprewarm's: SIGTERM ends it, SIGHUP reloads the
  * settings, postmaster death ends it (WL_EXIT_ON_PM_DEATH).
