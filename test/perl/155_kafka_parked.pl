@@ -37,9 +37,9 @@ use warnings;
 
 use File::Basename qw(dirname);
 use IO::Select;
-use IO::Socket::INET;
 use IPC::Run;
 use List::Util qw(max);
+use MqKafka qw(kafka_node kstr frame response connect_listener);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -52,16 +52,7 @@ my $bootstrap = "127.0.0.1:$kport";
 my $nparts = 2000;
 my $nfetch = 5;
 
-my $node = PostgreSQL::Test::Cluster->new('kafka_parked');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'mqlog'
-mqlog.kafka_listen = '$bootstrap'
-mqlog.kafka_role = 'kafka_app'
-mqlog.max_partitions = 4096
-});
-$node->start;
+my $node = kafka_node('kafka_parked', $kport, "mqlog.max_partitions = 4096\n");
 $node->safe_psql(
 	'postgres', qq{
 CREATE EXTENSION mqlog;
@@ -90,53 +81,14 @@ $node->poll_query_until('postgres',
 	q{SELECT count(*) = 0 FROM mqlog.partitions WHERE topic = 'wide' AND segment_count = 0})
   or die 'the segments of "wide" were not made';
 
-sub kstr { return pack('n', length $_[0]) . $_[0] }
-
-sub frame
-{
-	my ($key, $version, $corr, $body) = @_;
-	my $payload = pack('nnN', $key, $version, $corr) . kstr('parked') . $body;
-	return pack('N', length $payload) . $payload;
-}
-
-# a whole response, or undef when the connection closes first
-sub response
-{
-	my ($sock) = @_;
-	my ($head, $body) = ('', '');
-	while (length $head < 4)
-	{
-		my $n = sysread($sock, $head, 4 - length $head, length $head);
-		return undef unless $n;
-	}
-	my $size = unpack('N', $head);
-	while (length $body < $size)
-	{
-		my $n = sysread($sock, $body, $size - length $body, length $body);
-		return undef unless $n;
-	}
-	return $body;
-}
-
-sub connect_listener
-{
-	foreach (1 .. 60)
-	{
-		my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $kport, Proto => 'tcp');
-		return $s if $s;
-		sleep 1;
-	}
-	die "the Kafka listener does not accept connections on port $kport";
-}
-
 sub median
 {
 	my @s = sort { $a <=> $b } @_;
 	return $s[ int(@s / 2) ];
 }
 
-my $probe = connect_listener();
-print $probe frame(18, 0, 1, '');
+my $probe = connect_listener($kport);
+print $probe frame(18, 0, '', 1);
 ok(defined response($probe), 'ApiVersions is answered');
 
 # ApiVersions v0 and Metadata v1 of topic "one", alternately, for secs
@@ -156,8 +108,8 @@ sub round_trips
 	{
 		my $t0 = time;
 		print $probe ($corr % 2
-			? frame(18, 0, $corr, '')
-			: frame(3, 1, $corr, pack('N', 1) . kstr('one')));
+			? frame(18, 0, '', $corr)
+			: frame(3, 1, pack('N', 1) . kstr('one'), $corr));
 		my $r = response($probe);
 		die 'the probe connection closed' unless defined $r;
 		die 'an answer out of order' unless unpack('N', $r) == $corr;
@@ -177,9 +129,9 @@ cmp_ok($base_commits, '>', 100, "the commit loop committed ($base_commits times)
 my $parts = join '', map { pack('N', $_) . pack('q>', 0) . pack('N', 1 << 20) } 0 .. $nparts - 1;
 my $fetch_body = pack('NNNNc', 0xffffffff, 25000, 1, 8 << 20, 1) . pack('N', 1) . kstr('wide')
   . pack('N', $nparts) . $parts;
-my @fetchers = map { connect_listener() } 1 .. $nfetch;
+my @fetchers = map { connect_listener($kport) } 1 .. $nfetch;
 my $parked_at = time;
-print $_ frame(1, 4, 9, $fetch_body) foreach @fetchers;
+print $_ frame(1, 4, $fetch_body, 9) foreach @fetchers;
 my $sel = IO::Select->new(@fetchers);
 sleep 1;
 is(scalar(my @r = $sel->can_read(0)), 0, "$nfetch Fetches of $nparts partitions each are parked");
@@ -265,9 +217,9 @@ is($offset, 0, 'at offset 0');
 my $from = join '', map {
 	pack('N', $_) . pack('q>', $_ == 1234 || $_ == 77 ? 1 : 0) . pack('N', 1 << 20)
 } 0 .. $nparts - 1;
-my $waiter = connect_listener();
-print $waiter frame(1, 4, 10, pack('NNNNc', 0xffffffff, 25000, 3000, 8 << 20, 1) . pack('N', 1)
-	  . kstr('wide') . pack('N', $nparts) . $from);
+my $waiter = connect_listener($kport);
+print $waiter frame(1, 4, pack('NNNNc', 0xffffffff, 25000, 3000, 8 << 20, 1) . pack('N', 1)
+	  . kstr('wide') . pack('N', $nparts) . $from, 10);
 sleep 1;
 foreach (1 .. 5)
 {
@@ -294,9 +246,9 @@ is($wp->{5}[1], 5, 'partition 5 at high watermark 5');
 sub parked_then
 {
 	my ($topic, $sql) = @_;
-	my $s = connect_listener();
-	print $s frame(1, 4, 11, pack('NNNNc', 0xffffffff, 25000, 1, 1 << 20, 1) . pack('N', 1)
-		  . kstr($topic) . pack('N', 1) . pack('N', 0) . pack('q>', 0) . pack('N', 1 << 20));
+	my $s = connect_listener($kport);
+	print $s frame(1, 4, pack('NNNNc', 0xffffffff, 25000, 1, 1 << 20, 1) . pack('N', 1)
+		  . kstr($topic) . pack('N', 1) . pack('N', 0) . pack('q>', 0) . pack('N', 1 << 20), 11);
 	sleep 1;
 	die "the Fetch of $topic was answered at once" if IO::Select->new($s)->can_read(0);
 	my $t0 = time;
