@@ -90,7 +90,13 @@ fetch_partition(void *arg)
 	}
 	if ((fp->error = MqKafkaCheckLeader(topic, fp->index)) != MQK_NONE)
 		return;
-	MqKafkaWatchPartition(u->req, MqTopicPartition(topic, fp->index));
+	/*
+	 * A partition whose first segment is still to be made reads as empty
+	 * and has no shared state to stamp (nor needs one before its segment,
+	 * a catalog change, is made): stamped NULL, it takes no entry.
+	 */
+	MqKafkaWatchPartition(u->req, MqTopicPartitionPending(topic, fp->index) ? NULL :
+						  MqTopicPartition(topic, fp->index));
 	/* the one offset check: 22023 is OFFSET_OUT_OF_RANGE here */
 	MqCheckOffsetRange(topic, fp->index, fp->offset, false);
 	MqPartitionOffsets(topic, fp->index, &fp->last_stable, &fp->high_watermark);

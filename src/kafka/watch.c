@@ -137,7 +137,7 @@ MqKafkaWatchUnmoved(MqKafkaRequest *req, int64 *bytes)
 		return false;
 	Assert(w->cursor < w->nparts);
 	wp = &w->parts[w->cursor++];
-	if (MqPartitionChanges(wp->part) == wp->changes)
+	if (wp->part == NULL || MqPartitionChanges(wp->part) == wp->changes)
 	{
 		*bytes = wp->bytes;
 		return true;
@@ -148,7 +148,9 @@ MqKafkaWatchUnmoved(MqKafkaRequest *req, int64 *bytes)
 
 /*
  * The request is about to read part's offsets: stamp it.  Called for
- * every partition whose offsets the answer holds, before they are read.
+ * every partition whose offsets the answer holds, before they are read;
+ * part NULL for one without shared state yet (it waits for the catalog
+ * to change).
  */
 void
 MqKafkaWatchPartition(MqKafkaRequest *req, MqPartition *part)
@@ -162,12 +164,13 @@ MqKafkaWatchPartition(MqKafkaRequest *req, MqPartition *part)
 	if (w->probing)
 	{
 		w->parts[w->pending].part = part;
-		w->parts[w->pending].changes = MqPartitionChanges(part);
+		w->parts[w->pending].changes = part ? MqPartitionChanges(part) : 0;
 		w->last = w->pending;
 		return;
 	}
-	slot = MqPartitionChangeSlot(part);
 	t = w->ntopics > 0 ? &w->topics[w->ntopics - 1] : NULL;
+	/* without shared state: in the group before it, or one of slot 0 */
+	slot = part ? MqPartitionChangeSlot(part) : t ? t->slot : 0;
 	if (t == NULL || t->slot != slot)
 	{
 		if (w->ntopics == w->maxtopics)
@@ -192,7 +195,7 @@ MqKafkaWatchPartition(MqKafkaRequest *req, MqPartition *part)
 			repalloc(w->parts, sizeof(WatchedPartition) * w->maxparts);
 	}
 	w->parts[w->nparts].part = part;
-	w->parts[w->nparts].changes = MqPartitionChanges(part);
+	w->parts[w->nparts].changes = part ? MqPartitionChanges(part) : 0;
 	w->parts[w->nparts].bytes = 0;
 	w->last = w->nparts++;
 	t->n++;
@@ -228,7 +231,8 @@ MqKafkaWatchMoved(MqKafkaWatch *w)
 			continue;
 		pg_read_barrier();		/* as MqKafkaWatchPartition read them */
 		for (int p = t->first; p < t->first + t->n; p++)
-			if (MqPartitionChanges(w->parts[p].part) != w->parts[p].changes)
+			if (w->parts[p].part != NULL &&
+				MqPartitionChanges(w->parts[p].part) != w->parts[p].changes)
 				return true;
 		t->changes = now;
 	}

@@ -28,6 +28,10 @@
 #    partition 9, which neither reaches alone: the bytes partition 5 had
 #    count though it did not move, and the answer holds both partitions'
 #    records;
+#  - a Fetch of partitions still waiting for their first segment (the
+#    maintenance worker kept out) parks without taking their entries in
+#    shared memory, and once the worker made them, a record produced to
+#    one of them answers it within 5 s;
 #  - what changes a parked Fetch's answer without a record answers it
 #    within 5 s too (max_wait_ms 25 s): its topic dropped
 #    (UNKNOWN_TOPIC_OR_PARTITION), its consume privilege revoked
@@ -240,6 +244,37 @@ my $wp = defined $wr ? fetch_v4_partitions($wr) : {};
 is(join(' ', sort { $a <=> $b } grep { $wp->{$_}[2] > 0 } keys %$wp), '5 9',
 	'with the records of partitions 5 and 9');
 is($wp->{5}[1], 5, 'partition 5 at high watermark 5');
+
+# partitions without a segment yet: mq_create_topic makes the first 200,
+# the worker the rest, kept out here by a session holding its lock
+my $holder = $node->background_psql('postgres', on_error_stop => 1);
+$holder->query_safe(q{BEGIN});
+$holder->query_safe(q{SELECT count(*) FROM mq_run_maintenance('one')});
+$node->safe_psql('postgres', q{SELECT mq_create_topic('late', 300); SELECT mq_grant('late', 'kafka_app', 'consume')});
+is($node->safe_psql('postgres',
+	q{SELECT count(*) FROM mqlog.partitions WHERE topic = 'late' AND segment_count = 0}),
+	'100', 'with the worker kept out, 100 partitions of "late" wait for their segment');
+my $in_use = q{SELECT in_use FROM mqlog.shared_memory WHERE area = 'partitions'};
+my $used = $node->safe_psql('postgres', $in_use);
+my $late = connect_listener($kport);
+print $late frame(1, 4, pack('NNNNc', 0xffffffff, 25000, 1, 1 << 20, 1) . pack('N', 1) . kstr('late')
+	  . pack('N', 10) . join('', map { pack('N', $_) . pack('q>', 0) . pack('N', 1 << 20) } 250 .. 259), 12);
+sleep 1;
+is(scalar(my @l = IO::Select->new($late)->can_read(0)), 0, 'a Fetch of ten of them parks');
+is($node->safe_psql('postgres', $in_use), $used, 'without taking their partition entries');
+$holder->query_safe(q{COMMIT});
+$holder->quit;
+$node->poll_query_until('postgres',
+	q{SELECT count(*) = 0 FROM mqlog.partitions WHERE topic = 'late' AND segment_count = 0})
+  or die 'the segments of "late" were not made';
+my $t255 = time;
+$node->safe_psql('postgres', q{SELECT mq_produce('late', 'made'::bytea, "partition" => 255)});
+my $lr = response($late);
+my $t255took = time - $t255;
+cmp_ok($t255took, '<', 5, 'once the worker made them, a record to one answers the Fetch within 5 s')
+  or diag("took $t255took s");
+my $lp = defined $lr ? fetch_v4_partitions($lr) : {};
+is(join(' ', grep { $lp->{$_}[2] > 0 } sort { $a <=> $b } keys %$lp), '255', 'with the record of partition 255');
 
 # a catalog change answers a parked Fetch: a Fetch v4 of partition 0 of
 # topic, parked; then sql; the error code of its answer and how long it took
