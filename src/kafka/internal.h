@@ -96,6 +96,10 @@ typedef struct MqKafkaRequest
 	bool		final;			/* a parked Fetch's last run: answer now */
 	TimestampTz wake_at;		/* set by a handler that parks */
 	uint64		park_token;		/* a parked handler's note to its next run */
+	MemoryContext park_cxt;		/* the listener's, kept while the request is
+								 * parked (NULL: none) */
+	struct MqKafkaWatch *watch; /* what a parked Fetch waits for (watch.c),
+								 * in park_cxt; NULL: re-run on every wake-up */
 
 	/*
 	 * Set by a handler whose answer depends on its commit (Produce with
@@ -212,6 +216,24 @@ typedef struct MqKafkaTopicSet
 
 extern void MqKafkaKnownTopics(MqKafkaTopicSet *set);
 extern bool MqKafkaKnownTopic(const MqKafkaTopicSet *set, const char *name);
+
+/*
+ * What a parked Fetch waits for (watch.c): Begin at the start of each run
+ * (true: a probe), then for each partition in order Unmoved (true in a
+ * probe: skip it, its bytes are those of the last read), else Partition
+ * before its offsets are read and Bytes after; the listener re-runs the
+ * request only when Moved (or its time is up), and counts a re-run's cost
+ * by its Size in partitions.
+ */
+typedef struct MqKafkaWatch MqKafkaWatch;
+struct MqPartition;
+extern bool MqKafkaWatchBegin(MqKafkaRequest *req, bool may_park, bool may_probe,
+							  int nparts);
+extern bool MqKafkaWatchUnmoved(MqKafkaRequest *req, int64 *bytes);
+extern void MqKafkaWatchPartition(MqKafkaRequest *req, struct MqPartition *part);
+extern void MqKafkaWatchBytes(MqKafkaRequest *req, int64 bytes);
+extern bool MqKafkaWatchMoved(MqKafkaWatch *w);
+extern int	MqKafkaWatchSize(const MqKafkaWatch *w);
 
 /*
  * (Sub)transactions aborted so far: an abort cancels a condition variable

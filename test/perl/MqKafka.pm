@@ -1,25 +1,40 @@
 # MqKafka: what the Kafka Perl TAP tests share.  The clients of
 # test/kafka/cluster.py (confluent-kafka and raw requests), a value as one
-# comparable string, raw Kafka frames on a socket, and a process's peak
-# resident size.
+# comparable string, a single node with the listener, raw Kafka frames on a
+# socket, and a process's peak resident size.
 #
 #   my ($nodes, $kafka) = MqKafka::new_nodes($etcd, 3, "mqlog.acks_timeout = 3000\n");
 #   my $out = MqKafka::cluster_py('127.0.0.1:9092', 'raw-errors', 'kc', 0);
 #   my $md = MqKafka::metadata('127.0.0.1:9092');     # decoded JSON, {} if none
 #   canon($a) eq canon($b)                            # in a wait_until
-#   print $sock MqKafka::frame(3, 1, $body); my $answer = MqKafka::response($sock);
 #   MqKafka::peak_kb($pid)                            # VmHWM, Linux only
+#
+#   use MqKafka qw(kafka_node kstr frame response connect_listener peak_kb);
+#   my $node = kafka_node('name', $port, "more = 'settings'\n");   # started
+#   my $s = connect_listener($port);        # waits up to 60 s for the listener
+#   print $s frame(18, 0, '');              # key, version, body[, correlation id]
+#   my $answer = response($s);              # undef when the connection closed first
+#   kstr('topic')                           # a string with its int16 length
+#
+# kafka_node: mqlog preloaded, the listener on 127.0.0.1:$port acting as
+# role kafka_app (the test creates it). frame() writes request header v1
+# (client id "raw"); response() returns what follows the size, correlation
+# id first.
 package MqKafka;
 
 use strict;
 use warnings;
 
+use Exporter 'import';
 use File::Basename qw(dirname);
+use IO::Socket::INET;
 use IPC::Run;
 use JSON::PP;
 use MqCluster;
 use PostgreSQL::Test::Cluster;
 use Test::More;
+
+our @EXPORT_OK = qw(kafka_node kstr frame response connect_listener peak_kb);
 
 our $SCRIPT = dirname(__FILE__) . '/../kafka/cluster.py';
 our $PYTHON = '/usr/bin/python3';
@@ -91,11 +106,11 @@ sub want_partitions
 
 sub kstr { return pack('n', length $_[0]) . $_[0] }
 
-# a request frame: header v1 (correlation id 7, client "hostile"), then the body
+# a request frame: header v1 (correlation id 7 unless given, client "raw"), then the body
 sub frame
 {
-	my ($key, $version, $body) = @_;
-	my $payload = pack('nnN', $key, $version, 7) . kstr('hostile') . $body;
+	my ($key, $version, $body, $corr) = @_;
+	my $payload = pack('nnN', $key, $version, $corr // 7) . kstr('raw') . $body;
 	return pack('N', length $payload) . $payload;
 }
 
@@ -116,6 +131,34 @@ sub response
 		return undef unless $n;
 	}
 	return $body;
+}
+
+# one node with the listener on 127.0.0.1:$port as role kafka_app, started
+sub kafka_node
+{
+	my ($name, $port, $conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf',
+		"shared_preload_libraries = 'mqlog'\n"
+		  . "mqlog.kafka_listen = '127.0.0.1:$port'\n"
+		  . "mqlog.kafka_role = 'kafka_app'\n"
+		  . ($conf // ''));
+	$node->start;
+	return $node;
+}
+
+# a connection to the listener on 127.0.0.1:$port, once it accepts
+sub connect_listener
+{
+	my ($port) = @_;
+	foreach (1 .. 60)
+	{
+		my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port, Proto => 'tcp');
+		return $s if $s;
+		sleep 1;
+	}
+	die "the Kafka listener does not accept connections on port $port";
 }
 
 # the peak resident size of a process, in kB (/proc/PID/status VmHWM)
