@@ -228,6 +228,28 @@ CREATE TABLE mqlog.replica_state (
 COMMENT ON TABLE mqlog.replica_state IS 'per partition of a replicated topic: replicas, leader, leader epoch and ISR, copied from etcd with the key''s mod_revision; the high watermark as last checkpointed here, where it starts again after a restart';
 
 /*
+ * Every replicated topic of the cluster, whether this node holds a replica
+ * of it or not (src/cluster/directory.c): the cluster sync worker copies
+ * etcd's topics/ and partitions/ here each round, rows changing only when
+ * their etcd key's mod_revision (or the topic's uuid) does.  The Kafka
+ * listener's Metadata names the leaders of topics this node has no copy of
+ * from it (doc/kafka.md, "Several nodes").  Not dumped: it is etcd's.
+ */
+CREATE TABLE mqlog.cluster_partition (
+    topic         text,
+    "partition"   int,
+    uuid          text NOT NULL,
+    replicas      text[] NOT NULL,
+    leader        text NOT NULL,
+    leader_epoch  int NOT NULL,
+    isr           text[] NOT NULL,
+    mod_revision  bigint NOT NULL,
+    PRIMARY KEY (topic, "partition")
+);
+COMMENT ON TABLE mqlog.cluster_partition IS 'per partition of every replicated topic of the cluster (held here or not): replicas, leader, leader epoch and ISR as this node last read them from etcd, with the key''s mod_revision';
+REVOKE ALL ON mqlog.cluster_partition FROM PUBLIC;
+
+/*
  * Privileges (see acl.c): a topic's owner, members of mqlog_admin and
  * superusers hold every privilege on it; others hold what mq_grant gave
  * them.  privs is a bit mask: 1 produce, 2 consume, 4 describe, 8 alter.

@@ -407,8 +407,14 @@ run_perl() {
                 [ -f "$f" ] && show_file "$f" 60
             done
             show_file "$SRC/tmp_check/log/regress_log_$name" 80
+            printf '\n---- %s: the last errors in its server logs ----\n' "$t"
+            for f in "$SRC/tmp_check/log/${name}"_*.log; do
+                [ -f "$f" ] || continue
+                grep -E '(ERROR|FATAL|PANIC):' "$f" | tail -n 8 | sed "s|^|$(basename "$f"): |"
+            done
             printf '\n---- %s: failed checks and errors ----\n' "$t"
-            grep -n -A4 -E '^not ok|^# +Failed test|error running SQL|died|^# the last error while waiting' \
+            # regress_log lines begin with "[time](elapsed) "
+            grep -n -A4 -E '(^|\) )(not ok|# +Failed test)|error running SQL|died|ended prematurely|# the last error while waiting' \
                 "$SRC/tmp_check/log/regress_log_$name" 2>/dev/null | head -n 80
             printf -- '---- end of %s ----\n' "$t"
         done

@@ -364,6 +364,33 @@ SELECT mq_commit('grp_sp2');
 SELECT committed_offset, lag FROM lag WHERE group_id = 'grp_sp2';
 SELECT mq_leave('grp_sp2');
 
+-- A member removed and joined again starts from the committed offset (as
+-- a Kafka consumer does after it rejoins); when the transaction of that
+-- first poll rolls back, to its start or to a savepoint, the next poll
+-- starts from the committed offset again, not from where the old
+-- membership's polls had left the position.
+SELECT count(*) FROM mq_poll('grp_rj', 'grp_sp');
+SELECT mq_remove_group_members('grp_rj');
+BEGIN;
+SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_rj', 'grp_sp', 2);
+ROLLBACK;
+SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_rj', 'grp_sp', 2);
+SELECT mq_remove_group_members('grp_rj');
+BEGIN;
+SAVEPOINT a;
+SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_rj', 'grp_sp', 2);
+ROLLBACK TO SAVEPOINT a;
+SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_rj', 'grp_sp', 2);
+COMMIT;
+-- A seek made before that next poll still counts.
+SELECT mq_remove_group_members('grp_rj');
+BEGIN;
+SELECT "offset" FROM mq_poll('grp_rj', 'grp_sp', 2);
+ROLLBACK;
+SELECT mq_seek('grp_rj', 'grp_sp', 0, 3);
+SELECT "offset", convert_from(value, 'UTF8') AS value FROM mq_poll('grp_rj', 'grp_sp', 2);
+SELECT mq_leave('grp_rj');
+
 -- ------------------------------------------------------------------------
 -- Auto-commit (mqlog.enable_auto_commit, Kafka's enable.auto.commit): a
 -- poll first commits the positions the previous poll left, so a consumer
@@ -450,6 +477,18 @@ SELECT partition FROM (SELECT partition, "offset", lag("offset") OVER (PARTITION
  WHERE "offset" <> coalesce(prev + 1, 0);
 SELECT mq_leave('grp_wide');
 SELECT mq_drop_topic('grp_wide');
+
+-- A topic dropped between a poll and the commit: its offsets went with
+-- it, so the commit skips it and commits the rest (it used to fail with
+-- "topic with id N does not exist").
+SELECT mq_create_topic('grp_dt1', 1), mq_create_topic('grp_dt2', 1);
+SELECT count(*) FROM (SELECT mq_produce('grp_dt1', 'a') UNION ALL SELECT mq_produce('grp_dt2', 'b')) x;
+SELECT topic, "offset" FROM mq_poll('grp_dt', ARRAY['grp_dt1', 'grp_dt2'], 10) ORDER BY 1;
+SELECT mq_drop_topic('grp_dt2');
+SELECT mq_commit('grp_dt');
+SELECT topic, committed_offset FROM mqlog.consumer_lag WHERE group_id = 'grp_dt';
+SELECT mq_leave('grp_dt');
+SELECT mq_drop_topic('grp_dt1');
 
 -- ------------------------------------------------------------------------
 -- Clean up: the committed offsets go with the topics

@@ -20,12 +20,16 @@
  *							 "created_by","created_sysid","created_at","uuid"}
  *	partitions/<topic>/<p>	{"replicas":[..],"leader","leader_epoch","isr":[..]}
  *
+ * Every node copies topics/ and partitions/ whole into mqlog.cluster_partition
+ * (directory.c), and the topics it is a replica of into its local catalog.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef MQLOG_CLUSTER_METADATA_H
 #define MQLOG_CLUSTER_METADATA_H
 
 #include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
 #include "utils/guc.h"
 
@@ -122,6 +126,18 @@ extern bool MqPartitionHasReplica(const MqPartitionMeta *p, const char *node);
 extern bool MqClusterNameListed(List *names, const char *name);
 extern char *MqClusterNamesText(List *names);
 extern char *MqClusterNodeClaim(void);
+extern void MqClusterAppendNames(StringInfo buf, List *names);
+
+/* a replicated topic of the cluster, with its partitions (MqPartitionMeta *) */
+typedef struct MqClusterTopic
+{
+	MqTopicMeta *meta;
+	List	   *parts;
+} MqClusterTopic;
+
+/* every replicated topic of the cluster, held here or not (directory.c) */
+extern void MqClusterDirectoryStore(List *topics, List *partial);
+extern List *MqClusterDirectoryRead(const char *name);
 
 /* replicated topics: creation and drop from SQL (topics.c) */
 extern void MqClusterCheckReplicationFactor(int replication_factor);

@@ -97,8 +97,9 @@ MqClusterPlace(List *nodes, int first, int count, int replication_factor)
 	return result;
 }
 
-static void
-append_name_array(StringInfo buf, List *names)
+/* a list of node names as a JSON array */
+void
+MqClusterAppendNames(StringInfo buf, List *names)
 {
 	ListCell   *lc;
 
@@ -137,11 +138,11 @@ MqPartitionMetaJson(const MqPartitionMeta *p)
 
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "{\"replicas\":");
-	append_name_array(&buf, p->replicas);
+	MqClusterAppendNames(&buf, p->replicas);
 	appendStringInfoChar(&buf, ',');
 	MqJsonAppendField(&buf, true, "leader", p->leader);
 	appendStringInfo(&buf, ",\"leader_epoch\":%d,\"isr\":", p->leader_epoch);
-	append_name_array(&buf, p->isr);
+	MqClusterAppendNames(&buf, p->isr);
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
 }

@@ -226,6 +226,8 @@ typedef struct Undo
 	SubTransactionId subid;		/* the subtransaction that changed it */
 	SubTransactionId prev_subid;	/* the position's subid before */
 	bool		created;		/* the position did not exist before */
+	bool		stale;			/* it was to be reloaded */
+	uint64		membership;		/* the join its values were loaded in */
 	int64		position;
 	int64		committed;
 } Undo;
@@ -250,6 +252,8 @@ push_undo(Position *pos, bool created)
 	u->subid = GetCurrentSubTransactionId();
 	u->prev_subid = created ? InvalidSubTransactionId : pos->subid;
 	u->created = created;
+	u->stale = pos->stale;
+	u->membership = pos->membership;
 	u->position = pos->position;
 	u->committed = pos->committed;
 	pos->subid = u->subid;
@@ -292,6 +296,16 @@ apply_undo(Undo *u)
 	pos->position = u->position;
 	pos->committed = u->committed;
 	pos->subid = u->prev_subid;
+
+	/*
+	 * Values from before a reload that is undone, or loaded in an earlier
+	 * membership of the member: the next sync reloads them from the
+	 * committed offset, as it would have without the rolled-back work (a
+	 * member that joined again starts from the committed offset, whatever
+	 * its old membership polled).
+	 */
+	if (u->stale || u->membership != pos->membership)
+		pos->stale = true;
 }
 
 static void
@@ -374,6 +388,28 @@ MqPositionsInitCallbacks(void)
  * Positions
  * ------------------------------------------------------------------------ */
 
+/*
+ * A position from the committed offset (a new or a stale one): wait for a
+ * commit of the partition's previous owner that is in flight, then read
+ * where it left off.  Undone with the subtransaction, which leaves the
+ * position stale again.
+ */
+static void
+reload_position(Position *pos)
+{
+	LOCKTAG		tag;
+
+	save_position(pos);
+	positions_changed++;
+	pos->stale = false;
+	handover_locktag(&tag, pos->key.group, pos->key.topic_id, pos->key.partition);
+	(void) LockAcquire(&tag, ShareLock, false, false);
+	LockRelease(&tag, ShareLock, false);
+	pos->committed = MqOffsetRead(pos->key.group, pos->key.topic_id, pos->key.partition);
+	/* no offset, or one retention removed: the poll applies the policy */
+	pos->position = pos->committed;
+}
+
 void
 MqPositionsSync(const char *group, const char *member_id, const MqAssignment *assignment,
 				MqTopic **topics, int ntopics)
@@ -446,24 +482,7 @@ MqPositionsSync(const char *group, const char *member_id, const MqAssignment *as
 		}
 		if (!found)
 			init_position(pos, assignment->membership, -1);
-		else
-			save_position(pos);
-		pos->stale = false;
-
-		/*
-		 * Wait for a commit of the previous owner that is in flight, then
-		 * read where it left off.
-		 */
-		{
-			LOCKTAG		tag;
-
-			handover_locktag(&tag, group, tp->topic_id, tp->partition);
-			(void) LockAcquire(&tag, ShareLock, false, false);
-			LockRelease(&tag, ShareLock, false);
-		}
-		pos->committed = MqOffsetRead(group, tp->topic_id, tp->partition);
-		/* no offset, or one retention removed: the poll applies the policy */
-		pos->position = pos->committed;
+		reload_position(pos);
 	}
 	pfree(sorted);
 	if (complete)
@@ -573,6 +592,9 @@ MqGroupSeek(const char *group, const char *member_id, MqTopic *topic, int32 part
 	Position   *pos = explicit_position(group, member_id, topic, partition, offset,
 										MQ_GROUP_USE_EXISTING);
 
+	/* a stale position is reloaded now, or the next poll's reload undoes the seek */
+	if (pos->stale)
+		reload_position(pos);
 	save_position(pos);
 	pos->position = offset;
 }
@@ -641,12 +663,19 @@ commit_one(Position *pos, int generation, int64 offset, const char *topic_name)
 	pos->polled = false;
 }
 
-/* a topic's name, once the caller is known to hold consume on it */
+/*
+ * A topic's name, once the caller is known to hold consume on it; NULL if
+ * the topic was dropped since the member read it: its committed offsets
+ * went with it, and there is nothing to commit there (as a Kafka consumer's
+ * commit of a deleted topic's partition fails for that partition alone).
+ */
 static const char *
 topic_name_of(int32 topic_id)
 {
-	MqTopic    *topic = MqTopicLookupById(topic_id);
+	MqTopic    *topic = MqTopicFindById(topic_id);
 
+	if (topic == NULL)
+		return NULL;
 	MqTopicCheckPrivilege(topic, MQ_PRIV_CONSUME);
 	return topic->name;
 }
@@ -677,8 +706,13 @@ commit_positions(const char *group, const char *member_id, int generation, Oid o
 		MqGroupPersistOwner(group, owner);
 	foreach(lc, todo)
 	{
+		const char *topic_name;
+
 		pos = lfirst(lc);
-		commit_one(pos, generation, pos->position, topic_name_of(pos->key.topic_id));
+		topic_name = topic_name_of(pos->key.topic_id);
+		if (topic_name == NULL)
+			continue;
+		commit_one(pos, generation, pos->position, topic_name);
 		count++;
 	}
 	list_free(todo);

@@ -50,7 +50,9 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
+#include "mqlog.h"
 #include "base/spi.h"
+#include "cluster/metadata.h"
 #include "log/topic.h"
 #include "kafka/internal.h"
 
@@ -261,6 +263,12 @@ create_topic(void *arg)
 	t->phase = PHASE_CONFIG;
 	run_check("SELECT mqlog._validate_config($1)", JSONBOID, config);
 	t->phase = PHASE_CREATE;
+	/* Kafka's topics are one namespace: not a single-node shadow of the cluster's */
+	if (MqClusterEnabled() && MqClusterDirectoryRead(t->name) != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("topic \"%s\" already exists in cluster \"%s\"", t->name, mqlog_cluster_name),
+				 errdetail("It is a replicated topic this node holds no replica of.")));
 	(void) OidFunctionCall4(t->fn, name,
 							Int32GetDatum(t->partitions == -1 ? MQK_DEFAULT_PARTITIONS : t->partitions),
 							Int32GetDatum(t->replication_factor == -1 ? MQK_DEFAULT_REPLICATION :
@@ -459,8 +467,15 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 
 		if (dup[i])
 			t->error = MQK_INVALID_REQUEST;
-		else if (!OidIsValid(fn) || !MqKafkaKnownTopic(&known, t->name))
+		else if (!OidIsValid(fn))
 			t->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
+		else if (!MqKafkaKnownTopic(&known, t->name))
+		{
+			/* a replicated topic held elsewhere is dropped where it is held */
+			t->error = MqKafkaClusterTopicError(t->name);
+			if (t->error == MQK_NONE)
+				t->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
+		}
 		else
 		{
 			t->fn = fn;

@@ -20,6 +20,9 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
+
+#include "acl/acl.h"
 #include "cluster/metadata.h"
 #include "log/topic.h"
 #include "kafka/internal.h"
@@ -103,4 +106,33 @@ int16
 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition)
 {
 	return MqTopicLeadsHere(topic, partition) ? MQK_NONE : MQK_NOT_LEADER_OR_FOLLOWER;
+}
+
+/*
+ * May the request's role learn of the replicated topics this node holds no
+ * copy of?  Their grants are on the nodes that hold them (grants do not
+ * replicate), so only a role that may describe every topic on every node
+ * (a superuser or a member of mqlog_admin, MqIsAdmin) sees them; see
+ * doc/kafka.md, "Topics this node holds no replica of".
+ */
+bool
+MqKafkaSeesClusterTopics(void)
+{
+	return MqClusterEnabled() && MqIsAdmin(GetUserId());
+}
+
+/*
+ * A name this node has no topic of: a replicated topic of the cluster
+ * held elsewhere (mqlog.cluster_partition)?  MQK_NONE if not; else, for a
+ * request about its partitions, NOT_LEADER_OR_FOLLOWER, which sends a
+ * client to Metadata and on to the leader, or TOPIC_AUTHORIZATION_FAILED
+ * for a role that may not see it (what a topic here it may not describe
+ * answers).
+ */
+int16
+MqKafkaClusterTopicError(const char *name)
+{
+	if (!MqClusterEnabled() || MqClusterDirectoryRead(name) == NIL)
+		return MQK_NONE;
+	return MqKafkaSeesClusterTopics() ? MQK_NOT_LEADER_OR_FOLLOWER : MQK_TOPIC_AUTHORIZATION_FAILED;
 }

@@ -258,9 +258,17 @@ MqKafkaDescribeConfigs(MqKafkaRequest *req, StringInfo out)
 			MqTopic    *topic = NULL;
 
 			res->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
+			message = NULL;
 			if (MqKafkaKnownTopic(&known, res->name))
 				topic = MqKafkaTopic(res->name, MQ_PRIV_DESCRIBE, &res->error);
-			message = NULL;
+			else if ((code = MqKafkaClusterTopicError(res->name)) != MQK_NONE)
+			{
+				/* its config is kept by the nodes that hold it (brokers.c) */
+				res->error = code;
+				if (code == MQK_NOT_LEADER_OR_FOLLOWER)
+					message = psprintf("topic \"%s\" has no replica on this node: describe it at a node that holds one",
+									   res->name);
+			}
 			if (topic != NULL)
 			{
 				res->topic_id = topic->topic_id;

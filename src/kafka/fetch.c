@@ -14,8 +14,10 @@
  * transactions still in flight included, as Kafka's does.
  *
  * A Fetch that finds fewer than min_bytes parks (MQK_PARK): the listener
- * serves it again when a producer's commit wakes it or when max_wait_ms
- * is up, and other connections are served meanwhile (listener.c).
+ * serves it again when one of its partitions may have moved (each is
+ * stamped before its offsets are read, watch.c), when the catalog changed
+ * or when max_wait_ms is up, and other connections are served meanwhile
+ * (listener.c).
  * Incremental fetch sessions (KIP-227) are not kept: session id 0 in
  * every answer tells the client to send full requests.  A replicated
  * partition is served where it is led only (NOT_LEADER_OR_FOLLOWER
@@ -57,6 +59,7 @@ typedef struct FetchTopic
 
 typedef struct FetchUnit
 {
+	MqKafkaRequest *req;		/* its watch, should the request park */
 	const char *topic;
 	FetchPartition *part;
 	bool		committed;
@@ -87,6 +90,13 @@ fetch_partition(void *arg)
 	}
 	if ((fp->error = MqKafkaCheckLeader(topic, fp->index)) != MQK_NONE)
 		return;
+	/*
+	 * A partition whose first segment is still to be made reads as empty
+	 * and has no shared state to stamp (nor needs one before its segment,
+	 * a catalog change, is made): stamped NULL, it takes no entry.
+	 */
+	MqKafkaWatchPartition(u->req, MqTopicPartitionPending(topic, fp->index) ? NULL :
+						  MqTopicPartition(topic, fp->index));
 	/* the one offset check: 22023 is OFFSET_OUT_OF_RANGE here */
 	MqCheckOffsetRange(topic, fp->index, fp->offset, false);
 	MqPartitionOffsets(topic, fp->index, &fp->last_stable, &fp->high_watermark);
@@ -97,12 +107,61 @@ fetch_partition(void *arg)
 }
 
 /*
+ * Every partition the request names, into records (a probe, watch.c:
+ * only those that moved since the parked run, counting for the others
+ * the bytes they had then); the bytes found in all, *any_error if a
+ * partition has an error to tell
+ */
+static int64
+read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_bytes,
+				bool committed, StringInfo records, bool *any_error)
+{
+	int64		total = 0;
+
+	*any_error = false;
+	for (int t = 0; t < ntopics; t++)
+		for (int p = 0; p < topics[t].npartitions; p++)
+		{
+			FetchPartition *fp = &topics[t].partitions[p];
+			FetchUnit	u;
+			int16		code;
+			int64		had;
+
+			if (MqKafkaWatchUnmoved(req, &had))
+			{
+				total += had;
+				continue;
+			}
+			fp->error = MQK_NONE;
+			fp->records_at = records->len;
+			fp->high_watermark = fp->last_stable = fp->log_start = -1;
+			u.req = req;
+			u.topic = topics[t].name;
+			u.part = fp;
+			u.committed = committed;
+			u.records = records;
+			/* the first batch however large; then what max_bytes leaves */
+			u.budget = Max(fp->max_bytes, 0);
+			if (total > 0)
+				u.budget = Min(u.budget, (int64) max_bytes - total);
+			code = MqKafkaTry(fetch_partition, &u, MQK_OFFSET_OUT_OF_RANGE, records);
+			if (code != MQK_NONE)
+				fp->error = code;
+			if (fp->error != MQK_NONE)
+				*any_error = true;
+			fp->records_len = records->len - fp->records_at;
+			MqKafkaWatchBytes(req, fp->records_len);
+			total += fp->records_len;
+		}
+	return total;
+}
+
+/*
  * The broker's own bounds on what a client asks: a response of at most
  * Kafka's default fetch.max.bytes (55 MiB; still at least one batch, as
- * Kafka answers), and a parked Fetch re-run at least every 30 s (clients
- * ask for 500 ms by default; a parked Fetch is re-run on every wake-up of
- * the listener, so one parked for days by a hostile client would cost
- * every pass for days).
+ * Kafka answers), and a parked Fetch answered after at most 30 s (clients
+ * ask for 500 ms by default; one parked for days by a hostile client would
+ * hold its memory and its watch for days).
  */
 #define MQK_FETCH_MAX_BYTES		(55 * 1024 * 1024)
 #define MQK_FETCH_MAX_WAIT_MS	30000
@@ -124,6 +183,8 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 	StringInfoData records;
 	bool		any_error = false;
 	int16		top_error = MQK_NONE;
+	bool		may_park;
+	int			nparts = 0;
 
 	(void) MqKafkaReadInt32(r); /* replica_id: consumers only */
 	max_wait = MqKafkaReadInt32(r);
@@ -191,31 +252,23 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 	 * of N partitions (16 bytes each on the wire) must not cost N buffers.
 	 */
 	initStringInfo(&records);
-	for (int t = 0; t < ntopics && top_error == MQK_NONE; t++)
-		for (int p = 0; p < topics[t].npartitions; p++)
-		{
-			FetchPartition *fp = &topics[t].partitions[p];
-			FetchUnit	u;
-			int16		code;
-
-			fp->records_at = records.len;
-			fp->high_watermark = fp->last_stable = fp->log_start = -1;
-			u.topic = topics[t].name;
-			u.part = fp;
-			u.committed = (isolation == 1);
-			u.records = &records;
-			/* the first batch however large; then what max_bytes leaves */
-			u.budget = Max(fp->max_bytes, 0);
-			if (total > 0)
-				u.budget = Min(u.budget, (int64) max_bytes - total);
-			code = MqKafkaTry(fetch_partition, &u, MQK_OFFSET_OUT_OF_RANGE, &records);
-			if (code != MQK_NONE)
-				fp->error = code;
-			if (fp->error != MQK_NONE)
-				any_error = true;
-			fp->records_len = records.len - fp->records_at;
-			total += fp->records_len;
-		}
+	may_park = max_wait > 0 && min_bytes > 0 && !req->final;
+	for (int t = 0; t < ntopics; t++)
+		nparts += topics[t].npartitions;
+	if (top_error == MQK_NONE &&
+		MqKafkaWatchBegin(req, may_park, true, nparts))
+	{
+		/* a parked Fetch's probe: stays parked unless what moved answers it */
+		total = read_partitions(req, topics, ntopics, max_bytes, isolation == 1, &records,
+								&any_error);
+		if (!any_error && total < min_bytes && GetCurrentTimestamp() < req->wake_at)
+			return MQK_PARK;
+		resetStringInfo(&records);
+		(void) MqKafkaWatchBegin(req, may_park, false, nparts);
+	}
+	if (top_error == MQK_NONE)
+		total = read_partitions(req, topics, ntopics, max_bytes, isolation == 1, &records,
+								&any_error);
 
 	/* wait for min_bytes, unless there is an error to tell or time is up */
 	if (top_error == MQK_NONE && !any_error && total < min_bytes && !req->final &&

@@ -96,6 +96,10 @@ typedef struct MqKafkaRequest
 	bool		final;			/* a parked Fetch's last run: answer now */
 	TimestampTz wake_at;		/* set by a handler that parks */
 	uint64		park_token;		/* a parked handler's note to its next run */
+	MemoryContext park_cxt;		/* the listener's, kept while the request is
+								 * parked (NULL: none) */
+	struct MqKafkaWatch *watch; /* what a parked Fetch waits for (watch.c),
+								 * in park_cxt; NULL: re-run on every wake-up */
 
 	/*
 	 * Set by a handler whose answer depends on its commit (Produce with
@@ -214,12 +218,34 @@ extern void MqKafkaKnownTopics(MqKafkaTopicSet *set);
 extern bool MqKafkaKnownTopic(const MqKafkaTopicSet *set, const char *name);
 
 /*
+ * What a parked Fetch waits for (watch.c): Begin at the start of each run
+ * (true: a probe), then for each partition in order Unmoved (true in a
+ * probe: skip it, its bytes are those of the last read), else Partition
+ * before its offsets are read and Bytes after; the listener re-runs the
+ * request only when Moved (or its time is up), and counts a re-run's cost
+ * by its Size in partitions.
+ */
+typedef struct MqKafkaWatch MqKafkaWatch;
+struct MqPartition;
+extern bool MqKafkaWatchBegin(MqKafkaRequest *req, bool may_park, bool may_probe,
+							  int nparts);
+extern bool MqKafkaWatchUnmoved(MqKafkaRequest *req, int64 *bytes);
+extern void MqKafkaWatchPartition(MqKafkaRequest *req, struct MqPartition *part);
+extern void MqKafkaWatchBytes(MqKafkaRequest *req, int64 bytes);
+extern bool MqKafkaWatchMoved(MqKafkaWatch *w);
+extern int	MqKafkaWatchSize(const MqKafkaWatch *w);
+
+/*
  * (Sub)transactions aborted so far: an abort cancels a condition variable
  * sleep the listener prepared (listener.c).
  */
 extern uint64 MqKafkaAbortCount(void);
 
-/* a topic for a request: NULL with *error set when it cannot be used */
+/*
+ * a topic for a request: NULL with *error set when it cannot be used
+ * (NOT_LEADER_OR_FOLLOWER for a replicated topic held on other nodes only:
+ * MqKafkaClusterTopicError)
+ */
 extern struct MqTopic *MqKafkaTopic(const char *name, int priv, int16 *error);
 
 /*
@@ -253,5 +279,7 @@ extern MqKafkaBroker *MqKafkaBrokers(int *nbrokers);
 extern const MqKafkaBroker *MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nbrokers,
 											const char *node);
 extern int16 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition);
+extern bool MqKafkaSeesClusterTopics(void);
+extern int16 MqKafkaClusterTopicError(const char *name);
 
 #endif							/* MQLOG_KAFKA_INTERNAL_H */

@@ -13,14 +13,31 @@
  * serving every connection in turn, each request in a transaction of its
  * own (request.c), holds one.  Requests are short (a produce is an append
  * and a commit; a fetch reads what is there); the one that waits, a Fetch
- * with max_wait_ms, is parked instead of blocking: it is served again
- * when a producer's commit broadcasts mqlog's data condition variable
- * (which sets this process's latch, the same latch WaitEventSet waits on)
- * or when its time is up.  A JoinGroup or SyncGroup waiting for the other
- * members of its group parks the same way (coordinator.c), and the loop
- * runs the groups' timeouts on every turn (MqKafkaGroupsTick), which
- * comes at least every second.  The cost: a slow request (a produce with acks
- * = all waiting for replicas, a large fetch) delays the other connections.
+ * with max_wait_ms, is parked instead of blocking.  Every commit that
+ * produced broadcasts mqlog's data condition variable, which sets this
+ * process's latch (the same latch WaitEventSet waits on); on each turn the
+ * loop then asks each parked Fetch's watch (watch.c) whether one of its
+ * partitions' change counters or the catalog generation moved, and serves
+ * again only those, and those whose max_wait_ms is up: a commit to another
+ * topic costs a parked Fetch one comparison per topic it names.  A
+ * JoinGroup or SyncGroup waiting for the other members of its group parks
+ * too (coordinator.c) and is served again on every turn, and the loop runs
+ * the groups' timeouts on every turn (MqKafkaGroupsTick), which comes at
+ * least every second.
+ *
+ * A Fetch served again first probes (watch.c): it reads again only the
+ * partitions that moved, and all of them only to answer.
+ *
+ * Fairness: a turn re-runs parked requests of at most RERUN_BUDGET
+ * partitions in all, each counted at the partitions it names (the first
+ * one that starts always runs whole, however many partitions it names);
+ * the others that are due wait for the next turn, which comes at once,
+ * after every connection that is ready has been served, and starts where
+ * this one stopped.  So between two requests of another connection the
+ * listener spends at most one budget's worth of parked re-runs, or one
+ * request if it names more.  The cost that remains: a slow request (a
+ * produce with acks = all waiting for replicas, a large fetch, a parked
+ * one's answer) delays the other connections.
  *
  * The loop follows autoprewarm's: SIGTERM ends it, SIGHUP reloads the
  * settings, postmaster death ends it (WL_EXIT_ON_PM_DEATH).
@@ -65,6 +82,7 @@ PGDLLEXPORT void mqlog_kafka_main(Datum main_arg);
 #define MAX_LISTEN	8
 #define READ_CHUNK	65536
 #define MAX_TIMEOUT_MS 1000L
+#define RERUN_BUDGET 2000		/* partitions re-run per turn (see above) */
 
 typedef struct Client
 {
@@ -75,6 +93,7 @@ typedef struct Client
 	StringInfoData out;			/* answers not yet sent */
 	int			out_sent;
 	bool		parked;			/* the first frame of in is a parked Fetch */
+	MemoryContext park_cxt;		/* what the parked request watches */
 	bool		closing;		/* close once out is sent */
 	MqKafkaSession session;		/* its SASL authentication */
 	MqKafkaRequest req;
@@ -85,6 +104,8 @@ static int	nlisten = 0;
 static Client **clients;
 static int	nclients = 0;
 static MemoryContext request_cxt;
+static Client **turn;			/* the clients in the order a turn re-runs them */
+static int	rerun_next = 0;		/* where the next turn starts */
 static char listen_tag;			/* user_data of the listening sockets' events */
 
 static bool
@@ -231,6 +252,8 @@ accept_clients(pgsocket ls)
 		c->session.state = MqKafkaSaslRequired() ? MQK_SASL_WAIT_HANDSHAKE : MQK_SASL_OFF;
 		c->cxt = AllocSetContextCreate(TopMemoryContext, "mqlog kafka connection",
 									   ALLOCSET_SMALL_SIZES);
+		c->park_cxt = AllocSetContextCreate(c->cxt, "mqlog kafka parked request",
+											ALLOCSET_SMALL_SIZES);
 		if (getnameinfo((struct sockaddr *) &addr, alen, host, sizeof(host), serv,
 						sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) == 0)
 			snprintf(c->peer, sizeof(c->peer), "%s:%s", host, serv);
@@ -346,6 +369,7 @@ serve_client(Client *c, bool rerun)
 		{
 			memset(&c->req, 0, sizeof(c->req));
 			c->req.received = GetCurrentTimestamp();
+			c->req.park_cxt = c->park_cxt;
 		}
 		else
 			c->req.final = GetCurrentTimestamp() >= c->req.wake_at;
@@ -363,6 +387,9 @@ serve_client(Client *c, bool rerun)
 		c->parked = (outcome == MQK_PARK);
 		if (c->parked)
 			return true;
+		/* answered: what it watched is of no more use */
+		c->req.watch = NULL;
+		MemoryContextReset(c->park_cxt);
 		/* the frame is served: take it off */
 		memmove(c->in.data, c->in.data + 4 + size, c->in.len - 4 - size);
 		c->in.len -= 4 + size;
@@ -379,25 +406,52 @@ serve_client(Client *c, bool rerun)
 }
 
 /*
- * Serve the parked Fetches again.  The caller has prepared to sleep on the
- * data condition variable first, so a commit from now on sets the latch.
+ * Serve again the parked requests that may answer now: a Fetch whose watch
+ * moved or whose time is up, any other parked request always, within the
+ * turn's budget (see the top of the file).  The caller has prepared to
+ * sleep on the data condition variable first, so a commit from now on sets
+ * the latch.  true: some that were due are left for the next turn.
  */
-static void
+static bool
 rerun_parked(void)
 {
-	for (int i = 0; i < nclients; i++)
-	{
-		Client	   *c = clients[i];
+	TimestampTz now = GetCurrentTimestamp();
+	int			n = nclients;
+	int			start = n > 0 ? rerun_next % n : 0;
+	int			budget = RERUN_BUDGET;
+	int			nrerun = 0;
+	int			left = 0;
+	long		rerun_us = 0;
 
-		if (!c->parked)
+	/* closing a client reorders clients[]: go by a copy */
+	for (int k = 0; k < n; k++)
+		turn[k] = clients[(start + k) % n];
+	for (int k = 0; k < n; k++)
+	{
+		Client	   *c = turn[k];
+		TimestampTz began;
+
+		if (!c->parked || (now < c->req.wake_at && !MqKafkaWatchMoved(c->req.watch)))
 			continue;
+		if (budget <= 0)
+		{
+			if (left++ == 0)
+				rerun_next = start + k;
+			continue;
+		}
+		budget -= MqKafkaWatchSize(c->req.watch);
+		nrerun++;
+		began = GetCurrentTimestamp();
 		c->parked = false;
 		if (!serve_client(c, true))
-		{
 			close_client(c);
-			i--;
-		}
+		rerun_us += (long) (GetCurrentTimestamp() - began);
 	}
+	ereport(DEBUG2,
+			(errmsg_internal("kafka listener turn: %d parked request(s) re-run (%d partitions), %d left for the next turn; %ld us re-running, %ld us in all",
+							 nrerun, RERUN_BUDGET - budget, left, rerun_us,
+							 (long) (GetCurrentTimestamp() - now))));
+	return left > 0;
 }
 
 /* until the earliest parked Fetch's time is up, at most a second */
@@ -440,6 +494,8 @@ mqlog_kafka_main(Datum main_arg)
 
 	clients = MemoryContextAllocZero(TopMemoryContext,
 									 sizeof(Client *) * mqlog_kafka_max_connections);
+	turn = MemoryContextAllocZero(TopMemoryContext,
+								  sizeof(Client *) * mqlog_kafka_max_connections);
 	request_cxt = AllocSetContextCreate(TopMemoryContext, "mqlog kafka request",
 										ALLOCSET_DEFAULT_SIZES);
 	loop_cxt = AllocSetContextCreate(TopMemoryContext, "mqlog kafka wait",
@@ -453,6 +509,7 @@ mqlog_kafka_main(Datum main_arg)
 		int			nevents;
 		int			nready;
 		uint64		aborts;
+		bool		more = false;
 
 		if (ConfigReloadPending)
 		{
@@ -472,7 +529,7 @@ mqlog_kafka_main(Datum main_arg)
 		if (any_parked())
 		{
 			ConditionVariablePrepareToSleep(MqDataArrivedCV());
-			rerun_parked();
+			more = rerun_parked();
 		}
 
 		MemoryContextReset(loop_cxt);
@@ -492,7 +549,7 @@ mqlog_kafka_main(Datum main_arg)
 		nevents = 2 + nlisten + nclients;
 		events = palloc(sizeof(WaitEvent) * nevents);
 		nready = WaitEventSetWait(set,
-								  MqKafkaAbortCount() != aborts ? 0 : wait_timeout(),
+								  MqKafkaAbortCount() != aborts || more ? 0 : wait_timeout(),
 								  events, nevents, PG_WAIT_EXTENSION);
 		ConditionVariableCancelSleep();
 		FreeWaitEventSet(set);	/* its epoll descriptor is not memory */

@@ -10,6 +10,9 @@
  *		node's copy of etcd; while the leader is unknown, dead or has no
  *		listener, it has no leader (LEADER_NOT_AVAILABLE) and the client
  *		asks again.  The controller is the listed broker of the lowest id.
+ *		A replicated topic this node holds no replica of is described
+ *		from mqlog.cluster_partition (cluster/directory.c), to a role that
+ *		may see such topics (MqKafkaSeesClusterTopics), as a local one.
  *
  *-------------------------------------------------------------------------
  */
@@ -23,15 +26,6 @@
 #include "cluster/metadata.h"
 #include "log/topic.h"
 #include "kafka/internal.h"
-
-/* every topic's name; none while mqlog is not installed in the database */
-static List *
-all_topic_names(void)
-{
-	if (!OidIsValid(get_extension_oid("mqlog", true)))
-		return NIL;
-	return MqTopicNames(NULL);
-}
 
 /* the broker ids of nodes (of those that have one); dead_only: of the dead ones */
 static void
@@ -53,13 +47,16 @@ write_broker_ids(StringInfo out, bool flex, const MqKafkaBroker *brokers, int nb
 		MqKafkaWriteInt32(out, ids[i]);
 }
 
+/*
+ * A partition: ri NULL for a single-node topic of this node, else its
+ * replicas as this node's copy of etcd has them
+ */
 static void
-write_partition(StringInfo out, MqKafkaRequest *req, MqTopic *topic, int p,
+write_partition(StringInfo out, MqKafkaRequest *req, MqReplicaInfo *ri, int p,
 				const MqKafkaBroker *brokers, int nbrokers)
 {
 	int16		v = req->api_version;
 	bool		flex = req->flexible;
-	MqReplicaInfo *ri = topic->replicas ? &topic->replicas[p] : NULL;
 	const MqKafkaBroker *leader;
 	char	   *self[1] = {NULL};
 
@@ -93,23 +90,178 @@ write_partition(StringInfo out, MqKafkaRequest *req, MqTopic *topic, int p,
 	MqKafkaWriteTags(out, flex);
 }
 
+/*
+ * One topic of the answer: a topic of this node's catalog, or of the
+ * cluster's that this node holds no copy of (parts: its partitions), or
+ * an error
+ */
+typedef struct MetaTopic
+{
+	char	   *name;
+	int16		error;
+	int			partitions;
+	MqReplicaInfo *parts;		/* per partition; NULL: single-node */
+} MetaTopic;
+
 static void
-write_topic(StringInfo out, MqKafkaRequest *req, const char *name, MqTopic *topic,
-			int16 error, const MqKafkaBroker *brokers, int nbrokers)
+write_topic(StringInfo out, MqKafkaRequest *req, const MetaTopic *t,
+			const MqKafkaBroker *brokers, int nbrokers)
 {
 	int16		v = req->api_version;
 	bool		flex = req->flexible;
 
-	MqKafkaWriteInt16(out, error);
-	MqKafkaWriteString(out, flex, name);
+	MqKafkaWriteInt16(out, t->error);
+	MqKafkaWriteString(out, flex, t->name);
 	if (v >= 1)
 		MqKafkaWriteInt8(out, 0);	/* is_internal */
-	MqKafkaWriteArrayLen(out, flex, topic ? topic->partitions : 0);
-	for (int p = 0; topic && p < topic->partitions; p++)
-		write_partition(out, req, topic, p, brokers, nbrokers);
+	MqKafkaWriteArrayLen(out, flex, t->partitions);
+	for (int p = 0; p < t->partitions; p++)
+		write_partition(out, req, t->parts ? &t->parts[p] : NULL, p, brokers, nbrokers);
 	if (v >= 8)
 		MqKafkaWriteInt32(out, PG_INT32_MIN);	/* topic_authorized_operations */
 	MqKafkaWriteTags(out, flex);
+}
+
+/* a local topic the role may describe, or the error that says why not */
+static void
+local_topic(MetaTopic *t)
+{
+	MqTopic    *topic = MqKafkaTopic(t->name, MQ_PRIV_DESCRIBE, &t->error);
+
+	if (topic != NULL)
+	{
+		t->partitions = topic->partitions;
+		t->parts = topic->replicas;
+	}
+}
+
+static char **
+name_array(List *names)
+{
+	char	  **a = palloc(sizeof(char *) * (list_length(names) + 1));
+	ListCell   *lc;
+
+	foreach(lc, names)
+		a[foreach_current_index(lc)] = lfirst(lc);
+	return a;
+}
+
+/* a replicated topic this node holds no copy of, from mqlog.cluster_partition */
+static void
+cluster_topic(MetaTopic *t, MqClusterTopic *ct)
+{
+	ListCell   *lc;
+
+	t->error = MQK_NONE;
+	t->partitions = list_length(ct->parts);
+	t->parts = palloc0(sizeof(MqReplicaInfo) * (t->partitions + 1));
+	foreach(lc, ct->parts)
+	{
+		MqPartitionMeta *pm = lfirst(lc);
+		MqReplicaInfo *ri = &t->parts[foreach_current_index(lc)];
+
+		ri->leader = pm->leader;
+		ri->leader_epoch = pm->leader_epoch;
+		ri->nreplicas = list_length(pm->replicas);
+		ri->replicas = name_array(pm->replicas);
+		ri->nisr = list_length(pm->isr);
+		ri->isr = name_array(pm->isr);
+	}
+}
+
+static int
+cluster_topic_cmp(const void *a, const void *b)
+{
+	return strcmp((*(MqClusterTopic *const *) a)->meta->name,
+				  (*(MqClusterTopic *const *) b)->meta->name);
+}
+
+/*
+ * The topics of the answer, *count of them.  All: the local ones the role
+ * may describe, then the cluster's this node has no topic of (to a role
+ * that may see them).  Named: each looked up only if this node has a
+ * topic of that name (MqKafkaKnownTopics: a lookup of an invented name
+ * would stay in the topic cache), else found among the cluster's, else
+ * UNKNOWN_TOPIC_OR_PARTITION.
+ */
+static MetaTopic *
+answer_topics(List *requested, bool all, int *count)
+{
+	MqKafkaTopicSet known;
+	bool		installed = OidIsValid(get_extension_oid("mqlog", true));
+	List	   *cluster = NIL;
+	MqClusterTopic **sorted;
+	int			ncluster;
+	MetaTopic  *topics;
+	int			n = 0;
+	ListCell   *lc;
+
+	MqKafkaKnownTopics(&known);
+	if (installed && MqClusterEnabled())
+	{
+		bool		need = all;
+
+		foreach(lc, requested)
+			need = need || !MqKafkaKnownTopic(&known, lfirst(lc));
+		if (need)
+			cluster = MqClusterDirectoryRead(NULL);
+	}
+	ncluster = list_length(cluster);
+	sorted = palloc(sizeof(MqClusterTopic *) * (ncluster + 1));
+	foreach(lc, cluster)
+		sorted[foreach_current_index(lc)] = lfirst(lc);
+	/* by strcmp, for bsearch: the read's order is the database's collation */
+	qsort(sorted, ncluster, sizeof(MqClusterTopic *), cluster_topic_cmp);
+
+	if (all)
+	{
+		topics = palloc0(sizeof(MetaTopic) * (known.n + ncluster + 1));
+		for (int i = 0; i < known.n; i++)
+		{
+			topics[n].name = known.names[i];
+			local_topic(&topics[n]);
+			if (topics[n].error == MQK_NONE)
+				n++;
+		}
+		if (!MqKafkaSeesClusterTopics())
+			ncluster = 0;
+		for (int i = 0; i < ncluster; i++)
+			if (!MqKafkaKnownTopic(&known, sorted[i]->meta->name))
+			{
+				topics[n].name = sorted[i]->meta->name;
+				cluster_topic(&topics[n++], sorted[i]);
+			}
+		*count = n;
+		return topics;
+	}
+
+	topics = palloc0(sizeof(MetaTopic) * (list_length(requested) + 1));
+	foreach(lc, requested)
+	{
+		MetaTopic  *t = &topics[n++];
+		MqClusterTopic key_topic;
+		MqTopicMeta key_meta;
+		MqClusterTopic *key = &key_topic;
+		MqClusterTopic **found;
+
+		t->name = lfirst(lc);
+		if (MqKafkaKnownTopic(&known, t->name))
+		{
+			local_topic(t);
+			continue;
+		}
+		key_meta.name = t->name;
+		key_topic.meta = &key_meta;
+		found = bsearch(&key, sorted, ncluster, sizeof(MqClusterTopic *), cluster_topic_cmp);
+		if (found == NULL)
+			t->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
+		else if (!MqKafkaSeesClusterTopics())
+			t->error = MQK_TOPIC_AUTHORIZATION_FAILED;
+		else
+			cluster_topic(t, *found);
+	}
+	*count = n;
+	return topics;
 }
 
 MqKafkaOutcome
@@ -125,9 +277,7 @@ MqKafkaMetadata(MqKafkaRequest *req, StringInfo out)
 	int			nbrokers;
 	int			nlisted = 0;
 	int32		controller = -1;
-	ListCell   *lc;
-	MqTopic   **topics;
-	int16	   *errors;
+	MetaTopic  *topics;
 	int			count = 0;
 
 	for (int i = 0; i < n && !r->failed; i++)
@@ -178,26 +328,10 @@ MqKafkaMetadata(MqKafkaRequest *req, StringInfo out)
 		MqKafkaWriteInt32(out, controller); /* controller_id */
 
 	/* topics: of all of them, only those the role may describe, as Kafka */
-	if (all)
-		requested = all_topic_names();
-	topics = palloc0(sizeof(MqTopic *) * (list_length(requested) + 1));
-	errors = palloc0(sizeof(int16) * (list_length(requested) + 1));
-	foreach(lc, requested)
-	{
-		int			i = foreach_current_index(lc);
-
-		topics[i] = MqKafkaTopic(lfirst(lc), MQ_PRIV_DESCRIBE, &errors[i]);
-		if (!all || topics[i] != NULL)
-			count++;
-	}
+	topics = answer_topics(requested, all, &count);
 	MqKafkaWriteArrayLen(out, flex, count);
-	foreach(lc, requested)
-	{
-		int			i = foreach_current_index(lc);
-
-		if (!all || topics[i] != NULL)
-			write_topic(out, req, lfirst(lc), topics[i], errors[i], brokers, nbrokers);
-	}
+	for (int i = 0; i < count; i++)
+		write_topic(out, req, &topics[i], brokers, nbrokers);
 	if (v >= 8)
 		MqKafkaWriteInt32(out, PG_INT32_MIN);	/* cluster_authorized_operations */
 	MqKafkaWriteTags(out, flex);

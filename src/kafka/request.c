@@ -142,10 +142,17 @@ MqKafkaTopic(const char *name, int priv, int16 *error)
 	MqTopic    *topic;
 
 	*error = MQK_NONE;
-	if (!OidIsValid(get_extension_oid("mqlog", true)) ||
-		(topic = MqTopicLookup(name, true)) == NULL)
+	if (!OidIsValid(get_extension_oid("mqlog", true)))
 	{
 		*error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
+		return NULL;
+	}
+	if ((topic = MqTopicLookup(name, true)) == NULL)
+	{
+		/* a replicated topic held elsewhere: to its leader (brokers.c) */
+		*error = MqKafkaClusterTopicError(name);
+		if (*error == MQK_NONE)
+			*error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
 		return NULL;
 	}
 	if (!MqTopicHasPrivilege(topic, GetUserId(), priv))

@@ -5,8 +5,8 @@
  *		position, the high watermark, the in-flight appends that define the
  *		last stable offset and the transaction callbacks that release them;
  *		the append protocol every writer goes through (MqPartitionAppend);
- *		rolls into segments prepared ahead; the catalog generation and the
- *		DDL announcements.
+ *		rolls into segments prepared ahead; the catalog generation, the
+ *		DDL announcements and the change counters parked readers compare.
  *
  * Offsets are assigned under the partition's LWLock at append time, so the
  * log is physically in offset order.  Before an appender writes a batch it
@@ -35,6 +35,7 @@
 #include "access/table.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "common/hashfn.h"
 #include "nodes/pg_list.h"
 #include "lib/ilist.h"
 #include "miscadmin.h"
@@ -101,6 +102,9 @@ struct MqPartition
 	/* replicated partitions (log/replica.c), under lock */
 	pg_atomic_uint64 high_watermark;	/* leader: as computed; follower: as
 										 * the leader said */
+	pg_atomic_uint64 changes;	/* bumped when what a reader may see of
+								 * the partition may have moved
+								 * (MqPartitionChanges) */
 	int32		min_leader_epoch;	/* appends need a leader epoch at least
 									 * this: a leader move fences the old one */
 	int			mover_pid;		/* the backend moving the leader, or 0 */
@@ -138,6 +142,8 @@ typedef struct MqShared
 	pg_atomic_uint32 ddl_topic[MQ_DDL_SLOTS];
 	pg_atomic_uint32 ddl_db[MQ_DDL_SLOTS];
 	pg_atomic_uint64 sizing_warned_at;	/* MqSizingWarningDue */
+	/* a counter per hash of (database, catalog, topic): MqChangeSlotCount */
+	pg_atomic_uint64 topic_changes[MQ_CHANGE_SLOTS];
 	slock_t		free_lock;		/* protects free_list */
 	dlist_head	free_list;		/* unused MqInflight entries */
 	MqInflight	pool[FLEXIBLE_ARRAY_MEMBER];
@@ -253,6 +259,8 @@ MqPartitionShmemInit(void)
 			pg_atomic_init_u32(&mq_shared->ddl_topic[i], 0);
 			pg_atomic_init_u32(&mq_shared->ddl_db[i], 0);
 		}
+		for (int i = 0; i < MQ_CHANGE_SLOTS; i++)
+			pg_atomic_init_u64(&mq_shared->topic_changes[i], 0);
 		ConditionVariableInit(&mq_shared->data_cv);
 		mq_shared->maintenance_latch = NULL;
 		pg_atomic_init_u32(&mq_shared->maintenance_db, InvalidOid);
@@ -339,6 +347,62 @@ MqDataArrivedCV(void)
 }
 
 /* ------------------------------------------------------------------------
+ * Change counters
+ *
+ * A reader that waits for data across transactions (the Kafka listener's
+ * parked Fetches) notes a partition's counter before it reads the
+ * partition's offsets, and looks again only once the counter moved.  The
+ * counter moves, after the change and before the data condition variable
+ * is broadcast, whenever the partition's log end, last stable offset or
+ * high watermark may have moved: an append, the release of an in-flight
+ * entry (commit, abort, backend exit), a high watermark that advances, a
+ * follower's report (the leader's high watermark is computed from them
+ * when read), a roll or truncation, a tail read from disk.  Each move also
+ * bumps the counter of the partition's topic slot, a hash of (database,
+ * catalog, topic) into MQ_CHANGE_SLOTS counters, so that a reader of many
+ * partitions first compares one counter per topic: a topic that shares
+ * the slot costs a spurious pass over the partitions, never a missed
+ * change.  Catalog changes (DDL, grants, leaders, log start) are the
+ * catalog generation's, not these counters'.
+ * ------------------------------------------------------------------------ */
+
+static uint32
+change_slot(const MqPartitionKey *key)
+{
+	uint32		h = hash_bytes((const unsigned char *) key,
+							   offsetof(MqPartitionKey, partition));
+
+	return h % MQ_CHANGE_SLOTS;
+}
+
+/* after a change to part (its lock held or not): bump both counters */
+static void
+note_change(MqPartition *part)
+{
+	pg_atomic_fetch_add_u64(&part->changes, 1);
+	pg_atomic_fetch_add_u64(&mq_shared->topic_changes[change_slot(&part->key)], 1);
+}
+
+uint64
+MqPartitionChanges(MqPartition *part)
+{
+	return pg_atomic_read_u64(&part->changes);
+}
+
+uint32
+MqPartitionChangeSlot(MqPartition *part)
+{
+	return change_slot(&part->key);
+}
+
+uint64
+MqChangeSlotCount(uint32 slot)
+{
+	Assert(slot < MQ_CHANGE_SLOTS);
+	return pg_atomic_read_u64(&mq_shared->topic_changes[slot]);
+}
+
+/* ------------------------------------------------------------------------
  * Partition entries
  * ------------------------------------------------------------------------ */
 
@@ -398,6 +462,7 @@ MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition)
 		dlist_init(&part->inflight);
 		ConditionVariableInit(&part->cv);
 		pg_atomic_init_u64(&part->high_watermark, 0);
+		pg_atomic_init_u64(&part->changes, 0);
 		part->min_leader_epoch = 0;
 		part->mover_pid = 0;
 		part->nfollowers = 0;
@@ -425,6 +490,7 @@ MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset)
 	part->next_offset = tail.next_offset;
 	part->dirty = false;
 	part->loaded = true;
+	note_change(part);
 }
 
 /*
@@ -585,6 +651,7 @@ apply_switches(bool commit)
 				(int64) pg_atomic_read_u64(&ps->part->high_watermark) > ps->base_offset)
 				pg_atomic_write_u64(&ps->part->high_watermark, (uint64) ps->base_offset);
 			LWLockRelease(&ps->part->lock);
+			note_change(ps->part);
 		}
 		pfree(ps);
 	}
@@ -668,6 +735,7 @@ release_entry(LocalInflight *li, bool wake)
 	LWLockAcquire(&li->part->lock, LW_EXCLUSIVE);
 	dlist_delete(&li->entry->node);
 	LWLockRelease(&li->part->lock);
+	note_change(li->part);
 
 	SpinLockAcquire(&mq_shared->free_lock);
 	dlist_push_tail(&mq_shared->free_list, &li->entry->node);
@@ -1014,6 +1082,7 @@ MqPartitionAdvanceHighWatermark(MqPartition *part, int64 hw)
 	{
 		if (pg_atomic_compare_exchange_u64(&part->high_watermark, &cur, (uint64) hw))
 		{
+			note_change(part);
 			ConditionVariableBroadcast(&part->cv);
 			ConditionVariableBroadcast(&mq_shared->data_cv);
 			return hw;
@@ -1069,6 +1138,7 @@ MqPartitionReportFollower(MqPartition *part, const char *node, int64 leo, int32 
 		f->leader_leo = decided;
 	}
 	LWLockRelease(&part->lock);
+	note_change(part);
 	ConditionVariableBroadcast(&part->cv);
 }
 
@@ -1746,6 +1816,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		if (part->active_since == 0)
 			part->active_since = hdr.first_timestamp;
 		part->dirty = false;
+		note_change(part);
 		/*
 		 * Past half of segment.bytes (as the next byte would find it) or of
 		 * segment.ms: have the next segment prepared.

@@ -104,6 +104,15 @@ extern ConditionVariable *MqPartitionCV(MqPartition *part);
 extern bool MqPartitionFence(MqPartition *part, int32 from, int32 to);
 extern void MqPartitionUnfence(MqPartition *part, int32 epoch, bool lift);
 extern ConditionVariable *MqDataArrivedCV(void);
+
+/*
+ * Change counters (partition.c): a partition's, and its topic's slot's,
+ * for readers that wait across transactions (kafka/watch.c)
+ */
+#define MQ_CHANGE_SLOTS 1024
+extern uint64 MqPartitionChanges(MqPartition *part);
+extern uint32 MqPartitionChangeSlot(MqPartition *part);
+extern uint64 MqChangeSlotCount(uint32 slot);
 extern void MqlogCatalogChanged(void);
 extern uint64 MqlogCatalogGeneration(void);
 

@@ -456,6 +456,13 @@ lookup_by_id(int32 topic_id)
 	return t;
 }
 
+/* the topic, or NULL if none has this id (any longer) */
+MqTopic *
+MqTopicFindById(int32 topic_id)
+{
+	return lookup_by_id(topic_id);
+}
+
 MqTopic *
 MqTopicLookupById(int32 topic_id)
 {

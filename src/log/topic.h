@@ -102,6 +102,7 @@ extern List *MqTopicNames(const char *pattern);
 extern bool MqTopicLeadsHere(MqTopic *topic, int32 partition);
 extern void MqTopicCheckLeader(MqTopic *topic, int32 partition);
 extern MqTopic *MqTopicLookupById(int32 topic_id);
+extern MqTopic *MqTopicFindById(int32 topic_id);
 extern const char *MqTopicNameOrId(int32 topic_id);
 extern MqTopic *MqTopicRefresh(const char *name);
 extern void MqCheckPartition(MqTopic *topic, int32 partition);

@@ -34,7 +34,9 @@
  *	  belong to another topic of the same name);
  *	- deletes from etcd a topic this node created (same system identifier)
  *	  that is still not here after a grace period: its creating transaction
- *	  failed after the etcd write (cluster/topics.c).
+ *	  failed after the etcd write (cluster/topics.c);
+ * and then copies every topic of etcd, held here or not, into
+ * mqlog.cluster_partition (cluster/directory.c), for the Kafka listener.
  *
  * Both loops follow contrib/pg_prewarm/autoprewarm.c (latch, SIGTERM,
  * SIGHUP, postmaster death); an error in one round, or one topic, is
@@ -879,6 +881,47 @@ ensure_apply_workers(void)
 	CommitTransactionCommand();
 }
 
+/*
+ * Every whole topic of etcd into mqlog.cluster_partition (cluster/
+ * directory.c), the ones this node holds no replica of too, so that its
+ * Kafka Metadata names their leaders; in a transaction of its own, after
+ * the local topics' units, so that a failure here stops none of them.
+ */
+static void
+directory_work(void *arg)
+{
+	List	   *whole = NIL;
+	List	   *partial = NIL;
+	ListCell   *lc;
+
+	foreach(lc, (List *) arg)
+	{
+		EtcdTopic  *et = lfirst(lc);
+		MqClusterTopic *t;
+
+		if (et->nfound < et->meta->partitions)
+		{
+			/* still being written: its old rows, if any, stay */
+			partial = lappend(partial, et->meta->name);
+			continue;
+		}
+		t = palloc0(sizeof(MqClusterTopic));
+		t->meta = et->meta;
+		t->parts = all_parts(et);
+		whole = lappend(whole, t);
+	}
+	MqClusterDirectoryStore(whole, partial);
+}
+
+static void
+store_directory(List *etcd_topics)
+{
+	ErrorData  *e;
+
+	if (!MqWorkerRunInTransaction(directory_work, etcd_topics, &e))
+		retry_log(&unit_rl, "mqlog cluster sync: the cluster's topics", e);
+}
+
 static void
 sync_round(void)
 {
@@ -966,6 +1009,7 @@ sync_round(void)
 	 */
 	if (!unit_failed)
 		MqClusterNoteSynced(read_from);
+	store_directory(etcd_topics);
 	MqIsrRound();
 }
 

@@ -5,6 +5,11 @@
   clients.py BOOTSTRAP confluent-consume TOPIC PARTITIONS N [read_committed|read_uncommitted]
   clients.py BOOTSTRAP kafka-python-consume TOPIC PARTITIONS N
       -> one line per record: partition offset key value timestamp headers(json)
+  clients.py BOOTSTRAP confluent-wait TOPIC PARTITION WAIT_MS
+      -> "waiting" once the consumer has sat at the partition's end for two
+         seconds with fetch.wait.max.ms = WAIT_MS, then "got OFFSET TIME"
+         (TIME: time.time() when the record arrived) for the first record
+         (test/perl/155_kafka_parked.pl)
   clients.py BOOTSTRAP confluent-metadata      -> the topics listed, one a line
   clients.py BOOTSTRAP kafka-python-metadata
   clients.py BOOTSTRAP kafka-python-topic-error TOPIC -> "TOPIC CODE" (Metadata)
@@ -132,6 +137,33 @@ def confluent_consume(bootstrap, topic, partitions, n, isolation):
             json.dumps([[k, v.decode()] for k, v in (m.headers() or [])])))
     c.close()
     print('\n'.join(got))
+
+
+def confluent_wait(bootstrap, topic, partition, wait_ms):
+    from confluent_kafka import Consumer, TopicPartition, OFFSET_END
+    c = Consumer(confluent_config({'bootstrap.servers': bootstrap, 'group.id': 'unused',
+                                   'enable.auto.commit': False, 'fetch.wait.max.ms': wait_ms,
+                                   'fetch.min.bytes': 1, 'enable.partition.eof': False}))
+    c.assign([TopicPartition(topic, partition, OFFSET_END)])
+    # librdkafka looks the end up (ListOffsets) and fetches from it within
+    # these two seconds
+    waiting_at = time.time() + 2
+    said = False
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        m = c.poll(0.1)
+        if m is not None:
+            if m.error():
+                raise SystemExit('consume failed: %s' % m.error())
+            if not said:
+                raise SystemExit('a record arrived before the consumer waited')
+            print('got %d %.3f' % (m.offset(), time.time()), flush=True)
+            c.close()
+            return
+        if not said and time.time() >= waiting_at:
+            print('waiting', flush=True)
+            said = True
+    raise SystemExit('no record within 60 s')
 
 
 def kafka_python_consume(bootstrap, topic, partitions, n):
@@ -283,6 +315,8 @@ def main():
                           args[3] if len(args) > 3 else 'read_committed')
     elif what == 'kafka-python-consume':
         kafka_python_consume(bootstrap, args[0], int(args[1]), int(args[2]))
+    elif what == 'confluent-wait':
+        confluent_wait(bootstrap, args[0], int(args[1]), int(args[2]))
     elif what == 'confluent-metadata':
         confluent_metadata(bootstrap)
     elif what == 'kafka-python-metadata':

@@ -22,6 +22,12 @@
       -> the error codes of a raw Produce v3 (acks -1, one record), Fetch v4
          and ListOffsets v1 of the partition: "produce E", "fetch E",
          "list_offsets E"
+  cluster.py BOOTSTRAP raw-admin TOPIC PARTITION
+      -> the error codes of a raw OffsetCommit v2 (no member) of the
+         partition, DescribeConfigs v1, DeleteTopics v1 and CreateTopics v0
+         (1 partition, replication factor 1) of the topic:
+         "offset_commit E", "describe_configs E", "delete_topics E",
+         "create_topics E"
 """
 import json
 import struct
@@ -158,6 +164,43 @@ def raw_errors(bootstrap, topic, partition):
     s.close()
 
 
+def raw_admin(bootstrap, topic, partition):
+    t = raw_string(topic.encode())
+    s = raw_connect(bootstrap)
+    # OffsetCommit v2: group, generation -1, member "", retention -1, [topic [partition offset metadata]]
+    body = raw_string(b'g126') + struct.pack('>i', -1) + raw_string(b'') + struct.pack('>q', -1) + \
+        struct.pack('>i', 1) + t + struct.pack('>iiq', 1, partition, 1) + raw_string(b'')
+    r = Reader(raw_request(s, 8, 2, 1, body))
+    r.take('>i')
+    r.take('>i')
+    r.string()
+    r.take('>i')
+    r.take('>i')
+    print('offset_commit %d' % r.take('>h'))
+    # DescribeConfigs v1: [type 2, name, all keys], no synonyms
+    body = struct.pack('>ib', 1, 2) + t + struct.pack('>ib', -1, 0)
+    r = Reader(raw_request(s, 32, 1, 2, body))
+    r.take('>i')
+    r.take('>i')                # throttle
+    r.take('>i')
+    print('describe_configs %d' % r.take('>h'))
+    # DeleteTopics v1: [name], timeout
+    r = Reader(raw_request(s, 20, 1, 3, struct.pack('>i', 1) + t + struct.pack('>i', 5000)))
+    r.take('>i')
+    r.take('>i')
+    r.take('>i')
+    r.string()
+    print('delete_topics %d' % r.take('>h'))
+    # CreateTopics v0: [name, 1 partition, factor 1, no assignments, no configs], timeout
+    body = struct.pack('>i', 1) + t + struct.pack('>ihii', 1, 1, 0, 0) + struct.pack('>i', 5000)
+    r = Reader(raw_request(s, 19, 0, 4, body))
+    r.take('>i')
+    r.take('>i')
+    r.string()
+    print('create_topics %d' % r.take('>h'))
+    s.close()
+
+
 def main():
     bootstrap, what = sys.argv[1], sys.argv[2]
     args = sys.argv[3:]
@@ -172,6 +215,8 @@ def main():
         consume(bootstrap, args[0], int(args[1]), int(args[2]))
     elif what == 'raw-errors':
         raw_errors(bootstrap, args[0], int(args[1]))
+    elif what == 'raw-admin':
+        raw_admin(bootstrap, args[0], int(args[1]))
     else:
         raise SystemExit('unknown command %s' % what)
 

@@ -29,33 +29,22 @@
 use strict;
 use warnings;
 
-use File::Basename qw(dirname);
 use FindBin;
 use lib $FindBin::RealBin;
 use JSON::PP;
 use MqCluster;
+use MqKafka;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-my $script = dirname(__FILE__) . '/../kafka/cluster.py';
-my $python = '/usr/bin/python3';
+my ($script, $python) = ($MqKafka::SCRIPT, $MqKafka::PYTHON);
 
 my $etcd = MqCluster::start_etcd();
-my (@nodes, %kafka);
-foreach my $i (1 .. 3)
-{
-	my $port = PostgreSQL::Test::Cluster::get_free_port();
-	my $n = MqCluster::new_node("n$i", $etcd, conf => qq{
-mqlog.poll_recheck_interval = 100
-mqlog.kafka_listen = '127.0.0.1:$port'
-mqlog.kafka_role = 'kafka_app'
-mqlog.acks_timeout = 3000
-});
-	$kafka{"n$i"} = "127.0.0.1:$port";
-	push @nodes, $n;
-}
+my ($nodes, $kafka) = MqKafka::new_nodes($etcd, 3, "mqlog.acks_timeout = 3000\n");
+my @nodes = @$nodes;
+my %kafka = %$kafka;
 my ($n1, $n2, $n3) = @nodes;
 my %by_name = map { $_->name => $_ } @nodes;
 $_->start for @nodes;
@@ -68,22 +57,8 @@ ok(MqCluster::wait_alive($_, 3), $_->name . ' sees three nodes') for @nodes;
 
 sub q1 { my ($n, $sql) = @_; return $n->safe_psql('postgres', $sql); }
 
-sub run_script
-{
-	my (@args) = @_;
-	my ($out, $err) = ('', '');
-	my $ok = IPC::Run::run([ $python, $script, @args ], '>', \$out, '2>', \$err,
-						   IPC::Run::timeout(120));
-	diag("cluster.py @args: $err") if !$ok || $err =~ /Traceback/;
-	return $out;
-}
-
-sub metadata
-{
-	my ($node_name, $what) = @_;
-	my $out = run_script($kafka{$node_name}, $what // 'metadata');
-	return eval { decode_json($out) } // {};
-}
+sub run_script { return MqKafka::cluster_py(@_) }
+sub metadata { my ($n, $what) = @_; return MqKafka::metadata($kafka{$n}, $what) }
 
 # --- broker ids ------------------------------------------------------------
 
@@ -131,35 +106,9 @@ foreach my $n (@nodes)
 		$n->name . ' holds kc and kc3');
 }
 
-# a value as one string, hash keys sorted and numbers as text, to compare in a wait
-sub canon
-{
-	my ($v) = @_;
-	return '{' . join(',', map { "$_:" . canon($v->{$_}) } sort keys %$v) . '}' if ref $v eq 'HASH';
-	return '[' . join(',', map { canon($_) } @$v) . ']' if ref $v eq 'ARRAY';
-	return defined $v ? "$v" : 'null';
-}
+sub canon { return MqKafka::canon(@_) }
 
-sub ids_of
-{
-	my ($names) = @_;    # '{n1,n2}'
-	$names =~ s/[{}]//g;
-	return [ map { $id{$_} } split /,/, $names ];
-}
-
-# what Metadata should say of a topic's partitions, from this node's mqlog.partitions
-sub want_partitions
-{
-	my ($n, $topic) = @_;
-	my %want;
-	foreach my $row (split /\n/, q1($n, qq{SELECT "partition", leader, leader_epoch, replicas, isr FROM mqlog.partitions WHERE topic = '$topic'}))
-	{
-		my ($p, $leader, $epoch, $replicas, $isr) = split /\|/, $row;
-		$want{$p} = { error => 0, leader => $id{$leader}, epoch => $epoch + 0,
-					  replicas => ids_of($replicas), isr => ids_of($isr), offline => [] };
-	}
-	return \%want;
-}
+sub want_partitions { my ($n, $topic) = @_; return MqKafka::want_partitions($n, $topic, \%id) }
 
 my %all_brokers = map { $id{$_} => $kafka{$_} } keys %id;
 my ($lowest) = sort { $a <=> $b } values %id;

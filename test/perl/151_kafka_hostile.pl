@@ -16,7 +16,7 @@
 use strict;
 use warnings;
 
-use IO::Socket::INET;
+use MqKafka qw(kafka_node kstr frame response connect_listener peak_kb);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -26,16 +26,7 @@ plan skip_all => 'needs /proc/PID/status (Linux)' unless -r '/proc/self/status';
 my $kport = PostgreSQL::Test::Cluster::get_free_port();
 my $max_frame = 2 * 1024 * 1024;
 
-my $node = PostgreSQL::Test::Cluster->new('kafka_hostile');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'mqlog'
-mqlog.kafka_listen = '127.0.0.1:$kport'
-mqlog.kafka_role = 'kafka_app'
-mqlog.kafka_max_frame_size = $max_frame
-});
-$node->start;
+my $node = kafka_node('kafka_hostile', $kport, "mqlog.kafka_max_frame_size = $max_frame\n");
 $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION mqlog;
@@ -44,54 +35,8 @@ SELECT mq_create_topic('one', 1);
 SELECT mq_grant('one', 'kafka_app', 'consume');
 });
 
-sub kstr { return pack('n', length $_[0]) . $_[0] }
 
-sub frame
-{
-	my ($key, $version, $body) = @_;
-	my $payload = pack('nnN', $key, $version, 7) . kstr('hostile') . $body;
-	return pack('N', length $payload) . $payload;
-}
-
-# a whole response, or undef when the connection closes first
-sub response
-{
-	my ($sock) = @_;
-	my ($head, $body) = ('', '');
-	while (length $head < 4)
-	{
-		my $n = sysread($sock, $head, 4 - length $head, length $head);
-		return undef unless $n;
-	}
-	my $size = unpack('N', $head);
-	while (length $body < $size)
-	{
-		my $n = sysread($sock, $body, $size - length $body, length $body);
-		return undef unless $n;
-	}
-	return $body;
-}
-
-sub connect_listener
-{
-	foreach (1 .. 60)
-	{
-		my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $kport, Proto => 'tcp');
-		return $s if $s;
-		sleep 1;
-	}
-	die "the Kafka listener does not accept connections on port $kport";
-}
-
-sub peak_kb
-{
-	my ($pid) = @_;
-	open my $fh, '<', "/proc/$pid/status" or die "no process $pid: $!";
-	my ($kb) = map { /^VmHWM:\s+(\d+)/ ? $1 : () } <$fh>;
-	return $kb;
-}
-
-my $sock = connect_listener();
+my $sock = connect_listener($kport);
 # the listener is up and has served one request before its peak is taken
 print $sock frame(18, 0, '');
 ok(defined response($sock), 'ApiVersions is answered');
@@ -179,7 +124,7 @@ cmp_ok($growth_kb, '<', 16 * $max_frame / 1024,
 print $sock frame(19, 4, pack('N', 0x7fffffff) . kstr('x') . pack('Nn', 1, 1));
 ok(!defined response($sock), 'a CreateTopics claiming two billion topics closes the connection');
 close $sock;
-$sock = connect_listener();
+$sock = connect_listener($kport);
 print $sock frame(18, 0, '');
 ok(defined response($sock), 'and the listener serves the next connection');
 is($node->safe_psql('postgres',

@@ -19,7 +19,7 @@ use strict;
 use warnings;
 
 use File::Basename qw(dirname);
-use IO::Socket::INET;
+use MqKafka qw(kafka_node kstr frame response connect_listener);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -31,16 +31,7 @@ my $python = '/usr/bin/python3';
 my $kport = PostgreSQL::Test::Cluster::get_free_port();
 my $bootstrap = "127.0.0.1:$kport";
 
-my $node = PostgreSQL::Test::Cluster->new('kafka_group_bound');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'mqlog'
-mqlog.kafka_listen = '$bootstrap'
-mqlog.kafka_role = 'kafka_app'
-mqlog.kafka_max_groups = 3
-});
-$node->start;
+my $node = kafka_node('kafka_group_bound', $kport, "mqlog.kafka_max_groups = 3\n");
 $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION mqlog;
@@ -65,39 +56,16 @@ sub wait_until
 # --- raw Kafka frames (classic, non-flexible versions) ----------------------
 my $corr = 0;
 
-sub kconnect
-{
-	my $s;
-	wait_until(60, sub {
-		$s = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $kport, Proto => 'tcp');
-		defined $s;
-	});
-	die "no listener on $bootstrap" unless $s;
-	return $s;
-}
-
-sub kstr { return pack('s>/a*', $_[0]); }
-
-sub exact
-{
-	my ($s, $n) = @_;
-	my $buf = '';
-	while (length($buf) < $n)
-	{
-		my $got = sysread($s, $buf, $n - length($buf), length($buf));
-		die "connection closed" unless $got;
-	}
-	return $buf;
-}
+sub kconnect { return connect_listener($kport) }
 
 # one request, its response past the correlation id
 sub request
 {
 	my ($s, $key, $version, $body) = @_;
-	my $frame = pack('s>s>l>', $key, $version, ++$corr) . kstr('bound-test') . $body;
-	syswrite($s, pack('l>', length $frame) . $frame);
-	my $size = unpack('l>', exact($s, 4));
-	return substr(exact($s, $size), 4);
+	print $s frame($key, $version, $body, ++$corr);
+	my $answer = response($s);
+	die "connection closed" unless defined $answer;
+	return substr($answer, 4);
 }
 
 # JoinGroup v1 of a new member (or of member $id again): (error, member id)
