@@ -265,12 +265,9 @@ $BENCH_CONF"
     return $rc
 }
 
-if [ -n "$ONLY" ] && [ "$ONLY" != scale ] && [ "$ONLY" != kafka ]; then
-    mkdir -p "$BENCH/results"
-    set +e
-    run_replication "$BENCH/results/$ONLY.jsonl" new "$ONLY"
-    brc=$?
-    set -e
+# --only WORKLOAD: its own report beside its results, then exit with the
+# bench's status
+report_only_and_exit() {
     step "report"
     "$PY" "$BENCH/report.py" "$BENCH/results/$ONLY.jsonl" "--only-$ONLY" \
         --md "$BENCH/results/$ONLY.md"
@@ -279,7 +276,16 @@ if [ -n "$ONLY" ] && [ "$ONLY" != scale ] && [ "$ONLY" != kafka ]; then
     echo "done in $(( $(date +%s) - START )) s:"
     echo "  $BENCH/results/$ONLY.jsonl"
     echo "  $BENCH/results/$ONLY.md"
-    exit $brc
+    exit "$1"
+}
+
+if [ -n "$ONLY" ] && [ "$ONLY" != scale ] && [ "$ONLY" != kafka ]; then
+    mkdir -p "$BENCH/results"
+    set +e
+    run_replication "$BENCH/results/$ONLY.jsonl" new "$ONLY"
+    brc=$?
+    set -e
+    report_only_and_exit $brc
 fi
 
 step "throwaway PostgreSQL 15 in $WORK (Unix socket only, port $PGPORT)"
@@ -355,14 +361,7 @@ if [ "$ONLY" = scale ] || [ "$ONLY" = kafka ]; then
         --redis-port "$REDISPORT" --redis-ok "$REDIS_OK" \
         --work "$WORK" --out "$BENCH/results/$ONLY.jsonl"
     brc=$?
-    step "report"
-    "$PY" "$BENCH/report.py" "$BENCH/results/$ONLY.jsonl" "--only-$ONLY" --md "$BENCH/results/$ONLY.md"
-    cat "$BENCH/results/$ONLY.md"
-    echo
-    echo "done in $(( $(date +%s) - START )) s:"
-    echo "  $BENCH/results/$ONLY.jsonl"
-    echo "  $BENCH/results/$ONLY.md"
-    exit $brc
+    report_only_and_exit $brc
 fi
 if [ "$MODE" = soak ]; then
     "$PY" "$BENCH/bench.py" --mode soak --systems mqlog,heap_log --workloads sustained \
