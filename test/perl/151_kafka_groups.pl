@@ -28,6 +28,7 @@ use strict;
 use warnings;
 
 use File::Basename qw(dirname);
+use MqKafka qw(wait_for);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -102,19 +103,6 @@ sub records
 	return @keys;
 }
 
-# wait up to $secs for $cond->() to be true
-sub wait_until
-{
-	my ($secs, $cond) = @_;
-	my $deadline = time() + $secs;
-	while (time() < $deadline)
-	{
-		return 1 if $cond->();
-		usleep(200_000);
-	}
-	return 0;
-}
-
 my $logdir = PostgreSQL::Test::Utils::tempdir;
 my @members;
 
@@ -133,11 +121,11 @@ sub stop_member
 	my ($log) = @_;
 	open my $fh, '>', "$log.stop" or die;
 	close $fh;
-	return wait_until(30, sub { grep { $_ eq 'closed' } slurp_lines($log) });
+	return wait_for(30, sub { grep { $_ eq 'closed' } slurp_lines($log) });
 }
 
 # the listener is up once it answers
-ok(wait_until(60, sub {
+ok(wait_for(60, sub {
 	my ($out, $err);
 	IPC::Run::run([ 'kcat', '-b', $bootstrap, '-L', '-m', '5' ], '>', \$out, '2>', \$err);
 	($out // '') =~ /topic "events"/;
@@ -174,10 +162,10 @@ is($node->safe_psql('postgres',
 
 # --- two confluent-kafka members on four partitions ------------------------
 my $log_a = start_member('g1', 'a');
-ok(wait_until(60, sub { last_assigned($log_a) eq 'assigned 0,1,2,3' }),
+ok(wait_for(60, sub { last_assigned($log_a) eq 'assigned 0,1,2,3' }),
 	'the first member gets all four partitions');
 my $log_b = start_member('g1', 'b');
-ok(wait_until(60, sub {
+ok(wait_for(60, sub {
 	my ($a, $b) = (last_assigned($log_a), last_assigned($log_b));
 	$a =~ /^assigned \d,\d$/ && $b =~ /^assigned \d,\d$/;
 }), 'two members: two partitions each') or diag(join("\n", slurp_lines($log_a), '--', slurp_lines($log_b)));
@@ -185,7 +173,7 @@ my %parts = map { $_ => 1 } map { (split / /)[1] =~ /(\d)/g } (last_assigned($lo
 is(join(',', sort keys %parts), '0,1,2,3', 'between them, the four partitions');
 
 produce(1, 40);
-ok(wait_until(60, sub { records($log_a, $log_b) >= 40 }), 'the two members consume the 40 records');
+ok(wait_for(60, sub { records($log_a, $log_b) >= 40 }), 'the two members consume the 40 records');
 ok(scalar(grep { /^record/ } slurp_lines($log_a)) > 0 && scalar(grep { /^record/ } slurp_lines($log_b)) > 0,
 	'both members consumed some');
 
@@ -194,10 +182,10 @@ like($err_sql, qr/consumer group "g1" has 2 members that are Kafka clients/,
 	'mq_poll of a group with Kafka members is refused');
 
 ok(stop_member($log_b), 'the second member close()s');
-ok(wait_until(60, sub { last_assigned($log_a) eq 'assigned 0,1,2,3' }),
+ok(wait_for(60, sub { last_assigned($log_a) eq 'assigned 0,1,2,3' }),
 	'after it left, the first member gets all four partitions');
 produce(41, 80);
-ok(wait_until(60, sub { records($log_a, $log_b) >= 80 }), 'it consumes the next 40');
+ok(wait_for(60, sub { records($log_a, $log_b) >= 80 }), 'it consumes the next 40');
 ok(stop_member($log_a), 'the first member close()s');
 
 my @keys = records($log_a, $log_b);
@@ -216,7 +204,7 @@ produce(81, 100);
 is($node->safe_psql('postgres', q{SELECT sum(lag) FROM mqlog.consumer_lag WHERE group_id = 'g1'}),
 	'20', 'with every member stopped, the group lags by the 20 new records');
 my $log_c = start_member('g1', 'c');
-ok(wait_until(60, sub { records($log_c) >= 20 }), 'a new member consumes');
+ok(wait_for(60, sub { records($log_c) >= 20 }), 'a new member consumes');
 usleep(1_000_000);
 is(join(',', sort { substr($a, 1) <=> substr($b, 1) } records($log_c)), join(',', map { "k$_" } 81 .. 100),
 	'the new member resumes from the committed offsets: the 20 new records only');
@@ -229,7 +217,7 @@ my $sql_member = IPC::Run::start(
 	[ 'psql', '-X', '-q', '-d', $node->connstr('postgres'), '-c',
 	  q{SET ROLE kafka_app; SELECT count(*) FROM mq_poll('sqlgroup', 'events', 1); SELECT pg_sleep(60)} ],
 	'>', "$logdir/sql.out", '2>', "$logdir/sql.err");
-ok(wait_until(30, sub {
+ok(wait_for(30, sub {
 	$node->safe_psql('postgres', q{SELECT count(*) FROM mqlog.group_members WHERE group_id = 'sqlgroup'}) eq '1';
 }), 'a SQL session is a member of sqlgroup');
 is(groups_py('confluent-error', 'sqlgroup', 'events')->[0], 'INCONSISTENT_GROUP_PROTOCOL',

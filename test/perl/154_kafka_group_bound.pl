@@ -19,7 +19,7 @@ use strict;
 use warnings;
 
 use File::Basename qw(dirname);
-use MqKafka qw(kafka_node kstr frame response connect_listener);
+use MqKafka qw(kafka_node kstr frame response connect_listener wait_for);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -39,19 +39,6 @@ CREATE ROLE kafka_app LOGIN;
 SELECT mq_create_topic('events', 2);
 SELECT mq_grant('events', 'kafka_app', 'consume');
 });
-
-# wait up to $secs for $cond->() to be true
-sub wait_until
-{
-	my ($secs, $cond) = @_;
-	my $deadline = time() + $secs;
-	while (time() < $deadline)
-	{
-		return 1 if $cond->();
-		usleep(200_000);
-	}
-	return 0;
-}
 
 # --- raw Kafka frames (classic, non-flexible versions) ----------------------
 my $corr = 0;
@@ -112,7 +99,7 @@ foreach my $i (1 .. 2)
 	my $in = "SELECT count(*) FROM mq_poll('sql-$i', 'events', 1, timeout => '0');\nSELECT pg_sleep(600);\n";
 	push @sql, IPC::Run::start([ $psql, '-X', '-d', $node->connstr('postgres') ], '<', \$in, '>', \my $o, '2>', \my $e);
 }
-ok(wait_until(60, sub {
+ok(wait_for(60, sub {
 	$_->pump_nb foreach @sql;
 	$node->safe_psql('postgres', q{SELECT count(*) FROM mqlog.group_slots WHERE member_id IS NOT NULL}) eq '2';
 }), 'two SQL sessions are members of groups of their own');
@@ -130,7 +117,7 @@ is($err, 15, 'the fourth group\'s JoinGroup: COORDINATOR_NOT_AVAILABLE');
 is(standalone_commit($conn[4], 'k-5'), 15, 'a member-less OffsetCommit of a fifth group: COORDINATOR_NOT_AVAILABLE');
 ($err) = join_group($conn[3], 'k-4', 30000);
 is($err, 15, 'the fourth group\'s JoinGroup again: COORDINATOR_NOT_AVAILABLE');
-ok(wait_until(10, sub { refusals_logged() >= 1 }), 'the refusal is logged');
+ok(wait_for(10, sub { refusals_logged() >= 1 }), 'the refusal is logged');
 is(refusals_logged(), 1, '... once, not at every refusal');
 my ($j1) = join_group($conn[0], 'k-1', 30000, $members[0]);
 is($j1, 0, 'a member of a group the listener holds still joins it again');
@@ -156,7 +143,7 @@ is(leave_group($conn[2], 'k-3', $members[2]), 0, 'the only member of k-3 leaves'
 is($err, 0, 'a group whose member stops heartbeating after its join (session.timeout.ms 1000)');
 ($err) = join_group($conn[4], 'k-7', 30000);
 is($err, 15, 'at the bound again: COORDINATOR_NOT_AVAILABLE');
-ok(wait_until(30, sub {
+ok(wait_for(30, sub {
 	$node->safe_psql('postgres', q{SELECT count(*) FROM mqlog.group_slots WHERE group_id = 'k-6'}) eq '0';
 }), 'the silent member times out and its group gives its slot back');
 ($err, my $k7) = join_group($conn[4], 'k-7', 30000);
@@ -167,15 +154,15 @@ is(refusals_logged(), 2, 'the refusal after a slot came back is logged again, on
 my $log = PostgreSQL::Test::Utils::tempdir . '/member.log';
 my $member = IPC::Run::start([ $python, $groups, $bootstrap, 'confluent-member', 'k-8', 'events', $log ],
 	'>', "$log.out", '2>', "$log.err");
-ok(wait_until(30, sub { refusals_logged() >= 3 }), 'a confluent-kafka consumer of one more group is refused');
+ok(wait_for(30, sub { refusals_logged() >= 3 }), 'a confluent-kafka consumer of one more group is refused');
 sleep 3;
 ok(!-e $log || !grep({ /^assigned/ } split(/\n/, slurp_file($log))), '... and has no partitions while the bound holds');
 is(leave_group($conn[0], 'k-1', $members[0]), 0, 'the member of k-1 leaves: k-1 gives its slot back');
-ok(wait_until(90, sub { -e $log && grep { /^assigned 0,1$/ } split /\n/, slurp_file($log) }),
+ok(wait_for(90, sub { -e $log && grep { /^assigned 0,1$/ } split /\n/, slurp_file($log) }),
 	'the consumer, retrying, joins and gets both partitions');
 open my $fh, '>', "$log.stop" or die;
 close $fh;
-ok(wait_until(30, sub { grep { /^closed$/ } split /\n/, slurp_file($log) }), 'it close()s');
+ok(wait_for(30, sub { grep { /^closed$/ } split /\n/, slurp_file($log) }), 'it close()s');
 $member->finish;
 
 is($node->safe_psql('postgres',
@@ -183,7 +170,7 @@ is($node->safe_psql('postgres',
 	'1', 'the listener is still running');
 is(leave_group($conn[3], 'k-4', $k4) . leave_group($conn[4], 'k-7', $k7), '00', 'the other members leave');
 close $_ foreach @conn;
-ok(wait_until(30, sub {
+ok(wait_for(30, sub {
 	$node->safe_psql('postgres', q{SELECT in_use FROM mqlog.shared_memory WHERE area = 'Kafka listener''s groups'})
 	  eq '0';
 }), 'every Kafka group slot comes back once the members are gone');

@@ -8,6 +8,7 @@
 #   my $md = MqKafka::metadata('127.0.0.1:9092');     # decoded JSON, {} if none
 #   canon($a) eq canon($b)                            # in a wait_until
 #   MqKafka::peak_kb($pid)                            # VmHWM, Linux only
+#   wait_for(60, sub { ... })                         # true once the sub is, within 60 s
 #
 #   use MqKafka qw(kafka_node kstr frame response connect_listener peak_kb);
 #   my $node = kafka_node('name', $port, "more = 'settings'\n");   # started
@@ -29,12 +30,13 @@ use Exporter 'import';
 use File::Basename qw(dirname);
 use IO::Socket::INET;
 use IPC::Run;
+use Time::HiRes qw(usleep);
 use JSON::PP;
 use MqCluster;
 use PostgreSQL::Test::Cluster;
 use Test::More;
 
-our @EXPORT_OK = qw(kafka_node kstr frame response connect_listener peak_kb);
+our @EXPORT_OK = qw(kafka_node kstr frame response connect_listener peak_kb wait_for);
 
 our $SCRIPT = dirname(__FILE__) . '/../kafka/cluster.py';
 our $PYTHON = '/usr/bin/python3';
@@ -159,6 +161,20 @@ sub connect_listener
 		sleep 1;
 	}
 	die "the Kafka listener does not accept connections on port $port";
+}
+
+# wait up to $secs for $cond->() to be true (a condition that dies, dies:
+# MqCluster::wait_until is the one that retries)
+sub wait_for
+{
+	my ($secs, $cond) = @_;
+	my $deadline = Time::HiRes::time() + $secs;
+	while (Time::HiRes::time() < $deadline)
+	{
+		return 1 if $cond->();
+		usleep(200_000);
+	}
+	return 0;
 }
 
 # the peak resident size of a process, in kB (/proc/PID/status VmHWM)
