@@ -1659,6 +1659,13 @@ CREATE FUNCTION mq_run_maintenance(only_topic text DEFAULT NULL)
 DECLARE
     p record;
     s record;
+    /*
+     * the partition's active segment: a row type, not a record, so that a
+     * partition without one (its topic dropped since the loop's query, or
+     * partitions added since the pending segments were made) reads as
+     * NULLs instead of failing with "record is not assigned yet"
+     */
+    a mqlog.segment;
     total bigint;
     next_base bigint;
     dropped bool;
@@ -1715,16 +1722,16 @@ BEGIN
 
         /* a roll an appender made into the spare: record it */
         rolled := false;
-        s := mqlog._active_segment(p.topic_id, p.part);
+        a := mqlog._active_segment(p.topic_id, p.part);
         IF NOT more THEN
             next_base := mqlog._finalize_spare(p.topic_id, p.part);
             IF next_base IS NOT NULL THEN
                 rolled := true;
                 action := 'roll'; topic := p.name; "partition" := p.part;
-                segment := s.relid::regclass::text;
+                segment := a.relid::regclass::text;
                 detail := 'next segment starts at offset ' || next_base || ' (rolled by an appender)';
                 RETURN NEXT;
-                s := mqlog._active_segment(p.topic_id, p.part);
+                a := mqlog._active_segment(p.topic_id, p.part);
             END IF;
         END IF;
 
@@ -1733,9 +1740,9 @@ BEGIN
          * appending (retention needs it sealed), or segment.bytes where no
          * spare was ready for the appender
          */
-        IF NOT more AND s.relid IS NOT NULL AND mqlog.segment_size(s.relid) > 0 AND
-           (mqlog.segment_size(s.relid) >= (p.c->>'segment.bytes')::bigint OR
-            mqlog._segment_first_timestamp(s.relid) < mqlog._ms_ago((p.c->>'segment.ms')::bigint)) THEN
+        IF NOT more AND a.relid IS NOT NULL AND mqlog.segment_size(a.relid) > 0 AND
+           (mqlog.segment_size(a.relid) >= (p.c->>'segment.bytes')::bigint OR
+            mqlog._segment_first_timestamp(a.relid) < mqlog._ms_ago((p.c->>'segment.ms')::bigint)) THEN
             next_base := mqlog._roll_to_spare(p.topic_id, p.part);
             IF next_base IS NOT NULL THEN
                 PERFORM mqlog._finalize_spare(p.topic_id, p.part);
@@ -1745,9 +1752,9 @@ BEGIN
             END IF;
             IF next_base IS NOT NULL THEN
                 action := 'roll'; topic := p.name; "partition" := p.part;
-                segment := s.relid::regclass::text; detail := 'next segment starts at offset ' || next_base;
+                segment := a.relid::regclass::text; detail := 'next segment starts at offset ' || next_base;
                 RETURN NEXT;
-                s := mqlog._active_segment(p.topic_id, p.part);
+                a := mqlog._active_segment(p.topic_id, p.part);
             END IF;
         END IF;
 
@@ -1756,10 +1763,10 @@ BEGIN
          * (it is busy), or once the active segment is half full or half its
          * segment.ms old
          */
-        IF NOT more AND budget > 0 AND current_setting('mqlog.roll_ahead')::bool AND s.relid IS NOT NULL
-           AND (rolled OR mqlog.segment_size(s.relid) * 2 >= (p.c->>'segment.bytes')::bigint OR
-                (mqlog.segment_size(s.relid) > 0 AND
-                 mqlog._segment_first_timestamp(s.relid) < mqlog._ms_ago((p.c->>'segment.ms')::bigint / 2))) THEN
+        IF NOT more AND budget > 0 AND current_setting('mqlog.roll_ahead')::bool AND a.relid IS NOT NULL
+           AND (rolled OR mqlog.segment_size(a.relid) * 2 >= (p.c->>'segment.bytes')::bigint OR
+                (mqlog.segment_size(a.relid) > 0 AND
+                 mqlog._segment_first_timestamp(a.relid) < mqlog._ms_ago((p.c->>'segment.ms')::bigint / 2))) THEN
             IF mqlog._prepare_spare(p.topic_id, p.part) IS NOT NULL THEN   /* null: it has one */
                 budget := budget - 1;
             END IF;
