@@ -632,19 +632,20 @@ def scale_md(res, level="##"):
         cbase = cons[min(cons)]["records_per_s"] if cons else None
         L.append("Batched produce by the driver (1000 records of 100 B a call, each call to the next "
                  "partition in a transaction of its own), the read back by a group of one member (of at most 512 "
-                 "partitions), the creation (the worker makes the segments beyond the first 200) and the drop "
+                 "partitions) of as many records as the consume workload reads, at most nine tenths of what the "
+                 "member's partitions hold (the median of the mode's rounds, rewound between them), the creation (the worker makes the segments beyond the first 200) and the drop "
                  "with the orphan sweep; catalog bytes are the growth of pg_class, pg_attribute, pg_type, "
                  "pg_depend, pg_description and mqlog.segment, shared memory the partition entries taken.")
         L.append("")
-        L.append("| partitions | produce records/s | vs 1 partition | consume records/s (members) | "
+        L.append("| partitions | produce records/s | vs 1 partition | consume records/s (members) | records read | "
                  "vs 1 partition | create s | catalog bytes per partition | shared memory | drop s |")
-        L.append("|---|---|---|---|---|---|---|---|---|")
+        L.append("|---|---|---|---|---|---|---|---|---|---|")
         for n in sorted(prod):
             p, c, d = prod[n], cons.get(n, {}), drop.get(n, {})
             crate = c.get("records_per_s")
-            L.append("| %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s |" % (
+            L.append("| %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s |" % (
                 fmt(n), fmt(p["records_per_s"]), pct_change(change_of(p["records_per_s"], base)),
-                fmt(crate), c.get("clients", "-"),
+                fmt(crate), c.get("clients", "-"), fmt(c.get("records")),
                 pct_change(change_of(crate, cbase)) if crate and cbase else "-", p.get("create_s"),
                 fmt(p.get("catalog_bytes_per_partition")), fmt(p.get("shm_bytes")), d.get("drop_s", "-")))
         L.append("")
