@@ -278,7 +278,7 @@ class Bench:
     def guarded(self, system, workload, value_bytes, fn, **extra):
         """Run one measurement; on failure emit an error row (with the
         extra fields, clients and partitions) and go on."""
-        if system not in self.only and system != "floor":
+        if system not in self.only and system not in ("floor", "wal_floor"):
             return None
         if self.base_workload(workload) not in self.workloads:
             return None
@@ -568,8 +568,10 @@ class Bench:
         least its c_records, which the consume reads back); with
         `partitions`, an mqlog topic of that many partitions and client i
         producing to partition i.  The floor is the same arrays parsed by
-        a statement that stores nothing, with a durable commit."""
-        if system != "floor":
+        a statement that stores nothing, with a durable commit; the WAL
+        floor the same, and their bytes written once to the WAL (a logical
+        message) before the commit."""
+        if system not in ("floor", "wal_floor"):
             self.reset(system, name, partitions=partitions or 1)
         run = lambda: self.rounds(lambda: self.drive(  # noqa: E731
             system, "produce_batch", name, size, records=self.cfg["c_records"][size] if clients == 1 else None,
@@ -593,7 +595,9 @@ class Bench:
                       aof_bytes_per_record=round((aof1 - aof0) / rec, 1), **self.driven(res))
             return
         res, wal, disk = self.measured(system, name, run)
-        extra = dict(note="arrays parsed and a durable empty commit, nothing stored") if system == "floor" else {}
+        extra = {"floor": dict(note="arrays parsed and a durable empty commit, nothing stored"),
+                 "wal_floor": dict(note="arrays parsed, their bytes written once to the WAL, a durable commit")
+                 }.get(system, {})
         self.emit(system, "produce_batch", size, wal_bytes_per_record=wal, disk_bytes_per_record=disk,
                   **extra, **self.driven(res))
 
@@ -1720,6 +1724,8 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
                 name = "b_%s_%d" % (s, size)
                 self.guarded(s, "produce_batch", size, lambda: self.run_produce_batch(s, size, name))
             self.guarded("floor", "produce_batch", size, lambda: self.run_produce_batch("floor", size, "floor"))
+            self.guarded("wal_floor", "produce_batch", size,
+                         lambda: self.run_produce_batch("wal_floor", size, "wal_floor"))
             # two producers into one table, queue, stream or one-partition
             # topic; and mqlog's two producers on two partitions
             for s in systems + ["floor"]:

@@ -21,7 +21,7 @@
 typedef struct BenchOptions
 {
 	const char *system;			/* mqlog, heap_log, skip_locked, pgq, floor,
-								 * redis */
+								 * wal_floor, redis */
 	const char *workload;		/* produce_batch, produce_single, consume,
 								 * consume_fetch */
 	const char *conninfo;		/* libpq connection string */

@@ -65,7 +65,8 @@ PgKnows(const char *system, const char *workload)
 			is(system, "pgq");
 	if (is(workload, "produce_batch") || is(workload, "produce_single"))
 		return is(system, "mqlog") || is(system, "heap_log") || is(system, "skip_locked") ||
-			is(system, "pgq") || is(system, "floor");
+			is(system, "pgq") || is(system, "floor") ||
+			(is(system, "wal_floor") && is(workload, "produce_batch"));
 	return 0;
 }
 
@@ -276,6 +277,16 @@ static const struct
 	{"floor", 0,
 		"SELECT txid_current(), cardinality($1::bytea[]) + cardinality($2::bytea[])",
 	"SELECT txid_current(), octet_length($1::bytea) + octet_length($2::bytea)"},
+
+	/*
+	 * The WAL floor: the floor, and the arrays' bytes (their binary send
+	 * form: each value and key with a 4-byte length) written once to the
+	 * WAL as one transactional logical message, flushed by the commit.
+	 * What a log that stores nothing but its WAL would cost.
+	 */
+	{"wal_floor", 0,
+		"SELECT pg_logical_emit_message(true, 'mqbench', array_send($1::bytea[]) || array_send($2::bytea[]))",
+	NULL},
 };
 
 /* mqlog's batched produce to one partition, the client's own */
