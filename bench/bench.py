@@ -1728,7 +1728,7 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
                          lambda: self.run_produce_batch("wal_floor", size, "wal_floor"))
             # two producers into one table, queue, stream or one-partition
             # topic; and mqlog's two producers on two partitions
-            for s in systems + ["floor"]:
+            for s in systems + ["floor", "wal_floor"]:
                 name = "b2_%s_%d" % (s, size)
                 self.guarded(s, "produce_batch", size, lambda: self.run_produce_batch(s, size, name, clients=2),
                              clients=2)
