@@ -2,7 +2,7 @@
  * pg.c
  *	  The PostgreSQL systems' client: mqlog, the heap-table log, the SKIP
  *	  LOCKED queue, PgQ, and the floor (the same parameters received and
- *	  parsed by the server, a durable commit, nothing else), over libpq.
+ *	  parsed by the server, a durable commit, nothing stored), over libpq.
  *
  * Every statement is prepared once.  Records travel as binary bytea[]
  * arrays (text[] for PgQ, whose events are text) and single values as
@@ -252,6 +252,17 @@ pg_connect(BenchClient *c)
  * that take the target's name as a parameter (mqlog's topic, PgQ's queue)
  * take it first; then the values and the keys (batched: arrays).
  */
+/*
+ * What makes the floor's commit durable: a transaction flushes its commit
+ * record only if it wrote WAL before it (RecordTransactionCommit's
+ * wrote_xlog), and an xid alone (txid_current()) writes none, so such a
+ * commit is asynchronous whatever synchronous_commit says.  A
+ * transactional logical message is a small WAL record (about 60 bytes)
+ * that stores nothing and takes an xid; with it the commit waits for its
+ * flush, as every system's produce does.
+ */
+#define FLOOR_DURABLE "pg_logical_emit_message(true, 'mqbench', '') IS NOT NULL"
+
 static const struct
 {
 	const char *system;
@@ -274,8 +285,8 @@ static const struct
 		" FROM unnest($2::text[], $3::text[]) AS u(v, k)",
 	"SELECT pgq.insert_event($1::text, 'ev', $2::text, $3::text, NULL, NULL, NULL)"},
 	{"floor", 0,
-		"SELECT txid_current(), cardinality($1::bytea[]) + cardinality($2::bytea[])",
-	"SELECT txid_current(), octet_length($1::bytea) + octet_length($2::bytea)"},
+		"SELECT " FLOOR_DURABLE ", cardinality($1::bytea[]) + cardinality($2::bytea[])",
+	"SELECT " FLOOR_DURABLE ", octet_length($1::bytea) + octet_length($2::bytea)"},
 };
 
 /* mqlog's batched produce to one partition, the client's own */
