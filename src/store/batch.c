@@ -126,7 +126,7 @@ varint_size(int64 v)
 	return n;
 }
 
-/* Reads a zigzag varint into *v; false, past nothing, if it runs past end. */
+/* Reads a zigzag varint into *v; false, and *p unmoved, if it runs past end. */
 bool
 MqVarintGet(const char **p, const char *end, int64 *v)
 {
@@ -494,7 +494,7 @@ MqBatchCheckKafka(const char *kafka, Size len)
  * the base, producer id, epoch and sequence, record count, and the CRC as
  * it is, four bytes, for a batch larger than MQ_PACK_CRC_LIMIT, whose
  * checksum would cost the appender more than four bytes of WAL).  For one
- * 100-byte record that is about 14 bytes instead of 69.
+ * 100-byte record that is 13 bytes instead of 69.
  * ------------------------------------------------------------------------ */
 
 #define PACK_EPOCH		0x01	/* leader epoch, not 0 */

@@ -134,7 +134,7 @@ typedef struct xl_mqlog_append_whole
  * nothing the record or the batch holds twice.  The main data is zigzag
  * varints, topic id, partition, first_pos and the LSO's distance below the
  * base offset, then the batch with its 69-byte header packed
- * (MqBatchPackHeader: about 14 bytes for a batch produced from SQL), then
+ * (MqBatchPackHeader: about 13 bytes for a batch produced from SQL), then
  * its records as they are.  Redo and decoding rebuild the batch byte for
  * byte (MqBatchUnpack), so the pages, the decoding messages, the output
  * plugin and the apply worker are as with the other forms.  For a single
