@@ -2,7 +2,7 @@
  * pg.c
  *	  The PostgreSQL systems' client: mqlog, the heap-table log, the SKIP
  *	  LOCKED queue, PgQ, and the floor (the same parameters received and
- *	  parsed by the server, a durable commit, nothing else), over libpq.
+ *	  parsed by the server, a durable commit, nothing stored), over libpq.
  *
  * Every statement is prepared once.  Records travel as binary bytea[]
  * arrays (text[] for PgQ, whose events are text) and single values as
@@ -253,6 +253,17 @@ pg_connect(BenchClient *c)
  * that take the target's name as a parameter (mqlog's topic, PgQ's queue)
  * take it first; then the values and the keys (batched: arrays).
  */
+/*
+ * What makes the floor's commit durable: a transaction flushes its commit
+ * record only if it wrote WAL before it (RecordTransactionCommit's
+ * wrote_xlog), and an xid alone (txid_current()) writes none, so such a
+ * commit is asynchronous whatever synchronous_commit says.  A
+ * transactional logical message is a small WAL record (about 60 bytes)
+ * that stores nothing and takes an xid; with it the commit waits for its
+ * flush, as every system's produce does.
+ */
+#define FLOOR_DURABLE "pg_logical_emit_message(true, 'mqbench', '') IS NOT NULL"
+
 static const struct
 {
 	const char *system;
@@ -275,11 +286,11 @@ static const struct
 		" FROM unnest($2::text[], $3::text[]) AS u(v, k)",
 	"SELECT pgq.insert_event($1::text, 'ev', $2::text, $3::text, NULL, NULL, NULL)"},
 	{"floor", 0,
-		"SELECT txid_current(), cardinality($1::bytea[]) + cardinality($2::bytea[])",
-	"SELECT txid_current(), octet_length($1::bytea) + octet_length($2::bytea)"},
+		"SELECT " FLOOR_DURABLE ", cardinality($1::bytea[]) + cardinality($2::bytea[])",
+	"SELECT " FLOOR_DURABLE ", octet_length($1::bytea) + octet_length($2::bytea)"},
 
 	/*
-	 * The WAL floor: the floor, and the arrays' bytes (their binary send
+	 * The WAL floor: the arrays parsed, and their bytes (the binary send
 	 * form: each value and key with a 4-byte length) written once to the
 	 * WAL as one transactional logical message, flushed by the commit.
 	 * What a log that stores nothing but its WAL would cost.

@@ -88,20 +88,28 @@ get64(const char *p)
 	return (int64) pg_ntoh64(v);
 }
 
-static inline void
-put_varint(StringInfo buf, int64 v)
+/* Writes a zigzag varint at p (at most MQ_VARINT_MAX bytes); returns its size. */
+int
+MqVarintPut(char *p, int64 v)
 {
 	uint64		u = ((uint64) v << 1) ^ (uint64) (v >> 63);
-	char		tmp[10];
 	int			n = 0;
 
 	while (u >= 0x80)
 	{
-		tmp[n++] = (char) ((u & 0x7F) | 0x80);
+		p[n++] = (char) ((u & 0x7F) | 0x80);
 		u >>= 7;
 	}
-	tmp[n++] = (char) u;
-	appendBinaryStringInfoNT(buf, tmp, n);
+	p[n++] = (char) u;
+	return n;
+}
+
+static inline void
+put_varint(StringInfo buf, int64 v)
+{
+	char		tmp[MQ_VARINT_MAX];
+
+	appendBinaryStringInfoNT(buf, tmp, MqVarintPut(tmp, v));
 }
 
 static inline int
@@ -118,10 +126,11 @@ varint_size(int64 v)
 	return n;
 }
 
-/* Reads a zigzag varint; errors out rather than read past end. */
-static inline int64
-get_varint(const char **p, const char *end)
+/* Reads a zigzag varint into *v; false, and *p unmoved, if it runs past end. */
+bool
+MqVarintGet(const char **p, const char *end, int64 *v)
 {
+	const char *q = *p;
 	uint64		u = 0;
 	int			shift = 0;
 
@@ -129,17 +138,30 @@ get_varint(const char **p, const char *end)
 	{
 		uint8		b;
 
-		if (*p >= end || shift > 63)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("mqlog record batch is malformed: truncated varint")));
-		b = (uint8) *(*p)++;
+		if (q >= end || shift > 63)
+			return false;
+		b = (uint8) *q++;
 		u |= (uint64) (b & 0x7F) << shift;
 		if ((b & 0x80) == 0)
 			break;
 		shift += 7;
 	}
-	return (int64) (u >> 1) ^ -(int64) (u & 1);
+	*p = q;
+	*v = (int64) (u >> 1) ^ -(int64) (u & 1);
+	return true;
+}
+
+/* The same in a batch's records, which errors out rather than read past end. */
+static inline int64
+get_varint(const char **p, const char *end)
+{
+	int64		v;
+
+	if (!MqVarintGet(p, end, &v))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("mqlog record batch is malformed: truncated varint")));
+	return v;
 }
 
 static inline const char *
@@ -453,6 +475,174 @@ MqBatchCheckKafka(const char *kafka, Size len)
 	if (!kafka_time_valid(get64(kafka + 27)) || !kafka_time_valid(get64(kafka + 35)))
 		return "its base or max timestamp is outside the range of timestamptz";
 	return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * A header packed for WAL
+ *
+ * Of a stored batch's 69-byte header, a WAL record of the whole batch
+ * (wal.c's APPEND_PACKED) needs only what it cannot derive: the prefix is
+ * that of every new batch (no fate flags, the xid the record carries
+ * anyway), the batch length follows from the record's, the magic is
+ * Kafka's 2, the CRC can be computed again from the bytes it covers, and a
+ * batch produced from SQL has leader epoch 0 (unless it is replicated), no
+ * producer id, as many records as offsets and, for one record, the same
+ * base and max timestamp.  So the packed header is a byte saying which of
+ * those defaults do not hold, then zigzag varints: base offset,
+ * attributes, last offset delta, base timestamp, and only then what
+ * differs from a default (leader epoch, max timestamp as a distance from
+ * the base, producer id, epoch and sequence, record count, and the CRC as
+ * it is, four bytes, for a batch larger than MQ_PACK_CRC_LIMIT, whose
+ * checksum would cost the appender more than four bytes of WAL).  For one
+ * 100-byte record that is 13 bytes instead of 69.
+ * ------------------------------------------------------------------------ */
+
+#define PACK_EPOCH		0x01	/* leader epoch, not 0 */
+#define PACK_MAX_TS		0x02	/* max timestamp, not the base one */
+#define PACK_PRODUCER	0x04	/* producer id, epoch, sequence, not -1 */
+#define PACK_COUNT		0x08	/* record count, not last offset delta + 1 */
+#define PACK_CRC		0x10	/* the CRC itself */
+#define PACK_KNOWN		0x1F
+
+#define MQ_PACK_CRC_LIMIT	BLCKSZ
+
+int
+MqBatchPackHeader(const char *stored, uint32 length, TransactionId xid, char *packed)
+{
+	const char *k = stored + MQ_PREFIX_SIZE;
+	MqBatchHeader h;
+	int64		base_ms,
+				max_ms,
+				dist_ms;
+	uint8		mask = 0;
+	char	   *p = packed + 1;
+
+	if (!MqBatchParseHeader(stored, length, &h) || h.length != length ||
+		h.flags != 0 || stored[2] != 0 || stored[3] != 0 || h.xid != xid)
+		return -1;
+	base_ms = get64(k + 27);
+	max_ms = get64(k + 35);
+	if (pg_sub_s64_overflow(max_ms, base_ms, &dist_ms))
+		return -1;
+	if (h.leader_epoch != 0)
+		mask |= PACK_EPOCH;
+	if (dist_ms != 0)
+		mask |= PACK_MAX_TS;
+	if (h.producer_id != -1 || h.producer_epoch != -1 || h.base_sequence != -1)
+		mask |= PACK_PRODUCER;
+	if ((int64) h.record_count != (int64) h.last_offset_delta + 1)
+		mask |= PACK_COUNT;
+	if (length > MQ_PACK_CRC_LIMIT || h.crc != kafka_crc(k, length - MQ_PREFIX_SIZE))
+		mask |= PACK_CRC;
+
+	packed[0] = (char) mask;
+	p += MqVarintPut(p, h.base_offset);
+	p += MqVarintPut(p, h.attributes);
+	p += MqVarintPut(p, h.last_offset_delta);
+	p += MqVarintPut(p, base_ms);
+	if (mask & PACK_EPOCH)
+		p += MqVarintPut(p, h.leader_epoch);
+	if (mask & PACK_MAX_TS)
+		p += MqVarintPut(p, dist_ms);
+	if (mask & PACK_PRODUCER)
+	{
+		p += MqVarintPut(p, h.producer_id);
+		p += MqVarintPut(p, h.producer_epoch);
+		p += MqVarintPut(p, h.base_sequence);
+	}
+	if (mask & PACK_COUNT)
+		p += MqVarintPut(p, h.record_count);
+	if (mask & PACK_CRC)
+	{
+		memcpy(p, k + 17, 4);
+		p += 4;
+	}
+	Assert(p - packed <= MQ_PACKED_HEADER_MAX);
+	return (int) (p - packed);
+}
+
+/* a packed field that must fit the header's field of bits bits */
+static bool
+unpack_field(const char **p, const char *end, int bits, int64 *v)
+{
+	if (!MqVarintGet(p, end, v))
+		return false;
+	return bits == 64 || (*v >= -((int64) 1 << (bits - 1)) && *v < ((int64) 1 << (bits - 1)));
+}
+
+bool
+MqBatchUnpack(const char *packed, Size len, TransactionId xid, StringInfo out)
+{
+	const char *p = packed + 1;
+	const char *end = packed + len;
+	char	   *k;
+	uint8		mask;
+	uint32		length;
+	int64		base_offset,
+				attributes,
+				lod,
+				base_ms,
+				epoch = 0,
+				dist_ms = 0,
+				pid = -1,
+				pepoch = -1,
+				seq = -1,
+				count,
+				max_ms;
+	char		crc[4] = {0};
+
+	if (len < 1)
+		return false;
+	mask = (uint8) packed[0];
+	if ((mask & ~PACK_KNOWN) != 0 ||
+		!unpack_field(&p, end, 64, &base_offset) ||
+		!unpack_field(&p, end, 16, &attributes) ||
+		!unpack_field(&p, end, 32, &lod) ||
+		!unpack_field(&p, end, 64, &base_ms) ||
+		((mask & PACK_EPOCH) && !unpack_field(&p, end, 32, &epoch)) ||
+		((mask & PACK_MAX_TS) && !unpack_field(&p, end, 64, &dist_ms)) ||
+		((mask & PACK_PRODUCER) && (!unpack_field(&p, end, 64, &pid) ||
+									!unpack_field(&p, end, 16, &pepoch) ||
+									!unpack_field(&p, end, 32, &seq))))
+		return false;
+	count = lod + 1;
+	if (((mask & PACK_COUNT) && !unpack_field(&p, end, 32, &count)) ||
+		pg_add_s64_overflow(base_ms, dist_ms, &max_ms) ||
+		((mask & PACK_CRC) && end - p < 4))
+		return false;
+	if (mask & PACK_CRC)
+	{
+		memcpy(crc, p, 4);
+		p += 4;
+	}
+	if ((Size) (end - p) > MaxAllocSize - MQ_BATCH_HEADER_SIZE)
+		return false;
+	length = MQ_BATCH_HEADER_SIZE + (uint32) (end - p);
+
+	resetStringInfo(out);
+	enlargeStringInfo(out, length);
+	put_prefix(out->data, xid);
+	k = out->data + MQ_PREFIX_SIZE;
+	put64(k + 0, base_offset);
+	put32(k + 8, (int32) (length - MQ_PREFIX_SIZE - MQ_KAFKA_LOG_OVERHEAD));
+	put32(k + 12, (int32) epoch);
+	k[16] = MQ_KAFKA_MAGIC;
+	put16(k + 21, (int16) attributes);
+	put32(k + 23, (int32) lod);
+	put64(k + 27, base_ms);
+	put64(k + 35, max_ms);
+	put64(k + 43, pid);
+	put16(k + 51, (int16) pepoch);
+	put32(k + 53, (int32) seq);
+	put32(k + 57, (int32) count);
+	memcpy(out->data + MQ_BATCH_HEADER_SIZE, p, end - p);
+	out->len = length;
+	out->data[length] = '\0';
+	if (mask & PACK_CRC)
+		memcpy(k + 17, crc, 4);
+	else
+		put32(k + 17, (int32) kafka_crc(k, length - MQ_PREFIX_SIZE));
+	return true;
 }
 
 /* ------------------------------------------------------------------------

@@ -160,6 +160,25 @@ extern int	MqBatchDecodeRecords(const MqBatchHeader *h, const char *data, Size l
 extern int	MqBatchDecodeAll(const char *stored, const MqBatchHeader *h, int64 from_offset,
 							 int maxrecs, MqRecord **recs);
 
+/*
+ * A whole batch packed for WAL (see batch.c): MqBatchPackHeader writes
+ * its header packed, at most MQ_PACKED_HEADER_MAX bytes, and returns how
+ * many (the records follow it as they are), or -1 for a batch whose prefix
+ * is not a new batch's of transaction xid (a restore's, with its fate
+ * set).  MqBatchUnpack rebuilds the stored batch byte for byte into out
+ * from the packed header and the records (len bytes in all); false if they
+ * are malformed.
+ */
+#define MQ_PACKED_HEADER_MAX	96
+extern int	MqBatchPackHeader(const char *stored, uint32 length, TransactionId xid,
+							  char *packed);
+extern bool MqBatchUnpack(const char *packed, Size len, TransactionId xid, StringInfo out);
+
+/* zigzag varints, as in Kafka's records; MqVarintGet is false past end */
+#define MQ_VARINT_MAX			10
+extern int	MqVarintPut(char *p, int64 v);
+extern bool MqVarintGet(const char **p, const char *end, int64 *v);
+
 /* Kafka's murmur2 */
 extern int32 MqMurmur2(const char *data, int len);
 

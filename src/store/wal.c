@@ -22,6 +22,9 @@
  *	APPEND_WHOLE	the same for a batch that fits one record, with a short
  *				header (wal.h); redo and decoding see both through
  *				MqWalReadAppend.
+ *	APPEND_PACKED	the same for a new batch, with nothing that the record
+ *				or the batch says twice (wal.h): what most appends write.
+ *				MqWalReadAppend rebuilds the batch byte for byte.
  *	TRUNCATE	cuts a torn batch off the page it began on.
  *	FREEZE		records the fate of batches in their headers.
  *
@@ -42,6 +45,7 @@
 #include "replication/snapbuild.h"
 #include "storage/bufmgr.h"
 #include "storage/bufpage.h"
+#include "utils/memutils.h"
 
 #include "mqlog.h"
 #include "store/batch.h"
@@ -49,18 +53,49 @@
 #include "store/wal.h"
 
 /* ------------------------------------------------------------------------
- * The two forms of an append record
+ * The three forms of an append record
  * ------------------------------------------------------------------------ */
+
+/*
+ * The packed form's header (wal.h) into packed, which XLogInsert reads
+ * later; its length, or -1 when the batch is not a new one of this
+ * transaction.  No allocation: the caller is in a critical section.
+ */
+static int
+pack_append(const xl_mqlog_append *xlrec, const char *chunk, char *packed)
+{
+	char	   *p = packed;
+	int			n;
+
+	p += MqVarintPut(p, xlrec->topic_id);
+	p += MqVarintPut(p, xlrec->partition);
+	p += MqVarintPut(p, xlrec->first_pos);
+	p += MqVarintPut(p, xlrec->base_offset - xlrec->lso);
+	n = MqBatchPackHeader(chunk, xlrec->chunk_length, GetCurrentTransactionIdIfAny(), p);
+	return n < 0 ? -1 : (int) (p - packed) + n;
+}
 
 uint8
 MqWalRegisterAppend(const xl_mqlog_append *xlrec, const char *chunk)
 {
-	static xl_mqlog_append_whole whole;		/* XLogInsert reads it later */
+	/* XLogInsert reads these later */
+	static xl_mqlog_append_whole whole;
+	static char packed[4 * MQ_VARINT_MAX + MQ_PACKED_HEADER_MAX];
 
 	if (xlrec->chunk_start == 0 && xlrec->chunk_length == xlrec->batch_length &&
 		xlrec->first_pos == xlrec->batch_pos && xlrec->lso >= 0 &&
 		xlrec->lso <= xlrec->base_offset && xlrec->base_offset - xlrec->lso <= PG_UINT32_MAX)
 	{
+		int			n = (xlrec->flags == 0 && xlrec->format == MQ_SEGMENT_FORMAT) ?
+			pack_append(xlrec, chunk, packed) : -1;
+
+		if (n > 0)
+		{
+			XLogRegisterData(packed, n);
+			XLogRegisterData((char *) chunk + MQ_BATCH_HEADER_SIZE,
+							 xlrec->chunk_length - MQ_BATCH_HEADER_SIZE);
+			return XLOG_MQLOG_APPEND_PACKED;
+		}
 		whole.topic_id = xlrec->topic_id;
 		whole.partition = xlrec->partition;
 		whole.lso_lag = (uint32) (xlrec->base_offset - xlrec->lso);
@@ -77,14 +112,54 @@ MqWalRegisterAppend(const xl_mqlog_append *xlrec, const char *chunk)
 	return XLOG_MQLOG_APPEND;
 }
 
+/* the packed form (wal.h), its batch rebuilt in scratch */
+static const char *
+read_packed(XLogReaderState *record, xl_mqlog_append *xlrec, StringInfo scratch)
+{
+	const char *p = XLogRecGetData(record);
+	const char *end = p + XLogRecGetDataLen(record);
+	int64		topic_id,
+				partition,
+				first_pos,
+				lso_lag;
+	MqBatchHeader hdr;
+	BlockNumber blkno;
+
+	if (!MqVarintGet(&p, end, &topic_id) || !MqVarintGet(&p, end, &partition) ||
+		!MqVarintGet(&p, end, &first_pos) || !MqVarintGet(&p, end, &lso_lag) ||
+		topic_id < PG_INT32_MIN || topic_id > PG_INT32_MAX ||
+		partition < PG_INT32_MIN || partition > PG_INT32_MAX ||
+		first_pos < MQ_PAGE_DATA_START || first_pos >= MQ_PAGE_DATA_END ||
+		lso_lag < 0 || lso_lag > PG_UINT32_MAX ||
+		!MqBatchUnpack(p, end - p, XLogRecGetXid(record), scratch) ||
+		!MqBatchParseHeader(scratch->data, scratch->len, &hdr) ||
+		!XLogRecGetBlockTagExtended(record, 0, NULL, NULL, &blkno, NULL))
+		return NULL;
+	xlrec->topic_id = (int32) topic_id;
+	xlrec->partition = (int32) partition;
+	xlrec->base_offset = hdr.base_offset;
+	xlrec->lso = hdr.base_offset - lso_lag;
+	xlrec->batch_length = hdr.length;
+	xlrec->chunk_start = 0;
+	xlrec->chunk_length = hdr.length;
+	xlrec->batch_block = blkno;
+	xlrec->batch_pos = (uint16) first_pos;
+	xlrec->first_pos = (uint16) first_pos;
+	xlrec->flags = 0;
+	xlrec->format = MQ_SEGMENT_FORMAT;
+	return scratch->data;
+}
+
 const char *
-MqWalReadAppend(XLogReaderState *record, xl_mqlog_append *xlrec)
+MqWalReadAppend(XLogReaderState *record, xl_mqlog_append *xlrec, StringInfo scratch)
 {
 	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
 	const char *data = XLogRecGetData(record);
 	Size		len = XLogRecGetDataLen(record);
 
 	memset(xlrec, 0, sizeof(*xlrec));
+	if (info == XLOG_MQLOG_APPEND_PACKED)
+		return read_packed(record, xlrec, scratch);
 	if (info == XLOG_MQLOG_APPEND)
 	{
 		if (len < SizeOfMqlogAppend)
@@ -127,13 +202,25 @@ MqWalReadAppend(XLogReaderState *record, xl_mqlog_append *xlrec)
 	return NULL;
 }
 
+/* the startup process's scratch for packed batches, kept across records */
+static StringInfoData redo_scratch;
+
 static void
 redo_append(XLogReaderState *record)
 {
 	XLogRecPtr	lsn = record->EndRecPtr;
 	xl_mqlog_append xlrec;
-	const char *data = MqWalReadAppend(record, &xlrec);
+	const char *data;
 	uint32		off = 0;
+
+	if (redo_scratch.data == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		initStringInfo(&redo_scratch);
+		MemoryContextSwitchTo(old);
+	}
+	data = MqWalReadAppend(record, &xlrec, &redo_scratch);
 
 	/*
 	 * WAL of another segment format (mqlog 0.1.0 wrote a shorter header and
@@ -231,6 +318,7 @@ mqlog_redo(XLogReaderState *record)
 	{
 		case XLOG_MQLOG_APPEND:
 		case XLOG_MQLOG_APPEND_WHOLE:
+		case XLOG_MQLOG_APPEND_PACKED:
 			redo_append(record);
 			break;
 		case XLOG_MQLOG_TRUNCATE:
@@ -252,20 +340,22 @@ mqlog_desc(StringInfo buf, XLogReaderState *record)
 	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
 	char	   *rec = XLogRecGetData(record);
 
-	if (info == XLOG_MQLOG_APPEND || info == XLOG_MQLOG_APPEND_WHOLE)
+	if (info == XLOG_MQLOG_APPEND || info == XLOG_MQLOG_APPEND_WHOLE ||
+		info == XLOG_MQLOG_APPEND_PACKED)
 	{
 		xl_mqlog_append xlrec;
+		StringInfoData scratch;
 
-		if (MqWalReadAppend(record, &xlrec) == NULL)
-		{
+		initStringInfo(&scratch);
+		if (MqWalReadAppend(record, &xlrec, &scratch) == NULL)
 			appendStringInfoString(buf, "not of this build's segment format");
-			return;
-		}
-		appendStringInfo(buf, "topic %d partition %d base_offset " INT64_FORMAT
-						 " bytes %u..%u of %u lso " INT64_FORMAT,
-						 xlrec.topic_id, xlrec.partition, xlrec.base_offset,
-						 xlrec.chunk_start, xlrec.chunk_start + xlrec.chunk_length,
-						 xlrec.batch_length, xlrec.lso);
+		else
+			appendStringInfo(buf, "topic %d partition %d base_offset " INT64_FORMAT
+							 " bytes %u..%u of %u lso " INT64_FORMAT,
+							 xlrec.topic_id, xlrec.partition, xlrec.base_offset,
+							 xlrec.chunk_start, xlrec.chunk_start + xlrec.chunk_length,
+							 xlrec.batch_length, xlrec.lso);
+		pfree(scratch.data);
 	}
 	else if (info == XLOG_MQLOG_TRUNCATE)
 		appendStringInfo(buf, "end_pos %u", ((xl_mqlog_truncate *) rec)->end_pos);
@@ -290,6 +380,8 @@ mqlog_identify(uint8 info)
 			return "APPEND";
 		case XLOG_MQLOG_APPEND_WHOLE:
 			return "APPEND_WHOLE";
+		case XLOG_MQLOG_APPEND_PACKED:
+			return "APPEND_PACKED";
 		case XLOG_MQLOG_TRUNCATE:
 			return "TRUNCATE";
 		case XLOG_MQLOG_FREEZE:
@@ -463,7 +555,7 @@ MqlogDecode(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 	ReorderBufferProcessXid(ctx->reorder, xid, buf->origptr);
 
 	if (info != XLOG_MQLOG_APPEND && info != XLOG_MQLOG_APPEND_WHOLE &&
-		info != XLOG_MQLOG_MESSAGE)
+		info != XLOG_MQLOG_APPEND_PACKED && info != XLOG_MQLOG_MESSAGE)
 		return;
 	if (SnapBuildCurrentState(builder) < SNAPBUILD_FULL_SNAPSHOT)
 		return;
@@ -492,23 +584,29 @@ decode_append(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 	XLogReaderState *r = buf->record;
 	TransactionId xid = XLogRecGetXid(r);
 	xl_mqlog_append xlrec;
-	const char *chunk = MqWalReadAppend(r, &xlrec);
+	const char *chunk;
 	RelFileNode rnode;
 	Snapshot	snapshot;
 	char	   *message;
 	Size		message_size;
-
-	if (chunk == NULL)
-		elog(ERROR, "mqlog WAL append record at %X/%X is not of segment format %d",
-			 LSN_FORMAT_ARGS(r->ReadRecPtr), MQ_SEGMENT_FORMAT);
-	/* compaction and a restore write records the log already had */
-	if (xlrec.flags & (XLMQ_COMPACTION | XLMQ_RESTORE))
-		return;
+	StringInfoData scratch;
 
 	/* only appends in the slot's database */
 	XLogRecGetBlockTag(r, 0, &rnode, NULL, NULL);
 	if (rnode.dbNode != ctx->slot->data.database)
 		return;
+
+	initStringInfo(&scratch);
+	chunk = MqWalReadAppend(r, &xlrec, &scratch);
+	if (chunk == NULL)
+		elog(ERROR, "mqlog WAL append record at %X/%X is not of segment format %d",
+			 LSN_FORMAT_ARGS(r->ReadRecPtr), MQ_SEGMENT_FORMAT);
+	/* compaction and a restore write records the log already had */
+	if (xlrec.flags & (XLMQ_COMPACTION | XLMQ_RESTORE))
+	{
+		pfree(scratch.data);
+		return;
+	}
 
 	message_size = SizeOfMqlogAppend + xlrec.chunk_length;
 	message = palloc(message_size);
@@ -542,6 +640,7 @@ decode_append(LogicalDecodingContext *ctx, XLogRecordBuffer *buf)
 								  MQLOG_MESSAGE_PREFIX, message_size, message);
 	}
 	pfree(message);
+	pfree(scratch.data);
 }
 
 /*

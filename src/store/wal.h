@@ -76,6 +76,7 @@ typedef struct MqLsoMark
 #define XLOG_MQLOG_FREEZE		0x20
 #define XLOG_MQLOG_MESSAGE		0x30	/* for the replica streams; no page */
 #define XLOG_MQLOG_APPEND_WHOLE	0x40	/* a whole batch, short header (below) */
+#define XLOG_MQLOG_APPEND_PACKED 0x50	/* a whole new batch, packed (below) */
 
 /*
  * An append record carries one chunk of a batch: the bytes for up to
@@ -127,20 +128,37 @@ typedef struct xl_mqlog_append_whole
 
 #define SizeOfMqlogAppendWhole	(offsetof(xl_mqlog_append_whole, format) + sizeof(uint16))
 
+/*
+ * XLOG_MQLOG_APPEND_PACKED: what most appends are, a new batch (no fate
+ * flags, the record's own xid in its prefix) that fits one record, with
+ * nothing the record or the batch holds twice.  The main data is zigzag
+ * varints, topic id, partition, first_pos and the LSO's distance below the
+ * base offset, then the batch with its 69-byte header packed
+ * (MqBatchPackHeader: about 13 bytes for a batch produced from SQL), then
+ * its records as they are.  Redo and decoding rebuild the batch byte for
+ * byte (MqBatchUnpack), so the pages, the decoding messages, the output
+ * plugin and the apply worker are as with the other forms.  For a single
+ * 100-byte record, 18 bytes of header instead of APPEND_WHOLE's 87.
+ */
+
 struct XLogReaderState;
 
 /*
  * Register an append record's data (after XLogBeginInsert; the caller
  * registers the buffers, and keeps xlrec and chunk until XLogInsert);
- * returns the info to XLogInsert it with.
+ * returns the info to XLogInsert it with.  The packed form is chosen when
+ * it can be, else the short header, else the long one.
  */
 extern uint8 MqWalRegisterAppend(const xl_mqlog_append *xlrec, const char *chunk);
 
 /*
- * An append record of either form as an xl_mqlog_append and its chunk;
- * NULL if the record is not one this build's segment format can read.
+ * An append record of any form as an xl_mqlog_append and its chunk (in
+ * the record, or rebuilt in scratch for the packed form); NULL if the
+ * record is not one this build's segment format can read.
  */
-extern const char *MqWalReadAppend(struct XLogReaderState *record, xl_mqlog_append *xlrec);
+struct StringInfoData;
+extern const char *MqWalReadAppend(struct XLogReaderState *record, xl_mqlog_append *xlrec,
+								   struct StringInfoData *scratch);
 
 /* a rewrite by compaction: records the log already had, not new ones */
 #define XLMQ_COMPACTION			0x0001

@@ -116,7 +116,37 @@ SELECT mq_produce('s', convert_to('after-checkpoint-' || i, 'UTF8'), partition =
 -- 1 MB value: a batch of about 130 pages, several WAL records
 SELECT mq_produce('s', convert_to((SELECT string_agg(md5(i::text), '') FROM generate_series(1, 32768) i), 'UTF8'),
                   key => 'big', partition => 1);
+-- packed records whose headers keep more than the defaults: a max timestamp
+-- of its own, and a 20 kB batch, whose CRC is logged instead of computed
+SELECT mq_produce_batch('s', ARRAY['ts-early', 'ts-late']::bytea[], partition => 1,
+                        timestamps => ARRAY['2026-01-01 00:00:00+00', '2026-01-01 00:00:05+00']::timestamptz[]);
+SELECT mq_produce('s', convert_to(repeat('0123456789', 2000), 'UTF8'), partition => 1);
 });
+
+# A Kafka client's batch as an idempotent producer sends it (producer id,
+# epoch and sequence, partitionLeaderEpoch -1): packed with those fields.
+# It is made from the first batch mqlog wrote to partition 0, its producer
+# fields set and its CRC computed again (python3-kafka's CRC-32C).
+my $kb = $primary->safe_psql('postgres',
+	q{SELECT encode(batch, 'hex') FROM mq_fetch_kafka_batches('s', 0, 0) LIMIT 1});
+substr($kb, 24, 8) = 'ffffffff';                         # partitionLeaderEpoch
+substr($kb, 86, 28) = '0000000000000007' . '0003' . '00000000';  # producer id, epoch, sequence
+my ($crc) = run_command(
+	[
+		'/usr/bin/python3', '-c',
+		'import sys; from kafka.record.util import calc_crc32c; '
+		  . 'd = bytes.fromhex(sys.argv[1]); print("%08x" % calc_crc32c(d[21:]))',
+		$kb
+	]);
+chomp $crc;
+substr($kb, 34, 8) = $crc;
+$primary->safe_psql('postgres', "SELECT mq_produce_kafka_batch('s', 0, '\\x$kb')");
+is( $primary->safe_psql(
+		'postgres',
+		q{SELECT encode(substr(batch, 13, 4), 'hex') || ' ' || encode(substr(batch, 44, 14), 'hex')
+            FROM mq_fetch_kafka_batches('s', 0, 0, 100000000) b WHERE substr(batch, 44, 8) = '\x0000000000000007'}),
+	'ffffffff 0000000000000007000300000000',
+	'the idempotent producer\'s batch is stored with its producer fields and leader epoch');
 
 # a rolled-back transaction and a rolled-back savepoint
 $primary->safe_psql(
@@ -187,9 +217,10 @@ for my $rec (@recs)
 note "mqlog WAL records by info: "
   . join(', ', map { "$_: $kinds{$_}" } sort keys %kinds)
   . "; block refs $blkrefs, images for verification $verify_fpw, applied images $apply_fpw";
-cmp_ok(($kinds{0} // 0) + ($kinds{40} // 0), '>', 60,
-	'the workload wrote APPEND records (info 0x00, or 0x40 for a whole batch with the short header)');
-cmp_ok($kinds{40} // 0, '>', 0, 'batches that fit one record take the short header (APPEND_WHOLE, info 0x40)');
+cmp_ok(($kinds{0} // 0) + ($kinds{40} // 0) + ($kinds{50} // 0), '>', 60,
+	'the workload wrote APPEND records (info 0x00, 0x40 for a whole batch with the short header, 0x50 packed)');
+cmp_ok($kinds{50} // 0, '>', 0, 'new batches that fit one record are packed (APPEND_PACKED, info 0x50)');
+cmp_ok($kinds{0} // 0, '>', 0, 'batches over 32 pages take the long header (APPEND, info 0x00)');
 cmp_ok($kinds{20} // 0, '>', 0, 'VACUUM FREEZE wrote FREEZE records (info 0x20)');
 is($verify_fpw + $apply_fpw, $blkrefs,
 	'every mqlog block reference carries an image for wal_consistency_checking');
