@@ -476,6 +476,28 @@ SELECT partition FROM (SELECT partition, "offset", lag("offset") OVER (PARTITION
                          FROM wide_polls) x
  WHERE "offset" <> coalesce(prev + 1, 0);
 SELECT mq_leave('grp_wide');
+-- A poll that fills up inside a batch is resumed there by the next poll,
+-- which takes the rest of that batch before it moves on (polls of 24: the
+-- first takes 24 of one partition's 30, the second those 6 and 18 of the
+-- next), so each partition's batch is read in consecutive polls.
+CREATE TEMP TABLE wide_polls2 (poll int, partition int, "offset" bigint);
+DO $$
+DECLARE
+    got bigint;
+BEGIN
+    FOR i IN 1 .. 30 LOOP
+        INSERT INTO wide_polls2 SELECT i, r.partition, r."offset" FROM mq_poll('grp_wide2', 'grp_wide', 24, '0 s') r;
+        GET DIAGNOSTICS got = ROW_COUNT;
+        EXIT WHEN got = 0;
+    END LOOP;
+END $$;
+SELECT poll, array_agg(n ORDER BY n DESC) AS records_per_partition
+  FROM (SELECT poll, partition, count(*) AS n FROM wide_polls2 WHERE poll <= 2 GROUP BY 1, 2) x GROUP BY 1 ORDER BY 1;
+SELECT count(*) AS records, count(DISTINCT (partition, "offset")) AS distinct_records,
+       max(last_poll - first_poll) AS most_polls_apart_in_a_partition
+  FROM wide_polls2, LATERAL (SELECT min(w.poll) AS first_poll, max(w.poll) AS last_poll
+                               FROM wide_polls2 w WHERE w.partition = wide_polls2.partition) p;
+SELECT mq_leave('grp_wide2');
 SELECT mq_drop_topic('grp_wide');
 
 -- A topic dropped between a poll and the commit: its offsets went with

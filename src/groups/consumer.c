@@ -38,6 +38,17 @@ int			mqlog_poll_recheck_interval = 1000;
 static int	poll_rotation = 0;
 
 /*
+ * The last poll over many partitions ended on a partition with the poll
+ * full, likely inside a stored batch, and the next poll starts there again
+ * (poll_rotation names it) to take the rest of that batch, as a Kafka
+ * consumer hands out one partition's fetched records before the next: its
+ * pages and its CRC were just paid for (and the reader keeps the batch).
+ * Once only: a poll that started there by resuming moves on, so that a
+ * partition with endless data does not keep the polls.
+ */
+static bool poll_resumed = false;
+
+/*
  * Where a position goes that is no offset yet (-1: the group never
  * committed this partition) or that retention has overtaken: Kafka's
  * auto.offset.reset, the member's offset_reset, for both cases.
@@ -145,8 +156,11 @@ poll_once(const char *group, const char *member_id, const MqAssignment *a,
 {
 	int			n = a->nparts;
 	int			total = 0;
-	int			start = n > 0 ? (poll_rotation++ % n) : 0;
+	int			start = n > 0 ? (poll_rotation % n) : 0;
+	bool		resumed = poll_resumed;
 
+	poll_rotation = start + 1;
+	poll_resumed = false;
 	for (int k = 0; k < n && total < max_records; k++)
 	{
 		const MqTopicPart *p = &a->parts[(start + k) % n];
@@ -193,6 +207,13 @@ poll_once(const char *group, const char *member_id, const MqAssignment *a,
 		if (next != position)
 			MqPositionMove(group, member_id, p->topic_id, p->partition, next, true);
 		total += got;
+
+		/* full here while reading on a batch: the next poll resumes it */
+		if (total >= max_records && fair < share && got > 0 && !(resumed && k == 0))
+		{
+			poll_rotation = start + k;
+			poll_resumed = true;
+		}
 	}
 	return total;
 }
