@@ -213,7 +213,7 @@ next_batch(MqLogIter *it)
 			continue;
 		}
 		it->hdr = it->reader.hdr;
-		it->stored = want_bytes ? it->reader.batchbuf->data : NULL;
+		it->stored = want_bytes ? it->reader.batch : NULL;
 		if (MqBatchNextOffset(&it->hdr) <= it->from)
 			continue;
 		if (it->hdr.base_offset >= it->bound)
