@@ -24,6 +24,7 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
@@ -181,11 +182,21 @@ MqHeadersDatum(Oid header_type, TupleDesc header_desc, MqRecord *rec)
 										   -1, false, TYPALIGN_DOUBLE));
 }
 
+#define MQ_ROW_BLOCK	(64 * 1024)
+
+/*
+ * One row into the result.  Its datums (copies of key and value, headers)
+ * are made in rowcxt, which is reset once the rows it holds, already
+ * copied by the tuplestore, fill its first block: a read of 500 records of
+ * 1 KiB would otherwise take half a megabyte of fresh memory per call, and
+ * pay a page fault for every few records.
+ */
 static void
-emit_record(MqRecordOutput *out, int32 partition, MqRecord *rec)
+emit_record(MqRecordOutput *out, MemoryContext rowcxt, int32 partition, MqRecord *rec)
 {
 	Datum		values[7];
 	bool		nulls[7] = {false, false, false, false, false, false, false};
+	MemoryContext old = MemoryContextSwitchTo(rowcxt);
 
 	values[0] = PointerGetDatum(out->topic);
 	values[1] = Int32GetDatum(partition);
@@ -205,6 +216,9 @@ emit_record(MqRecordOutput *out, int32 partition, MqRecord *rec)
 	else
 		nulls[6] = true;
 	tuplestore_putvalues(out->store, out->desc, values, nulls);
+	MemoryContextSwitchTo(old);
+	if (MemoryContextMemAllocated(rowcxt, false) > MQ_ROW_BLOCK)
+		MemoryContextReset(rowcxt);
 }
 
 /* ------------------------------------------------------------------------
@@ -229,6 +243,7 @@ MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
 	MqLogIter	it;
 	MqRecord   *rec;
 	int64		next;
+	MemoryContext rowcxt = NULL;
 
 	MqPartitionOffsets(topic, partition, &lso, &hw);
 	if (from_offset >= hw)
@@ -238,18 +253,24 @@ MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
 		return from_offset;
 	}
 	if (out)
+	{
 		out->topic = cstring_to_text(topic->name);
+		rowcxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog record rows",
+									   MQ_ROW_BLOCK, MQ_ROW_BLOCK, MQ_ROW_BLOCK);
+	}
 	MqLogIterBegin(&it, topic, partition, from_offset, lso, MQ_ITER_RECORDS);
 	it.max_records = max_records;
 	it.batch_max_records = batch_max_records;
 	it.max_bytes = max_bytes;
 	while ((rec = MqLogNextRecord(&it)) != NULL)
 		if (out)
-			emit_record(out, partition, rec);
+			emit_record(out, rowcxt, partition, rec);
 	next = it.next;
 	if (nread)
 		*nread = it.nreturned;
 	MqLogIterEnd(&it);
+	if (rowcxt)
+		MemoryContextDelete(rowcxt);
 	return next;
 }
 

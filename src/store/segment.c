@@ -393,7 +393,7 @@ page_initialized(Relation rel, BlockNumber blkno, uint16 *lower)
  * forward, so the answer is the end at some instant during the search.
  */
 static uint64
-segment_end(Relation rel, BlockNumber *nblocks)
+segment_end(Relation rel, BlockNumber *nblocks, BlockNumber hint)
 {
 	int64		known_new;		/* a page seen new */
 	int64		known_init = -1;	/* a page seen initialized, or -1 */
@@ -406,7 +406,33 @@ segment_end(Relation rel, BlockNumber *nblocks)
 	if (page_initialized(rel, *nblocks - 1, &lower))
 		return MqLpos(*nblocks - 1, lower);
 	known_new = (int64) *nblocks - 1;
-	while (known_new - step >= 0)
+
+	/*
+	 * A reader that found the end before (hint) gallops forward from there
+	 * instead: the end has moved by what was appended since, usually a few
+	 * pages, not by the pages extended ahead.  The hint is only where to
+	 * start: an initialized page is below the end whatever it is.
+	 */
+	if (hint != InvalidBlockNumber && (int64) hint < known_new &&
+		page_initialized(rel, hint, &l))
+	{
+		known_init = hint;
+		lower = l;
+		while (known_init + step < known_new)
+		{
+			int64		probe = known_init + step;
+
+			if (!page_initialized(rel, (BlockNumber) probe, &l))
+			{
+				known_new = probe;
+				break;
+			}
+			known_init = probe;
+			lower = l;
+			step *= 2;
+		}
+	}
+	while (known_init < 0 && known_new - step >= 0)
 	{
 		int64		probe = known_new - step;
 
@@ -444,7 +470,7 @@ MqSegmentUsedBlocks(Relation rel)
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
 
-	(void) segment_end(rel, &nblocks);
+	(void) segment_end(rel, &nblocks, InvalidBlockNumber);
 	return nblocks;
 }
 
@@ -675,15 +701,49 @@ MqReaderAtXactEnd(void)
 	cache_trim();
 }
 
+/*
+ * Where the end of the last few segments read was, for segment_end to
+ * start from (a hint only: it is checked against the pages).
+ */
+#define MQ_END_HINTS	8
+
+typedef struct EndHint
+{
+	Oid			relid;
+	RelFileNode rnode;
+	BlockNumber last_init;		/* an initialized block; Invalid: unused */
+	uint64		used;
+} EndHint;
+
+static EndHint end_hints[MQ_END_HINTS];
+
 void
 MqReaderInit(MqSegmentReader *reader, Relation rel)
 {
+	EndHint    *h = NULL;
+
 	memset(reader, 0, sizeof(*reader));
 	reader->rel = rel;
-	reader->nblocks = RelationGetNumberOfBlocks(rel);
-	reader->end_lpos = segment_end(rel, &reader->nblocks);
-	reader->lpos = 0;
 	reader->entry = -1;
+	reader->lpos = 0;
+	reader->nblocks = RelationGetNumberOfBlocks(rel);
+	for (int i = 0; i < MQ_END_HINTS && h == NULL; i++)
+		if (end_hints[i].used > 0 && end_hints[i].relid == RelationGetRelid(rel) &&
+			RelFileNodeEquals(end_hints[i].rnode, rel->rd_node))
+			h = &end_hints[i];
+	reader->end_lpos = segment_end(rel, &reader->nblocks,
+								   h ? h->last_init : InvalidBlockNumber);
+	if (h == NULL)
+	{
+		h = &end_hints[0];
+		for (int i = 1; i < MQ_END_HINTS; i++)
+			if (end_hints[i].used < h->used)
+				h = &end_hints[i];
+		h->relid = RelationGetRelid(rel);
+		h->rnode = rel->rd_node;
+	}
+	h->last_init = reader->nblocks > 0 ? reader->nblocks - 1 : InvalidBlockNumber;
+	h->used = ++cache_clock;
 }
 
 void
