@@ -830,7 +830,7 @@ MqReaderNext(MqSegmentReader *reader, bool verify_crc)
 	if (reader->lpos + MQ_BATCH_HEADER_SIZE > reader->end_lpos)
 		return false;
 
-	e = cache_find(reader, reader->lpos);
+	e = reader->from_pages ? NULL : cache_find(reader, reader->lpos);
 	if (e != NULL)
 	{
 		if (verify_crc && !e->crc_checked)
@@ -864,7 +864,8 @@ MqReaderNext(MqSegmentReader *reader, bool verify_crc)
 		return false;
 
 	/* into the least recently used entry that no reader holds, if it fits */
-	e = (hdr.length < MQ_CACHE_BYTES / MQ_CACHE_ENTRIES) ? cache_victim() : NULL;
+	e = (!reader->from_pages && hdr.length < MQ_CACHE_BYTES / MQ_CACHE_ENTRIES) ?
+		cache_victim() : NULL;
 	if (e != NULL)
 	{
 		e->valid = false;

@@ -105,6 +105,7 @@ typedef struct MqSegmentReader
 	MqBatchHeader hdr;			/* the current batch's header */
 	const char *batch;			/* the current batch's bytes, valid until
 								 * the next MqReaderNext or MqReaderEnd */
+	bool		from_pages;		/* never from the cache (the verifier) */
 	int			entry;			/* the cache entry it is in, or -1 */
 	uint64		checked_serial; /* cache entry fill this reader looked at */
 	StringInfo	ownbuf;			/* when no cache entry was free */
