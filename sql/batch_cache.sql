@@ -194,6 +194,22 @@ SELECT count(*) AS rows,
                         (s."offset" + 25) % 60) AS others_fetched
   FROM :bcseg s;
 
+-- A result's rows live in memory the backend keeps from call to call
+-- (records.c): a query that fetches while the rows of another fetch are
+-- still being read (here in a PL/pgSQL function, a query of its own)
+-- keeps them apart, and an error gives that memory back.
+CREATE FUNCTION pg_temp.next_two(t text, o bigint) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN (SELECT string_agg(rtrim(convert_from(f.value, 'UTF8'), '.'), ' ')
+              FROM mq_fetch(t, 0, o + 1, 2) f);
+END
+$$;
+SELECT f."offset", rtrim(convert_from(f.value, 'UTF8'), '.') AS value,
+       pg_temp.next_two('bc', f."offset") AS next_two
+  FROM mq_fetch('bc', 0, 18, 4) f;
+SELECT f."offset" / 0 FROM mq_fetch('bc', 0, 0, 4) f;
+SELECT pg_temp.tags('bc', 40, 3);
+
 -- A batch too large to keep (2 MB and more) is read from its pages every
 -- time, and read right.
 SELECT mq_create_topic('bc_big', 1, config => '{"max.message.bytes": 8388608}');
