@@ -5,8 +5,9 @@
 -- the UPDATE ... WHERE committed_offset = expected it replaces did: see
 -- what this transaction committed before, at every isolation level, roll
 -- back with the transaction, fail in a read-only transaction, stamp
--- committed_at, and keep the row found by its key however often it is
--- written.  Concurrent writers: test/isolation/specs/offset_commit_concurrent.spec.
+-- committed_at, keep the row found by its key however often it is
+-- written, and leave the row to the UPDATE when the table has triggers of
+-- its own.  Concurrent writers: test/isolation/specs/offset_commit_concurrent.spec.
 --
 \set VERBOSITY terse
 \set SHOW_CONTEXT never
@@ -77,6 +78,28 @@ SELECT * FROM oc_offset;
 SELECT mq_commit('oc_g', 'oc', 0, 10);
 SELECT * FROM oc_offset;
 SELECT count(*) FROM mqlog.committed_offset c JOIN mqlog.topic t USING (topic_id) WHERE t.name = 'oc';
+
+-- A trigger of a DBA's own on the table (an audit of writes): the update
+-- is then the UPDATE itself, and the trigger sees every commit.
+CREATE TABLE oc_audit (committed_offset bigint);
+CREATE FUNCTION oc_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.oc_audit VALUES (NEW.committed_offset);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER oc_audit AFTER UPDATE ON mqlog.committed_offset
+    FOR EACH ROW EXECUTE FUNCTION oc_audit();
+SELECT mq_commit('oc_g', 'oc', 0, 7);
+SELECT mq_commit('oc_g', 'oc', 0, 9);
+SELECT * FROM oc_audit;
+SELECT * FROM oc_offset;
+DROP TRIGGER oc_audit ON mqlog.committed_offset;
+SELECT mq_commit('oc_g', 'oc', 0, 10);
+SELECT * FROM oc_audit;
+SELECT * FROM oc_offset;
+DROP TABLE oc_audit;
+DROP FUNCTION oc_audit();
 
 SELECT mq_leave('oc_g');
 SELECT mq_drop_topic('oc');
