@@ -179,8 +179,9 @@ roles_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 			  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *stmt = pstmt->utilityStmt;
-	bool		ours = mqlog_installed() &&
-		(IsA(stmt, DropRoleStmt) || IsA(stmt, ReassignOwnedStmt) || IsA(stmt, DropOwnedStmt));
+	/* the statement first: every BEGIN and COMMIT comes through here */
+	bool		ours = (IsA(stmt, DropRoleStmt) || IsA(stmt, ReassignOwnedStmt) ||
+						IsA(stmt, DropOwnedStmt)) && mqlog_installed();
 	ArrayType  *roles = NULL;
 	int			nroles = 0;
 	Oid			newrole = InvalidOid;

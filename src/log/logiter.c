@@ -122,6 +122,8 @@ MqLogIterBeginSegment(MqLogIter *it, Relation rel, int flags)
 	it->next = PG_INT64_MIN;
 	it->lso = -1;
 	MqReaderInit(&it->reader, rel);
+	/* a caller that checks CRCs itself (mq_verify) checks the pages */
+	it->reader.from_pages = (flags & MQ_ITER_NO_CRC) != 0;
 	it->reading = true;
 }
 
@@ -153,6 +155,7 @@ open_next_segment(MqLogIter *it)
 		return false;
 	it->own_rel = true;
 	MqReaderInit(&it->reader, it->rel);
+	it->reader.from_pages = (it->flags & MQ_ITER_NO_CRC) != 0;
 	it->reading = true;
 	MqReaderSeek(&it->reader, it->next);
 	return true;
@@ -213,7 +216,7 @@ next_batch(MqLogIter *it)
 			continue;
 		}
 		it->hdr = it->reader.hdr;
-		it->stored = want_bytes ? it->reader.batchbuf->data : NULL;
+		it->stored = want_bytes ? it->reader.batch : NULL;
 		if (MqBatchNextOffset(&it->hdr) <= it->from)
 			continue;
 		if (it->hdr.base_offset >= it->bound)

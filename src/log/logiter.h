@@ -20,7 +20,8 @@
 #define MQ_ITER_ANY_FATE	0x04	/* every whole batch, never stop at a running
 									 * one (the verifier) */
 #define MQ_ITER_BYTES		0x08	/* read each batch's bytes (raw, CRC) */
-#define MQ_ITER_NO_CRC		0x10	/* the caller checks CRCs itself */
+#define MQ_ITER_NO_CRC		0x10	/* the caller checks CRCs itself, on the
+									 * pages (never the batch cache) */
 
 typedef struct MqLogIter
 {

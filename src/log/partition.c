@@ -781,6 +781,7 @@ mq_xact_callback(XactEvent event, void *arg)
 				release_inflight(InvalidSubTransactionId, true);
 				ConditionVariableBroadcast(&mq_shared->data_cv);
 			}
+			MqReaderAtXactEnd();
 			apply_switches(true);
 			apply_forgets(true);
 			if (catalog_bump_at_commit)
@@ -808,7 +809,7 @@ mq_xact_callback(XactEvent event, void *arg)
 				release_inflight(InvalidSubTransactionId, true);
 				ConditionVariableBroadcast(&mq_shared->data_cv);
 			}
-			MqReaderAtAbort();
+			MqReaderAtXactEnd();
 			MqReplicaForgetAcks();
 			apply_switches(false);
 			apply_forgets(false);

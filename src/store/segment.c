@@ -321,9 +321,12 @@ MqSegmentExtend(Relation rel, BlockNumber target, BlockNumber step)
  * Reading
  * ------------------------------------------------------------------------ */
 
-/* Copy n log bytes starting at lpos into dst, page by page. */
+/*
+ * Copy n log bytes starting at lpos into dst, page by page; *lsn (if not
+ * NULL) is the first page's LSN as it was when its bytes were copied.
+ */
 static void
-read_bytes(MqSegmentReader *reader, uint64 lpos, char *dst, uint32 n)
+read_bytes(MqSegmentReader *reader, uint64 lpos, char *dst, uint32 n, XLogRecPtr *lsn)
 {
 	while (n > 0)
 	{
@@ -335,6 +338,11 @@ read_bytes(MqSegmentReader *reader, uint64 lpos, char *dst, uint32 n)
 		buf = ReadBuffer(reader->rel, blk);
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
 		memcpy(dst, BufferGetPage(buf) + pos, chunk);
+		if (lsn)
+		{
+			*lsn = PageGetLSN(BufferGetPage(buf));
+			lsn = NULL;
+		}
 		UnlockReleaseBuffer(buf);
 		dst += chunk;
 		lpos += chunk;
@@ -385,7 +393,7 @@ page_initialized(Relation rel, BlockNumber blkno, uint16 *lower)
  * forward, so the answer is the end at some instant during the search.
  */
 static uint64
-segment_end(Relation rel, BlockNumber *nblocks)
+segment_end(Relation rel, BlockNumber *nblocks, BlockNumber hint)
 {
 	int64		known_new;		/* a page seen new */
 	int64		known_init = -1;	/* a page seen initialized, or -1 */
@@ -398,7 +406,33 @@ segment_end(Relation rel, BlockNumber *nblocks)
 	if (page_initialized(rel, *nblocks - 1, &lower))
 		return MqLpos(*nblocks - 1, lower);
 	known_new = (int64) *nblocks - 1;
-	while (known_new - step >= 0)
+
+	/*
+	 * A reader that found the end before (hint) gallops forward from there
+	 * instead: the end has moved by what was appended since, usually a few
+	 * pages, not by the pages extended ahead.  The hint is only where to
+	 * start: an initialized page is below the end whatever it is.
+	 */
+	if (hint != InvalidBlockNumber && (int64) hint < known_new &&
+		page_initialized(rel, hint, &l))
+	{
+		known_init = hint;
+		lower = l;
+		while (known_init + step < known_new)
+		{
+			int64		probe = known_init + step;
+
+			if (!page_initialized(rel, (BlockNumber) probe, &l))
+			{
+				known_new = probe;
+				break;
+			}
+			known_init = probe;
+			lower = l;
+			step *= 2;
+		}
+	}
+	while (known_init < 0 && known_new - step >= 0)
 	{
 		int64		probe = known_new - step;
 
@@ -436,84 +470,292 @@ MqSegmentUsedBlocks(Relation rel)
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
 
-	(void) segment_end(rel, &nblocks);
+	(void) segment_end(rel, &nblocks, InvalidBlockNumber);
 	return nblocks;
 }
 
-/*
- * One batch buffer is kept for the life of the backend and lent to one
- * reader at a time: batches are often 100 kB and more, and a fresh buffer
- * per call costs more in page faults than the reading itself.  The reader
- * works on the buffer itself, not a copy, so that an error in the middle of
- * a read leaves nothing behind: at abort the buffer is simply taken back.
- */
-static StringInfoData spare_buf;
-static bool spare_lent = false;
+/* ------------------------------------------------------------------------
+ * The batch cache
+ *
+ * A reader copies each batch it reads into one contiguous buffer and checks
+ * its CRC.  A consumer's next read very often starts inside the batch the
+ * previous one read (a poll of 500 records in batches of 1,000) or right
+ * after it, and would pay for the same pages and the same CRC again, and
+ * for a binary search to find its place.  So the backend keeps the last
+ * few batches it read, whole and checked, and a reader that arrives at one
+ * of them again takes it from here.
+ *
+ * A cached batch is named by the segment's relation oid and relfilenode
+ * and its byte position, and it is served only while the page it starts
+ * on still carries the LSN it had when the batch was read and still begins
+ * with the same header bytes (prefix, base offset, length, CRC).  That is
+ * what makes it safe across everything that changes a segment:
+ *	- the bytes of a whole batch never change in place (only the appender
+ *	  writes, at the tail), except its fate flags, which VACUUM sets with
+ *	  WAL on the page the batch starts on: a new page LSN;
+ *	- a cut of the tail (a torn batch repaired, a follower truncated to its
+ *	  leader) WAL-logs the page it cuts at and truncates the pages after
+ *	  it: a batch at or past the cut either starts on that page (new LSN)
+ *	  or on a page that is gone (past the end) or written again later by a
+ *	  newer WAL record (new LSN);
+ *	- a restore gives the segment a new relfilenode; compaction writes a
+ *	  new relation; a dropped segment's oid and relfilenode could come back
+ *	  only on a relation whose pages are all written anew, by newer WAL.
+ * Every change of a segment page sets its LSN (segment.c, wal.c), and in a
+ * running server no two versions of a page carry the same LSN, so an equal
+ * LSN and header mean the batch is the one that was read.  What a batch
+ * means to a reader, its fate, is not cached: the caller decides it again
+ * at every read from the flags and the clog (MqBatchGetFate), so an
+ * aborted or still running batch is treated as it is now.
+ *
+ * An entry is pinned while it is some reader's current batch (its records
+ * point into it) and only unpinned entries are refilled; with all of them
+ * pinned a reader reads into a buffer of its own.  The buffers live in
+ * TopMemoryContext and are bounded together by MQ_CACHE_BYTES.  A reader
+ * that fails leaves its entry pinned; the end of the transaction unpins
+ * everything (MqReaderAtXactEnd), and an entry is marked valid only once
+ * its batch is read whole and, if asked, checked.
+ * ------------------------------------------------------------------------ */
 
-#define MQ_SPARE_KEEP	(8 * 1024 * 1024)
+#define MQ_CACHE_ENTRIES	4
+#define MQ_CACHE_BYTES		(8 * 1024 * 1024)
+
+typedef struct CachedBatch
+{
+	StringInfoData buf;			/* the batch (data NULL: no buffer) */
+	bool		valid;			/* holds the batch named below */
+	bool		crc_checked;
+	int			pins;			/* readers whose current batch it is */
+	uint64		serial;			/* which fill: a refilled entry differs */
+	uint64		used;			/* for least recently used */
+	Oid			relid;
+	RelFileNode rnode;
+	uint64		lpos;
+	XLogRecPtr	lsn;			/* of the page the batch starts on */
+	MqBatchHeader hdr;
+} CachedBatch;
+
+static CachedBatch batch_cache[MQ_CACHE_ENTRIES];
+static uint64 cache_clock = 0;
+
+/* give an unpinned entry's buffer back */
+static void
+cache_free(CachedBatch *e)
+{
+	Assert(e->pins == 0);
+	if (e->buf.data)
+		pfree(e->buf.data);
+	e->buf.data = NULL;
+	e->valid = false;
+}
+
+/* keep the buffers of unpinned entries within MQ_CACHE_BYTES, oldest first */
+static void
+cache_trim(void)
+{
+	for (;;)
+	{
+		Size		total = 0;
+		CachedBatch *oldest = NULL;
+
+		for (int i = 0; i < MQ_CACHE_ENTRIES; i++)
+		{
+			CachedBatch *e = &batch_cache[i];
+
+			if (e->buf.data == NULL)
+				continue;
+			total += e->buf.maxlen;
+			if (e->pins == 0 && (oldest == NULL || e->used < oldest->used))
+				oldest = e;
+		}
+		if (total <= MQ_CACHE_BYTES || oldest == NULL)
+			return;
+		cache_free(oldest);
+	}
+}
+
+static void
+reader_release(MqSegmentReader *reader)
+{
+	if (reader->entry >= 0)
+	{
+		Assert(batch_cache[reader->entry].pins > 0);
+		batch_cache[reader->entry].pins--;
+		reader->entry = -1;
+		cache_trim();
+	}
+	reader->batch = NULL;
+}
+
+/*
+ * Is entry e the batch at its position in the reader's segment, as it is
+ * there now?  One page is looked at: the one the batch starts on.
+ */
+static bool
+cache_current(MqSegmentReader *reader, CachedBatch *e)
+{
+	uint16		pos = MqLposPageOffset(e->lpos);
+	uint32		n = Min((uint32) (MQ_PAGE_DATA_END - pos), MQ_BATCH_HEADER_SIZE);
+	Buffer		buf;
+	Page		page;
+	bool		same;
+
+	if (!e->valid || e->relid != RelationGetRelid(reader->rel) ||
+		!RelFileNodeEquals(e->rnode, reader->rel->rd_node) ||
+		e->lpos + e->hdr.length > reader->end_lpos)
+		return false;
+	if (reader->checked_serial == e->serial)
+		return true;			/* looked at by this reader already */
+	buf = ReadBuffer(reader->rel, MqLposBlock(e->lpos));
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	same = PageGetLSN(page) == e->lsn && memcmp((char *) page + pos, e->buf.data, n) == 0;
+	UnlockReleaseBuffer(buf);
+	if (!same)
+	{
+		e->valid = false;		/* a reader that holds it keeps its copy */
+		return false;
+	}
+	reader->checked_serial = e->serial;
+	return true;
+}
+
+/* the cached batch of the reader's segment that starts at lpos, or NULL */
+static CachedBatch *
+cache_find(MqSegmentReader *reader, uint64 lpos)
+{
+	for (int i = 0; i < MQ_CACHE_ENTRIES; i++)
+	{
+		CachedBatch *e = &batch_cache[i];
+
+		if (e->valid && e->lpos == lpos && cache_current(reader, e))
+			return e;
+	}
+	return NULL;
+}
+
+/*
+ * Where a cached batch puts offset in the reader's segment: at the cached
+ * batch that holds it, or right after the one it follows.  False if no
+ * cached batch of this segment says.
+ */
+static bool
+cache_seek(MqSegmentReader *reader, int64 offset)
+{
+	for (int i = 0; i < MQ_CACHE_ENTRIES; i++)
+	{
+		CachedBatch *e = &batch_cache[i];
+		uint64		lpos;
+
+		if (!e->valid || e->relid != RelationGetRelid(reader->rel) ||
+			offset < e->hdr.base_offset || offset > MqBatchNextOffset(&e->hdr))
+			continue;
+		lpos = offset < MqBatchNextOffset(&e->hdr) ? e->lpos : e->lpos + e->hdr.length;
+		if (!cache_current(reader, e))
+			continue;
+		reader->lpos = lpos;
+		return true;
+	}
+	return false;
+}
+
+/* an unpinned entry to read a batch into, the least recently used, or NULL */
+static CachedBatch *
+cache_victim(void)
+{
+	CachedBatch *victim = NULL;
+
+	for (int i = 0; i < MQ_CACHE_ENTRIES; i++)
+	{
+		CachedBatch *e = &batch_cache[i];
+
+		if (e->pins == 0 && (victim == NULL || !e->valid ||
+							 (victim->valid && e->used < victim->used)))
+			victim = e;
+	}
+	return victim;
+}
+
+static void
+check_crc(MqSegmentReader *reader, const char *batch, const MqBatchHeader *hdr)
+{
+	if (!MqBatchCheckCrc(batch, hdr->length))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("CRC mismatch in mqlog segment \"%s\" at offset " INT64_FORMAT,
+						RelationGetRelationName(reader->rel), hdr->base_offset),
+				 errdetail("The batch of %d records starting at offset " INT64_FORMAT " is damaged.",
+						   hdr->record_count, hdr->base_offset)));
+}
+
+/*
+ * At the end of a transaction no reader is left (a held cursor is read to
+ * its end before its transaction commits): entries still pinned belong to
+ * readers that failed.
+ */
+void
+MqReaderAtXactEnd(void)
+{
+	for (int i = 0; i < MQ_CACHE_ENTRIES; i++)
+		batch_cache[i].pins = 0;
+	cache_trim();
+}
+
+/*
+ * Where the end of the last few segments read was, for segment_end to
+ * start from (a hint only: it is checked against the pages).
+ */
+#define MQ_END_HINTS	8
+
+typedef struct EndHint
+{
+	Oid			relid;
+	RelFileNode rnode;
+	BlockNumber last_init;		/* an initialized block; Invalid: unused */
+	uint64		used;
+} EndHint;
+
+static EndHint end_hints[MQ_END_HINTS];
 
 void
 MqReaderInit(MqSegmentReader *reader, Relation rel)
 {
+	EndHint    *h = NULL;
+
 	memset(reader, 0, sizeof(*reader));
 	reader->rel = rel;
-	reader->nblocks = RelationGetNumberOfBlocks(rel);
-	reader->end_lpos = segment_end(rel, &reader->nblocks);
+	reader->entry = -1;
 	reader->lpos = 0;
-	if (!spare_lent)
+	reader->nblocks = RelationGetNumberOfBlocks(rel);
+	for (int i = 0; i < MQ_END_HINTS && h == NULL; i++)
+		if (end_hints[i].used > 0 && end_hints[i].relid == RelationGetRelid(rel) &&
+			RelFileNodeEquals(end_hints[i].rnode, rel->rd_node))
+			h = &end_hints[i];
+	reader->end_lpos = segment_end(rel, &reader->nblocks,
+								   h ? h->last_init : InvalidBlockNumber);
+	if (h == NULL)
 	{
-		if (spare_buf.data == NULL)
-		{
-			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-
-			initStringInfo(&spare_buf);
-			MemoryContextSwitchTo(old);
-		}
-		reader->batchbuf = &spare_buf;
-		spare_lent = true;
+		h = &end_hints[0];
+		for (int i = 1; i < MQ_END_HINTS; i++)
+			if (end_hints[i].used < h->used)
+				h = &end_hints[i];
+		h->relid = RelationGetRelid(rel);
+		h->rnode = rel->rd_node;
 	}
-	else
-	{
-		reader->batchbuf = palloc(sizeof(StringInfoData));
-		initStringInfo(reader->batchbuf);
-	}
-}
-
-/* give the spare buffer back; one that grew very large is shrunk */
-static void
-return_spare(void)
-{
-	if (spare_buf.maxlen > MQ_SPARE_KEEP)
-	{
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-
-		pfree(spare_buf.data);
-		initStringInfo(&spare_buf);
-		MemoryContextSwitchTo(old);
-	}
-	resetStringInfo(&spare_buf);
-	spare_lent = false;
-}
-
-/* At abort, a reader that errored out still holds the spare buffer. */
-void
-MqReaderAtAbort(void)
-{
-	if (spare_lent)
-		return_spare();
+	h->last_init = reader->nblocks > 0 ? reader->nblocks - 1 : InvalidBlockNumber;
+	h->used = ++cache_clock;
 }
 
 void
 MqReaderEnd(MqSegmentReader *reader)
 {
-	if (reader->batchbuf == &spare_buf)
-		return_spare();
-	else if (reader->batchbuf != NULL)
+	reader_release(reader);
+	if (reader->ownbuf != NULL)
 	{
-		pfree(reader->batchbuf->data);
-		pfree(reader->batchbuf);
+		pfree(reader->ownbuf->data);
+		pfree(reader->ownbuf);
 	}
-	reader->batchbuf = NULL;
+	reader->ownbuf = NULL;
 }
 
 /* where the batch covering block blkno's first byte starts, and its offset */
@@ -534,8 +776,8 @@ page_cover(MqSegmentReader *reader, BlockNumber blkno, uint64 *cover_lpos)
 
 /*
  * Position the reader at the batch that holds offset, or at the first batch
- * after it: binary search for the last page whose covering batch starts at
- * or below offset.
+ * after it: where a cached batch says, else by a binary search for the
+ * last page whose covering batch starts at or below offset.
  */
 void
 MqReaderSeek(MqSegmentReader *reader, int64 offset)
@@ -545,7 +787,7 @@ MqReaderSeek(MqSegmentReader *reader, int64 offset)
 	uint64		best = 0;
 
 	reader->lpos = 0;
-	if (reader->nblocks == 0)
+	if (reader->nblocks == 0 || cache_seek(reader, offset))
 		return;
 	hi = reader->nblocks - 1;
 	while (lo <= hi)
@@ -570,19 +812,43 @@ MqReaderSeek(MqSegmentReader *reader, int64 offset)
 }
 
 /*
- * Read the next batch into reader->batchbuf.  Returns false at the end of
- * the log, including at a torn batch (one whose bytes run past the end).
+ * Make the next batch the reader's current one (reader->batch), whole and
+ * contiguous: from the batch cache, or read into a cache entry or the
+ * reader's own buffer.  Returns false at the end of the log, including at
+ * a torn batch (one whose bytes run past the end).
  */
 bool
 MqReaderNext(MqSegmentReader *reader, bool verify_crc)
 {
 	MqBatchHeader hdr;
 	char		raw[MQ_BATCH_HEADER_SIZE];
-	StringInfo	buf = reader->batchbuf;
+	CachedBatch *e;
+	StringInfo	buf;
+	XLogRecPtr	lsn = InvalidXLogRecPtr;
 
+	reader_release(reader);
 	if (reader->lpos + MQ_BATCH_HEADER_SIZE > reader->end_lpos)
 		return false;
-	read_bytes(reader, reader->lpos, raw, MQ_BATCH_HEADER_SIZE);
+
+	e = reader->from_pages ? NULL : cache_find(reader, reader->lpos);
+	if (e != NULL)
+	{
+		if (verify_crc && !e->crc_checked)
+		{
+			check_crc(reader, e->buf.data, &e->hdr);
+			e->crc_checked = true;
+		}
+		e->pins++;
+		e->used = ++cache_clock;
+		reader->entry = e - batch_cache;
+		reader->batch = e->buf.data;
+		reader->hdr = e->hdr;
+		reader->batch_lpos = reader->lpos;
+		reader->lpos += e->hdr.length;
+		return true;
+	}
+
+	read_bytes(reader, reader->lpos, raw, MQ_BATCH_HEADER_SIZE, &lsn);
 	if (!MqBatchParseHeader(raw, MQ_BATCH_HEADER_SIZE, &hdr))
 	{
 		/* a zeroed or cut-off header at the tail is a torn write */
@@ -597,21 +863,56 @@ MqReaderNext(MqSegmentReader *reader, bool verify_crc)
 	if (reader->lpos + hdr.length > reader->end_lpos)
 		return false;
 
+	/* into the least recently used entry that no reader holds, if it fits */
+	e = (!reader->from_pages && hdr.length < MQ_CACHE_BYTES / MQ_CACHE_ENTRIES) ?
+		cache_victim() : NULL;
+	if (e != NULL)
+	{
+		e->valid = false;
+		e->pins++;
+		reader->entry = e - batch_cache;
+		if (e->buf.data == NULL)
+		{
+			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+			initStringInfo(&e->buf);
+			MemoryContextSwitchTo(old);
+		}
+		buf = &e->buf;
+	}
+	else
+	{
+		if (reader->ownbuf == NULL)
+		{
+			reader->ownbuf = palloc(sizeof(StringInfoData));
+			initStringInfo(reader->ownbuf);
+		}
+		buf = reader->ownbuf;
+	}
 	resetStringInfo(buf);
 	enlargeStringInfo(buf, hdr.length);
 	memcpy(buf->data, raw, MQ_BATCH_HEADER_SIZE);
 	read_bytes(reader, reader->lpos + MQ_BATCH_HEADER_SIZE,
-			   buf->data + MQ_BATCH_HEADER_SIZE, hdr.length - MQ_BATCH_HEADER_SIZE);
+			   buf->data + MQ_BATCH_HEADER_SIZE, hdr.length - MQ_BATCH_HEADER_SIZE, NULL);
 	buf->len = hdr.length;
 
-	if (verify_crc && !MqBatchCheckCrc(buf->data, hdr.length))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("CRC mismatch in mqlog segment \"%s\" at offset " INT64_FORMAT,
-						RelationGetRelationName(reader->rel), hdr.base_offset),
-				 errdetail("The batch of %d records starting at offset " INT64_FORMAT " is damaged.",
-						   hdr.record_count, hdr.base_offset)));
+	if (verify_crc)
+		check_crc(reader, buf->data, &hdr);
 
+	if (e != NULL && !XLogRecPtrIsInvalid(lsn))
+	{
+		e->relid = RelationGetRelid(reader->rel);
+		e->rnode = reader->rel->rd_node;
+		e->lpos = reader->lpos;
+		e->lsn = lsn;
+		e->hdr = hdr;
+		e->crc_checked = verify_crc;
+		e->serial = ++cache_clock;
+		e->used = e->serial;
+		e->valid = true;
+		reader->checked_serial = e->serial;
+	}
+	reader->batch = buf->data;
 	reader->hdr = hdr;
 	reader->batch_lpos = reader->lpos;
 	reader->lpos += hdr.length;
@@ -638,7 +939,7 @@ next_header(MqSegmentReader *reader, MqBatchHeader *hdr, bool *torn)
 		*torn = true;
 		return false;
 	}
-	read_bytes(reader, reader->lpos, raw, MQ_BATCH_HEADER_SIZE);
+	read_bytes(reader, reader->lpos, raw, MQ_BATCH_HEADER_SIZE, NULL);
 	ok = MqBatchParseHeader(raw, MQ_BATCH_HEADER_SIZE, hdr);
 	if (!ok || reader->lpos + hdr->length > reader->end_lpos)
 	{

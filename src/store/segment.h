@@ -90,8 +90,10 @@ extern int64 MqSegmentFirstOffset(Relation rel);
 extern bool MqSegmentFirstTimestamp(Relation rel, TimestampTz *ts);
 
 /*
- * Sequential reader over the batches of one segment.  It copies each batch
- * into batchbuf (batches may span pages) and stops at the physical end.
+ * Sequential reader over the batches of one segment.  Each batch is handed
+ * over whole and contiguous (batches may span pages): from the backend's
+ * cache of batches read and checked before, or copied from the pages.  It
+ * stops at the physical end.
  */
 typedef struct MqSegmentReader
 {
@@ -101,8 +103,12 @@ typedef struct MqSegmentReader
 	uint64		lpos;			/* next batch starts here */
 	uint64		batch_lpos;		/* where the current batch started */
 	MqBatchHeader hdr;			/* the current batch's header */
-	StringInfo	batchbuf;		/* the current batch, contiguous (often the
-								 * backend's spare buffer) */
+	const char *batch;			/* the current batch's bytes, valid until
+								 * the next MqReaderNext or MqReaderEnd */
+	bool		from_pages;		/* never from the cache (the verifier) */
+	int			entry;			/* the cache entry it is in, or -1 */
+	uint64		checked_serial; /* cache entry fill this reader looked at */
+	StringInfo	ownbuf;			/* when no cache entry was free */
 } MqSegmentReader;
 
 extern void MqReaderInit(MqSegmentReader *reader, Relation rel);
@@ -110,7 +116,7 @@ extern void MqReaderSeek(MqSegmentReader *reader, int64 offset);
 extern bool MqReaderNext(MqSegmentReader *reader, bool verify_crc);
 extern bool MqReaderNextHeader(MqSegmentReader *reader, MqBatchHeader *hdr);
 extern void MqReaderEnd(MqSegmentReader *reader);
-extern void MqReaderAtAbort(void);
+extern void MqReaderAtXactEnd(void);
 
 /* batch visibility for readers */
 typedef enum MqBatchFate
