@@ -101,5 +101,18 @@ SELECT * FROM oc_offset;
 DROP TABLE oc_audit;
 DROP FUNCTION oc_audit();
 
+-- An index of a DBA's own beside the primary key, with an expression and
+-- a predicate (which an update without the executor could not evaluate):
+-- the update is then the UPDATE itself, and the index stays right.
+CREATE INDEX oc_expr ON mqlog.committed_offset ((committed_offset + 1)) WHERE committed_offset > 5;
+SELECT mq_commit('oc_g', 'oc', 0, 8);
+SELECT mq_commit('oc_g', 'oc', 0, 9);
+SET enable_seqscan = off;
+SELECT committed_offset FROM mqlog.committed_offset WHERE committed_offset + 1 = 10 AND committed_offset > 5;
+RESET enable_seqscan;
+DROP INDEX mqlog.oc_expr;
+SELECT mq_commit('oc_g', 'oc', 0, 10);
+SELECT * FROM oc_offset;
+
 SELECT mq_leave('oc_g');
 SELECT mq_drop_topic('oc');

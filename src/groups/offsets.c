@@ -187,18 +187,32 @@ write_offset(int q, const char *group, int32 topic_id, int32 partition,
  * (what the executor's EvalPlanQual does); a concurrent change in
  * REPEATABLE READ or SERIALIZABLE is a serialization failure.  The row is
  * changed with CatalogTupleUpdate (heap update, WAL, index entries when
- * not HOT).  What that bypasses is the executor's triggers and row
- * security: the table's own foreign key trigger checks topic_id, which an
- * offset update never changes, so it would not fire; a table given other
- * UPDATE triggers or row security (a DBA's audit, test/perl's history of
+ * not HOT).  What that bypasses is the executor's triggers, rules, row
+ * security and index expressions: the table's own foreign key trigger
+ * checks topic_id, which an offset update never changes, so it would not
+ * fire; a table given other UPDATE triggers, rules, row security or
+ * indexes beside its primary key (a DBA's audit, test/perl's history of
  * writes) is updated by the UPDATE itself (*done false).
  */
 static bool
 needs_executor(Relation rel)
 {
 	TriggerDesc *td = rel->trigdesc;
+	List	   *indexes;
+	bool		others;
 
-	if (rel->rd_rel->relrowsecurity)
+	if (rel->rd_rel->relrowsecurity || rel->rd_rel->relhasrules)
+		return true;
+
+	/*
+	 * CatalogTupleUpdate forms index entries without an executor: no
+	 * expressions, no predicates.  An index a DBA added beside the primary
+	 * key may have them.
+	 */
+	indexes = RelationGetIndexList(rel);
+	others = list_length(indexes) != 1 || linitial_oid(indexes) != RelationGetPrimaryKeyIndex(rel);
+	list_free(indexes);
+	if (others)
 		return true;
 	for (int i = 0; td != NULL && i < td->numtriggers; i++)
 		if (TRIGGER_FOR_UPDATE(td->triggers[i].tgtype) &&
