@@ -35,18 +35,19 @@ int			mqlog_poll_recheck_interval = 1000;
  * cannot always come first.  One counter for the process: a poll of any
  * of its members moves it, which still varies where each member starts.
  */
-static int	poll_rotation = 0;
+static uint32 poll_rotation = 0;
 
 /*
  * The last poll over many partitions ended on a partition with the poll
  * full, likely inside a stored batch, and the next poll starts there again
- * (poll_rotation names it) to take the rest of that batch, as a Kafka
- * consumer hands out one partition's fetched records before the next: its
- * pages and its CRC were just paid for (and the reader keeps the batch).
- * Once only: a poll that started there by resuming moves on, so that a
- * partition with endless data does not keep the polls.
+ * (its index, or -1) to take the rest of that batch, as a Kafka consumer
+ * hands out one partition's fetched records before the next: its pages
+ * and its CRC were just paid for (and the reader keeps the batch).  Once
+ * only: a poll that started there by resuming and filled up there moves
+ * the rotation on to the next partition, so that a partition with endless
+ * data does not keep the polls.
  */
-static bool poll_resumed = false;
+static int	poll_resume = -1;
 
 /*
  * Where a position goes that is no offset yet (-1: the group never
@@ -156,11 +157,10 @@ poll_once(const char *group, const char *member_id, const MqAssignment *a,
 {
 	int			n = a->nparts;
 	int			total = 0;
-	int			start = n > 0 ? (poll_rotation % n) : 0;
-	bool		resumed = poll_resumed;
+	bool		resumed = poll_resume >= 0 && poll_resume < n;
+	int			start = resumed ? poll_resume : n > 0 ? (int) (poll_rotation++ % (uint32) n) : 0;
 
-	poll_rotation = start + 1;
-	poll_resumed = false;
+	poll_resume = -1;
 	for (int k = 0; k < n && total < max_records; k++)
 	{
 		const MqTopicPart *p = &a->parts[(start + k) % n];
@@ -209,10 +209,12 @@ poll_once(const char *group, const char *member_id, const MqAssignment *a,
 		total += got;
 
 		/* full here while reading on a batch: the next poll resumes it */
-		if (total >= max_records && fair < share && got > 0 && !(resumed && k == 0))
+		if (total >= max_records && fair < share && got > 0)
 		{
-			poll_rotation = start + k;
-			poll_resumed = true;
+			if (!(resumed && k == 0))
+				poll_resume = (start + k) % n;
+			else
+				poll_rotation = (uint32) (start + 1) % (uint32) n;	/* on from here */
 		}
 	}
 	return total;
