@@ -24,6 +24,7 @@
 #include "access/xact.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
@@ -191,20 +192,46 @@ write_offset(int q, const char *group, int32 topic_id, int32 partition,
  * security: the table's own foreign key trigger checks topic_id, which an
  * offset update never changes, so it would not fire; a table given other
  * UPDATE triggers or row security (a DBA's audit, test/perl's history of
- * writes) is updated by the UPDATE itself (*done false).
+ * writes) is updated by the UPDATE itself (*done false).  So is a table
+ * given a CHECK constraint, a stored generated column, or an index that
+ * CatalogTupleUpdate cannot maintain (one on an expression, a partial
+ * one, an exclusion constraint, a deferred unique key): it forms index
+ * entries from plain columns only, ignores predicates and checks nothing
+ * (sql/offset_commit_dba.sql).
  */
 static bool
 needs_executor(Relation rel)
 {
 	TriggerDesc *td = rel->trigdesc;
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+	List	   *indexes;
+	ListCell   *lc;
+	bool		result = false;
 
 	if (rel->rd_rel->relrowsecurity)
+		return true;
+	if (constr != NULL && (constr->num_check > 0 || constr->has_generated_stored))
 		return true;
 	for (int i = 0; td != NULL && i < td->numtriggers; i++)
 		if (TRIGGER_FOR_UPDATE(td->triggers[i].tgtype) &&
 			td->triggers[i].tgfoid != F_RI_FKEY_CHECK_UPD)
 			return true;
-	return false;
+	indexes = RelationGetIndexList(rel);
+	foreach(lc, indexes)
+	{
+		Relation	idx = index_open(lfirst_oid(lc), RowExclusiveLock);
+		Form_pg_index form = idx->rd_index;
+
+		if (!heap_attisnull(idx->rd_indextuple, Anum_pg_index_indexprs, NULL) ||
+			!heap_attisnull(idx->rd_indextuple, Anum_pg_index_indpred, NULL) ||
+			form->indisexclusion || !form->indimmediate)
+			result = true;
+		index_close(idx, NoLock);
+		if (result)
+			break;
+	}
+	list_free(indexes);
+	return result;
 }
 
 static bool
