@@ -381,6 +381,7 @@ mqlog_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode, char 
 	if (!creating &&
 		rel->rd_firstRelfilenodeSubid == InvalidSubTransactionId &&
 		!MqRestoring(RelationGetRelid(rel)) &&
+		!MqSegmentCutting(RelationGetRelid(rel)) &&
 		!(MqSegmentUsedBlocks(rel) == 0 && pg_class_ownercheck(RelationGetRelid(rel), GetUserId())))
 		refuse(rel, "TRUNCATE");
 

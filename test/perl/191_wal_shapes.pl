@@ -7,7 +7,8 @@
 # hot-standby session that keeps batches in its batch cache reads again
 # after the primary compacts, drops a segment by retention and makes the
 # topic again: it must read what the primary reads, never a cached batch
-# of a relation that changed.
+# of a relation that changed.  Last, a follower's log end moved back
+# (mqlog._move_log_end), rolled back once and committed once.
 use strict;
 use warnings;
 
@@ -167,6 +168,33 @@ $after = $reader->query_safe($q);
 chomp $after;
 is($after, $primary->safe_psql('postgres', $q), 'after retention the standby session reads what the primary reads');
 $reader->quit;
+
+# ---------------------------------------------------------------------------
+# A follower's log end moved back (mqlog._move_log_end: the segment that
+# holds the new end gets a new file holding the log up to it), once rolled
+# back and once committed: the standby replays both and reads what the
+# primary reads.
+# ---------------------------------------------------------------------------
+$primary->safe_psql(
+	'postgres', q{
+SELECT mq_create_topic('mc', 1);
+SELECT count(*) FROM generate_series(1, 10) b,
+       LATERAL mq_produce_batch('mc', ARRAY(SELECT convert_to(rpad('b' || b || '-' || i, 800, '.'), 'UTF8')
+                                             FROM generate_series(1, 10) i), partition => 0);
+});
+my $mc_tid = $primary->safe_psql('postgres', q{SELECT topic_id FROM mqlog.topic WHERE name = 'mc'});
+my $mc_q = q{SELECT digest('mc')};
+$primary->safe_psql('postgres', qq{BEGIN; SELECT mqlog._move_log_end($mc_tid, 0, 60); ROLLBACK;});
+$primary->safe_psql('postgres', qq{SELECT mqlog._move_log_end($mc_tid, 0, 50)});
+$primary->safe_psql('postgres', q{SELECT mq_produce('mc', 'after the cut')});
+$primary->safe_psql('postgres', 'CHECKPOINT');
+$primary->safe_psql('postgres', q{SELECT mq_produce('mc', 'after the checkpoint')});
+$primary->wait_for_catchup($standby, 'replay');
+like($primary->safe_psql('postgres', $mc_q), qr/^52 /, 'the primary\'s log was cut at 50 and went on');
+is($standby->safe_psql('postgres', $mc_q), $primary->safe_psql('postgres', $mc_q),
+	'after the log end moved back the standby reads what the primary reads');
+is($standby->safe_psql('postgres', q{SELECT count(*) FILTER (WHERE NOT ok OR problem IS NOT NULL) FROM mq_verify('mc')}),
+	'0', 'mq_verify on the standby after the cut: clean');
 
 ok($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()') eq 't', 'the standby is still replaying');
 $standby->stop;
