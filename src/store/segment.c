@@ -1105,6 +1105,18 @@ cut_into_new_file(Relation rel, uint64 end_lpos)
 		UnlockReleaseBuffer(dst);
 		UnlockReleaseBuffer(src);
 	}
+
+	/*
+	 * The new file's relfrozenxid is now (the access method's), but its
+	 * batches are the old file's: those of transactions before it get their
+	 * fate in their headers, as VACUUM would, so that the clog may go.
+	 */
+	if (keep > 0)
+	{
+		TransactionId oldest;
+
+		MqSegmentFreeze(rel, rel->rd_rel->relfrozenxid, &oldest);
+	}
 }
 
 /*
