@@ -18,6 +18,7 @@
 
 #include "pgstat.h"
 #include "storage/condition_variable.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "log/partition.h"
@@ -32,22 +33,70 @@ int			mqlog_poll_recheck_interval = 1000;
 
 /*
  * Where a poll starts among the member's partitions, so that one with data
- * cannot always come first.  One counter for the process: a poll of any
- * of its members moves it, which still varies where each member starts.
+ * cannot always come first: each poll of a member moves it on.  It is the
+ * member's own (a session may poll as several members, of several groups):
+ * with one counter for the process, a member of 2 partitions polled
+ * between the polls of one of 12 set where the latter started, to 1 or 2
+ * every time, and its partitions 3 to 11 got nothing while 1 and 2 had
+ * data (sql/poll_rotation.sql).
+ *
+ * resumed: the member's last poll over many partitions ended on a
+ * partition with the poll full, likely inside a stored batch, and its next
+ * poll starts there again (rotation names it) to take the rest of that
+ * batch, as a Kafka consumer hands out one partition's fetched records
+ * before the next: its pages and its CRC were just paid for (and the
+ * reader keeps the batch).  Once only: a poll that started there by
+ * resuming moves on, so that a partition with endless data does not keep
+ * the polls.
+ *
+ * The last few members polled are kept; one forgotten starts again at its
+ * first partition.
  */
-static uint32 poll_rotation = 0;
+#define MQ_POLL_ROTATIONS	16
 
-/*
- * The last poll over many partitions ended on a partition with the poll
- * full, likely inside a stored batch, and the next poll starts there again
- * (its index, or -1) to take the rest of that batch, as a Kafka consumer
- * hands out one partition's fetched records before the next: its pages
- * and its CRC were just paid for (and the reader keeps the batch).  Once
- * only: a poll that started there by resuming and filled up there moves
- * the rotation on to the next partition, so that a partition with endless
- * data does not keep the polls.
- */
-static int	poll_resume = -1;
+typedef struct PollRotation
+{
+	char	   *group;			/* NULL: unused */
+	char	   *member_id;
+	int			rotation;
+	bool		resumed;
+	uint64		used;
+} PollRotation;
+
+static PollRotation poll_rotations[MQ_POLL_ROTATIONS];
+static uint64 poll_clock = 0;
+
+/* the member's rotation, made (at 0) if it has none */
+static PollRotation *
+poll_rotation_of(const char *group, const char *member_id)
+{
+	PollRotation *r = &poll_rotations[0];
+
+	for (int i = 0; i < MQ_POLL_ROTATIONS; i++)
+	{
+		PollRotation *e = &poll_rotations[i];
+
+		if (e->group != NULL && strcmp(e->group, group) == 0 &&
+			strcmp(e->member_id, member_id) == 0)
+		{
+			e->used = ++poll_clock;
+			return e;
+		}
+		if (e->group == NULL || (r->group != NULL && e->used < r->used))
+			r = e;
+	}
+	if (r->group != NULL)
+	{
+		pfree(r->group);
+		pfree(r->member_id);
+	}
+	r->group = MemoryContextStrdup(TopMemoryContext, group);
+	r->member_id = MemoryContextStrdup(TopMemoryContext, member_id);
+	r->rotation = 0;
+	r->resumed = false;
+	r->used = ++poll_clock;
+	return r;
+}
 
 /*
  * Where a position goes that is no offset yet (-1: the group never
@@ -157,10 +206,12 @@ poll_once(const char *group, const char *member_id, const MqAssignment *a,
 {
 	int			n = a->nparts;
 	int			total = 0;
-	bool		resumed = poll_resume >= 0 && poll_resume < n;
-	int			start = resumed ? poll_resume : n > 0 ? (int) (poll_rotation++ % (uint32) n) : 0;
+	PollRotation *rot = poll_rotation_of(group, member_id);
+	int			start = n > 0 ? (rot->rotation % n) : 0;
+	bool		resumed = rot->resumed;
 
-	poll_resume = -1;
+	rot->rotation = start + 1;
+	rot->resumed = false;
 	for (int k = 0; k < n && total < max_records; k++)
 	{
 		const MqTopicPart *p = &a->parts[(start + k) % n];
@@ -209,12 +260,10 @@ poll_once(const char *group, const char *member_id, const MqAssignment *a,
 		total += got;
 
 		/* full here while reading on a batch: the next poll resumes it */
-		if (total >= max_records && fair < share && got > 0)
+		if (total >= max_records && fair < share && got > 0 && !(resumed && k == 0))
 		{
-			if (!(resumed && k == 0))
-				poll_resume = (start + k) % n;
-			else
-				poll_rotation = (uint32) (start + 1) % (uint32) n;	/* on from here */
+			rot->rotation = start + k;
+			rot->resumed = true;
 		}
 	}
 	return total;

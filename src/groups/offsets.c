@@ -24,6 +24,7 @@
 #include "access/xact.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
@@ -187,38 +188,51 @@ write_offset(int q, const char *group, int32 topic_id, int32 partition,
  * (what the executor's EvalPlanQual does); a concurrent change in
  * REPEATABLE READ or SERIALIZABLE is a serialization failure.  The row is
  * changed with CatalogTupleUpdate (heap update, WAL, index entries when
- * not HOT).  What that bypasses is the executor's triggers, rules, row
- * security and index expressions: the table's own foreign key trigger
- * checks topic_id, which an offset update never changes, so it would not
- * fire; a table given other UPDATE triggers, rules, row security or
- * indexes beside its primary key (a DBA's audit, test/perl's history of
- * writes) is updated by the UPDATE itself (*done false).
+ * not HOT).  What that bypasses is the executor's triggers, rules and
+ * row security: the table's own foreign key trigger checks topic_id,
+ * which an offset update never changes, so it would not fire; a table
+ * given other UPDATE triggers, rules or row security (a DBA's audit,
+ * test/perl's history of writes) is updated by the UPDATE itself (*done
+ * false).  So is a table given a CHECK constraint, a stored generated
+ * column, or an index that CatalogTupleUpdate cannot maintain (one on an
+ * expression, a partial one, an exclusion constraint, a deferred unique
+ * key): it forms index entries from plain columns only, ignores
+ * predicates and checks nothing (sql/offset_commit_dba.sql,
+ * sql/offset_commit.sql).
  */
 static bool
 needs_executor(Relation rel)
 {
 	TriggerDesc *td = rel->trigdesc;
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
 	List	   *indexes;
-	bool		others;
+	ListCell   *lc;
+	bool		result = false;
 
 	if (rel->rd_rel->relrowsecurity || rel->rd_rel->relhasrules)
 		return true;
-
-	/*
-	 * CatalogTupleUpdate forms index entries without an executor: no
-	 * expressions, no predicates.  An index a DBA added beside the primary
-	 * key may have them.
-	 */
-	indexes = RelationGetIndexList(rel);
-	others = list_length(indexes) != 1 || linitial_oid(indexes) != RelationGetPrimaryKeyIndex(rel);
-	list_free(indexes);
-	if (others)
+	if (constr != NULL && (constr->num_check > 0 || constr->has_generated_stored))
 		return true;
 	for (int i = 0; td != NULL && i < td->numtriggers; i++)
 		if (TRIGGER_FOR_UPDATE(td->triggers[i].tgtype) &&
 			td->triggers[i].tgfoid != F_RI_FKEY_CHECK_UPD)
 			return true;
-	return false;
+	indexes = RelationGetIndexList(rel);
+	foreach(lc, indexes)
+	{
+		Relation	idx = index_open(lfirst_oid(lc), RowExclusiveLock);
+		Form_pg_index form = idx->rd_index;
+
+		if (!heap_attisnull(idx->rd_indextuple, Anum_pg_index_indexprs, NULL) ||
+			!heap_attisnull(idx->rd_indextuple, Anum_pg_index_indpred, NULL) ||
+			form->indisexclusion || !form->indimmediate)
+			result = true;
+		index_close(idx, NoLock);
+		if (result)
+			break;
+	}
+	list_free(indexes);
+	return result;
 }
 
 static bool

@@ -164,7 +164,12 @@ mqlog_scan_rescan(TableScanDesc sscan, struct ScanKeyData *key, bool set_params,
 
 /*
  * The records of committed batches, until the first batch of a transaction
- * still running (or, for pg_dump, the batches themselves).
+ * still running (or, for pg_dump, the batches themselves).  Forward only:
+ * the log is read batch after batch, and a cursor that moves back (FETCH
+ * BACKWARD or PRIOR; PostgreSQL lets a plain cursor over a sequential scan
+ * do that) is refused, where it used to get the next records instead of the
+ * previous ones (sql/segment_scan_backward.sql).  FETCH FIRST rewinds, a
+ * rescan from the start, and works.
  */
 static bool
 mqlog_scan_getnextslot(TableScanDesc sscan, ScanDirection direction, TupleTableSlot *slot)
@@ -172,6 +177,12 @@ mqlog_scan_getnextslot(TableScanDesc sscan, ScanDirection direction, TupleTableS
 	MqScanDesc *scan = (MqScanDesc *) sscan;
 	MqRecord   *rec;
 
+	if (ScanDirectionIsBackward(direction))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("mqlog segment \"%s\" can only be scanned forward",
+						RelationGetRelationName(sscan->rs_rd)),
+				 errhint("Fetch forward, or FETCH FIRST to read again from the start; mq_fetch() reads from any offset.")));
 	ExecClearTuple(slot);
 	if (scan->dump)
 		return MqDumpNextRow(&scan->it, slot);
@@ -370,6 +381,7 @@ mqlog_relation_set_new_filenode(Relation rel, const RelFileNode *newrnode, char 
 	if (!creating &&
 		rel->rd_firstRelfilenodeSubid == InvalidSubTransactionId &&
 		!MqRestoring(RelationGetRelid(rel)) &&
+		!MqSegmentCutting(RelationGetRelid(rel)) &&
 		!(MqSegmentUsedBlocks(rel) == 0 && pg_class_ownercheck(RelationGetRelid(rel), GetUserId())))
 		refuse(rel, "TRUNCATE");
 

@@ -55,6 +55,7 @@
 #include "storage/bufpage.h"
 #include "storage/lmgr.h"
 #include "storage/procarray.h"
+#include "utils/relcache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
@@ -493,11 +494,11 @@ MqSegmentUsedBlocks(Relation rel)
  *	- the bytes of a whole batch never change in place (only the appender
  *	  writes, at the tail), except its fate flags, which VACUUM sets with
  *	  WAL on the page the batch starts on: a new page LSN;
- *	- a cut of the tail (a torn batch repaired, a follower truncated to its
- *	  leader) WAL-logs the page it cuts at and truncates the pages after
- *	  it: a batch at or past the cut either starts on that page (new LSN)
- *	  or on a page that is gone (past the end) or written again later by a
- *	  newer WAL record (new LSN);
+ *	- a cut of a torn batch off the tail WAL-logs the page it cuts at and
+ *	  truncates the pages after it: a batch at or past the cut either
+ *	  starts on that page (new LSN) or on a page that is gone (past the
+ *	  end) or written again later by a newer WAL record (new LSN); a
+ *	  follower truncated to its leader gets a new relfilenode;
  *	- a restore gives the segment a new relfilenode; compaction writes a
  *	  new relation; a dropped segment's oid and relfilenode could come back
  *	  only on a relation whose pages are all written anew, by newer WAL.
@@ -1037,12 +1038,95 @@ MqSegmentRepairTail(Relation rel, MqSegmentTail *tail)
 }
 
 /*
+ * Give the segment a new relfilenode holding its log up to end_lpos: the
+ * pages below the one end_lpos is on as they are, that page cut there, the
+ * rest left out; each written whole to the WAL.  As TRUNCATE does, this is
+ * transactional: if the caller's transaction aborts, the old file, whole,
+ * is the segment again.  A cut in place (MqSegmentRepairTail's) is not
+ * undone by an abort: a follower's mqlog._move_log_end that failed after it
+ * had lost the committed records past the cut, while the partition's end
+ * still said they were there, and the next append went past the cut pages
+ * and could not be read (sql/move_log_end_abort.sql).  The caller holds
+ * AccessExclusiveLock.
+ */
+static Oid	cutting_relid = InvalidOid;
+
+/* is the segment being given its cut file (the access method lets it)? */
+bool
+MqSegmentCutting(Oid relid)
+{
+	return OidIsValid(relid) && relid == cutting_relid;
+}
+
+static void
+cut_into_new_file(Relation rel, uint64 end_lpos)
+{
+	BlockNumber blk = MqLposBlock(end_lpos);
+	uint16		pos = MqLposPageOffset(end_lpos);
+	BlockNumber keep = blk + (pos == MQ_PAGE_DATA_START ? 0 : 1);
+	RelFileNode old = rel->rd_node;
+	bool		permanent;
+
+	cutting_relid = RelationGetRelid(rel);
+	PG_TRY();
+	{
+		RelationSetNewRelfilenode(rel, rel->rd_rel->relpersistence);
+	}
+	PG_FINALLY();
+	{
+		cutting_relid = InvalidOid;
+	}
+	PG_END_TRY();
+	CommandCounterIncrement();
+	permanent = rel->rd_rel->relpersistence == RELPERSISTENCE_PERMANENT;
+	for (BlockNumber b = 0; b < keep; b++)
+	{
+		Buffer		src = ReadBufferWithoutRelcache(old, MAIN_FORKNUM, b, RBM_NORMAL, NULL,
+													permanent);
+		Buffer		dst;
+		Page		page;
+
+		LockBuffer(src, BUFFER_LOCK_SHARE);
+		dst = ReadBufferExtended(rel, MAIN_FORKNUM, P_NEW, RBM_ZERO_AND_LOCK, NULL);
+		Assert(BufferGetBlockNumber(dst) == b);
+		page = BufferGetPage(dst);
+
+		START_CRIT_SECTION();
+		memcpy(page, BufferGetPage(src), BLCKSZ);
+		if (b == blk)
+		{
+			memset((char *) page + pos, 0, MQ_PAGE_DATA_END - pos);
+			((PageHeader) page)->pd_lower = pos;
+		}
+		MarkBufferDirty(dst);
+		log_newpage_buffer(dst, true);
+		END_CRIT_SECTION();
+
+		UnlockReleaseBuffer(dst);
+		UnlockReleaseBuffer(src);
+	}
+
+	/*
+	 * The new file's relfrozenxid is now (the access method's), but its
+	 * batches are the old file's: those of transactions before it get their
+	 * fate in their headers, as VACUUM would, so that the clog may go.
+	 */
+	if (keep > 0)
+	{
+		TransactionId oldest;
+
+		MqSegmentFreeze(rel, rel->rd_rel->relfrozenxid, &oldest);
+	}
+}
+
+/*
  * Cut the segment so that it holds no batch at or past offset (a follower
  * truncating to its leader's log after a failover): everything from the
  * first batch that ends after offset goes.  False, changing nothing, when
  * that batch begins below offset: it straddles the point, which two logs
  * that agree below it cannot have.  A segment that already ends at or
- * before offset is left as it is.  As for a torn tail, the caller holds
+ * before offset is left as it is.  The cut is undone if the transaction
+ * aborts (cut_into_new_file).  As for a torn tail, the caller holds
  * AccessExclusiveLock on the segment.
  */
 bool
@@ -1069,9 +1153,7 @@ MqSegmentCutAt(Relation rel, int64 offset)
 		return true;			/* nothing at or past offset */
 	if (hdr.base_offset < offset)
 		return false;
-	tail.next_offset = hdr.base_offset;
-	tail.torn_lpos = tail.end_lpos;
-	MqSegmentRepairTail(rel, &tail);
+	cut_into_new_file(rel, tail.end_lpos);
 	return true;
 }
 

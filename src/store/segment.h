@@ -80,6 +80,7 @@ typedef struct MqSegmentTail
 
 extern void MqSegmentReadTail(Relation rel, int64 base_offset, MqSegmentTail *tail);
 extern bool MqSegmentCutAt(Relation rel, int64 offset);
+extern bool MqSegmentCutting(Oid relid);
 extern BlockNumber MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
 								   uint64 lpos, const char *batch, uint32 length,
 								   int64 lso, uint16 xlflags);
