@@ -1298,7 +1298,7 @@ static bool
 want_extension(MqPartition *part, MqTopic *topic, BlockNumber nblocks)
 {
 	BlockNumber used = MqLposBlock(part->end_lpos) + 1;
-	/* and no more than an eighth of shared buffers, where the pages wait */
+	/* and no more than an eighth of shared buffers, which the appender fills them through */
 	int64		cap = Min((int64) mqlog_segment_extend_ahead * 1024 / BLCKSZ, NBuffers / 8);
 	int64		ahead = Min(cap, (int64) used);
 	int64		limit = topic->segment_bytes / BLCKSZ;

@@ -55,6 +55,7 @@
 #include "storage/bufpage.h"
 #include "storage/lmgr.h"
 #include "storage/procarray.h"
+#include "storage/smgr.h"
 #include "utils/relcache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -290,28 +291,34 @@ MqSegmentAppend(Relation rel, int32 topic_id, int32 partition,
  * most step of them, under the extension lock; returns the segment's
  * length in blocks afterwards.  The maintenance worker calls this ahead of
  * the appender, which then takes the pages with RBM_ZERO_AND_LOCK instead
- * of paying PostgreSQL 15's zero-filling pwrite itself.  The pages go
- * through shared buffers (P_NEW), where the appender finds them, and are
- * not WAL-logged, as heap's extension is not: the first record that
- * touches each page initializes it (REGBUF_WILL_INIT), so a page new on
- * disk, on a standby or after a crash is never read as data.  The caller
- * holds a lock on the relation that keeps truncation out.
+ * of paying PostgreSQL 15's zero-filling pwrite itself.  The pages are
+ * written to the file as P_NEW writes them, but not into shared buffers:
+ * through them (as at first), the pages ahead of a thousand partitions'
+ * appenders, a megabyte each, went through a 256 MB pool and pushed the
+ * log's own pages out, and readers of many partitions read from the
+ * kernel instead (the scale bench, 2026-12-02).  The appender's
+ * RBM_ZERO_AND_LOCK takes a buffer for the page without reading it.  No
+ * stale buffer can name a block past the end: truncation drops them
+ * (RelationTruncate).  The pages are not WAL-logged, as heap's extension
+ * is not: the first record that touches each page initializes it
+ * (REGBUF_WILL_INIT), so a page new on disk, on a standby or after a
+ * crash is never read as data.  The caller holds a lock on the relation
+ * that keeps truncation out.
  */
 BlockNumber
 MqSegmentExtend(Relation rel, BlockNumber target, BlockNumber step)
 {
 	BlockNumber nblocks;
 
+	PGAlignedBlock zero;
+
+	memset(zero.data, 0, BLCKSZ);
 	LockRelationForExtension(rel, ExclusiveLock);
 	nblocks = RelationGetNumberOfBlocks(rel);
 	for (BlockNumber i = 0; i < step && nblocks < target; i++)
 	{
-		Buffer		buf = ReadBuffer(rel, P_NEW);
-
-		if (BufferGetBlockNumber(buf) != nblocks)
-			elog(ERROR, "mqlog segment \"%s\" extended to block %u, expected %u",
-				 RelationGetRelationName(rel), BufferGetBlockNumber(buf), nblocks);
-		ReleaseBuffer(buf);
+		/* what P_NEW writes, without a shared buffer for the page */
+		smgrextend(RelationGetSmgr(rel), MAIN_FORKNUM, nblocks, zero.data, false);
 		nblocks++;
 	}
 	UnlockRelationForExtension(rel, ExclusiveLock);
