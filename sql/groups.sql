@@ -454,20 +454,24 @@ SELECT mq_create_topic('grp_wide', 10);
 SELECT count(*) FROM generate_series(0, 9) p,
     LATERAL mq_produce_batch('grp_wide', (SELECT array_agg(convert_to(p || '-' || i, 'UTF8') ORDER BY i)
                                            FROM generate_series(0, 29) i), partition => p);
-CREATE TEMP TABLE wide_polls (poll int, partition int, "offset" bigint);
-INSERT INTO wide_polls SELECT 1, r.partition, r."offset" FROM mq_poll('grp_wide', 'grp_wide', 40) r;
-SELECT array_agg(n ORDER BY n DESC) AS first_poll
-  FROM (SELECT partition, count(*) AS n FROM wide_polls GROUP BY 1) x;
-DO $$
+-- polls numbered from first_poll into the table tbl until one returns nothing
+CREATE FUNCTION pg_temp.poll_wide(tbl text, grp text, max_records int, first_poll int) RETURNS void
+    LANGUAGE plpgsql AS $$
 DECLARE
     got bigint;
 BEGIN
-    FOR i IN 2 .. 30 LOOP
-        INSERT INTO wide_polls SELECT i, r.partition, r."offset" FROM mq_poll('grp_wide', 'grp_wide', 40, '0 s') r;
+    FOR i IN first_poll .. 30 LOOP
+        EXECUTE format('INSERT INTO %I SELECT $1, r.partition, r."offset" FROM mq_poll($2, ''grp_wide'', $3, ''0 s'') r',
+                       tbl) USING i, grp, max_records;
         GET DIAGNOSTICS got = ROW_COUNT;
         EXIT WHEN got = 0;
     END LOOP;
 END $$;
+CREATE TEMP TABLE wide_polls (poll int, partition int, "offset" bigint);
+INSERT INTO wide_polls SELECT 1, r.partition, r."offset" FROM mq_poll('grp_wide', 'grp_wide', 40) r;
+SELECT array_agg(n ORDER BY n DESC) AS first_poll
+  FROM (SELECT partition, count(*) AS n FROM wide_polls GROUP BY 1) x;
+SELECT pg_temp.poll_wide('wide_polls', 'grp_wide', 40, 2);
 SELECT count(*) AS records, count(DISTINCT (partition, "offset")) AS distinct_records,
        max(n) AS most_in_one_poll
   FROM wide_polls, LATERAL (SELECT count(*) AS n FROM wide_polls w WHERE w.poll = wide_polls.poll) c;
@@ -481,16 +485,7 @@ SELECT mq_leave('grp_wide');
 -- first takes 24 of one partition's 30, the second those 6 and 18 of the
 -- next), so each partition's batch is read in consecutive polls.
 CREATE TEMP TABLE wide_polls2 (poll int, partition int, "offset" bigint);
-DO $$
-DECLARE
-    got bigint;
-BEGIN
-    FOR i IN 1 .. 30 LOOP
-        INSERT INTO wide_polls2 SELECT i, r.partition, r."offset" FROM mq_poll('grp_wide2', 'grp_wide', 24, '0 s') r;
-        GET DIAGNOSTICS got = ROW_COUNT;
-        EXIT WHEN got = 0;
-    END LOOP;
-END $$;
+SELECT pg_temp.poll_wide('wide_polls2', 'grp_wide2', 24, 1);
 SELECT poll, array_agg(n ORDER BY n DESC) AS records_per_partition
   FROM (SELECT poll, partition, count(*) AS n FROM wide_polls2 WHERE poll <= 2 GROUP BY 1, 2) x GROUP BY 1 ORDER BY 1;
 SELECT count(*) AS records, count(DISTINCT (partition, "offset")) AS distinct_records,

@@ -112,6 +112,16 @@ MqLogIterBegin(MqLogIter *it, MqTopic *topic, int32 partition, int64 from,
 	it->seg--;					/* the first call opens it */
 }
 
+/* open the reader on it->rel */
+static void
+start_reading(MqLogIter *it)
+{
+	MqReaderInit(&it->reader, it->rel);
+	/* a caller that checks CRCs itself (mq_verify) checks the pages */
+	it->reader.from_pages = (it->flags & MQ_ITER_NO_CRC) != 0;
+	it->reading = true;
+}
+
 /* Read one segment relation, as the sequential scan of a segment does. */
 void
 MqLogIterBeginSegment(MqLogIter *it, Relation rel, int flags)
@@ -121,10 +131,7 @@ MqLogIterBeginSegment(MqLogIter *it, Relation rel, int flags)
 	it->from = PG_INT64_MIN;
 	it->next = PG_INT64_MIN;
 	it->lso = -1;
-	MqReaderInit(&it->reader, rel);
-	/* a caller that checks CRCs itself (mq_verify) checks the pages */
-	it->reader.from_pages = (flags & MQ_ITER_NO_CRC) != 0;
-	it->reading = true;
+	start_reading(it);
 }
 
 static void
@@ -154,9 +161,7 @@ open_next_segment(MqLogIter *it)
 	if (it->rel == NULL)
 		return false;
 	it->own_rel = true;
-	MqReaderInit(&it->reader, it->rel);
-	it->reader.from_pages = (it->flags & MQ_ITER_NO_CRC) != 0;
-	it->reading = true;
+	start_reading(it);
 	MqReaderSeek(&it->reader, it->next);
 	return true;
 }

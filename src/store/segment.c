@@ -309,7 +309,6 @@ BlockNumber
 MqSegmentExtend(Relation rel, BlockNumber target, BlockNumber step)
 {
 	BlockNumber nblocks;
-
 	PGAlignedBlock zero;
 
 	memset(zero.data, 0, BLCKSZ);
