@@ -31,6 +31,7 @@
 #include "groups/groups.h"
 #include "workers/workers.h"
 #include "kafka/kafka.h"
+#include "sql/scan.h"
 
 PG_MODULE_MAGIC;
 
@@ -233,6 +234,7 @@ _PG_init(void)
 	MqKafkaRegister();
 	MqAmInitHooks();
 	MqAclInitHooks();
+	MqRecordScanInit();
 	mqlog_preloaded = true;
 }
 

@@ -185,6 +185,64 @@ MqHeadersDatum(Oid header_type, TupleDesc header_desc, MqRecord *rec)
 
 #define MQ_ROW_BLOCK	(64 * 1024)
 
+static text *
+text_in_context(MemoryContext cxt, const char *s)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	text	   *t = cstring_to_text(s);
+
+	MemoryContextSwitchTo(old);
+	return t;
+}
+
+/* the columns of mqlog.record (or its text and json forms), made in the current context */
+static void
+record_datums(MqRecordOutput *out, int32 partition, MqRecord *rec, Datum *values, bool *nulls)
+{
+	values[0] = PointerGetDatum(out->topic);
+	values[1] = Int32GetDatum(partition);
+	values[2] = Int64GetDatum(rec->offset);
+	values[3] = TimestampTzGetDatum(rec->ts);
+	nulls[0] = nulls[1] = nulls[2] = nulls[3] = false;
+	nulls[4] = rec->key == NULL;
+	if (rec->key)
+		values[4] = column_datum(out, out->key_form, partition, rec, rec->key, rec->keylen, "key");
+	nulls[5] = rec->value == NULL;
+	if (rec->value)
+		values[5] = column_datum(out, out->value_form, partition, rec, rec->value, rec->valuelen,
+								 "value");
+	nulls[6] = rec->nheaders == 0;
+	if (rec->nheaders > 0)
+		values[6] = MqHeadersDatum(out->header_type, out->header_desc, rec);
+}
+
+/* one row kept in the sink, its datums in the sink's memory */
+static void
+emit_to_sink(MqRecordOutput *out, int32 partition, MqRecord *rec)
+{
+	MqRowSink  *sink = out->sink;
+	MemoryContext old = MemoryContextSwitchTo(sink->cxt);
+
+	if (sink->nrows == sink->maxrows)
+	{
+		sink->maxrows = Max(64, sink->maxrows * 2);
+		if (sink->values)
+		{
+			sink->values = repalloc(sink->values, sizeof(Datum) * sink->natts * sink->maxrows);
+			sink->nulls = repalloc(sink->nulls, sizeof(bool) * sink->natts * sink->maxrows);
+		}
+		else
+		{
+			sink->values = palloc(sizeof(Datum) * sink->natts * sink->maxrows);
+			sink->nulls = palloc(sizeof(bool) * sink->natts * sink->maxrows);
+		}
+	}
+	record_datums(out, partition, rec, &sink->values[sink->nrows * sink->natts],
+				  &sink->nulls[sink->nrows * sink->natts]);
+	sink->nrows++;
+	MemoryContextSwitchTo(old);
+}
+
 /*
  * One row into the result.  Its datums (copies of key and value, headers)
  * are made in rowcxt, which is reset once the rows it holds, already
@@ -196,26 +254,17 @@ static void
 emit_record(MqRecordOutput *out, MemoryContext rowcxt, int32 partition, MqRecord *rec)
 {
 	Datum		values[7];
-	bool		nulls[7] = {false, false, false, false, false, false, false};
-	MemoryContext old = MemoryContextSwitchTo(rowcxt);
+	bool		nulls[7];
+	MemoryContext old;
 
-	values[0] = PointerGetDatum(out->topic);
-	values[1] = Int32GetDatum(partition);
-	values[2] = Int64GetDatum(rec->offset);
-	values[3] = TimestampTzGetDatum(rec->ts);
-	if (rec->key)
-		values[4] = column_datum(out, out->key_form, partition, rec, rec->key, rec->keylen, "key");
-	else
-		nulls[4] = true;
-	if (rec->value)
-		values[5] = column_datum(out, out->value_form, partition, rec, rec->value, rec->valuelen,
-								 "value");
-	else
-		nulls[5] = true;
-	if (rec->nheaders > 0)
-		values[6] = MqHeadersDatum(out->header_type, out->header_desc, rec);
-	else
-		nulls[6] = true;
+	if (out->sink)
+	{
+		emit_to_sink(out, partition, rec);
+		return;
+	}
+	old = MemoryContextSwitchTo(rowcxt);
+
+	record_datums(out, partition, rec, values, nulls);
 	tuplestore_putvalues(out->store, out->desc, values, nulls);
 	MemoryContextSwitchTo(old);
 	if (MemoryContextMemAllocated(rowcxt, false) > MQ_ROW_BLOCK)
@@ -255,9 +304,12 @@ MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
 	}
 	if (out)
 	{
-		out->topic = cstring_to_text(topic->name);
-		rowcxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog record rows",
-									   MQ_ROW_BLOCK, MQ_ROW_BLOCK, MQ_ROW_BLOCK);
+		/* a sink's rows point to it: it lives as long as they do */
+		out->topic = out->sink ? text_in_context(out->sink->cxt, topic->name)
+			: cstring_to_text(topic->name);
+		if (out->sink == NULL)
+			rowcxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog record rows",
+										   MQ_ROW_BLOCK, MQ_ROW_BLOCK, MQ_ROW_BLOCK);
 	}
 	MqLogIterBegin(&it, topic, partition, from_offset, lso, MQ_ITER_RECORDS);
 	it.max_records = max_records;
@@ -320,6 +372,21 @@ result_context(MemoryContext per_query)
 	return result_cxt;
 }
 
+/*
+ * The call that sql/scan.c makes with rsinfo is to keep its rows in sink.
+ * Only that call: the next MqInitRecordOutput with this rsinfo takes it,
+ * and one with another (a read nested in the call, say) does not.
+ */
+static ReturnSetInfo *armed_rsinfo = NULL;
+static MqRowSink *armed_sink = NULL;
+
+void
+MqRowSinkArm(ReturnSetInfo *rsinfo, MqRowSink *sink)
+{
+	armed_rsinfo = rsinfo;
+	armed_sink = sink;
+}
+
 void
 MqInitRecordOutput(FunctionCallInfo fcinfo, MqRecordOutput *out)
 {
@@ -327,15 +394,31 @@ MqInitRecordOutput(FunctionCallInfo fcinfo, MqRecordOutput *out)
 	Oid			arraytype;
 	MemoryContext old;
 
-	/* its checks and result type; then the same tuplestore in result memory */
-	InitMaterializedSRF(fcinfo, 0);
-	tuplestore_end(rsinfo->setResult);
-	old = MemoryContextSwitchTo(result_context(rsinfo->econtext->ecxt_per_query_memory));
-	rsinfo->setResult = tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0,
-											  false, work_mem);
-	MemoryContextSwitchTo(old);
-	out->store = rsinfo->setResult;
-	out->desc = rsinfo->setDesc;
+	out->sink = NULL;
+	if (rsinfo != NULL && rsinfo == armed_rsinfo)
+	{
+		/* the scan node's call: its result type, the rows in result memory */
+		out->sink = armed_sink;
+		armed_rsinfo = NULL;
+		armed_sink = NULL;
+		out->store = NULL;
+		out->desc = rsinfo->expectedDesc;
+		out->sink->natts = out->desc->natts;
+		out->sink->cxt = result_context(rsinfo->econtext->ecxt_per_query_memory);
+		rsinfo->returnMode = SFRM_Materialize;
+	}
+	else
+	{
+		/* its checks and result type; then the same tuplestore in result memory */
+		InitMaterializedSRF(fcinfo, 0);
+		tuplestore_end(rsinfo->setResult);
+		old = MemoryContextSwitchTo(result_context(rsinfo->econtext->ecxt_per_query_memory));
+		rsinfo->setResult = tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0,
+												  false, work_mem);
+		MemoryContextSwitchTo(old);
+		out->store = rsinfo->setResult;
+		out->desc = rsinfo->setDesc;
+	}
 	out->key_form = form_of_column(out->desc, 4);
 	out->value_form = form_of_column(out->desc, 5);
 	arraytype = TupleDescAttr(out->desc, 6)->atttypid;

@@ -30,9 +30,26 @@ typedef enum MqValueForm
 	MQ_FORM_JSON
 } MqValueForm;
 
+/*
+ * The rows of one read kept for sql/scan.c's executor node instead of a
+ * tuplestore: each row's datums as the reader made them (a bytea with a
+ * four-byte header, which the output function sends without a copy), in
+ * memory that lives as long as the query's.
+ */
+typedef struct MqRowSink
+{
+	int			natts;
+	int			nrows;
+	int			maxrows;
+	Datum	   *values;			/* nrows * natts */
+	bool	   *nulls;
+	MemoryContext cxt;			/* the rows and their datums */
+} MqRowSink;
+
 typedef struct MqRecordOutput
 {
-	Tuplestorestate *store;
+	Tuplestorestate *store;		/* NULL when the rows go to sink */
+	MqRowSink  *sink;
 	TupleDesc	desc;
 	MqValueForm key_form;		/* of column 5 */
 	MqValueForm value_form;		/* of column 6 */
@@ -44,6 +61,8 @@ typedef struct MqRecordOutput
 extern bytea *MqBytea(const char *data, int len);
 extern const char *MqDatumBytes(Datum datum, MqValueForm form, int *len);
 extern void MqInitRecordOutput(FunctionCallInfo fcinfo, MqRecordOutput *out);
+struct ReturnSetInfo;
+extern void MqRowSinkArm(struct ReturnSetInfo *rsinfo, MqRowSink *sink);
 extern int64 MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
 							 int max_records, int batch_max_records, int64 max_bytes,
 							 MqRecordOutput *out, int *nread);
