@@ -23,6 +23,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -121,7 +122,10 @@ conversion_error_context(void *arg)
 /*
  * A key or value as a reader's column: bytea, or UTF-8 checked and turned
  * into text or jsonb.  Bytes that are not UTF-8 (or not JSON) fail the read
- * with the record named: the bytes forms read every record.
+ * with the record named: the bytes forms read every record.  A sink's row
+ * lives as long as the query, so what the conversion leaves behind (the
+ * converted string, jsonb_in's parse, many times the value) is made in
+ * out->scratch and only the datum is kept.
  */
 static Datum
 column_datum(MqRecordOutput *out, MqValueForm form, int32 partition, MqRecord *rec,
@@ -131,6 +135,7 @@ column_datum(MqRecordOutput *out, MqValueForm form, int32 partition, MqRecord *r
 	ErrorContextCallback errcb;
 	char	   *s;
 	Datum		result;
+	MemoryContext old = NULL;
 
 	if (form == MQ_FORM_BYTES)
 		return PointerGetDatum(MqBytea(data, len));
@@ -149,6 +154,8 @@ column_datum(MqRecordOutput *out, MqValueForm form, int32 partition, MqRecord *r
 				 errdetail("A %s read as %s must be UTF-8 text without zero bytes.",
 						   what, form == MQ_FORM_TEXT ? "text" : "jsonb"),
 				 errhint("Read the record's bytes with mq_fetch() or mq_poll().")));
+	if (out->scratch)
+		old = MemoryContextSwitchTo(out->scratch);
 	s = pg_any_to_server(data, len, PG_UTF8);
 	if (s == data)
 		s = pnstrdup(data, len);
@@ -156,6 +163,12 @@ column_datum(MqRecordOutput *out, MqValueForm form, int32 partition, MqRecord *r
 		result = PointerGetDatum(cstring_to_text(s));
 	else
 		result = DirectFunctionCall1(jsonb_in, CStringGetDatum(s));
+	if (out->scratch)
+	{
+		MemoryContextSwitchTo(old);
+		result = datumCopy(result, false, -1);
+		MemoryContextReset(out->scratch);
+	}
 	error_context_stack = errcb.previous;
 	return result;
 }
@@ -212,16 +225,70 @@ record_datums(MqRecordOutput *out, int32 partition, MqRecord *rec, Datum *values
 		values[5] = column_datum(out, out->value_form, partition, rec, rec->value, rec->valuelen,
 								 "value");
 	nulls[6] = rec->nheaders == 0;
-	if (rec->nheaders > 0)
+	if (rec->nheaders > 0 && out->scratch)
+	{
+		/* the array is kept; its elements' rows, made on the way, are not */
+		MemoryContext old = MemoryContextSwitchTo(out->scratch);
+		Datum		headers = MqHeadersDatum(out->header_type, out->header_desc, rec);
+
+		MemoryContextSwitchTo(old);
+		values[6] = datumCopy(headers, false, -1);
+		MemoryContextReset(out->scratch);
+	}
+	else if (rec->nheaders > 0)
 		values[6] = MqHeadersDatum(out->header_type, out->header_desc, rec);
 }
 
-/* one row kept in the sink, its datums in the sink's memory */
+/*
+ * The rows kept grew past work_mem: they go to a tuplestore, which writes
+ * them to a temporary file past work_mem as a Function Scan's did, and so
+ * do the rows after them; a read of millions of records would otherwise
+ * take their size in memory (and fail past MaxAllocSize of row array).
+ * The memory of the rows kept is given back: the datums past the topic
+ * (key, value, headers) are each their own allocation.
+ */
+static void
+sink_to_store(MqRecordOutput *out)
+{
+	MqRowSink  *sink = out->sink;
+	MemoryContext old = MemoryContextSwitchTo(sink->cxt);
+
+	sink->store = tuplestore_begin_heap(sink->random_access, false, work_mem);
+	MemoryContextSwitchTo(old);
+	for (int i = 0; i < sink->nrows; i++)
+	{
+		Datum	   *values = &sink->values[i * sink->natts];
+		bool	   *nulls = &sink->nulls[i * sink->natts];
+
+		tuplestore_putvalues(sink->store, out->desc, values, nulls);
+		for (int att = 4; att < sink->natts; att++)
+			if (!nulls[att])
+				pfree(DatumGetPointer(values[att]));
+	}
+	if (sink->values)
+	{
+		pfree(sink->values);
+		pfree(sink->nulls);
+	}
+	sink->values = NULL;
+	sink->nulls = NULL;
+	sink->nrows = sink->maxrows = 0;
+	sink->bytes = 0;
+	out->store = sink->store;
+	out->sink = NULL;
+}
+
+/*
+ * One row kept in the sink, its datums in the sink's memory, counted as a
+ * tuplestore counts its rows against work_mem.
+ */
 static void
 emit_to_sink(MqRecordOutput *out, int32 partition, MqRecord *rec)
 {
 	MqRowSink  *sink = out->sink;
 	MemoryContext old = MemoryContextSwitchTo(sink->cxt);
+	Datum	   *values;
+	bool	   *nulls;
 
 	if (sink->nrows == sink->maxrows)
 	{
@@ -237,10 +304,20 @@ emit_to_sink(MqRecordOutput *out, int32 partition, MqRecord *rec)
 			sink->nulls = palloc(sizeof(bool) * sink->natts * sink->maxrows);
 		}
 	}
-	record_datums(out, partition, rec, &sink->values[sink->nrows * sink->natts],
-				  &sink->nulls[sink->nrows * sink->natts]);
+	values = &sink->values[sink->nrows * sink->natts];
+	nulls = &sink->nulls[sink->nrows * sink->natts];
+	record_datums(out, partition, rec, values, nulls);
 	sink->nrows++;
+	sink->bytes += (sizeof(Datum) + sizeof(bool)) * sink->natts;
+	for (int att = 4; att < sink->natts; att++)
+		if (!nulls[att])
+			sink->bytes += GetMemoryChunkSpace(DatumGetPointer(values[att]));
 	MemoryContextSwitchTo(old);
+	/* the next doubling of the arrays must stay an ordinary allocation */
+	if (sink->bytes > work_mem * (Size) 1024 ||
+		(sink->nrows == sink->maxrows &&
+		 sizeof(Datum) * sink->natts * sink->maxrows * 2 > MaxAllocSize))
+		sink_to_store(out);
 }
 
 /*
@@ -251,7 +328,7 @@ emit_to_sink(MqRecordOutput *out, int32 partition, MqRecord *rec)
  * pay a page fault for every few records.
  */
 static void
-emit_record(MqRecordOutput *out, MemoryContext rowcxt, int32 partition, MqRecord *rec)
+emit_record(MqRecordOutput *out, MemoryContext *rowcxt, int32 partition, MqRecord *rec)
 {
 	Datum		values[7];
 	bool		nulls[7];
@@ -262,13 +339,17 @@ emit_record(MqRecordOutput *out, MemoryContext rowcxt, int32 partition, MqRecord
 		emit_to_sink(out, partition, rec);
 		return;
 	}
-	old = MemoryContextSwitchTo(rowcxt);
+	/* made here too for a sink that went to its tuplestore in this read */
+	if (*rowcxt == NULL)
+		*rowcxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog record rows",
+										MQ_ROW_BLOCK, MQ_ROW_BLOCK, MQ_ROW_BLOCK);
+	old = MemoryContextSwitchTo(*rowcxt);
 
 	record_datums(out, partition, rec, values, nulls);
 	tuplestore_putvalues(out->store, out->desc, values, nulls);
 	MemoryContextSwitchTo(old);
-	if (MemoryContextMemAllocated(rowcxt, false) > MQ_ROW_BLOCK)
-		MemoryContextReset(rowcxt);
+	if (MemoryContextMemAllocated(*rowcxt, false) > MQ_ROW_BLOCK)
+		MemoryContextReset(*rowcxt);
 }
 
 /* ------------------------------------------------------------------------
@@ -307,9 +388,6 @@ MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
 		/* a sink's rows point to it: it lives as long as they do */
 		out->topic = out->sink ? text_in_context(out->sink->cxt, topic->name)
 			: cstring_to_text(topic->name);
-		if (out->sink == NULL)
-			rowcxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog record rows",
-										   MQ_ROW_BLOCK, MQ_ROW_BLOCK, MQ_ROW_BLOCK);
 	}
 	MqLogIterBegin(&it, topic, partition, from_offset, lso, MQ_ITER_RECORDS);
 	it.max_records = max_records;
@@ -317,7 +395,7 @@ MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
 	it.max_bytes = max_bytes;
 	while ((rec = MqLogNextRecord(&it)) != NULL)
 		if (out)
-			emit_record(out, rowcxt, partition, rec);
+			emit_record(out, &rowcxt, partition, rec);
 	next = it.next;
 	if (nread)
 		*nread = it.nreturned;
@@ -395,6 +473,7 @@ MqInitRecordOutput(FunctionCallInfo fcinfo, MqRecordOutput *out)
 	MemoryContext old;
 
 	out->sink = NULL;
+	out->scratch = NULL;
 	if (rsinfo != NULL && rsinfo == armed_rsinfo)
 	{
 		/* the scan node's call: its result type, the rows in result memory */
@@ -405,6 +484,8 @@ MqInitRecordOutput(FunctionCallInfo fcinfo, MqRecordOutput *out)
 		out->desc = rsinfo->expectedDesc;
 		out->sink->natts = out->desc->natts;
 		out->sink->cxt = result_context(rsinfo->econtext->ecxt_per_query_memory);
+		out->scratch = AllocSetContextCreate(CurrentMemoryContext, "mqlog record temporaries",
+											 ALLOCSET_DEFAULT_SIZES);
 		rsinfo->returnMode = SFRM_Materialize;
 	}
 	else

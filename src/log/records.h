@@ -34,15 +34,20 @@ typedef enum MqValueForm
  * The rows of one read kept for sql/scan.c's executor node instead of a
  * tuplestore: each row's datums as the reader made them (a bytea with a
  * four-byte header, which the output function sends without a copy), in
- * memory that lives as long as the query's.
+ * memory that lives as long as the query's.  Rows beyond work_mem go to a
+ * tuplestore instead, as a Function Scan's would: then store holds them
+ * all and values none.
  */
 typedef struct MqRowSink
 {
+	bool		random_access;	/* set by the caller: store is read backward */
 	int			natts;
 	int			nrows;
 	int			maxrows;
 	Datum	   *values;			/* nrows * natts */
 	bool	   *nulls;
+	Size		bytes;			/* kept in values and their datums */
+	Tuplestorestate *store;		/* or NULL */
 	MemoryContext cxt;			/* the rows and their datums */
 } MqRowSink;
 
@@ -56,6 +61,7 @@ typedef struct MqRecordOutput
 	Oid			header_type;	/* mqlog.header */
 	TupleDesc	header_desc;
 	text	   *topic;			/* set by MqReadPartition */
+	MemoryContext scratch;		/* a sink's text, json and header temporaries */
 } MqRecordOutput;
 
 extern bytea *MqBytea(const char *data, int len);

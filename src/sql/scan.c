@@ -24,7 +24,10 @@
  *	- EXECUTE privilege is checked at executor start, with the object access
  *	  hook told, and the call is counted in pg_stat_user_functions;
  *	- a strict function (mq_fetch) with a null argument returns no rows;
- *	- backward scans and mark/restore (cursors, merge joins) work.
+ *	- backward scans and mark/restore (cursors, merge joins) work;
+ *	- the rows take at most work_mem: past it records.c puts them in a
+ *	  tuplestore, which goes to a temporary file, and the node reads that as
+ *	  the Function Scan read its own.
  * A function that is SECURITY DEFINER or has SET options (a DBA's ALTER
  * FUNCTION), or one a loadable module hooks (needs_fmgr_hook), keeps the
  * Function Scan, which calls it through fmgr's wrappers.
@@ -75,10 +78,13 @@ typedef struct RecordScanState
 	ReturnSetInfo rsinfo;
 	bool		called;
 	MqRowSink	sink;
+	int			eflags;
 	int			current;		/* as a tuplestore's read pointer */
 	bool		eof;
 	int			mark_current;
 	bool		mark_eof;
+	TupleTableSlot *stored;		/* a row read from sink.store */
+	int			mark_ptr;		/* sink.store's read pointer of the mark, or -1 */
 } RecordScanState;
 
 static set_rel_pathlist_hook_type prev_set_rel_pathlist_hook = NULL;
@@ -297,9 +303,13 @@ begin_record_scan(CustomScanState *node, EState *estate, int eflags)
 	fmgr_info(st->fexpr->funcid, &st->flinfo);
 	fmgr_info_set_expr((Node *) st->fexpr, &st->flinfo);
 	st->args = ExecInitExprList(st->fexpr->args, &node->ss.ps);
+	st->eflags = eflags;
 	st->called = false;
 	st->current = 0;
 	st->eof = false;
+	st->stored = ExecInitExtraTupleSlot(estate, node->ss.ss_ScanTupleSlot->tts_tupleDescriptor,
+										&TTSOpsMinimalTuple);
+	st->mark_ptr = -1;
 }
 
 /* the function's one call: its rows into st->sink */
@@ -317,6 +327,7 @@ call_reader(RecordScanState *st)
 
 	st->called = true;
 	memset(&st->sink, 0, sizeof(st->sink));
+	st->sink.random_access = (st->eflags & (EXEC_FLAG_BACKWARD | EXEC_FLAG_MARK)) != 0;
 	old = MemoryContextSwitchTo(econtext->ecxt_per_tuple_memory);
 	fcinfo = palloc0(SizeForFunctionCallInfo(nargs));
 	memset(&st->rsinfo, 0, sizeof(st->rsinfo));
@@ -355,6 +366,18 @@ call_reader(RecordScanState *st)
 	MemoryContextSwitchTo(old);
 }
 
+/* the next row of a read past work_mem, which records.c put in sink.store */
+static TupleTableSlot *
+next_stored_row(RecordScanState *st, TupleTableSlot *slot, bool forward)
+{
+	if (!tuplestore_gettupleslot(st->sink.store, forward, false, st->stored))
+		return slot;
+	slot_getallattrs(st->stored);
+	memcpy(slot->tts_values, st->stored->tts_values, sizeof(Datum) * slot->tts_tupleDescriptor->natts);
+	memcpy(slot->tts_isnull, st->stored->tts_isnull, sizeof(bool) * slot->tts_tupleDescriptor->natts);
+	return ExecStoreVirtualTuple(slot);
+}
+
 /* the next row in the scan's direction, with a tuplestore's read semantics */
 static TupleTableSlot *
 next_row(ScanState *ss)
@@ -366,6 +389,8 @@ next_row(ScanState *ss)
 	if (!st->called)
 		call_reader(st);
 	ExecClearTuple(slot);
+	if (st->sink.store)
+		return next_stored_row(st, slot, ScanDirectionIsForward(ss->ps.state->es_direction));
 	if (ScanDirectionIsForward(ss->ps.state->es_direction))
 	{
 		if (st->current >= st->sink.nrows)
@@ -411,10 +436,18 @@ exec_record_scan(CustomScanState *node)
 	return ExecScan(&node->ss, next_row, recheck_row);
 }
 
-/* the rows live in records.c's result memory, which the query's end resets */
+/*
+ * The rows live in records.c's result memory, which the query's end resets;
+ * a tuplestore of rows past work_mem has a temporary file to close as well.
+ */
 static void
 end_record_scan(CustomScanState *node)
 {
+	RecordScanState *st = (RecordScanState *) node;
+
+	if (st->sink.store)
+		tuplestore_end(st->sink.store);
+	st->sink.store = NULL;
 }
 
 static void
@@ -425,6 +458,8 @@ rescan_record_scan(CustomScanState *node)
 	ExecScanReScan(&node->ss);
 	st->current = 0;
 	st->eof = false;
+	if (st->sink.store)
+		tuplestore_rescan(st->sink.store);
 }
 
 static void
@@ -434,6 +469,12 @@ mark_record_scan(CustomScanState *node)
 
 	st->mark_current = st->current;
 	st->mark_eof = st->eof;
+	if (st->sink.store)
+	{
+		if (st->mark_ptr < 0)
+			st->mark_ptr = tuplestore_alloc_read_pointer(st->sink.store, 0);
+		tuplestore_copy_read_pointer(st->sink.store, 0, st->mark_ptr);
+	}
 }
 
 static void
@@ -443,6 +484,11 @@ restore_record_scan(CustomScanState *node)
 
 	st->current = st->mark_current;
 	st->eof = st->mark_eof;
+	/* no read pointer of a mark: the mark was made before the call, at the start */
+	if (st->sink.store && st->mark_ptr >= 0)
+		tuplestore_copy_read_pointer(st->sink.store, st->mark_ptr, 0);
+	else if (st->sink.store)
+		tuplestore_rescan(st->sink.store);
 }
 
 /* EXPLAIN VERBOSE names the call, as it does for a Function Scan */
