@@ -423,11 +423,20 @@ next_row(ScanState *ss)
 	return ExecStoreVirtualTuple(slot);
 }
 
-/* no relation, no lossy index: a row is what it is */
+/*
+ * ExecScan asks this in an EvalPlanQual recheck instead of next_row, for a
+ * scan with no relation of its own (scanrelid 0), to put the row in slot
+ * itself.  The node has no test tuple to give (a row lock makes the
+ * planner keep the Function Scan, as it needs the row whole), so it gives
+ * its rows, as the Function Scan does.  PostgreSQL 15's later minor
+ * releases ask only in the recheck's own plan tree, where the node never
+ * is; earlier ones asked in its subqueries too, where giving no row (the
+ * empty slot) would make count(*) of mq_fetch 0 in a rechecked UPDATE.
+ */
 static bool
 recheck_row(ScanState *ss, TupleTableSlot *slot)
 {
-	return true;
+	return !TupIsNull(next_row(ss));
 }
 
 static TupleTableSlot *
