@@ -88,6 +88,24 @@ ALTER FUNCTION mq_fetch(text, int, bigint, int, int) RESET ALL;
 SELECT pg_temp.scan_nodes('EXECUTE rs_count');
 DEALLOCATE rs_count;
 
+-- A superuser's change to the record type (ADD or DROP ATTRIBUTE) is an
+-- error of the reader, not columns read from memory that holds none: the
+-- node declines the call and the Function Scan's reports it
+BEGIN;
+ALTER TYPE mqlog.record ADD ATTRIBUTE extra int;
+SELECT pg_temp.scan_nodes($$SELECT * FROM mq_fetch('rs', 0, 0)$$);
+SAVEPOINT s;
+SELECT * FROM mq_fetch('rs', 0, 0);
+ROLLBACK TO s;
+ALTER TYPE mqlog.record DROP ATTRIBUTE extra;
+SELECT "offset" FROM mq_fetch('rs', 0, 0);
+ROLLBACK;
+BEGIN;
+ALTER TYPE mqlog.header ADD ATTRIBUTE extra int;
+SELECT "offset" FROM mq_fetch_text('rs', 0, 0);
+ROLLBACK;
+SELECT count(*) FROM mq_fetch('rs', 0, 0);
+
 -- A function of the same name in a schema first on search_path is not
 -- mqlog's, whatever it returns
 CREATE SCHEMA rs_other;

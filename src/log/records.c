@@ -87,6 +87,48 @@ MqDatumBytes(Datum datum, MqValueForm form, int *len)
 	return data;
 }
 
+/*
+ * Is desc the row a reader makes: the seven columns of mqlog.record, or of
+ * its text and json forms, in order?  Readers write them by position, so a
+ * type a superuser changed (ALTER TYPE mqlog.record or mqlog.header ADD
+ * ATTRIBUTE, or DROP) would have its other columns read as whatever the
+ * memory held.
+ */
+bool
+MqIsRecordDesc(TupleDesc desc)
+{
+	static const Oid types[] = {TEXTOID, INT4OID, INT8OID, TIMESTAMPTZOID};
+	Oid			key_type;
+	Oid			value_type;
+	Oid			header_type;
+	TupleDesc	header_desc;
+	bool		ok;
+
+	if (desc->natts != 7)
+		return false;
+	for (int i = 0; i < desc->natts; i++)
+		if (TupleDescAttr(desc, i)->attisdropped ||
+			(i < lengthof(types) && TupleDescAttr(desc, i)->atttypid != types[i]))
+			return false;
+	key_type = TupleDescAttr(desc, 4)->atttypid;
+	value_type = TupleDescAttr(desc, 5)->atttypid;
+	if (!(key_type == BYTEAOID || key_type == TEXTOID) ||
+		!(value_type == BYTEAOID || value_type == TEXTOID || value_type == JSONBOID))
+		return false;
+	/* and the headers an array of mqlog.header's (key text, value bytea) */
+	header_type = get_element_type(TupleDescAttr(desc, 6)->atttypid);
+	if (!OidIsValid(header_type) || get_typtype(header_type) != TYPTYPE_COMPOSITE)
+		return false;
+	header_desc = lookup_rowtype_tupdesc(header_type, -1);
+	ok = header_desc->natts == 2 &&
+		!TupleDescAttr(header_desc, 0)->attisdropped &&
+		!TupleDescAttr(header_desc, 1)->attisdropped &&
+		TupleDescAttr(header_desc, 0)->atttypid == TEXTOID &&
+		TupleDescAttr(header_desc, 1)->atttypid == BYTEAOID;
+	ReleaseTupleDesc(header_desc);
+	return ok;
+}
+
 static MqValueForm
 form_of_column(TupleDesc desc, int attno)
 {
@@ -500,6 +542,13 @@ MqInitRecordOutput(FunctionCallInfo fcinfo, MqRecordOutput *out)
 		out->store = rsinfo->setResult;
 		out->desc = rsinfo->setDesc;
 	}
+	if (!MqIsRecordDesc(out->desc))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("result type of function %s does not match mqlog.record",
+						get_func_name(fcinfo->flinfo->fn_oid)),
+				 errdetail("A record reader returns the columns topic, partition, offset, ts, key, value and headers, in that order."),
+				 errhint("Restore the type's attributes, or reinstall the extension.")));
 	out->key_form = form_of_column(out->desc, 4);
 	out->value_form = form_of_column(out->desc, 5);
 	arraytype = TupleDescAttr(out->desc, 6)->atttypid;

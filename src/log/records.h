@@ -66,6 +66,7 @@ typedef struct MqRecordOutput
 
 extern bytea *MqBytea(const char *data, int len);
 extern const char *MqDatumBytes(Datum datum, MqValueForm form, int *len);
+extern bool MqIsRecordDesc(TupleDesc desc);
 extern void MqInitRecordOutput(FunctionCallInfo fcinfo, MqRecordOutput *out);
 struct ReturnSetInfo;
 extern void MqRowSinkArm(struct ReturnSetInfo *rsinfo, MqRowSink *sink);

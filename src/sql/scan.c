@@ -211,6 +211,9 @@ record_reader_call(RelOptInfo *rel, RangeTblEntry *rte)
 	if (!fexpr->funcretset || varying_arg_walker((Node *) fexpr->args, NULL) ||
 		!is_record_reader(fexpr->funcid))
 		return NULL;
+	/* a changed result type: the Function Scan's call reports it */
+	if (!MqIsRecordDesc(get_expr_result_tupdesc((Node *) fexpr, false)))
+		return NULL;
 	return fexpr;
 }
 
