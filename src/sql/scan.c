@@ -30,7 +30,9 @@
  *	  the Function Scan read its own.
  * A function that is SECURITY DEFINER or has SET options (a DBA's ALTER
  * FUNCTION), or one a loadable module hooks (needs_fmgr_hook), keeps the
- * Function Scan, which calls it through fmgr's wrappers.
+ * Function Scan, which calls it through fmgr's wrappers; so does a result
+ * type that is not mqlog.record's columns (MqIsRecordDesc), which the
+ * Function Scan's call reports.
  *
  *-------------------------------------------------------------------------
  */
