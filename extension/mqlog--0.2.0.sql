@@ -928,24 +928,26 @@ CREATE FUNCTION mq_produce_batch(topic text, "values" bytea[], keys bytea[] DEFA
 COMMENT ON FUNCTION mq_produce_batch(text, bytea[], bytea[], jsonb, int, timestamptz[]) IS
     'append many records, one batch per partition touched; returns one row per batch';
 
+-- The readers are PARALLEL UNSAFE: a topic's lookup reads the catalog with
+-- a fresh snapshot, which parallel mode forbids, in the leader as well.
 CREATE FUNCTION mq_fetch(topic text, "partition" int, from_offset bigint,
                          max_records int DEFAULT 1000, max_bytes int DEFAULT 52428800)
     RETURNS SETOF mqlog.record
-    LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mq_fetch';
+    LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_fetch';
 COMMENT ON FUNCTION mq_fetch(text, int, bigint, int, int) IS
     'read committed records of one partition from an offset, stopping at the last stable offset';
 
 CREATE FUNCTION mq_fetch_text(topic text, "partition" int, from_offset bigint,
                               max_records int DEFAULT 1000, max_bytes int DEFAULT 52428800)
     RETURNS SETOF mqlog.text_record
-    LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mq_fetch';
+    LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_fetch';
 COMMENT ON FUNCTION mq_fetch_text(text, int, bigint, int, int) IS
     'mq_fetch with keys and values as text (UTF-8; a record that is not fails the read with 22021)';
 
 CREATE FUNCTION mq_fetch_json(topic text, "partition" int, from_offset bigint,
                               max_records int DEFAULT 1000, max_bytes int DEFAULT 52428800)
     RETURNS SETOF mqlog.json_record
-    LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mq_fetch';
+    LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_fetch';
 COMMENT ON FUNCTION mq_fetch_json(text, int, bigint, int, int) IS
     'mq_fetch with keys as text and values as jsonb (a record that is not JSON fails the read)';
 
@@ -957,7 +959,7 @@ COMMENT ON FUNCTION mq_produce_kafka_batch(text, int, bytea) IS
 CREATE FUNCTION mq_fetch_kafka_batches(topic text, "partition" int, from_offset bigint,
                                        max_bytes int DEFAULT 1048576)
     RETURNS TABLE (base_offset bigint, last_offset bigint, batch bytea)
-    LANGUAGE c VOLATILE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'mq_fetch_kafka_batches';
+    LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE AS 'MODULE_PATHNAME', 'mq_fetch_kafka_batches';
 COMMENT ON FUNCTION mq_fetch_kafka_batches(text, int, bigint, int) IS
     'the committed record batches from an offset as stored: Kafka''s record batch v2, byte for byte';
 

@@ -341,3 +341,33 @@ FETCH 1 FROM rs_j;
 SELECT total_bytes < 2 * 1024 * 1024 AS json_rows_only
   FROM pg_backend_memory_contexts WHERE name = 'mqlog result rows';
 COMMIT;
+
+-- ------------------------------------------------------------------------
+-- Parallel query
+-- ------------------------------------------------------------------------
+
+-- The readers are PARALLEL UNSAFE: a topic's first lookup in a session
+-- reads the catalog with a fresh snapshot, which parallel mode forbids in
+-- the leader too, so a parallel plan around the node (or the Function
+-- Scan) failed with "cannot update SecondarySnapshot during a parallel
+-- operation".  A new session, so that the lookup is its first.
+\c -
+CREATE TABLE rs_par AS SELECT g FROM generate_series(1, 10000) g;
+ANALYZE rs_par;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+EXPLAIN (COSTS OFF) SELECT (SELECT max("offset") FROM mq_fetch('rs', 0, 0)), count(*) FROM rs_par;
+SELECT (SELECT max("offset") FROM mq_fetch('rs', 0, 0)), count(*) FROM rs_par;
+SELECT (SELECT max("offset") FROM mq_fetch_text('rs', 0, 0) WITH ORDINALITY), count(*) FROM rs_par;
+SET force_parallel_mode = on;
+SELECT count(*) FROM mq_fetch_json('rs_text', 0, 0) WITH ORDINALITY;
+SELECT count(*) FROM mq_fetch_kafka_batches('rs', 0, 0);
+RESET force_parallel_mode;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+DROP TABLE rs_par;
+
+SELECT mq_delete_group('rs_node_g'), mq_delete_group('rs_fscan_g');
+SELECT mq_drop_topic('rs'), mq_drop_topic('rs_text'), mq_drop_topic('rs_wide');
