@@ -285,7 +285,8 @@ record_datums(MqRecordOutput *out, int32 partition, MqRecord *rec, Datum *values
  * The rows kept grew past work_mem: they go to a tuplestore, which writes
  * them to a temporary file past work_mem as a Function Scan's did, and so
  * do the rows after them; a read of millions of records would otherwise
- * take their size in memory (and fail past MaxAllocSize of row array).
+ * take their size in memory, and fail once the row array outgrew
+ * MaxAllocSize.
  * The memory of the rows kept is given back: the datums past the topic
  * (key, value, headers) are each their own allocation.
  */

@@ -40,7 +40,7 @@ typedef enum MqValueForm
  */
 typedef struct MqRowSink
 {
-	bool		random_access;	/* set by the caller: store is read backward */
+	bool		random_access;	/* set by the caller: read backward or from a mark */
 	int			natts;
 	int			nrows;
 	int			maxrows;
