@@ -105,6 +105,12 @@ ALTER TYPE mqlog.header ADD ATTRIBUTE extra int;
 SELECT "offset" FROM mq_fetch_text('rs', 0, 0);
 ROLLBACK;
 SELECT count(*) FROM mq_fetch('rs', 0, 0);
+-- and a superuser's function of the reader's symbol with a scalar result
+-- keeps the Function Scan, which says what is wrong
+CREATE FUNCTION rs_scalar(text, int, bigint, int, int) RETURNS SETOF int
+    LANGUAGE c AS '$libdir/mqlog', 'mq_fetch';
+SELECT * FROM rs_scalar('rs', 0, 0, 10, 100);
+DROP FUNCTION rs_scalar;
 
 -- A function of the same name in a schema first on search_path is not
 -- mqlog's, whatever it returns

@@ -199,6 +199,7 @@ record_reader_call(RelOptInfo *rel, RangeTblEntry *rte)
 {
 	RangeTblFunction *rtfunc;
 	FuncExpr   *fexpr;
+	TupleDesc	desc;
 
 	if (rte->rtekind != RTE_FUNCTION || rte->funcordinality ||
 		list_length(rte->functions) != 1 || rel->reloptkind != RELOPT_BASEREL ||
@@ -213,8 +214,9 @@ record_reader_call(RelOptInfo *rel, RangeTblEntry *rte)
 	if (!fexpr->funcretset || varying_arg_walker((Node *) fexpr->args, NULL) ||
 		!is_record_reader(fexpr->funcid))
 		return NULL;
-	/* a changed result type: the Function Scan's call reports it */
-	if (!MqIsRecordDesc(get_expr_result_tupdesc((Node *) fexpr, false)))
+	/* a changed result type, or a scalar one: the Function Scan's call reports it */
+	desc = get_expr_result_tupdesc((Node *) fexpr, true);
+	if (desc == NULL || !MqIsRecordDesc(desc))
 		return NULL;
 	return fexpr;
 }
