@@ -736,6 +736,23 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
                                              batch=CONSUME_BATCH, group="f_" + name))
         self.emit("mqlog", "consume_fetch", size, **self.driven(res))
 
+    def run_consume_floor(self, size, heap):
+        """The consume floor: one batch of the heap log's own rows, in a
+        table of exactly that many, read whole by the driver call after
+        call, each with a durable ack (a logical message) in the same
+        transaction, pipelined as mq_poll's consumer is.  No system that
+        returns rows of this shape through SQL, with a durable commit per
+        batch, can be faster: it bounds the consume targets."""
+        n = self.consume_count("heap_log", size)
+        table = "floor_c_%d" % size
+        self.q("DROP TABLE IF EXISTS %s" % table)
+        self.q("CREATE TABLE %s AS SELECT id, ts, key, value FROM %s ORDER BY id LIMIT %d" % (
+            table, heap, CONSUME_BATCH))
+        res = self.rounds(lambda: self.drive("floor", "consume", table, size, records=n, batch=CONSUME_BATCH))
+        self.emit("floor", "consume", size, note="one batch of the heap log's rows read again and again, "
+                  "a durable ack", **self.driven(res))
+        self.q("DROP TABLE %s" % table)
+
     def run_py_consume(self, system, size, name):
         """The Python client's consume (mqlog and the heap log): what
         run_py_produce_batch wrote, 500 at a time, psycopg2 parsing the
@@ -1768,6 +1785,8 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
                 self.guarded(s, "consume", size, lambda: self.run_consume(s, size, name))
                 if s == "mqlog":
                     self.guarded(s, "consume_fetch", size, lambda: self.run_consume_fetch(size, name))
+            if "heap_log" in systems:
+                self.guarded("floor", "consume", size, lambda: self.run_consume_floor(size, "b_heap_log_%d" % size))
             # a typical Python client, beside the driver's figures
             for s in [x for x in ("mqlog", "heap_log") if x in systems]:
                 name = "p_%s_%d" % (s, size)

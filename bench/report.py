@@ -122,6 +122,17 @@ def latency_target(res, field, bound, text):
     return (text, "not measured" if v is None else "%.2f ms" % v, None if v is None else v <= bound)
 
 
+def consume_floor(out, floor, heap, mq):
+    """What bounds a consume target: the consume floor (one batch of the
+    heap log's rows read again and again with a durable ack), beside it."""
+    if not (floor and heap and mq):
+        return
+    text, meas, met = out[-1]
+    out[-1] = (text, meas + "; the consume floor (the same rows from a table of one batch, a durable ack): "
+               "%s records/s, the heap log at %.0f%% of it, mqlog at %.0f%%, so at most %.2f× the heap log "
+               "is possible" % (fmt(floor), 100 * heap / floor, 100 * mq / floor, floor / heap), met)
+
+
 def floor_target(res, vb=100):
     """Is the driver's floor at least twice mqlog's batched produce, one
     client?  (text, measured, met): the client is not what limits mqlog
@@ -161,8 +172,10 @@ def targets13(res):
                        100 * (rps("mqlog", "produce_batch") or 0) / wf), met)
     rate_target("poll + commit (500/batch) ≥ 1.5× the heap log read by offset with an offset commit",
                 rps("mqlog", "consume"), rps("heap_log", "consume"), 1.5)
+    consume_floor(out, rps("floor", "consume"), rps("heap_log", "consume"), rps("mqlog", "consume"))
     rate_target("`mq_fetch` + `mq_commit(group, topic, partition, offset)` (500/batch) ≥ 2× the heap log "
                 "read by offset with an offset commit", rps("mqlog", "consume_fetch"), rps("heap_log", "consume"), 2)
+    consume_floor(out, rps("floor", "consume"), rps("heap_log", "consume"), rps("mqlog", "consume_fetch"))
     rate_target("single-record autocommit produce, 8 clients, ≥ 1.2× the heap insert",
                 rps("mqlog", "produce_single", 8), rps("heap_log", "produce_single", 8), 1.2)
     out.append(wal_target(res, "WAL bytes per record ≤ 1.0× the heap's (single-record produce, 8 clients)",
@@ -444,6 +457,24 @@ def floor_md(res):
                 cell(res, "mqlog", wl, "records_per_s", vb, cl), "—" if x is None else "%.0f%%" % (100 * x),
                 "—" if x is None else ("yes" if x <= 0.5 else "**no**")))
     L.append("")
+    cf = [(vb, res.val("floor", "consume", "records_per_s", vb, 1), res.val("heap_log", "consume", "records_per_s", vb, 1),
+           res.val("mqlog", "consume", "records_per_s", vb, 1), res.val("mqlog", "consume_fetch", "records_per_s", vb, 1))
+          for vb in (100, 1024)]
+    if any(f for _, f, _, _, _ in cf):
+        L.append("**The consume floor** bounds any consumer that reads rows of this shape through SQL with a "
+                 "durable commit per batch: the heap log's first 500 rows copied into a table of their own, read "
+                 "whole call after call (`SELECT id, ts, key, value FROM floor_c LIMIT 500`) with a durable ack "
+                 "(the floor's logical message) in the same transaction, pipelined in one round trip as the "
+                 "`mq_poll` consumer is. A consume target above floor ÷ heap log cannot be met by any storage.")
+        L.append("")
+        L.append("| value | consume floor, records/s | heap log | `mq_poll` | `mq_fetch` | heap log ÷ floor | "
+                 "`mq_poll` ÷ floor | most the heap log can be beaten by |")
+        L.append("|---|---|---|---|---|---|---|---|")
+        for vb, f, h, p, q in cf:
+            pc = lambda x: "—" if not (x and f) else "%.0f%%" % (100 * x / f)  # noqa: E731
+            L.append("| %d B | %s | %s | %s | %s | %s | %s | %s |" % (
+                vb, fmt(f), fmt(h), fmt(p), fmt(q), pc(h), pc(p), "—" if not (f and h) else "%.2f×" % (f / h)))
+        L.append("")
     walf = [(vb, res.val("wal_floor", "produce_batch", "records_per_s", vb, 1),
              res.val("wal_floor", "produce_batch", "wal_bytes_per_record", vb, 1),
              res.val("mqlog", "produce_batch", "records_per_s", vb, 1),

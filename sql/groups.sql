@@ -493,6 +493,15 @@ SELECT count(*) AS records, count(DISTINCT (partition, "offset")) AS distinct_re
   FROM wide_polls2, LATERAL (SELECT min(w.poll) AS first_poll, max(w.poll) AS last_poll
                                FROM wide_polls2 w WHERE w.partition = wide_polls2.partition) p;
 SELECT mq_leave('grp_wide2');
+-- A member that joins a topic of many partitions loads their committed
+-- offsets in one read (eight or more from one topic): each partition
+-- resumes at its own offset, and one without an offset at the start.
+SELECT count(*) FROM mq_poll('grp_wide3', 'grp_wide', 1);
+SELECT sum(mq_commit('grp_wide3', 'grp_wide', p, p * 2)) FROM generate_series(0, 8) p;
+SELECT mq_leave('grp_wide3');
+SELECT partition, min("offset") AS resumed_at, count(*) AS records
+  FROM mq_poll('grp_wide3', 'grp_wide', 500) GROUP BY 1 ORDER BY 1;
+SELECT mq_leave('grp_wide3');
 SELECT mq_drop_topic('grp_wide');
 
 -- A topic dropped between a poll and the commit: its offsets went with

@@ -25,7 +25,7 @@ static long consumed;			/* records consumed by all clients */
 static const char usage[] =
 "usage: mqbench --system S --workload W --target NAME [options]\n"
 "\n"
-"  --system       mqlog, heap_log, skip_locked, pgq, floor, wal_floor (batched) or redis\n"
+"  --system       mqlog, heap_log, skip_locked, pgq, floor (produce and consume), wal_floor (batched) or redis\n"
 "  --workload     produce_batch, produce_single, consume or consume_fetch (mqlog)\n"
 "  --target       the topic, table, queue or stream\n"
 "  --conninfo     libpq connection string (PostgreSQL systems)\n"

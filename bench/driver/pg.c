@@ -62,7 +62,7 @@ PgKnows(const char *system, const char *workload)
 		return is(system, "mqlog");
 	if (is(workload, "consume"))
 		return is(system, "mqlog") || is(system, "heap_log") || is(system, "skip_locked") ||
-			is(system, "pgq");
+			is(system, "pgq") || is(system, "floor");
 	if (is(workload, "produce_batch") || is(workload, "produce_single"))
 		return is(system, "mqlog") || is(system, "heap_log") || is(system, "skip_locked") ||
 			is(system, "pgq") || is(system, "floor") ||
@@ -526,6 +526,18 @@ consume_once(BenchClient *c, PGconn *conn, long long *position, PgRows *rows)
 	snprintf(pos, sizeof(pos), "%lld", *position);
 	memset(rows, 0, sizeof(*rows));
 	rows->want_cols = 4;
+	if (is(o->system, "floor"))
+	{
+		/* the same rows every time, and a durable ack: one trip */
+		v[0] = batch;
+		if (send_prepared(c, conn, "begin", 0, NULL, NULL, NULL) < 0 ||
+			send_prepared(c, conn, "read", 1, v, NULL, NULL) < 0 ||
+			send_prepared(c, conn, "ack", 0, NULL, NULL, NULL) < 0 ||
+			send_prepared(c, conn, "commit", 0, NULL, NULL, NULL) < 0 ||
+			sync(c, conn) < 0 || read_to_sync(c, conn, rows) < 0)
+			return -1;
+		return rows->rows;
+	}
 	if (is(o->system, "mqlog") && is(o->workload, "consume"))
 	{
 		/* mq_commit(group) commits what this session polled: one trip */
@@ -646,6 +658,18 @@ consume_setup(BenchClient *c, PGconn *conn, long long *position)
 		else if (rc == 0)
 			*position = atoll(PQgetvalue(r, 0, 0));
 		PQclear(r);
+	}
+	else if (is(o->system, "floor"))
+	{
+		/*
+		 * The consume floor: a table of exactly one batch of the heap log's
+		 * rows (bench.py copies them), read whole every time, and a
+		 * durable commit of a small WAL record for the ack.  What any
+		 * consumer of rows of this shape over SQL pays before it finds them.
+		 */
+		snprintf(sql[1], sizeof(sql[1]), "SELECT id, ts, key, value FROM %s LIMIT $1::int", ident);
+		snprintf(sql[2], sizeof(sql[2]), "SELECT " FLOOR_DURABLE);
+		nparams[1] = 1;
 	}
 	else if (is(o->system, "heap_log"))
 	{

@@ -28,6 +28,7 @@ extern void MqPositionsForget(const char *group, const char *member_id);
  * logged for the other nodes.  -1: no offset.
  */
 extern int64 MqOffsetRead(const char *group, int32 topic_id, int32 partition);
+extern void MqOffsetReadTopic(const char *group, int32 topic_id, int32 npartitions, int64 *offsets);
 /* only if the row still holds expected (-1: there is no row); false if not */
 extern bool MqOffsetWriteIf(const char *group, int32 topic_id, int32 partition,
 							int64 expected, int64 offset);

@@ -82,6 +82,7 @@ replicate_offset(int32 topic_id, int32 partition, const char *group, int64 offse
 enum
 {
 	Q_READ,
+	Q_READ_TOPIC,
 	Q_INSERT_IF_ABSENT,
 	Q_UPDATE_IF,
 	Q_UPSERT,
@@ -92,6 +93,8 @@ static const char *const query_text[NUM_QUERIES] = {
 	"SELECT c.committed_offset FROM mqlog.committed_offset c"
 	" WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2"
 	" AND c.partition OPERATOR(pg_catalog.=) $3",
+	"SELECT c.partition, c.committed_offset FROM mqlog.committed_offset c"
+	" WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2",
 	"INSERT INTO mqlog.committed_offset (group_id, topic_id, partition, committed_offset)"
 	" VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
 	"UPDATE mqlog.committed_offset c SET committed_offset = $4, committed_at = pg_catalog.now()"
@@ -111,7 +114,7 @@ run_query(int q, const char *group, int32 topic_id, int32 partition,
 {
 	Oid			types[5] = {TEXTOID, INT4OID, INT4OID, INT8OID, INT8OID};
 	Datum		vals[5];
-	int			nargs = (q == Q_READ) ? 3 : (q == Q_UPDATE_IF ? 5 : 4);
+	int			nargs = (q == Q_READ_TOPIC) ? 2 : (q == Q_READ) ? 3 : (q == Q_UPDATE_IF ? 5 : 4);
 
 	if (query_plan[q] == NULL)
 	{
@@ -128,7 +131,8 @@ run_query(int q, const char *group, int32 topic_id, int32 partition,
 	vals[2] = Int32GetDatum(partition);
 	vals[3] = Int64GetDatum(offset);
 	vals[4] = Int64GetDatum(expected);
-	return SPI_execute_plan(query_plan[q], vals, NULL, q == Q_READ, q == Q_READ ? 1 : 0);
+	return SPI_execute_plan(query_plan[q], vals, NULL, q == Q_READ || q == Q_READ_TOPIC,
+							q == Q_READ ? 1 : 0);
 }
 
 int64
@@ -158,6 +162,39 @@ MqOffsetRead(const char *group, int32 topic_id, int32 partition)
 	}
 	MqSpiEnd(&spi);
 	return result;
+}
+
+/*
+ * The committed offsets of a group on every partition of a topic below
+ * npartitions, -1 where there is none, into offsets[]: one index range
+ * scan where MqOffsetRead would take one per partition (a member's first
+ * poll over 512 partitions spent 11 ms on them).  Read as MqOffsetRead
+ * reads, with a fresh snapshot.
+ */
+void
+MqOffsetReadTopic(const char *group, int32 topic_id, int32 npartitions, int64 *offsets)
+{
+	MqSpi		spi;
+	int			ret;
+
+	for (int i = 0; i < npartitions; i++)
+		offsets[i] = -1;
+	MqSpiBegin(&spi, true);
+	PushActiveSnapshot(GetLatestSnapshot());
+	ret = run_query(Q_READ_TOPIC, group, topic_id, 0, 0, 0);
+	PopActiveSnapshot();
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "mqlog: reading committed offsets failed: %s", SPI_result_code_string(ret));
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull;
+		int32		p = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
+		int64		o = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull));
+
+		if (p >= 0 && p < npartitions)
+			offsets[p] = o;
+	}
+	MqSpiEnd(&spi);
 }
 
 /* one of the writes; false if the row did not hold what the write expected */

@@ -450,7 +450,7 @@ MqPositionsInitCallbacks(void)
  * position stale again.
  */
 static void
-reload_position(Position *pos)
+reload_begin(Position *pos)
 {
 	LOCKTAG		tag;
 
@@ -460,9 +460,64 @@ reload_position(Position *pos)
 	handover_locktag(&tag, pos->key.group, pos->key.topic_id, pos->key.partition);
 	(void) LockAcquire(&tag, ShareLock, false, false);
 	LockRelease(&tag, ShareLock, false);
-	pos->committed = MqOffsetRead(pos->key.group, pos->key.topic_id, pos->key.partition);
+}
+
+static void
+reload_finish(Position *pos, int64 committed)
+{
+	pos->committed = committed;
 	/* no offset, or one retention removed: the poll applies the policy */
 	pos->position = pos->committed;
+}
+
+static void
+reload_position(Position *pos)
+{
+	reload_begin(pos);
+	reload_finish(pos, MqOffsetRead(pos->key.group, pos->key.topic_id, pos->key.partition));
+}
+
+/*
+ * Reload many positions: each waits for its handover first, then the
+ * committed offsets of a topic with many of them are read in one scan.
+ */
+#define RELOAD_SCAN_MIN	8
+
+static void
+reload_positions(Position **todo, int n, MqTopic **topics, int ntopics)
+{
+	for (int i = 0; i < n; i++)
+		reload_begin(todo[i]);
+	for (int t = 0; t < ntopics; t++)
+	{
+		int			count = 0;
+		int64	   *offsets;
+
+		const char *group = NULL;
+
+		/* (todo[i] is NULL once reloaded: a topic may be listed twice) */
+		for (int i = 0; i < n; i++)
+			if (todo[i] != NULL && todo[i]->key.topic_id == topics[t]->topic_id)
+			{
+				count++;
+				group = todo[i]->key.group;
+			}
+		if (count < RELOAD_SCAN_MIN)
+			continue;
+		offsets = palloc(sizeof(int64) * topics[t]->partitions);
+		MqOffsetReadTopic(group, topics[t]->topic_id, topics[t]->partitions, offsets);
+		for (int i = 0; i < n; i++)
+			if (todo[i] != NULL && todo[i]->key.topic_id == topics[t]->topic_id)
+			{
+				reload_finish(todo[i], offsets[todo[i]->key.partition]);
+				todo[i] = NULL;
+			}
+		pfree(offsets);
+	}
+	for (int i = 0; i < n; i++)
+		if (todo[i] != NULL)
+			reload_finish(todo[i], MqOffsetRead(todo[i]->key.group, todo[i]->key.topic_id,
+												todo[i]->key.partition));
 }
 
 void
@@ -473,6 +528,8 @@ MqPositionsSync(const char *group, const char *member_id, const MqAssignment *as
 	Position   *pos;
 	MqTopicPart *sorted;
 	bool		complete = true;
+	Position  **todo;
+	int			ntodo = 0;
 
 	if (last_sync.valid && last_sync.changed == positions_changed &&
 		last_sync.membership == assignment->membership &&
@@ -514,6 +571,7 @@ MqPositionsSync(const char *group, const char *member_id, const MqAssignment *as
 		}
 	}
 
+	todo = palloc(sizeof(Position *) * Max(assignment->nparts, 1));
 	for (int i = 0; i < assignment->nparts; i++)
 	{
 		const MqTopicPart *tp = &assignment->parts[i];
@@ -539,8 +597,10 @@ MqPositionsSync(const char *group, const char *member_id, const MqAssignment *as
 		}
 		if (!found)
 			init_position(pos, assignment->membership, -1);
-		reload_position(pos);
+		todo[ntodo++] = pos;
 	}
+	reload_positions(todo, ntodo, topics, ntopics);
+	pfree(todo);
 	pfree(sorted);
 	if (complete)
 	{

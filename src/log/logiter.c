@@ -112,11 +112,11 @@ MqLogIterBegin(MqLogIter *it, MqTopic *topic, int32 partition, int64 from,
 	it->seg--;					/* the first call opens it */
 }
 
-/* open the reader on it->rel */
+/* open the reader on it->rel; known_end as MqReaderInit takes it */
 static void
-start_reading(MqLogIter *it)
+start_reading(MqLogIter *it, uint64 known_end)
 {
-	MqReaderInit(&it->reader, it->rel);
+	MqReaderInit(&it->reader, it->rel, known_end);
 	/* a caller that checks CRCs itself (mq_verify) checks the pages */
 	it->reader.from_pages = (it->flags & MQ_ITER_NO_CRC) != 0;
 	it->reading = true;
@@ -131,7 +131,7 @@ MqLogIterBeginSegment(MqLogIter *it, Relation rel, int flags)
 	it->from = PG_INT64_MIN;
 	it->next = PG_INT64_MIN;
 	it->lso = -1;
-	start_reading(it);
+	start_reading(it, 0);
 }
 
 static void
@@ -161,8 +161,15 @@ open_next_segment(MqLogIter *it)
 	if (it->rel == NULL)
 		return false;
 	it->own_rel = true;
-	start_reading(it);
-	MqReaderSeek(&it->reader, it->next);
+	start_reading(it, MqPartitionKnownEnd(MqTopicPartition(it->topic, it->partition), ref->relid));
+
+	/*
+	 * A read from the segment's base offset or before starts at its first
+	 * batch: no search (the first poll of each partition after a reset to
+	 * earliest, or of a segment after the previous one).
+	 */
+	if (it->next > ref->base_offset)
+		MqReaderSeek(&it->reader, it->next);
 	return true;
 }
 

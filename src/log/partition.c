@@ -975,6 +975,24 @@ MqPartitionLogEnd(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
 }
 
 /*
+ * The partition's append position in relid, if that is its active segment
+ * as this server's shared state knows it, else 0: a position within the
+ * log for a reader to start looking for its end from (MqReaderInit).
+ * Stale by the time it is used, which only makes it a lower bound.
+ */
+uint64
+MqPartitionKnownEnd(MqPartition *part, Oid relid)
+{
+	uint64		end = 0;
+
+	LWLockAcquire(&part->lock, LW_SHARED);
+	if (part->loaded && !part->dirty && part->active_relid == relid)
+		end = part->end_lpos;
+	LWLockRelease(&part->lock);
+	return end;
+}
+
+/*
  * What readers may see of a partition: its LSO and high watermark.  For a
  * single-node topic the high watermark is the log end offset.  For a
  * replicated one it is Kafka's: on the leader the lowest log end offset

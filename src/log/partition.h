@@ -76,6 +76,7 @@ extern Oid	MqTakeMaintenanceRequest(void);
 extern void MqRepostMaintenanceRequest(Oid dboid);
 
 extern void MqPartitionOffsets(struct MqTopic *topic, int32 partition, int64 *lso, int64 *hw);
+extern uint64 MqPartitionKnownEnd(MqPartition *part, Oid relid);
 extern void MqPartitionLogEnd(struct MqTopic *topic, int32 partition, int64 *lso, int64 *leo);
 
 /* replicated partitions: followers' progress and the high watermark */

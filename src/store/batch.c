@@ -126,31 +126,6 @@ varint_size(int64 v)
 	return n;
 }
 
-/* Reads a zigzag varint into *v; false, and *p unmoved, if it runs past end. */
-bool
-MqVarintGet(const char **p, const char *end, int64 *v)
-{
-	const char *q = *p;
-	uint64		u = 0;
-	int			shift = 0;
-
-	for (;;)
-	{
-		uint8		b;
-
-		if (q >= end || shift > 63)
-			return false;
-		b = (uint8) *q++;
-		u |= (uint64) (b & 0x7F) << shift;
-		if ((b & 0x80) == 0)
-			break;
-		shift += 7;
-	}
-	*p = q;
-	*v = (int64) (u >> 1) ^ -(int64) (u & 1);
-	return true;
-}
-
 /* The same in a batch's records, which errors out rather than read past end. */
 static inline int64
 get_varint(const char **p, const char *end)
@@ -180,30 +155,7 @@ get_bytes(const char **p, const char *end, int64 len, bool allow_null)
 	return r;
 }
 
-/* ------------------------------------------------------------------------
- * Timestamps: Kafka counts milliseconds from 1970, PostgreSQL microseconds
- * from 2000.  Rounding is toward minus infinity, so that a record's
- * timestamp never moves past the time it was given.
- * ------------------------------------------------------------------------ */
-
-#define MQ_EPOCH_DIFF_MS \
-	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000)
-
-int64
-MqKafkaTime(TimestampTz ts)
-{
-	int64		ms = ts / 1000;
-
-	if (ts < 0 && ts % 1000 != 0)
-		ms--;
-	return ms + MQ_EPOCH_DIFF_MS;
-}
-
-TimestampTz
-MqPgTime(int64 kafka_ms)
-{
-	return (kafka_ms - MQ_EPOCH_DIFF_MS) * 1000;
-}
+/* Timestamps: MqKafkaTime and MqPgTime are inline in batch.h */
 
 /* Is a Kafka timestamp one PostgreSQL's timestamptz can hold? */
 static bool

@@ -130,9 +130,30 @@ typedef struct MqRecord
 	MqHeaderKV *headers;
 } MqRecord;
 
-/* Kafka timestamps (ms since 1970) <-> TimestampTz (us since 2000) */
-extern int64 MqKafkaTime(TimestampTz ts);
-extern TimestampTz MqPgTime(int64 kafka_ms);
+/*
+ * Kafka timestamps (ms since 1970) <-> TimestampTz (us since 2000), inline:
+ * every record read or written converts one.  Rounding is toward minus
+ * infinity, so that a record's timestamp never moves past the time it was
+ * given.
+ */
+#define MQ_EPOCH_DIFF_MS \
+	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000)
+
+static inline int64
+MqKafkaTime(TimestampTz ts)
+{
+	int64		ms = ts / 1000;
+
+	if (ts < 0 && ts % 1000 != 0)
+		ms--;
+	return ms + MQ_EPOCH_DIFF_MS;
+}
+
+static inline TimestampTz
+MqPgTime(int64 kafka_ms)
+{
+	return (kafka_ms - MQ_EPOCH_DIFF_MS) * 1000;
+}
 
 /* encoding */
 extern void MqBatchBuild(StringInfo buf, MqRecord *records, int nrecords,
@@ -174,10 +195,37 @@ extern int	MqBatchPackHeader(const char *stored, uint32 length, TransactionId xi
 							  char *packed);
 extern bool MqBatchUnpack(const char *packed, Size len, TransactionId xid, StringInfo out);
 
-/* zigzag varints, as in Kafka's records; MqVarintGet is false past end */
+/* zigzag varints, as in Kafka's records */
 #define MQ_VARINT_MAX			10
 extern int	MqVarintPut(char *p, int64 v);
-extern bool MqVarintGet(const char **p, const char *end, int64 *v);
+
+/*
+ * Reads a zigzag varint into *v; false, and *p unmoved, if it runs past
+ * end.  Inline: a record's decoding reads five or more.
+ */
+static inline bool
+MqVarintGet(const char **p, const char *end, int64 *v)
+{
+	const char *q = *p;
+	uint64		u = 0;
+	int			shift = 0;
+
+	for (;;)
+	{
+		uint8		b;
+
+		if (q >= end || shift > 63)
+			return false;
+		b = (uint8) *q++;
+		u |= (uint64) (b & 0x7F) << shift;
+		if ((b & 0x80) == 0)
+			break;
+		shift += 7;
+	}
+	*p = q;
+	*v = (int64) (u >> 1) ^ -(int64) (u & 1);
+	return true;
+}
 
 /* Kafka's murmur2 */
 extern int32 MqMurmur2(const char *data, int len);

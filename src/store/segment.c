@@ -724,10 +724,18 @@ typedef struct EndHint
 
 static EndHint end_hints[MQ_END_HINTS];
 
+/*
+ * Open a reader on a segment.  known_end, when not 0, is a position the
+ * caller knows to be within the log (the partition's append position in
+ * shared memory): segment_end starts from it when this backend has no
+ * later end of its own, so the first read of a partition in a session
+ * does not gallop back over the pages extended ahead.
+ */
 void
-MqReaderInit(MqSegmentReader *reader, Relation rel)
+MqReaderInit(MqSegmentReader *reader, Relation rel, uint64 known_end)
 {
 	EndHint    *h = NULL;
+	BlockNumber hint = InvalidBlockNumber;
 
 	memset(reader, 0, sizeof(*reader));
 	reader->rel = rel;
@@ -738,8 +746,11 @@ MqReaderInit(MqSegmentReader *reader, Relation rel)
 		if (end_hints[i].used > 0 && end_hints[i].relid == RelationGetRelid(rel) &&
 			RelFileNodeEquals(end_hints[i].rnode, rel->rd_node))
 			h = &end_hints[i];
-	reader->end_lpos = segment_end(rel, &reader->nblocks,
-								   h ? h->last_init : InvalidBlockNumber);
+	if (h)
+		hint = h->last_init;
+	if (known_end > 0 && (hint == InvalidBlockNumber || MqLposBlock(known_end - 1) > hint))
+		hint = MqLposBlock(known_end - 1);
+	reader->end_lpos = segment_end(rel, &reader->nblocks, hint);
 	if (h == NULL)
 	{
 		h = &end_hints[0];
@@ -974,7 +985,7 @@ MqSegmentReadTail(Relation rel, int64 base_offset, MqSegmentTail *tail)
 	MqBatchHeader hdr;
 	bool		torn;
 
-	MqReaderInit(&reader, rel);
+	MqReaderInit(&reader, rel, 0);
 	tail->next_offset = base_offset;
 	tail->end_lpos = 0;
 	tail->torn_lpos = reader.end_lpos;
@@ -1143,7 +1154,7 @@ MqSegmentCutAt(Relation rel, int64 offset)
 	MqSegmentTail tail = {0};
 	bool		found = false;
 
-	MqReaderInit(&reader, rel);
+	MqReaderInit(&reader, rel, 0);
 	MqReaderSeek(&reader, offset);
 	while (MqReaderNextHeader(&reader, &hdr))
 	{
@@ -1242,7 +1253,7 @@ MqSegmentFreeze(Relation rel, TransactionId horizon, TransactionId *oldest_unfro
 	BlockNumber cur = InvalidBlockNumber;
 
 	*oldest_unfrozen = horizon;
-	MqReaderInit(&reader, rel);
+	MqReaderInit(&reader, rel, 0);
 	while (next_header(&reader, &hdr, &torn))
 	{
 		BlockNumber blk = MqLposBlock(reader.batch_lpos);
@@ -1295,7 +1306,7 @@ MqSegmentFirstOffset(Relation rel)
 	int64		result = -1;
 	uint64		cover_lpos;
 
-	MqReaderInit(&reader, rel);
+	MqReaderInit(&reader, rel, 0);
 	if (reader.nblocks > 0)
 		result = page_cover(&reader, 0, &cover_lpos);
 	MqReaderEnd(&reader);
@@ -1313,7 +1324,7 @@ MqSegmentFirstTimestamp(Relation rel, TimestampTz *ts)
 	MqBatchHeader hdr;
 	bool		found;
 
-	MqReaderInit(&reader, rel);
+	MqReaderInit(&reader, rel, 0);
 	found = MqReaderNextHeader(&reader, &hdr);
 	if (found)
 		*ts = hdr.first_timestamp;

@@ -112,7 +112,7 @@ typedef struct MqSegmentReader
 	StringInfo	ownbuf;			/* when no cache entry was free */
 } MqSegmentReader;
 
-extern void MqReaderInit(MqSegmentReader *reader, Relation rel);
+extern void MqReaderInit(MqSegmentReader *reader, Relation rel, uint64 known_end);
 extern void MqReaderSeek(MqSegmentReader *reader, int64 offset);
 extern bool MqReaderNext(MqSegmentReader *reader, bool verify_crc);
 extern bool MqReaderNextHeader(MqSegmentReader *reader, MqBatchHeader *hdr);
