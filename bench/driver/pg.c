@@ -512,6 +512,23 @@ run_produce(BenchClient *c, PGconn *conn)
 
 /* ---------------------------------------------------------------- consume */
 
+/*
+ * A consumer's transaction whose ack does not need what the read returned
+ * (its first nack parameters are the read's): begin, read, ack and commit
+ * pipelined in one round trip.  Rows it got, or -1.
+ */
+static long
+one_trip(BenchClient *c, PGconn *conn, PgRows *rows, int nread, const char **v, int nack)
+{
+	if (send_prepared(c, conn, "begin", 0, NULL, NULL, NULL) < 0 ||
+		send_prepared(c, conn, "read", nread, v, NULL, NULL) < 0 ||
+		send_prepared(c, conn, "ack", nack, nack ? v : NULL, NULL, NULL) < 0 ||
+		send_prepared(c, conn, "commit", 0, NULL, NULL, NULL) < 0 ||
+		sync(c, conn) < 0 || read_to_sync(c, conn, rows) < 0)
+		return -1;
+	return rows->rows;
+}
+
 /* One transaction of each consumer: rows it got, or -1. */
 static long
 consume_once(BenchClient *c, PGconn *conn, long long *position, PgRows *rows)
@@ -528,29 +545,17 @@ consume_once(BenchClient *c, PGconn *conn, long long *position, PgRows *rows)
 	rows->want_cols = 4;
 	if (is(o->system, "floor"))
 	{
-		/* the same rows every time, and a durable ack: one trip */
+		/* the same rows every time, and a durable ack */
 		v[0] = batch;
-		if (send_prepared(c, conn, "begin", 0, NULL, NULL, NULL) < 0 ||
-			send_prepared(c, conn, "read", 1, v, NULL, NULL) < 0 ||
-			send_prepared(c, conn, "ack", 0, NULL, NULL, NULL) < 0 ||
-			send_prepared(c, conn, "commit", 0, NULL, NULL, NULL) < 0 ||
-			sync(c, conn) < 0 || read_to_sync(c, conn, rows) < 0)
-			return -1;
-		return rows->rows;
+		return one_trip(c, conn, rows, 1, v, 0);
 	}
 	if (is(o->system, "mqlog") && is(o->workload, "consume"))
 	{
-		/* mq_commit(group) commits what this session polled: one trip */
+		/* mq_commit(group) commits what this session polled */
 		v[0] = o->group;
 		v[1] = o->target;
 		v[2] = batch;
-		if (send_prepared(c, conn, "begin", 0, NULL, NULL, NULL) < 0 ||
-			send_prepared(c, conn, "read", 3, v, NULL, NULL) < 0 ||
-			send_prepared(c, conn, "ack", 1, v, NULL, NULL) < 0 ||
-			send_prepared(c, conn, "commit", 0, NULL, NULL, NULL) < 0 ||
-			sync(c, conn) < 0 || read_to_sync(c, conn, rows) < 0)
-			return -1;
-		return rows->rows;
+		return one_trip(c, conn, rows, 3, v, 1);
 	}
 	if (is(o->system, "skip_locked"))
 	{
