@@ -740,9 +740,9 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
         """The consume floor: one batch of the heap log's own rows, in a
         table of exactly that many, read whole by the driver call after
         call, each with a durable ack (a logical message) in the same
-        transaction, pipelined as mq_poll's consumer is.  No system that
-        returns rows of this shape through SQL, with a durable commit per
-        batch, can be faster: it bounds the consume targets."""
+        transaction, pipelined as mq_poll's consumer is: the heap log's
+        read with nothing to search for.  A reference beside the consume
+        targets, not a bound (see report.py's floor section)."""
         n = self.consume_count("heap_log", size)
         table = "floor_c_%d" % size
         self.q("DROP TABLE IF EXISTS %s" % table)

@@ -123,14 +123,16 @@ def latency_target(res, field, bound, text):
 
 
 def consume_floor(out, floor, heap, mq):
-    """What bounds a consume target: the consume floor (one batch of the
-    heap log's rows read again and again with a durable ack), beside it."""
+    """The consume floor beside a consume target: one batch of the heap
+    log's rows read again and again from a table of their own, with a
+    durable ack.  A reference, not a bound: it pays a heap scan and the
+    heap's short varlena headers, which mqlog's rows do not."""
     if not (floor and heap and mq):
         return
     text, meas, met = out[-1]
     out[-1] = (text, meas + "; the consume floor (the same rows from a table of one batch, a durable ack): "
-               "%s records/s, the heap log at %.0f%% of it, mqlog at %.0f%%, so at most %.2f× the heap log "
-               "is possible" % (fmt(floor), 100 * heap / floor, 100 * mq / floor, floor / heap), met)
+               "%s records/s, the heap log at %.0f%% of it, mqlog at %.0f%%" % (
+                   fmt(floor), 100 * heap / floor, 100 * mq / floor), met)
 
 
 def floor_target(res, vb=100):
@@ -461,19 +463,21 @@ def floor_md(res):
            res.val("mqlog", "consume", "records_per_s", vb, 1), res.val("mqlog", "consume_fetch", "records_per_s", vb, 1))
           for vb in (100, 1024)]
     if any(f for _, f, _, _, _ in cf):
-        L.append("**The consume floor** bounds any consumer that reads rows of this shape through SQL with a "
-                 "durable commit per batch: the heap log's first 500 rows copied into a table of their own, read "
-                 "whole call after call (`SELECT id, ts, key, value FROM floor_c LIMIT 500`) with a durable ack "
-                 "(the floor's logical message) in the same transaction, pipelined in one round trip as the "
-                 "`mq_poll` consumer is. A consume target above floor ÷ heap log cannot be met by any storage.")
+        L.append("**The consume floor** is a heap table that holds exactly one batch of the heap log's rows "
+                 "(its first 500), read whole call after call (`SELECT id, ts, key, value FROM floor_c LIMIT 500`) "
+                 "with a durable ack (the floor's logical message) in the same transaction, pipelined in one round "
+                 "trip as the `mq_poll` consumer is: the heap log's read with nothing to search for. It is a "
+                 "reference, not a bound: it still pays a heap scan, and its byteas have the heap's one-byte "
+                 "headers, which `byteasend` copies again; mqlog's rows (`Custom Scan (mqlog records)`) pay "
+                 "neither, so mqlog can pass it.")
         L.append("")
         L.append("| value | consume floor, records/s | heap log | `mq_poll` | `mq_fetch` | heap log ÷ floor | "
-                 "`mq_poll` ÷ floor | most the heap log can be beaten by |")
-        L.append("|---|---|---|---|---|---|---|---|")
+                 "`mq_poll` ÷ floor |")
+        L.append("|---|---|---|---|---|---|---|")
         for vb, f, h, p, q in cf:
             pc = lambda x: "—" if not (x and f) else "%.0f%%" % (100 * x / f)  # noqa: E731
-            L.append("| %d B | %s | %s | %s | %s | %s | %s | %s |" % (
-                vb, fmt(f), fmt(h), fmt(p), fmt(q), pc(h), pc(p), "—" if not (f and h) else "%.2f×" % (f / h)))
+            L.append("| %d B | %s | %s | %s | %s | %s | %s |" % (
+                vb, fmt(f), fmt(h), fmt(p), fmt(q), pc(h), pc(p)))
         L.append("")
     walf = [(vb, res.val("wal_floor", "produce_batch", "records_per_s", vb, 1),
              res.val("wal_floor", "produce_batch", "wal_bytes_per_record", vb, 1),

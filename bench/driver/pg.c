@@ -669,8 +669,9 @@ consume_setup(BenchClient *c, PGconn *conn, long long *position)
 		/*
 		 * The consume floor: a table of exactly one batch of the heap log's
 		 * rows (bench.py copies them), read whole every time, and a
-		 * durable commit of a small WAL record for the ack.  What any
-		 * consumer of rows of this shape over SQL pays before it finds them.
+		 * durable commit of a small WAL record for the ack: the heap log's
+		 * read with nothing to search for (a reference, not a bound: it
+		 * pays a heap scan and the heap's short bytea headers).
 		 */
 		snprintf(sql[1], sizeof(sql[1]), "SELECT id, ts, key, value FROM %s LIMIT $1::int", ident);
 		snprintf(sql[2], sizeof(sql[2]), "SELECT " FLOOR_DURABLE);
