@@ -1301,12 +1301,24 @@ roll_due(MqPartition *part, MqTopic *topic, uint32 len, TimestampTz max_ts)
 #define MQ_EXTEND_STEP_BLOCKS	64
 /* an appender asks again if its request went unanswered this long */
 #define MQ_EXTEND_REASK_MS		1000
+/*
+ * A segment whose log is smaller than this is not extended ahead: by the
+ * doubling rule below its pages ahead would be as many as its log, and a
+ * produce spread over a thousand partitions made the worker write as many
+ * zero pages as the producer wrote log, on a core the readers needed (the
+ * scale bench: a 1,000-partition read 32-42 % slower than one partition's
+ * with extension ahead, within 15 % without; doc/benchmarks.md).  A busy
+ * partition passes 4 MB within its first tens of milliseconds; a small
+ * one extends itself page by page, which costs it little.
+ */
+#define MQ_EXTEND_MIN_LOG_BLOCKS	512
 
 /*
  * After an append that left the segment nblocks long: should the worker
  * extend it ahead of the appender (doc/architecture.md, "Segment growth")?
  * The pages ahead aim at min(mqlog.segment_extend_ahead, what the log of
- * the segment already holds), never past what segment.bytes leaves, and
+ * the segment already holds) once that log is 4 MB (MQ_EXTEND_MIN_LOG_BLOCKS),
+ * never past what segment.bytes leaves, and
  * are asked for when fewer than half of them are left: a segment at most
  * doubles its pages on disk, a partition that is appended to rarely asks
  * rarely (at the doublings), a busy one is kept ahead by the setting.
@@ -1323,7 +1335,7 @@ want_extension(MqPartition *part, MqTopic *topic, BlockNumber nblocks)
 	int64		target = Min((int64) used + ahead, limit);
 	TimestampTz now;
 
-	if (cap <= 0 || target <= (int64) nblocks ||
+	if (cap <= 0 || (int64) used < MQ_EXTEND_MIN_LOG_BLOCKS || target <= (int64) nblocks ||
 		(int64) nblocks - (int64) used >= ahead / 2)
 		return false;
 	now = GetCurrentTimestamp();

@@ -98,7 +98,8 @@ my $sizes_q = qq{SELECT pg_relation_size('$seg') / 8192, mqlog.segment_size('$se
 # ---------------------------------------------------------------------------
 # The worker extends ahead when the appender asks
 # ---------------------------------------------------------------------------
-$primary->safe_psql('postgres', q{CALL produce(100, 'a')});    # ~2.2 MB of log
+# ~4.4 MB of log: a segment is extended ahead once its log is 4 MB
+$primary->safe_psql('postgres', q{CALL produce(200, 'a')});
 ok( $primary->poll_query_until(
 		'postgres',
 		qq{SELECT pg_relation_size('$seg') > mqlog.segment_size('$seg'::regclass) + 8192}),
