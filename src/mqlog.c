@@ -166,7 +166,7 @@ _PG_init(void)
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("mqlog.segment_extend_ahead",
 							"How far the maintenance worker extends an active segment ahead of its appender.",
-							"The appender then takes pages that exist instead of extending the relation itself; at most this much, at most what the log of the segment already holds, never past segment.bytes. 0 turns it off.",
+							"The appender then takes pages that exist instead of extending the relation itself; at most this much, at most what the log of the segment already holds, never past segment.bytes, and only once that log is 4 MB. 0 turns it off.",
 							&mqlog_segment_extend_ahead, 32768, 0, 1024 * 1024,
 							PGC_SIGHUP, GUC_UNIT_KB, NULL, NULL, NULL);
 	MqReplicaDefineSettings();
