@@ -492,7 +492,6 @@ reload_positions(Position **todo, int n, MqTopic **topics, int ntopics)
 	{
 		int			count = 0;
 		int64	   *offsets;
-
 		const char *group = NULL;
 
 		/* (todo[i] is NULL once reloaded: a topic may be listed twice) */
