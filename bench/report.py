@@ -122,6 +122,13 @@ def latency_target(res, field, bound, text):
     return (text, "not measured" if v is None else "%.2f ms" % v, None if v is None else v <= bound)
 
 
+def annotate(out, extra):
+    """Add `extra` (what bounds it, measured in the same run) to the
+    measured text of the last target row."""
+    text, meas, met = out[-1]
+    out[-1] = (text, meas + "; " + extra, met)
+
+
 def consume_floor(out, floor, heap, mq):
     """The consume floor beside a consume target: one batch of the heap
     log's rows read again and again from a table of their own, with a
@@ -129,10 +136,9 @@ def consume_floor(out, floor, heap, mq):
     heap's short varlena headers, which mqlog's rows do not."""
     if not (floor and heap and mq):
         return
-    text, meas, met = out[-1]
-    out[-1] = (text, meas + "; the consume floor (the same rows from a table of one batch, a durable ack): "
-               "%s records/s, the heap log at %.0f%% of it, mqlog at %.0f%%" % (
-                   fmt(floor), 100 * heap / floor, 100 * mq / floor), met)
+    annotate(out, "the consume floor (the same rows from a table of one batch, a durable ack): "
+             "%s records/s, the heap log at %.0f%% of it, mqlog at %.0f%%" % (
+                 fmt(floor), 100 * heap / floor, 100 * mq / floor))
 
 
 def floor_target(res, vb=100):
@@ -160,23 +166,21 @@ def targets13(res):
         out.append((text, meas, None if x is None else x >= need))
 
     rps = lambda s, w, cl=1, parts=1: res.val(s, w, "records_per_s", 100, cl, parts)  # noqa: E731
+    wf = rps("wal_floor", "produce_batch")
     rate_target("batched produce ≥ 5× the heap log's batched insert", rps("mqlog", "produce_batch"),
                 rps("heap_log", "produce_batch"), 5)
-    rate_target("batched produce ≥ 50% of the driver's floor", rps("mqlog", "produce_batch"),
-                rps("floor", "produce_batch"), 0.5, ("mqlog", "floor"))
-    wf = rps("wal_floor", "produce_batch")
     if wf and rps("heap_log", "produce_batch"):
         # the most a log that makes its records durable through the WAL can reach
-        text, meas, met = out[-2]
-        out[-2] = (text, meas + "; the WAL floor (the same call, its bytes written once to the WAL): %.2f× the "
-                   "heap log's insert" % (wf / rps("heap_log", "produce_batch")), met)
+        annotate(out, "the WAL floor (the same call, its bytes written once to the WAL): %.2f× the "
+                 "heap log's insert" % (wf / rps("heap_log", "produce_batch")))
+    rate_target("batched produce ≥ 50% of the driver's floor", rps("mqlog", "produce_batch"),
+                rps("floor", "produce_batch"), 0.5, ("mqlog", "floor"))
     if wf and rps("floor", "produce_batch"):
         # what bounds it: writing the records' bytes to the WAL, nothing else
-        text, meas, met = out[-1]
-        out[-1] = (text, meas + "; the WAL floor (the same call, its bytes written once to the WAL): %s records/s, "
-                   "%.0f%% of the floor, mqlog %.0f%% of it" % (
-                       fmt(wf), 100 * wf / rps("floor", "produce_batch"),
-                       100 * (rps("mqlog", "produce_batch") or 0) / wf), met)
+        annotate(out, "the WAL floor (the same call, its bytes written once to the WAL): %s records/s, "
+                 "%.0f%% of the floor, mqlog %.0f%% of it" % (
+                     fmt(wf), 100 * wf / rps("floor", "produce_batch"),
+                     100 * (rps("mqlog", "produce_batch") or 0) / wf))
     rate_target("poll + commit (500/batch) ≥ 1.5× the heap log read by offset with an offset commit",
                 rps("mqlog", "consume"), rps("heap_log", "consume"), 1.5)
     consume_floor(out, rps("floor", "consume"), rps("heap_log", "consume"), rps("mqlog", "consume"))
@@ -188,10 +192,9 @@ def targets13(res):
     fs, hs = rps("floor", "produce_single", 8), rps("heap_log", "produce_single", 8)
     if fs and hs:
         # each call is a durable commit: what one costs with nothing stored bounds every system
-        text, meas, met = out[-1]
-        out[-1] = (text, meas + "; the floor (the same call and a durable commit, nothing stored), 8 clients: "
-                   "%s records/s, %.2f× the heap insert, mqlog at %.0f%% of it" % (
-                       fmt(fs), fs / hs, 100 * (rps("mqlog", "produce_single", 8) or 0) / fs), met)
+        annotate(out, "the floor (the same call and a durable commit, nothing stored), 8 clients: "
+                 "%s records/s, %.2f× the heap insert, mqlog at %.0f%% of it" % (
+                     fmt(fs), fs / hs, 100 * (rps("mqlog", "produce_single", 8) or 0) / fs))
     out.append(wal_target(res, "WAL bytes per record ≤ 1.0× the heap's (single-record produce, 8 clients)",
                           1.0, "produce_single", 8))
     out.append(latency_target(res, "p99_ms", 5, "produce-to-poll latency p99 ≤ 5 ms (Python client)"))
@@ -202,9 +205,8 @@ def targets13(res):
     w1, w2 = rps("wal_floor", "produce_batch"), rps("wal_floor", "produce_batch", 2)
     if w1 and w2:
         # what a second producer can add when both write their records to the one WAL
-        text, meas, met = out[-1]
-        out[-1] = (text, meas + "; the WAL floor with 2 clients: %.2f× its 1 client's (%s vs %s records/s)" % (
-            w2 / w1, fmt(w2), fmt(w1)), met)
+        annotate(out, "the WAL floor with 2 clients: %.2f× its 1 client's (%s vs %s records/s)" % (
+            w2 / w1, fmt(w2), fmt(w1)))
     return out
 
 
