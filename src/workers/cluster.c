@@ -203,7 +203,8 @@ static void registered(int64 lease, const char *key, const char *value, Timestam
 static void name_taken(int64 lease, const char *key, const char *value, TimestampTz now,
 					   int64 sent);
 
-static void
+/* false when it is not yet time to try again, and etcd was not asked */
+static bool
 try_register(TimestampTz now)
 {
 	char	   *key = MqClusterKey("nodes/%s", mqlog_node_name);
@@ -213,7 +214,7 @@ try_register(TimestampTz now)
 	MqEtcdTxn  *txn;
 
 	if (now < next_register)
-		return;
+		return false;
 	next_register = TimestampTzPlusMilliseconds(now, 1000);
 	if (my_broker_id < 0)
 	{
@@ -233,6 +234,7 @@ try_register(TimestampTz now)
 		registered(lease, key, value, now, sent);
 	else
 		name_taken(lease, key, value, now, sent);
+	return true;
 }
 
 /*
@@ -242,14 +244,14 @@ try_register(TimestampTz now)
  * with the lease gone etcd refuses it, and the next keepalive registers
  * again.
  */
-static void
+static bool
 refresh_record(void)
 {
 	char	   *value = MqClusterNodeJson(my_broker_id);
 	MqEtcdTxn  *txn;
 
 	if (registered_value != NULL && strcmp(value, registered_value) == 0)
-		return;
+		return false;
 	txn = MqEtcdTxnBegin();
 	MqEtcdTxnPut(txn, MqClusterKey("nodes/%s", mqlog_node_name), value, my_lease);
 	MqEtcdTxnPut(txn, MqClusterKey("members/%s", mqlog_node_name), value, 0);
@@ -260,6 +262,7 @@ refresh_record(void)
 	ereport(LOG,
 			(errmsg("mqlog cluster: node \"%s\" now advertises Kafka listener \"%s\"",
 					mqlog_node_name, MqClusterKafkaListener())));
+	return true;
 }
 
 /* the node's key is under lease now, holding value */
@@ -331,17 +334,25 @@ name_taken(int64 lease, const char *key, const char *value, TimestampTz now, int
 	}
 }
 
-static void
+/*
+ * One round: whatever is due of registering, the keepalive and the node
+ * list.  True when it asked etcd something (and so etcd answered: a
+ * request that fails throws); a round with nothing due says nothing of
+ * etcd, and must not end a failure being retried.
+ */
+static bool
 cluster_round(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
+	bool		asked = false;
 
 	if (my_lease == 0)
-		try_register(now);
+		asked = try_register(now);
 	else if (now >= next_keepalive)
 	{
 		int64		sent = MqClusterClock();
 
+		asked = true;
 		if (MqEtcdLeaseKeepAlive(my_lease))
 		{
 			/* the lease's own TTL: a reloaded mqlog.etcd_lease_ttl is the next lease's */
@@ -366,6 +377,7 @@ cluster_round(void)
 	{
 		List	   *nodes = MqClusterReadNodes();
 
+		asked = true;
 		MqClusterPublishNodes(nodes);
 		MqClusterNoteEtcd(true);
 		last_list_ok = now;
@@ -376,8 +388,9 @@ cluster_round(void)
 		MqClusterReleaseGroups(my_lease, MqGroupsWithMembers);
 	}
 	/* last: the keepalive finds a lost lease, and a put under one fails */
-	if (my_lease != 0)
-		refresh_record();
+	if (my_lease != 0 && refresh_record())
+		asked = true;
+	return asked;
 }
 
 /*
@@ -413,8 +426,8 @@ mqlog_cluster_main(Datum main_arg)
 		MemoryContextSwitchTo(cxt);
 		PG_TRY();
 		{
-			cluster_round();
-			retry_ok(&rl, "mqlog cluster");
+			if (cluster_round())
+				retry_ok(&rl, "mqlog cluster");
 		}
 		PG_CATCH();
 		{

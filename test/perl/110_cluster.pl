@@ -252,6 +252,8 @@ ok(MqCluster::wait_log($n1, qr/LOG:  mqlog cluster: could not reach etcd; retryi
 sleep(4);
 my @retries = (substr(slurp_file($n1->logfile), $off) =~ /mqlog cluster: could not reach etcd/g);
 cmp_ok(scalar(@retries), '<=', 2, 'at most once a minute, not every second (' . scalar(@retries) . ' lines)');
+my @back = (substr(slurp_file($n1->logfile), $off) =~ /etcd requests succeed again/g);
+is(scalar(@back), 0, '... and no round that asked etcd nothing says that etcd answers again');
 is($n1->safe_psql('postgres', 'SELECT count(*) FILTER (WHERE alive) FROM mqlog.nodes'), '0',
 	'mqlog.nodes answers without etcd, and no longer claims any node alive');
 
