@@ -213,6 +213,18 @@ RedisRun(BenchClient *c)
 		BenchReady(c);
 		return -1;
 	}
+	/*
+	 * A reply that does not come within a minute fails the client (and so
+	 * the row), rather than hanging the whole run on a stuck server.
+	 */
+	tv.tv_sec = 60;
+	if (redisSetTimeout(ctx, tv) != REDIS_OK)
+	{
+		BenchFail(c, "redis timeout: %s", ctx->errstr);
+		redisFree(ctx);
+		BenchReady(c);
+		return -1;
+	}
 	if (strcmp(c->opt->workload, "consume") == 0)
 		rc = run_consume(c, ctx);
 	else
