@@ -327,9 +327,18 @@ class Bench:
                 mem = int(re.search(r"MemTotal:\s*(\d+)", f.read()).group(1)) // 1024
         except (OSError, AttributeError):
             pass
+        # The commit measured, marked -dirty only when the source differs from it:
+        # bench/results/ is excluded because this run writes its own server log
+        # there before this point, which made every clean-clone run say -dirty.
         try:
-            rev = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "describe",
-                                  "--always", "--dirty"], capture_output=True, text=True, timeout=10).stdout.strip()
+            here = os.path.dirname(os.path.abspath(__file__))
+            rev = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"],
+                                 capture_output=True, text=True, timeout=10).stdout.strip()
+            changed = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no",
+                                      "--", ":/", ":(exclude,top)bench/results"],
+                                     capture_output=True, text=True, timeout=10).stdout.strip()
+            if rev and changed:
+                rev += "-dirty"
         except (OSError, subprocess.SubprocessError):
             rev = ""
         self.meta = dict(
