@@ -14,6 +14,7 @@ floor too), latency, bytes per record, and the sustained run over time.  Works o
 
 import argparse
 import json
+import os
 import sys
 
 SYSTEMS = ["mqlog", "heap_log", "skip_locked", "pgq", "redis"]
@@ -266,13 +267,18 @@ def targets(res):
     return out
 
 
-def markdown(res):
+def markdown(res, source):
+    """The report of one run; source is the results file it is read from, which
+    names the run: latest.jsonl is "latest run", a run kept beside it is named
+    by its own date and mode."""
     m = res.meta
+    name = os.path.basename(source)
     L = []
-    L.append("# mqlog benchmark: latest run")
+    L.append("# mqlog benchmark: %s" % ("latest run" if name == "latest.jsonl" else
+                                         "%s run of %s" % (m.get("mode", "?"), m.get("date", "?"))))
     L.append("")
-    L.append("Written by `bench/report.py` from `bench/results/latest.jsonl`; see `doc/benchmarks.md` for what "
-             "each row measures and how to reproduce it.")
+    L.append("Written by `bench/report.py` from `bench/results/%s`; see `doc/benchmarks.md` for what "
+             "each row measures and how to reproduce it." % name)
     L.append("")
     L.append("- run: **%s** mode, %s" % (m.get("mode", "?"), m.get("date", "?")))
     L.append("- machine: %s cores (%s), %s MB RAM, Linux %s" % (
@@ -936,7 +942,7 @@ def main():
     md = (replication_only(res) if a.only_replication else
           failover_only(res) if a.only_failover else
           scale_only(res) if a.only_scale else
-          kafka_only(res) if a.only_kafka else markdown(res))
+          kafka_only(res) if a.only_kafka else markdown(res, a.jsonl))
     if a.md:
         with open(a.md, "w") as f:
             f.write(md + "\n")
