@@ -24,6 +24,10 @@ extern char *mqlog_kafka_role;
 extern char *mqlog_kafka_advertised_listener;
 extern int	mqlog_kafka_max_frame_size;
 extern int	mqlog_kafka_max_connections;
+extern int	mqlog_kafka_max_request_memory;
+extern int	mqlog_kafka_max_buffered_size;
+extern int	mqlog_kafka_auth_timeout;
+extern int	mqlog_kafka_idle_timeout;
 extern bool mqlog_kafka_allow_remote;
 extern char *mqlog_kafka_sasl_mechanisms;
 

@@ -25,12 +25,31 @@
  * INVALID_RECORD (a record the topic's rules refuse, such as a keyless
  * record on a compacted topic).
  *
+ * Memory: the batches stay in the frame; what decoding one needs (its
+ * decompressed records, its record array, a re-encoded batch) is charged
+ * to the request's budget, mqlog.kafka_max_request_memory, before it is
+ * allocated (MqLogAppendKafka), in a context of the entry's own that is
+ * reset after the entry whether it succeeded or not.  So one request
+ * holds at most one entry's expansion at a time, and all its entries
+ * together expand to at most the budget: a small batch that would
+ * decompress to a gigabyte (named as often as a frame holds) costs the
+ * budget once, and its entry, and every later one, is answered
+ * MESSAGE_TOO_LARGE (the later ones without being looked at).
+ *
+ * Time: the listener serves one request at a time, so a request's entries
+ * are appended for at most PRODUCE_TIME_BUDGET_MS (always at least one);
+ * the entries after that are answered REQUEST_TIMED_OUT without being
+ * looked at (nothing of them is written: the client's retry is safe), so
+ * that a frame of a hundred thousand small entries does not hold every
+ * other connection for as long as they take.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xlog.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "store/batch.h"
@@ -39,6 +58,9 @@
 #include "log/topic.h"
 #include "acl/acl.h"
 #include "kafka/internal.h"
+
+/* how long one request's entries may take to append (see above) */
+#define PRODUCE_TIME_BUDGET_MS 500
 
 typedef struct ProducePartition
 {
@@ -73,6 +95,7 @@ typedef struct ProduceUnit
 {
 	ProduceTopic *topic;
 	ProducePartition *part;
+	Size	   *budget;			/* what the request's batches may still take */
 } ProduceUnit;
 
 /* one partition's batch, in a subtransaction (MqKafkaTry) */
@@ -100,7 +123,8 @@ produce_partition(void *arg)
 		pp->error = MQK_CORRUPT_MESSAGE;
 		return;
 	}
-	pp->base_offset = MqLogAppendKafka(&topic, pp->index, pp->records, pp->len, -1, -1);
+	pp->base_offset = MqLogAppendKafka(&topic, pp->index, pp->records, pp->len, -1, -1,
+									   u->budget);
 	pp->replicated = topic->replicas != NULL;
 	pp->log_append_time = topic->log_append_time ? MqKafkaTime(GetCurrentTimestamp()) : -1;
 	pp->log_start_offset = MqLogStartOffset(topic, pp->index);
@@ -156,6 +180,13 @@ MqKafkaProduce(MqKafkaRequest *req, StringInfo out)
 	ProduceTopic *topics;
 	int16		refusal = MQK_NONE;
 	ProduceAnswer *answer;
+	Size		budget = (Size) mqlog_kafka_max_request_memory;
+	MemoryContext entry_cxt;
+	MemoryContext old;
+	TimestampTz began = GetCurrentTimestamp();
+	int			attempted = 0;
+	int			spent = 0;		/* entries refused for the memory budget */
+	int			late = 0;		/* entries refused for the time budget */
 
 	(void) MqKafkaReadString(r, false, &transactional);
 	transactional = !transactional;
@@ -192,11 +223,13 @@ MqKafkaProduce(MqKafkaRequest *req, StringInfo out)
 								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
 								 true, 0, false);
 
+	entry_cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog kafka produce entry",
+									  ALLOCSET_DEFAULT_SIZES);
 	for (int t = 0; t < ntopics; t++)
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
 			ProducePartition *pp = &topics[t].partitions[p];
-			ProduceUnit u = {&topics[t], pp};
+			ProduceUnit u = {&topics[t], pp, &budget};
 			int16		code;
 
 			pp->base_offset = -1;
@@ -205,13 +238,42 @@ MqKafkaProduce(MqKafkaRequest *req, StringInfo out)
 			pp->error = refusal;
 			if (refusal != MQK_NONE)
 				continue;
+			/* the request's memory or time is spent: no more entries */
+			if (budget < 2 * sizeof(MqRecord))
+			{
+				pp->error = MQK_MESSAGE_TOO_LARGE;
+				spent++;
+				continue;
+			}
+			if (attempted++ > 0 &&
+				TimestampDifferenceExceeds(began, GetCurrentTimestamp(), PRODUCE_TIME_BUDGET_MS))
+			{
+				pp->error = MQK_REQUEST_TIMED_OUT;
+				late++;
+				continue;
+			}
+			old = MemoryContextSwitchTo(entry_cxt);
 			code = MqKafkaTry(produce_partition, &u, MQK_INVALID_RECORD, NULL);
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(entry_cxt);
+			if (budget < 2 * sizeof(MqRecord))
+				spent++;		/* the entry that spent it */
 			if (code != MQK_NONE)
 			{
 				pp->error = code;
 				pp->base_offset = -1;
 			}
 		}
+	MemoryContextDelete(entry_cxt);
+	if (spent > 0)
+		ereport(LOG,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("Kafka Produce request from client \"%s\" expands past mqlog.kafka_max_request_memory (%d bytes): %d partition entries answered MESSAGE_TOO_LARGE",
+						req->client_id ? req->client_id : "", mqlog_kafka_max_request_memory, spent)));
+	if (late > 0)
+		ereport(LOG,
+				(errmsg("Kafka Produce request from client \"%s\" took over %d ms: %d partition entries answered REQUEST_TIMED_OUT without being appended",
+						req->client_id ? req->client_id : "", PRODUCE_TIME_BUDGET_MS, late)));
 	if (acks == 0)
 		return MQK_NO_RESPONSE;
 

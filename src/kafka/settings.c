@@ -23,6 +23,10 @@ char	   *mqlog_kafka_role = NULL;
 char	   *mqlog_kafka_advertised_listener = NULL;
 int			mqlog_kafka_max_frame_size = 100 * 1024 * 1024;
 int			mqlog_kafka_max_connections = 256;
+int			mqlog_kafka_max_request_memory = 64 * 1024 * 1024;
+int			mqlog_kafka_max_buffered_size = 128 * 1024 * 1024;
+int			mqlog_kafka_auth_timeout = 10000;
+int			mqlog_kafka_idle_timeout = 600000;
 bool		mqlog_kafka_allow_remote = false;
 char	   *mqlog_kafka_sasl_mechanisms = NULL;
 
@@ -218,6 +222,30 @@ MqKafkaDefineSettings(void)
 							&mqlog_kafka_max_frame_size,
 							100 * 1024 * 1024, 1024, MaxAllocSize - 1024,
 							PGC_SIGHUP, GUC_UNIT_BYTE, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.kafka_max_request_memory",
+							"Memory the record batches of one Kafka Produce request may expand to once decompressed and decoded, in all.",
+							"A batch that would pass it is answered MESSAGE_TOO_LARGE before anything is allocated for it; each batch's memory is freed before the next.",
+							&mqlog_kafka_max_request_memory,
+							64 * 1024 * 1024, 1024 * 1024, MaxAllocSize - 1,
+							PGC_SIGHUP, GUC_UNIT_BYTE, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.kafka_max_buffered_size",
+							"Bytes of requests the Kafka listener buffers across all connections before it stops reading from those that need more.",
+							"Kafka's queued.max.request.bytes.  Each connection's first 64 kB of a frame are outside it.  A frame larger than this is refused like one over mqlog.kafka_max_frame_size.",
+							&mqlog_kafka_max_buffered_size,
+							128 * 1024 * 1024, 1024 * 1024, PG_INT32_MAX,
+							PGC_SIGHUP, GUC_UNIT_BYTE, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.kafka_auth_timeout",
+							"Time a new Kafka connection has to authenticate with SASL or, without SASL, to send its first request; then it is closed.",
+							"Until a connection has authenticated, its frames may be at most 64 kB.",
+							&mqlog_kafka_auth_timeout,
+							10000, 100, PG_INT32_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.kafka_idle_timeout",
+							"Kafka connections that send nothing and wait for nothing this long are closed; 0 keeps them open.",
+							"Kafka's connections.max.idle.ms.",
+							&mqlog_kafka_idle_timeout,
+							600000, 0, PG_INT32_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("mqlog.kafka_max_connections",
 							"Kafka client connections served at once; more are closed at once.",
 							NULL,

@@ -107,9 +107,29 @@ bad_kafka_batch(MqTopic *topic, int32 partition, const char *why)
 			 errhint("Send one record batch v2 (magic 2) as a Kafka producer encodes it.")));
 }
 
+/*
+ * Charge bytes to a request's budget (MqLogAppendKafka), before they are
+ * allocated; NULL: no budget
+ */
+static void
+charge(Size *budget, Size bytes, MqTopic *topic, int32 partition, const char *what)
+{
+	if (budget == NULL)
+		return;
+	if (bytes > *budget)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("Kafka record batch for partition %d of topic \"%s\" expands past its request's memory budget",
+						partition, topic->name),
+				 errdetail("Its %s need %zu bytes in memory; %zu are left of the request's budget.",
+						   what, bytes, *budget),
+				 errhint("Send smaller requests, or raise mqlog.kafka_max_request_memory.")));
+	*budget -= bytes;
+}
+
 int64
 MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
-				 int64 at_offset, int32 leader_epoch)
+				 int64 at_offset, int32 leader_epoch, Size *budget)
 {
 	MqTopic    *topic = *topicp;
 	const char *why = MqBatchCheckKafka(kafka, len);
@@ -147,8 +167,40 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 				 errhint("Produce in a PostgreSQL transaction instead; it gives the same atomicity.")));
 	if (MqBatchCodec(&hdr) > MQ_CODEC_ZSTD)
 		bad_kafka_batch(topic, partition, psprintf("its compression codec %d is unknown", MqBatchCodec(&hdr)));
-	initStringInfo(&scratch);
-	data = MqBatchRecords(stored.data, &hdr, &scratch, &dlen);
+	/*
+	 * What decoding allocates, charged before it is: the record array (a
+	 * record takes 7 bytes at the least, its MqRecord 56), then what the
+	 * records decompress to, decompressed no further than the budget
+	 * allows.  The header arrays (at most MQ_MAX_BATCH_HEADERS) are not
+	 * charged: they are bounded per batch.
+	 */
+	if (hdr.record_count < 0)
+		bad_kafka_batch(topic, partition, "its record count is negative");
+	charge(budget, sizeof(MqRecord) * (hdr.record_count + 1), topic, partition, "decoded records");
+	if (MqBatchCodec(&hdr) == MQ_CODEC_NONE)
+	{
+		data = stored.data + MQ_BATCH_HEADER_SIZE;
+		dlen = hdr.length - MQ_BATCH_HEADER_SIZE;
+	}
+	else
+	{
+		Size		limit = budget ? Min(*budget, MaxAllocSize - 1) : MaxAllocSize - 1;
+
+		/*
+		 * Spent in full until it is known what it took: a batch that
+		 * decompresses past the budget has used it up, so the request's
+		 * later batches cannot make the listener decompress as much again.
+		 */
+		if (budget)
+			*budget -= limit;
+		initStringInfo(&scratch);
+		MqDecompress(MqBatchCodec(&hdr), stored.data + MQ_BATCH_HEADER_SIZE,
+					 hdr.length - MQ_BATCH_HEADER_SIZE, &scratch, hdr.base_offset, limit);
+		data = scratch.data;
+		dlen = scratch.len;
+		if (budget)
+			*budget += limit - dlen;
+	}
 	if ((Size) hdr.record_count > dlen)
 		bad_kafka_batch(topic, partition, "its record count is larger than its records");
 	recs = palloc(sizeof(MqRecord) * (hdr.record_count + 1));
@@ -198,6 +250,8 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 		/* "producer": the producer's codec stays */
 		if (topic->compression == MQ_CODEC_PRODUCER)
 			attrs |= MqBatchCodec(&hdr);
+		/* the new batch: about the records' size, before any compression */
+		charge(budget, dlen + MQ_BATCH_HEADER_SIZE, topic, partition, "re-encoded records");
 		MqBatchBuild(&stored, recs, n, GetCurrentTransactionId(), attrs, false);
 	}
 	else

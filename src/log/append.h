@@ -21,9 +21,18 @@ extern int64 MqLogAppend(MqTopic **topicp, int32 partition, MqRecord *records,
  * A Kafka record batch v2 encoded by someone else.  at_offset < 0: the log
  * assigns the offsets (a Kafka client's produce); otherwise the batch goes
  * exactly there, with the given leader epoch (a follower).
+ *
+ * budget, when not NULL, is what the batches of one request may still
+ * expand to in memory, in bytes: the batch's decompressed records, its
+ * decoded record array and, when the topic re-encodes it, the new batch
+ * are charged to it before they are allocated, and a batch that would
+ * pass it is refused with ERRCODE_PROGRAM_LIMIT_EXCEEDED before it is
+ * (the Kafka listener's mqlog.kafka_max_request_memory).  NULL: only what
+ * one palloc can hold bounds it.
  */
 extern int64 MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka,
-							  Size len, int64 at_offset, int32 leader_epoch);
+							  Size len, int64 at_offset, int32 leader_epoch,
+							  Size *budget);
 
 /* a record as the topic's rules allow it (key on compacted topics, size) */
 extern void MqCheckRecord(MqTopic *topic, MqRecord *rec);

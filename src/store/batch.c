@@ -613,7 +613,7 @@ MqBatchRecords(const char *stored, const MqBatchHeader *h, StringInfo scratch, S
 		return data;
 	}
 	resetStringInfo(scratch);
-	MqDecompress(MqBatchCodec(h), data, n, scratch, h->base_offset);
+	MqDecompress(MqBatchCodec(h), data, n, scratch, h->base_offset, MaxAllocSize - 1);
 	*len = scratch->len;
 	return scratch->data;
 }

@@ -235,6 +235,6 @@ extern const char *MqCodecName(int codec);
 extern int	MqCodecFromName(const char *name);
 extern void MqCompress(MqCodec codec, const char *src, Size len, StringInfo dst);
 extern void MqDecompress(MqCodec codec, const char *src, Size len, StringInfo dst,
-						 int64 base_offset);
+						 int64 base_offset, Size limit);
 
 #endif							/* MQLOG_BATCH_H */

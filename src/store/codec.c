@@ -17,9 +17,13 @@
  *	zstd	a zstd frame
  *
  * The libraries allocate with malloc; every context is freed before an
- * error is raised.  Decompression never grows its output past
- * MaxAllocSize, so a hostile batch cannot ask for more memory than one
- * palloc could hold.
+ * error is raised.  Decompression is given a limit, and never grows its
+ * output buffer past it: the output grows by doubling up to the limit and
+ * then stops, and a stream with more to give fails with
+ * ERRCODE_PROGRAM_LIMIT_EXCEEDED before a byte past the limit is
+ * allocated.  So a small hostile batch (a "decompression bomb") costs at
+ * most its caller's limit: the Kafka listener's per-request memory budget
+ * (log/append.c), or, for a stored batch, what one palloc can hold.
  *
  *-------------------------------------------------------------------------
  */
@@ -71,13 +75,37 @@ bad_data(MqCodec codec, int64 base_offset, const char *why)
 			 errdetail("The %s data is damaged or truncated: %s.", codec_names[codec], why)));
 }
 
-/* make room for at least want more bytes, refusing to pass MaxAllocSize */
+/* the stream holds more than the caller's limit allows */
 static void
-reserve(StringInfo dst, Size want, MqCodec codec, int64 base_offset)
+too_large(MqCodec codec, int64 base_offset, Size limit)
 {
-	if ((Size) dst->len + want >= MaxAllocSize)
-		bad_data(codec, base_offset, "it decompresses to more than 1 GB");
-	enlargeStringInfo(dst, (int) want);
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("the %s-compressed batch at offset " INT64_FORMAT " decompresses to more than %zu bytes",
+					codec_names[codec], base_offset, limit)));
+}
+
+/*
+ * Room in dst for up to want more bytes, never past limit bytes in all:
+ * the room given, 0 when dst already holds limit bytes.  The buffer
+ * doubles, as a StringInfo's does, but stops at limit (plus the
+ * terminating zero), so what is allocated never passes what is allowed.
+ */
+static Size
+room_for(StringInfo dst, Size want, Size limit)
+{
+	Size		have = (Size) dst->len;
+	Size		room = have >= limit ? 0 : Min(want, limit - have);
+
+	if (have + room + 1 > (Size) dst->maxlen)
+	{
+		Size		newmax = Max((Size) dst->maxlen * 2, have + room + 1);
+
+		newmax = Min(newmax, limit + 1);
+		dst->data = repalloc(dst->data, newmax);
+		dst->maxlen = (int) newmax;
+	}
+	return room;
 }
 
 /* ------------------------------------------------------------------------
@@ -110,7 +138,7 @@ gzip_compress(const char *src, Size len, StringInfo dst)
 }
 
 static void
-gzip_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
+gzip_decompress(const char *src, Size len, StringInfo dst, int64 base_offset, Size limit)
 {
 	z_stream	zs;
 	int			ret = Z_OK;
@@ -122,14 +150,13 @@ gzip_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
 	zs.avail_in = len;
 	while (ret != Z_STREAM_END)
 	{
-		Size		room = Max(len * 4, 65536);
+		Size		room = room_for(dst, Max(len * 4, 65536), limit);
 
-		if ((Size) dst->len + room >= MaxAllocSize)
+		if (room == 0)
 		{
 			inflateEnd(&zs);
-			bad_data(MQ_CODEC_GZIP, base_offset, "it decompresses to more than 1 GB");
+			too_large(MQ_CODEC_GZIP, base_offset, limit);
 		}
-		enlargeStringInfo(dst, (int) room);
 		zs.next_out = (Bytef *) dst->data + dst->len;
 		zs.avail_out = room;
 		ret = inflate(&zs, Z_NO_FLUSH);
@@ -193,26 +220,28 @@ snappy_compress_xerial(const char *src, Size len, StringInfo dst)
 }
 
 static void
-snappy_raw_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
+snappy_raw_decompress(const char *src, Size len, StringInfo dst, int64 base_offset,
+					  Size limit)
 {
 	size_t		out;
 
 	if (snappy_uncompressed_length(src, len, &out) != SNAPPY_OK)
 		bad_data(MQ_CODEC_SNAPPY, base_offset, "a block has a bad length header");
-	reserve(dst, out, MQ_CODEC_SNAPPY, base_offset);
+	if (out > limit - Min((Size) dst->len, limit) || room_for(dst, out, limit) < out)
+		too_large(MQ_CODEC_SNAPPY, base_offset, limit);
 	if (snappy_uncompress(src, len, dst->data + dst->len, &out) != SNAPPY_OK)
 		bad_data(MQ_CODEC_SNAPPY, base_offset, "a block does not decode");
 	dst->len += out;
 }
 
 static void
-snappy_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
+snappy_decompress(const char *src, Size len, StringInfo dst, int64 base_offset, Size limit)
 {
 	Size		pos = XERIAL_HEADER;
 
 	if (len < XERIAL_HEADER || memcmp(src, xerial_magic, 8) != 0)
 	{
-		snappy_raw_decompress(src, len, dst, base_offset);
+		snappy_raw_decompress(src, len, dst, base_offset, limit);
 		return;
 	}
 	while (pos < len)
@@ -226,7 +255,7 @@ snappy_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
 		pos += 4;
 		if (blen > len - pos)
 			bad_data(MQ_CODEC_SNAPPY, base_offset, "a block runs past the end");
-		snappy_raw_decompress(src + pos, blen, dst, base_offset);
+		snappy_raw_decompress(src + pos, blen, dst, base_offset, limit);
 		pos += blen;
 	}
 }
@@ -254,7 +283,7 @@ lz4_compress(const char *src, Size len, StringInfo dst)
 }
 
 static void
-lz4_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
+lz4_decompress(const char *src, Size len, StringInfo dst, int64 base_offset, Size limit)
 {
 	LZ4F_dctx  *dctx;
 	size_t		ret = 1;
@@ -266,14 +295,13 @@ lz4_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
 	while (pos < len || ret != 0)
 	{
 		size_t		in = len - pos;
-		size_t		out = 65536;
+		size_t		out = room_for(dst, 65536, limit);
 
-		if ((Size) dst->len + out >= MaxAllocSize)
+		if (out == 0)
 		{
 			LZ4F_freeDecompressionContext(dctx);
-			bad_data(MQ_CODEC_LZ4, base_offset, "it decompresses to more than 1 GB");
+			too_large(MQ_CODEC_LZ4, base_offset, limit);
 		}
-		enlargeStringInfo(dst, (int) out);
 		ret = LZ4F_decompress(dctx, dst->data + dst->len, &out, src + pos, &in, NULL);
 		if (LZ4F_isError(ret))
 		{
@@ -310,7 +338,7 @@ zstd_compress(const char *src, Size len, StringInfo dst)
 }
 
 static void
-zstd_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
+zstd_decompress(const char *src, Size len, StringInfo dst, int64 base_offset, Size limit)
 {
 	ZSTD_DStream *ds = ZSTD_createDStream();
 	ZSTD_inBuffer in = {src, len, 0};
@@ -328,15 +356,15 @@ zstd_decompress(const char *src, Size len, StringInfo dst, int64 base_offset)
 	while (in.pos < in.size || ret != 0)
 	{
 		ZSTD_outBuffer out;
+		Size		room = room_for(dst, ZSTD_DStreamOutSize(), limit);
 
-		if ((Size) dst->len + ZSTD_DStreamOutSize() >= MaxAllocSize)
+		if (room == 0)
 		{
 			ZSTD_freeDStream(ds);
-			bad_data(MQ_CODEC_ZSTD, base_offset, "it decompresses to more than 1 GB");
+			too_large(MQ_CODEC_ZSTD, base_offset, limit);
 		}
-		enlargeStringInfo(dst, (int) ZSTD_DStreamOutSize());
 		out.dst = dst->data + dst->len;
-		out.size = ZSTD_DStreamOutSize();
+		out.size = room;
 		out.pos = 0;
 		ret = ZSTD_decompressStream(ds, &out, &in);
 		if (ZSTD_isError(ret))
@@ -385,25 +413,33 @@ MqCompress(MqCodec codec, const char *src, Size len, StringInfo dst)
 	dst->data[dst->len] = '\0';
 }
 
-/* Append src decompressed to dst; bad data is an error naming the offset. */
+/*
+ * Append src decompressed to dst; bad data is an error naming the offset,
+ * and so is output that would make dst hold more than limit bytes (at
+ * most MaxAllocSize - 1).
+ */
 void
-MqDecompress(MqCodec codec, const char *src, Size len, StringInfo dst, int64 base_offset)
+MqDecompress(MqCodec codec, const char *src, Size len, StringInfo dst, int64 base_offset,
+			 Size limit)
 {
+	Assert(limit < MaxAllocSize);
 	switch (codec)
 	{
 		case MQ_CODEC_GZIP:
-			gzip_decompress(src, len, dst, base_offset);
+			gzip_decompress(src, len, dst, base_offset, limit);
 			break;
 		case MQ_CODEC_SNAPPY:
-			snappy_decompress(src, len, dst, base_offset);
+			snappy_decompress(src, len, dst, base_offset, limit);
 			break;
 		case MQ_CODEC_LZ4:
-			lz4_decompress(src, len, dst, base_offset);
+			lz4_decompress(src, len, dst, base_offset, limit);
 			break;
 		case MQ_CODEC_ZSTD:
-			zstd_decompress(src, len, dst, base_offset);
+			zstd_decompress(src, len, dst, base_offset, limit);
 			break;
 		case MQ_CODEC_NONE:
+			if (len > limit - Min((Size) dst->len, limit))
+				too_large(codec, base_offset, limit);
 			appendBinaryStringInfo(dst, src, len);
 			break;
 		default:
