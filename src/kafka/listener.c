@@ -43,12 +43,42 @@
  * settings, postmaster death ends it (WL_EXIT_ON_PM_DEATH).
  *
  * Framing: a request is a 4-byte big-endian size and that many bytes.  A
- * size that is negative or larger than mqlog.kafka_max_frame_size closes
- * the connection before a byte of the frame is buffered; a frame is read
- * in pieces as it arrives, so memory grows with what a client has sent,
- * not with what it announced.  A connection's requests are served one at
- * a time and in order (Kafka answers in order): nothing more is read from
- * it while a request is parked or its last answer is still being sent.
+ * connection's requests are served one at a time and in order (Kafka
+ * answers in order): nothing more is read from it while a request is
+ * parked or its last answer is still being sent.
+ *
+ * What a client can cost (doc/kafka.md, "What a client can cost"):
+ *
+ *	- Before a connection is admitted (it has authenticated with SASL or,
+ *	  without SASL, sent its first whole request) its frames may be at most
+ *	  PREAUTH_MAX_FRAME and it has mqlog.kafka_auth_timeout to be admitted;
+ *	  then it is closed.  When every connection slot is taken, a new
+ *	  connection closes the oldest one not admitted yet, so connections
+ *	  that never authenticate cannot keep clients out.
+ *	- A size that is negative or larger than the frame cap
+ *	  (mqlog.kafka_max_frame_size, and never more than
+ *	  mqlog.kafka_max_buffered_size) closes the connection before a byte of
+ *	  the frame is buffered.
+ *	- Each connection reads into a buffer of at most BASE_IN bytes, which
+ *	  holds small frames (and the start of the next few: pipelined
+ *	  requests are read together).  A larger frame first reserves its whole
+ *	  size against mqlog.kafka_max_buffered_size, shared by every
+ *	  connection, and gets a buffer of exactly that size; while the
+ *	  reservation is not to be had, nothing more is read from that
+ *	  connection (Kafka's queued.max.request.bytes mutes it the same way).
+ *	  Once the frame is served the buffer shrinks back and the reservation
+ *	  is returned.  A frame is read as it arrives, but its reservation is
+ *	  taken at once: a slow client holds what it announced.
+ *	- A connection that sends nothing and waits for nothing for
+ *	  mqlog.kafka_idle_timeout is closed (Kafka's connections.max.idle.ms).
+ *	- What a request may expand to (decompressed batches) is bounded by
+ *	  mqlog.kafka_max_request_memory (produce.c), and freed after each
+ *	  partition entry.
+ *
+ * Fairness between connections: a turn serves each connection's whole
+ * frames for at most SERVE_SLICE_MS (always at least one), then moves on;
+ * the next turn comes at once and serves the rest.  One request is not
+ * split: the budgets above bound it.
  *
  *-------------------------------------------------------------------------
  */
@@ -83,6 +113,10 @@ PGDLLEXPORT void mqlog_kafka_main(Datum main_arg);
 #define READ_CHUNK	65536
 #define MAX_TIMEOUT_MS 1000L
 #define RERUN_BUDGET 2000		/* partitions re-run per turn (see above) */
+#define BASE_IN		(65536 - 1) /* a connection's buffer outside the
+								 * reservations (with its zero, 64 kB) */
+#define PREAUTH_MAX_FRAME 16384 /* frame cap until a connection is admitted */
+#define SERVE_SLICE_MS 20		/* a connection's share of a turn */
 
 typedef struct Client
 {
@@ -97,6 +131,11 @@ typedef struct Client
 	bool		closing;		/* close once out is sent */
 	MqKafkaSession session;		/* its SASL authentication */
 	MqKafkaRequest req;
+	TimestampTz connected;		/* when it was accepted */
+	TimestampTz active;			/* when it last sent or was sent a byte */
+	bool		admitted;		/* authenticated, or sent a whole request */
+	int			reserved;		/* bytes of mqlog.kafka_max_buffered_size its
+								 * frame holds (0: it fits in BASE_IN) */
 } Client;
 
 static pgsocket listen_socks[MAX_LISTEN];
@@ -105,6 +144,8 @@ static Client **clients;
 static int	nclients = 0;
 static MemoryContext request_cxt;
 static Client **turn;			/* the clients in the order a turn re-runs them */
+static int64 reserved_total = 0;	/* of mqlog.kafka_max_buffered_size */
+static bool serve_left = false; /* a connection has whole frames left to serve */
 static int	rerun_next = 0;		/* where the next turn starts */
 static char listen_tag;			/* user_data of the listening sockets' events */
 
@@ -209,6 +250,21 @@ open_listeners(void)
 						mqlog_kafka_listen, mqlog_kafka_database, mqlog_kafka_role)));
 }
 
+/* the connection's frame buffer back to BASE_IN, its reservation returned */
+static void
+release_frame(Client *c)
+{
+	if (c->reserved == 0)
+		return;
+	reserved_total -= c->reserved;
+	c->reserved = 0;
+	if (c->in.len <= BASE_IN)
+	{
+		c->in.data = repalloc(c->in.data, BASE_IN + 1);
+		c->in.maxlen = BASE_IN + 1;
+	}
+}
+
 static void
 close_client(Client *c)
 {
@@ -218,11 +274,31 @@ close_client(Client *c)
 			clients[i] = clients[--nclients];
 			break;
 		}
+	reserved_total -= c->reserved;
 	closesocket(c->sock);
 	MemoryContextDelete(c->cxt);
 	pfree(c);
 }
 
+/* the oldest connection not admitted yet, or NULL */
+static Client *
+oldest_unadmitted(void)
+{
+	Client	   *oldest = NULL;
+
+	for (int i = 0; i < nclients; i++)
+		if (!clients[i]->admitted && !clients[i]->closing &&
+			(oldest == NULL || clients[i]->connected < oldest->connected))
+			oldest = clients[i];
+	return oldest;
+}
+
+/*
+ * Accept what the listening socket has.  With every slot taken, a new
+ * connection takes the slot of the oldest one that is not admitted yet
+ * (the caller has handled this turn's events of the clients, so closing
+ * one here leaves no event pointing at it); without one, it is refused.
+ */
 static void
 accept_clients(pgsocket ls)
 {
@@ -238,6 +314,13 @@ accept_clients(pgsocket ls)
 
 		if (s == PGINVALID_SOCKET)
 			return;				/* EAGAIN, or a connection already gone */
+		if (nclients >= mqlog_kafka_max_connections && (c = oldest_unadmitted()) != NULL)
+		{
+			ereport(LOG,
+					(errmsg("closing the connection of Kafka client %s, which has not authenticated or sent a request, to accept a new one: mqlog.kafka_max_connections (%d) are open",
+							c->peer, mqlog_kafka_max_connections)));
+			close_client(c);
+		}
 		if (nclients >= mqlog_kafka_max_connections || !pg_set_noblock(s))
 		{
 			ereport(LOG,
@@ -250,6 +333,7 @@ accept_clients(pgsocket ls)
 		c = MemoryContextAllocZero(TopMemoryContext, sizeof(Client));
 		c->sock = s;
 		c->session.state = MqKafkaSaslRequired() ? MQK_SASL_WAIT_HANDSHAKE : MQK_SASL_OFF;
+		c->connected = c->active = GetCurrentTimestamp();
 		c->cxt = AllocSetContextCreate(TopMemoryContext, "mqlog kafka connection",
 									   ALLOCSET_SMALL_SIZES);
 		c->park_cxt = AllocSetContextCreate(c->cxt, "mqlog kafka parked request",
@@ -279,6 +363,21 @@ be32(const char *p)
 		((uint32) (uint8) p[2] << 8) | (uint32) (uint8) p[3];
 }
 
+static bool
+authenticating(Client *c)
+{
+	return c->session.state != MQK_SASL_OFF && c->session.state != MQK_SASL_DONE;
+}
+
+/* the largest frame the connection may send now */
+static int32
+frame_cap(Client *c)
+{
+	if (authenticating(c))
+		return PREAUTH_MAX_FRAME;
+	return Min(mqlog_kafka_max_frame_size, mqlog_kafka_max_buffered_size - 4);
+}
+
 /* the size of the frame at the front of in, or -1 while incomplete */
 static int
 complete_frame(Client *c)
@@ -288,7 +387,7 @@ complete_frame(Client *c)
 	if (c->in.len < 4)
 		return -1;
 	size = (int32) be32(c->in.data);
-	if (size < 0 || size > mqlog_kafka_max_frame_size || c->in.len - 4 < size)
+	if (size < 0 || size > frame_cap(c) || c->in.len - 4 < size)
 		return -1;
 	return size;
 }
@@ -302,20 +401,49 @@ frame_size_ok(Client *c)
 	if (c->in.len < 4)
 		return true;
 	size = (int32) be32(c->in.data);
-	if (size < 0 || size > mqlog_kafka_max_frame_size)
-	{
+	if (size >= 0 && size <= frame_cap(c))
+		return true;
+	if (authenticating(c))
 		ereport(LOG,
-				(errmsg("Kafka client %s sent a frame of %d bytes, over mqlog.kafka_max_frame_size (%d); closing its connection",
-						c->peer, size, mqlog_kafka_max_frame_size)));
-		return false;
+				(errmsg("Kafka client %s sent a frame of %d bytes before authenticating, over the %d bytes allowed until it has; closing its connection",
+						c->peer, size, PREAUTH_MAX_FRAME)));
+	else
+		ereport(LOG,
+				(errmsg("Kafka client %s sent a frame of %d bytes, over mqlog.kafka_max_frame_size (%d) or mqlog.kafka_max_buffered_size (%d); closing its connection",
+						c->peer, size, mqlog_kafka_max_frame_size, mqlog_kafka_max_buffered_size)));
+	return false;
+}
+
+/*
+ * How many more bytes of the front frame the buffer may take now: up to
+ * BASE_IN for a frame that fits in it (or whose size is not read yet),
+ * else up to the frame's end once its reservation is held.  Takes the
+ * reservation when it is to be had; 0 while it is not.
+ */
+static int
+read_room(Client *c)
+{
+	int64		end;
+
+	if (c->in.len < 4 || (end = 4 + (int64) be32(c->in.data)) <= BASE_IN)
+		return BASE_IN - c->in.len;
+	if (c->reserved == 0)
+	{
+		if (reserved_total + end > mqlog_kafka_max_buffered_size)
+			return 0;
+		c->reserved = (int) end;
+		reserved_total += end;
+		c->in.data = repalloc(c->in.data, end + 1);
+		c->in.maxlen = (int) end + 1;
 	}
-	return true;
+	return (int) (end - c->in.len);
 }
 
 static bool
 wants_read(Client *c)
 {
-	return !c->parked && !c->closing && c->out.len == 0 && complete_frame(c) < 0;
+	return !c->parked && !c->closing && c->out.len == 0 && complete_frame(c) < 0 &&
+		read_room(c) > 0;
 }
 
 /* false: the peer is gone or the connection failed */
@@ -323,14 +451,24 @@ static bool
 read_client(Client *c)
 {
 	char		buf[READ_CHUNK];
-	ssize_t		n = recv(c->sock, buf, sizeof(buf), 0);
+	int			room = read_room(c);
+	ssize_t		n;
 
+	if (room <= 0)
+		return true;
+	n = recv(c->sock, buf, Min(room, READ_CHUNK), 0);
 	if (n == 0)
 		return false;
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+	c->active = GetCurrentTimestamp();
 	appendBinaryStringInfo(&c->in, buf, (int) n);
-	return frame_size_ok(c);
+	if (!frame_size_ok(c))
+		return false;
+	/* without SASL a whole first request admits the connection */
+	if (!c->admitted && !authenticating(c) && complete_frame(c) >= 0)
+		c->admitted = true;
+	return true;
 }
 
 /* false: the connection failed */
@@ -345,6 +483,7 @@ send_client(Client *c)
 		if (n < 0)
 			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
 		c->out_sent += (int) n;
+		c->active = GetCurrentTimestamp();
 	}
 	resetStringInfo(&c->out);
 	c->out_sent = 0;
@@ -352,19 +491,49 @@ send_client(Client *c)
 }
 
 /*
+ * A connection that took too long to be admitted, or has been idle too
+ * long: the reason for the log, or NULL
+ */
+static const char *
+expired(Client *c, TimestampTz now)
+{
+	if (!c->admitted &&
+		TimestampDifferenceExceeds(c->connected, now, mqlog_kafka_auth_timeout))
+		return authenticating(c) ?
+			"it did not authenticate within mqlog.kafka_auth_timeout" :
+			"it sent no whole request within mqlog.kafka_auth_timeout";
+	/* an answer it does not read is no activity either */
+	if (mqlog_kafka_idle_timeout > 0 && !c->parked &&
+		TimestampDifferenceExceeds(c->active, now, mqlog_kafka_idle_timeout))
+		return c->out.len > 0 ? "it read nothing of its answer for mqlog.kafka_idle_timeout" :
+			"it was idle for mqlog.kafka_idle_timeout";
+	return NULL;
+}
+
+/*
  * Serve the frames at the front of in, in order, while the last answer is
- * sent and nothing is parked.  false: close the connection.
+ * sent and nothing is parked, for at most SERVE_SLICE_MS after the first
+ * (serve_left says some are left for the next turn).  false: close the
+ * connection.
  */
 static bool
 serve_client(Client *c, bool rerun)
 {
 	int			size;
+	int			served = 0;
+	TimestampTz began = GetCurrentTimestamp();
 
 	while ((size = complete_frame(c)) >= 0 && c->out.len == 0)
 	{
 		MqKafkaOutcome outcome;
 		MemoryContext old;
 
+		if (served++ > 0 &&
+			TimestampDifferenceExceeds(began, GetCurrentTimestamp(), SERVE_SLICE_MS))
+		{
+			serve_left = true;
+			break;
+		}
 		if (!rerun)
 		{
 			memset(&c->req, 0, sizeof(c->req));
@@ -381,6 +550,8 @@ serve_client(Client *c, bool rerun)
 		pgstat_report_activity(STATE_IDLE, NULL);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(request_cxt);
+		if (c->session.state == MQK_SASL_DONE)
+			c->admitted = true;
 
 		if (outcome == MQK_CLOSE)
 			return false;
@@ -390,9 +561,10 @@ serve_client(Client *c, bool rerun)
 		/* answered: what it watched is of no more use */
 		c->req.watch = NULL;
 		MemoryContextReset(c->park_cxt);
-		/* the frame is served: take it off */
+		/* the frame is served: take it off, and give its buffer back */
 		memmove(c->in.data, c->in.data + 4 + size, c->in.len - 4 - size);
 		c->in.len -= 4 + size;
+		release_frame(c);
 		if (!send_client(c))
 			return false;
 		if (outcome == MQK_RESPOND_CLOSE)
@@ -510,6 +682,9 @@ mqlog_kafka_main(Datum main_arg)
 		int			nready;
 		uint64		aborts;
 		bool		more = false;
+		pgsocket	listening[MAX_LISTEN];
+		int			nlistening;
+		TimestampTz now;
 
 		if (ConfigReloadPending)
 		{
@@ -549,8 +724,11 @@ mqlog_kafka_main(Datum main_arg)
 		nevents = 2 + nlisten + nclients;
 		events = palloc(sizeof(WaitEvent) * nevents);
 		nready = WaitEventSetWait(set,
-								  MqKafkaAbortCount() != aborts || more ? 0 : wait_timeout(),
+								  MqKafkaAbortCount() != aborts || more || serve_left ?
+								  0 : wait_timeout(),
 								  events, nevents, PG_WAIT_EXTENSION);
+		serve_left = false;
+		nlistening = 0;
 		ConditionVariableCancelSleep();
 		FreeWaitEventSet(set);	/* its epoll descriptor is not memory */
 
@@ -567,7 +745,7 @@ mqlog_kafka_main(Datum main_arg)
 			}
 			if (e->user_data == &listen_tag)
 			{
-				accept_clients(e->fd);
+				listening[nlistening++] = e->fd;	/* after the clients' events */
 				continue;
 			}
 			if (c == NULL)
@@ -582,11 +760,19 @@ mqlog_kafka_main(Datum main_arg)
 						events[j].user_data = NULL, events[j].events = 0;
 			}
 		}
+		for (int i = 0; i < nlistening; i++)
+			accept_clients(listening[i]);
+		now = GetCurrentTimestamp();
 		for (int i = 0; i < nclients; i++)
 		{
 			Client	   *c = clients[i];
+			const char *why = expired(c, now);
 
-			if (c->closing ? c->out.len == 0 : (!c->parked && !serve_client(c, false)))
+			if (why != NULL)
+				ereport(LOG,
+						(errmsg("closing the connection of Kafka client %s: %s", c->peer, why)));
+			if (why != NULL ||
+				(c->closing ? c->out.len == 0 : (!c->parked && !serve_client(c, false))))
 			{
 				close_client(c);
 				i--;

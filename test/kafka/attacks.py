@@ -1,0 +1,266 @@
+#!/usr/bin/python3
+"""Attacks on mqlog's Kafka listener, for test/perl/157_kafka_limits.pl.
+
+  attacks.py PORT bomb TOPIC CODEC ENTRIES MB     one Produce of ENTRIES
+        entries for partition 0 of TOPIC, each a CODEC batch (gzip, lz4,
+        zstd) of one record whose value is MB megabytes of zeros
+  attacks.py PORT slow-frames CONNS MB SECONDS    CONNS connections that
+        never authenticate, each announcing a frame of MB megabytes and
+        sending it a kilobyte at a time for SECONDS
+  attacks.py PORT idle CONNS SECONDS              CONNS connections that
+        send nothing for SECONDS
+
+While an attack runs, a watchdog sends Metadata on a connection of its own
+(after PLAIN authentication as USER/PASSWORD when the environment sets
+MQLOG_SASL_USER) every 100 ms and times each answer; the new connections
+it needs for that are what "other clients keep being served" means for
+the idle attack.  Prints one JSON object: the Produce answer's error codes
+(bomb), how many attack connections the listener closed (slow-frames,
+idle), the watchdog's answers, failures and slowest answer in ms.
+"""
+import gzip
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+
+from kafka.record.util import calc_crc32c
+
+HOST = '127.0.0.1'
+
+
+def kstr(s):
+    return struct.pack('>h', len(s)) + s
+
+
+def frame(key, version, body, corr=1):
+    payload = struct.pack('>hhi', key, version, corr) + kstr(b'attack') + body
+    return struct.pack('>i', len(payload)) + payload
+
+
+def recv_exact(sock, n):
+    buf = b''
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError('closed')
+        buf += chunk
+    return buf
+
+
+def response(sock):
+    size = struct.unpack('>i', recv_exact(sock, 4))[0]
+    return recv_exact(sock, size)
+
+
+def authenticate(sock):
+    """SaslHandshake v1 PLAIN and SaslAuthenticate, when the environment asks"""
+    user = os.environ.get('MQLOG_SASL_USER')
+    if not user:
+        return
+    password = os.environ.get('MQLOG_SASL_PASSWORD', '')
+    sock.sendall(frame(17, 1, kstr(b'PLAIN')))
+    response(sock)
+    token = b'\0' + user.encode() + b'\0' + password.encode()
+    sock.sendall(frame(36, 0, struct.pack('>i', len(token)) + token))
+    answer = response(sock)
+    if struct.unpack_from('>h', answer, 4)[0] != 0:
+        raise RuntimeError('the watchdog could not authenticate')
+
+
+def connect(timeout=10):
+    sock = socket.create_connection((HOST, PORT), timeout=timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+# ---------------------------------------------------------------------------
+# The watchdog: Metadata every 100 ms, each answer timed
+# ---------------------------------------------------------------------------
+
+class Watchdog(threading.Thread):
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.stop = threading.Event()
+        self.latencies = []
+        self.failures = []
+
+    def run(self):
+        sock = None
+        while not self.stop.is_set():
+            began = time.monotonic()
+            try:
+                if sock is None:
+                    sock = connect(timeout=30)
+                    authenticate(sock)
+                sock.sendall(frame(3, 1, struct.pack('>i', 0)))   # Metadata v1, no topics
+                response(sock)
+                self.latencies.append((time.monotonic() - began) * 1000)
+            except Exception as e:      # noqa: BLE001: every failure is reported
+                self.failures.append('%s after %.0f ms' % (e, (time.monotonic() - began) * 1000))
+                if sock:
+                    sock.close()
+                sock = None
+            self.stop.wait(0.1)
+        if sock:
+            sock.close()
+
+    def report(self):
+        return {'metadata_answers': len(self.latencies),
+                'metadata_failures': self.failures[:5],
+                'metadata_max_ms': round(max(self.latencies), 1) if self.latencies else None}
+
+
+# ---------------------------------------------------------------------------
+# The decompression bomb
+# ---------------------------------------------------------------------------
+
+def varint(n):
+    n = (n << 1) ^ (n >> 63)
+    out = b''
+    while True:
+        b = n & 0x7f
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def compress(codec, chunks):
+    """chunks (bytes, repeat) compressed as concatenated frames or members,
+    which every reader of the codec takes as one stream: a megabyte of
+    zeros compresses once and is repeated"""
+    if codec == 'gzip':
+        one = lambda b: gzip.compress(b, 9)          # noqa: E731
+        code = 1
+    elif codec == 'lz4':
+        import lz4.frame
+        one = lambda b: lz4.frame.compress(b, block_size=lz4.frame.BLOCKSIZE_MAX64KB,  # noqa: E731
+                                           block_linked=False)
+        code = 3
+    elif codec == 'zstd':
+        import zstandard
+        one = zstandard.ZstdCompressor().compress    # noqa: E731
+        code = 4
+    else:
+        raise SystemExit('unknown codec ' + codec)
+    return code, b''.join(one(data) * repeat for data, repeat in chunks)
+
+
+def bomb_batch(codec, mb):
+    """one record batch v2 of one record: no key, a value of mb MB of zeros"""
+    size = mb << 20
+    body = b'\0' + varint(0) + varint(0) + varint(-1) + varint(size)   # attrs, ts, offset, key
+    record_len = len(body) + size + 1                                   # + headers count
+    code, records = compress(codec, [(varint(record_len) + body, 1), (bytes(1 << 20), mb), (varint(0), 1)])
+    ts = int(time.time() * 1000)
+    after_crc = (struct.pack('>hiqqqhii', code, 0, ts, ts, -1, -1, -1, 1) + records)
+    head = struct.pack('>qi', 0, 4 + 1 + 4 + len(after_crc)) + struct.pack('>ib', -1, 2)
+    return head + struct.pack('>I', calc_crc32c(after_crc)) + after_crc
+
+
+def bomb(topic, codec, entries, mb):
+    batch = bomb_batch(codec, mb)
+    part = struct.pack('>i', 0) + struct.pack('>i', len(batch)) + batch
+    body = (struct.pack('>h', -1) + struct.pack('>hi', 1, 30000)     # no transactional id, acks 1
+            + struct.pack('>i', 1) + kstr(topic.encode()) + struct.pack('>i', entries) + part * entries)
+    sock = connect(timeout=600)
+    authenticate(sock)
+    began = time.monotonic()
+    sock.sendall(frame(0, 3, body))
+    answer = response(sock)
+    took = time.monotonic() - began
+    sock.close()
+    # correlation id, topics: 1, name, partitions: n x (index, error, offset, time)
+    pos = 4 + 4
+    pos += 2 + struct.unpack_from('>h', answer, pos)[0]
+    n = struct.unpack_from('>i', answer, pos)[0]
+    pos += 4
+    errors = []
+    for _ in range(n):
+        errors.append(struct.unpack_from('>h', answer, pos + 4)[0])
+        pos += 4 + 2 + 8 + 8
+    return {'request_bytes': len(body), 'errors': errors, 'seconds': round(took, 2)}
+
+
+# ---------------------------------------------------------------------------
+# Connections that never authenticate
+# ---------------------------------------------------------------------------
+
+def closed_by_peer(sock):
+    try:
+        sock.setblocking(False)
+        return sock.recv(1) == b''
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def slow_frames(conns, mb, seconds):
+    socks = [connect() for _ in range(conns)]
+    for s in socks:
+        s.sendall(struct.pack('>i', mb << 20))
+    deadline = time.monotonic() + seconds
+    chunk = bytes(1024)
+    while time.monotonic() < deadline:
+        for s in socks:
+            try:
+                s.send(chunk)
+            except OSError:
+                pass
+        time.sleep(0.05)
+    closed = sum(closed_by_peer(s) for s in socks)
+    for s in socks:
+        s.close()
+    return {'connections': conns, 'closed_by_listener': closed}
+
+
+def idle(conns, seconds):
+    socks = []
+    for _ in range(conns):
+        try:
+            socks.append(connect())
+        except OSError:
+            break
+    # a new client, with every slot taken by them
+    fresh = False
+    try:
+        sock = connect()
+        authenticate(sock)
+        sock.sendall(frame(3, 1, struct.pack('>i', 0)))
+        response(sock)
+        sock.close()
+        fresh = True
+    except Exception:       # noqa: BLE001: the check says it failed
+        pass
+    time.sleep(seconds)
+    closed = sum(closed_by_peer(s) for s in socks)
+    for s in socks:
+        s.close()
+    return {'connections': len(socks), 'closed_by_listener': closed, 'fresh_client': fresh}
+
+
+if __name__ == '__main__':
+    PORT = int(sys.argv[1])
+    what = sys.argv[2]
+    dog = Watchdog()
+    dog.start()
+    time.sleep(0.3)
+    if what == 'bomb':
+        result = bomb(sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
+    elif what == 'slow-frames':
+        result = slow_frames(int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
+    elif what == 'idle':
+        result = idle(int(sys.argv[3]), float(sys.argv[4]))
+    else:
+        raise SystemExit('unknown attack ' + what)
+    time.sleep(0.3)
+    dog.stop.set()
+    dog.join(60)
+    result.update(dog.report())
+    print(json.dumps(result))

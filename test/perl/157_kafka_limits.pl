@@ -1,0 +1,210 @@
+# What one Kafka client can cost the listener (doc/kafka.md, "What a client
+# can cost"): the attacks of issue 30's findings 1-3, each while a watchdog
+# client times Metadata answers on a connection of its own
+# (test/kafka/attacks.py).
+#
+# Checks, at the default limits unless a line says otherwise:
+#  - a Produce of 6 entries, each a batch of ~100 kB of zstd (then gzip,
+#    then lz4) that decompresses to 1 GB, is answered MESSAGE_TOO_LARGE for
+#    every entry; the listener's peak resident size stays under 256 MB and
+#    the watchdog's Metadata is answered within a second throughout;
+#    nothing is appended; the listener is the same process;
+#  - batches that expand to 16 MB in all (under mqlog.kafka_max_request_memory)
+#    are still taken;
+#  - with SASL on: 8 connections that announce 38 MB frames before
+#    authenticating are closed at once, and nothing of them is buffered;
+#  - mqlog.kafka_max_connections (8 here) connections that send nothing do
+#    not keep a client out (the oldest is closed for it), and all of them
+#    are closed after mqlog.kafka_auth_timeout (2 s, 3 s without SASL);
+#    likewise without SASL, for connections that never send a request;
+#  - an authenticated connection idle for mqlog.kafka_idle_timeout (3 s
+#    here) is closed;
+#  - with mqlog.kafka_max_buffered_size = 8 MB: a frame of 9 MB is refused;
+#    a 5 MB frame waits while another connection's 5 MB frame holds the
+#    reservation, and is served once that one is gone.
+use strict;
+use warnings;
+
+use File::Basename qw(dirname);
+use IPC::Run;
+use JSON::PP;
+use POSIX ();
+use MqKafka qw(kafka_node kstr frame response connect_listener peak_kb wait_for);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+plan skip_all => 'needs /proc/PID/status (Linux)' unless -r '/proc/self/status';
+
+my $attacks = dirname(__FILE__) . '/../kafka/attacks.py';
+my $bound_kb = 256 * 1024;
+
+# attacks.py against a listener: its JSON report
+sub attack
+{
+	my ($port, $env, @args) = @_;
+	my ($out, $err) = ('', '');
+	local %ENV = (%ENV, %$env);
+	IPC::Run::run([ '/usr/bin/python3', $attacks, $port, @args ], '>', \$out, '2>', \$err,
+		IPC::Run::timeout(600));
+	diag("attacks.py @args: $err") if $err ne '';
+	my $r = eval { decode_json($out) } // {};
+	note("attacks.py @args: $out");
+	return $r;
+}
+
+sub listener_pid
+{
+	my ($node) = @_;
+	my $pid;
+	wait_for(60, sub {
+		$pid = $node->safe_psql('postgres',
+			q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mqlog kafka listener'});
+		return $pid =~ /^\d+$/;
+	});
+	return $pid;
+}
+
+sub watchdog_ok
+{
+	my ($r, $what) = @_;
+	is_deeply($r->{metadata_failures} // ['no report'], [], "$what: every Metadata of the watchdog is answered");
+	cmp_ok($r->{metadata_answers} // 0, '>', 0, "$what: the watchdog was answered");
+	cmp_ok($r->{metadata_max_ms} // 1e9, '<', 1000, "$what: within a second (slowest: "
+		  . ($r->{metadata_max_ms} // '?') . ' ms)');
+}
+
+# ---------------------------------------------------------------------------
+# Finding 1: decompression bombs, at the defaults
+# ---------------------------------------------------------------------------
+
+my $kport = PostgreSQL::Test::Cluster::get_free_port();
+my $node = kafka_node('kafka_limits', $kport, "mqlog.kafka_auth_timeout = '3s'\n"
+	  . "mqlog.kafka_max_connections = 8\n");
+$node->safe_psql('postgres', q{
+CREATE EXTENSION mqlog;
+CREATE ROLE kafka_app LOGIN;
+SELECT mq_create_topic('bomb', 1, config => '{"max.message.bytes": 16777216}');
+SELECT mq_grant('bomb', 'kafka_app', 'produce');
+});
+my $s = connect_listener($kport);
+print $s frame(18, 0, '');
+ok(defined response($s), 'the listener answers ApiVersions');
+close $s;
+my $pid = listener_pid($node);
+
+foreach my $codec (qw(zstd gzip lz4))
+{
+	my $r = attack($kport, {}, 'bomb', 'bomb', $codec, 6, 1024);
+	is_deeply($r->{errors}, [ (10) x 6 ],
+		"$codec: 6 entries that decompress to 1 GB each ("
+		  . int(($r->{request_bytes} // 0) / 1024) . ' kB in all) are answered MESSAGE_TOO_LARGE');
+	cmp_ok(peak_kb($pid), '<', $bound_kb, "$codec: the listener's peak stays under 256 MB ("
+		  . peak_kb($pid) . ' kB)');
+	watchdog_ok($r, $codec);
+}
+is($node->safe_psql('postgres', q{SELECT mq_latest_offset('bomb', 0)}), '0',
+	'nothing of the bombs is appended');
+is(listener_pid($node), $pid, 'the same listener process');
+
+my $r = attack($kport, {}, 'bomb', 'bomb', 'zstd', 2, 8);
+is_deeply($r->{errors}, [ 0, 0 ], 'two batches that decompress to 8 MB each are taken');
+is($node->safe_psql('postgres', q{SELECT mq_latest_offset('bomb', 0)}), '2',
+	'and appended');
+like(slurp_file($node->logfile), qr/expands past mqlog.kafka_max_request_memory \(67108864 bytes\): 6 partition entries/,
+	'the log says why the bombs were refused');
+
+# ---------------------------------------------------------------------------
+# Finding 3 without SASL: connections that never send a request
+# ---------------------------------------------------------------------------
+
+$r = attack($kport, {}, 'idle', 8, 5);
+is($r->{connections}, 8, '8 connections (mqlog.kafka_max_connections) that send nothing');
+ok($r->{fresh_client}, 'a new client is served while they are open');
+watchdog_ok($r, 'idle connections without SASL');
+is($r->{closed_by_listener}, 8, 'all of them are closed by mqlog.kafka_auth_timeout');
+$node->stop;
+
+# ---------------------------------------------------------------------------
+# Findings 2 and 3 with SASL
+# ---------------------------------------------------------------------------
+
+$kport = PostgreSQL::Test::Cluster::get_free_port();
+$node = kafka_node('kafka_limits_sasl', $kport, "mqlog.kafka_sasl_mechanisms = 'PLAIN'\n"
+	  . "mqlog.kafka_auth_timeout = '2s'\nmqlog.kafka_idle_timeout = '3s'\n"
+	  . "mqlog.kafka_max_connections = 8\n");
+$node->safe_psql('postgres', q{
+CREATE EXTENSION mqlog;
+CREATE ROLE alice LOGIN PASSWORD 'alice-secret';
+});
+my $sasl = { MQLOG_SASL_USER => 'alice', MQLOG_SASL_PASSWORD => 'alice-secret' };
+$s = connect_listener($kport);
+print $s frame(18, 0, '');
+ok(defined response($s), 'the SASL listener answers ApiVersions');
+close $s;
+$pid = listener_pid($node);
+
+$r = attack($kport, $sasl, 'slow-frames', 7, 38, 4);
+is($r->{closed_by_listener}, 7, '7 connections announcing 38 MB frames before authenticating are closed');
+cmp_ok(peak_kb($pid), '<', 64 * 1024, 'the listener buffered none of it (peak ' . peak_kb($pid) . ' kB)');
+watchdog_ok($r, 'big frames before authentication');
+
+$r = attack($kport, $sasl, 'idle', 8, 5);
+is($r->{connections}, 8, '8 connections (mqlog.kafka_max_connections) that never authenticate');
+ok($r->{fresh_client}, 'a new client authenticates and is served while they are open');
+watchdog_ok($r, 'idle connections with SASL');
+is($r->{closed_by_listener}, 8, 'all of them are closed by mqlog.kafka_auth_timeout or for the watchdog');
+like(slurp_file($node->logfile), qr/did not authenticate within mqlog.kafka_auth_timeout/,
+	'the log names the timeout');
+
+# an authenticated connection that then says nothing
+$s = connect_listener($kport);
+print $s frame(17, 1, kstr('PLAIN'));
+response($s);
+my $token = "\0alice\0alice-secret";
+print $s frame(36, 0, pack('N', length $token) . $token);
+my $answer = response($s);
+is(unpack('n', substr($answer, 4, 2)), 0, 'alice authenticates');
+sleep 4;
+print $s frame(18, 0, '');
+ok(!defined response($s), 'and is closed after mqlog.kafka_idle_timeout of silence');
+like(slurp_file($node->logfile), qr/it was idle for mqlog.kafka_idle_timeout/, 'the log says so');
+is(listener_pid($node), $pid, 'the same listener process');
+$node->stop;
+
+# ---------------------------------------------------------------------------
+# The buffers of all connections together
+# ---------------------------------------------------------------------------
+
+$kport = PostgreSQL::Test::Cluster::get_free_port();
+$node = kafka_node('kafka_limits_buffered', $kport, "mqlog.kafka_max_buffered_size = '8MB'\n");
+$node->safe_psql('postgres', q{CREATE EXTENSION mqlog; CREATE ROLE kafka_app LOGIN;});
+$s = connect_listener($kport);
+print $s pack('N', 9 << 20) . ('x' x 1024);
+ok(!defined response($s), 'a frame of 9 MB, over mqlog.kafka_max_buffered_size, closes its connection');
+close $s;
+
+# ApiVersions v0 padded to 5 MB (the listener reads the header, and Kafka
+# ignores what follows a v0 body)
+my $big = frame(18, 0, 'p' x (5 << 20));
+my $holder = connect_listener($kport);
+print $holder substr($big, 0, 1 << 20);
+sleep 1;
+my $waiter = connect_listener($kport);
+$waiter->autoflush(1);
+# the kernel's buffers do not hold 5 MB: a child writes it
+my $writer = fork() // die "fork: $!";
+if ($writer == 0)
+{
+	print $waiter $big;
+	POSIX::_exit(0);
+}
+my $rin = '';
+vec($rin, fileno($waiter), 1) = 1;
+ok(!select(my $rout = $rin, undef, undef, 2), 'a second 5 MB frame waits while the first holds the reservation');
+close $holder;
+ok(defined response($waiter), 'and is served once the first connection is gone');
+waitpid($writer, 0);
+close $waiter;
+$node->stop;
+done_testing();
