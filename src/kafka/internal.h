@@ -81,6 +81,8 @@ typedef struct MqKafkaSession
 {
 	MqKafkaSaslState state;
 	bool		scram;			/* the mechanism chosen: SCRAM-SHA-256, else PLAIN */
+	bool		failed;			/* an authentication failed (the connection
+								 * closes) */
 	Oid			role;			/* DONE: the authenticated role */
 	MqKafkaScram scram_state;
 } MqKafkaSession;
@@ -174,6 +176,15 @@ extern void MqKafkaGroupsTick(void);
 extern int16 MqKafkaGroupAccess(const char *group);
 extern int16 MqKafkaGroupCommitCheck(const char *group, int32 generation,
 									 const char *member_id, bool *standalone);
+
+/*
+ * Failed authentications per client address (backoff.c): Failed and
+ * Succeeded count them, HeldUntil says until when the address's next
+ * attempt waits (0: it need not).
+ */
+extern void MqKafkaAuthFailed(const char *address);
+extern void MqKafkaAuthSucceeded(const char *address);
+extern TimestampTz MqKafkaAuthHeldUntil(const char *address);
 
 /* serving a frame of a connection (request.c) */
 extern MqKafkaOutcome MqKafkaServe(const char *frame, int len, MqKafkaSession *session,

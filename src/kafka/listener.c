@@ -122,6 +122,7 @@ typedef struct Client
 {
 	pgsocket	sock;
 	char		peer[NI_MAXHOST + 8];
+	char		host[NI_MAXHOST];	/* its address, without the port */
 	MemoryContext cxt;			/* the connection's buffers */
 	StringInfoData in;			/* read, not yet served */
 	StringInfoData out;			/* answers not yet sent */
@@ -134,6 +135,7 @@ typedef struct Client
 	TimestampTz connected;		/* when it was accepted */
 	TimestampTz active;			/* when it last sent or was sent a byte */
 	bool		admitted;		/* authenticated, or sent a whole request */
+	TimestampTz held_until;		/* its authentication waits (backoff.c) */
 	int			reserved;		/* bytes of mqlog.kafka_max_buffered_size its
 								 * frame holds (0: it fits in BASE_IN) */
 } Client;
@@ -340,7 +342,10 @@ accept_clients(pgsocket ls)
 											ALLOCSET_SMALL_SIZES);
 		if (getnameinfo((struct sockaddr *) &addr, alen, host, sizeof(host), serv,
 						sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+		{
 			snprintf(c->peer, sizeof(c->peer), "%s:%s", host, serv);
+			strlcpy(c->host, host, sizeof(c->host));
+		}
 		{
 			MemoryContext old = MemoryContextSwitchTo(c->cxt);
 
@@ -497,14 +502,17 @@ send_client(Client *c)
 static const char *
 expired(Client *c, TimestampTz now)
 {
+	/* the time an authentication is held (backoff.c) does not count */
 	if (!c->admitted &&
-		TimestampDifferenceExceeds(c->connected, now, mqlog_kafka_auth_timeout))
+		TimestampDifferenceExceeds(Max(c->connected, c->held_until), now,
+								   mqlog_kafka_auth_timeout))
 		return authenticating(c) ?
 			"it did not authenticate within mqlog.kafka_auth_timeout" :
 			"it sent no whole request within mqlog.kafka_auth_timeout";
-	/* an answer it does not read is no activity either */
+	/* an answer it does not read is no activity either; a hold is */
 	if (mqlog_kafka_idle_timeout > 0 && !c->parked &&
-		TimestampDifferenceExceeds(c->active, now, mqlog_kafka_idle_timeout))
+		TimestampDifferenceExceeds(Max(c->active, c->held_until), now,
+								   mqlog_kafka_idle_timeout))
 		return c->out.len > 0 ? "it read nothing of its answer for mqlog.kafka_idle_timeout" :
 			"it was idle for mqlog.kafka_idle_timeout";
 	return NULL;
@@ -534,6 +542,17 @@ serve_client(Client *c, bool rerun)
 			serve_left = true;
 			break;
 		}
+		/* failed authentications from its address: wait (backoff.c) */
+		if (authenticating(c))
+		{
+			TimestampTz held = MqKafkaAuthHeldUntil(c->host);
+
+			if (held != 0)
+			{
+				c->held_until = held;	/* kept: the auth deadline counts from it */
+				return true;
+			}
+		}
 		if (!rerun)
 		{
 			memset(&c->req, 0, sizeof(c->req));
@@ -550,8 +569,16 @@ serve_client(Client *c, bool rerun)
 		pgstat_report_activity(STATE_IDLE, NULL);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(request_cxt);
-		if (c->session.state == MQK_SASL_DONE)
+		if (c->session.state == MQK_SASL_DONE && !c->admitted)
+		{
 			c->admitted = true;
+			MqKafkaAuthSucceeded(c->host);
+		}
+		if (c->session.failed)
+		{
+			c->session.failed = false;
+			MqKafkaAuthFailed(c->host);
+		}
 
 		if (outcome == MQK_CLOSE)
 			return false;
@@ -626,7 +653,10 @@ rerun_parked(void)
 	return left > 0;
 }
 
-/* until the earliest parked Fetch's time is up, at most a second */
+/*
+ * until the earliest parked Fetch's time is up or a held authentication
+ * may go on, at most a second
+ */
 static long
 wait_timeout(void)
 {
@@ -634,12 +664,12 @@ wait_timeout(void)
 	long		timeout = MAX_TIMEOUT_MS;
 
 	for (int i = 0; i < nclients; i++)
+	{
 		if (clients[i]->parked)
-		{
-			long		ms = TimestampDifferenceMilliseconds(now, clients[i]->req.wake_at);
-
-			timeout = Min(timeout, ms);
-		}
+			timeout = Min(timeout, TimestampDifferenceMilliseconds(now, clients[i]->req.wake_at));
+		if (clients[i]->held_until > now && !clients[i]->admitted)
+			timeout = Min(timeout, TimestampDifferenceMilliseconds(now, clients[i]->held_until) + 1);
+	}
 	return Max(timeout, 0);
 }
 

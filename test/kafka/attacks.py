@@ -9,6 +9,14 @@
         sending it a kilobyte at a time for SECONDS
   attacks.py PORT idle CONNS SECONDS              CONNS connections that
         send nothing for SECONDS
+  attacks.py PORT plain-timing USER N             N failed PLAIN logins as
+        USER and N as a role that does not exist, each from a loopback
+        address of its own (127.0.1.x, 127.0.2.x: no backoff applies):
+        the median time of each, in ms
+  attacks.py PORT plain-backoff USER PASSWORD N   N failed PLAIN logins as
+        USER from 127.0.3.1, each on a new connection, then the right
+        password from there, a failed one again, then a failed one from
+        127.0.3.2: each whole login's time, in ms, and its error
 
 While an attack runs, a watchdog sends Metadata on a connection of its own
 (after PLAIN authentication as USER/PASSWORD when the environment sets
@@ -71,8 +79,9 @@ def authenticate(sock):
         raise RuntimeError('the watchdog could not authenticate')
 
 
-def connect(timeout=10):
-    sock = socket.create_connection((HOST, PORT), timeout=timeout)
+def connect(timeout=10, source=None):
+    sock = socket.create_connection((HOST, PORT), timeout=timeout,
+                                    source_address=(source, 0) if source else None)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
 
@@ -245,6 +254,47 @@ def idle(conns, seconds):
     return {'connections': len(socks), 'closed_by_listener': closed, 'fresh_client': fresh}
 
 
+# ---------------------------------------------------------------------------
+# SASL PLAIN: what a failure takes, and what many of them take
+# ---------------------------------------------------------------------------
+
+def plain_login(user, password, source):
+    """the time of one SaslAuthenticate round trip and of the whole login
+    (connection, handshake, authentication) in ms, and its error"""
+    start = time.monotonic()
+    sock = connect(timeout=60, source=source)
+    sock.sendall(frame(17, 1, kstr(b'PLAIN')))
+    response(sock)
+    token = b'\0' + user.encode() + b'\0' + password.encode()
+    began = time.monotonic()
+    sock.sendall(frame(36, 0, struct.pack('>i', len(token)) + token))
+    answer = response(sock)
+    done = time.monotonic()
+    sock.close()
+    return round((done - began) * 1000, 2), round((done - start) * 1000, 2), struct.unpack_from('>h', answer, 4)[0]
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def plain_timing(user, n):
+    known = [plain_login(user, 'wrong', '127.0.1.%d' % (i + 1))[0] for i in range(n)]
+    unknown = [plain_login('no_such_role_%d' % i, 'wrong', '127.0.2.%d' % (i + 1))[0] for i in range(n)]
+    return {'existing_ms': median(known), 'unknown_ms': median(unknown),
+            'existing_all': known, 'unknown_all': unknown}
+
+
+def plain_backoff(user, password, n):
+    failed = [plain_login(user, 'wrong', '127.0.3.1') for _ in range(n)]
+    right = plain_login(user, password, '127.0.3.1')
+    after = plain_login(user, 'wrong', '127.0.3.1')
+    other = plain_login(user, 'wrong', '127.0.3.2')
+    return {'failed_ms': [t for _, t, _ in failed], 'failed_errors': [e for _, _, e in failed],
+            'right': list(right[1:]), 'after_right': list(after[1:]), 'other_address': list(other[1:])}
+
+
 if __name__ == '__main__':
     PORT = int(sys.argv[1])
     what = sys.argv[2]
@@ -257,6 +307,10 @@ if __name__ == '__main__':
         result = slow_frames(int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
     elif what == 'idle':
         result = idle(int(sys.argv[3]), float(sys.argv[4]))
+    elif what == 'plain-timing':
+        result = plain_timing(sys.argv[3], int(sys.argv[4]))
+    elif what == 'plain-backoff':
+        result = plain_backoff(sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:
         raise SystemExit('unknown attack ' + what)
     time.sleep(0.3)

@@ -17,6 +17,9 @@
 #    not keep a client out (the oldest is closed for it), and all of them
 #    are closed after mqlog.kafka_auth_timeout (2 s, 3 s without SASL);
 #    likewise without SASL, for connections that never send a request;
+#  - a failed SASL PLAIN login of a role that does not exist takes about
+#    as long as one of a role with a SCRAM secret; failed logins in a row
+#    from one address wait longer and longer (backoff.c);
 #  - an authenticated connection idle for mqlog.kafka_idle_timeout (3 s
 #    here) is closed;
 #  - with mqlog.kafka_max_buffered_size = 8 MB: a frame of 9 MB is refused;
@@ -156,6 +159,25 @@ watchdog_ok($r, 'idle connections with SASL');
 is($r->{closed_by_listener}, 8, 'all of them are closed by mqlog.kafka_auth_timeout or for the watchdog');
 like(slurp_file($node->logfile), qr/did not authenticate within mqlog.kafka_auth_timeout/,
 	'the log names the timeout');
+
+# finding 5: a failed PLAIN login takes as long for a role that does not
+# exist as for one with a SCRAM secret (each from an address of its own,
+# so that no backoff applies)
+$r = attack($kport, $sasl, 'plain-timing', 'alice', 7);
+cmp_ok($r->{unknown_ms} // 0, '>', 0.5 * ($r->{existing_ms} // 1e9),
+	"a failed PLAIN login of an unknown role takes about as long as one of alice ($r->{unknown_ms} ms and $r->{existing_ms} ms, medians of 7)");
+
+# and failures in a row from one address wait longer and longer, on new
+# connections too; a success forgets them, another address is not held
+$r = attack($kport, $sasl, 'plain-backoff', 'alice', 'alice-secret', 6);
+is_deeply($r->{failed_errors}, [ (58) x 6 ], '6 failed logins in a row from 127.0.3.1, each SASL_AUTHENTICATION_FAILED');
+cmp_ok($r->{failed_ms}[5], '>=', 1500, "the 6th waits for the 5th failure's backoff of 1.6 s ($r->{failed_ms}[5] ms)");
+cmp_ok($r->{right}[0], '>=', 3000, "the right password waits 3.2 s too ($r->{right}[0] ms)");
+is($r->{right}[1], 0, 'and is accepted');
+cmp_ok($r->{after_right}[0], '<', 1000, "after it, a failure from there waits no more ($r->{after_right}[0] ms)");
+cmp_ok($r->{other_address}[0], '<', 1000, "nor does one from another address ($r->{other_address}[0] ms)");
+like(slurp_file($node->logfile), qr/SASL PLAIN authentication failed for user "no_such_role_0"/,
+	'the log names the unknown role');
 
 # an authenticated connection that then says nothing
 $s = connect_listener($kport);
