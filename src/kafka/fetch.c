@@ -140,10 +140,14 @@ read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_
 			u.part = fp;
 			u.committed = committed;
 			u.records = records;
-			/* the first batch however large; then what max_bytes leaves */
-			u.budget = Max(fp->max_bytes, 0);
-			if (total > 0)
-				u.budget = Min(u.budget, (int64) max_bytes - total);
+			/*
+			 * What max_bytes leaves, and no more than the partition's own
+			 * max_bytes; the log reads the first batch however large
+			 * (MqLogReadKafkaBatches).  The first partition is bounded by
+			 * max_bytes too: a partition_max_bytes of 2 GB must not make
+			 * the listener read 2 GB.
+			 */
+			u.budget = Min((int64) Max(fp->max_bytes, 0), (int64) max_bytes - total);
 			code = MqKafkaTry(fetch_partition, &u, MQK_OFFSET_OUT_OF_RANGE, records);
 			if (code != MQK_NONE)
 				fp->error = code;
@@ -159,7 +163,10 @@ read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_
 /*
  * The broker's own bounds on what a client asks: a response of at most
  * Kafka's default fetch.max.bytes (55 MiB; still at least one batch, as
- * Kafka answers), and a parked Fetch answered after at most 30 s (clients
+ * Kafka answers), and no more than the listener's buffers have room for
+ * (MqKafkaAnswerRoom: while other connections' answers and frames fill
+ * mqlog.kafka_max_buffered_size, a Fetch is answered with no records, and
+ * its client asks again), and a parked Fetch answered after at most 30 s (clients
  * ask for 500 ms by default; one parked for days by a hostile client would
  * hold its memory and its watch for days).
  */
@@ -192,6 +199,8 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 	min_bytes = MqKafkaReadInt32(r);
 	max_bytes = MqKafkaReadInt32(r);
 	max_bytes = Min(max_bytes, MQK_FETCH_MAX_BYTES);
+	/* while the listener's answers fill its buffers, smaller ones */
+	max_bytes = (int32) Min((int64) max_bytes, MqKafkaAnswerRoom());
 	isolation = MqKafkaReadInt8(r);
 	if (v >= 7)
 	{

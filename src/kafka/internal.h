@@ -251,6 +251,13 @@ extern bool MqKafkaWatchMoved(MqKafkaWatch *w);
 extern int	MqKafkaWatchSize(const MqKafkaWatch *w);
 
 /*
+ * Bytes the listener may still buffer for answers (listener.c):
+ * mqlog.kafka_max_buffered_size less the frames reserved and the answers
+ * not sent yet of every connection; at least 0.
+ */
+extern int64 MqKafkaAnswerRoom(void);
+
+/*
  * (Sub)transactions aborted so far: an abort cancels a condition variable
  * sleep the listener prepared (listener.c).
  */

@@ -74,6 +74,11 @@
  *	- What a request may expand to (decompressed batches) is bounded by
  *	  mqlog.kafka_max_request_memory (produce.c), and freed after each
  *	  partition entry.
+ *	- Answers not sent yet count against mqlog.kafka_max_buffered_size
+ *	  too: a Fetch takes at most what is left (MqKafkaAnswerRoom), so
+ *	  clients that do not read their answers cannot make the listener
+ *	  buffer more; and a connection that reads nothing of its answer for
+ *	  mqlog.kafka_idle_timeout is closed.
  *
  * Fairness between connections: a turn serves each connection's whole
  * frames for at most SERVE_SLICE_MS (always at least one), then moves on;
@@ -490,9 +495,28 @@ send_client(Client *c)
 		c->out_sent += (int) n;
 		c->active = GetCurrentTimestamp();
 	}
+	/* a large answer's buffer is not kept for the connection's life */
+	if (c->out.maxlen > 4 * BASE_IN)
+	{
+		MemoryContext old = MemoryContextSwitchTo(c->cxt);
+
+		pfree(c->out.data);
+		initStringInfo(&c->out);
+		MemoryContextSwitchTo(old);
+	}
 	resetStringInfo(&c->out);
 	c->out_sent = 0;
 	return true;
+}
+
+int64
+MqKafkaAnswerRoom(void)
+{
+	int64		room = (int64) mqlog_kafka_max_buffered_size - reserved_total;
+
+	for (int i = 0; i < nclients; i++)
+		room -= clients[i]->out.len;
+	return Max(room, 0);
 }
 
 /*

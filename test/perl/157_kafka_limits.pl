@@ -11,6 +11,8 @@
 #    nothing is appended; the listener is the same process;
 #  - batches that expand to 16 MB in all (under mqlog.kafka_max_request_memory)
 #    are still taken;
+#  - a Fetch of max_bytes 1 MB with a partition_max_bytes of 2 GB reads
+#    about 1 MB, not the partition's 10 MB;
 #  - with SASL on: 8 connections that announce 38 MB frames before
 #    authenticating are closed at once, and nothing of them is buffered;
 #  - mqlog.kafka_max_connections (8 here) connections that send nothing do
@@ -110,12 +112,31 @@ is($node->safe_psql('postgres', q{SELECT mq_latest_offset('bomb', 0)}), '0',
 	'nothing of the bombs is appended');
 is(listener_pid($node), $pid, 'the same listener process');
 
+my $answer;
 my $r = attack($kport, {}, 'bomb', 'bomb', 'zstd', 2, 8);
 is_deeply($r->{errors}, [ 0, 0 ], 'two batches that decompress to 8 MB each are taken');
 is($node->safe_psql('postgres', q{SELECT mq_latest_offset('bomb', 0)}), '2',
 	'and appended');
 like(slurp_file($node->logfile), qr/expands past mqlog.kafka_max_request_memory \(67108864 bytes\): 6 partition entries/,
 	'the log says why the bombs were refused');
+
+# a Fetch that asks for 1 MB in all but 2 GB for its one partition reads
+# about 1 MB (the first batch over the bound, as Kafka answers), not the
+# partition's 10 MB
+$node->safe_psql('postgres', q{
+SELECT mq_create_topic('big', 1);
+SELECT mq_grant('big', 'kafka_app', 'consume');
+SELECT mq_produce_batch('big', array_fill(convert_to(repeat('v', 100000), 'UTF8'), ARRAY[10]))
+  FROM generate_series(1, 10);
+});
+$s = connect_listener($kport);
+print $s frame(1, 4, pack('NNNNc', 0xffffffff, 0, 0, 1 << 20, 0) . pack('N', 1) . kstr('big')
+	  . pack('N', 1) . pack('N', 0) . pack('q>', 0) . pack('N', 0x7fffffff));
+$answer = response($s);
+ok(defined $answer && length($answer) < 2.5 * (1 << 20),
+	'a Fetch of max_bytes 1 MB and partition_max_bytes 2 GB answers at most two 1 MB batches ('
+	  . length($answer // '') . ' bytes)');
+close $s;
 
 # ---------------------------------------------------------------------------
 # Finding 3 without SASL: connections that never send a request
@@ -185,7 +206,7 @@ print $s frame(17, 1, kstr('PLAIN'));
 response($s);
 my $token = "\0alice\0alice-secret";
 print $s frame(36, 0, pack('N', length $token) . $token);
-my $answer = response($s);
+$answer = response($s);
 is(unpack('n', substr($answer, 4, 2)), 0, 'alice authenticates');
 sleep 4;
 print $s frame(18, 0, '');
