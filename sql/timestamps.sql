@@ -5,7 +5,9 @@
 -- instead of overflowing.  mq_offsets_for_times and mq_reset_offsets read
 -- '-infinity' as before every record and 'infinity' as after them all;
 -- records at the first and last millisecond timestamptz can hold
--- round-trip and are found.
+-- round-trip and are found; a delete.retention.ms too large for
+-- microseconds keeps tombstones for ever instead of wrapping round to a
+-- time near now.
 --
 \set VERBOSITY default
 \set SHOW_CONTEXT never
@@ -67,3 +69,22 @@ SELECT * FROM mq_reset_offsets('tm_g', 'tm', '-infinity');
 SELECT * FROM mq_reset_offsets('tm_g', 'tm', 'infinity');
 SELECT mq_delete_group('tm_g');
 SELECT mq_drop_topic('tm');
+
+-- ------------------------------------------------------------------------
+-- delete.retention.ms larger than microseconds can count
+-- ------------------------------------------------------------------------
+
+-- Records from 2000: the first maintenance pass rolls their segment
+-- (segment.ms counts from the first record) and compacts it.  With
+-- delete.retention.ms at its largest the tombstone is kept: its horizon
+-- is before every time, not a time that wrapped around to now.
+SELECT mq_create_topic('tm_compact', 1,
+                       config => '{"cleanup.policy": "compact", "delete.retention.ms": 9223372036854775807}');
+SELECT "offset" FROM mq_produce('tm_compact', 'v0', key => 'k', ts => '2000-01-01 00:00:00+00');
+SELECT "offset" FROM mq_produce('tm_compact', NULL, key => 'k', ts => '2000-01-01 00:00:01+00');
+SELECT action FROM mq_run_maintenance('tm_compact') ORDER BY action;
+SELECT compacted_at IS NOT NULL AS compacted, record_count
+  FROM mqlog.segments WHERE topic = 'tm_compact' ORDER BY base_offset;
+SELECT "offset", convert_from(key, 'UTF8') AS key, value IS NULL AS tombstone
+  FROM mq_fetch('tm_compact', 0, 0);
+SELECT mq_drop_topic('tm_compact');
