@@ -6,8 +6,9 @@
 -- '-infinity' as before every record and 'infinity' as after them all;
 -- records at the first and last millisecond timestamptz can hold
 -- round-trip and are found; a delete.retention.ms too large for
--- microseconds keeps tombstones for ever instead of wrapping round to a
--- time near now.
+-- microseconds keeps tombstones for ever, and a poll timeout too large
+-- for them is refused, instead of either wrapping round to a time near
+-- now.
 --
 \set VERBOSITY default
 \set SHOW_CONTEXT never
@@ -88,3 +89,16 @@ SELECT compacted_at IS NOT NULL AS compacted, record_count
 SELECT "offset", convert_from(key, 'UTF8') AS key, value IS NULL AS tombstone
   FROM mq_fetch('tm_compact', 0, 0);
 SELECT mq_drop_topic('tm_compact');
+
+-- ------------------------------------------------------------------------
+-- A poll timeout larger than microseconds can count
+-- ------------------------------------------------------------------------
+
+-- 213503982 days and 28910.551616 s are 2^64 microseconds and one second:
+-- refused as too long, not taken as a one-second wait.
+SELECT mq_create_topic('tm_poll');
+SELECT count(*) FROM mq_poll('tm_poll_g', 'tm_poll', timeout => interval '213503982 days 28910.551616 seconds');
+SELECT count(*) FROM mq_poll('tm_poll_g', 'tm_poll', timeout => interval '2147483647 months');
+SELECT count(*) FROM mq_poll('tm_poll_g', 'tm_poll', timeout => interval '-2147483648 days');
+SELECT mq_leave('tm_poll_g');
+SELECT mq_drop_topic('tm_poll');
