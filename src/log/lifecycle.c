@@ -42,6 +42,7 @@
 
 #include "access/xact.h"
 #include "common/hashfn.h"
+#include "common/int.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -449,6 +450,29 @@ rewrite_batch(MqRecord *recs, int n, MqBatchHeader *hdr, void *arg)
 }
 
 /*
+ * The time ms milliseconds before now, saturated: delete.retention.ms goes
+ * up to Kafka's 2^63 - 1, whose microseconds no int64 holds, and a horizon
+ * computed with a wrapped multiplication landed a millisecond after now,
+ * so the largest setting (meant as "keep tombstones for ever") dropped
+ * every tombstone.  Past timestamptz's range the horizon is '-infinity'.
+ */
+static TimestampTz
+ms_before(TimestampTz now, int64 ms)
+{
+	int64		us;
+	TimestampTz result;
+
+	if (pg_mul_s64_overflow(ms, 1000, &us) ||
+		pg_sub_s64_overflow(now, us, &result))
+		return ms > 0 ? DT_NOBEGIN : DT_NOEND;
+	if (result < MIN_TIMESTAMP)
+		return DT_NOBEGIN;
+	if (result >= END_TIMESTAMP)
+		return DT_NOEND;
+	return result;
+}
+
+/*
  * mqlog._compact_segment_into(topic_id, partition, old relid, new relid):
  * how many records compaction removes from the old segment; with a new
  * relation (created by the caller in this transaction) the survivors are
@@ -487,7 +511,7 @@ mqlog_compact_segment(PG_FUNCTION_ARGS)
 	for (int s = 0; s < topic->nsegments[partition]; s++)
 		walk_segment(topic->segments[partition][s].relid, lso, note_latest, st.latest, NULL);
 
-	st.tombstone_horizon = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), -topic->delete_retention_ms);
+	st.tombstone_horizon = ms_before(GetCurrentTimestamp(), topic->delete_retention_ms);
 	st.topic = topic;
 	st.partition = partition;
 	initStringInfo(&st.buf);

@@ -36,6 +36,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "common/hashfn.h"
+#include "common/int.h"
 #include "nodes/pg_list.h"
 #include "lib/ilist.h"
 #include "miscadmin.h"
@@ -1273,14 +1274,22 @@ size_with(MqPartition *part, uint32 len)
 /*
  * Are records at max_ts the given share (per mille) of segment.ms younger
  * than the active segment's first?  Kafka compares record time with record
- * time, not with the clock.
+ * time, not with the clock.  Producers choose record times, and the first
+ * and last times timestamptz holds are further apart than an int64 of
+ * microseconds counts: such an age is past any segment.ms.
  */
 static bool
 age_reached(MqPartition *part, MqTopic *topic, TimestampTz max_ts, int per_mille)
 {
-	return part->active_since != 0 && topic->segment_ms >= 0 &&
-		topic->segment_ms <= PG_INT64_MAX / 1000 &&
-		max_ts - part->active_since >= topic->segment_ms * per_mille;
+	int64		age;
+
+	Assert(per_mille >= 0 && per_mille <= 1000);
+	if (part->active_since == 0 || topic->segment_ms < 0 ||
+		topic->segment_ms > PG_INT64_MAX / 1000)
+		return false;
+	if (pg_sub_s64_overflow(max_ts, part->active_since, &age))
+		return max_ts > part->active_since;
+	return age >= topic->segment_ms * per_mille;
 }
 
 /* Must a batch of len bytes whose newest record is at max_ts roll first? */

@@ -563,6 +563,8 @@ MqInitRecordOutput(FunctionCallInfo fcinfo, MqRecordOutput *out)
  * The first committed offset of a partition whose timestamp is at or after
  * ts, or -1: a walk over batch headers (skipping batches whose max
  * timestamp is earlier), decoding only the batch that holds the answer.
+ * '-infinity' (or any time before timestamptz's range) is before every
+ * record, so it answers the first one; 'infinity' is after them all.
  */
 int64
 MqOffsetForTime(MqTopic *topic, int32 partition, TimestampTz ts, TimestampTz *found_ts)
@@ -572,7 +574,10 @@ MqOffsetForTime(MqTopic *topic, int32 partition, TimestampTz ts, TimestampTz *fo
 	int64		result = -1;
 	MqLogIter	headers;
 
-	/* record timestamps are Kafka's milliseconds: so is the question */
+	/*
+	 * Record timestamps are Kafka's milliseconds: so is the question.  The
+	 * round trip saturates, so an infinite ts stays infinite.
+	 */
 	ts = MqPgTime(MqKafkaTime(ts));
 	MqPartitionOffsets(topic, partition, &lso, &hw);
 	MqLogIterBegin(&headers, topic, partition, MqLogStartOffset(topic, partition), lso, 0);

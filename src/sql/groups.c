@@ -19,6 +19,7 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -222,6 +223,25 @@ explicit_args(FunctionCallInfo fcinfo, char **group, MqTopic **topic, int32 *par
  * Polling, committing, positioning
  * ------------------------------------------------------------------------ */
 
+/*
+ * An interval in microseconds (a month as 30 days, as PostgreSQL's
+ * interval comparison counts it), false when no int64 holds them: summed
+ * with wrapping multiplications, 2^64 microseconds and a second (213503982
+ * days and 28910.551616 s) came out as a second, a timeout the check below
+ * accepted.
+ */
+static bool
+interval_usecs(const Interval *iv, int64 *us)
+{
+	int64		days_us;
+	int64		months_us;
+
+	return !pg_mul_s64_overflow((int64) iv->day, USECS_PER_DAY, &days_us) &&
+		!pg_mul_s64_overflow((int64) iv->month, DAYS_PER_MONTH * USECS_PER_DAY, &months_us) &&
+		!pg_add_s64_overflow(iv->time, days_us, us) &&
+		!pg_add_s64_overflow(*us, months_us, us);
+}
+
 /* mq_poll and mq_poll_pattern: the same poll of the topics resolved */
 static Datum
 poll_topics(FunctionCallInfo fcinfo, char *group, MqTopic **topics, int ntopics)
@@ -239,10 +259,9 @@ poll_topics(FunctionCallInfo fcinfo, char *group, MqTopic **topics, int ntopics)
 	if (!PG_ARGISNULL(3))
 	{
 		Interval   *iv = PG_GETARG_INTERVAL_P(3);
-		int64		us = iv->time + (int64) iv->day * USECS_PER_DAY +
-			(int64) iv->month * 30 * USECS_PER_DAY;
+		int64		us;
 
-		if (us < 0 || us > (int64) MQ_MAX_POLL_TIMEOUT_MS * 1000)
+		if (!interval_usecs(iv, &us) || us < 0 || us > (int64) MQ_MAX_POLL_TIMEOUT_MS * 1000)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("poll timeout must be between 0 and %d seconds", MQ_MAX_POLL_TIMEOUT_MS / 1000),

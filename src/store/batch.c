@@ -161,7 +161,7 @@ get_bytes(const char **p, const char *end, int64 len, bool allow_null)
 static bool
 kafka_time_valid(int64 kafka_ms)
 {
-	return kafka_ms >= MqKafkaTime(MIN_TIMESTAMP) && kafka_ms < MqKafkaTime(END_TIMESTAMP);
+	return kafka_ms >= MQ_KAFKA_TIME_MIN && kafka_ms < MQ_KAFKA_TIME_END;
 }
 
 /* ------------------------------------------------------------------------

@@ -135,15 +135,34 @@ typedef struct MqRecord
  * every record read or written converts one.  Rounding is toward minus
  * infinity, so that a record's timestamp never moves past the time it was
  * given.
+ *
+ * Both saturate instead of overflowing, because their arguments are not
+ * all records' times: a Kafka client's ListOffsets asks about any int64,
+ * a corrupt header holds any int64, and mq_offsets_for_times is asked
+ * about '-infinity'.  A time before timestamptz's range maps to the lowest
+ * value of the other side ('-infinity' <-> PG_INT64_MIN) and a time at or
+ * past its end to the highest ('infinity' <-> PG_INT64_MAX), so an
+ * infinite time still compares below or above every record.  Inside the
+ * range, [MQ_KAFKA_TIME_MIN, MQ_KAFKA_TIME_END) in milliseconds, they are
+ * exact inverses to the millisecond and the multiplication cannot
+ * overflow.
  */
 #define MQ_EPOCH_DIFF_MS \
 	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000)
+/* MIN_TIMESTAMP and END_TIMESTAMP are whole milliseconds */
+#define MQ_KAFKA_TIME_MIN	(MIN_TIMESTAMP / 1000 + MQ_EPOCH_DIFF_MS)
+#define MQ_KAFKA_TIME_END	(END_TIMESTAMP / 1000 + MQ_EPOCH_DIFF_MS)
 
 static inline int64
 MqKafkaTime(TimestampTz ts)
 {
-	int64		ms = ts / 1000;
+	int64		ms;
 
+	if (unlikely(ts < MIN_TIMESTAMP))
+		return PG_INT64_MIN;
+	if (unlikely(ts >= END_TIMESTAMP))
+		return PG_INT64_MAX;
+	ms = ts / 1000;
 	if (ts < 0 && ts % 1000 != 0)
 		ms--;
 	return ms + MQ_EPOCH_DIFF_MS;
@@ -152,6 +171,10 @@ MqKafkaTime(TimestampTz ts)
 static inline TimestampTz
 MqPgTime(int64 kafka_ms)
 {
+	if (unlikely(kafka_ms < MQ_KAFKA_TIME_MIN))
+		return DT_NOBEGIN;
+	if (unlikely(kafka_ms >= MQ_KAFKA_TIME_END))
+		return DT_NOEND;
 	return (kafka_ms - MQ_EPOCH_DIFF_MS) * 1000;
 }
 

@@ -22,6 +22,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "common/int.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -82,6 +83,26 @@ leading_since(int32 topic_id, int32 partition, int32 epoch, TimestampTz now)
 }
 
 /*
+ * Is since more than lag_ms before now?  replica.lag.time.max.ms goes up
+ * to 2^63 - 1 and TimestampDifferenceExceeds takes an int: passed there,
+ * 2^31 ms and more were cut to a negative count (or to a small one), and
+ * every follower looked behind.  A lag whose microseconds no int64 holds
+ * is never exceeded.
+ */
+static bool
+lag_exceeded(TimestampTz since, TimestampTz now, int64 lag_ms)
+{
+	int64		lag_us;
+	int64		diff;
+
+	if (pg_mul_s64_overflow(lag_ms, 1000, &lag_us))
+		return lag_ms < 0;
+	if (pg_sub_s64_overflow(now, since, &diff))
+		return now > since;
+	return diff >= lag_us;
+}
+
+/*
  * The ISR this partition should have now: the leader, then each replica
  * in replica order that is caught up within lag_ms (and, to join, holds
  * everything below the high watermark).
@@ -109,9 +130,9 @@ wanted_isr(MqTopic *topic, int32 partition, MqPartitionMeta *meta, int64 lag_ms,
 		if (strcmp(node, meta->leader) == 0)
 			continue;
 		if (reported)
-			fresh = !TimestampDifferenceExceeds(fp.caught_up, now, lag_ms);
+			fresh = !lag_exceeded(fp.caught_up, now, lag_ms);
 		else
-			fresh = now_in && !TimestampDifferenceExceeds(started, now, lag_ms);
+			fresh = now_in && !lag_exceeded(started, now, lag_ms);
 		if (now_in ? fresh : (reported && fresh && fp.leo >= hw))
 			isr = lappend(isr, (char *) node);
 	}
