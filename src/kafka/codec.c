@@ -18,6 +18,7 @@ MqKafkaReaderInit(MqKafkaReader *r, const char *data, int len)
 	r->len = len;
 	r->pos = 0;
 	r->failed = false;
+	r->elements = 0;
 }
 
 /* true when n more bytes are there; otherwise the reader fails */
@@ -165,7 +166,8 @@ MqKafkaReadArrayLen(MqKafkaReader *r, bool flexible, int min_elem_size)
 		return 0;
 	if (n == -1)
 		return -1;
-	if (n < -1 || n > (int64) (r->len - r->pos) / min_elem_size)
+	if (n < -1 || n > (int64) (r->len - r->pos) / min_elem_size ||
+		(r->elements += Max(n, 0)) > MQK_MAX_REQUEST_ELEMENTS)
 	{
 		r->failed = true;
 		return 0;

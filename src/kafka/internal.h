@@ -99,6 +99,7 @@ typedef struct MqKafkaRequest
 	MqKafkaReader body;			/* positioned after the header */
 
 	TimestampTz received;		/* when the listener first read it */
+	TimestampTz began;			/* when this run of it began */
 	bool		final;			/* a parked Fetch's last run: answer now */
 	TimestampTz wake_at;		/* set by a handler that parks */
 	uint64		park_token;		/* a parked handler's note to its next run */
@@ -189,6 +190,19 @@ extern TimestampTz MqKafkaAuthHeldUntil(const char *address);
 /* serving a frame of a connection (request.c) */
 extern MqKafkaOutcome MqKafkaServe(const char *frame, int len, MqKafkaSession *session,
 								   MqKafkaRequest *req, StringInfo out);
+
+/*
+ * A request's per-partition units run for at most MQK_REQUEST_TIME_MS
+ * (always at least one): the listener serves one request at a time, and
+ * a frame naming thousands of partitions (or one partition thousands of
+ * times) must not hold every other connection for as long as they take.
+ * MqKafkaOutOfTime: true once a unit has run (*attempted counts them) and
+ * the time is up; the caller answers the unit, and every later one,
+ * REQUEST_TIMED_OUT without running it, so the client retries what was
+ * not done.
+ */
+#define MQK_REQUEST_TIME_MS 500
+extern bool MqKafkaOutOfTime(MqKafkaRequest *req, int *attempted);
 
 /*
  * A unit of a handler's work (one partition) in a subtransaction: an

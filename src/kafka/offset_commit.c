@@ -66,9 +66,18 @@ offset_partition(void *arg)
 		op->offset = MqGroupCommittedOffset(u->group, topic, op->index);
 }
 
+/*
+ * Every partition in turn, for at most MQK_REQUEST_TIME_MS: a commit
+ * naming one partition thousands of times rewrites one row as often, each
+ * rewrite slower than the last within one transaction
+ */
 static void
-run_units(const char *group, OffsetTopic *topics, int ntopics, bool commit)
+run_units(MqKafkaRequest *req, const char *group, OffsetTopic *topics, int ntopics,
+		  bool commit)
 {
+	int			attempted = 0;
+	int			late = 0;
+
 	for (int t = 0; t < ntopics; t++)
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
@@ -78,12 +87,24 @@ run_units(const char *group, OffsetTopic *topics, int ntopics, bool commit)
 
 			if (op->error != MQK_NONE)
 				continue;
+			if (MqKafkaOutOfTime(req, &attempted))
+			{
+				op->error = MQK_REQUEST_TIMED_OUT;
+				op->offset = -1;
+				late++;
+				continue;
+			}
 			code = MqKafkaTry(offset_partition, &u, MQK_OFFSET_OUT_OF_RANGE, NULL);
 			if (code != MQK_NONE)
 				op->error = code;
 			if (op->error != MQK_NONE && !commit)
 				op->offset = -1;
 		}
+	if (late > 0)
+		ereport(LOG,
+				(errmsg("Kafka %s request from client \"%s\" took over %d ms: %d partitions answered REQUEST_TIMED_OUT",
+						commit ? "OffsetCommit" : "OffsetFetch",
+						req->client_id ? req->client_id : "", MQK_REQUEST_TIME_MS, late)));
 }
 
 /*
@@ -171,7 +192,7 @@ MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	if (error != MQK_NONE)
 		set_errors(topics, ntopics, error);
 	else
-		run_units(group, topics, ntopics, true);
+		run_units(req, group, topics, ntopics, true);
 	if (standalone)
 		(void) MqGroupHostExternally(group, 0, &full);
 
@@ -227,7 +248,7 @@ MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out)
 	if (error != MQK_NONE)
 		set_errors(topics, ntopics, error);
 	else
-		run_units(group, topics, ntopics, false);
+		run_units(req, group, topics, ntopics, false);
 	/* v2+ tell a group's error once, with no topics, as Kafka */
 	if (error != MQK_NONE && v >= 2)
 		ntopics = 0;

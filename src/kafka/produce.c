@@ -37,7 +37,7 @@
  * MESSAGE_TOO_LARGE (the later ones without being looked at).
  *
  * Time: the listener serves one request at a time, so a request's entries
- * are appended for at most PRODUCE_TIME_BUDGET_MS (always at least one);
+ * are appended for at most MQK_REQUEST_TIME_MS (always at least one);
  * the entries after that are answered REQUEST_TIMED_OUT without being
  * looked at (nothing of them is written: the client's retry is safe), so
  * that a frame of a hundred thousand small entries does not hold every
@@ -59,8 +59,6 @@
 #include "acl/acl.h"
 #include "kafka/internal.h"
 
-/* how long one request's entries may take to append (see above) */
-#define PRODUCE_TIME_BUDGET_MS 500
 
 typedef struct ProducePartition
 {
@@ -183,7 +181,6 @@ MqKafkaProduce(MqKafkaRequest *req, StringInfo out)
 	Size		budget = (Size) mqlog_kafka_max_request_memory;
 	MemoryContext entry_cxt;
 	MemoryContext old;
-	TimestampTz began = GetCurrentTimestamp();
 	int			attempted = 0;
 	int			spent = 0;		/* entries refused for the memory budget */
 	int			late = 0;		/* entries refused for the time budget */
@@ -245,8 +242,7 @@ MqKafkaProduce(MqKafkaRequest *req, StringInfo out)
 				spent++;
 				continue;
 			}
-			if (attempted++ > 0 &&
-				TimestampDifferenceExceeds(began, GetCurrentTimestamp(), PRODUCE_TIME_BUDGET_MS))
+			if (MqKafkaOutOfTime(req, &attempted))
 			{
 				pp->error = MQK_REQUEST_TIMED_OUT;
 				late++;
@@ -273,7 +269,7 @@ MqKafkaProduce(MqKafkaRequest *req, StringInfo out)
 	if (late > 0)
 		ereport(LOG,
 				(errmsg("Kafka Produce request from client \"%s\" took over %d ms: %d partition entries answered REQUEST_TIMED_OUT without being appended",
-						req->client_id ? req->client_id : "", PRODUCE_TIME_BUDGET_MS, late)));
+						req->client_id ? req->client_id : "", MQK_REQUEST_TIME_MS, late)));
 	if (acks == 0)
 		return MQK_NO_RESPONSE;
 

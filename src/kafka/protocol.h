@@ -80,13 +80,23 @@
 #define MQK_MEMBER_ID_REQUIRED		79
 #define MQK_INVALID_RECORD			87
 
-/* Reading a request: bounded by its frame. */
+/*
+ * Reading a request: bounded by its frame.  Its arrays hold at most
+ * MQK_MAX_REQUEST_ELEMENTS elements in all: a handler allocates a struct
+ * for each (a Produce's partition entry takes 8 bytes on the wire and 56
+ * in memory), so without a cap a 100 MB frame could cost 700 MB of them.
+ * Half a million is fifty times the partitions a large consumer fetches;
+ * a request with more is malformed (its connection closes).
+ */
+#define MQK_MAX_REQUEST_ELEMENTS 500000
+
 typedef struct MqKafkaReader
 {
 	const char *data;
 	int			len;
 	int			pos;
 	bool		failed;			/* a read passed the end or was malformed */
+	int64		elements;		/* array elements announced so far */
 } MqKafkaReader;
 
 extern void MqKafkaReaderInit(MqKafkaReader *r, const char *data, int len);

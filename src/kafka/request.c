@@ -32,6 +32,7 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 
 #include "base/subxact.h"
 #include "log/topic.h"
@@ -134,6 +135,13 @@ MqKafkaTryAdmin(void (*fn) (void *arg), void *arg, int16 (*map) (int sqlerrcode,
 	*message = pstrdup(edata->message);
 	FreeErrorData(edata);
 	return code;
+}
+
+bool
+MqKafkaOutOfTime(MqKafkaRequest *req, int *attempted)
+{
+	return (*attempted)++ > 0 &&
+		TimestampDifferenceExceeds(req->began, GetCurrentTimestamp(), MQK_REQUEST_TIME_MS);
 }
 
 MqTopic *
@@ -283,6 +291,7 @@ MqKafkaServe(const char *frame, int len, MqKafkaSession *session, MqKafkaRequest
 
 	MqKafkaReaderInit(r, frame, len);
 	req->session = session;
+	req->began = GetCurrentTimestamp();
 	if (session->state == MQK_SASL_WAIT_RAW)
 	{
 		/* after SaslHandshake v0: a bare token, answered by a bare one */

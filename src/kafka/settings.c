@@ -23,7 +23,7 @@ char	   *mqlog_kafka_role = NULL;
 char	   *mqlog_kafka_advertised_listener = NULL;
 int			mqlog_kafka_max_frame_size = 100 * 1024 * 1024;
 int			mqlog_kafka_max_connections = 256;
-int			mqlog_kafka_max_request_memory = 64 * 1024 * 1024;
+int			mqlog_kafka_max_request_memory = 32 * 1024 * 1024;
 int			mqlog_kafka_max_buffered_size = 128 * 1024 * 1024;
 int			mqlog_kafka_auth_timeout = 10000;
 int			mqlog_kafka_idle_timeout = 600000;
@@ -226,7 +226,7 @@ MqKafkaDefineSettings(void)
 							"Memory the record batches of one Kafka Produce request may expand to once decompressed and decoded, in all.",
 							"A batch that would pass it is answered MESSAGE_TOO_LARGE before anything is allocated for it; each batch's memory is freed before the next.",
 							&mqlog_kafka_max_request_memory,
-							64 * 1024 * 1024, 1024 * 1024, MaxAllocSize - 1,
+							32 * 1024 * 1024, 1024 * 1024, MaxAllocSize - 1,
 							PGC_SIGHUP, GUC_UNIT_BYTE, NULL, NULL, NULL);
 	DefineCustomIntVariable("mqlog.kafka_max_buffered_size",
 							"Bytes of requests the Kafka listener buffers across all connections before it stops reading from those that need more.",

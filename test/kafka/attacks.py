@@ -9,6 +9,10 @@
         sending it a kilobyte at a time for SECONDS
   attacks.py PORT idle CONNS SECONDS              CONNS connections that
         send nothing for SECONDS
+  attacks.py PORT commit-dups TOPIC N             one OffsetCommit of group
+        "dups" naming partition 0 of TOPIC N times
+  attacks.py PORT many-elements N                 one Produce of N entries
+        of no records each (8 bytes apiece)
   attacks.py PORT plain-timing USER N             N failed PLAIN logins as
         USER and N as a role that does not exist, each from a loopback
         address of its own (127.0.1.x, 127.0.2.x: no backoff applies):
@@ -255,6 +259,48 @@ def idle(conns, seconds):
 
 
 # ---------------------------------------------------------------------------
+# Requests that name many partitions
+# ---------------------------------------------------------------------------
+
+def commit_dups(topic, n):
+    part = struct.pack('>iq', 0, 1) + struct.pack('>h', -1)       # index, offset, no metadata
+    body = (kstr(b'dups') + struct.pack('>i', -1) + kstr(b'') + struct.pack('>q', -1)
+            + struct.pack('>i', 1) + kstr(topic.encode()) + struct.pack('>i', n) + part * n)
+    sock = connect(timeout=600)
+    authenticate(sock)
+    began = time.monotonic()
+    sock.sendall(frame(8, 2, body))
+    answer = response(sock)
+    took = time.monotonic() - began
+    sock.close()
+    pos = 4 + 4                                   # correlation id, 1 topic
+    pos += 2 + struct.unpack_from('>h', answer, pos)[0]
+    count = struct.unpack_from('>i', answer, pos)[0]
+    pos += 4
+    errors = {}
+    for _ in range(count):
+        e = struct.unpack_from('>h', answer, pos + 4)[0]
+        errors[str(e)] = errors.get(str(e), 0) + 1
+        pos += 6
+    return {'request_bytes': len(body), 'answered': count, 'errors': errors, 'seconds': round(took, 2)}
+
+
+def many_elements(n):
+    body = (struct.pack('>h', -1) + struct.pack('>hi', 1, 30000) + struct.pack('>i', 1) + kstr(b'bomb')
+            + struct.pack('>i', n) + struct.pack('>ii', 0, -1) * n)
+    sock = connect(timeout=600)
+    authenticate(sock)
+    sock.sendall(frame(0, 3, body))
+    try:
+        response(sock)
+        closed = False
+    except (ConnectionError, OSError):
+        closed = True
+    sock.close()
+    return {'request_bytes': len(body), 'closed': closed}
+
+
+# ---------------------------------------------------------------------------
 # SASL PLAIN: what a failure takes, and what many of them take
 # ---------------------------------------------------------------------------
 
@@ -307,6 +353,10 @@ if __name__ == '__main__':
         result = slow_frames(int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
     elif what == 'idle':
         result = idle(int(sys.argv[3]), float(sys.argv[4]))
+    elif what == 'commit-dups':
+        result = commit_dups(sys.argv[3], int(sys.argv[4]))
+    elif what == 'many-elements':
+        result = many_elements(int(sys.argv[3]))
     elif what == 'plain-timing':
         result = plain_timing(sys.argv[3], int(sys.argv[4]))
     elif what == 'plain-backoff':

@@ -13,6 +13,9 @@
 #    are still taken;
 #  - a Fetch of max_bytes 1 MB with a partition_max_bytes of 2 GB reads
 #    about 1 MB, not the partition's 10 MB;
+#  - an OffsetCommit naming one partition 20,000 times is worked for 500 ms
+#    and answered in full; a Produce of 600,000 entries (over the 500,000
+#    array elements a request may hold) closes its connection;
 #  - with SASL on: 8 connections that announce 38 MB frames before
 #    authenticating are closed at once, and nothing of them is buffered;
 #  - mqlog.kafka_max_connections (8 here) connections that send nothing do
@@ -117,7 +120,7 @@ my $r = attack($kport, {}, 'bomb', 'bomb', 'zstd', 2, 8);
 is_deeply($r->{errors}, [ 0, 0 ], 'two batches that decompress to 8 MB each are taken');
 is($node->safe_psql('postgres', q{SELECT mq_latest_offset('bomb', 0)}), '2',
 	'and appended');
-like(slurp_file($node->logfile), qr/expands past mqlog.kafka_max_request_memory \(67108864 bytes\): 6 partition entries/,
+like(slurp_file($node->logfile), qr/expands past mqlog.kafka_max_request_memory \(33554432 bytes\): 6 partition entries/,
 	'the log says why the bombs were refused');
 
 # a Fetch that asks for 1 MB in all but 2 GB for its one partition reads
@@ -137,6 +140,23 @@ ok(defined $answer && length($answer) < 2.5 * (1 << 20),
 	'a Fetch of max_bytes 1 MB and partition_max_bytes 2 GB answers at most two 1 MB batches ('
 	  . length($answer // '') . ' bytes)');
 close $s;
+
+# an OffsetCommit naming one partition 20,000 times: worked for 500 ms,
+# the rest answered REQUEST_TIMED_OUT (each commit of the same row in one
+# transaction was slower than the last: 5,000 took 39 s)
+$r = attack($kport, {}, 'commit-dups', 'big', 20000);
+is($r->{answered}, 20000, 'an OffsetCommit naming a partition 20,000 times is answered for each');
+cmp_ok($r->{errors}{7} // 0, '>', 0, 'the partitions after 500 ms are REQUEST_TIMED_OUT ('
+	  . ($r->{errors}{0} // 0) . ' committed, ' . ($r->{errors}{7} // 0) . ' not)');
+cmp_ok($r->{seconds} // 1e9, '<', 5, "in $r->{seconds} s");
+watchdog_ok($r, 'an OffsetCommit of 20,000 partitions');
+
+# a Produce of 600,000 empty entries (4.8 MB) is over the 500,000 array
+# elements a request may hold: its connection closes at once
+$r = attack($kport, {}, 'many-elements', 600000);
+ok($r->{closed}, 'a Produce of 600,000 partition entries closes its connection');
+cmp_ok(peak_kb($pid), '<', $bound_kb, 'the listener still peaks under 256 MB (' . peak_kb($pid) . ' kB)');
+watchdog_ok($r, 'a Produce of 600,000 entries');
 
 # ---------------------------------------------------------------------------
 # Finding 3 without SASL: connections that never send a request
