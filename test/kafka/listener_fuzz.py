@@ -45,9 +45,15 @@ Connection states: without SASL; with SASL, before authentication (every
 API frame, expected to close the connection unanswered, except ApiVersions,
 SaslHandshake and SaslAuthenticate; SASL's own exchange mutated, PLAIN and
 SCRAM-SHA-256 tokens) and after a successful PLAIN (or SCRAM) exchange.
-Beside them: connections that send nothing (--idle), connections that
-announce a 64 MB frame and trickle a byte at a time (--trickle), and
-connections that each send a whole frame of --big-mb at once (--big).
+Beside them, all along: connections that send nothing and connections idle
+after authenticating (after one request, without SASL) (--idle, half and
+half, each opened again once the listener closed it), connections that
+announce a 64 MB frame and trickle a byte every 0.25 s (--trickle, opened
+again likewise), and twice a run, connections that each send a whole frame
+of --big-mb at once (--big).  Each fuzzing connection comes from a loopback
+address of its own (127.64.0.0/10): the listener slows down failed logins
+per address, and the fuzzer's own must slow down neither its valid logins
+nor the watchdog's, which come from 127.0.0.1.
 
 The watchdog: a thread reads the listener's /proc/PID/status every 50 ms
 (VmRSS, VmHWM, RssAnon), and another sends Metadata every 0.5 s on a
@@ -64,8 +70,9 @@ then the summary):
   - before authentication, a request other than ApiVersions, SaslHandshake
     and SaslAuthenticate was answered, or any request after a failed
     authentication was;
-  - with --expect-close S: an idle connection still open S seconds after
-    its last byte (the listener's auth or idle timeout did not close it).
+  - with --expect-auth-close S (--expect-idle-close S): a connection that
+    sent nothing (that is idle after authenticating, or after a request)
+    still open S + 2 seconds after its last byte.
 
 To protect the machine, the listener's address space is capped at
 --cap-as-mb (default 3072, prlimit: the listener gets out-of-memory errors
@@ -105,6 +112,7 @@ except ImportError:
     from kafka.record.util import calc_crc32c
 
 MB = 1 << 20
+SENT_NOTHING, AFTER_AUTH, AFTER_REQUEST = 'that sent nothing', 'idle after authentication', 'idle after a request'
 PRE_AUTH_KEYS = (17, 18, 36)    # served before SASL authentication
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 
@@ -625,8 +633,9 @@ class Closed(Exception):
     pass
 
 
-def connect(host, port, timeout=5.0):
-    s = socket.create_connection((host, port), timeout=timeout)
+def connect(host, port, timeout=5.0, source=None):
+    s = socket.create_connection((host, port), timeout=timeout,
+                                 source_address=(source, 0) if source else None)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return s
 
@@ -863,71 +872,73 @@ class Background:
         self.stop = stop
         self.failures = failures
         self.rng = random.Random(rng.random())
-        self.idle = []          # [socket, last byte sent at, closed after, kind]
+        self.idle = []              # {sock, since: its last byte, kind}
+        self.idle_closed = []       # (kind, seconds after its last byte)
         self.trickle = []
-        self.big_sent = self.big_closed = self.big_stalled = 0
+        self.trickle_closed = []    # seconds after it opened
+        self.big = {}               # what came of the big frames: answer, closed, stalled, ...
         self.history = []           # the big frames, for Fuzzer.history
         self.threads = []
         self.lock = threading.Lock()
 
-    def open_idle(self, n, authenticate):
+    def open_idle(self, kind):
+        """a connection that goes idle: one that sends nothing, or one idle
+        after authenticating (SASL) or after one request (no SASL)"""
         a = self.args
-        for i in range(n):
+        try:
+            s = connect(a.host, a.port)
+            if kind == AFTER_AUTH and not sasl_plain(s, a.sasl_user, a.sasl_password):
+                self.failures.append('an idle connection could not authenticate')
+            elif kind == AFTER_REQUEST and request(s, API_VERSIONS, 0, 1, {})[0] != 'answer':
+                self.failures.append('the ApiVersions of an idle connection was not answered')
+            self.idle.append({'sock': s, 'since': time.monotonic(), 'kind': kind})
+        except OSError as e:
+            self.failures.append('could not open an idle connection: %s' % e)
+
+    def watch_idle(self):
+        """note the idle connections the listener closed, how long after
+        their last byte, and open others in their place (a poll, no wait)"""
+        now = time.monotonic()
+        for c in list(self.idle):
+            r, _, _ = select.select([c['sock']], [], [], 0)
+            if not r:
+                continue
             try:
-                s = connect(a.host, a.port)
-                kind = 'idle'
-                if authenticate:
-                    if not sasl_plain(s, a.sasl_user, a.sasl_password):
-                        self.failures.append('an idle connection could not authenticate')
-                    kind = 'idle after authentication'
-                elif a.sasl_user:
-                    kind = 'idle before authentication'
-                self.idle.append([s, time.monotonic(), None, kind])
-            except OSError as e:
-                self.failures.append('could not open an idle connection: %s' % e)
+                data = c['sock'].recv(4096)
+            except OSError:
+                data = b''
+            if not data:
+                c['sock'].close()
+                self.idle.remove(c)
+                self.idle_closed.append((c['kind'], now - c['since']))
+                if not self.stop.is_set():
+                    self.open_idle(c['kind'])
 
     def open_trickle(self, n):
-        a = self.args
-        for i in range(n):
-            try:
-                s = connect(a.host, a.port)
-                head = struct.pack('>i', 64 * MB) + struct.pack('>hhi', 0, 7, 1) + kstr(b'trickle')
-                s.sendall(head)
-                self.trickle.append([s, time.monotonic(), None, 0])
-            except OSError as e:
-                self.failures.append('could not open a trickling connection: %s' % e)
+        self.trickle = [None] * n
         t = threading.Thread(target=self.trickle_loop, daemon=True)
         t.start()
         self.threads.append(t)
 
     def trickle_loop(self):
+        """connections that announce a 64 MB Produce and send a byte of it
+        every 0.25 s; one the listener closed is opened again"""
+        a = self.args
         while not self.stop.is_set():
-            for c in self.trickle:
-                if c[2] is not None:
-                    continue
+            for i, c in enumerate(self.trickle):
                 try:
-                    c[0].settimeout(0.5)
-                    c[0].send(bytes([self.rng.randrange(256)]))
-                    c[1] = time.monotonic()
-                    c[3] += 1
+                    if c is None:
+                        s = connect(a.host, a.port)
+                        s.sendall(struct.pack('>i', 64 * MB) + struct.pack('>hhi', 0, 7, 1) + kstr(b'trickle'))
+                        self.trickle[i] = c = {'sock': s, 'opened': time.monotonic()}
+                    c['sock'].settimeout(0.5)
+                    c['sock'].send(bytes([self.rng.randrange(256)]))
                 except OSError:
-                    c[2] = time.monotonic()
+                    if c is not None:
+                        c['sock'].close()
+                        self.trickle_closed.append(time.monotonic() - c['opened'])
+                    self.trickle[i] = None
             self.stop.wait(0.25)
-
-    def watch_idle(self):
-        """which idle connections the listener closed (a poll, no wait)"""
-        now = time.monotonic()
-        for c in self.idle:
-            if c[2] is not None:
-                continue
-            r, _, _ = select.select([c[0]], [], [], 0)
-            if r:
-                try:
-                    data = c[0].recv(4096)
-                except OSError:
-                    data = b''
-                if not data:
-                    c[2] = now - c[1]
 
     def big_frames(self, n, size_mb):
         """n connections each sending a whole frame of size_mb at once"""
@@ -943,23 +954,23 @@ class Background:
 
         def send():
             t0 = time.monotonic()
-            st = 'stalled'
             try:
                 s = connect(a.host, a.port, timeout=10)
                 s.settimeout(10)
-                s.sendall(frame)
-                with self.lock:
-                    self.big_sent += 1
-                st, _ = read_answer(s, 10)
-                with self.lock:
-                    if st == 'closed':
-                        self.big_closed += 1
+                try:
+                    s.sendall(frame)
+                    st, _ = read_answer(s, 10)
+                except (socket.timeout, TimeoutError):
+                    st = 'stalled'
+                except OSError:
+                    st = 'closed'      # before the whole frame was in
                 s.close()
-            except (OSError, socket.timeout):
-                with self.lock:
-                    self.big_stalled += 1
+            except OSError:
+                st = 'refused'
+            with self.lock:
+                self.big[st] = self.big.get(st, 0) + 1
             self.history.append((t0, time.monotonic(), 'a frame of %d MB%s: %s' % (
-                size // MB, ' before authentication' if a.sasl_user else '', st), 'silent'))
+                (size + 4) // MB, ' before authentication' if a.sasl_user else '', st), 'silent'))
         for _ in range(n):
             t = threading.Thread(target=send, daemon=True)
             t.start()
@@ -970,10 +981,8 @@ class Background:
         for t in self.threads:
             t.join(timeout=15)
         for c in self.idle + self.trickle:
-            try:
-                c[0].close()
-            except OSError:
-                pass
+            if c is not None:
+                c['sock'].close()
 
 
 # ---------------------------------------------------------------------------
@@ -1238,11 +1247,21 @@ class Fuzzer:
 
     # -- connections per mode ------------------------------------------------
 
+    def source(self):
+        """a loopback address of its own for a fuzzing connection: the
+        listener slows down failed logins per address (backoff.c), and the
+        fuzzer's failures must not slow down its own valid logins, nor the
+        watchdog's, which comes from the default address"""
+        if not self.a.host.startswith('127.'):
+            return None
+        r = self.rng.randrange(1, 1 << 22)
+        return '127.%d.%d.%d' % (64 + (r >> 16), (r >> 8) & 255, r & 255)
+
     def open(self, mode):
         """a connection in the state mode names: plain (no SASL), pre (SASL
         configured, not authenticated), post (authenticated)"""
         a = self.a
-        s = connect(a.host, a.port)
+        s = connect(a.host, a.port, source=self.source())
         if mode == 'post':
             r = self.rng.random()
             if r < 0.15:
@@ -1410,7 +1429,7 @@ class Fuzzer:
         answered unless the exchange succeeded"""
         a, rng = self.a, self.rng
         try:
-            s = connect(a.host, a.port)
+            s = connect(a.host, a.port, source=self.source())
         except OSError:
             return
         self.count('pre', SASL_AUTHENTICATE)
@@ -1574,11 +1593,8 @@ class Fuzzer:
         watchdog = Watchdog(a, self.failures, self.stop)
         watchdog.start()
         bg = Background(a, self.rng, self.stop, self.failures)
-        if a.sasl_user:
-            bg.open_idle(a.idle // 2, False)
-            bg.open_idle(a.idle - a.idle // 2, True)
-        else:
-            bg.open_idle(a.idle, False)
+        for i in range(a.idle):
+            bg.open_idle(SENT_NOTHING if i % 2 == 0 else AFTER_AUTH if a.sasl_user else AFTER_REQUEST)
         bg.open_trickle(a.trickle)
 
         for mode in modes:
@@ -1615,24 +1631,22 @@ class Fuzzer:
 
         for mode in list(self.conn):
             self.drop(mode)
-        # idle connections the listener should close: give them the time
-        expected = [c for c in bg.idle if self.close_bound(c) is not None]
+        # the idle connections the listener should close: give them the time
+        self.stop.set()
+        expected = [c for c in bg.idle if self.close_bound(c['kind']) is not None]
         if expected:
-            end = max(c[1] + self.close_bound(c) + 2 for c in expected)
-            while time.monotonic() < min(end, self.hard_deadline) and any(c[2] is None for c in expected):
+            end = max(c['since'] + self.close_bound(c['kind']) + 2 for c in expected)
+            while time.monotonic() < min(end, self.hard_deadline) and any(c in bg.idle for c in expected):
                 bg.watch_idle()
                 time.sleep(0.2)
-        self.stop.set()
         watchdog.join()
         bg.close()
         self.history += bg.history
         return watchdog, bg
 
-    def close_bound(self, c):
-        """within how many seconds the listener must close idle connection c"""
-        if c[3] == 'idle before authentication':
-            return self.a.expect_auth_close
-        return self.a.expect_idle_close
+    def close_bound(self, kind):
+        """within how many seconds the listener must close an idle connection of this kind"""
+        return self.a.expect_auth_close if kind == SENT_NOTHING else self.a.expect_idle_close
 
     def report(self, watchdog, bg):
         a = self.a
@@ -1665,31 +1679,31 @@ class Fuzzer:
                           '(unanswered first, latest first): %s'
                           % (t0 - START, dt, '; '.join('%.1f s %s' % (-ms0 - START, w)
                                                        for _, ms0, w in behind[:6]) or 'nothing'))
-        idle_closed = [c for c in bg.idle if c[2] is not None]
-        for c in bg.idle:
-            bound = self.close_bound(c)
-            if bound is not None and (c[2] is None or c[2] > bound + 2):
-                self.fail('a connection %s was %s, past the %.0f s it was given' % (
-                    c[3], 'still open after %.0f s' % (time.monotonic() - c[1]) if c[2] is None else
-                    'closed only after %.1f s' % c[2], bound))
-                break
-        trickle_closed = sum(1 for c in bg.trickle if c[2] is not None)
+        now = time.monotonic()
+        for kind in (SENT_NOTHING, AFTER_AUTH, AFTER_REQUEST):
+            bound = self.close_bound(kind)
+            lives = [t for k, t in bg.idle_closed if k == kind] + \
+                [now - c['since'] for c in bg.idle if c['kind'] == kind]
+            if bound is not None and lives and max(lives) > bound + 2:
+                self.fail('a connection %s was open %.1f s after its last byte, past the %.0f s it was given'
+                          % (kind, max(lives), bound))
+        idle_max = max([t for _, t in bg.idle_closed] or [0])
         per_api = ', '.join('%s %d' % kv for kv in sorted(self.counts.items()))
         modes = ', '.join('%s %d' % kv for kv in sorted(self.mode_counts.items()))
         muts = ', '.join('%s %d' % kv for kv in sorted(self.mutations.items()))
         nversions = sum(len(v) for v in self.versions.values())
         summary = ('listener fuzz, seed %d, %.0f s, %s: %d requests (%s; %s) over %d versions of %d APIs; '
                    'peak RSS %d MB (bound %d, RssAnon %d MB); watchdog %d Metadata, max %.3f s (bound %.2f); '
-                   'idle %d/%d closed, trickling %d/%d closed; listener pid %d %s'
+                   'idle connections closed %d (the longest after %.1f s), trickling %d; listener pid %d %s'
                    % (a.seed, time.monotonic() - START, 'SASL' if a.sasl_user else 'no SASL',
                       sum(self.counts.values()), modes, per_api, nversions, len(self.versions),
                       hwm // 1024, a.max_rss_mb, watchdog.max_anon // 1024, len(lat), max_lat,
-                      a.max_latency, len(idle_closed), len(bg.idle), trickle_closed, len(bg.trickle),
+                      a.max_latency, len(bg.idle_closed), idle_max, len(bg.trickle_closed),
                       a.pid, 'throughout' if same else 'LOST'))
-        self.log('mutations: %s; outcomes %s (left unanswered: %s); big frames sent %d, closed %d, '
-                 'stalled %d; bombs %s'
+        self.log('mutations: %s; outcomes %s (left unanswered: %s); frames of %d MB: %s; bombs %s'
                  % (muts, self.outcomes, ', '.join('%s %d' % kv for kv in sorted(self.silent.items())),
-                    bg.big_sent, bg.big_closed, bg.big_stalled, self.bomb_times))
+                    a.big_mb, ', '.join('%s %d' % kv for kv in sorted(bg.big.items())) or 'none',
+                    self.bomb_times))
         if self.failures:
             for f_ in self.failures:
                 print('FAIL: %s' % f_, file=sys.stderr)
