@@ -85,9 +85,9 @@ success it prints one line: requests per API, peak RSS, latency.  The
 sequence of mutations is the seed's (timing still varies from run to run).
 """
 import argparse
+import base64
 import hashlib
 import hmac
-import base64
 import gzip
 import os
 import random
@@ -99,6 +99,7 @@ import struct
 import sys
 import threading
 import time
+import traceback
 
 import lz4.frame
 import snappy
@@ -1183,11 +1184,12 @@ def mutate_bytes(rng, e, key):
         off, size, mk = marks[i]
         if mk in ('len16',):
             old = struct.unpack_from('>h', buf, off)[0]
-            struct.pack_into('>h', buf, off, rng.choice([-1, -2, 32767, -32768, old + 1, max(old - 1, -1), 0]))
+            v = rng.choice([-1, -2, 32767, -32768, old + 1, old - 1, 0])
+            struct.pack_into('>H', buf, off, v & 0xffff)
         elif mk in ('len32', 'count'):
             old = struct.unpack_from('>i', buf, off)[0]
             v = rng.choice([-1, -2, 2 ** 31 - 1, -2 ** 31, old + 1, old - 1, 0, 1 << 30, old * 2 + 1])
-            struct.pack_into('>i', buf, off, max(min(v, 2 ** 31 - 1), -2 ** 31))
+            struct.pack_into('>I', buf, off, v & 0xffffffff)
         else:
             v = rng.choice([0, 1, 2 ** 31, 2 ** 31 - 1, 2 ** 32 - 1, 2 ** 35, 127, 128])
             nb = uvarint(v) if rng.random() < 0.8 else b'\xff' * rng.choice([5, 6, 10, 11])
@@ -1237,6 +1239,7 @@ class Fuzzer:
         self.bomb_times = []
         self.history = []           # (sent at, done at, what): what a slow probe waited behind
         self.silent = {}            # api name -> complete requests left unanswered
+        self.own_errors = 0         # exceptions of the fuzzer's own
 
     def log(self, msg):
         print('# %s' % msg, file=sys.stderr, flush=True)
@@ -1623,10 +1626,18 @@ class Fuzzer:
                 i = 0
             mode, key, version = work[i]
             i += 1
-            if mode == 'pre' and self.rng.random() < 0.15:
-                self.sasl_exchange()
-            else:
-                self.one(mode, key, version)
+            try:
+                if mode == 'pre' and self.rng.random() < 0.15:
+                    self.sasl_exchange()
+                else:
+                    self.one(mode, key, version)
+            except Exception:
+                # the fuzzer's own bug: say so, go on fuzzing
+                self.own_errors += 1
+                if self.own_errors == 1:
+                    self.fail('the fuzzer itself failed (%s %s v%d): %s'
+                              % (mode, api_name(key), version, traceback.format_exc()))
+                self.drop(mode)
             bg.watch_idle()
 
         for mode in list(self.conn):
