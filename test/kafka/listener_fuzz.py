@@ -838,10 +838,11 @@ class Watchdog:
                         self.slow.append((t0, dt))
                 else:
                     self.latencies.append(dt)
-                    self.failures.append('the watchdog\'s Metadata %d was %s after %.3f s' % (
-                        corr, {'answer': 'answered with another correlation id', 'closed':
-                               'not answered: its connection was closed',
-                               'silent': 'not answered'}[st], dt))
+                    self.failures.append('the watchdog\'s Metadata %d, sent %.1f s into the run, was %s after %.3f s '
+                                         '(its connection: %s:%d)' % (
+                        corr, t0 - START, {'answer': 'answered with another correlation id', 'closed':
+                                           'not answered: its connection was closed',
+                                           'silent': 'not answered'}[st], dt, *s.getsockname()[:2]))
                     s.close()
                     s = None
                     self.reconnects += 1
