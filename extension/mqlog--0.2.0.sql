@@ -1314,6 +1314,70 @@ CREATE FUNCTION mqlog._active_segment(topic_id int, part int) RETURNS mqlog.segm
 $$;
 COMMENT ON FUNCTION mqlog._active_segment(int, int) IS 'internal: the catalog row of a partition''s active segment';
 
+/*
+ * The chain's invariant: of a partition's segments with a base offset,
+ * exactly one is unsealed, the newest, and it is the active segment.
+ * Whatever seals a segment lists the next one in the same transaction
+ * (_roll_segment, _finalize_spare, _move_log_end), and retention,
+ * compaction and mq_delete_records take away sealed segments only, so no
+ * committed state breaks it, and neither does a crash, which leaves only
+ * committed states of the catalog.  If it is broken all the same (the
+ * catalog edited by hand, part of it restored), mq_verify reports it and
+ * each maintenance pass puts it right here, saying so in the server log:
+ * appenders write to the newest segment whatever the catalog says of it,
+ * so the newest becomes the active one, and an unsealed segment before it
+ * is sealed where the next one begins.  Returns what it did, or null.
+ */
+CREATE FUNCTION mqlog._repair_chain(topic_id int, part int) RETURNS text
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    unsealed bigint;
+    newest_base bigint;
+    active_base bigint;
+    newest mqlog.segment;
+    r record;
+    st record;
+    done text[] := '{}';
+BEGIN
+    /* one look at the chain when it is whole, as it always is */
+    SELECT count(*) FILTER (WHERE NOT s.sealed), max(s.base_offset), max(s.base_offset) FILTER (WHERE NOT s.sealed)
+      INTO unsealed, newest_base, active_base
+      FROM mqlog.segment s
+     WHERE s.topic_id = _repair_chain.topic_id AND s."partition" = part AND s.base_offset >= 0;
+    IF newest_base IS NULL OR (unsealed = 1 AND active_base = newest_base) THEN
+        RETURN NULL;            /* whole, or no segment yet */
+    END IF;
+    SELECT * INTO newest FROM mqlog.segment s
+     WHERE s.topic_id = _repair_chain.topic_id AND s."partition" = part AND s.base_offset = newest_base;
+    FOR r IN SELECT c.* FROM (
+                 SELECT s.relid, s.sealed, s.base_offset,
+                        lead(s.base_offset) OVER (ORDER BY s.base_offset) AS next_base
+                   FROM mqlog.segment s
+                  WHERE s.topic_id = _repair_chain.topic_id AND s."partition" = part
+                    AND s.base_offset >= 0) c
+              WHERE NOT c.sealed AND c.next_base IS NOT NULL LOOP
+        SELECT * INTO st FROM mqlog.segment_stats(r.relid);
+        UPDATE mqlog.segment s SET sealed = true, sealed_at = now(), next_offset = r.next_base,
+               max_timestamp = coalesce(st.max_timestamp, now())
+         WHERE s.relid = r.relid;
+        done := done || format('sealed the segment from offset %s, which is not the newest', r.base_offset);
+    END LOOP;
+    IF newest.sealed THEN
+        UPDATE mqlog.segment s SET sealed = false, sealed_at = NULL, next_offset = NULL, max_timestamp = NULL
+         WHERE s.relid = newest.relid;
+        done := done || format('made the newest segment, from offset %s, the active one again', newest.base_offset);
+    END IF;
+    RAISE WARNING 'segment chain of partition % of topic "%" had % unsealed segments', part,
+                  (SELECT t.name FROM mqlog.topic t WHERE t.topic_id = _repair_chain.topic_id), unsealed
+        USING ERRCODE = 'data_corrupted', DETAIL = 'The maintenance pass ' || array_to_string(done, ' and ') || '.',
+              HINT = 'A partition has exactly one active segment, the newest; mq_verify reports one that has not.';
+    PERFORM mqlog._catalog_changed();
+    RETURN array_to_string(done, '; ');
+END
+$$;
+COMMENT ON FUNCTION mqlog._repair_chain(int, int) IS
+    'internal: make the newest segment of a partition its only unsealed one, if it is not (never expected; said in the log)';
+
 /* Seal the active segment of one partition and start the next; returns the new base offset, or null if it was busy. */
 CREATE FUNCTION mqlog._roll_segment(topic_id int, part int) RETURNS bigint
     LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -1735,6 +1799,14 @@ BEGIN
                 RETURN NEXT;
                 a := mqlog._active_segment(p.topic_id, p.part);
             END IF;
+        END IF;
+
+        /* one active segment, the newest (see _repair_chain: never expected) */
+        detail := mqlog._repair_chain(p.topic_id, p.part);
+        IF detail IS NOT NULL THEN
+            action := 'repair'; topic := p.name; "partition" := p.part; segment := NULL;
+            RETURN NEXT;
+            a := mqlog._active_segment(p.topic_id, p.part);
         END IF;
 
         /*
