@@ -1290,6 +1290,11 @@ CREATE FUNCTION mqlog._maintenance_lock() RETURNS void
 COMMENT ON FUNCTION mqlog._maintenance_lock() IS
     'internal: the lock that serializes maintenance passes of a database, held to the end of the transaction; no SQL function can take it';
 
+CREATE FUNCTION mqlog._debug_pause(step text) RETURNS void
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_debug_pause';
+COMMENT ON FUNCTION mqlog._debug_pause(text) IS
+    'internal: a point between two steps of a maintenance pass, where the tests stop it (mqlog.debug_pause_step) to kill the server';
+
 CREATE FUNCTION mqlog._roll_begin(topic_id int, "partition" int, relid oid) RETURNS bigint
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_roll_begin';
 COMMENT ON FUNCTION mqlog._roll_begin(int, int, oid) IS
@@ -1765,6 +1770,7 @@ BEGIN
         detail := 'first segment of the partition';
         RETURN NEXT;
         budget := budget - 1;
+        PERFORM mqlog._debug_pause('create');
     END LOOP;
     IF budget <= 0 THEN
         action := 'more'; topic := only_topic; "partition" := NULL; segment := NULL;
@@ -1798,6 +1804,7 @@ BEGIN
                 detail := 'next segment starts at offset ' || next_base || ' (rolled by an appender)';
                 RETURN NEXT;
                 a := mqlog._active_segment(p.topic_id, p.part);
+                PERFORM mqlog._debug_pause('record roll');
             END IF;
         END IF;
 
@@ -1807,6 +1814,7 @@ BEGIN
             action := 'repair'; topic := p.name; "partition" := p.part; segment := NULL;
             RETURN NEXT;
             a := mqlog._active_segment(p.topic_id, p.part);
+            PERFORM mqlog._debug_pause('repair');
         END IF;
 
         /*
@@ -1829,6 +1837,7 @@ BEGIN
                 segment := a.relid::regclass::text; detail := 'next segment starts at offset ' || next_base;
                 RETURN NEXT;
                 a := mqlog._active_segment(p.topic_id, p.part);
+                PERFORM mqlog._debug_pause('roll');
             END IF;
         END IF;
 
@@ -1843,6 +1852,7 @@ BEGIN
                  mqlog._segment_first_timestamp(a.relid) < mqlog._ms_ago((p.c->>'segment.ms')::bigint / 2))) THEN
             IF mqlog._prepare_spare(p.topic_id, p.part) IS NOT NULL THEN   /* null: it has one */
                 budget := budget - 1;
+                PERFORM mqlog._debug_pause('prepare');
             END IF;
         END IF;
 
@@ -1876,6 +1886,7 @@ BEGIN
                     action := 'compact'; topic := p.name; "partition" := p.part;
                     detail := next_base || CASE WHEN next_base = 1 THEN ' record removed' ELSE ' records removed' END;
                     RETURN NEXT;
+                    PERFORM mqlog._debug_pause('compact');
                 END IF;
             END LOOP;
         END IF;
@@ -1907,6 +1918,7 @@ BEGIN
                 action := 'delete'; topic := p.name; "partition" := p.part;
                 segment := s.relid::regclass::text;
                 RETURN NEXT;
+                PERFORM mqlog._debug_pause('unlink');
                 IF budget > 0 THEN
                     budget := budget - 1;
                     BEGIN
@@ -1914,6 +1926,7 @@ BEGIN
                     EXCEPTION WHEN lock_not_available THEN
                         NULL;   /* a reader is inside: the orphan sweep drops it later */
                     END;
+                    PERFORM mqlog._debug_pause('drop');
                 END IF;         /* else an orphan, for the sweep */
             END LOOP;
         END IF;
@@ -1926,6 +1939,7 @@ BEGIN
             RETURN NEXT;
         END LOOP;
     END IF;
+    PERFORM mqlog._debug_pause('end');
 END
 $$;
 COMMENT ON FUNCTION mq_run_maintenance(text) IS
