@@ -1290,6 +1290,11 @@ CREATE FUNCTION mqlog._maintenance_lock() RETURNS void
 COMMENT ON FUNCTION mqlog._maintenance_lock() IS
     'internal: the lock that serializes maintenance passes of a database, held to the end of the transaction; no SQL function can take it';
 
+CREATE FUNCTION mqlog._debug_pause(step text) RETURNS void
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_debug_pause';
+COMMENT ON FUNCTION mqlog._debug_pause(text) IS
+    'internal: a point between two steps of a maintenance pass, where the tests stop it (mqlog.debug_pause_step) to kill the server';
+
 CREATE FUNCTION mqlog._roll_begin(topic_id int, "partition" int, relid oid) RETURNS bigint
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_roll_begin';
 COMMENT ON FUNCTION mqlog._roll_begin(int, int, oid) IS
@@ -1313,6 +1318,70 @@ CREATE FUNCTION mqlog._active_segment(topic_id int, part int) RETURNS mqlog.segm
        AND NOT s.sealed AND s.base_offset OPERATOR(pg_catalog.>=) 0
 $$;
 COMMENT ON FUNCTION mqlog._active_segment(int, int) IS 'internal: the catalog row of a partition''s active segment';
+
+/*
+ * The chain's invariant: of a partition's segments with a base offset,
+ * exactly one is unsealed, the newest, and it is the active segment.
+ * Whatever seals a segment lists the next one in the same transaction
+ * (_roll_segment, _finalize_spare, _move_log_end), and retention,
+ * compaction and mq_delete_records take away sealed segments only, so no
+ * committed state breaks it, and neither does a crash, which leaves only
+ * committed states of the catalog.  If it is broken all the same (the
+ * catalog edited by hand, part of it restored), mq_verify reports it and
+ * each maintenance pass puts it right here, saying so in the server log:
+ * appenders write to the newest segment whatever the catalog says of it,
+ * so the newest becomes the active one, and an unsealed segment before it
+ * is sealed where the next one begins.  Returns what it did, or null.
+ */
+CREATE FUNCTION mqlog._repair_chain(topic_id int, part int) RETURNS text
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    unsealed bigint;
+    newest_base bigint;
+    active_base bigint;
+    newest mqlog.segment;
+    r record;
+    st record;
+    done text[] := '{}';
+BEGIN
+    /* one look at the chain when it is whole, as it always is */
+    SELECT count(*) FILTER (WHERE NOT s.sealed), max(s.base_offset), max(s.base_offset) FILTER (WHERE NOT s.sealed)
+      INTO unsealed, newest_base, active_base
+      FROM mqlog.segment s
+     WHERE s.topic_id = _repair_chain.topic_id AND s."partition" = part AND s.base_offset >= 0;
+    IF newest_base IS NULL OR (unsealed = 1 AND active_base = newest_base) THEN
+        RETURN NULL;            /* whole, or no segment yet */
+    END IF;
+    SELECT * INTO newest FROM mqlog.segment s
+     WHERE s.topic_id = _repair_chain.topic_id AND s."partition" = part AND s.base_offset = newest_base;
+    FOR r IN SELECT c.* FROM (
+                 SELECT s.relid, s.sealed, s.base_offset,
+                        lead(s.base_offset) OVER (ORDER BY s.base_offset) AS next_base
+                   FROM mqlog.segment s
+                  WHERE s.topic_id = _repair_chain.topic_id AND s."partition" = part
+                    AND s.base_offset >= 0) c
+              WHERE NOT c.sealed AND c.next_base IS NOT NULL LOOP
+        SELECT * INTO st FROM mqlog.segment_stats(r.relid);
+        UPDATE mqlog.segment s SET sealed = true, sealed_at = now(), next_offset = r.next_base,
+               max_timestamp = coalesce(st.max_timestamp, now())
+         WHERE s.relid = r.relid;
+        done := done || format('sealed the segment from offset %s, which is not the newest', r.base_offset);
+    END LOOP;
+    IF newest.sealed THEN
+        UPDATE mqlog.segment s SET sealed = false, sealed_at = NULL, next_offset = NULL, max_timestamp = NULL
+         WHERE s.relid = newest.relid;
+        done := done || format('made the newest segment, from offset %s, the active one again', newest.base_offset);
+    END IF;
+    RAISE WARNING 'segment chain of partition % of topic "%" had % unsealed segments', part,
+                  (SELECT t.name FROM mqlog.topic t WHERE t.topic_id = _repair_chain.topic_id), unsealed
+        USING ERRCODE = 'data_corrupted', DETAIL = 'The maintenance pass ' || array_to_string(done, ' and ') || '.',
+              HINT = 'A partition has exactly one active segment, the newest; mq_verify reports one that has not.';
+    PERFORM mqlog._catalog_changed();
+    RETURN array_to_string(done, '; ');
+END
+$$;
+COMMENT ON FUNCTION mqlog._repair_chain(int, int) IS
+    'internal: make the newest segment of a partition its only unsealed one, if it is not (never expected; said in the log)';
 
 /* Seal the active segment of one partition and start the next; returns the new base offset, or null if it was busy. */
 CREATE FUNCTION mqlog._roll_segment(topic_id int, part int) RETURNS bigint
@@ -1701,6 +1770,7 @@ BEGIN
         detail := 'first segment of the partition';
         RETURN NEXT;
         budget := budget - 1;
+        PERFORM mqlog._debug_pause('create');
     END LOOP;
     IF budget <= 0 THEN
         action := 'more'; topic := only_topic; "partition" := NULL; segment := NULL;
@@ -1734,7 +1804,17 @@ BEGIN
                 detail := 'next segment starts at offset ' || next_base || ' (rolled by an appender)';
                 RETURN NEXT;
                 a := mqlog._active_segment(p.topic_id, p.part);
+                PERFORM mqlog._debug_pause('record roll');
             END IF;
+        END IF;
+
+        /* one active segment, the newest (see _repair_chain: never expected) */
+        detail := mqlog._repair_chain(p.topic_id, p.part);
+        IF detail IS NOT NULL THEN
+            action := 'repair'; topic := p.name; "partition" := p.part; segment := NULL;
+            RETURN NEXT;
+            a := mqlog._active_segment(p.topic_id, p.part);
+            PERFORM mqlog._debug_pause('repair');
         END IF;
 
         /*
@@ -1757,6 +1837,7 @@ BEGIN
                 segment := a.relid::regclass::text; detail := 'next segment starts at offset ' || next_base;
                 RETURN NEXT;
                 a := mqlog._active_segment(p.topic_id, p.part);
+                PERFORM mqlog._debug_pause('roll');
             END IF;
         END IF;
 
@@ -1771,6 +1852,7 @@ BEGIN
                  mqlog._segment_first_timestamp(a.relid) < mqlog._ms_ago((p.c->>'segment.ms')::bigint / 2))) THEN
             IF mqlog._prepare_spare(p.topic_id, p.part) IS NOT NULL THEN   /* null: it has one */
                 budget := budget - 1;
+                PERFORM mqlog._debug_pause('prepare');
             END IF;
         END IF;
 
@@ -1804,6 +1886,7 @@ BEGIN
                     action := 'compact'; topic := p.name; "partition" := p.part;
                     detail := next_base || CASE WHEN next_base = 1 THEN ' record removed' ELSE ' records removed' END;
                     RETURN NEXT;
+                    PERFORM mqlog._debug_pause('compact');
                 END IF;
             END LOOP;
         END IF;
@@ -1835,6 +1918,7 @@ BEGIN
                 action := 'delete'; topic := p.name; "partition" := p.part;
                 segment := s.relid::regclass::text;
                 RETURN NEXT;
+                PERFORM mqlog._debug_pause('unlink');
                 IF budget > 0 THEN
                     budget := budget - 1;
                     BEGIN
@@ -1842,6 +1926,7 @@ BEGIN
                     EXCEPTION WHEN lock_not_available THEN
                         NULL;   /* a reader is inside: the orphan sweep drops it later */
                     END;
+                    PERFORM mqlog._debug_pause('drop');
                 END IF;         /* else an orphan, for the sweep */
             END LOOP;
         END IF;
@@ -1854,6 +1939,7 @@ BEGIN
             RETURN NEXT;
         END LOOP;
     END IF;
+    PERFORM mqlog._debug_pause('end');
 END
 $$;
 COMMENT ON FUNCTION mq_run_maintenance(text) IS

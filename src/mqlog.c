@@ -159,6 +159,12 @@ _PG_init(void)
 							&mqlog_maintenance_naptime,
 							10, 1, 86400,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.debug_pause_step",
+							"For tests: the step of a maintenance pass's transaction at which it waits until cancelled.",
+							"0, the default, never waits.  The tests set it to stop a pass between two of its steps and kill the server there.",
+							&mqlog_debug_pause_step,
+							0, 0, INT_MAX,
+							PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	DefineCustomBoolVariable("mqlog.roll_ahead",
 							 "Prepares each partition's next segment ahead, so that appenders roll exactly at segment.bytes and segment.ms.",
 							 "Off: no segment is prepared ahead, and the maintenance worker rolls segments on its passes instead (they can outgrow segment.bytes meanwhile).",

@@ -1457,6 +1457,29 @@ MqPartitionsExtendAhead(Oid catalog_relid)
 	return added;
 }
 
+/*
+ * May a roll go into this spare: has nothing ever been written to it?
+ * Not "has it no pages": a roll whose first batch never reached the WAL
+ * leaves the spare with a page and no batch.  The append extends the
+ * relation by an all-zero page at once (extend_for_append writes it to
+ * the file), while the APPEND record that initializes the page waits in
+ * the WAL buffers for the producer's commit; a crash in between keeps the
+ * page and loses the record, and pages the worker extended ahead of the
+ * appender (MqSegmentExtend) stay as well.  Such pages are not part of the
+ * log (segment.c: initialized pages form a prefix, and none is), the spare
+ * is still the partition's spare after the restart (its first page names
+ * no offset, see MqPartitionSpareBase), and a roll takes it as an append
+ * takes pages extended ahead.  Refused instead, as they once were, such a
+ * spare was never written again: its partition never rolled into a spare
+ * again, nor was another prepared for it, since it had one.  The caller
+ * holds the partition lock and a lock on the spare: nobody else writes it.
+ */
+static bool
+spare_empty(Relation spare)
+{
+	return RelationGetNumberOfBlocks(spare) == 0 || MqSegmentUsedBlocks(spare) == 0;
+}
+
 /* Caller holds part->lock exclusively. */
 static void
 switch_to_spare(MqPartition *part, Oid spare)
@@ -1542,7 +1565,7 @@ MqPartitionRollToSpare(MqPartition *part, Relation active, int64 active_base, Re
 	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
 	MqPartitionEnsureLoaded(part, active, active_base);
 	if (part->active_relid == RelationGetRelid(active) && part->end_lpos > 0 &&
-		RelationGetNumberOfBlocks(spare) == 0)
+		spare_empty(spare))
 	{
 		switch_to_spare(part, RelationGetRelid(spare));
 		base = part->active_base;
@@ -1787,7 +1810,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 
 			if (OidIsValid(spare) && spare_rel != NULL && RelationGetRelid(spare_rel) == spare)
 			{
-				if (RelationGetNumberOfBlocks(spare_rel) == 0)
+				if (spare_empty(spare_rel))
 				{
 					switch_to_spare(part, spare);
 					table_close(rel, NoLock);

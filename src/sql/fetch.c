@@ -226,7 +226,8 @@ verify_decode(MqLogIter *it, MemoryContext cxt, MqRecord **recs, char **problem)
 
 /*
  * Check every batch of every segment: CRC, decodability, record count, and
- * that offsets only grow.  One row per segment.
+ * that offsets only grow; and that the newest segment, only it, is the
+ * active one.  One row per segment.
  */
 Datum
 mq_verify(PG_FUNCTION_ARGS)
@@ -290,6 +291,15 @@ mq_verify(PG_FUNCTION_ARGS)
 			}
 			if (problem == NULL && it.reader.lpos < it.reader.end_lpos)
 				problem = psprintf("torn batch at the tail (a crash during an append); the next append cuts it off");
+
+			/*
+			 * The chain: the newest segment, and only it, is unsealed (see
+			 * mqlog._repair_chain, which the next maintenance pass runs).
+			 */
+			if (problem == NULL && s < topic->nsegments[p] - 1 && !seg->sealed)
+				problem = psprintf("not sealed, but newer segments follow: the partition has more than one active segment; the next maintenance pass seals it");
+			if (problem == NULL && s == topic->nsegments[p] - 1 && seg->sealed)
+				problem = psprintf("sealed, but the newest segment: the partition has no active segment; the next maintenance pass makes this one active again");
 			values[0] = Int32GetDatum(p);
 			values[1] = ObjectIdGetDatum(seg->relid);
 			values[2] = Int64GetDatum(batches);

@@ -11,7 +11,8 @@
  * so no worker stays connected: DROP DATABASE is not held up, and CREATE
  * EXTENSION needs no restart.  The launcher loop follows
  * contrib/pg_prewarm/autoprewarm.c: latch, SIGTERM, SIGHUP, postmaster
- * death.  An error in a pass ends only that pass.
+ * death.  An error in a pass ends only that pass.  mqlog._debug_pause is
+ * where the tests stop a pass between two of its steps.
  *
  *-------------------------------------------------------------------------
  */
@@ -30,6 +31,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/proc.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/builtins.h"
@@ -42,9 +44,12 @@
 #include "workers/workers.h"
 
 int			mqlog_maintenance_naptime = 10;
+int			mqlog_debug_pause_step = 0;
 
 PGDLLEXPORT void mqlog_launcher_main(Datum main_arg);
 PGDLLEXPORT void mqlog_maintenance_main(Datum main_arg);
+
+PG_FUNCTION_INFO_V1(mqlog_debug_pause);
 
 #define MAX_DB_WORKERS 256
 
@@ -440,4 +445,41 @@ mqlog_maintenance_main(Datum main_arg)
 	MqWorkerPinSearchPath();
 	(void) maintenance_pass(MyBgworkerEntry->bgw_extra[0] == 'r');
 	proc_exit(0);
+}
+
+/*
+ * mqlog._debug_pause(step): a point between two steps of a maintenance
+ * pass (mq_run_maintenance calls it after each change it makes: a roll
+ * recorded, a segment unlinked, a segment dropped, ...).  With
+ * mqlog.debug_pause_step at n, the n-th such point of a transaction logs
+ * which step it is and waits there until the query is cancelled, the
+ * server shuts down or the postmaster dies: how test/perl/031_retention_crash.pl
+ * kills the server at every step of retention.  0 (the default): nothing.
+ */
+Datum
+mqlog_debug_pause(PG_FUNCTION_ARGS)
+{
+	static LocalTransactionId lxid = InvalidLocalTransactionId;
+	static int	steps = 0;
+
+	if (mqlog_debug_pause_step <= 0)
+		PG_RETURN_VOID();
+	if (lxid != MyProc->lxid)
+	{
+		lxid = MyProc->lxid;
+		steps = 0;
+	}
+	if (++steps != mqlog_debug_pause_step)
+		PG_RETURN_VOID();
+	ereport(LOG,
+			(errmsg("mqlog maintenance paused at step %d (%s)",
+					steps, text_to_cstring(PG_GETARG_TEXT_PP(0)))));
+	while (!ShutdownRequestPending)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	PG_RETURN_VOID();
 }
