@@ -12,6 +12,12 @@
 #   my $px = MqCluster::start_proxy($etcd);           # a TCP proxy to etcd
 #   MqCluster::new_node('n1', $etcd, endpoints => $px->{url});
 #   MqCluster::stop_proxy($px); MqCluster::restart_proxy($px);   # cut, heal
+#   my $px = MqCluster::start_proxy($etcd, 1);        # ... with a trip wire
+#   MqCluster::arm_proxy($px, @strings); MqCluster::proxy_tripped($px);
+#
+#   my $ec = MqCluster::start_etcd_cluster(3);        # three members
+#   MqCluster::kill_etcd_member($ec->{members}[0]);   # SIGKILL
+#   MqCluster::start_etcd_member($ec->{members}[0], 1);
 #   my $pid = MqCluster::fork_child(sub { ... });     # a helper process
 #   my @pids = MqCluster::freeze_node($n1); MqCluster::thaw(@pids);
 #
@@ -85,25 +91,31 @@ sub etcd_keys
 	return join("\n", sort grep { $_ ne '' } split /\n/, $out);
 }
 
+# Start an etcd process for $etcd (one member: of a cluster of its own, or
+# of the cluster $etcd->{initial_cluster} names), and unless $nowait, wait
+# until it answers as healthy.
 sub _spawn_etcd
 {
-	my ($etcd) = @_;
+	my ($etcd, $nowait) = @_;
+	my $name = $etcd->{name} // 't';
 	my $pid = fork();
 	die "fork: $!" unless defined $pid;
 	if ($pid == 0)
 	{
 		open(STDOUT, '>>', "$etcd->{dir}/etcd.log") or die $!;
 		open(STDERR, '>&', \*STDOUT) or die $!;
-		exec('etcd', '--name', 't', '--data-dir', "$etcd->{dir}/data",
+		exec('etcd', '--name', $name, '--data-dir', "$etcd->{dir}/data",
 			 '--listen-client-urls', $etcd->{url},
 			 '--advertise-client-urls', $etcd->{url},
 			 '--listen-peer-urls', $etcd->{peer_url},
 			 '--initial-advertise-peer-urls', $etcd->{peer_url},
-			 '--initial-cluster', "t=$etcd->{peer_url}")
+			 '--initial-cluster', $etcd->{initial_cluster} // "$name=$etcd->{peer_url}",
+			 $etcd->{token} ? ('--initial-cluster-token', $etcd->{token}) : ())
 		  or die "exec etcd: $!";
 	}
 	$etcd->{pid} = $pid;
 	$spawned{$pid} = 1;
+	return $etcd if $nowait;
 	my $healthy = wait_until(sub { (etcdctl($etcd, 'endpoint', 'health'))[0] == 0 }, 60);
 	die "etcd did not become healthy, see $etcd->{dir}/etcd.log" unless $healthy;
 	note "etcd pid $pid at $etcd->{url}";
@@ -145,6 +157,79 @@ sub restart_etcd
 	return _spawn_etcd($etcd);
 }
 
+# --- an etcd cluster of several members ----------------------------------------
+#
+# start_etcd_cluster(3) starts three members on loopback, each on ports and
+# in a directory of its own, and returns a handle whose url names all three
+# (comma-separated: etcdctl, etcd_keys and a node's mqlog.etcd_endpoints
+# take it as it is) and whose members are each a handle as start_etcd's.
+# kill_etcd_member SIGKILLs one (its data stays on disk), start_etcd_member
+# starts it again on the same ports and data.
+
+sub start_etcd_cluster
+{
+	my ($n) = @_;
+	my $token = 'c' . PostgreSQL::Test::Cluster::get_free_port();
+	my @members;
+	foreach my $i (1 .. $n)
+	{
+		my $port = PostgreSQL::Test::Cluster::get_free_port();
+		my $peer = PostgreSQL::Test::Cluster::get_free_port();
+		push @members, {
+			name => "$token-m$i",
+			token => $token,
+			port => $port,
+			url => "http://127.0.0.1:$port",
+			peer_url => "http://127.0.0.1:$peer",
+			dir => PostgreSQL::Test::Utils::tempdir("etcd$i"),
+		};
+	}
+	my $initial = join(',', map { "$_->{name}=$_->{peer_url}" } @members);
+	foreach my $m (@members)
+	{
+		$m->{initial_cluster} = $initial;
+		_spawn_etcd($m, 1);
+	}
+	my $cluster = { members => \@members, url => join(',', map { $_->{url} } @members) };
+	foreach my $m (@members)
+	{
+		wait_until(sub { (etcdctl($m, 'endpoint', 'health'))[0] == 0 }, 60)
+		  or die "etcd member $m->{name} did not become healthy, see $m->{dir}/etcd.log";
+		note "etcd member $m->{name} pid $m->{pid} at $m->{url}";
+	}
+	return $cluster;
+}
+
+# SIGKILL one member (by its pid), and wait for it.
+sub kill_etcd_member
+{
+	my ($m) = @_;
+	return unless $m->{pid};
+	kill 'KILL', $m->{pid};
+	waitpid($m->{pid}, 0);
+	delete $spawned{ $m->{pid} };
+	delete $m->{pid};
+	note "etcd member $m->{name} killed";
+}
+
+# Start a member again, on its ports and data; waits for it to be healthy
+# only if $wait (a member alone, without a quorum, never is).
+sub start_etcd_member
+{
+	my ($m, $wait) = @_;
+	_spawn_etcd($m, 1);
+	note "etcd member $m->{name} started again, pid $m->{pid}";
+	return 1 unless $wait;
+	return wait_until(sub { (etcdctl($m, 'endpoint', 'health'))[0] == 0 }, 60);
+}
+
+# Stop every member still running (SIGTERM, by pid).
+sub stop_etcd_cluster
+{
+	my ($cluster) = @_;
+	stop_etcd($_) for @{ $cluster->{members} };
+}
+
 # --- a TCP proxy between nodes and etcd ---------------------------------------
 #
 # One process, listening on a loopback port of its own and forwarding each
@@ -154,11 +239,20 @@ sub restart_etcd
 # are refused) cuts that node off from etcd while the others still reach
 # it; restart_proxy listens on the same port again.
 
+# A proxy with a trip wire (start_proxy's $trip): once the file
+# $trip->{arm} exists, the first request whose bytes hold every line of
+# that file is forwarded, and from then on the proxy forwards nothing in
+# either direction (what arrives is read and dropped, new connections are
+# taken and left unanswered) and writes the file $trip->{tripped}: the
+# node behind it has sent that one request and is cut off from etcd right
+# after it, not knowing whether it was done.
 sub _proxy_loop
 {
-	my ($listen, $target_port) = @_;
+	my ($listen, $target_port, $trip) = @_;
 	my $sel = IO::Select->new($listen);
 	my %peer;					# socket -> the socket it forwards to
+	my %request;				# a client's socket -> what it sent so far
+	my $tripped = 0;
 
 	$SIG{PIPE} = 'IGNORE';
 	for (;;)
@@ -168,6 +262,11 @@ sub _proxy_loop
 			if ($s == $listen)
 			{
 				my $c = $listen->accept or next;
+				if ($tripped)
+				{
+					$sel->add($c);
+					next;
+				}
 				my $u = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $target_port,
 											  Proto => 'tcp');
 				if (!$u)
@@ -177,12 +276,29 @@ sub _proxy_loop
 				}
 				$peer{$c} = $u;
 				$peer{$u} = $c;
+				$request{$c} = '';
 				$sel->add($c, $u);
 				next;
 			}
-			my $o = $peer{$s} or next;
 			my $buf;
 			my $n = sysread($s, $buf, 65536);
+			if ($tripped)
+			{
+				if (!defined $n || $n == 0)
+				{
+					$sel->remove($s);
+					close($s);
+				}
+				next;
+			}
+			my $o = $peer{$s} or next;
+			my $trip_now = 0;
+			if ($trip && defined $n && $n > 0 && exists $request{$s} && -e $trip->{arm})
+			{
+				$request{$s} .= $buf if length($request{$s}) < 1_000_000;
+				my @want = grep { $_ ne '' } split /\n/, PostgreSQL::Test::Utils::slurp_file($trip->{arm});
+				$trip_now = @want && !grep { index($request{$s}, $_) < 0 } @want;
+			}
 			my $ok = defined $n && $n > 0;
 			my $off = 0;
 			while ($ok && $off < $n)
@@ -191,9 +307,16 @@ sub _proxy_loop
 				$ok = defined $w;
 				$off += $w if $ok;
 			}
+			if ($trip_now)
+			{
+				$tripped = 1;
+				PostgreSQL::Test::Utils::append_to_file($trip->{tripped}, "tripped\n");
+				next;
+			}
 			next if $ok;
 			$sel->remove($s, $o);
 			delete @peer{ $s, $o };
+			delete @request{ $s, $o };
 			close($s);
 			close($o);
 		}
@@ -214,7 +337,7 @@ sub _spawn_proxy
 	die "fork: $!" unless defined $pid;
 	if ($pid == 0)
 	{
-		eval { _proxy_loop($listen, $proxy->{target_port}); };
+		eval { _proxy_loop($listen, $proxy->{target_port}, $proxy->{trip}); };
 		POSIX::_exit(0);
 	}
 	close($listen);				# the child listens; the port is bound already
@@ -224,17 +347,38 @@ sub _spawn_proxy
 	return $proxy;
 }
 
-# A proxy to $etcd on a free loopback port; returns {pid, port, url, target_port}.
+# A proxy to $etcd on a free loopback port; returns {pid, port, url,
+# target_port, trip}.  With $with_trip, it has a trip wire (see
+# _proxy_loop): arm_proxy sets it, proxy_tripped says whether it went off.
 sub start_proxy
 {
-	my ($etcd) = @_;
+	my ($etcd, $with_trip) = @_;
 	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	my $trip;
+	if ($with_trip)
+	{
+		my $dir = PostgreSQL::Test::Utils::tempdir('proxy');
+		$trip = { arm => "$dir/arm", tripped => "$dir/tripped" };
+	}
 	return _spawn_proxy({
 		port => $port,
 		url => "http://127.0.0.1:$port",
 		target_port => $etcd->{port},
+		trip => $trip,
 	});
 }
+
+# Arm the trip wire of a proxy: the next request holding every string given
+# (an etcd request's keys are base64 in its JSON) is its node's last.
+sub arm_proxy
+{
+	my ($proxy, @strings) = @_;
+	unlink($proxy->{trip}{tripped});
+	PostgreSQL::Test::Utils::append_to_file("$proxy->{trip}{arm}.new", join("\n", @strings) . "\n");
+	rename("$proxy->{trip}{arm}.new", $proxy->{trip}{arm}) or die "rename: $!";
+}
+
+sub proxy_tripped { my ($proxy) = @_; return -e $proxy->{trip}{tripped}; }
 
 # Kill the proxy (by its pid) and wait for it: its node is cut off.
 sub stop_proxy
@@ -247,11 +391,12 @@ sub stop_proxy
 	delete $proxy->{pid};
 }
 
-# Start it again on the same port.
+# Start it again on the same port (its trip wire, if any, disarmed).
 sub restart_proxy
 {
 	my ($proxy) = @_;
 	stop_proxy($proxy);
+	unlink($proxy->{trip}{arm}, $proxy->{trip}{tripped}) if $proxy->{trip};
 	return _spawn_proxy($proxy);
 }
 
