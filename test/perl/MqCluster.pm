@@ -30,6 +30,8 @@ use warnings;
 
 use IO::Select;
 use IO::Socket::INET;
+use IO::Socket::UNIX;
+use Socket qw(SOCK_STREAM);
 use IPC::Run;
 use POSIX ":sys_wait_h";
 use PostgreSQL::Test::Cluster;
@@ -400,6 +402,192 @@ sub restart_proxy
 	return _spawn_proxy($proxy);
 }
 
+# --- links between nodes, cut one way -------------------------------------------
+#
+# A node started with new_node(..., link => 1) names, in mqlog.node_conninfo,
+# a TCP port of a proxy in front of its Unix socket (start_links starts
+# it): every connection another node makes to it (apply workers, their
+# replication streams and progress reports) goes through that proxy.  The
+# proxy tells which node a connection comes from by the process at its
+# other end (the cluster name in its process title, "postgres: n3: ..."),
+# and holds a direction of a link when the rules file says so:
+#   cut_link($links, 'n3', 'n1')   # bytes from n3 to n1 are held
+#   heal_links($links)             # every held byte goes on
+# Held bytes are not read from their socket, so the sender's writes block
+# once the socket buffers are full, as they would when its packets are
+# lost; the other direction of the same connections flows.  The proxy's
+# own end acknowledges what it received, so the sender's TCP keepalives
+# and tcp_user_timeout see no outage.
+
+# the cluster name of the process that holds the TCP socket of local
+# port $port on 127.0.0.1, or '' if none is found
+sub _socket_owner
+{
+	my ($port) = @_;
+	my $hex = sprintf('0100007F:%04X', $port);
+	my $inode;
+	open(my $t, '<', '/proc/net/tcp') or return '';
+	while (my $line = <$t>)
+	{
+		my @f = split ' ', $line;
+		if (@f > 9 && $f[1] eq $hex)
+		{
+			$inode = $f[9];
+			last;
+		}
+	}
+	close($t);
+	return '' unless $inode;
+	opendir(my $d, '/proc') or return '';
+	foreach my $pid (grep { /^\d+$/ } readdir($d))
+	{
+		opendir(my $fd, "/proc/$pid/fd") or next;
+		my $found = grep { (readlink("/proc/$pid/fd/$_") // '') eq "socket:[$inode]" } readdir($fd);
+		closedir($fd);
+		next unless $found;
+		open(my $c, '<', "/proc/$pid/cmdline") or next;
+		my $cmd = <$c> // '';
+		close($c);
+		closedir($d);
+		return $cmd =~ /^postgres: ([^:\s]+):/ ? $1 : '';
+	}
+	closedir($d);
+	return '';
+}
+
+sub _link_loop
+{
+	my ($listen, $socket_path, $dst, $rules_file) = @_;
+	my %peer;					# socket -> the socket it forwards to
+	my %from;					# socket -> the node whose bytes it reads
+	my @socks;
+	my %held;					# "a>b" -> 1
+	my $rules_seen = -1;
+
+	$SIG{PIPE} = 'IGNORE';
+	for (;;)
+	{
+		my $m = (stat($rules_file))[9] // 0;
+		my $size = -s $rules_file // 0;
+		if ("$m.$size" ne $rules_seen)
+		{
+			$rules_seen = "$m.$size";
+			%held = ();
+			if (open(my $r, '<', $rules_file))
+			{
+				while (my $line = <$r>)
+				{
+					$held{$1} = 1 if $line =~ /^(\S+>\S+)/;
+				}
+				close($r);
+			}
+		}
+		my $sel = IO::Select->new($listen);
+		foreach my $s (@socks)
+		{
+			$sel->add($s) unless $held{ "$from{$s}>" . ($from{ $peer{$s} }) };
+		}
+		foreach my $s ($sel->can_read(0.1))
+		{
+			if ($s == $listen)
+			{
+				my $c = $listen->accept or next;
+				my $u = IO::Socket::UNIX->new(Peer => $socket_path, Type => SOCK_STREAM);
+				if (!$u)
+				{
+					close($c);
+					next;
+				}
+				my $src = _socket_owner($c->peerport) || '?';
+				$peer{$c} = $u;
+				$peer{$u} = $c;
+				$from{$c} = $src;
+				$from{$u} = $dst;
+				push @socks, $c, $u;
+				next;
+			}
+			my $o = $peer{$s} or next;
+			my $buf;
+			my $n = sysread($s, $buf, 65536);
+			my $ok = defined $n && $n > 0;
+			my $off = 0;
+			while ($ok && $off < $n)
+			{
+				my $w = syswrite($o, $buf, $n - $off, $off);
+				$ok = defined $w;
+				$off += $w if $ok;
+			}
+			next if $ok;
+			@socks = grep { $_ != $s && $_ != $o } @socks;
+			delete @peer{ $s, $o };
+			delete @from{ $s, $o };
+			close($s);
+			close($o);
+		}
+	}
+}
+
+# Start the link proxy of every node made with link => 1 (after the node
+# started: it connects to its Unix socket).  Returns a handle for cut_link.
+sub start_links
+{
+	my (@nodes) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir('links');
+	my $links = { rules => "$dir/rules", proxies => [] };
+	PostgreSQL::Test::Utils::append_to_file($links->{rules}, '');
+	foreach my $node (@nodes)
+	{
+		my $port = $node->{mq_link_port} or die $node->name . ' was not made with link => 1';
+		my $listen = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $port,
+										   Proto => 'tcp', Listen => 64, ReuseAddr => 1)
+		  or die "link proxy: cannot listen on port $port: $!";
+		my $path = $node->host . '/.s.PGSQL.' . $node->port;
+		my $pid = fork();
+		die "fork: $!" unless defined $pid;
+		if ($pid == 0)
+		{
+			eval { _link_loop($listen, $path, $node->name, $links->{rules}); };
+			print STDERR "link proxy: $@" if $@;
+			POSIX::_exit(0);
+		}
+		close($listen);
+		$spawned{$pid} = 1;
+		push @{ $links->{proxies} }, $pid;
+		note 'link proxy pid ' . $pid . ' in front of ' . $node->name . " at port $port";
+	}
+	return $links;
+}
+
+# Hold the bytes node $from sends to node $to (each a name); the rules
+# file is replaced whole, so every proxy reads one set of rules.
+sub cut_link
+{
+	my ($links, $from, $to) = @_;
+	my @rules = grep { $_ ne '' } split /\n/, PostgreSQL::Test::Utils::slurp_file($links->{rules});
+	push @rules, "$from>$to";
+	PostgreSQL::Test::Utils::append_to_file("$links->{rules}.new", join("\n", @rules) . "\n");
+	rename("$links->{rules}.new", $links->{rules}) or die "rename: $!";
+}
+
+sub heal_links
+{
+	my ($links) = @_;
+	PostgreSQL::Test::Utils::append_to_file("$links->{rules}.new", "# healed\n");
+	rename("$links->{rules}.new", $links->{rules}) or die "rename: $!";
+}
+
+sub stop_links
+{
+	my ($links) = @_;
+	foreach my $pid (@{ $links->{proxies} })
+	{
+		kill 'KILL', $pid;
+		waitpid($pid, 0);
+		delete $spawned{$pid};
+	}
+	$links->{proxies} = [];
+}
+
 # --- helper processes --------------------------------------------------------
 
 # Run $code in a child process (which ends with POSIX::_exit, running none
@@ -485,7 +673,8 @@ sub thaw
 
 # A new node, initialized and configured (not started).  Options:
 #   node_name, conninfo, endpoints, lease_ttl, timeout: override the
-#   settings (undef conninfo/node_name: leave it out);  conf: more lines.
+#   settings (undef conninfo/node_name: leave it out);  conf: more lines;
+#   link: other nodes reach it through a link proxy (start_links).
 sub new_node
 {
 	my ($name, $etcd, %opt) = @_;
@@ -494,6 +683,12 @@ sub new_node
 	my $node_name = exists $opt{node_name} ? $opt{node_name} : $name;
 	my $conninfo = exists $opt{conninfo} ? $opt{conninfo}
 	  : 'host=' . $node->host . ' port=' . $node->port;
+	if ($opt{link})
+	{
+		# other nodes reach it through its link proxy (start_links)
+		$node->{mq_link_port} = PostgreSQL::Test::Cluster::get_free_port();
+		$conninfo = "host=127.0.0.1 port=$node->{mq_link_port}";
+	}
 	my $endpoints = $opt{endpoints} // $etcd->{url};
 	my $conf = qq{
 shared_preload_libraries = 'mqlog'
