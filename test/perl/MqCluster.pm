@@ -588,6 +588,71 @@ sub stop_links
 	$links->{proxies} = [];
 }
 
+# --- a small file system of a node's own ---------------------------------------
+#
+# A full disk without root: small_fs mounts a tmpfs of the size given on a
+# directory, in a user and mount namespace of its own (unshare(1), which
+# needs unprivileged user namespaces), held by a process that sleeps there;
+# start_node_in starts a node's postmaster in that namespace (nsenter(1)),
+# where it sees the tmpfs (as a tablespace, say); in_fs runs a command
+# there (to fill it, or free it).  Nobody outside the namespace sees the
+# mount, and it goes when the last process in the namespace ends (the
+# holder, killed by stop_fs or the END block, and the node's processes):
+# there is nothing to unmount.
+
+# Can this user make such a namespace?
+sub can_small_fs
+{
+	return system('unshare --user --map-current-user --mount --keep-caps true >/dev/null 2>&1') == 0;
+}
+
+sub small_fs
+{
+	my ($size_mb) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir('smallfs');
+	my $pid = fork();
+	die "fork: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		exec('unshare', '--user', '--map-current-user', '--mount', '--keep-caps', 'sh', '-c',
+			 "mount -t tmpfs -o size=${size_mb}m,mode=0700 mqlog-test $dir && exec sleep 100000")
+		  or POSIX::_exit(1);
+	}
+	$spawned{$pid} = 1;
+	my $fs = { pid => $pid, dir => $dir };
+	wait_until(sub { slurp_file("/proc/$pid/mountinfo") =~ /\Q$dir\E tmpfs|\Q$dir\E .* - tmpfs/ }, 20)
+	  or die "no tmpfs on $dir in the namespace of $pid";
+	note "small file system of $size_mb MB on $dir, in the namespace of pid $pid";
+	return $fs;
+}
+
+# the command in the namespace of $fs; returns its exit status
+sub in_fs
+{
+	my ($fs, @cmd) = @_;
+	return system('nsenter', '--preserve-credentials', '--user', '--mount', '--target', $fs->{pid}, @cmd) >> 8;
+}
+
+# $node->start, in the namespace of $fs
+sub start_node_in
+{
+	my ($node, $fs) = @_;
+	my $rc = in_fs($fs, 'pg_ctl', '-w', '-D', $node->data_dir, '-l', $node->logfile,
+				   '-o', '--cluster-name=' . $node->name, 'start');
+	die 'pg_ctl start of ' . $node->name . " failed, see its log" if $rc != 0;
+	$node->_update_pid(1);
+}
+
+sub stop_fs
+{
+	my ($fs) = @_;
+	return unless $fs->{pid};
+	kill 'KILL', $fs->{pid};
+	waitpid($fs->{pid}, 0);
+	delete $spawned{ $fs->{pid} };
+	delete $fs->{pid};
+}
+
 # --- helper processes --------------------------------------------------------
 
 # Run $code in a child process (which ends with POSIX::_exit, running none
