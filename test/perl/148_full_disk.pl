@@ -91,7 +91,8 @@ ok(MqCluster::wait_until(sub { $f->healthy }, 60), 'every node in sync before n3
 my $before = leaders_etcd();
 my $t1 = time();
 is(fill(), 0, 'n3\'s file system is full');
-my $shrunk = MqCluster::wait_until(sub { isr_of(0) eq 'n1,n2' && isr_of(1) eq 'n1,n2' }, 30);
+# it first fills the pages its segments have
+my $shrunk = MqCluster::wait_until(sub { isr_of(0) eq 'n1,n2' && isr_of(1) eq 'n1,n2' }, 60);
 my $t1_shrunk = time();
 ok($shrunk, sprintf('with its disk full, follower n3 leaves both ISRs (%.1f s)', $t1_shrunk - $t1))
   or diag('ISRs: {' . isr_of(0) . '} {' . isr_of(1) . '}');
