@@ -69,6 +69,9 @@ sub cut_round
 	my ($what, $want_isr, @cuts) = @_;
 	ok(MqCluster::wait_until(sub { $f->healthy }, 90), "$what: every node in sync before the cut");
 	my $before = leaders_etcd();
+	my @unknown = grep { /^\?/ } MqCluster::link_connections($links);
+	is(scalar(@unknown), 0, "$what: the link proxies know the node of every connection they took")
+	  or diag(join(', ', MqCluster::link_connections($links)));
 	my $t0 = time();
 	MqCluster::cut_link($links, @$_) for @cuts;
 	my $shrunk = MqCluster::wait_until(sub {
@@ -148,6 +151,7 @@ if ($L1 ne $L)
 	cmp_ok($acked->{1} // 0, '>', 0, "... while partition 1 ($L1) acknowledged acks=all commits with two in sync");
 }
 
+note('connections the link proxies took: ' . join(', ', MqCluster::link_connections($links)));
 $f->stop_producers;
 my $count = $f->check;
 cmp_ok($count->{ok} // 0, '>', 100, 'the producers were acknowledged more than 100 times');

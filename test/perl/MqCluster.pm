@@ -419,18 +419,20 @@ sub restart_proxy
 # own end acknowledges what it received, so the sender's TCP keepalives
 # and tcp_user_timeout see no outage.
 
-# the cluster name of the process that holds the TCP socket of local
-# port $port on 127.0.0.1, or '' if none is found
+# the cluster name of the process that holds the TCP socket from port
+# $port to port $to on 127.0.0.1, or '' if none is found (both ports: a
+# local port may be in use by several sockets to other places)
 sub _socket_owner
 {
-	my ($port) = @_;
+	my ($port, $to) = @_;
 	my $hex = sprintf('0100007F:%04X', $port);
+	my $rem = sprintf('0100007F:%04X', $to);
 	my $inode;
 	open(my $t, '<', '/proc/net/tcp') or return '';
 	while (my $line = <$t>)
 	{
 		my @f = split ' ', $line;
-		if (@f > 9 && $f[1] eq $hex)
+		if (@f > 9 && $f[1] eq $hex && $f[2] eq $rem)
 		{
 			$inode = $f[9];
 			last;
@@ -498,7 +500,9 @@ sub _link_loop
 					close($c);
 					next;
 				}
-				my $src = _socket_owner($c->peerport) || '?';
+				my $src = _socket_owner($c->peerport, $c->sockport) || '?';
+				PostgreSQL::Test::Utils::append_to_file("$rules_file.log",
+					sprintf("%.3f %s>%s port %d\n", Time::HiRes::time(), $src, $dst, $c->peerport));
 				$peer{$c} = $u;
 				$peer{$u} = $c;
 				$from{$c} = $src;
@@ -556,6 +560,15 @@ sub start_links
 		note 'link proxy pid ' . $pid . ' in front of ' . $node->name . " at port $port";
 	}
 	return $links;
+}
+
+# The connections the link proxies took so far, as "from>to" names ('?'
+# for one whose node they could not tell).
+sub link_connections
+{
+	my ($links) = @_;
+	return () unless -e "$links->{rules}.log";
+	return map { (split ' ')[1] } split /\n/, PostgreSQL::Test::Utils::slurp_file("$links->{rules}.log");
 }
 
 # Hold the bytes node $from sends to node $to (each a name); the rules
