@@ -12,6 +12,12 @@
 #   my $px = MqCluster::start_proxy($etcd);           # a TCP proxy to etcd
 #   MqCluster::new_node('n1', $etcd, endpoints => $px->{url});
 #   MqCluster::stop_proxy($px); MqCluster::restart_proxy($px);   # cut, heal
+#   my $px = MqCluster::start_proxy($etcd, 1);        # ... with a trip wire
+#   MqCluster::arm_proxy($px, @strings); MqCluster::proxy_tripped($px);
+#
+#   my $ec = MqCluster::start_etcd_cluster(3);        # three members
+#   MqCluster::kill_etcd_member($ec->{members}[0]);   # SIGKILL
+#   MqCluster::start_etcd_member($ec->{members}[0], 1);
 #   my $pid = MqCluster::fork_child(sub { ... });     # a helper process
 #   my @pids = MqCluster::freeze_node($n1); MqCluster::thaw(@pids);
 #
@@ -24,6 +30,8 @@ use warnings;
 
 use IO::Select;
 use IO::Socket::INET;
+use IO::Socket::UNIX;
+use Socket qw(SOCK_STREAM);
 use IPC::Run;
 use POSIX ":sys_wait_h";
 use PostgreSQL::Test::Cluster;
@@ -85,25 +93,31 @@ sub etcd_keys
 	return join("\n", sort grep { $_ ne '' } split /\n/, $out);
 }
 
+# Start an etcd process for $etcd (one member: of a cluster of its own, or
+# of the cluster $etcd->{initial_cluster} names), and unless $nowait, wait
+# until it answers as healthy.
 sub _spawn_etcd
 {
-	my ($etcd) = @_;
+	my ($etcd, $nowait) = @_;
+	my $name = $etcd->{name} // 't';
 	my $pid = fork();
 	die "fork: $!" unless defined $pid;
 	if ($pid == 0)
 	{
 		open(STDOUT, '>>', "$etcd->{dir}/etcd.log") or die $!;
 		open(STDERR, '>&', \*STDOUT) or die $!;
-		exec('etcd', '--name', 't', '--data-dir', "$etcd->{dir}/data",
+		exec('etcd', '--name', $name, '--data-dir', "$etcd->{dir}/data",
 			 '--listen-client-urls', $etcd->{url},
 			 '--advertise-client-urls', $etcd->{url},
 			 '--listen-peer-urls', $etcd->{peer_url},
 			 '--initial-advertise-peer-urls', $etcd->{peer_url},
-			 '--initial-cluster', "t=$etcd->{peer_url}")
+			 '--initial-cluster', $etcd->{initial_cluster} // "$name=$etcd->{peer_url}",
+			 $etcd->{token} ? ('--initial-cluster-token', $etcd->{token}) : ())
 		  or die "exec etcd: $!";
 	}
 	$etcd->{pid} = $pid;
 	$spawned{$pid} = 1;
+	return $etcd if $nowait;
 	my $healthy = wait_until(sub { (etcdctl($etcd, 'endpoint', 'health'))[0] == 0 }, 60);
 	die "etcd did not become healthy, see $etcd->{dir}/etcd.log" unless $healthy;
 	note "etcd pid $pid at $etcd->{url}";
@@ -145,6 +159,79 @@ sub restart_etcd
 	return _spawn_etcd($etcd);
 }
 
+# --- an etcd cluster of several members ----------------------------------------
+#
+# start_etcd_cluster(3) starts three members on loopback, each on ports and
+# in a directory of its own, and returns a handle whose url names all three
+# (comma-separated: etcdctl, etcd_keys and a node's mqlog.etcd_endpoints
+# take it as it is) and whose members are each a handle as start_etcd's.
+# kill_etcd_member SIGKILLs one (its data stays on disk), start_etcd_member
+# starts it again on the same ports and data.
+
+sub start_etcd_cluster
+{
+	my ($n) = @_;
+	my $token = 'c' . PostgreSQL::Test::Cluster::get_free_port();
+	my @members;
+	foreach my $i (1 .. $n)
+	{
+		my $port = PostgreSQL::Test::Cluster::get_free_port();
+		my $peer = PostgreSQL::Test::Cluster::get_free_port();
+		push @members, {
+			name => "$token-m$i",
+			token => $token,
+			port => $port,
+			url => "http://127.0.0.1:$port",
+			peer_url => "http://127.0.0.1:$peer",
+			dir => PostgreSQL::Test::Utils::tempdir("etcd$i"),
+		};
+	}
+	my $initial = join(',', map { "$_->{name}=$_->{peer_url}" } @members);
+	foreach my $m (@members)
+	{
+		$m->{initial_cluster} = $initial;
+		_spawn_etcd($m, 1);
+	}
+	my $cluster = { members => \@members, url => join(',', map { $_->{url} } @members) };
+	foreach my $m (@members)
+	{
+		wait_until(sub { (etcdctl($m, 'endpoint', 'health'))[0] == 0 }, 60)
+		  or die "etcd member $m->{name} did not become healthy, see $m->{dir}/etcd.log";
+		note "etcd member $m->{name} pid $m->{pid} at $m->{url}";
+	}
+	return $cluster;
+}
+
+# SIGKILL one member (by its pid), and wait for it.
+sub kill_etcd_member
+{
+	my ($m) = @_;
+	return unless $m->{pid};
+	kill 'KILL', $m->{pid};
+	waitpid($m->{pid}, 0);
+	delete $spawned{ $m->{pid} };
+	delete $m->{pid};
+	note "etcd member $m->{name} killed";
+}
+
+# Start a member again, on its ports and data; waits for it to be healthy
+# only if $wait (a member alone, without a quorum, never is).
+sub start_etcd_member
+{
+	my ($m, $wait) = @_;
+	_spawn_etcd($m, 1);
+	note "etcd member $m->{name} started again, pid $m->{pid}";
+	return 1 unless $wait;
+	return wait_until(sub { (etcdctl($m, 'endpoint', 'health'))[0] == 0 }, 60);
+}
+
+# Stop every member still running (SIGTERM, by pid).
+sub stop_etcd_cluster
+{
+	my ($cluster) = @_;
+	stop_etcd($_) for @{ $cluster->{members} };
+}
+
 # --- a TCP proxy between nodes and etcd ---------------------------------------
 #
 # One process, listening on a loopback port of its own and forwarding each
@@ -154,11 +241,20 @@ sub restart_etcd
 # are refused) cuts that node off from etcd while the others still reach
 # it; restart_proxy listens on the same port again.
 
+# A proxy with a trip wire (start_proxy's $trip): once the file
+# $trip->{arm} exists, the first request whose bytes hold every line of
+# that file is forwarded, and from then on the proxy forwards nothing in
+# either direction (what arrives is read and dropped, new connections are
+# taken and left unanswered) and writes the file $trip->{tripped}: the
+# node behind it has sent that one request and is cut off from etcd right
+# after it, not knowing whether it was done.
 sub _proxy_loop
 {
-	my ($listen, $target_port) = @_;
+	my ($listen, $target_port, $trip) = @_;
 	my $sel = IO::Select->new($listen);
 	my %peer;					# socket -> the socket it forwards to
+	my %request;				# a client's socket -> what it sent so far
+	my $tripped = 0;
 
 	$SIG{PIPE} = 'IGNORE';
 	for (;;)
@@ -168,6 +264,11 @@ sub _proxy_loop
 			if ($s == $listen)
 			{
 				my $c = $listen->accept or next;
+				if ($tripped)
+				{
+					$sel->add($c);
+					next;
+				}
 				my $u = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $target_port,
 											  Proto => 'tcp');
 				if (!$u)
@@ -177,12 +278,29 @@ sub _proxy_loop
 				}
 				$peer{$c} = $u;
 				$peer{$u} = $c;
+				$request{$c} = '';
 				$sel->add($c, $u);
 				next;
 			}
-			my $o = $peer{$s} or next;
 			my $buf;
 			my $n = sysread($s, $buf, 65536);
+			if ($tripped)
+			{
+				if (!defined $n || $n == 0)
+				{
+					$sel->remove($s);
+					close($s);
+				}
+				next;
+			}
+			my $o = $peer{$s} or next;
+			my $trip_now = 0;
+			if ($trip && defined $n && $n > 0 && exists $request{$s} && -e $trip->{arm})
+			{
+				$request{$s} .= $buf if length($request{$s}) < 1_000_000;
+				my @want = grep { $_ ne '' } split /\n/, PostgreSQL::Test::Utils::slurp_file($trip->{arm});
+				$trip_now = @want && !grep { index($request{$s}, $_) < 0 } @want;
+			}
 			my $ok = defined $n && $n > 0;
 			my $off = 0;
 			while ($ok && $off < $n)
@@ -191,9 +309,16 @@ sub _proxy_loop
 				$ok = defined $w;
 				$off += $w if $ok;
 			}
+			if ($trip_now)
+			{
+				$tripped = 1;
+				PostgreSQL::Test::Utils::append_to_file($trip->{tripped}, "tripped\n");
+				next;
+			}
 			next if $ok;
 			$sel->remove($s, $o);
 			delete @peer{ $s, $o };
+			delete @request{ $s, $o };
 			close($s);
 			close($o);
 		}
@@ -214,7 +339,7 @@ sub _spawn_proxy
 	die "fork: $!" unless defined $pid;
 	if ($pid == 0)
 	{
-		eval { _proxy_loop($listen, $proxy->{target_port}); };
+		eval { _proxy_loop($listen, $proxy->{target_port}, $proxy->{trip}); };
 		POSIX::_exit(0);
 	}
 	close($listen);				# the child listens; the port is bound already
@@ -224,17 +349,38 @@ sub _spawn_proxy
 	return $proxy;
 }
 
-# A proxy to $etcd on a free loopback port; returns {pid, port, url, target_port}.
+# A proxy to $etcd on a free loopback port; returns {pid, port, url,
+# target_port, trip}.  With $with_trip, it has a trip wire (see
+# _proxy_loop): arm_proxy sets it, proxy_tripped says whether it went off.
 sub start_proxy
 {
-	my ($etcd) = @_;
+	my ($etcd, $with_trip) = @_;
 	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	my $trip;
+	if ($with_trip)
+	{
+		my $dir = PostgreSQL::Test::Utils::tempdir('proxy');
+		$trip = { arm => "$dir/arm", tripped => "$dir/tripped" };
+	}
 	return _spawn_proxy({
 		port => $port,
 		url => "http://127.0.0.1:$port",
 		target_port => $etcd->{port},
+		trip => $trip,
 	});
 }
+
+# Arm the trip wire of a proxy: the next request holding every string given
+# (an etcd request's keys are base64 in its JSON) is its node's last.
+sub arm_proxy
+{
+	my ($proxy, @strings) = @_;
+	unlink($proxy->{trip}{tripped});
+	PostgreSQL::Test::Utils::append_to_file("$proxy->{trip}{arm}.new", join("\n", @strings) . "\n");
+	rename("$proxy->{trip}{arm}.new", $proxy->{trip}{arm}) or die "rename: $!";
+}
+
+sub proxy_tripped { my ($proxy) = @_; return -e $proxy->{trip}{tripped}; }
 
 # Kill the proxy (by its pid) and wait for it: its node is cut off.
 sub stop_proxy
@@ -247,12 +393,277 @@ sub stop_proxy
 	delete $proxy->{pid};
 }
 
-# Start it again on the same port.
+# Start it again on the same port (its trip wire, if any, disarmed).
 sub restart_proxy
 {
 	my ($proxy) = @_;
 	stop_proxy($proxy);
+	unlink($proxy->{trip}{arm}, $proxy->{trip}{tripped}) if $proxy->{trip};
 	return _spawn_proxy($proxy);
+}
+
+# --- links between nodes, cut one way -------------------------------------------
+#
+# A node started with new_node(..., link => 1) names, in mqlog.node_conninfo,
+# a TCP port of a proxy in front of its Unix socket (start_links starts
+# it): every connection another node makes to it (apply workers, their
+# replication streams and progress reports) goes through that proxy.  The
+# proxy tells which node a connection comes from by the process at its
+# other end (the cluster name in its process title, "postgres: n3: ..."),
+# and holds a direction of a link when the rules file says so:
+#   cut_link($links, 'n3', 'n1')   # bytes from n3 to n1 are held
+#   heal_links($links)             # every held byte goes on
+# Held bytes are not read from their socket, so the sender's writes block
+# once the socket buffers are full, as they would when its packets are
+# lost; the other direction of the same connections flows.  The proxy's
+# own end acknowledges what it received, so the sender's TCP keepalives
+# and tcp_user_timeout see no outage.
+
+# the cluster name of the process that holds the TCP socket from port
+# $port to port $to on 127.0.0.1, or '' if none is found (both ports: a
+# local port may be in use by several sockets to other places)
+sub _socket_owner
+{
+	my ($port, $to) = @_;
+	my $hex = sprintf('0100007F:%04X', $port);
+	my $rem = sprintf('0100007F:%04X', $to);
+	my $inode;
+	open(my $t, '<', '/proc/net/tcp') or return '';
+	while (my $line = <$t>)
+	{
+		my @f = split ' ', $line;
+		if (@f > 9 && $f[1] eq $hex && $f[2] eq $rem)
+		{
+			$inode = $f[9];
+			last;
+		}
+	}
+	close($t);
+	return '' unless $inode;
+	opendir(my $d, '/proc') or return '';
+	foreach my $pid (grep { /^\d+$/ } readdir($d))
+	{
+		opendir(my $fd, "/proc/$pid/fd") or next;
+		my $found = grep { (readlink("/proc/$pid/fd/$_") // '') eq "socket:[$inode]" } readdir($fd);
+		closedir($fd);
+		next unless $found;
+		open(my $c, '<', "/proc/$pid/cmdline") or next;
+		my $cmd = <$c> // '';
+		close($c);
+		closedir($d);
+		return $cmd =~ /^postgres: ([^:\s]+):/ ? $1 : '';
+	}
+	closedir($d);
+	return '';
+}
+
+sub _link_loop
+{
+	my ($listen, $socket_path, $dst, $rules_file) = @_;
+	my %peer;					# socket -> the socket it forwards to
+	my %from;					# socket -> the node whose bytes it reads
+	my @socks;
+	my %held;					# "a>b" -> 1
+	my $rules_seen = -1;
+
+	$SIG{PIPE} = 'IGNORE';
+	for (;;)
+	{
+		my $m = (stat($rules_file))[9] // 0;
+		my $size = -s $rules_file // 0;
+		if ("$m.$size" ne $rules_seen)
+		{
+			$rules_seen = "$m.$size";
+			%held = ();
+			if (open(my $r, '<', $rules_file))
+			{
+				while (my $line = <$r>)
+				{
+					$held{$1} = 1 if $line =~ /^(\S+>\S+)/;
+				}
+				close($r);
+			}
+		}
+		my $sel = IO::Select->new($listen);
+		foreach my $s (@socks)
+		{
+			$sel->add($s) unless $held{ "$from{$s}>" . ($from{ $peer{$s} }) };
+		}
+		foreach my $s ($sel->can_read(0.1))
+		{
+			if ($s == $listen)
+			{
+				my $c = $listen->accept or next;
+				my $u = IO::Socket::UNIX->new(Peer => $socket_path, Type => SOCK_STREAM);
+				if (!$u)
+				{
+					close($c);
+					next;
+				}
+				my $src = _socket_owner($c->peerport, $c->sockport) || '?';
+				PostgreSQL::Test::Utils::append_to_file("$rules_file.log",
+					sprintf("%.3f %s>%s port %d\n", Time::HiRes::time(), $src, $dst, $c->peerport));
+				$peer{$c} = $u;
+				$peer{$u} = $c;
+				$from{$c} = $src;
+				$from{$u} = $dst;
+				push @socks, $c, $u;
+				next;
+			}
+			my $o = $peer{$s} or next;
+			my $buf;
+			my $n = sysread($s, $buf, 65536);
+			my $ok = defined $n && $n > 0;
+			my $off = 0;
+			while ($ok && $off < $n)
+			{
+				my $w = syswrite($o, $buf, $n - $off, $off);
+				$ok = defined $w;
+				$off += $w if $ok;
+			}
+			next if $ok;
+			@socks = grep { $_ != $s && $_ != $o } @socks;
+			delete @peer{ $s, $o };
+			delete @from{ $s, $o };
+			close($s);
+			close($o);
+		}
+	}
+}
+
+# Start the link proxy of every node made with link => 1 (after the node
+# started: it connects to its Unix socket).  Returns a handle for cut_link.
+sub start_links
+{
+	my (@nodes) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir('links');
+	my $links = { rules => "$dir/rules", proxies => [] };
+	PostgreSQL::Test::Utils::append_to_file($links->{rules}, '');
+	foreach my $node (@nodes)
+	{
+		my $port = $node->{mq_link_port} or die $node->name . ' was not made with link => 1';
+		my $listen = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $port,
+										   Proto => 'tcp', Listen => 64, ReuseAddr => 1)
+		  or die "link proxy: cannot listen on port $port: $!";
+		my $path = $node->host . '/.s.PGSQL.' . $node->port;
+		my $pid = fork();
+		die "fork: $!" unless defined $pid;
+		if ($pid == 0)
+		{
+			eval { _link_loop($listen, $path, $node->name, $links->{rules}); };
+			print STDERR "link proxy: $@" if $@;
+			POSIX::_exit(0);
+		}
+		close($listen);
+		$spawned{$pid} = 1;
+		push @{ $links->{proxies} }, $pid;
+		note 'link proxy pid ' . $pid . ' in front of ' . $node->name . " at port $port";
+	}
+	return $links;
+}
+
+# The connections the link proxies took so far, as "from>to" names ('?'
+# for one whose node they could not tell).
+sub link_connections
+{
+	my ($links) = @_;
+	return () unless -e "$links->{rules}.log";
+	return map { (split ' ')[1] } split /\n/, PostgreSQL::Test::Utils::slurp_file("$links->{rules}.log");
+}
+
+# Hold the bytes node $from sends to node $to (each a name); the rules
+# file is replaced whole, so every proxy reads one set of rules.
+sub cut_link
+{
+	my ($links, $from, $to) = @_;
+	my @rules = grep { $_ ne '' } split /\n/, PostgreSQL::Test::Utils::slurp_file($links->{rules});
+	push @rules, "$from>$to";
+	PostgreSQL::Test::Utils::append_to_file("$links->{rules}.new", join("\n", @rules) . "\n");
+	rename("$links->{rules}.new", $links->{rules}) or die "rename: $!";
+}
+
+sub heal_links
+{
+	my ($links) = @_;
+	PostgreSQL::Test::Utils::append_to_file("$links->{rules}.new", "# healed\n");
+	rename("$links->{rules}.new", $links->{rules}) or die "rename: $!";
+}
+
+sub stop_links
+{
+	my ($links) = @_;
+	foreach my $pid (@{ $links->{proxies} })
+	{
+		kill 'KILL', $pid;
+		waitpid($pid, 0);
+		delete $spawned{$pid};
+	}
+	$links->{proxies} = [];
+}
+
+# --- a small file system of a node's own ---------------------------------------
+#
+# A full disk without root: small_fs mounts a tmpfs of the size given on a
+# directory, in a user and mount namespace of its own (unshare(1), which
+# needs unprivileged user namespaces), held by a process that sleeps there;
+# start_node_in starts a node's postmaster in that namespace (nsenter(1)),
+# where it sees the tmpfs (as a tablespace, say); in_fs runs a command
+# there (to fill it, or free it).  Nobody outside the namespace sees the
+# mount, and it goes when the last process in the namespace ends (the
+# holder, killed by stop_fs or the END block, and the node's processes):
+# there is nothing to unmount.
+
+# Can this user make such a namespace?
+sub can_small_fs
+{
+	return system('unshare --user --map-current-user --mount --keep-caps true >/dev/null 2>&1') == 0;
+}
+
+sub small_fs
+{
+	my ($size_mb) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir('smallfs');
+	my $pid = fork();
+	die "fork: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		exec('unshare', '--user', '--map-current-user', '--mount', '--keep-caps', 'sh', '-c',
+			 "mount -t tmpfs -o size=${size_mb}m,mode=0700 mqlog-test $dir && exec sleep 100000")
+		  or POSIX::_exit(1);
+	}
+	$spawned{$pid} = 1;
+	my $fs = { pid => $pid, dir => $dir };
+	wait_until(sub { slurp_file("/proc/$pid/mountinfo") =~ /\Q$dir\E tmpfs|\Q$dir\E .* - tmpfs/ }, 20)
+	  or die "no tmpfs on $dir in the namespace of $pid";
+	note "small file system of $size_mb MB on $dir, in the namespace of pid $pid";
+	return $fs;
+}
+
+# the command in the namespace of $fs; returns its exit status
+sub in_fs
+{
+	my ($fs, @cmd) = @_;
+	return system('nsenter', '--preserve-credentials', '--user', '--mount', '--target', $fs->{pid}, @cmd) >> 8;
+}
+
+# $node->start, in the namespace of $fs
+sub start_node_in
+{
+	my ($node, $fs) = @_;
+	my $rc = in_fs($fs, 'pg_ctl', '-w', '-D', $node->data_dir, '-l', $node->logfile,
+				   '-o', '--cluster-name=' . $node->name, 'start');
+	die 'pg_ctl start of ' . $node->name . " failed, see its log" if $rc != 0;
+	$node->_update_pid(1);
+}
+
+sub stop_fs
+{
+	my ($fs) = @_;
+	return unless $fs->{pid};
+	kill 'KILL', $fs->{pid};
+	waitpid($fs->{pid}, 0);
+	delete $spawned{ $fs->{pid} };
+	delete $fs->{pid};
 }
 
 # --- helper processes --------------------------------------------------------
@@ -340,7 +751,8 @@ sub thaw
 
 # A new node, initialized and configured (not started).  Options:
 #   node_name, conninfo, endpoints, lease_ttl, timeout: override the
-#   settings (undef conninfo/node_name: leave it out);  conf: more lines.
+#   settings (undef conninfo/node_name: leave it out);  conf: more lines;
+#   link: other nodes reach it through a link proxy (start_links).
 sub new_node
 {
 	my ($name, $etcd, %opt) = @_;
@@ -349,6 +761,12 @@ sub new_node
 	my $node_name = exists $opt{node_name} ? $opt{node_name} : $name;
 	my $conninfo = exists $opt{conninfo} ? $opt{conninfo}
 	  : 'host=' . $node->host . ' port=' . $node->port;
+	if ($opt{link})
+	{
+		# other nodes reach it through its link proxy (start_links)
+		$node->{mq_link_port} = PostgreSQL::Test::Cluster::get_free_port();
+		$conninfo = "host=127.0.0.1 port=$node->{mq_link_port}";
+	}
 	my $endpoints = $opt{endpoints} // $etcd->{url};
 	my $conf = qq{
 shared_preload_libraries = 'mqlog'
