@@ -149,10 +149,15 @@ my $script = PostgreSQL::Test::Utils::tempdir() . '/loop.sql';
 PostgreSQL::Test::Utils::append_to_file($script,
 	join('', map { "SELECT mq_produce('r', 'loop-$_', partition => 0);\n" } 1 .. 400));
 my ($lout, $lerr) = ('', '');
+my $leo3 = q1($n3, q{SELECT log_end_offset FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0});
 my $h = IPC::Run::start(
 	[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $n1->connstr('postgres'), '-f', $script ],
 	'<', \undef, '>', \$lout, '2>', \$lerr);
-usleep(300_000);
+# mid-stream: once n3 has applied some of the loop (a fixed pause could end
+# before the producer starts on a loaded machine)
+ok(MqCluster::wait_until(sub {
+	q1($n3, q{SELECT log_end_offset FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0}) > $leo3 }, 30),
+	'n3 follows the producer\'s records as they come');
 $n3->stop('immediate');
 usleep(300_000);
 $n3->start;
@@ -374,7 +379,13 @@ my $forge = q{SELECT pg_logical_emit_message(true, 'mqlog.offset',
 my $uuid = q1($n1, q{SELECT uuid FROM mqlog.replicated_topic rt JOIN mqlog.topic t USING (topic_id) WHERE t.name = 'r'});
 ($rc, $out, $err) = $n1->psql('postgres', "SET ROLE mallory;\n\\set uuid '$uuid'\n$forge;");
 is($rc, 0, 'any role may call pg_logical_emit_message with mqlog\'s prefix') or diag($err);
-usleep(1_500_000);
+# n3 streams n1's WAL in order: once it holds a record n1 took after the
+# forged message, it has passed that message (a fixed pause would not
+# prove it on a loaded machine)
+q1($n1, q{SELECT mq_produce('slow', 'after-the-forgery', partition => 0)});
+ok(MqCluster::wait_until(sub {
+	batches($n3, 'slow', 0) eq batches($n1, 'slow', 0) && values_of($n1, 'slow', 0) =~ /,after-the-forgery$/ }, 30),
+	'n3 holds a record n1 took after the forged message (and the high watermark passed it)');
 is(q1($n3, q{SELECT "partition" || ':' || committed_offset FROM mqlog.consumer_lag
               WHERE group_id = 'g1' ORDER BY 1}), $committed,
 	'but followers take mqlog\'s messages only from mqlog\'s own records: the forged offset changed nothing');
@@ -386,7 +397,12 @@ SELECT count(*) FROM mq_poll('gc', 'r', 1)});
 like($err, qr/ERROR:  MQ003: consumer group "gc" is coordinated on node "n1"/,
 	'a member of gc on n3, while gc has one on n1, is refused with MQ003 naming n1');
 like($err, qr/HINT:  Poll on node "n1"/, '... and a hint where to poll');
-is(MqCluster::etcd_keys($etcd, 'groups/'), "/mqlog/$MqCluster::CLUSTER_NAME/groups/gc", 'the claim is in etcd');
+# g1's claim on n2 goes two idle rounds of n2's cluster worker after its
+# member left, which may be later than this on a loaded machine: waited for
+# (g1 must be free when n2 is killed below, or n3 could not take it)
+ok(MqCluster::wait_until(sub { MqCluster::etcd_keys($etcd, 'groups/') eq "/mqlog/$MqCluster::CLUSTER_NAME/groups/gc" }, 30),
+	'the claim is in etcd, and g1\'s, idle, has gone')
+  or diag(MqCluster::etcd_keys($etcd, 'groups/'));
 $gc->quit;
 ok(MqCluster::wait_until(sub { my ($r) = $n3->psql('postgres', q{SELECT count(*) FROM mq_poll('gc', 'r', 1)}); $r == 0 }, 30),
 	'once its member on n1 has gone, gc may run on n3');
