@@ -209,12 +209,22 @@ ok(MqCluster::wait_log($n2, qr/was still registered by an earlier run of this se
 	'a node restarted within its lease takes its name back from its earlier run');
 ok(MqCluster::wait_alive($n2, 3), '... and is alive');
 
-# a clean stop leaves at once
-$t0 = time();
+# a clean stop leaves at once: its cluster worker revokes the lease before
+# it exits, so the key is gone when the stop returns (a lease left to lapse
+# would hold it up to 3 s more; on a machine so loaded that the stop itself
+# takes longer, this check proves less, but never fails wrongly).  Waiting
+# for the others to see it gone, as this did before, passed as well when
+# the lease was left to lapse.
 $n3->stop;
+TODO:
+{
+	local $TODO = 'the revoke sent at a clean stop is aborted by etcd.c\'s progress callback (ShutdownRequestPending), '
+	  . 'so the key stays until the lease lapses';
+	is(MqCluster::etcd_keys($etcd, 'nodes/n3'), '', 'a node stopped cleanly revokes its lease: its key is gone at once');
+}
 ok(MqCluster::wait_until(sub {
 		$n1->safe_psql('postgres', q{SELECT NOT alive FROM mqlog.nodes WHERE node = 'n3'}) eq 't' }, 30),
-	'a node stopped cleanly revokes its lease');
+	'... and the other nodes see it gone');
 $n3->start;
 ok(MqCluster::wait_alive($n1, 3), 'and comes back');
 
@@ -254,7 +264,11 @@ my @retries = (substr(slurp_file($n1->logfile), $off) =~ /mqlog cluster: could n
 cmp_ok(scalar(@retries), '<=', 2, 'at most once a minute, not every second (' . scalar(@retries) . ' lines)');
 my @back = (substr(slurp_file($n1->logfile), $off) =~ /etcd requests succeed again/g);
 is(scalar(@back), 0, '... and no round that asked etcd nothing says that etcd answers again');
-is($n1->safe_psql('postgres', 'SELECT count(*) FILTER (WHERE alive) FROM mqlog.nodes'), '0',
+# the cluster worker forgets who is alive in its first failing round a
+# lease TTL after its last answer from etcd: waited for, since that round
+# may come late on a loaded machine
+ok(MqCluster::wait_until(sub {
+		$n1->safe_psql('postgres', 'SELECT count(*) FILTER (WHERE alive) FROM mqlog.nodes') eq '0' }, 30),
 	'mqlog.nodes answers without etcd, and no longer claims any node alive');
 
 MqCluster::restart_etcd($etcd);
@@ -277,16 +291,29 @@ $t0 = time();
 $took = time() - $t0;
 like($err, qr/could not reach etcd.*\n.*DETAIL:  .*timed out/i, 'an etcd that never answers times out');
 ok($took >= 3.5 && $took < 15, "... after mqlog.etcd_timeout (4 s; took ${took}s)");
+# A cancel, and a stop, must end a wait for etcd at once, not when the
+# request times out: with a 4 s timeout, "at once" and "at the timeout"
+# are too close to tell apart on a loaded machine, where a psql run alone
+# may take seconds.  With a timeout of 60 s they are not.
+$hang->append_conf('postgresql.conf', "mqlog.etcd_timeout = 60000\n");
+$hang->reload;
+my $t_reload = time();
+ok(MqCluster::wait_until(sub { $hang->safe_psql('postgres', 'SHOW mqlog.etcd_timeout') eq '1min' }, 30),
+	'mqlog.etcd_timeout is 60 s after a reload');
 $t0 = time();
 ($ret, $out, $err) = $hang->psql('postgres',
 	q{SET statement_timeout = '300ms'; SELECT mq_create_topic('h', 1, replication_factor => 2)});
 $took = time() - $t0;
 like($err, qr/canceling statement due to statement timeout/, 'a cancel ends the wait for etcd');
-cmp_ok($took, '<', 3, "... at once (took ${took}s)");
+cmp_ok($took, '<', 20, "... at once, not after mqlog.etcd_timeout (took ${took}s)");
 is($hang->safe_psql('postgres', q{SELECT count(*) FROM mqlog.topic}), '0', '... and nothing is created');
+# the workers' requests begun before the reload end within 4 s; the stop
+# comes in one begun after, which only the stop can end before a minute
+sleep(1) while time() < $t_reload + 5;
 $t0 = time();
 $hang->stop;
-cmp_ok(time() - $t0, '<', 10, 'a node whose cluster worker waits for etcd still stops promptly');
+$took = time() - $t0;
+cmp_ok($took, '<', 20, "a node whose cluster workers wait for etcd still stops promptly, not after mqlog.etcd_timeout (took ${took}s)");
 
 $_->stop for @nodes;
 MqCluster::stop_etcd($etcd);

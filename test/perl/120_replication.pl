@@ -11,6 +11,16 @@
 # with nothing lost or doubled and the new epoch stamped; committed group
 # offsets reach every node and a group goes on after its node is lost; a
 # restarted leader reads on from its checkpointed high watermark.
+#
+# No check here is about failover (130 and 140 are), and many need the
+# leaders they set up: every node has a lease of 20 s, not 3, so that a
+# node restarted below comes back within its lease however loaded the
+# machine is, and no partition fails over behind the test's back (with 3 s,
+# a restart under load outlived the lease once, and r/0 went to another
+# node).  Only clean stops move leaders here, once the stopped node's
+# lease is gone: at once if the stop revoked it (it does not yet: see the
+# TODO in 110_cluster.pl), else 20 s later, or never if the node is back
+# by then; no check depends on which (r/1 after n2's stop).
 use strict;
 use warnings;
 
@@ -27,7 +37,7 @@ my $etcd = MqCluster::start_etcd();
 my @nodes;
 foreach my $i (1 .. 3)
 {
-	my $n = MqCluster::new_node("n$i", $etcd, conf => qq{
+	my $n = MqCluster::new_node("n$i", $etcd, lease_ttl => 20, conf => qq{
 max_slot_wal_keep_size = '1MB'
 mqlog.poll_recheck_interval = 100
 });
@@ -149,10 +159,15 @@ my $script = PostgreSQL::Test::Utils::tempdir() . '/loop.sql';
 PostgreSQL::Test::Utils::append_to_file($script,
 	join('', map { "SELECT mq_produce('r', 'loop-$_', partition => 0);\n" } 1 .. 400));
 my ($lout, $lerr) = ('', '');
+my $leo3 = q1($n3, q{SELECT log_end_offset FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0});
 my $h = IPC::Run::start(
 	[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $n1->connstr('postgres'), '-f', $script ],
 	'<', \undef, '>', \$lout, '2>', \$lerr);
-usleep(300_000);
+# mid-stream: once n3 has applied some of the loop (a fixed pause could end
+# before the producer starts on a loaded machine)
+ok(MqCluster::wait_until(sub {
+	q1($n3, q{SELECT log_end_offset FROM mqlog.partitions WHERE topic = 'r' AND "partition" = 0}) > $leo3 }, 30),
+	'n3 follows the producer\'s records as they come');
 $n3->stop('immediate');
 usleep(300_000);
 $n3->start;
@@ -377,7 +392,13 @@ my $forge = q{SELECT pg_logical_emit_message(true, 'mqlog.offset',
 my $uuid = q1($n1, q{SELECT uuid FROM mqlog.replicated_topic rt JOIN mqlog.topic t USING (topic_id) WHERE t.name = 'r'});
 ($rc, $out, $err) = $n1->psql('postgres', "SET ROLE mallory;\n\\set uuid '$uuid'\n$forge;");
 is($rc, 0, 'any role may call pg_logical_emit_message with mqlog\'s prefix') or diag($err);
-usleep(1_500_000);
+# n3 streams n1's WAL in order: once it holds a record n1 took after the
+# forged message, it has passed that message (a fixed pause would not
+# prove it on a loaded machine)
+q1($n1, q{SELECT mq_produce('slow', 'after-the-forgery', partition => 0)});
+ok(MqCluster::wait_until(sub {
+	batches($n3, 'slow', 0) eq batches($n1, 'slow', 0) && values_of($n1, 'slow', 0) =~ /,after-the-forgery$/ }, 30),
+	'n3 holds a record n1 took after the forged message (and the high watermark passed it)');
 is(q1($n3, q{SELECT "partition" || ':' || committed_offset FROM mqlog.consumer_lag
               WHERE group_id = 'g1' ORDER BY 1}), $committed,
 	'but followers take mqlog\'s messages only from mqlog\'s own records: the forged offset changed nothing');
@@ -389,7 +410,12 @@ SELECT count(*) FROM mq_poll('gc', 'r', 1)});
 like($err, qr/ERROR:  MQ003: consumer group "gc" is coordinated on node "n1"/,
 	'a member of gc on n3, while gc has one on n1, is refused with MQ003 naming n1');
 like($err, qr/HINT:  Poll on node "n1"/, '... and a hint where to poll');
-is(MqCluster::etcd_keys($etcd, 'groups/'), "/mqlog/$MqCluster::CLUSTER_NAME/groups/gc", 'the claim is in etcd');
+# g1's claim on n2 goes two idle rounds of n2's cluster worker after its
+# member left, which may be later than this on a loaded machine: waited for
+# (g1 must be free when n2 is killed below, or n3 could not take it)
+ok(MqCluster::wait_until(sub { MqCluster::etcd_keys($etcd, 'groups/') eq "/mqlog/$MqCluster::CLUSTER_NAME/groups/gc" }, 30),
+	'the claim is in etcd, and g1\'s, idle, has gone')
+  or diag(MqCluster::etcd_keys($etcd, 'groups/'));
 $gc->quit;
 ok(MqCluster::wait_until(sub { my ($r) = $n3->psql('postgres', q{SELECT count(*) FROM mq_poll('gc', 'r', 1)}); $r == 0 }, 30),
 	'once its member on n1 has gone, gc may run on n3');
@@ -414,7 +440,8 @@ ok(MqCluster::wait_until(sub { batches($n3, 'r', 0) eq batches($n2, 'r', 0) }, 6
 ok(MqCluster::wait_until(sub {
 	my ($r) = $n2->psql('postgres', q{BEGIN; SELECT mq_produce('r', 'ready', partition => 0); ROLLBACK;});
 	$r == 0 }, 60),
-	'n2 leads r/0 again after its restart');
+	'n2 leads r/0 again after its restart (within its lease)')
+  or diag('r/0 in etcd: ' . (MqCluster::etcdctl($etcd, 'get', '--print-value-only', "/mqlog/$MqCluster::CLUSTER_NAME/partitions/r/0"))[1]);
 my $open = $n2->background_psql('postgres', on_error_stop => 1);
 $open->query_safe(q{BEGIN; SELECT mq_produce('r', 'open-during-move', partition => 0);});
 my ($min, $mout, $merr) = ('', '', '');
@@ -453,11 +480,26 @@ ok(MqCluster::wait_until(sub {
 	  eq q1($n1, q{SELECT high_watermark FROM mqlog.partitions WHERE topic = 'slow'}) }, 30),
 	'the high watermark is checkpointed into mqlog.replica_state');
 my $slow_leader = q1($n2, q{SELECT leader || '/' || leader_epoch FROM mqlog.partitions WHERE topic = 'slow'});
+my (undef, $fields) = MqCluster::etcdctl($etcd, 'get', "/mqlog/$MqCluster::CLUSTER_NAME/nodes/n1", '-w', 'fields');
+my ($old_lease) = $fields =~ /"Lease" : (\d+)/;
+my $log_n1 = -s $n1->logfile;
 $n1->stop('immediate');
 $n1->start;
 is(values_of($n1, 'slow', 0), $slow, 'right after a crash and restart the leader reads what it read before');
 ok(MqCluster::wait_until(sub { my ($r) = $n1->psql('postgres', q{SELECT mq_produce('slow', 'after-restart', partition => 0)}); $r == 0 }, 30),
 	'and takes produce again once registered');
+# Restarted within its lease (20 s: however loaded the machine, the restart
+# takes less), n1 moves its key to a new lease in one etcd transaction and
+# revokes the earlier run's: its key never goes, not even when that lease
+# would have run out (a node that left its key to lapse, or let it go
+# before registering again, would be failed over)
+ok(MqCluster::wait_log($n1, qr/was still registered by an earlier run of this server; its key moves to the new lease/, $log_n1),
+	'n1, restarted within its lease, takes its key over from its earlier run');
+(undef, $fields) = MqCluster::etcdctl($etcd, 'get', "/mqlog/$MqCluster::CLUSTER_NAME/nodes/n1", '-w', 'fields');
+my ($new_lease) = $fields =~ /"Lease" : (\d+)/;
+isnt($new_lease // 0, $old_lease, '... under a new lease');
+my (undef, $ttl_out) = MqCluster::etcdctl($etcd, 'lease', 'timetolive', sprintf('%x', $old_lease));
+like($ttl_out, qr/already expired/, '... and the earlier run\'s lease is revoked, with nothing left to lapse');
 sleep(4);
 is(q1($n2, q{SELECT leader || '/' || leader_epoch FROM mqlog.partitions WHERE topic = 'slow'}), $slow_leader,
 	'restarted within its lease, it was never failed over: same leader, same epoch');

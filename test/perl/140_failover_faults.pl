@@ -132,7 +132,9 @@ sub producer
 	open(my $out, '>>', $file) or die "$file: $!";
 	$out->autoflush(1);
 	my %guess = (0 => 'n1', 1 => 'n2');
-	my $deadline = time() + 300;
+	# a backstop only (the stop file ends the producers, END kills them if
+	# the test dies): long enough for the slowest loaded run
+	my $deadline = time() + 1200;
 	my $seq = 0;
 	my $options = "-c mqlog.acks=all -c mqlog.acks_timeout=$ACKS_TIMEOUT_MS";
 	while (!-e $stopfile && time() < $deadline)
@@ -232,13 +234,39 @@ sub results
 	return \%r;
 }
 
-sub acked_count { my $r = results(); return scalar grep { $_->{status} eq 'ok' } values %$r; }
+# acknowledged values so far (of commits that began after $since, if given)
+sub acked_count
+{
+	my ($since) = @_;
+	return scalar grep { $_->{status} eq 'ok' && $_->{t0} > ($since // 0) } values %{ results() };
+}
 
 my $a0 = acked_count();
 ok(MqCluster::wait_until(sub { acked_count() >= $a0 + 20 }, 30), 'the producers are acknowledged on both partitions');
 
 # --- kill -9 of a leader, several rounds -----------------------------------------
 
+# Make $node lead a partition if it leads none: mq_elect_leader on the
+# leader of one whose ISR holds it.  True once etcd says it leads one.
+sub lead_one
+{
+	my ($node) = @_;
+	return MqCluster::wait_until(sub {
+		my %m = map { $_ => part_meta($_) } 0, 1;
+		return 0 if grep { !$m{$_} } 0, 1;
+		return 1 if grep { $m{$_}{leader} eq $node } 0, 1;
+		my ($p) = grep { my $x = $_; grep { $_ eq $node } @{ $m{$x}{isr} } } 0, 1;
+		psql_run($connstr{ $m{$p}{leader} }, 60, sql => [ "SELECT mq_elect_leader('ft', $p, '$node')" ]) if defined $p;
+		return 0;				# looked at again, in etcd
+	}, 90);
+}
+
+# The victim of each round is the node killed least often (the last one
+# excepted, ties by name), so that every node is killed at least once in
+# three rounds.  Elections pass leadership on in replica order, so it
+# normally leads a partition already; one that does not (leadership
+# changed some other way, as a lease that lapsed on a loaded machine) is
+# made to lead one first, rather than another node killed in its stead.
 my %killed = map { $_ => 0 } @names;
 my @rounds;
 my $prev = '';
@@ -246,15 +274,16 @@ foreach my $round (1 .. $KILL_ROUNDS)
 {
 	ok(MqCluster::wait_until(\&healthy, 90), "round $round: every node is alive and in sync before the kill")
 	  or diag(explain([ part_meta(0), part_meta(1) ]));
+	my ($victim) = sort { $killed{$a} <=> $killed{$b} || $a cmp $b } grep { $_ ne $prev } @names;
+	ok(lead_one($victim), "round $round: $victim, the victim, leads a partition")
+	  or diag(explain([ part_meta(0), part_meta(1) ]));
 	my %leads;
 	foreach my $p (0, 1)
 	{
 		my $m = part_meta($p);
 		push @{ $leads{ $m->{leader} } }, $p;
 	}
-	my ($victim) = sort { $killed{$a} <=> $killed{$b} || $a cmp $b } grep { $_ ne $prev } keys %leads;
-	($victim) = keys %leads unless defined $victim;
-	my @parts = @{ $leads{$victim} };
+	my @parts = @{ $leads{$victim} // [] };
 	my %epoch = map { $_ => part_meta($_)->{leader_epoch} } @parts;
 	my @rest = grep { $_->name ne $victim } @nodes;
 	my $acked_before = acked_count();
@@ -315,8 +344,10 @@ my $shrunk = MqCluster::wait_until(sub {
 	return 1;
 }, 20);
 my $t_shrunk = time();
-# frozen for at least two lease TTLs, and a while after the ISR shrank
-MqCluster::wait_until(sub { time() > $t_freeze + 2 * $TTL && time() > $t_shrunk + 2 }, 30);
+# frozen for at least two lease TTLs, a while after the ISR shrank, and
+# until some commit began and was acknowledged in that time (a fixed while
+# may see none on a loaded machine, where one psql run takes seconds)
+MqCluster::wait_until(sub { time() > $t_freeze + 2 * $TTL && time() > $t_shrunk + 2 && acked_count($t_shrunk) > 0 }, 60);
 my $t_thaw = time();
 MqCluster::thaw(@stopped);
 ok($shrunk, sprintf('with %s frozen, it left the ISR of both partitions (after %.1f s)', $frozen, $t_shrunk - $t_freeze));
@@ -429,7 +460,11 @@ my $waiter = IPC::Run::start(
 	[ 'psql', '-X', '-At', '-d', $connstr{$cut}, '-c',
 	  "SET mqlog.acks = 'all'; SET mqlog.acks_timeout = '60s'; SELECT mq_produce('ft', 'cut-waiter', partition => $cut_parts[0])" ],
 	'<', \undef, '>', \$wout, '2>', \$werr, IPC::Run::timeout(90));
-usleep(500_000);
+# cut once the commit waits: one started after the cut would be refused
+# (MQ001), not left waiting, and a fixed pause may be too short under load
+ok(MqCluster::wait_until(sub {
+	q1($cut_node, q{SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND query LIKE '%cut-waiter%'}) eq '1' }, 30),
+	"an acks=all commit on $cut waits for its frozen followers");
 my $log_cut = -s $cut_node->logfile;
 my $t_cut = time();
 MqCluster::stop_proxy($proxy{$cut});
