@@ -9,23 +9,24 @@
 # off from etcd alone (its proxy killed), which must fence itself (a
 # waiting acks=all commit ends with the lease WARNING, produce is refused
 # with MQ001) while the coordinator elects another leader.  After healing
-# a checker reads every partition on every replica: every acknowledged
-# value is present exactly once, at the offset its produce returned;
-# nothing aborted or refused is visible; no offset holds two different
-# records; offsets are contiguous with nothing lost below the high
-# watermark; the replicas are byte-identical.  The counts are noted.
+# the checker of MqFaults.pm reads every partition on every replica:
+# every acknowledged value is present exactly once, at the offset its
+# produce returned; nothing aborted or refused is visible; no offset holds
+# two different records; offsets are contiguous with nothing lost below
+# the high watermark; the replicas are byte-identical.  The counts are
+# noted.
 use strict;
 use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
 use MqCluster;
+use MqFaults;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
-use JSON::PP;
 use POSIX ();
-use Time::HiRes qw(usleep time);
+use Time::HiRes qw(time);
 
 my $TTL = 3;					# mqlog.etcd_lease_ttl, MqCluster's default
 my $LAG_MS = 2500;				# replica.lag.time.max.ms of the topic
@@ -50,54 +51,13 @@ ok(MqCluster::wait_alive($_, 3), $_->name . ' sees three nodes (through its prox
 
 sub q1 { my ($n, $sql) = @_; return $n->safe_psql('postgres', $sql); }
 
-# one psql run with a bound on its time: (exit status, stdout, stderr)
-sub psql_run
-{
-	my ($connstr, $timeout, %opt) = @_;
-	my ($out, $err) = ('', '');
-	local $ENV{PGOPTIONS} = $opt{options} // '';
-	local $ENV{PGCONNECT_TIMEOUT} = 3;
-	my @cmd = ('psql', '-X', '-q', '-At', '-v', 'ON_ERROR_STOP=1', '-d', $connstr,
-			   map { ('-c', $_) } @{ $opt{sql} });
-	my $h = IPC::Run::start(\@cmd, '<', \undef, '>', \$out, '2>', \$err,
-							IPC::Run::timeout($timeout));
-	my $ok = eval { $h->finish; 1 };
-	if (!$ok)
-	{
-		$h->kill_kill;
-		return (-1, $out, $err . "\n(timed out)");
-	}
-	return ($h->result(0), $out, $err);
-}
-
-# the partition key in etcd: {leader, leader_epoch, isr, replicas}
-sub part_meta
-{
-	my ($p) = @_;
-	my ($rc, $out) = MqCluster::etcdctl($etcd, 'get', '--print-value-only',
-		"/mqlog/$MqCluster::CLUSTER_NAME/partitions/ft/$p");
-	return undef if $rc != 0 || $out !~ /\{/;
-	return decode_json($out);
-}
-
-sub leader_here
-{
-	my ($n, $p) = @_;
-	return q1($n, qq{SELECT leader || '/' || leader_epoch FROM mqlog.partitions WHERE topic = 'ft' AND "partition" = $p});
-}
-
-# every node alive in etcd and every partition with all three in sync
-sub healthy
-{
-	my @live = split /\n/, MqCluster::etcd_keys($etcd, 'nodes/');
-	return 0 unless @live == 3;
-	foreach my $p (0, 1)
-	{
-		my $m = part_meta($p);
-		return 0 unless $m && scalar(@{ $m->{isr} }) == 3;
-	}
-	return 1;
-}
+# the producers and the checker (MqFaults.pm), and its views of etcd and
+# of each node's copy; the producers' backstop is 20 minutes (the stop
+# file ends them, END kills them if the test dies): long enough for the
+# slowest loaded run
+my $f = MqFaults->new(etcd => $etcd, nodes => \@nodes, topic => 'ft', partitions => 2,
+	acks_timeout_ms => $ACKS_TIMEOUT_MS, seconds => 1200, move_pause_ms => 50);
+my %connstr = map { $_->name => $_->connstr('postgres') } @nodes;
 
 # --- the topic and the producers -----------------------------------------------
 
@@ -108,141 +68,14 @@ foreach my $n (@nodes)
 	ok(MqCluster::wait_topic($n, 'ft', 2),
 		$n->name . ': topic ft is there with its leaders');
 }
-ok(MqCluster::wait_until(\&healthy, 30), 'both partitions have three in-sync replicas');
+ok(MqCluster::wait_until(sub { $f->healthy }, 30), 'both partitions have three in-sync replicas');
 
-my $dir = PostgreSQL::Test::Utils::tempdir('producers');
-my $stopfile = "$dir/stop";
-my %connstr = map { $_->name => $_->connstr('postgres') } @nodes;
+# two producers of one value per transaction, and one that rolls back
+# some of its transactions (MqFaults.pm), from the leaders etcd names
+$f->start_producers([ 'A', 'acks' ], [ 'B', 'acks' ], [ 'X', 'abort' ]);
 
-# A producer: unique values, one psql run per transaction against the node
-# it believes leads the partition (the not-leader error's hint moves it; a
-# refusal without one, or a node that does not answer, moves it to the
-# next node).  Each value is written to $file with what became of it:
-#   ok       the commit returned success with no WARNING: acknowledged
-#   warn     it returned with a WARNING: committed on that node, uncertain
-#   refused  an ERROR (or no connection): the transaction never committed
-#   unknown  the connection broke or the run timed out: uncertain
-#   aborted  rolled back on purpose (or to a savepoint)
-# Mode 'acks': one value per transaction.  Mode 'abort': in turn a
-# transaction of two values rolled back, one of two values committed, and
-# one whose second value is rolled back to a savepoint.
-sub producer
-{
-	my ($id, $file, $mode) = @_;
-	open(my $out, '>>', $file) or die "$file: $!";
-	$out->autoflush(1);
-	my %guess = (0 => 'n1', 1 => 'n2');
-	# a backstop only (the stop file ends the producers, END kills them if
-	# the test dies): long enough for the slowest loaded run
-	my $deadline = time() + 1200;
-	my $seq = 0;
-	my $options = "-c mqlog.acks=all -c mqlog.acks_timeout=$ACKS_TIMEOUT_MS";
-	while (!-e $stopfile && time() < $deadline)
-	{
-		$seq++;
-		my $p = int($seq / ($mode eq 'abort' ? 3 : 1)) % 2;
-		my $node = $guess{$p};
-		my $prod = sub { "SELECT \"offset\" FROM mq_produce('ft', '$_[0]', partition => $p)" };
-		my ($kind, @vals, @sql);
-		if ($mode eq 'acks')
-		{
-			$kind = 'one';
-			@vals = ("$id-$seq");
-			@sql = ($prod->($vals[0]));
-		}
-		else
-		{
-			$kind = ('rollback', 'commit', 'savepoint')[ $seq % 3 ];
-			@vals = ("$id-$seq-a", "$id-$seq-b");
-			@sql = $kind eq 'rollback' ? ('BEGIN', $prod->($vals[0]), $prod->($vals[1]), 'ROLLBACK')
-			  : $kind eq 'commit' ? ('BEGIN', $prod->($vals[0]), $prod->($vals[1]), 'COMMIT')
-			  : ('BEGIN', $prod->($vals[0]), 'SAVEPOINT s', $prod->($vals[1]), 'ROLLBACK TO s', 'COMMIT');
-		}
-		my $t0 = time();
-		my ($rc, $o, $e) = psql_run($connstr{$node}, 40, sql => \@sql, options => $options);
-		my $t1 = time();
-		my $status;
-		if ($rc == 0)
-		{
-			$status = $e =~ /WARNING:/ ? 'warn' : 'ok';
-		}
-		elsif ($e =~ /^psql: error: connection to server .* failed/m)
-		{
-			$status = 'refused';	# nothing was sent
-		}
-		elsif ($rc == 1 && $e =~ /ERROR:/ && $e !~ /FATAL|server closed the connection|connection to server was lost|timed out/)
-		{
-			$status = 'refused';
-		}
-		else
-		{
-			$status = 'unknown';
-		}
-		my @offs = split /\n/, $o;
-		for my $i (0 .. $#vals)
-		{
-			my $st = $status;
-			$st = 'aborted' if $kind eq 'rollback' || ($kind eq 'savepoint' && $i == 1);
-			my $off = $offs[$i] // '';
-			(my $why = $e) =~ s/\s+/ /g;
-			print $out join("\t", $vals[$i], $p, $st, $node, $off, sprintf('%.3f', $t0), sprintf('%.3f', $t1),
-							$st eq 'ok' ? '' : substr($why, 0, 200)), "\n";
-		}
-		if ($status ne 'ok' && $status ne 'warn')
-		{
-			if ($e =~ /HINT:\s+Produce on node "([^"]+)"/ && $1 ne $node && exists $connstr{$1})
-			{
-				$guess{$p} = $1;
-			}
-			else
-			{
-				my ($i) = grep { $names[$_] eq $node } 0 .. $#names;
-				$guess{$p} = $names[ ($i + 1) % @names ];
-				usleep(50_000);
-			}
-		}
-		usleep(30_000);
-	}
-	close($out);
-}
-
-my @producers;
-foreach my $spec ([ 'A', 'acks' ], [ 'B', 'acks' ], [ 'X', 'abort' ])
-{
-	my ($id, $mode) = @$spec;
-	my $file = "$dir/$id.tsv";
-	push @producers, { id => $id, file => $file, pid => MqCluster::fork_child(sub { producer($id, $file, $mode) }) };
-}
-
-# the producers' records so far: value -> {p, status, node, offset, t0, t1, why}
-sub results
-{
-	my %r;
-	foreach my $pr (@producers)
-	{
-		open(my $f, '<', $pr->{file}) or next;
-		while (my $line = <$f>)
-		{
-			chomp $line;
-			my @c = split /\t/, $line, -1;
-			next unless @c >= 7;
-			$r{ $c[0] } = { p => $c[1], status => $c[2], node => $c[3], offset => $c[4],
-							t0 => $c[5], t1 => $c[6], why => $c[7] // '' };
-		}
-		close($f);
-	}
-	return \%r;
-}
-
-# acknowledged values so far (of commits that began after $since, if given)
-sub acked_count
-{
-	my ($since) = @_;
-	return scalar grep { $_->{status} eq 'ok' && $_->{t0} > ($since // 0) } values %{ results() };
-}
-
-my $a0 = acked_count();
-ok(MqCluster::wait_until(sub { acked_count() >= $a0 + 20 }, 30), 'the producers are acknowledged on both partitions');
+my $a0 = $f->acked_count;
+ok(MqCluster::wait_until(sub { $f->acked_count >= $a0 + 20 }, 30), 'the producers are acknowledged on both partitions');
 
 # --- kill -9 of a leader, several rounds -----------------------------------------
 
@@ -252,11 +85,11 @@ sub lead_one
 {
 	my ($node) = @_;
 	return MqCluster::wait_until(sub {
-		my %m = map { $_ => part_meta($_) } 0, 1;
+		my %m = map { $_ => $f->part_meta($_) } 0, 1;
 		return 0 if grep { !$m{$_} } 0, 1;
 		return 1 if grep { $m{$_}{leader} eq $node } 0, 1;
 		my ($p) = grep { my $x = $_; grep { $_ eq $node } @{ $m{$x}{isr} } } 0, 1;
-		psql_run($connstr{ $m{$p}{leader} }, 60, sql => [ "SELECT mq_elect_leader('ft', $p, '$node')" ]) if defined $p;
+		MqFaults::psql_run($connstr{ $m{$p}{leader} }, 60, sql => [ "SELECT mq_elect_leader('ft', $p, '$node')" ]) if defined $p;
 		return 0;				# looked at again, in etcd
 	}, 90);
 }
@@ -272,21 +105,21 @@ my @rounds;
 my $prev = '';
 foreach my $round (1 .. $KILL_ROUNDS)
 {
-	ok(MqCluster::wait_until(\&healthy, 90), "round $round: every node is alive and in sync before the kill")
-	  or diag(explain([ part_meta(0), part_meta(1) ]));
+	ok(MqCluster::wait_until(sub { $f->healthy }, 90), "round $round: every node is alive and in sync before the kill")
+	  or diag(explain([ $f->part_meta(0), $f->part_meta(1) ]));
 	my ($victim) = sort { $killed{$a} <=> $killed{$b} || $a cmp $b } grep { $_ ne $prev } @names;
 	ok(lead_one($victim), "round $round: $victim, the victim, leads a partition")
-	  or diag(explain([ part_meta(0), part_meta(1) ]));
+	  or diag(explain([ $f->part_meta(0), $f->part_meta(1) ]));
 	my %leads;
 	foreach my $p (0, 1)
 	{
-		my $m = part_meta($p);
+		my $m = $f->part_meta($p);
 		push @{ $leads{ $m->{leader} } }, $p;
 	}
 	my @parts = @{ $leads{$victim} // [] };
-	my %epoch = map { $_ => part_meta($_)->{leader_epoch} } @parts;
+	my %epoch = map { $_ => $f->part_meta($_)->{leader_epoch} } @parts;
 	my @rest = grep { $_->name ne $victim } @nodes;
-	my $acked_before = acked_count();
+	my $acked_before = $f->acked_count;
 
 	my $t_kill = time();
 	$by_name{$victim}->kill9;
@@ -298,7 +131,7 @@ foreach my $round (1 .. $KILL_ROUNDS)
 		{
 			foreach my $n (@rest)
 			{
-				my ($l, $e) = split m{/}, leader_here($n, $p);
+				my ($l, $e) = split m{/}, $f->leader_here($n, $p);
 				return 0 if $l eq $victim || $e <= $epoch{$p};
 			}
 		}
@@ -307,14 +140,14 @@ foreach my $round (1 .. $KILL_ROUNDS)
 	my $t_elected = time();
 	ok($elected, "round $round: with $victim killed, partition(s) @parts have a new leader on both survivors");
 	# let the producers run on the new leader a moment
-	MqCluster::wait_until(sub { acked_count() >= $acked_before + 10 }, 15);
+	MqCluster::wait_until(sub { $f->acked_count >= $acked_before + 10 }, 15);
 
 	my $log_at = -s $by_name{$victim}->logfile;
 	ok(MqCluster::wait_until(sub { $by_name{$victim}->start(fail_ok => 1) }, 30), "round $round: $victim starts again");
 	ok(MqCluster::wait_until(sub {
 		foreach my $p (0, 1)
 		{
-			my $m = part_meta($p);
+			my $m = $f->part_meta($p);
 			return 0 unless $m && grep { $_ eq $victim } @{ $m->{isr} };
 		}
 		return 1;
@@ -329,8 +162,8 @@ is(scalar(grep { $killed{$_} > 0 } @names), 3, 'every node was a victim: ' . joi
 
 # --- a follower frozen with SIGSTOP -------------------------------------------------
 
-ok(MqCluster::wait_until(\&healthy, 90), 'every node in sync before the freeze');
-my %leading = map { part_meta($_)->{leader} => 1 } 0, 1;
+ok(MqCluster::wait_until(sub { $f->healthy }, 90), 'every node in sync before the freeze');
+my %leading = map { $f->part_meta($_)->{leader} => 1 } 0, 1;
 my ($frozen) = grep { !$leading{$_} } @names;
 my $t_freeze = time();
 my @stopped = MqCluster::freeze_node($by_name{$frozen});
@@ -338,7 +171,7 @@ note("froze $frozen: postmaster and " . (@stopped - 1) . ' processes');
 my $shrunk = MqCluster::wait_until(sub {
 	foreach my $p (0, 1)
 	{
-		my $m = part_meta($p);
+		my $m = $f->part_meta($p);
 		return 0 unless $m && !grep { $_ eq $frozen } @{ $m->{isr} };
 	}
 	return 1;
@@ -347,13 +180,13 @@ my $t_shrunk = time();
 # frozen for at least two lease TTLs, a while after the ISR shrank, and
 # until some commit began and was acknowledged in that time (a fixed while
 # may see none on a loaded machine, where one psql run takes seconds)
-MqCluster::wait_until(sub { time() > $t_freeze + 2 * $TTL && time() > $t_shrunk + 2 && acked_count($t_shrunk) > 0 }, 60);
+MqCluster::wait_until(sub { time() > $t_freeze + 2 * $TTL && time() > $t_shrunk + 2 && $f->acked_count($t_shrunk) > 0 }, 60);
 my $t_thaw = time();
 MqCluster::thaw(@stopped);
 ok($shrunk, sprintf('with %s frozen, it left the ISR of both partitions (after %.1f s)', $frozen, $t_shrunk - $t_freeze));
-my $during = scalar grep { $_->{status} eq 'ok' && $_->{t0} > $t_shrunk && $_->{t1} < $t_thaw } values %{ results() };
+my $during = scalar grep { $_->{status} eq 'ok' && $_->{t0} > $t_shrunk && $_->{t1} < $t_thaw } values %{ $f->results };
 cmp_ok($during, '>', 0, "acks=all commits went on with two in sync while $frozen was frozen ($during acknowledged)");
-ok(MqCluster::wait_until(\&healthy, 90), "$frozen, resumed, rejoins the ISR of both partitions");
+ok(MqCluster::wait_until(sub { $f->healthy }, 90), "$frozen, resumed, rejoins the ISR of both partitions");
 note(sprintf('froze %s for %.1f s; ISR shrank after %.1f s; back in sync %.1f s after the thaw',
 			 $frozen, $t_thaw - $t_freeze, $t_shrunk - $t_freeze, time() - $t_thaw));
 
@@ -374,7 +207,7 @@ sub stale_probes
 	$probes = 0;
 	my $probe = sub {
 		$probes++;
-		my ($r, $o, $e) = psql_run($connstr{$name}, 20,
+		my ($r, $o, $e) = MqFaults::psql_run($connstr{$name}, 20,
 			sql => [ "SELECT \"offset\" FROM mq_produce('ft', 'stale-probe-$name-$probes', partition => $p)" ]);
 		chomp $o;
 		push @stale, sprintf('stale-probe-%s-%d taken at offset %s, %.2f s after the node ran or reached etcd again',
@@ -392,10 +225,10 @@ sub stale_probes
 
 # --- a leader frozen with SIGSTOP for longer than its lease --------------------------
 
-ok(MqCluster::wait_until(\&healthy, 90), 'every node in sync before the leader is frozen');
-my $paused = part_meta(1)->{leader};
-my @paused_parts = grep { part_meta($_)->{leader} eq $paused } 0, 1;
-my %paused_epoch = map { $_ => part_meta($_)->{leader_epoch} } @paused_parts;
+ok(MqCluster::wait_until(sub { $f->healthy }, 90), 'every node in sync before the leader is frozen');
+my $paused = $f->part_meta(1)->{leader};
+my @paused_parts = grep { $f->part_meta($_)->{leader} eq $paused } 0, 1;
+my %paused_epoch = map { $_ => $f->part_meta($_)->{leader_epoch} } @paused_parts;
 my @awake = grep { $_->name ne $paused } @nodes;
 my $sync_paused = q1($by_name{$paused}, q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mqlog cluster sync'});
 my $log_pause = -s $by_name{$paused}->logfile;
@@ -406,7 +239,7 @@ my $pause_elected = MqCluster::wait_until(sub {
 	{
 		foreach my $n (@awake)
 		{
-			my ($l, $e) = split m{/}, leader_here($n, $p);
+			my ($l, $e) = split m{/}, $f->leader_here($n, $p);
 			return 0 if $l eq $paused || $e <= $paused_epoch{$p};
 		}
 	}
@@ -421,17 +254,17 @@ MqCluster::thaw(grep { $_ != $sync_paused } @stopped);
 my ($stale, $probes) = stale_probes($paused, $paused_parts[0], $sync_paused, $log_pause);
 is(scalar(@$stale), 0, "$paused, resumed, takes no produce as the old leader before it learns of the new one ($probes probes)")
   or diag(join("\n", @$stale));
-ok(MqCluster::wait_until(\&healthy, 90), "$paused rejoins the ISR of both partitions");
+ok(MqCluster::wait_until(sub { $f->healthy }, 90), "$paused rejoins the ISR of both partitions");
 note(sprintf('froze leader %s for %.1f s: another leader after %.1f s; %d probes after the thaw',
 			 $paused, $t_resume - $t_pause, $t_pause_elected - $t_pause, $probes));
 
 # --- a leader cut off from etcd alone ------------------------------------------------
 
-my $m0 = part_meta(0);
+my $m0 = $f->part_meta(0);
 my $cut = $m0->{leader};
 my $cut_node = $by_name{$cut};
-my @cut_parts = grep { part_meta($_)->{leader} eq $cut } 0, 1;
-my %cut_epoch = map { $_ => part_meta($_)->{leader_epoch} } @cut_parts;
+my @cut_parts = grep { $f->part_meta($_)->{leader} eq $cut } 0, 1;
+my %cut_epoch = map { $_ => $f->part_meta($_)->{leader_epoch} } @cut_parts;
 my @others = grep { $_->name ne $cut } @nodes;
 
 # the followers' apply workers from $cut are frozen, so that an acks=all
@@ -453,7 +286,7 @@ is(scalar(@apply), 2, "both followers run an apply worker from $cut");
 # that log end; it is rolled back later
 my $open = $cut_node->background_psql('postgres', on_error_stop => 1);
 $open->query_safe("BEGIN; SELECT mq_produce('ft', 'open-across-cut', partition => $cut_parts[0]);");
-my %test_never = ('open-across-cut' => 1);
+$f->never('open-across-cut');
 kill 'STOP', @apply;
 my ($wout, $werr) = ('', '');
 my $waiter = IPC::Run::start(
@@ -475,17 +308,17 @@ like($werr, qr/WARNING:  this node's lease in etcd lapsed while it waited for th
 	sprintf('... with the lease WARNING, not a success (%.1f s after the cut)', $t_waited));
 cmp_ok($t_waited, '<', $TTL + 3, '... within the lease TTL');
 
-my ($rc, $out, $err) = psql_run($connstr{$cut}, 20, sql => [ "SELECT mq_produce('ft', 'cut-refused', partition => $cut_parts[0])" ]);
+my ($rc, $out, $err) = MqFaults::psql_run($connstr{$cut}, 20, sql => [ "SELECT mq_produce('ft', 'cut-refused', partition => $cut_parts[0])" ]);
 like($err, qr/node "$cut" cannot act as the leader of partition $cut_parts[0] of topic "ft" now/,
 	"$cut, cut off from etcd, refuses produce");
-($rc, $out, $err) = psql_run($connstr{$cut}, 20, sql => [ '\set VERBOSITY verbose', "SELECT mq_produce('ft', 'cut-refused-2', partition => $cut_parts[0])" ]);
+($rc, $out, $err) = MqFaults::psql_run($connstr{$cut}, 20, sql => [ '\set VERBOSITY verbose', "SELECT mq_produce('ft', 'cut-refused-2', partition => $cut_parts[0])" ]);
 like($err, qr/ERROR:  MQ001/, '... with MQ001');
 my $cut_elected = MqCluster::wait_until(sub {
 	foreach my $p (@cut_parts)
 	{
 		foreach my $n (@others)
 		{
-			my ($l, $e) = split m{/}, leader_here($n, $p);
+			my ($l, $e) = split m{/}, $f->leader_here($n, $p);
 			return 0 if $l eq $cut || $e <= $cut_epoch{$p};
 		}
 	}
@@ -496,13 +329,13 @@ ok($cut_elected, sprintf('meanwhile the coordinator elects another leader for pa
 						 join(',', @cut_parts), $t_cut_elected - $t_cut));
 # the followers know of the new leader: what $cut's stream still brings is stale
 kill 'CONT', @apply;
-my $new_leader = (split m{/}, leader_here($others[0], $cut_parts[0]))[0];
+my $new_leader = (split m{/}, $f->leader_here($others[0], $cut_parts[0]))[0];
 ok(MqCluster::wait_until(sub {
-	my ($r, $o, $e) = psql_run($connstr{$new_leader}, 20, sql => [ "SELECT mq_produce('ft', 'after-cut', partition => $cut_parts[0])" ],
+	my ($r, $o, $e) = MqFaults::psql_run($connstr{$new_leader}, 20, sql => [ "SELECT mq_produce('ft', 'after-cut', partition => $cut_parts[0])" ],
 							   options => '-c mqlog.acks=all');
 	return $r == 0 && $e !~ /WARNING/;
 }, 30), "an acks=all produce succeeds on $new_leader, the new leader");
-($rc, $out, $err) = psql_run($connstr{$cut}, 20, sql => [ "SELECT mq_produce('ft', 'cut-refused-3', partition => $cut_parts[0])" ]);
+($rc, $out, $err) = MqFaults::psql_run($connstr{$cut}, 20, sql => [ "SELECT mq_produce('ft', 'cut-refused-3', partition => $cut_parts[0])" ]);
 like($err, qr/MQ001|cannot act as the leader|is not the leader/, "$cut still refuses produce");
 
 # heal: the proxy again, with the node's sync worker held until it has
@@ -521,162 +354,17 @@ $open->query_safe('ROLLBACK');
 $open->quit;
 ok(MqCluster::wait_log($cut_node, qr/truncated partition $cut_parts[0] of topic "ft"/, $log_cut, 60),
 	"$cut truncates what only it had of partition $cut_parts[0]");
-ok(MqCluster::wait_until(\&healthy, 90), "$cut rejoins the ISR of both partitions");
+ok(MqCluster::wait_until(sub { $f->healthy }, 90), "$cut rejoins the ISR of both partitions");
 note(sprintf('cut %s off from etcd: the waiting commit warned after %.1f s; new leader %s elected after %.1f s; %d probes after the heal',
 			 $cut, $t_waited, $new_leader, $t_cut_elected - $t_cut, $probes));
 
 # --- the check --------------------------------------------------------------------------
 
-my $t_stop = time();
-PostgreSQL::Test::Utils::append_to_file($stopfile, "stop\n");
-is(MqCluster::wait_child($_->{pid}, 60), 0, "producer $_->{id} ends") for @producers;
+# the checker of MqFaults.pm, over every partition on every replica
+$f->stop_producers;
+my %count = %{ $f->check };
+my $res = $f->results;
 
-# every batch: base offset, committed, md5, last offset delta, leader epoch
-sub batches
-{
-	my ($n, $p) = @_;
-	my @b;
-	foreach my $line (split /\n/, q1($n, qq{
-SELECT b.base_offset, b.committed, md5(b.batch),
-       (get_byte(b.batch, 23)::bigint << 24) | (get_byte(b.batch, 24) << 16) | (get_byte(b.batch, 25) << 8) | get_byte(b.batch, 26),
-       (get_byte(b.batch, 12)::bigint << 24) | (get_byte(b.batch, 13) << 16) | (get_byte(b.batch, 14) << 8) | get_byte(b.batch, 15)
-  FROM mqlog.topic t, mqlog._replica_batches(t.topic_id, $p, 0, 1000000000) b
- WHERE t.name = 'ft' ORDER BY 1}))
-	{
-		my ($base, $committed, $md5, $delta, $epoch) = split /\|/, $line;
-		push @b, { base => $base, committed => $committed, md5 => $md5, n => $delta + 1, epoch => $epoch };
-	}
-	return \@b;
-}
-
-sub batches_text
-{
-	my ($b, $below) = @_;
-	return join(',', map { "$_->{base}:$_->{committed}:$_->{md5}" } grep { $_->{base} < $below } @$b);
-}
-
-sub offsets_of
-{
-	my ($n, $p) = @_;
-	return q1($n, qq{SELECT high_watermark || '|' || log_end_offset || '|' || coalesce(log_start_offset, 0)
-                                  FROM mqlog.partitions WHERE topic = 'ft' AND "partition" = $p});
-}
-
-# two comma-separated lists are equal; if not, say where they part
-sub same_list
-{
-	my ($got, $want, $what) = @_;
-	return pass($what) if $got eq $want;
-	my @g = split /,/, $got;
-	my @w = split /,/, $want;
-	my $i = 0;
-	$i++ while $i < @g && $i < @w && $g[$i] eq $w[$i];
-	my $to = $i + 7;
-	fail($what);
-	diag(sprintf("they part at entry %d of %d here, %d on the leader\nhere:   %s\nleader: %s", $i, scalar(@g), scalar(@w),
-				 join(',', grep { defined } @g[ $i .. $to ]), join(',', grep { defined } @w[ $i .. $to ])));
-	return 0;
-}
-
-# settled: every replica at the leader's log end, batch for batch
-ok(MqCluster::wait_until(sub {
-	return 0 unless healthy();
-	foreach my $p (0, 1)
-	{
-		my $want;
-		foreach my $n (@nodes)
-		{
-			my ($hw, $leo) = split /\|/, offsets_of($n, $p);
-			return 0 unless $hw == $leo;
-			my $t = batches_text(batches($n, $p), 1e18);
-			$want //= $t;
-			return 0 unless $t eq $want;
-		}
-	}
-	return 1;
-}, 60), 'after healing, every replica holds the same log up to its end, and the high watermark is there');
-
-my $res = results();
-my %count;
-$count{ $_->{status} }++ for values %$res;
-my %never = map { $_ => 1 } grep { $res->{$_}{status} eq 'aborted' || $res->{$_}{status} eq 'refused' } keys %$res;
-%never = (%never, %test_never);
-my %acked = map { $_ => $res->{$_} } grep { $res->{$_}{status} eq 'ok' } keys %$res;
-
-foreach my $p (0, 1)
-{
-	my $leader = $by_name{ part_meta($p)->{leader} };
-	my ($hw) = split /\|/, offsets_of($leader, $p);
-	my $want_batches = batches_text(batches($leader, $p), $hw);
-	my %at;						# offset -> value, across the replicas
-	my @conflicts;
-	my $want_records;
-	foreach my $n ($leader, grep { $_ != $leader } @nodes)
-	{
-		my $name = $n->name;
-		my $b = batches($n, $p);
-		my ($nhw, $nleo, $start) = split /\|/, offsets_of($n, $p);
-
-		# the log: contiguous batches from the log start, epochs never down
-		my ($gaps, $down, $records_below) = (0, 0, 0);
-		my $next = $start;
-		my $last_epoch = -1;
-		foreach my $x (@$b)
-		{
-			$gaps++ if $x->{base} != $next;
-			$down++ if $x->{epoch} < $last_epoch;
-			$next = $x->{base} + $x->{n};
-			$last_epoch = $x->{epoch};
-			$records_below += $x->{n} if $x->{committed} eq 't' && $x->{base} < $nhw;
-		}
-		is($gaps, 0, "$name, partition $p: batches are contiguous from the log start ($start) to the log end ($next)");
-		is($next, $nleo, "$name, partition $p: ... which is the log end offset");
-		is($down, 0, "$name, partition $p: leader epochs never go down along the log (last $last_epoch)");
-		same_list(batches_text($b, $hw), $want_batches, "$name, partition $p: byte-identical to the leader up to the high watermark $hw");
-
-		# the records
-		my @rows = map { [ split /\|/, $_, 2 ] } split /\n/, q1($n, qq{
-SELECT "offset" || '|' || convert_from(value, 'UTF8')
-  FROM mq_fetch('ft', $p, mq_earliest_offset('ft', $p), 1000000) ORDER BY "offset"});
-		my ($unordered, $dups, $foreign) = (0, 0, 0);
-		my (%seen, @never_seen);
-		my $prev_off = -1;
-		foreach my $r (@rows)
-		{
-			my ($off, $v) = @$r;
-			$unordered++ if $off <= $prev_off;
-			$prev_off = $off;
-			$dups++ if $seen{$v}++;
-			push @never_seen, "$v\@$off (" . ($res->{$v} ? $res->{$v}{status} : 'rolled back by the test') . ')' if $never{$v};
-			$foreign++ if $res->{$v} && $res->{$v}{p} != $p;
-			push @conflicts, "offset $off: '$at{$off}' and '$v' ($name)" if exists $at{$off} && $at{$off} ne $v;
-			$at{$off} //= $v;
-		}
-		is($unordered, 0, "$name, partition $p: offsets increase (" . scalar(@rows) . ' records)');
-		is(scalar(@rows), $records_below, "$name, partition $p: every record of a committed batch below the high watermark is read");
-		is($dups, 0, "$name, partition $p: no value twice");
-		is($foreign, 0, "$name, partition $p: no value of the other partition");
-		is(scalar(@never_seen), 0, "$name, partition $p: nothing rolled back or refused is visible")
-		  or diag(join("\n", @never_seen[0 .. ($#never_seen < 20 ? $#never_seen : 19)]));
-		my @missing;
-		foreach my $v (grep { $acked{$_}{p} == $p } keys %acked)
-		{
-			my @where = map { $_->[0] } grep { $_->[1] eq $v } @rows;
-			push @missing, "$v: acknowledged at offset $acked{$v}{offset} by $acked{$v}{node}, found at (@where)"
-			  unless @where == 1 && $where[0] eq $acked{$v}{offset};
-		}
-		is(scalar(@missing), 0, "$name, partition $p: every acknowledged value is there once, at the offset its produce returned")
-		  or diag(join("\n", (sort @missing)[0 .. ($#missing < 20 ? $#missing : 19)]));
-		$want_records //= join(',', map { "$_->[0]:$_->[1]" } @rows);
-		same_list(join(',', map { "$_->[0]:$_->[1]" } @rows), $want_records, "$name, partition $p: the same records as the leader");
-	}
-	is(scalar(@conflicts), 0, "partition $p: no offset holds two different records across the replicas")
-	  or diag(join("\n", @conflicts[0 .. ($#conflicts < 20 ? $#conflicts : 19)]));
-}
-foreach my $n (@nodes)
-{
-	is(q1($n, q{SELECT count(*) FROM mq_verify('ft') WHERE NOT ok}), '0', $n->name . ': mq_verify finds nothing wrong');
-}
 # its followers' apply workers were frozen from before the cut, so no
 # follower told $cut of anything it was given after: nothing it took from
 # then on may have been acknowledged

@@ -1,7 +1,7 @@
 # MqFaults: producers that record what each of their commits became, and
 # a checker over every replica, for the fault tests on a cluster
-# (145_etcd_quorum.pl, 146_nodes_lost.pl).  The producers and the checker
-# are those of 140_failover_faults.pl, for a topic of any number of
+# (140_failover_faults.pl, 145_etcd_quorum.pl, 146_nodes_lost.pl,
+# 147_oneway.pl, 148_full_disk.pl), for a topic of any number of
 # partitions.
 #
 #   my $f = MqFaults->new(etcd => $etcd, nodes => \@nodes, topic => 'q', partitions => 2);
@@ -32,13 +32,17 @@ use Test::More;
 use Time::HiRes qw(usleep time);
 
 # Options: etcd, nodes (array ref), topic, partitions; acks_timeout_ms
-# (8000), seconds (the producers' own bound, 300).
+# (8000), seconds (the producers' own bound, 300: a backstop only, the
+# stop file ends them), move_pause_ms (100: how long a producer waits
+# before it tries the next node, when a node refused it without naming
+# the leader or did not answer).
 sub new
 {
 	my ($class, %opt) = @_;
 	my $self = bless {%opt}, $class;
 	$self->{acks_timeout_ms} //= 8000;
 	$self->{seconds} //= 300;
+	$self->{move_pause_ms} //= 100;
 	$self->{dir} = PostgreSQL::Test::Utils::tempdir('producers');
 	$self->{by_name} = { map { $_->name => $_ } @{ $self->{nodes} } };
 	$self->{names} = [ sort keys %{ $self->{by_name} } ];
@@ -186,7 +190,7 @@ sub _producer
 			{
 				my ($i) = grep { $names[$_] eq $node } 0 .. $#names;
 				$guess{$p} = $names[ ($i + 1) % @names ];
-				usleep(100_000);
+				usleep($self->{move_pause_ms} * 1000);
 			}
 		}
 		usleep(30_000);
@@ -242,10 +246,11 @@ sub results
 	return \%r;
 }
 
+# acknowledged values so far (of commits that began after $since, if given)
 sub acked_count
 {
-	my ($self) = @_;
-	return scalar grep { $_->{status} eq 'ok' } values %{ $self->results };
+	my ($self, $since) = @_;
+	return scalar grep { $_->{status} eq 'ok' && $_->{t0} > ($since // 0) } values %{ $self->results };
 }
 
 # the values of a status whose transaction began after $from and ended
