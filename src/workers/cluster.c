@@ -463,10 +463,20 @@ mqlog_cluster_main(Datum main_arg)
 		nap(sleep_ms);
 	}
 
-	/* a clean stop: leave the cluster now rather than a TTL later */
+	/*
+	 * A clean stop: leave the cluster now rather than a TTL later.  etcd.c
+	 * aborts every request while a shutdown is pending (so that a stop
+	 * never waits for etcd), which would abort this one too: it is let
+	 * through, bounded by a second however long mqlog.etcd_timeout is, so
+	 * that a silent etcd delays the stop by that much at most.
+	 */
 	if (my_lease != 0)
 	{
+		int			saved_timeout = mqlog_etcd_timeout;
+
 		MqClusterSetLease(0, 0, false);
+		ShutdownRequestPending = false;
+		mqlog_etcd_timeout = Min(mqlog_etcd_timeout, 1000);
 		PG_TRY();
 		{
 			MqEtcdLeaseRevoke(my_lease);
@@ -476,6 +486,7 @@ mqlog_cluster_main(Datum main_arg)
 			FlushErrorState();
 		}
 		PG_END_TRY();
+		mqlog_etcd_timeout = saved_timeout;
 	}
 	proc_exit(0);
 }

@@ -216,12 +216,7 @@ ok(MqCluster::wait_alive($n2, 3), '... and is alive');
 # for the others to see it gone, as this did before, passed as well when
 # the lease was left to lapse.
 $n3->stop;
-TODO:
-{
-	local $TODO = 'the revoke sent at a clean stop is aborted by etcd.c\'s progress callback (ShutdownRequestPending), '
-	  . 'so the key stays until the lease lapses';
-	is(MqCluster::etcd_keys($etcd, 'nodes/n3'), '', 'a node stopped cleanly revokes its lease: its key is gone at once');
-}
+is(MqCluster::etcd_keys($etcd, 'nodes/n3'), '', 'a node stopped cleanly revokes its lease: its key is gone at once');
 ok(MqCluster::wait_until(sub {
 		$n1->safe_psql('postgres', q{SELECT NOT alive FROM mqlog.nodes WHERE node = 'n3'}) eq 't' }, 30),
 	'... and the other nodes see it gone');

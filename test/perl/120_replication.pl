@@ -18,9 +18,9 @@
 # machine is, and no partition fails over behind the test's back (with 3 s,
 # a restart under load outlived the lease once, and r/0 went to another
 # node).  Only clean stops move leaders here, once the stopped node's
-# lease is gone: at once if the stop revoked it (it does not yet: see the
-# TODO in 110_cluster.pl), else 20 s later, or never if the node is back
-# by then; no check depends on which (r/1 after n2's stop).
+# lease is gone: at once, as the stop revokes it (or 20 s later if the
+# revoke failed, or never if the node is back by then); no check depends
+# on which (r/1 after n2's stop).
 use strict;
 use warnings;
 
