@@ -59,7 +59,6 @@
 #include "acl/acl.h"
 #include "kafka/internal.h"
 
-
 typedef struct ProducePartition
 {
 	int32		index;

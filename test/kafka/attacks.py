@@ -83,6 +83,19 @@ def authenticate(sock):
         raise RuntimeError('the watchdog could not authenticate')
 
 
+def timed_request(key, version, body):
+    """one request on a connection of its own (authenticated when the
+    environment asks): its answer, and the seconds it took"""
+    sock = connect(timeout=600)
+    authenticate(sock)
+    began = time.monotonic()
+    sock.sendall(frame(key, version, body))
+    answer = response(sock)
+    took = time.monotonic() - began
+    sock.close()
+    return answer, took
+
+
 def connect(timeout=10, source=None):
     sock = socket.create_connection((HOST, PORT), timeout=timeout,
                                     source_address=(source, 0) if source else None)
@@ -181,13 +194,7 @@ def bomb(topic, codec, entries, mb):
     part = struct.pack('>i', 0) + struct.pack('>i', len(batch)) + batch
     body = (struct.pack('>h', -1) + struct.pack('>hi', 1, 30000)     # no transactional id, acks 1
             + struct.pack('>i', 1) + kstr(topic.encode()) + struct.pack('>i', entries) + part * entries)
-    sock = connect(timeout=600)
-    authenticate(sock)
-    began = time.monotonic()
-    sock.sendall(frame(0, 3, body))
-    answer = response(sock)
-    took = time.monotonic() - began
-    sock.close()
+    answer, took = timed_request(0, 3, body)
     # correlation id, topics: 1, name, partitions: n x (index, error, offset, time)
     pos = 4 + 4
     pos += 2 + struct.unpack_from('>h', answer, pos)[0]
@@ -266,13 +273,7 @@ def commit_dups(topic, n):
     part = struct.pack('>iq', 0, 1) + struct.pack('>h', -1)       # index, offset, no metadata
     body = (kstr(b'dups') + struct.pack('>i', -1) + kstr(b'') + struct.pack('>q', -1)
             + struct.pack('>i', 1) + kstr(topic.encode()) + struct.pack('>i', n) + part * n)
-    sock = connect(timeout=600)
-    authenticate(sock)
-    began = time.monotonic()
-    sock.sendall(frame(8, 2, body))
-    answer = response(sock)
-    took = time.monotonic() - began
-    sock.close()
+    answer, took = timed_request(8, 2, body)
     pos = 4 + 4                                   # correlation id, 1 topic
     pos += 2 + struct.unpack_from('>h', answer, pos)[0]
     count = struct.unpack_from('>i', answer, pos)[0]

@@ -140,15 +140,38 @@ sub start_etcd
 	return _spawn_etcd($etcd);
 }
 
+# The first $n bytes of $buf written to a proxy's socket; false when it
+# failed (the peer is gone)
+sub _write_all
+{
+	my ($sock, $buf, $n) = @_;
+	for (my $off = 0; $off < $n;)
+	{
+		my $w = syswrite($sock, $buf, $n - $off, $off);
+		return 0 unless defined $w;
+		$off += $w;
+	}
+	return 1;
+}
+
+# A process started here (an etcd, a proxy, a namespace holder) ended by
+# its pid only, with a signal, and waited for; false if it was not running
+sub _end_spawned
+{
+	my ($proc, $signal) = @_;
+	return 0 unless $proc->{pid};
+	kill $signal, $proc->{pid};
+	waitpid($proc->{pid}, 0);
+	delete $spawned{ $proc->{pid} };
+	delete $proc->{pid};
+	return 1;
+}
+
 # Stop the etcd process started here (its pid only), and wait for it.
 sub stop_etcd
 {
 	my ($etcd) = @_;
-	return unless $etcd->{pid};
-	kill 'TERM', $etcd->{pid};
-	waitpid($etcd->{pid}, 0);
-	delete $spawned{ $etcd->{pid} };
-	delete $etcd->{pid};
+	_end_spawned($etcd, 'TERM');
 }
 
 # Start it again on the same ports and data.
@@ -206,12 +229,7 @@ sub start_etcd_cluster
 sub kill_etcd_member
 {
 	my ($m) = @_;
-	return unless $m->{pid};
-	kill 'KILL', $m->{pid};
-	waitpid($m->{pid}, 0);
-	delete $spawned{ $m->{pid} };
-	delete $m->{pid};
-	note "etcd member $m->{name} killed";
+	note "etcd member $m->{name} killed" if _end_spawned($m, 'KILL');
 }
 
 # Start a member again, on its ports and data; waits for it to be healthy
@@ -301,14 +319,7 @@ sub _proxy_loop
 				my @want = grep { $_ ne '' } split /\n/, PostgreSQL::Test::Utils::slurp_file($trip->{arm});
 				$trip_now = @want && !grep { index($request{$s}, $_) < 0 } @want;
 			}
-			my $ok = defined $n && $n > 0;
-			my $off = 0;
-			while ($ok && $off < $n)
-			{
-				my $w = syswrite($o, $buf, $n - $off, $off);
-				$ok = defined $w;
-				$off += $w if $ok;
-			}
+			my $ok = defined $n && $n > 0 && _write_all($o, $buf, $n);
 			if ($trip_now)
 			{
 				$tripped = 1;
@@ -386,11 +397,7 @@ sub proxy_tripped { my ($proxy) = @_; return -e $proxy->{trip}{tripped}; }
 sub stop_proxy
 {
 	my ($proxy) = @_;
-	return unless $proxy->{pid};
-	kill 'KILL', $proxy->{pid};
-	waitpid($proxy->{pid}, 0);
-	delete $spawned{ $proxy->{pid} };
-	delete $proxy->{pid};
+	_end_spawned($proxy, 'KILL');
 }
 
 # Start it again on the same port (its trip wire, if any, disarmed).
@@ -513,14 +520,7 @@ sub _link_loop
 			my $o = $peer{$s} or next;
 			my $buf;
 			my $n = sysread($s, $buf, 65536);
-			my $ok = defined $n && $n > 0;
-			my $off = 0;
-			while ($ok && $off < $n)
-			{
-				my $w = syswrite($o, $buf, $n - $off, $off);
-				$ok = defined $w;
-				$off += $w if $ok;
-			}
+			my $ok = defined $n && $n > 0 && _write_all($o, $buf, $n);
 			next if $ok;
 			@socks = grep { $_ != $s && $_ != $o } @socks;
 			delete @peer{ $s, $o };
@@ -659,11 +659,7 @@ sub start_node_in
 sub stop_fs
 {
 	my ($fs) = @_;
-	return unless $fs->{pid};
-	kill 'KILL', $fs->{pid};
-	waitpid($fs->{pid}, 0);
-	delete $spawned{ $fs->{pid} };
-	delete $fs->{pid};
+	_end_spawned($fs, 'KILL');
 }
 
 # --- helper processes --------------------------------------------------------
