@@ -11,8 +11,11 @@
  * missing "kvs" means no key.
  *
  * Every request is tried on the endpoints of mqlog.etcd_endpoints in turn,
- * all within one deadline of mqlog.etcd_timeout, and gives up early when
- * the backend is asked to cancel or die.  A request that no endpoint
+ * from the one that answered last, all within one deadline of
+ * mqlog.etcd_timeout, and gives up early when the backend is asked to
+ * cancel or die.  A member that takes a request and never answers gets
+ * half the time left, not all of it, unless the request is a transaction
+ * (etcd_call says why).  A request that no endpoint
  * answered raises connection_failure naming each endpoint and curl's
  * reason.  The curl handle is freed on every path out (PG_FINALLY), and
  * libcurl's callbacks never raise an ERROR: they only fill a malloc'd
@@ -194,11 +197,12 @@ endpoint_list(void)
  */
 static CURLcode
 post_once(const char *url, const char *body, long connect_ms, long total_ms,
-		  Response *r, long *status, char *errbuf)
+		  Response *r, long *status, bool *sent, char *errbuf)
 {
 	CURL	   *h;
 	struct curl_slist *headers;
 	volatile CURLcode rc = CURLE_FAILED_INIT;
+	long		request_size = 0;
 
 	h = curl_easy_init();
 	if (h == NULL)
@@ -226,6 +230,8 @@ post_once(const char *url, const char *body, long connect_ms, long total_ms,
 		rc = curl_easy_perform(h);
 		*status = 0;
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+		curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &request_size);
+		*sent = request_size > 0;
 	}
 	PG_CATCH();
 	{
@@ -242,34 +248,56 @@ post_once(const char *url, const char *body, long connect_ms, long total_ms,
 }
 
 /*
- * POST body to path on the first endpoint that answers, and parse the
- * answer.  An answer of etcd's with an error (a JSON object with "error"
- * or "message" and a gRPC "code") is raised, unless grpc_code is given: it
- * then receives the code and the result is NULL.
+ * The endpoint this process asks first: the one that answered last.  A
+ * member that hangs costs a process its share of one request's time, once,
+ * rather than every request's (etcd's own clientv3 keeps to one endpoint
+ * the same way).  Per process: each learns it by itself.
+ */
+static int	preferred_endpoint = 0;
+
+/*
+ * POST body to path on the endpoints in turn, from the preferred one, and
+ * parse the first answer.  An answer of etcd's with an error (a JSON object
+ * with "error" or "message" and a gRPC "code") is raised, unless grpc_code
+ * is given: it then receives the code and the result is NULL.
+ *
+ * repeatable: the request may be sent again to another endpoint after one
+ * that took it did not answer (a read, a put, a lease call).  Such a
+ * request gives each endpoint but the last half of the time left, so that
+ * a member that accepts connections and never answers (a hung host) leaves
+ * the others time.  A transaction is not repeatable: once an endpoint took
+ * it, it may have been applied though no answer came, and a second try
+ * would fail its compare and read as a lost race.  It goes to another
+ * endpoint only when no connection was made, as clientv3 retries only what
+ * was never sent; otherwise the failure is raised, and the caller's next
+ * round (which reads what is there) starts at the next endpoint.
  */
 static JsonbContainer *
-etcd_call(const char *path, const char *body, int *grpc_code)
+etcd_call(const char *path, const char *body, bool repeatable, int *grpc_code)
 {
 	List	   *endpoints = endpoint_list();
 	int			nendpoints = list_length(endpoints);
+	int			first = preferred_endpoint < nendpoints ? preferred_endpoint : 0;
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   mqlog_etcd_timeout);
 	StringInfoData failures;
-	ListCell   *lc;
 
 	ensure_curl();
 	initStringInfo(&failures);
 	if (grpc_code)
 		*grpc_code = 0;
 
-	foreach(lc, endpoints)
+	for (int k = 0; k < nendpoints; k++)
 	{
-		const char *ep = lfirst(lc);
+		int			i = (first + k) % nendpoints;
+		const char *ep = list_nth(endpoints, i);
 		char	   *url = psprintf("%s%s", ep, path);
 		long		left = (long) ((deadline - GetCurrentTimestamp()) / 1000);
+		long		share;
 		long		connect_ms;
 		Response	r = {0};
 		long		status = 0;
+		bool		sent = false;
 		char		errbuf[CURL_ERROR_SIZE];
 		CURLcode	rc;
 
@@ -280,8 +308,9 @@ etcd_call(const char *path, const char *body, int *grpc_code)
 			continue;
 		}
 		/* leave the later endpoints some of the time if this one hangs */
-		connect_ms = Max(Min(left, (long) mqlog_etcd_timeout / nendpoints), 100);
-		rc = post_once(url, body, connect_ms, left, &r, &status, errbuf);
+		share = (repeatable && k < nendpoints - 1) ? Max(left / 2, Min(left, 250)) : left;
+		connect_ms = Min(share, Max((long) mqlog_etcd_timeout / nendpoints, 100));
+		rc = post_once(url, body, connect_ms, share, &r, &status, &sent, errbuf);
 
 		if (rc == CURLE_ABORTED_BY_CALLBACK)
 		{
@@ -304,10 +333,18 @@ etcd_call(const char *path, const char *body, int *grpc_code)
 							   r.data ? ": " : "", r.data ? pnstrdup(r.data, 200) : "");
 			appendStringInfo(&failures, "%s%s: %s", failures.len ? "; " : "", ep, why);
 			free(r.data);
+			/* the next request starts at the next endpoint */
+			preferred_endpoint = (i + 1) % nendpoints;
+			if (sent && !repeatable)
+			{
+				appendStringInfoString(&failures, " (a transaction this endpoint took is not sent again: it may have been applied)");
+				break;
+			}
 			continue;
 		}
 
 		/* an answer: parse it */
+		preferred_endpoint = i;
 		{
 			char	   *text = pnstrdup(r.data ? r.data : "", r.len);
 			JsonbContainer *root;
@@ -340,7 +377,7 @@ etcd_call(const char *path, const char *body, int *grpc_code)
 	ereport(ERROR,
 			(errcode(ERRCODE_CONNECTION_FAILURE),
 			 errmsg("could not reach etcd"),
-			 errdetail("Request %s failed on every endpoint: %s.", path, failures.data),
+			 errdetail("Request %s failed: %s.", path, failures.data),
 			 errhint("Check that etcd runs and that mqlog.etcd_endpoints (\"%s\") names it; each request waits at most mqlog.etcd_timeout (%d ms).",
 					 mqlog_etcd_endpoints, mqlog_etcd_timeout)));
 	return NULL;				/* keep compiler quiet */
@@ -354,7 +391,7 @@ int64
 MqEtcdLeaseGrant(int ttl_seconds)
 {
 	JsonbContainer *res = etcd_call("/v3/lease/grant",
-									psprintf("{\"TTL\":%d,\"ID\":0}", ttl_seconds), NULL);
+									psprintf("{\"TTL\":%d,\"ID\":0}", ttl_seconds), true, NULL);
 	int64		id = MqJsonInt64(res, "ID");
 
 	if (id == 0)
@@ -370,7 +407,7 @@ MqEtcdLeaseKeepAlive(int64 lease_id)
 {
 	int			code;
 	JsonbContainer *res = etcd_call("/v3/lease/keepalive",
-									psprintf("{\"ID\":\"" INT64_FORMAT "\"}", lease_id), &code);
+									psprintf("{\"ID\":\"" INT64_FORMAT "\"}", lease_id), true, &code);
 
 	if (res == NULL)
 	{
@@ -393,7 +430,7 @@ MqEtcdLeaseRevoke(int64 lease_id)
 	int			code;
 
 	if (etcd_call("/v3/lease/revoke",
-				  psprintf("{\"ID\":\"" INT64_FORMAT "\"}", lease_id), &code) == NULL &&
+				  psprintf("{\"ID\":\"" INT64_FORMAT "\"}", lease_id), true, &code) == NULL &&
 		code != 5)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_EXCEPTION),
@@ -457,7 +494,7 @@ range(const char *key, const char *range_end, int64 *revision)
 		append_b64_field(&body, "range_end", range_end);
 	}
 	appendStringInfoChar(&body, '}');
-	res = etcd_call("/v3/kv/range", body.data, NULL);
+	res = etcd_call("/v3/kv/range", body.data, true, NULL);
 	if (revision)
 		*revision = MqJsonInt64(MqJsonObject(res, "header"), "revision");
 	kvs = MqJsonField(res, "kvs");
@@ -575,7 +612,7 @@ MqEtcdTxnCommit(MqEtcdTxn *txn, int64 *revision)
 			 txn->nops, MQ_ETCD_MAX_TXN_OPS);
 	res = etcd_call("/v3/kv/txn",
 					psprintf("{\"compare\":[%s],\"success\":[%s],\"failure\":[]}",
-							 txn->compare.data, txn->success.data), NULL);
+							 txn->compare.data, txn->success.data), false, NULL);
 	if (revision)
 		*revision = MqJsonInt64(MqJsonObject(res, "header"), "revision");
 	return MqJsonBool(res, "succeeded");
@@ -595,7 +632,7 @@ MqEtcdPut(const char *key, const char *value, int64 lease)
 	if (lease != 0)
 		appendStringInfo(&body, ",\"lease\":\"" INT64_FORMAT "\"", lease);
 	appendStringInfoChar(&body, '}');
-	res = etcd_call("/v3/kv/put", body.data, NULL);
+	res = etcd_call("/v3/kv/put", body.data, true, NULL);
 	return MqJsonInt64(MqJsonObject(res, "header"), "revision");
 }
 
@@ -638,6 +675,6 @@ MqEtcdDelete(const char *key, bool prefix)
 		append_b64_field(&body, "range_end", MqEtcdPrefixEnd(key));
 	}
 	appendStringInfoChar(&body, '}');
-	res = etcd_call("/v3/kv/deleterange", body.data, NULL);
+	res = etcd_call("/v3/kv/deleterange", body.data, true, NULL);
 	return MqJsonInt64(res, "deleted");
 }

@@ -16,10 +16,18 @@
  * may go on.  A leader tells the two cases apart by its followers, whose
  * progress reports say whether their own last etcd request failed to reach
  * etcd (sql/replica.c; a slow round that still reaches etcd is not an
- * outage, nor is a cluster worker that has not tried yet): since its own lease
- * lapsed, every other in-sync replica of the partition must have said it
- * cannot reach etcd either (Patroni asks every member), none that it can,
- * and this node must not have reached etcd itself.  With no word from
+ * outage, nor is a cluster worker that has not tried yet), and how long ago
+ * their last request that worked was answered: since its own lease lapsed,
+ * every other in-sync replica of the partition must have said it cannot
+ * reach etcd either (Patroni asks every member), none must have reached
+ * etcd after the lapse, and this node must not have reached etcd itself.
+ * "When" is the age a follower reports, taken from when its report arrived:
+ * later than the truth by the report's transit, never earlier, so the
+ * estimate errs on the side of stopping.  It must be an age, not "reaches:
+ * yes": a follower whose request to a member that stopped answering is
+ * still waiting says yes until it times out, and a yes that arrived after
+ * the lapse kept the failsafe off until etcd came back, though the answer
+ * it stood for came before the lapse.  With no word from
  * them, or an ISR of this node alone, or a topic that allows unclean
  * elections, it stops.
  *
@@ -65,8 +73,8 @@ typedef struct MqLeaseShared
 	struct
 	{
 		char		node[MQ_NODE_NAME_LEN];
-		int64		ok_at;		/* its last report that it reaches etcd */
-		int64		down_at;	/* ... and that it does not */
+		int64		ok_at;		/* when it last reached etcd, as its reports say */
+		int64		down_at;	/* its last report that it does not */
 	}			peers[MQ_CLUSTER_MAX_NODES];
 } MqLeaseShared;
 
@@ -189,9 +197,30 @@ MqClusterCurrentLease(void)
 	return lease;
 }
 
-/* a follower's progress report said whether it reaches etcd */
+/*
+ * How many milliseconds ago this node's last etcd request that worked was
+ * answered (what a follower reports with MqClusterEtcdReached); -1: none
+ * has since the server started.
+ */
+int64
+MqClusterEtcdReachedAgo(void)
+{
+	int64		ok_at;
+
+	if (lease_shared == NULL || !MqClusterEnabled())
+		return -1;
+	SpinLockAcquire(&lease_shared->mutex);
+	ok_at = lease_shared->etcd_ok_at;
+	SpinLockRelease(&lease_shared->mutex);
+	return ok_at == 0 ? -1 : (MqClusterClock() - ok_at) / 1000;
+}
+
+/*
+ * A follower's progress report: whether its last etcd request reached etcd,
+ * and how long ago its last one that did was answered (-1: none yet).
+ */
 void
-MqClusterNotePeer(const char *node, bool peer_reaches_etcd)
+MqClusterNotePeer(const char *node, bool peer_reaches_etcd, int64 reached_ms_ago)
 {
 	int64		now = MqClusterClock();
 	int			i;
@@ -208,9 +237,10 @@ MqClusterNotePeer(const char *node, bool peer_reaches_etcd)
 	}
 	if (i < lease_shared->npeers)
 	{
-		if (peer_reaches_etcd)
-			lease_shared->peers[i].ok_at = now;
-		else
+		if (reached_ms_ago >= 0)
+			lease_shared->peers[i].ok_at = Max(lease_shared->peers[i].ok_at,
+											   now - Min(reached_ms_ago, now / 1000) * 1000);
+		if (!peer_reaches_etcd)
 			lease_shared->peers[i].down_at = now;
 	}
 	SpinLockRelease(&lease_shared->mutex);
@@ -219,8 +249,8 @@ MqClusterNotePeer(const char *node, bool peer_reaches_etcd)
 /*
  * The failsafe (see the top), for a partition with these in-sync
  * replicas: every other one has said, since this node's lease lapsed, that
- * it cannot reach etcd either, and none that it can.  Called with the
- * mutex held.
+ * it cannot reach etcd either, and none reached it after the lapse.  Called
+ * with the mutex held.
  */
 static bool
 isr_cut_off_too(const char *const *isr, int nisr, int64 since)

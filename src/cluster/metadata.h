@@ -80,8 +80,9 @@ extern void MqClusterSetLease(int64 lease_id, int64 valid_until, bool registered
 extern int64 MqClusterCurrentLease(void);
 extern void MqClusterNoteEtcd(bool reached);
 extern bool MqClusterEtcdReached(void);
+extern int64 MqClusterEtcdReachedAgo(void);
 extern void MqClusterNoteSynced(int64 read_from);
-extern void MqClusterNotePeer(const char *node, bool peer_reaches_etcd);
+extern void MqClusterNotePeer(const char *node, bool peer_reaches_etcd, int64 reached_ms_ago);
 extern const char *MqClusterLeaderFence(const char *const *isr, int nisr, bool unclean);
 
 /* the coordinator: one node elects leaders for partitions whose leader is gone (failover.c) */

@@ -107,10 +107,11 @@ mqlog_replica_mark(PG_FUNCTION_ARGS)
 
 /*
  * mqlog._replica_progress(node, topic_ids, partitions, log_end_offsets,
- * epochs, etcd_reached): a follower's log end offsets, by the leader's
- * topic ids, each under the leader epoch it follows (a partition of another
- * epoch than this leader's is left out of the answer), and whether it
- * reached etcd a moment ago (cluster/lease.c); returns each
+ * epochs, etcd_reached, etcd_reached_ms_ago): a follower's log end offsets,
+ * by the leader's topic ids, each under the leader epoch it follows (a
+ * partition of another epoch than this leader's is left out of the answer),
+ * whether its last etcd request reached etcd and how long ago its last one
+ * that did was answered (cluster/lease.c); returns each
  * partition's high watermark, which the follower's readers stop at, and
  * the leader's last stable offset, below which the follower can copy what
  * its stream did not carry.
@@ -127,7 +128,7 @@ mqlog_replica_progress(PG_FUNCTION_ARGS)
 	int			n = ArrayGetNItems(ARR_NDIM(tids), ARR_DIMS(tids));
 
 	/* whether the follower reaches etcd: a leader cut off from it fences itself */
-	MqClusterNotePeer(node, PG_GETARG_BOOL(5));
+	MqClusterNotePeer(node, PG_GETARG_BOOL(5), PG_GETARG_INT64(6));
 
 	if (ARR_HASNULL(tids) || ARR_HASNULL(parts) || ARR_HASNULL(leos) || ARR_HASNULL(epochs) ||
 		ArrayGetNItems(ARR_NDIM(parts), ARR_DIMS(parts)) != n ||

@@ -759,7 +759,7 @@ report_progress(void)
 				nums,
 				leos,
 				epochs;
-	const char *params[6];
+	const char *params[7];
 	PGresult   *res;
 	ListCell   *plc;
 	bool		behind = false;
@@ -807,9 +807,10 @@ report_progress(void)
 	params[3] = leos.data;
 	params[4] = epochs.data;
 	params[5] = MqClusterEtcdReached() ? "true" : "false";
+	params[6] = psprintf(INT64_FORMAT, MqClusterEtcdReachedAgo());
 	res = ctl_exec("SELECT topic_id, \"partition\", high_watermark, last_stable_offset"
-				   "  FROM mqlog._replica_progress($1, $2::int[], $3::int[], $4::bigint[], $5::int[], $6::boolean)",
-				   6, params, false);
+				   "  FROM mqlog._replica_progress($1, $2::int[], $3::int[], $4::bigint[], $5::int[], $6::boolean, $7::bigint)",
+				   7, params, false);
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	for (int i = 0; i < PQntuples(res); i++)
