@@ -177,13 +177,8 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 	if (hdr.record_count < 0)
 		bad_kafka_batch(topic, partition, "its record count is negative");
 	charge(budget, sizeof(MqRecord) * (hdr.record_count + 1), topic, partition, "decoded records");
-	if (MqBatchCodec(&hdr) == MQ_CODEC_NONE)
 	{
-		data = stored.data + MQ_BATCH_HEADER_SIZE;
-		dlen = hdr.length - MQ_BATCH_HEADER_SIZE;
-	}
-	else
-	{
+		bool		compressed = MqBatchCodec(&hdr) != MQ_CODEC_NONE;
 		Size		limit = budget ? Min(*budget, MaxAllocSize - 1) : MaxAllocSize - 1;
 
 		/*
@@ -191,14 +186,12 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 		 * decompresses past the budget has used it up, so the request's
 		 * later batches cannot make the listener decompress as much again.
 		 */
-		if (budget)
+		if (budget && compressed)
 			*budget -= limit;
-		initStringInfo(&scratch);
-		MqDecompress(MqBatchCodec(&hdr), stored.data + MQ_BATCH_HEADER_SIZE,
-					 hdr.length - MQ_BATCH_HEADER_SIZE, &scratch, hdr.base_offset, limit);
-		data = scratch.data;
-		dlen = scratch.len;
-		if (budget)
+		if (compressed)
+			initStringInfo(&scratch);
+		data = MqBatchRecords(stored.data, &hdr, &scratch, limit, &dlen);
+		if (budget && compressed)
 			*budget += limit - dlen;
 	}
 	if ((Size) hdr.record_count > dlen)

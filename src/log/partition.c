@@ -73,6 +73,13 @@ typedef struct MqPartitionKey
 	int32		partition;
 } MqPartitionKey;
 
+/*
+ * active_since of an empty active segment: no record's time (those are
+ * clamped to PostgreSQL's range), unlike 0, which is 2000-01-01 and a
+ * record may carry it.
+ */
+#define NO_ACTIVE_SINCE DT_NOBEGIN
+
 struct MqPartition
 {
 	MqPartitionKey key;			/* hash key: must be first */
@@ -84,8 +91,9 @@ struct MqPartition
 	uint64		end_lpos;		/* append position in the active segment */
 	uint64		torn_lpos;		/* > end_lpos when a crash tore the tail */
 	int64		next_offset;	/* offset the next batch gets */
-	TimestampTz active_since;	/* first timestamp in the active segment, 0
-								 * while it is empty: segment.ms counts from it */
+	TimestampTz active_since;	/* first timestamp in the active segment,
+								 * NO_ACTIVE_SINCE while it is empty:
+								 * segment.ms counts from it */
 	Oid			spare_relid;	/* a committed, empty segment prepared ahead,
 								 * where the next roll goes (InvalidOid: none) */
 	TimestampTz spare_wanted;	/* when an appender asked for a spare (0: no
@@ -450,7 +458,7 @@ MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition)
 		part->dirty = false;
 		part->active_relid = InvalidOid;
 		part->active_base = 0;
-		part->active_since = 0;
+		part->active_since = NO_ACTIVE_SINCE;
 		part->spare_relid = InvalidOid;
 		part->spare_wanted = 0;
 		part->roll_unrecorded = false;
@@ -485,7 +493,7 @@ MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset)
 	part->active_relid = RelationGetRelid(rel);
 	part->active_base = base_offset;
 	if (!MqSegmentFirstTimestamp(rel, &part->active_since))
-		part->active_since = 0;	/* empty: the first append sets it */
+		part->active_since = NO_ACTIVE_SINCE;	/* empty: the first append sets it */
 	part->end_lpos = tail.end_lpos;
 	part->torn_lpos = tail.torn_lpos;
 	part->next_offset = tail.next_offset;
@@ -643,7 +651,7 @@ apply_switches(bool commit)
 			ps->part->active_base = ps->base_offset;
 			ps->part->end_lpos = 0;
 			ps->part->torn_lpos = 0;
-			ps->part->active_since = 0;
+			ps->part->active_since = NO_ACTIVE_SINCE;
 			ps->part->next_offset = ps->truncate ? ps->base_offset :
 				Max(ps->part->next_offset, ps->base_offset);
 			ps->part->dirty = false;
@@ -1284,7 +1292,7 @@ age_reached(MqPartition *part, MqTopic *topic, TimestampTz max_ts, int per_mille
 	int64		age;
 
 	Assert(per_mille >= 0 && per_mille <= 1000);
-	if (part->active_since == 0 || topic->segment_ms < 0 ||
+	if (part->active_since == NO_ACTIVE_SINCE || topic->segment_ms < 0 ||
 		topic->segment_ms > PG_INT64_MAX / 1000)
 		return false;
 	if (pg_sub_s64_overflow(max_ts, part->active_since, &age))
@@ -1488,7 +1496,7 @@ switch_to_spare(MqPartition *part, Oid spare)
 	part->active_base = part->next_offset;
 	part->end_lpos = 0;
 	part->torn_lpos = 0;
-	part->active_since = 0;
+	part->active_since = NO_ACTIVE_SINCE;
 	part->spare_relid = InvalidOid;
 	part->roll_unrecorded = true;
 	part->dirty = false;
@@ -1876,7 +1884,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		part->end_lpos += batch->len;
 		part->torn_lpos = part->end_lpos;
 		part->next_offset = base + span;
-		if (part->active_since == 0)
+		if (part->active_since == NO_ACTIVE_SINCE)
 			part->active_since = hdr.first_timestamp;
 		part->dirty = false;
 		note_change(part);

@@ -602,7 +602,8 @@ MqBatchUnpack(const char *packed, Size len, TransactionId xid, StringInfo out)
  * ------------------------------------------------------------------------ */
 
 const char *
-MqBatchRecords(const char *stored, const MqBatchHeader *h, StringInfo scratch, Size *len)
+MqBatchRecords(const char *stored, const MqBatchHeader *h, StringInfo scratch, Size limit,
+			   Size *len)
 {
 	const char *data = stored + MQ_BATCH_HEADER_SIZE;
 	Size		n = h->length - MQ_BATCH_HEADER_SIZE;
@@ -613,7 +614,7 @@ MqBatchRecords(const char *stored, const MqBatchHeader *h, StringInfo scratch, S
 		return data;
 	}
 	resetStringInfo(scratch);
-	MqDecompress(MqBatchCodec(h), data, n, scratch, h->base_offset, MaxAllocSize - 1);
+	MqDecompress(MqBatchCodec(h), data, n, scratch, h->base_offset, limit);
 	*len = scratch->len;
 	return scratch->data;
 }
@@ -634,7 +635,7 @@ MqBatchDecodeAll(const char *stored, const MqBatchHeader *h, int64 from_offset,
 
 	if (MqBatchCodec(h) != MQ_CODEC_NONE)
 		initStringInfo(&scratch);
-	data = MqBatchRecords(stored, h, &scratch, &len);
+	data = MqBatchRecords(stored, h, &scratch, MaxAllocSize - 1, &len);
 	*recs = palloc(sizeof(MqRecord) * Max(maxrecs, 1));
 	return MqBatchDecodeRecords(h, data, len, from_offset, *recs, maxrecs);
 }

@@ -194,11 +194,12 @@ extern const char *MqBatchCheckKafka(const char *kafka, Size len);
 
 /*
  * Records of a stored batch: MqBatchRecords points at the record bytes,
- * decompressing into scratch when the batch is compressed (an error names
- * the codec and the offset; the caller's error context names the rest).
+ * decompressing into scratch when the batch is compressed, to no more than
+ * limit bytes (an error names the codec and the offset; the caller's error
+ * context names the rest).
  */
 extern const char *MqBatchRecords(const char *stored, const MqBatchHeader *h,
-								  StringInfo scratch, Size *len);
+								  StringInfo scratch, Size limit, Size *len);
 extern int	MqBatchDecodeRecords(const MqBatchHeader *h, const char *data, Size len,
 								 int64 from_offset, MqRecord *records, int maxrecords);
 extern int	MqBatchDecodeAll(const char *stored, const MqBatchHeader *h, int64 from_offset,

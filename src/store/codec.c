@@ -227,8 +227,10 @@ snappy_raw_decompress(const char *src, Size len, StringInfo dst, int64 base_offs
 
 	if (snappy_uncompressed_length(src, len, &out) != SNAPPY_OK)
 		bad_data(MQ_CODEC_SNAPPY, base_offset, "a block has a bad length header");
-	if (out > limit - Min((Size) dst->len, limit) || room_for(dst, out, limit) < out)
+	/* checked before room_for, which would allocate up to the limit */
+	if (out > limit - Min((Size) dst->len, limit))
 		too_large(MQ_CODEC_SNAPPY, base_offset, limit);
+	(void) room_for(dst, out, limit);	/* all of out, now that it fits */
 	if (snappy_uncompress(src, len, dst->data + dst->len, &out) != SNAPPY_OK)
 		bad_data(MQ_CODEC_SNAPPY, base_offset, "a block does not decode");
 	dst->len += out;
