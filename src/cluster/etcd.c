@@ -558,6 +558,15 @@ MqEtcdTxnIfAbsent(MqEtcdTxn *txn, const char *key)
 }
 
 void
+MqEtcdTxnIfPresent(MqEtcdTxn *txn, const char *key)
+{
+	appendStringInfo(&txn->compare, "%s{", txn->ncompare++ ? "," : "");
+	append_b64_field(&txn->compare, "key", key);
+	appendStringInfoString(&txn->compare,
+						   ",\"result\":\"GREATER\",\"target\":\"CREATE\",\"create_revision\":\"0\"}");
+}
+
+void
 MqEtcdTxnIfModRevision(MqEtcdTxn *txn, const char *key, int64 mod_revision)
 {
 	appendStringInfo(&txn->compare, "%s{", txn->ncompare++ ? "," : "");

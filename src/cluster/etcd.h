@@ -53,6 +53,7 @@ typedef struct MqEtcdTxn MqEtcdTxn;
 
 extern MqEtcdTxn *MqEtcdTxnBegin(void);
 extern void MqEtcdTxnIfAbsent(MqEtcdTxn *txn, const char *key);
+extern void MqEtcdTxnIfPresent(MqEtcdTxn *txn, const char *key);
 extern void MqEtcdTxnIfModRevision(MqEtcdTxn *txn, const char *key, int64 mod_revision);
 extern void MqEtcdTxnPut(MqEtcdTxn *txn, const char *key, const char *value, int64 lease);
 extern void MqEtcdTxnDelete(MqEtcdTxn *txn, const char *key, bool prefix);

@@ -188,14 +188,19 @@ elect(const char *topic, MqPartitionMeta *p, List *nodes, bool unclean, const ch
 	 * Compare-and-swap on the partition key, and only while the old
 	 * leader's node key is still absent: once that node has registered
 	 * again (lease.c), it leads again as soon as it has read the metadata,
-	 * so an election must not land after that read.
+	 * so an election must not land after that read.  And only while the
+	 * chosen node's key is still there: the node list was read before this
+	 * node took the coordinator key, which it can do only once the last
+	 * coordinator's lease ended, so a node that died with that coordinator
+	 * can still be alive in the list.
 	 */
 	txn = MqEtcdTxnBegin();
 	MqEtcdTxnIfModRevision(txn, key, p->mod_revision);
 	MqEtcdTxnIfAbsent(txn, MqClusterKey("nodes/%s", old));
+	MqEtcdTxnIfPresent(txn, MqClusterKey("nodes/%s", chosen));
 	MqEtcdTxnPut(txn, key, MqPartitionMetaJson(p), 0);
 	if (!MqEtcdTxnCommit(txn, &rev))
-		return false;			/* changed meanwhile, or the old leader is back: the next round looks again */
+		return false;			/* changed meanwhile, the old leader is back or the chosen one gone: the next round looks again */
 	if (clean)
 		ereport(LOG,
 				(errmsg("mqlog cluster: partition %d of topic \"%s\": node \"%s\" is gone; node \"%s\" leads from epoch %d",
