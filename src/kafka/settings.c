@@ -15,7 +15,7 @@
 #include "utils/memutils.h"
 
 #include "kafka/kafka.h"
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 char	   *mqlog_kafka_listen = NULL;
 char	   *mqlog_kafka_database = NULL;
@@ -30,7 +30,7 @@ int			mqlog_kafka_idle_timeout = 600000;
 bool		mqlog_kafka_allow_remote = false;
 char	   *mqlog_kafka_sasl_mechanisms = NULL;
 
-/* the mechanisms sasl.c verifies */
+/* the mechanisms api_sasl.c verifies */
 static const char *const sasl_built[] = {"PLAIN", "SCRAM-SHA-256"};
 
 /*
@@ -97,7 +97,7 @@ MqKafkaSaslRequired(void)
 	return MqKafkaSaslList(names, lengthof(names)) > 0;
 }
 
-/* every name in the list is a mechanism sasl.c verifies */
+/* every name in the list is a mechanism api_sasl.c verifies */
 static bool
 check_sasl_mechanisms(char **newval, void **extra, GucSource source)
 {

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * metadata.c
+ * api_metadata.c
  *		Metadata (key 3, v0-v9): the brokers (brokers.c: this listener,
  *		broker 0, on a single node; every alive node with a listener on a
  *		cluster, by its broker id in etcd) and the topics the role may
@@ -25,7 +25,7 @@
 #include "mqlog.h"
 #include "cluster/metadata.h"
 #include "log/topic.h"
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 /* the broker ids of nodes (of those that have one); dead_only: of the dead ones */
 static void
