@@ -15,7 +15,7 @@
  * for everyone, nobody can elect another leader, so the current leaders
  * may go on.  A leader tells the two cases apart by its followers, whose
  * progress reports say whether their own last etcd request failed to reach
- * etcd (sql/replica.c; a slow round that still reaches etcd is not an
+ * etcd (sql/replica_leader.c; a slow round that still reaches etcd is not an
  * outage, nor is a cluster worker that has not tried yet), and how long ago
  * their last request that worked was answered: since its own lease lapsed,
  * every other in-sync replica of the partition must have said it cannot

@@ -336,7 +336,7 @@ MqClusterStoreLocal(int topic_id, const MqTopicMeta *t, List *parts)
 }
 
 /* ------------------------------------------------------------------------
- * Creating and dropping replicated topics (called by sql/admin.c)
+ * Creating and dropping replicated topics (called by sql/topic_admin.c)
  * ------------------------------------------------------------------------ */
 
 /*

@@ -11,12 +11,12 @@
  * ("mqlog_<node>") and run START_REPLICATION with mqlog's output plugin in
  * replica mode (PG15's walreceiver API hard-codes pgoutput's options and
  * cannot ask for it), and once as an ordinary session, for the copy and
- * the LSO marks of sql/replica.c.  The replica stream (log/output_plugin.c)
- * carries every append of the leader at once, in WAL order, which is
- * offset order per partition, aborted ones included ('A'); a commit marker
- * per batch when its transaction commits ('C'); LSO marks ('L'); and the
- * committed offsets of groups on replicated topics, at commit ('O'),
- * which are written into mqlog.committed_offset here.
+ * the LSO marks of sql/replica_leader.c.  The replica stream
+ * (log/output_plugin.c) carries every append of the leader at once, in WAL
+ * order, which is offset order per partition, aborted ones included ('A');
+ * a commit marker per batch when its transaction commits ('C'); LSO marks
+ * ('L'); and the committed offsets of groups on replicated topics, at
+ * commit ('O'), which are written into mqlog.committed_offset here.
  *
  * Pending batches.  A batch is written here only once its fate is known:
  * committed when its marker arrives, aborted when an LSO the leader logged
