@@ -233,7 +233,7 @@ _PG_init(void)
 	MqPositionsInitCallbacks();
 	MqGroupsInitCallbacks();
 	MqClusterInitCallbacks();
-	MqCoordinatorRegister();
+	MqGroupEvictorRegister();
 	MqMaintenanceRegister();
 	if (MqClusterEnabled())
 		MqClusterWorkersRegister();

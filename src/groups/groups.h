@@ -144,8 +144,8 @@ extern Size MqGroupsShmemSize(void);
 extern void MqGroupsShmemInit(void);
 extern void MqGroupsInitCallbacks(void);
 struct Latch;
-extern int	MqGroupsCoordinate(void);
-extern void MqGroupsSetCoordinatorLatch(struct Latch *latch);
+extern int	MqGroupsEvictIdle(void);
+extern void MqGroupsSetEvictorLatch(struct Latch *latch);
 
 /* first in every entry point: preloaded?  this process's exit cleanup */
 extern void MqGroupsCheckReady(void);

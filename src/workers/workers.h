@@ -2,7 +2,7 @@
  *
  * workers.h
  *		The background workers: maintenance (maintenance.c), the group
- *		coordinator (coordinator.c), the cluster workers (cluster.c) and
+ *		evictor (group_evictor.c), the cluster workers (cluster.c) and
  *		the follower apply workers (apply.c).
  *
  *-------------------------------------------------------------------------
@@ -14,7 +14,7 @@
 
 #include "nodes/pg_list.h"
 
-extern void MqCoordinatorRegister(void);
+extern void MqGroupEvictorRegister(void);
 extern int	mqlog_maintenance_naptime;
 extern int	mqlog_debug_pause_step;
 extern void MqMaintenanceRegister(void);

@@ -1,12 +1,15 @@
 /*-------------------------------------------------------------------------
  *
- * coordinator.c
- *		The group coordinator background worker.
+ * group_evictor.c
+ *		The group evictor background worker ("mqlog group evictor"): evicts
+ *		the members of SQL consumer groups that stopped polling.
  *
  * Polls rebalance their group inline when they notice a membership change,
- * and an exiting backend removes its own memberships, so the coordinator's
+ * and an exiting backend removes its own memberships, so the evictor's
  * job is what no session will do: evict members that stopped polling for
- * max.poll.interval.ms and rebalance the groups they leave behind.  It needs
+ * max.poll.interval.ms and rebalance the groups they leave behind.  (Kafka
+ * clients' groups are coordinated by the Kafka listener, kafka/api_groups.c,
+ * which times out their members itself.)  It needs
  * shared memory only, no database connection.  The loop follows
  * contrib/pg_prewarm/autoprewarm.c: a latch, SIGTERM, SIGHUP and
  * postmaster death.
@@ -28,10 +31,10 @@
 #include "groups/groups.h"
 #include "workers/workers.h"
 
-PGDLLEXPORT void mqlog_coordinator_main(Datum main_arg);
+PGDLLEXPORT void mqlog_group_evictor_main(Datum main_arg);
 
 void
-MqCoordinatorRegister(void)
+MqGroupEvictorRegister(void)
 {
 	BackgroundWorker worker;
 
@@ -40,14 +43,14 @@ MqCoordinatorRegister(void)
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	worker.bgw_restart_time = 1;
 	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "mqlog_coordinator_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "mqlog group coordinator", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "mqlog group coordinator", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "mqlog_group_evictor_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "mqlog group evictor", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "mqlog group evictor", BGW_MAXLEN);
 	RegisterBackgroundWorker(&worker);
 }
 
 void
-mqlog_coordinator_main(Datum main_arg)
+mqlog_group_evictor_main(Datum main_arg)
 {
 	MemoryContext cxt;
 
@@ -55,8 +58,8 @@ mqlog_coordinator_main(Datum main_arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
 
-	cxt = AllocSetContextCreate(TopMemoryContext, "mqlog coordinator", ALLOCSET_DEFAULT_SIZES);
-	MqGroupsSetCoordinatorLatch(MyLatch);
+	cxt = AllocSetContextCreate(TopMemoryContext, "mqlog group evictor", ALLOCSET_DEFAULT_SIZES);
+	MqGroupsSetEvictorLatch(MyLatch);
 
 	while (!ShutdownRequestPending)
 	{
@@ -68,7 +71,7 @@ mqlog_coordinator_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 		old = MemoryContextSwitchTo(cxt);
-		(void) MqGroupsCoordinate();
+		(void) MqGroupsEvictIdle();
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(cxt);
 
@@ -76,6 +79,6 @@ mqlog_coordinator_main(Datum main_arg)
 						 1000L, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
-	MqGroupsSetCoordinatorLatch(NULL);
+	MqGroupsSetEvictorLatch(NULL);
 	proc_exit(0);
 }
