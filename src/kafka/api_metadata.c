@@ -9,7 +9,8 @@
  *		in-sync replicas as broker ids and the leader epoch (v7+) from this
  *		node's copy of etcd; while the leader is unknown, dead or has no
  *		listener, it has no leader (LEADER_NOT_AVAILABLE) and the client
- *		asks again.  The controller is the listed broker of the lowest id.
+ *		asks again.  The controller is the listed broker of the lowest id
+ *		(Kafka's controller_id: not the elector of cluster/failover.c).
  *		A replicated topic this node holds no replica of is described
  *		from mqlog.cluster_partition (cluster/directory.c), to a role that
  *		may see such topics (MqKafkaSeesClusterTopics), as a local one.

@@ -286,7 +286,7 @@ registered(int64 lease, const char *key, const char *value, TimestampTz now, int
 /*
  * The name is held: by an earlier run of this server (restarted within its
  * lease), whose key moves to the new lease in one transaction, so that the
- * node never looks gone meanwhile and the coordinator fails nothing over;
+ * node never looks gone meanwhile and the elector fails nothing over;
  * or by another node, which keeps this one out until its lease ends.
  */
 static void
@@ -311,7 +311,7 @@ name_taken(int64 lease, const char *key, const char *value, TimestampTz now, int
 			ereport(LOG,
 					(errmsg("mqlog cluster: node \"%s\" was still registered by an earlier run of this server; its key moves to the new lease",
 							mqlog_node_name)));
-			/* what else the old lease held (the coordinator key, group claims) goes */
+			/* what else the old lease held (the elector's key, group claims) goes */
 			MqEtcdLeaseRevoke(holder.lease);
 			registered(lease, key, value, now, sent);
 			return;
@@ -382,8 +382,8 @@ cluster_round(void)
 		MqClusterNoteEtcd(true);
 		last_list_ok = now;
 		next_list = TimestampTzPlusMilliseconds(now, 1000);
-		/* the coordinator's round, if this node holds the role */
-		MqClusterCoordinate(my_lease, nodes);
+		/* the elector's round, if this node holds the role */
+		MqClusterElectorRound(my_lease, nodes);
 		/* groups no longer run here may move to another node */
 		MqClusterReleaseGroups(my_lease, MqGroupsWithMembers);
 	}

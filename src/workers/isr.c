@@ -189,7 +189,7 @@ maintain_one(int32 topic_id, const char *name, int32 partition, int64 lag_ms, Ti
 		/*
 		 * The high watermark counts a joining replica before etcd lists it,
 		 * and a leaving one until etcd no longer does: never fewer than etcd
-		 * may list, whoever reads etcd meanwhile (a coordinator electing).
+		 * may list, whoever reads etcd meanwhile (the elector electing).
 		 */
 		foreach(lc, isr)
 			if (!MqClusterNameListed(both, lfirst(lc)))
