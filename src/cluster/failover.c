@@ -6,7 +6,7 @@
  *
  * Chosen as Patroni chooses its leader, with no election of our own:
  * every node's cluster worker (workers/cluster.c) tries, every second, an
- * etcd transaction that creates the key coordinator only if it is absent,
+ * etcd transaction that creates the key elector only if it is absent,
  * under the node's own registration lease.  The node that holds it is the
  * elector until its lease ends (it stops, dies, or loses etcd); then
  * the key goes with the lease and the next node to try takes it.
@@ -92,7 +92,7 @@ first_live_replica(MqPartitionMeta *p, List *nodes, bool in_sync)
 static bool
 claim(int64 lease)
 {
-	char	   *key = MqClusterKey("coordinator");
+	char	   *key = MqClusterKey("elector");
 	MqEtcdTxn  *txn;
 	MqEtcdKv	kv;
 	bool		mine;

@@ -32,7 +32,7 @@ sub q1 { my ($n, $sql) = @_; return $n->safe_psql('postgres', $sql); }
 
 sub elector
 {
-	my ($rc, $out) = MqCluster::etcdctl($etcd, 'get', '--print-value-only', "/mqlog/$MqCluster::CLUSTER_NAME/coordinator");
+	my ($rc, $out) = MqCluster::etcdctl($etcd, 'get', '--print-value-only', "/mqlog/$MqCluster::CLUSTER_NAME/elector");
 	return $out =~ /"node"\s*:\s*"([^"]+)"/ ? $1 : '';
 }
 

@@ -61,7 +61,7 @@ ok(MqCluster::wait_until(sub { $f->healthy }, 30), 'every partition has three in
 
 sub elector
 {
-	my ($rc, $out) = MqCluster::etcdctl($etcd, 'get', '--print-value-only', "/mqlog/$MqCluster::CLUSTER_NAME/coordinator");
+	my ($rc, $out) = MqCluster::etcdctl($etcd, 'get', '--print-value-only', "/mqlog/$MqCluster::CLUSTER_NAME/elector");
 	return $out =~ /"node"\s*:\s*"([^"]+)"/ ? $1 : undef;
 }
 
