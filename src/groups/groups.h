@@ -14,7 +14,7 @@
  *	- a SQL session, member "sql-<pid>" in each group it polls: the SQL
  *	  functions in sql/groups.c are thin wrappers that pass that id;
  *	- a Kafka client, whose group the Kafka listener coordinates in its own
- *	  process, outside the registry (kafka/coordinator.c): the registry only
+ *	  process, outside the registry (kafka/api_groups.c): the registry only
  *	  knows that the listener holds the group (MqGroupHostExternally), and
  *	  its commits and offset reads go through MqGroupCommitExternal and
  *	  MqGroupCommittedOffset.

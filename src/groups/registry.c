@@ -953,7 +953,7 @@ MqGroupMemberCount(const char *group)
 
 /*
  * A group coordinated by this process outside the registry (the Kafka
- * listener's groups, kafka/coordinator.c), with nmembers members there;
+ * listener's groups, kafka/api_groups.c), with nmembers members there;
  * 0 lets it go.  While it is held, SQL sessions cannot join the group and
  * resets and deletes count its members as active; it is let go when this
  * process exits, too.  false: the group has members here (SQL sessions)
