@@ -147,14 +147,8 @@ start_worker(int slot, const char *leader)
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "mqlog_apply_main", BGW_MAXLEN);
+	MqWorkerInit(&worker, "mqlog_apply_main", "mqlog apply", true);
 	snprintf(worker.bgw_name, BGW_MAXLEN, "mqlog apply from %s", leader);
-	strlcpy(worker.bgw_type, "mqlog apply", BGW_MAXLEN);
 	worker.bgw_main_arg = Int32GetDatum(slot);
 	return RegisterDynamicBackgroundWorker(&worker, &handle);
 }

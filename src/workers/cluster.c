@@ -84,28 +84,9 @@ PGDLLEXPORT void mqlog_cluster_sync_main(Datum main_arg);
 void
 MqClusterWorkersRegister(void)
 {
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 5;
-	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "mqlog_cluster_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "mqlog cluster", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "mqlog cluster", BGW_MAXLEN);
-	RegisterBackgroundWorker(&worker);
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	MqRegisterWorker("mqlog_cluster_main", "mqlog cluster", false, 5);
 	/* a cluster database that does not exist ends it: retried this often */
-	worker.bgw_restart_time = 10;
-	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "mqlog_cluster_sync_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "mqlog cluster sync", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "mqlog cluster sync", BGW_MAXLEN);
-	RegisterBackgroundWorker(&worker);
+	MqRegisterWorker("mqlog_cluster_sync_main", "mqlog cluster sync", true, 10);
 }
 
 /* ------------------------------------------------------------------------

@@ -33,20 +33,11 @@
 
 PGDLLEXPORT void mqlog_group_evictor_main(Datum main_arg);
 
+/* shared memory only, no database; restarted a second after it ends */
 void
 MqGroupEvictorRegister(void)
 {
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 1;
-	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "mqlog_group_evictor_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "mqlog group evictor", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "mqlog group evictor", BGW_MAXLEN);
-	RegisterBackgroundWorker(&worker);
+	MqRegisterWorker("mqlog_group_evictor_main", "mqlog group evictor", false, 1);
 }
 
 void

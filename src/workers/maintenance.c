@@ -64,20 +64,11 @@ typedef struct DbWorker
 /* roll-ahead passes of one database start at most this often */
 #define MQ_ROLL_AHEAD_SPACING_MS	100
 
+/* the launcher: it reads the shared catalog pg_database, in no database */
 void
 MqMaintenanceRegister(void)
 {
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 5;
-	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "mqlog_launcher_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "mqlog maintenance launcher", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "mqlog maintenance launcher", BGW_MAXLEN);
-	RegisterBackgroundWorker(&worker);
+	MqRegisterWorker("mqlog_launcher_main", "mqlog maintenance launcher", true, 5);
 }
 
 static void
@@ -206,14 +197,8 @@ mqlog_launcher_main(Datum main_arg)
 				w->handle = NULL;
 			}
 
-			memset(&worker, 0, sizeof(worker));
-			worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-			worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-			worker.bgw_restart_time = BGW_NEVER_RESTART;
-			strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
-			strlcpy(worker.bgw_function_name, "mqlog_maintenance_main", BGW_MAXLEN);
+			MqWorkerInit(&worker, "mqlog_maintenance_main", "mqlog maintenance", true);
 			snprintf(worker.bgw_name, BGW_MAXLEN, "mqlog maintenance of database %u", dboid);
-			strlcpy(worker.bgw_type, "mqlog maintenance", BGW_MAXLEN);
 			worker.bgw_main_arg = ObjectIdGetDatum(dboid);
 			worker.bgw_notify_pid = MyProcPid;
 			/* a pass an appender asked for before the next regular one: rolls only */

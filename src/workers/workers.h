@@ -14,6 +14,13 @@
 
 #include "nodes/pg_list.h"
 
+/* registering a worker (bgworker.c) */
+struct BackgroundWorker;
+extern void MqWorkerInit(struct BackgroundWorker *worker, const char *function,
+						 const char *type, bool database);
+extern void MqRegisterWorker(const char *function, const char *type, bool database,
+							 int restart_s);
+
 extern void MqGroupEvictorRegister(void);
 extern int	mqlog_maintenance_naptime;
 extern int	mqlog_debug_pause_step;
