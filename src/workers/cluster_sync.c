@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * cluster.c
+ * cluster_sync.c
  *		The cluster workers: "mqlog cluster" registers this node in etcd and
  *		keeps the node list in shared memory; "mqlog cluster sync" keeps the
  *		local copies of the replicated topics in step with etcd.
