@@ -236,7 +236,10 @@ _PG_init(void)
 	MqGroupEvictorRegister();
 	MqMaintenanceRegister();
 	if (MqClusterEnabled())
-		MqClusterWorkersRegister();
+	{
+		MqClusterNodeWorkerRegister();
+		MqClusterSyncWorkerRegister();
+	}
 	MqKafkaRegister();
 	MqAmInitHooks();
 	MqAclInitHooks();

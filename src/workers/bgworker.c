@@ -1,10 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * bgworker.c
- *		What mqlog's background workers share, beginning with how they are
- *		registered: MqRegisterWorker for the ones that start with the
- *		server (from _PG_init), MqWorkerInit for the ones a launcher starts
- *		on demand (RegisterDynamicBackgroundWorker).
+ *		What mqlog's background workers share: how they are registered
+ *		(MqRegisterWorker for the ones that start with the server, from
+ *		_PG_init; MqWorkerInit for the ones a launcher starts on demand),
+ *		the signals and the nap of their loops, and the log of a round that
+ *		keeps failing.
  *
  * Every mqlog worker lives in this library, attaches to shared memory and
  * starts once recovery has finished (a standby runs none of them).  What
@@ -15,7 +16,13 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
+#include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/latch.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
 
 #include "workers/workers.h"
 
@@ -55,4 +62,60 @@ MqRegisterWorker(const char *function, const char *type, bool database, int rest
 	MqWorkerInit(&worker, function, type, database);
 	worker.bgw_restart_time = restart_s;
 	RegisterBackgroundWorker(&worker);
+}
+
+/* SIGTERM asks the loop to end, SIGHUP to reload (autoprewarm.c's way) */
+void
+MqWorkerSetupSignals(void)
+{
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+}
+
+/*
+ * Sleep ms (at least 10), or until the latch is set; then reload the
+ * configuration if SIGHUP asked for it.  Postmaster death ends the process.
+ */
+void
+MqWorkerNap(long ms)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 Max(ms, 10), PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+}
+
+/*
+ * Log a failure of a round, unless the same one was logged less than
+ * MQ_RETRY_LOG_MS ago: etcd down must not write a line a second.
+ */
+void
+MqRetryLogFailure(MqRetryLog *rl, const char *who, ErrorData *e)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (rl->failing && strcmp(rl->last_message, e->message) == 0 &&
+		!TimestampDifferenceExceeds(rl->last_logged, now, MQ_RETRY_LOG_MS))
+		return;
+	ereport(LOG,
+			(errmsg("%s: %s; retrying every second", who, e->message),
+			 e->detail ? errdetail_internal("%s", e->detail) : 0,
+			 e->hint ? errhint("%s", e->hint) : 0));
+	rl->failing = true;
+	rl->last_logged = now;
+	strlcpy(rl->last_message, e->message, sizeof(rl->last_message));
+}
+
+/* a round succeeded: say so if the ones before failed (their etcd requests) */
+void
+MqRetryLogSuccess(MqRetryLog *rl, const char *who)
+{
+	if (rl->failing)
+		ereport(LOG, (errmsg("%s: etcd requests succeed again", who)));
+	rl->failing = false;
 }
