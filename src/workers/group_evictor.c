@@ -45,9 +45,7 @@ mqlog_group_evictor_main(Datum main_arg)
 {
 	MemoryContext cxt;
 
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
+	MqWorkerSetupSignals();
 
 	cxt = AllocSetContextCreate(TopMemoryContext, "mqlog group evictor", ALLOCSET_DEFAULT_SIZES);
 	MqGroupsSetEvictorLatch(MyLatch);

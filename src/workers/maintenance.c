@@ -72,25 +72,9 @@ MqMaintenanceRegister(void)
 }
 
 static void
-setup_signals(void)
-{
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
-}
-
-static void
 sleep_naptime(bool soon)
 {
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 soon ? MQ_ROLL_AHEAD_SPACING_MS : mqlog_maintenance_naptime * 1000L,
-					 PG_WAIT_EXTENSION);
-	ResetLatch(MyLatch);
-	if (ConfigReloadPending)
-	{
-		ConfigReloadPending = false;
-		ProcessConfigFile(PGC_SIGHUP);
-	}
+	MqWorkerNap(soon ? MQ_ROLL_AHEAD_SPACING_MS : mqlog_maintenance_naptime * 1000L);
 }
 
 /* databases that accept connections and are not templates */
@@ -131,7 +115,7 @@ mqlog_launcher_main(Datum main_arg)
 	int			nworkers = 0;
 	bool		first_round = true;
 
-	setup_signals();
+	MqWorkerSetupSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	MqWorkerPinSearchPath();
 	MqSetMaintenanceLatch(MyLatch);
@@ -425,7 +409,7 @@ mqlog_maintenance_main(Datum main_arg)
 {
 	Oid			dboid = DatumGetObjectId(main_arg);
 
-	setup_signals();
+	MqWorkerSetupSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	MqWorkerPinSearchPath();
 	(void) maintenance_pass(MyBgworkerEntry->bgw_extra[0] == 'r');
