@@ -3,8 +3,8 @@
  * workers.h
  *		The background workers: maintenance (maintenance.c), the group
  *		evictor (group_evictor.c), the cluster workers (cluster_node.c,
- *		cluster_sync.c) and the follower apply workers (apply.c), and what
- *		they share (bgworker.c, txn.c).
+ *		cluster_sync.c) and the follower apply workers (apply.c, started
+ *		by apply_launcher.c), and what they share (bgworker.c, txn.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -52,12 +52,13 @@ extern void MqMaintenanceRegister(void);
 extern void MqClusterNodeWorkerRegister(void);
 extern void MqClusterSyncWorkerRegister(void);
 
-/* follower apply workers (apply.c) */
+/* the follower apply workers' launcher (apply_launcher.c) */
 extern Size MqApplyShmemSize(void);
 extern void MqApplyShmemInit(void);
 extern void MqApplyRequestLWLocks(void);
 extern void MqApplyEnsureWorkers(List *leaders);
 extern pid_t MqApplyWorkerPid(const char *leader);
+extern void MqApplyAttach(int slot, char *leader);
 
 /* a unit of work in a transaction of its own (txn.c) */
 extern bool MqWorkerRunInTransaction(void (*fn) (void *arg), void *arg,
