@@ -5,7 +5,7 @@
  *		for the partitions whose leader's node is gone.
  *
  * Chosen as Patroni chooses its leader, with no election of our own:
- * every node's cluster worker (workers/cluster.c) tries, every second, an
+ * every node's cluster worker (workers/cluster_node.c) tries, every second, an
  * etcd transaction that creates the key elector only if it is absent,
  * under the node's own registration lease.  The node that holds it is the
  * elector until its lease ends (it stops, dies, or loses etcd); then
@@ -24,7 +24,7 @@
  *	  compare-and-swap on the partition key's mod_revision, so a concurrent
  *	  ISR change or leader move wins or loses whole.
  * Every node's sync worker takes the new leader from etcd within a second
- * (workers/cluster.c): the new leader takes produce, followers follow it,
+ * (workers/cluster_sync.c): the new leader takes produce, followers follow it,
  * and the old leader, if it comes back, is a follower that truncates what
  * it holds beyond the new leader's log (workers/apply.c).
  *

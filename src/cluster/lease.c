@@ -5,7 +5,7 @@
  *		as it knows, and what the other nodes last said of etcd.
  *
  * A node leads its partitions only while it holds its registration lease
- * (workers/cluster.c keeps it alive).  The lease is counted from the
+ * (workers/cluster_node.c keeps it alive).  The lease is counted from the
  * moment the request that granted or renewed it was sent, so this node
  * believes it lapsed no later than etcd does: by the time the elector
  * sees the lease gone and elects another leader (cluster/failover.c), this

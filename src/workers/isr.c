@@ -2,7 +2,7 @@
  *
  * isr.c
  *		The leader's in-sync replica set, Kafka's rules: run every second by
- *		the cluster sync worker (cluster.c) for each partition this node
+ *		the cluster sync worker (cluster_sync.c) for each partition this node
  *		leads.
  *
  * A follower is in sync while it has caught up with the leader's log end
