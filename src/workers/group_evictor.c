@@ -9,10 +9,9 @@
  * job is what no session will do: evict members that stopped polling for
  * max.poll.interval.ms and rebalance the groups they leave behind.  (Kafka
  * clients' groups are coordinated by the Kafka listener, kafka/api_groups.c,
- * which times out their members itself.)  It needs
- * shared memory only, no database connection.  The loop follows
- * contrib/pg_prewarm/autoprewarm.c: a latch, SIGTERM, SIGHUP and
- * postmaster death.
+ * which times out their members itself.)  It needs shared memory only, no
+ * database connection.  The loop follows contrib/pg_prewarm/autoprewarm.c:
+ * a latch, SIGTERM, SIGHUP and postmaster death.
  *
  *-------------------------------------------------------------------------
  */
@@ -20,7 +19,6 @@
 
 #include "miscadmin.h"
 #include "pgstat.h"
-#include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
