@@ -1553,12 +1553,12 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
         raise RuntimeError("no steady state in %d s before a kill: %s" % (timeout, why))
 
     def fo_coordinator(self, node):
-        """The node that holds the coordinator key in etcd, or None."""
+        """The node that holds the elector's key in etcd, or None."""
         try:
             url = self.fo_q1(node, "SELECT current_setting('mqlog.etcd_endpoints')").split(",")[0]
             name = self.fo_q1(node, "SELECT current_setting('mqlog.cluster_name')")
             r = subprocess.run(["etcdctl", "--endpoints", url, "--dial-timeout=2s", "--command-timeout=3s", "get",
-                                "--print-value-only", "/mqlog/%s/coordinator" % name],
+                                "--print-value-only", "/mqlog/%s/elector" % name],
                                capture_output=True, text=True, timeout=10)
             return json.loads(r.stdout.strip()).get("node") if r.stdout.strip() else None
         except (OSError, ValueError, subprocess.SubprocessError, psycopg2.Error, AttributeError):

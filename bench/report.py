@@ -679,7 +679,7 @@ def failover_md(res, level="##"):
     L.append("")
     ks = r.get("kill_samples") or []
     if ks:
-        L.append("| kill | victim | coordinator killed too | successor | epoch | new leader in `mqlog.partitions`, s | "
+        L.append("| kill | victim | elector killed too | successor | epoch | new leader in `mqlog.partitions`, s | "
                  "first acks=all produce, s | attempts | failures | back in the ISR after restart, s |")
         L.append("|---|---|---|---|---|---|---|---|---|---|")
         for k in ks:
@@ -692,7 +692,7 @@ def failover_md(res, level="##"):
                 fmt(k.get("rejoin_isr_s"), 1)))
         L.append("")
     L.append("The time is bounded by the lease TTL (the dead leader's key lapses that long after its last "
-             "renewal, renewed every third of it) plus up to a second for the coordinator's round and a second "
+             "renewal, renewed every third of it) plus up to a second for the elector's round and a second "
              "for the successor's sync worker and its follower's apply worker (doc/failover.md).")
     L.append("")
     if r.get("error"):

@@ -470,9 +470,9 @@ COMMENT ON FUNCTION mqlog.effective_config(jsonb) IS 'Kafka''s defaults overlaid
 
 /* ------------------------------------------------------------------------
  * Topic administration.  mq_create_topic, mq_alter_topic, mq_add_partitions
- * and mq_drop_topic are C entry points (admin.c) that check the caller's
- * privileges and then run the internal functions below as the extension
- * owner.  No role but the owner may execute these.
+ * and mq_drop_topic are C entry points (sql/topic_admin.c) that check the
+ * caller's privileges and then run the internal functions below as the
+ * extension owner.  No role but the owner may execute these.
  * ------------------------------------------------------------------------ */
 
 CREATE FUNCTION mqlog._check_topic_name(name text) RETURNS void
@@ -1954,8 +1954,8 @@ COMMENT ON FUNCTION mq_elect_leader(text, int, text, int) IS
     'move a replicated partition''s leadership to an in-sync replica (needs alter; run on the current leader, outside a transaction block); returns the new leader epoch';
 
 /* ------------------------------------------------------------------------
- * Replication, the leader's side (sql/replica.c): what a follower's apply
- * worker calls over an ordinary connection.
+ * Replication, the leader's side (sql/replica_leader.c): what a follower's
+ * apply worker calls over an ordinary connection.
  * ------------------------------------------------------------------------ */
 CREATE FUNCTION mqlog._replica_batches(topic_id int, "partition" int, from_offset bigint,
                                        max_bytes int DEFAULT 4194304)

@@ -233,10 +233,13 @@ _PG_init(void)
 	MqPositionsInitCallbacks();
 	MqGroupsInitCallbacks();
 	MqClusterInitCallbacks();
-	MqCoordinatorRegister();
+	MqGroupEvictorRegister();
 	MqMaintenanceRegister();
 	if (MqClusterEnabled())
-		MqClusterWorkersRegister();
+	{
+		MqClusterNodeWorkerRegister();
+		MqClusterSyncWorkerRegister();
+	}
 	MqKafkaRegister();
 	MqAmInitHooks();
 	MqAclInitHooks();

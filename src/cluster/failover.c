@@ -1,17 +1,17 @@
 /*-------------------------------------------------------------------------
  *
  * failover.c
- *		The coordinator: one node of the cluster at a time elects new leaders
+ *		The elector: one node of the cluster at a time elects new leaders
  *		for the partitions whose leader's node is gone.
  *
  * Chosen as Patroni chooses its leader, with no election of our own:
- * every node's cluster worker (workers/cluster.c) tries, every second, an
- * etcd transaction that creates the key coordinator only if it is absent,
+ * every node's cluster worker (workers/cluster_node.c) tries, every second, an
+ * etcd transaction that creates the key elector only if it is absent,
  * under the node's own registration lease.  The node that holds it is the
- * coordinator until its lease ends (it stops, dies, or loses etcd); then
+ * elector until its lease ends (it stops, dies, or loses etcd); then
  * the key goes with the lease and the next node to try takes it.
  *
- * The coordinator's round, every second: a partition whose leader holds no
+ * The elector's round, every second: a partition whose leader holds no
  * live key under nodes/ (its lease lapsed: the node has not renewed it for
  * mqlog.etcd_lease_ttl) gets a new leader, Kafka's way:
  *	- the first in-sync replica, in replica order, that is alive;
@@ -24,7 +24,7 @@
  *	  compare-and-swap on the partition key's mod_revision, so a concurrent
  *	  ISR change or leader move wins or loses whole.
  * Every node's sync worker takes the new leader from etcd within a second
- * (workers/cluster.c): the new leader takes produce, followers follow it,
+ * (workers/cluster_sync.c): the new leader takes produce, followers follow it,
  * and the old leader, if it comes back, is a follower that truncates what
  * it holds beyond the new leader's log (workers/apply.c).
  *
@@ -44,12 +44,12 @@
 #include "cluster/metadata.h"
 
 /* elections a round makes stop after this long (the rest: next round) */
-#define MQ_COORDINATOR_ROUND_MS	300
+#define MQ_ELECTOR_ROUND_MS		300
 
 /* a partition left without a leader is logged again at most this often */
 #define MQ_NO_LEADER_LOG_MS		60000
 
-static int64 held_lease = 0;	/* this node is the coordinator under it; 0: not */
+static int64 held_lease = 0;	/* this node is the elector under it; 0: not */
 static TimestampTz last_no_leader_log = 0;
 
 /* is name alive in the node list (MqClusterNode *)? */
@@ -88,11 +88,11 @@ first_live_replica(MqPartitionMeta *p, List *nodes, bool in_sync)
 	return NULL;
 }
 
-/* take the coordinator key, or see who holds it */
+/* take the elector's key, or see who holds it */
 static bool
 claim(int64 lease)
 {
-	char	   *key = MqClusterKey("coordinator");
+	char	   *key = MqClusterKey("elector");
 	MqEtcdTxn  *txn;
 	MqEtcdKv	kv;
 	bool		mine;
@@ -109,12 +109,12 @@ claim(int64 lease)
 	mine = MqEtcdTxnCommit(txn, NULL);
 	if (mine && held_lease != lease)
 		ereport(LOG,
-				(errmsg("mqlog cluster: node \"%s\" is the coordinator of cluster \"%s\"",
+				(errmsg("mqlog cluster: node \"%s\" is the elector of cluster \"%s\"",
 						mqlog_node_name, mqlog_cluster_name),
 				 errdetail("etcd key %s, under this node's lease " INT64_FORMAT ".", key, lease)));
 	else if (!mine && held_lease != 0)
 		ereport(LOG,
-				(errmsg("mqlog cluster: node \"%s\" is no longer the coordinator of cluster \"%s\"",
+				(errmsg("mqlog cluster: node \"%s\" is no longer the elector of cluster \"%s\"",
 						mqlog_node_name, mqlog_cluster_name)));
 	held_lease = mine ? lease : 0;
 	return mine;
@@ -216,11 +216,11 @@ elect(const char *topic, MqPartitionMeta *p, List *nodes, bool unclean, const ch
 
 /*
  * The cluster worker's call, every second, with the node list it just
- * read: claim the coordinator key under lease (0: this node has none),
+ * read: claim the elector's key under lease (0: this node has none),
  * and if this node holds it, elect leaders where they are gone.
  */
 void
-MqClusterCoordinate(int64 lease, List *nodes)
+MqClusterElectorRound(int64 lease, List *nodes)
 {
 	char	   *tprefix = MqClusterKey("topics/");
 	char	   *pprefix = MqClusterKey("partitions/");
@@ -254,7 +254,7 @@ MqClusterCoordinate(int64 lease, List *nodes)
 		 * a failover of many partitions goes on next round rather than let
 		 * the keepalive wait (an etcd txn per partition).
 		 */
-		if (TimestampDifferenceExceeds(started, GetCurrentTimestamp(), MQ_COORDINATOR_ROUND_MS))
+		if (TimestampDifferenceExceeds(started, GetCurrentTimestamp(), MQ_ELECTOR_ROUND_MS))
 			break;
 		if (slash == NULL)
 			continue;

@@ -5,9 +5,9 @@
  *		as it knows, and what the other nodes last said of etcd.
  *
  * A node leads its partitions only while it holds its registration lease
- * (workers/cluster.c keeps it alive).  The lease is counted from the
+ * (workers/cluster_node.c keeps it alive).  The lease is counted from the
  * moment the request that granted or renewed it was sent, so this node
- * believes it lapsed no later than etcd does: by the time the coordinator
+ * believes it lapsed no later than etcd does: by the time the elector
  * sees the lease gone and elects another leader (cluster/failover.c), this
  * one has stopped taking produce and acknowledging acks=all commits.
  *
@@ -15,7 +15,7 @@
  * for everyone, nobody can elect another leader, so the current leaders
  * may go on.  A leader tells the two cases apart by its followers, whose
  * progress reports say whether their own last etcd request failed to reach
- * etcd (sql/replica.c; a slow round that still reaches etcd is not an
+ * etcd (sql/replica_leader.c; a slow round that still reaches etcd is not an
  * outage, nor is a cluster worker that has not tried yet), and how long ago
  * their last request that worked was answered: since its own lease lapsed,
  * every other in-sync replica of the partition must have said it cannot
@@ -39,7 +39,7 @@
  * after its lease lapsed) until its cluster sync worker has read the
  * cluster's metadata from etcd in a round that began after that
  * registration: its local copy of who leads what may be older than a
- * failover made while it had no lease.  (The coordinator elects a new
+ * failover made while it had no lease.  (The elector elects a new
  * leader only while the old leader's node key is absent, cluster/failover.c,
  * so no election can land after the node registered again: a read that
  * begins after the registration sees every election made meanwhile.)

@@ -85,8 +85,8 @@ extern void MqClusterNoteSynced(int64 read_from);
 extern void MqClusterNotePeer(const char *node, bool peer_reaches_etcd, int64 reached_ms_ago);
 extern const char *MqClusterLeaderFence(const char *const *isr, int nisr, bool unclean);
 
-/* the coordinator: one node elects leaders for partitions whose leader is gone (failover.c) */
-extern void MqClusterCoordinate(int64 lease, List *nodes);
+/* the elector: one node elects leaders for partitions whose leader is gone (failover.c) */
+extern void MqClusterElectorRound(int64 lease, List *nodes);
 
 /* which node coordinates a consumer group (group_claims.c) */
 extern char *MqClusterClaimGroup(const char *group, int64 lease);

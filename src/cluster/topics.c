@@ -14,7 +14,7 @@
  * reaches etcd, and a failed etcd write (etcd down, a concurrent creation
  * of the same name) aborts the commit.  What is left is a commit that
  * fails after the etcd write; the cluster worker of the creating node
- * deletes such topics from etcd after a grace period (workers/cluster.c).
+ * deletes such topics from etcd after a grace period (workers/cluster_sync.c).
  * mq_drop_topic of a replicated topic deletes its keys the same way.
  *
  *-------------------------------------------------------------------------
@@ -336,7 +336,7 @@ MqClusterStoreLocal(int topic_id, const MqTopicMeta *t, List *parts)
 }
 
 /* ------------------------------------------------------------------------
- * Creating and dropping replicated topics (called by sql/admin.c)
+ * Creating and dropping replicated topics (called by sql/topic_admin.c)
  * ------------------------------------------------------------------------ */
 
 /*
@@ -643,7 +643,7 @@ MqClusterAddPartitions(const char *name, int old_count)
  * The etcd half of mq_alter_topic for a replicated topic, after the local
  * catalog took the change: the topic key gets this node's new config at
  * commit, compared with the revision read here, and every other node's
- * sync worker copies it into its own catalog (workers/cluster.c), so that
+ * sync worker copies it into its own catalog (workers/cluster_sync.c), so that
  * retention, min.insync.replicas and replica.lag.time.max.ms are the same
  * on every replica, as a Kafka topic's config is one for all brokers.
  */

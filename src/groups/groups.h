@@ -14,7 +14,7 @@
  *	- a SQL session, member "sql-<pid>" in each group it polls: the SQL
  *	  functions in sql/groups.c are thin wrappers that pass that id;
  *	- a Kafka client, whose group the Kafka listener coordinates in its own
- *	  process, outside the registry (kafka/coordinator.c): the registry only
+ *	  process, outside the registry (kafka/api_groups.c): the registry only
  *	  knows that the listener holds the group (MqGroupHostExternally), and
  *	  its commits and offset reads go through MqGroupCommitExternal and
  *	  MqGroupCommittedOffset.
@@ -144,8 +144,8 @@ extern Size MqGroupsShmemSize(void);
 extern void MqGroupsShmemInit(void);
 extern void MqGroupsInitCallbacks(void);
 struct Latch;
-extern int	MqGroupsCoordinate(void);
-extern void MqGroupsSetCoordinatorLatch(struct Latch *latch);
+extern int	MqGroupsEvictIdle(void);
+extern void MqGroupsSetEvictorLatch(struct Latch *latch);
 
 /* first in every entry point: preloaded?  this process's exit cleanup */
 extern void MqGroupsCheckReady(void);

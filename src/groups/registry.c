@@ -4,7 +4,7 @@
  *		Consumer group membership in shared memory: groups and their members
  *		keyed by member id, join, heartbeat and leave, rebalances with the
  *		range, roundrobin and sticky assignors, evictions, and the
- *		coordinator worker's pass.
+ *		group evictor's pass.
  *
  * A member is named by its member id, a string as in Kafka, and hosted by
  * the process that joined it: that process refreshes it and its exit
@@ -13,7 +13,7 @@
  * process may host many, in one group or in several.  The assignment of
  * partitions to members is computed under the groups lock whenever
  * membership or subscriptions change: inline by the join that notices it,
- * or by the coordinator worker (workers/coordinator.c) after it evicted a
+ * or by the group evictor (workers/group_evictor.c) after it evicted a
  * member that stopped polling for max.poll.interval.ms.  Each rebalance
  * bumps the group's generation; partitions that keep their owner keep
  * flowing, which makes every assignor cooperative.
@@ -89,7 +89,7 @@ typedef struct MqGroupsShared
 {
 	LWLock	   *lock;
 	uint64		next_join_seq;
-	Latch	   *coordinator_latch;
+	Latch	   *evictor_latch;
 	int			nslots;			/* member slots */
 	int			ngroups;		/* group slots: nslots + mqlog.kafka_max_groups */
 	MqGroupState *groups;		/* ngroups */
@@ -454,11 +454,11 @@ remove_member(MqMember *m)
 }
 
 /*
- * Coordinator pass: evict members that stopped polling, rebalance groups
+ * The evictor's pass: evict members that stopped polling, rebalance groups
  * that need it.  Returns how many members were evicted.
  */
 int
-MqGroupsCoordinate(void)
+MqGroupsEvictIdle(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	int			evicted = 0;
@@ -485,10 +485,10 @@ MqGroupsCoordinate(void)
 }
 
 void
-MqGroupsSetCoordinatorLatch(Latch *latch)
+MqGroupsSetEvictorLatch(Latch *latch)
 {
 	LWLockAcquire(gs->lock, LW_EXCLUSIVE);
-	gs->coordinator_latch = latch;
+	gs->evictor_latch = latch;
 	LWLockRelease(gs->lock);
 }
 
@@ -607,8 +607,8 @@ groups_exit(int code, Datum arg)
 	for (int i = 0; i < gs->ngroups; i++)
 		if (gs->groups[i].in_use && gs->groups[i].external_pid == MyProcPid)
 			gs->groups[i].in_use = false;
-	if (gs->coordinator_latch)
-		SetLatch(gs->coordinator_latch);
+	if (gs->evictor_latch)
+		SetLatch(gs->evictor_latch);
 	LWLockRelease(gs->lock);
 	ConditionVariableBroadcast(MqDataArrivedCV());
 }
@@ -953,7 +953,7 @@ MqGroupMemberCount(const char *group)
 
 /*
  * A group coordinated by this process outside the registry (the Kafka
- * listener's groups, kafka/coordinator.c), with nmembers members there;
+ * listener's groups, kafka/api_groups.c), with nmembers members there;
  * 0 lets it go.  While it is held, SQL sessions cannot join the group and
  * resets and deletes count its members as active; it is let go when this
  * process exits, too.  false: the group has members here (SQL sessions)

@@ -10,7 +10,7 @@
  */
 #include "postgres.h"
 
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 /*
  * Versions: what Debian's librdkafka 2.0, kafka-python 2.0 and kafkajs 2

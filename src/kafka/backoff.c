@@ -28,7 +28,7 @@
 
 #include "utils/timestamp.h"
 
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 #define NSLOTS			1024
 #define FIRST_DELAY_MS	100

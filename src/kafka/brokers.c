@@ -25,7 +25,7 @@
 #include "acl/acl.h"
 #include "cluster/metadata.h"
 #include "log/topic.h"
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 int32
 MqKafkaSelfBrokerId(void)

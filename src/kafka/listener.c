@@ -21,7 +21,7 @@
  * again only those, and those whose max_wait_ms is up: a commit to another
  * topic costs a parked Fetch one comparison per topic it names.  A
  * JoinGroup or SyncGroup waiting for the other members of its group parks
- * too (coordinator.c) and is served again on every turn, and the loop runs
+ * too (api_groups.c) and is served again on every turn, and the loop runs
  * the groups' timeouts on every turn (MqKafkaGroupsTick), which comes at
  * least every second.
  *
@@ -72,7 +72,7 @@
  *	- A connection that sends nothing and waits for nothing for
  *	  mqlog.kafka_idle_timeout is closed (Kafka's connections.max.idle.ms).
  *	- What a request may expand to (decompressed batches) is bounded by
- *	  mqlog.kafka_max_request_memory (produce.c), and freed after each
+ *	  mqlog.kafka_max_request_memory (api_produce.c), and freed after each
  *	  partition entry.
  *	- Answers not sent yet count against mqlog.kafka_max_buffered_size
  *	  too: a Fetch takes at most what is left (MqKafkaAnswerRoom), so
@@ -110,7 +110,7 @@
 
 #include "base/spi.h"
 #include "log/partition.h"
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 PGDLLEXPORT void mqlog_kafka_main(Datum main_arg);
 

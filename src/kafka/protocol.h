@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * protocol.h
- *		Kafka's wire protocol as the listener speaks it (codec.c): the API
+ *		Kafka's wire protocol as the listener speaks it (protocol.c): the API
  *		keys and error codes mqlog uses, and bounds-checked readers and
  *		writers of the protocol's primitive types, classic and flexible
  *		(KIP-482: compact strings and arrays, tagged fields).

@@ -7,7 +7,7 @@
  *		always answers with v0), and the transaction the handler runs in.
  *
  * Every request that touches the database runs in a transaction of its
- * own, as the role the connection authenticated as with SASL (sasl.c) or,
+ * own, as the role the connection authenticated as with SASL (api_sasl.c) or,
  * without SASL, as mqlog.kafka_role (SetUserIdAndSecContext, so topic
  * privileges apply exactly as to a SQL session of that role), inside
  * PG_TRY: an
@@ -37,7 +37,7 @@
 #include "base/subxact.h"
 #include "log/topic.h"
 #include "acl/acl.h"
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 /* (sub)transactions aborted so far (MqKafkaAbortCount) */
 static uint64 aborts = 0;

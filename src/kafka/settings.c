@@ -10,12 +10,12 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
-#include "postmaster/bgworker.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "workers/workers.h"
 #include "kafka/kafka.h"
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 char	   *mqlog_kafka_listen = NULL;
 char	   *mqlog_kafka_database = NULL;
@@ -30,7 +30,7 @@ int			mqlog_kafka_idle_timeout = 600000;
 bool		mqlog_kafka_allow_remote = false;
 char	   *mqlog_kafka_sasl_mechanisms = NULL;
 
-/* the mechanisms sasl.c verifies */
+/* the mechanisms api_sasl.c verifies */
 static const char *const sasl_built[] = {"PLAIN", "SCRAM-SHA-256"};
 
 /*
@@ -97,7 +97,7 @@ MqKafkaSaslRequired(void)
 	return MqKafkaSaslList(names, lengthof(names)) > 0;
 }
 
-/* every name in the list is a mechanism sasl.c verifies */
+/* every name in the list is a mechanism api_sasl.c verifies */
 static bool
 check_sasl_mechanisms(char **newval, void **extra, GucSource source)
 {
@@ -267,17 +267,7 @@ MqKafkaDefineSettings(void)
 void
 MqKafkaRegister(void)
 {
-	BackgroundWorker worker;
-
 	if (mqlog_kafka_listen == NULL || mqlog_kafka_listen[0] == '\0')
 		return;
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 5;
-	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "mqlog_kafka_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "mqlog kafka listener", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "mqlog kafka listener", BGW_MAXLEN);
-	RegisterBackgroundWorker(&worker);
+	MqRegisterWorker("mqlog_kafka_main", "mqlog kafka listener", true, 5);
 }

@@ -41,7 +41,7 @@
 #include "utils/memutils.h"
 
 #include "log/partition.h"
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 typedef struct WatchedTopic
 {

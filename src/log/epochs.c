@@ -12,7 +12,7 @@
  * offsets, a few batch headers per step (a seek through the page covers,
  * store/segment.c), so it costs O(log n) header reads, done once each time
  * a follower starts to follow a leader (workers/apply.c) and once for each
- * such question a leader answers (sql/replica.c).
+ * such question a leader answers (sql/replica_leader.c).
  *
  *-------------------------------------------------------------------------
  */

@@ -11,12 +11,12 @@
  * ("mqlog_<node>") and run START_REPLICATION with mqlog's output plugin in
  * replica mode (PG15's walreceiver API hard-codes pgoutput's options and
  * cannot ask for it), and once as an ordinary session, for the copy and
- * the LSO marks of sql/replica.c.  The replica stream (log/output_plugin.c)
- * carries every append of the leader at once, in WAL order, which is
- * offset order per partition, aborted ones included ('A'); a commit marker
- * per batch when its transaction commits ('C'); LSO marks ('L'); and the
- * committed offsets of groups on replicated topics, at commit ('O'),
- * which are written into mqlog.committed_offset here.
+ * the LSO marks of sql/replica_leader.c.  The replica stream
+ * (log/output_plugin.c) carries every append of the leader at once, in WAL
+ * order, which is offset order per partition, aborted ones included ('A');
+ * a commit marker per batch when its transaction commits ('C'); LSO marks
+ * ('L'); and the committed offsets of groups on replicated topics, at
+ * commit ('O'), which are written into mqlog.committed_offset here.
  *
  * Pending batches.  A batch is written here only once its fate is known:
  * committed when its marker arrives, aborted when an LSO the leader logged
@@ -50,7 +50,8 @@
  * The loop follows contrib/pg_prewarm/autoprewarm.c and
  * replication/logical/worker.c: WaitLatchOrSocket on the stream's socket,
  * SIGTERM, SIGHUP, postmaster death.  An error ends the worker; the cluster
- * worker starts it again.
+ * sync worker starts it again (apply_launcher.c, where its slot in shared
+ * memory is).
  *
  *-------------------------------------------------------------------------
  */
@@ -67,8 +68,6 @@
 #include "replication/origin.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
-#include "storage/lwlock.h"
-#include "storage/shmem.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -91,146 +90,6 @@
 #include "workers/workers.h"
 
 PGDLLEXPORT void mqlog_apply_main(Datum main_arg);
-
-/* ------------------------------------------------------------------------
- * The workers' registry in shared memory
- * ------------------------------------------------------------------------ */
-
-#define MQ_MAX_APPLY_WORKERS	64
-
-/* a worker that ended starts again at most this often */
-#define MQ_APPLY_RESTART_MS		2000
-
-typedef struct MqApplySlot
-{
-	char		leader[MQ_NODE_NAME_LEN];	/* "" = free */
-	pid_t		pid;			/* 0 while not running */
-	TimestampTz last_start;
-} MqApplySlot;
-
-typedef struct MqApplyShared
-{
-	LWLock	   *lock;
-	MqApplySlot slots[MQ_MAX_APPLY_WORKERS];
-} MqApplyShared;
-
-static MqApplyShared *apply_shared = NULL;
-
-Size
-MqApplyShmemSize(void)
-{
-	return MAXALIGN(sizeof(MqApplyShared));
-}
-
-void
-MqApplyShmemInit(void)
-{
-	bool		found;
-
-	apply_shared = ShmemInitStruct("mqlog apply workers", MqApplyShmemSize(), &found);
-	if (!found)
-	{
-		memset(apply_shared, 0, sizeof(MqApplyShared));
-		apply_shared->lock = &(GetNamedLWLockTranche("mqlog apply"))->lock;
-	}
-}
-
-void
-MqApplyRequestLWLocks(void)
-{
-	RequestNamedLWLockTranche("mqlog apply", 1);
-}
-
-static bool
-start_worker(int slot, const char *leader)
-{
-	BackgroundWorker worker;
-	BackgroundWorkerHandle *handle;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "mqlog_apply_main", BGW_MAXLEN);
-	snprintf(worker.bgw_name, BGW_MAXLEN, "mqlog apply from %s", leader);
-	strlcpy(worker.bgw_type, "mqlog apply", BGW_MAXLEN);
-	worker.bgw_main_arg = Int32GetDatum(slot);
-	return RegisterDynamicBackgroundWorker(&worker, &handle);
-}
-
-/*
- * Make sure an apply worker follows each node named: start the ones that
- * do not run (at most every MQ_APPLY_RESTART_MS per node).  A worker ends
- * by itself when its node is no longer in the cluster's node list.
- */
-void
-MqApplyEnsureWorkers(List *leaders)
-{
-	ListCell   *lc;
-	TimestampTz now = GetCurrentTimestamp();
-
-	LWLockAcquire(apply_shared->lock, LW_EXCLUSIVE);
-	foreach(lc, leaders)
-	{
-		const char *leader = lfirst(lc);
-		int			slot = -1;
-
-		for (int i = 0; i < MQ_MAX_APPLY_WORKERS; i++)
-		{
-			if (strcmp(apply_shared->slots[i].leader, leader) == 0)
-			{
-				slot = i;
-				break;
-			}
-			if (slot < 0 && apply_shared->slots[i].leader[0] == '\0')
-				slot = i;
-		}
-		if (slot < 0)
-		{
-			ereport(WARNING,
-					(errmsg("mqlog cannot follow leader \"%s\": all %d apply worker slots are taken",
-							leader, MQ_MAX_APPLY_WORKERS)));
-			continue;
-		}
-		if (apply_shared->slots[slot].pid != 0 ||
-			(strcmp(apply_shared->slots[slot].leader, leader) == 0 &&
-			 !TimestampDifferenceExceeds(apply_shared->slots[slot].last_start, now,
-										 MQ_APPLY_RESTART_MS)))
-			continue;
-		strlcpy(apply_shared->slots[slot].leader, leader, MQ_NODE_NAME_LEN);
-		apply_shared->slots[slot].last_start = now;
-		if (!start_worker(slot, leader))
-			ereport(WARNING,
-					(errmsg("mqlog could not start the apply worker for leader \"%s\"", leader),
-					 errhint("Raise max_worker_processes.")));
-	}
-	LWLockRelease(apply_shared->lock);
-}
-
-/* the pid of the apply worker following leader, or 0 */
-pid_t
-MqApplyWorkerPid(const char *leader)
-{
-	pid_t		pid = 0;
-
-	LWLockAcquire(apply_shared->lock, LW_SHARED);
-	for (int i = 0; i < MQ_MAX_APPLY_WORKERS; i++)
-		if (strcmp(apply_shared->slots[i].leader, leader) == 0)
-			pid = apply_shared->slots[i].pid;
-	LWLockRelease(apply_shared->lock);
-	return pid;
-}
-
-static int	my_slot = -1;
-
-static void
-apply_exit(int code, Datum arg)
-{
-	LWLockAcquire(apply_shared->lock, LW_EXCLUSIVE);
-	apply_shared->slots[my_slot].pid = 0;
-	LWLockRelease(apply_shared->lock);
-}
 
 /* ------------------------------------------------------------------------
  * The worker's state
@@ -1312,16 +1171,11 @@ mqlog_apply_main(Datum main_arg)
 	HASHCTL		hctl;
 	TimestampTz last_refresh;
 
-	my_slot = DatumGetInt32(main_arg);
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
 
-	LWLockAcquire(apply_shared->lock, LW_EXCLUSIVE);
-	strlcpy(leader, apply_shared->slots[my_slot].leader, MQ_NODE_NAME_LEN);
-	apply_shared->slots[my_slot].pid = MyProcPid;
-	LWLockRelease(apply_shared->lock);
-	before_shmem_exit(apply_exit, 0);
+	MqApplyAttach(DatumGetInt32(main_arg), leader);
 	before_shmem_exit(close_conns, 0);
 
 	BackgroundWorkerInitializeConnection(mqlog_cluster_database, NULL, 0);

@@ -2,7 +2,7 @@
  *
  * isr.c
  *		The leader's in-sync replica set, Kafka's rules: run every second by
- *		the cluster sync worker (cluster.c) for each partition this node
+ *		the cluster sync worker (cluster_sync.c) for each partition this node
  *		leads.
  *
  * A follower is in sync while it has caught up with the leader's log end
@@ -189,7 +189,7 @@ maintain_one(int32 topic_id, const char *name, int32 partition, int64 lag_ms, Ti
 		/*
 		 * The high watermark counts a joining replica before etcd lists it,
 		 * and a leaving one until etcd no longer does: never fewer than etcd
-		 * may list, whoever reads etcd meanwhile (a coordinator electing).
+		 * may list, whoever reads etcd meanwhile (the elector electing).
 		 */
 		foreach(lc, isr)
 			if (!MqClusterNameListed(both, lfirst(lc)))

@@ -64,42 +64,17 @@ typedef struct DbWorker
 /* roll-ahead passes of one database start at most this often */
 #define MQ_ROLL_AHEAD_SPACING_MS	100
 
+/* the launcher: it reads the shared catalog pg_database, in no database */
 void
 MqMaintenanceRegister(void)
 {
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 5;
-	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "mqlog_launcher_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "mqlog maintenance launcher", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "mqlog maintenance launcher", BGW_MAXLEN);
-	RegisterBackgroundWorker(&worker);
-}
-
-static void
-setup_signals(void)
-{
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
+	MqRegisterWorker("mqlog_launcher_main", "mqlog maintenance launcher", true, 5);
 }
 
 static void
 sleep_naptime(bool soon)
 {
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 soon ? MQ_ROLL_AHEAD_SPACING_MS : mqlog_maintenance_naptime * 1000L,
-					 PG_WAIT_EXTENSION);
-	ResetLatch(MyLatch);
-	if (ConfigReloadPending)
-	{
-		ConfigReloadPending = false;
-		ProcessConfigFile(PGC_SIGHUP);
-	}
+	MqWorkerNap(soon ? MQ_ROLL_AHEAD_SPACING_MS : mqlog_maintenance_naptime * 1000L);
 }
 
 /* databases that accept connections and are not templates */
@@ -140,7 +115,7 @@ mqlog_launcher_main(Datum main_arg)
 	int			nworkers = 0;
 	bool		first_round = true;
 
-	setup_signals();
+	MqWorkerSetupSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	MqWorkerPinSearchPath();
 	MqSetMaintenanceLatch(MyLatch);
@@ -206,14 +181,8 @@ mqlog_launcher_main(Datum main_arg)
 				w->handle = NULL;
 			}
 
-			memset(&worker, 0, sizeof(worker));
-			worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-			worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-			worker.bgw_restart_time = BGW_NEVER_RESTART;
-			strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
-			strlcpy(worker.bgw_function_name, "mqlog_maintenance_main", BGW_MAXLEN);
+			MqWorkerInit(&worker, "mqlog_maintenance_main", "mqlog maintenance", true);
 			snprintf(worker.bgw_name, BGW_MAXLEN, "mqlog maintenance of database %u", dboid);
-			strlcpy(worker.bgw_type, "mqlog maintenance", BGW_MAXLEN);
 			worker.bgw_main_arg = ObjectIdGetDatum(dboid);
 			worker.bgw_notify_pid = MyProcPid;
 			/* a pass an appender asked for before the next regular one: rolls only */
@@ -440,7 +409,7 @@ mqlog_maintenance_main(Datum main_arg)
 {
 	Oid			dboid = DatumGetObjectId(main_arg);
 
-	setup_signals();
+	MqWorkerSetupSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	MqWorkerPinSearchPath();
 	(void) maintenance_pass(MyBgworkerEntry->bgw_extra[0] == 'r');

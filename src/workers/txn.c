@@ -3,7 +3,7 @@
  * txn.c
  *		One unit of a worker's work in a transaction of its own (with SPI
  *		and a snapshot), so that an error ends the unit, not the worker's
- *		round: the cluster sync (cluster.c) and the ISR maintenance
+ *		round: the cluster sync (cluster_sync.c) and the ISR maintenance
  *		(isr.c) run each topic or partition this way.
  *
  *-------------------------------------------------------------------------

@@ -2,8 +2,9 @@
  *
  * workers.h
  *		The background workers: maintenance (maintenance.c), the group
- *		coordinator (coordinator.c), the cluster workers (cluster.c) and
- *		the follower apply workers (apply.c).
+ *		evictor (group_evictor.c), the cluster workers (cluster_node.c,
+ *		cluster_sync.c) and the follower apply workers (apply.c, started
+ *		by apply_launcher.c), and what they share (bgworker.c, txn.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -12,23 +13,54 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "nodes/pg_list.h"
 
-extern void MqCoordinatorRegister(void);
+/* registering a worker (bgworker.c) */
+struct BackgroundWorker;
+extern void MqWorkerInit(struct BackgroundWorker *worker, const char *function,
+						 const char *type, bool database);
+extern void MqRegisterWorker(const char *function, const char *type, bool database,
+							 int restart_s);
+
+/* a worker's loop (bgworker.c): SIGTERM and SIGHUP; sleep, then reload */
+extern void MqWorkerSetupSignals(void);
+extern void MqWorkerNap(long ms);
+
+/*
+ * A failure of a round that repeats (etcd away) is logged again at most
+ * every MQ_RETRY_LOG_MS (bgworker.c): what it was and when it was last
+ * logged, per loop or kind of unit.
+ */
+#define MQ_RETRY_LOG_MS		60000
+
+typedef struct MqRetryLog
+{
+	bool		failing;
+	TimestampTz last_logged;
+	char		last_message[256];
+} MqRetryLog;
+
+struct ErrorData;
+extern void MqRetryLogFailure(MqRetryLog *rl, const char *who, struct ErrorData *e);
+extern void MqRetryLogSuccess(MqRetryLog *rl, const char *who);
+
+extern void MqGroupEvictorRegister(void);
 extern int	mqlog_maintenance_naptime;
 extern int	mqlog_debug_pause_step;
 extern void MqMaintenanceRegister(void);
-extern void MqClusterWorkersRegister(void);
+extern void MqClusterNodeWorkerRegister(void);
+extern void MqClusterSyncWorkerRegister(void);
 
-/* follower apply workers (apply.c) */
+/* the follower apply workers' launcher (apply_launcher.c) */
 extern Size MqApplyShmemSize(void);
 extern void MqApplyShmemInit(void);
 extern void MqApplyRequestLWLocks(void);
 extern void MqApplyEnsureWorkers(List *leaders);
 extern pid_t MqApplyWorkerPid(const char *leader);
+extern void MqApplyAttach(int slot, char *leader);
 
 /* a unit of work in a transaction of its own (txn.c) */
-struct ErrorData;
 extern bool MqWorkerRunInTransaction(void (*fn) (void *arg), void *arg,
 									 struct ErrorData **error);
 

@@ -30,7 +30,7 @@ full_page_writes = on
 shared_buffers = 16MB
 max_connections = 20
 autovacuum = off
-# Only the slots of the static workers (mqlog's launcher and coordinator,
+# Only the slots of the static workers (mqlog's launcher and group evictor,
 # the logical replication launcher): mqlog's launcher cannot start a
 # maintenance pass, so nothing but the test touches the partitions (after
 # the failover in particular, see below); the test runs

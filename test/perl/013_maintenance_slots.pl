@@ -19,7 +19,7 @@ use Time::HiRes qw(usleep);
 
 my $node = PostgreSQL::Test::Cluster->new('slots');
 $node->init;
-# Static workers: mqlog's launcher and coordinator, the logical replication
+# Static workers: mqlog's launcher and group evictor, the logical replication
 # launcher; that leaves 2 slots for maintenance passes and parallel workers.
 $node->append_conf(
 	'postgresql.conf', qq{
@@ -45,7 +45,7 @@ $node->safe_psql('db2', 'CREATE EXTENSION mqlog');
 sleep(3);
 
 # Every slot taken, two of them by parallel workers (their pids): the
-# background workers in pg_stat_activity, and the group coordinator, which
+# background workers in pg_stat_activity, and the group evictor, which
 # connects to no database and so is not listed there.
 my $slots_full = q{
 SELECT count(*) + 1 = current_setting('max_worker_processes')::int

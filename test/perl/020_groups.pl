@@ -19,7 +19,7 @@
 # processing is in the same transaction as the commit, exactly once.
 #
 # Part 2.  A member that stops polling for mqlog.max_poll_interval_ms (set
-# to 2 s in that session) is evicted by the coordinator worker: it
+# to 2 s in that session) is evicted by the group evictor worker: it
 # disappears from mqlog.group_members, the other member gets its
 # partitions, its commit fails with 40001 and the records it held go to the
 # other member.  It rejoins on its next poll.  A long poll (longer than
@@ -338,7 +338,7 @@ cmp_ok(
 ok( $node->wait_for_log(
 		qr/evicting member sql-\d+ \(pid $slow_pid\) of group "ge": no poll for 2000 ms/,
 		$log_offset),
-	'the coordinator logged the eviction');
+	'the group evictor logged the eviction');
 
 # The evicted member's commit fails, so its transaction rolls back.
 $slow->{stderr} = '';

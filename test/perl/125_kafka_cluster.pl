@@ -16,7 +16,7 @@
 #    consumer bootstrapped at another node reads them (from the leader: the
 #    others refuse its fetches);
 #  - kill -9 of a leader while a producer (bootstrapped at a follower)
-#    produces: the coordinator fails the partition over, Metadata names the
+#    produces: the elector fails the partition over, Metadata names the
 #    new leader at epoch 1 and no longer lists the dead broker, the producer
 #    goes on through the new leader, a new producer too, and a consumer
 #    reads every acknowledged record at the offset it was acknowledged at;
@@ -222,7 +222,7 @@ ok(MqCluster::wait_until(sub {
 		my $l3 = q1($n3, q{SELECT leader || '/' || leader_epoch FROM mqlog.partitions WHERE topic = 'kc' AND "partition" = 0});
 		($new_leader) = $l2 =~ m{^(n[23])/1$};
 		return $new_leader && $l2 eq $l3;
-	}, 30), 'after kill -9 of n1 the coordinator fails kc/0 over at epoch 1');
+	}, 30), 'after kill -9 of n1 the elector fails kc/0 over at epoch 1');
 note(sprintf('kill -9 to the new leader: %.1f s', time() - $t_kill));
 my ($other) = grep { $_ ne $new_leader } qw(n2 n3);
 

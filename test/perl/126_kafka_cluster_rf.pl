@@ -219,7 +219,7 @@ ok(MqCluster::wait_until(sub {
 		return 0 unless q1($n2, q{SELECT leader || '/' || leader_epoch FROM mqlog.partitions WHERE topic = 'rf2' AND "partition" = 0}) eq 'n2/1';
 		$t_elected //= time();
 		return 1;
-	}, 60), 'after kill -9 of n1 the coordinator moves rf2/0 to n2 at epoch 1');
+	}, 60), 'after kill -9 of n1 the elector moves rf2/0 to n2 at epoch 1');
 ok(MqCluster::wait_until(sub {
 		$md = metadata('n3');
 		return ($md->{topics}{rf2}{partitions}{0}{leader} // -1) == $id{n2}

@@ -1,9 +1,9 @@
 # Automatic failover (doc/failover.md), on one real etcd and three real
-# nodes on loopback: one node holds the coordinator key; kill -9 of a
+# nodes on loopback: one node holds the elector's key; kill -9 of a
 # partition's leader makes the first live in-sync replica the leader at the
 # next epoch, with nothing acknowledged by acks=all lost; the old leader
 # comes back as a follower and truncates the acks=1 record nobody else
-# got, logging it; killing the coordinator's node hands the role on; with
+# got, logging it; killing the elector's node hands the role on; with
 # no in-sync replica alive a partition has no leader until the topic allows
 # an unclean election; with etcd down for everyone the leaders go on.
 use strict;
@@ -30,9 +30,9 @@ ok(MqCluster::wait_alive($_, 3), $_->name . ' sees three nodes') for @nodes;
 
 sub q1 { my ($n, $sql) = @_; return $n->safe_psql('postgres', $sql); }
 
-sub coordinator
+sub elector
 {
-	my ($rc, $out) = MqCluster::etcdctl($etcd, 'get', '--print-value-only', "/mqlog/$MqCluster::CLUSTER_NAME/coordinator");
+	my ($rc, $out) = MqCluster::etcdctl($etcd, 'get', '--print-value-only', "/mqlog/$MqCluster::CLUSTER_NAME/elector");
 	return $out =~ /"node"\s*:\s*"([^"]+)"/ ? $1 : '';
 }
 
@@ -52,12 +52,12 @@ SELECT coalesce(string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset"), 
 
 sub batches { return MqCluster::batches(@_); }
 
-# --- one coordinator ---------------------------------------------------------
+# --- one elector -------------------------------------------------------------
 
-ok(MqCluster::wait_until(sub { coordinator() ne '' }, 30), 'one node holds the coordinator key');
-my $coord = coordinator();
-ok(exists $by_name{$coord}, "the coordinator is a node of the cluster ($coord)");
-ok(MqCluster::wait_log($by_name{$coord}, qr/node "$coord" is the coordinator of cluster/), '... and says so');
+ok(MqCluster::wait_until(sub { elector() ne '' }, 30), "one node holds the elector's key");
+my $coord = elector();
+ok(exists $by_name{$coord}, "the elector is a node of the cluster ($coord)");
+ok(MqCluster::wait_log($by_name{$coord}, qr/node "$coord" is the elector of cluster/), '... and says so');
 
 # --- kill -9 of a leader -----------------------------------------------------
 
@@ -192,16 +192,16 @@ ok(MqCluster::wait_until(sub {
 	'the group\'s committed offset on n1 is n2\'s');
 ok(MqCluster::wait_alive($_, 3), $_->name . ' sees three nodes') for @nodes;
 
-# --- the coordinator's node is killed -----------------------------------------
+# --- the elector's node is killed ---------------------------------------------
 
-$coord = coordinator();
+$coord = elector();
 my $victim = $by_name{$coord};
 my @rest = grep { $_ != $victim } @nodes;
 $victim->stop('immediate');
-ok(MqCluster::wait_until(sub { my $c = coordinator(); $c ne '' && $c ne $coord }, 30),
-	"with $coord killed, another node holds the coordinator key");
-my $new_coord = coordinator();
-ok(MqCluster::wait_log($by_name{$new_coord}, qr/node "$new_coord" is the coordinator of cluster/), "$new_coord says so");
+ok(MqCluster::wait_until(sub { my $c = elector(); $c ne '' && $c ne $coord }, 30),
+	"with $coord killed, another node holds the elector's key");
+my $new_coord = elector();
+ok(MqCluster::wait_log($by_name{$new_coord}, qr/node "$new_coord" is the elector of cluster/), "$new_coord says so");
 ok(MqCluster::wait_until(sub { my $l = leader_of($rest[0], 'f', 0); $l !~ m{^$coord/} }, 30),
 	'f/0 has a live leader');
 $victim->start;
@@ -228,18 +228,18 @@ kill9_unsent($n1, sub {
 			"with n2 not receiving, the ISR of $t/0 shrinks to {n1}");
 	}
 }, $n2);
-# what the coordinator logged, on whichever live node holds the role
-sub coordinator_logged
+# what the elector logged, on whichever live node holds the role
+sub elector_logged
 {
 	my ($re, $timeout) = @_;
 	return MqCluster::wait_until(sub {
-		my $c = coordinator();
+		my $c = elector();
 		return 0 if $c eq '' || $c eq 'n1';
 		return slurp_file($by_name{$c}->logfile) =~ $re;
 	}, $timeout);
 }
-ok(coordinator_logged(qr/partition 0 of topic "u" has no leader: node "n1" is gone and no other in-sync replica is alive/, 30),
-	'the coordinator elects nobody for u/0: its only in-sync replica is gone');
+ok(elector_logged(qr/partition 0 of topic "u" has no leader: node "n1" is gone and no other in-sync replica is alive/, 30),
+	'the elector elects nobody for u/0: its only in-sync replica is gone');
 sleep(2);
 is(leader_of($n2, 'u', 0), 'n1/0', 'u/0 keeps its dead leader, at epoch 0');
 ($rc, $out, $err) = $n2->psql('postgres', q{SELECT mq_produce('u', 'refused', partition => 0)});
@@ -247,7 +247,7 @@ like($err, qr/The leader is node "n1"/, 'and producing on n2 is refused');
 q1($n2, q{SELECT mq_alter_topic('u', '{"unclean.leader.election.enable": true}')});
 ok(MqCluster::wait_until(sub { leader_of($n2, 'u', 0) eq 'n2/1' }, 30),
 	'with unclean.leader.election.enable, n2 leads u/0 at epoch 1');
-ok(coordinator_logged(qr/unclean leader election: node "n2", not in sync, leads from epoch 1/, 10),
+ok(elector_logged(qr/unclean leader election: node "n2", not in sync, leads from epoch 1/, 10),
 	'... with a warning that records may be lost');
 is(q1($n2, q{SELECT isr FROM mqlog.partitions WHERE topic = 'u'}), '{n2}', '... and only n2 in the ISR');
 ok(MqCluster::wait_until(sub { my ($r) = $n2->psql('postgres', q{SELECT mq_produce('u', 'u3', partition => 0)}); $r == 0 }, 30),

@@ -8,7 +8,7 @@
 # ISR; freezes a follower with SIGSTOP and resumes it; and cuts one leader
 # off from etcd alone (its proxy killed), which must fence itself (a
 # waiting acks=all commit ends with the lease WARNING, produce is refused
-# with MQ001) while the coordinator elects another leader.  After healing
+# with MQ001) while the elector elects another leader.  After healing
 # the checker of MqFaults.pm reads every partition on every replica:
 # every acknowledged value is present exactly once, at the offset its
 # produce returned; nothing aborted or refused is visible; no offset holds
@@ -325,7 +325,7 @@ my $cut_elected = MqCluster::wait_until(sub {
 	return 1;
 }, 30);
 my $t_cut_elected = time();
-ok($cut_elected, sprintf('meanwhile the coordinator elects another leader for partition(s) %s (%.1f s after the cut)',
+ok($cut_elected, sprintf('meanwhile the elector elects another leader for partition(s) %s (%.1f s after the cut)',
 						 join(',', @cut_parts), $t_cut_elected - $t_cut));
 # the followers know of the new leader: what $cut's stream still brings is stale
 kill 'CONT', @apply;

@@ -1,21 +1,21 @@
-# Two nodes lost, and the coordinator lost in the middle of an election
+# Two nodes lost, and the elector lost in the middle of an election
 # (doc/failover.md; issue 30), on one real etcd and three real nodes on
 # loopback, each reaching etcd through a TCP proxy of its own.  While
 # concurrent acks=all producers (and one that rolls back some of its
 # transactions) write unique values to a replicated topic of 6 partitions
 # (replication factor 3, min.insync.replicas 2; each node leads two):
-#   1. two nodes, the coordinator's and another, are killed with kill -9
-#      at the same moment: the third becomes the coordinator and leads
+#   1. two nodes, the elector's and another, are killed with kill -9
+#      at the same moment: the third becomes the elector and leads
 #      every partition, takes acks=1 produce, and refuses acks=all once
 #      its ISR is itself alone (MQ002), never acknowledging it; the two
 #      come back and rejoin every ISR;
-#   2. a leader is killed with kill -9 and the coordinator is lost after
+#   2. a leader is killed with kill -9 and the elector is lost after
 #      its first election of the round, before its second: the
-#      coordinator's proxy forwards the first election's etcd transaction
-#      and then nothing more (so the coordinator never hears whether it
-#      was done), and the coordinator's node is killed with kill -9 right
-#      after.  The first partition has the leader the lost coordinator
-#      elected, the second is elected by the next coordinator, the third
+#      elector's proxy forwards the first election's etcd transaction
+#      and then nothing more (so the elector never hears whether it
+#      was done), and the elector's node is killed with kill -9 right
+#      after.  The first partition has the leader the lost elector
+#      elected, the second is elected by the next elector, the third
 #      node ends up leading every partition, and once the two come back
 #      every ISR is whole again.
 # Then the checker of MqFaults.pm reads every partition on every replica:
@@ -59,9 +59,9 @@ ok(MqCluster::wait_topic($_, 'nl', $NPART), $_->name . ': topic nl is there with
 my $f = MqFaults->new(etcd => $etcd, nodes => \@nodes, topic => 'nl', partitions => $NPART);
 ok(MqCluster::wait_until(sub { $f->healthy }, 30), 'every partition has three in-sync replicas');
 
-sub coordinator
+sub elector
 {
-	my ($rc, $out) = MqCluster::etcdctl($etcd, 'get', '--print-value-only', "/mqlog/$MqCluster::CLUSTER_NAME/coordinator");
+	my ($rc, $out) = MqCluster::etcdctl($etcd, 'get', '--print-value-only', "/mqlog/$MqCluster::CLUSTER_NAME/elector");
 	return $out =~ /"node"\s*:\s*"([^"]+)"/ ? $1 : undef;
 }
 
@@ -132,15 +132,15 @@ ok(MqCluster::wait_until(sub { $f->acked_count >= 30 }, 40), 'the producers are 
 
 # --- 1. two nodes lost at once ---------------------------------------------------------------
 
-my $coord = coordinator();
-ok(defined $coord, "the coordinator is $coord");
+my $coord = elector();
+ok(defined $coord, "the elector is $coord");
 my ($other) = grep { $_ ne $coord } sort keys %by_name;
 my ($survivor) = grep { $_->name ne $coord && $_->name ne $other } @nodes;
 my $t1 = time();
 kill_nodes($by_name{$coord}, $by_name{$other});
 my $t1_dead = time();
 ok(MqCluster::wait_until(sub { leads_all($survivor) }, 60),
-	sprintf('with %s (the coordinator) and %s killed at once, %s leads every partition', $coord, $other, $survivor->name));
+	sprintf('with %s (the elector) and %s killed at once, %s leads every partition', $coord, $other, $survivor->name));
 my $t1_led = time();
 my @bad = alone_outcome($survivor);
 is(scalar(@bad), 0, '... and takes acks=1 produce on each') or diag(join("\n", @bad));
@@ -160,14 +160,14 @@ ok(MqCluster::wait_until(sub { scalar($f->between('ok', $t1_back)) >= 10 }, 30),
 note(sprintf('two nodes lost: %s leads everything %.1f s after the kill; whole again %.1f s after the kill',
 			 $survivor->name, $t1_led - $t1, $t1_back - $t1));
 
-# --- 2. the coordinator lost in the middle of an election -------------------------------------
+# --- 2. the elector lost in the middle of an election -------------------------------------
 
 ok(MqCluster::wait_until(sub { $f->healthy }, 90), 'every node in sync before the election');
-ok(MqCluster::wait_until(sub { defined coordinator() }, 30), 'a node holds the coordinator key');
-$coord = coordinator();
+ok(MqCluster::wait_until(sub { defined elector() }, 30), "a node holds the elector's key");
+$coord = elector();
 my ($victim) = grep { $_ ne $coord } sort keys %by_name;
 # the node left leads everything since 1: $victim is given half the
-# partitions (mq_elect_leader on their leader), so that the coordinator
+# partitions (mq_elect_leader on their leader), so that the elector
 # has several to elect when it dies
 foreach my $p (grep { $_ % 2 == 0 } $f->partitions)
 {
@@ -192,7 +192,7 @@ my @vparts = grep { $meta0{$_}{leader} eq $victim } $f->partitions;
 ($survivor) = grep { $_->name ne $coord && $_->name ne $victim } @nodes;
 cmp_ok(scalar(@vparts), '>=', 2, "$victim leads partitions @vparts: an election of two partitions at least");
 
-# the coordinator's election transaction: a txn that requires the dead
+# the elector's election transaction: a txn that requires the dead
 # leader's node key to be absent (the key's base64, as etcd's JSON has it)
 my $dead_key = encode_base64("/mqlog/$MqCluster::CLUSTER_NAME/nodes/$victim", '');
 MqCluster::arm_proxy($proxy{$coord}, 'POST /v3/kv/txn', $dead_key);
@@ -200,10 +200,10 @@ my $log_s = -s $survivor->logfile;
 my $t2 = time();
 kill_nodes($by_name{$victim});
 ok(MqCluster::wait_until(sub { MqCluster::proxy_tripped($proxy{$coord}) }, 30),
-	"$coord, the coordinator, sends its first election for the partitions of $victim");
+	"$coord, the elector, sends its first election for the partitions of $victim");
 kill_nodes($by_name{$coord});
 my $t2_coord = time();
-# what the lost coordinator did: exactly one election
+# what the lost elector did: exactly one election
 my @done;
 my @left;
 foreach my $p (@vparts)
@@ -218,10 +218,10 @@ foreach my $p (@vparts)
 		push @left, $p;
 	}
 }
-is(scalar(@done), 1, "the lost coordinator elected a leader for one partition of those of $victim (@done)");
-is(scalar(@left), scalar(@vparts) - 1, '... and left the other(s) to the next coordinator (' . join(',', @left) . ')');
+is(scalar(@done), 1, "the lost elector elected a leader for one partition of those of $victim (@done)");
+is(scalar(@left), scalar(@vparts) - 1, '... and left the other(s) to the next elector (' . join(',', @left) . ')');
 ok(MqCluster::wait_until(sub { leads_all($survivor) }, 60),
-	sprintf('%s, the node left, becomes the coordinator and leads every partition', $survivor->name));
+	sprintf('%s, the node left, becomes the elector and leads every partition', $survivor->name));
 my $t2_led = time();
 foreach my $p (@vparts)
 {
@@ -231,8 +231,8 @@ foreach my $p (@vparts)
 	my $want = $by_lost && $by_lost ne "$p:" . $survivor->name ? 2 : 1;
 	is($d, $want, "partition $p: its epoch went up $want time(s) (" . ($by_lost ? "elected by $coord, then " : '') . 'led by ' . $survivor->name . ')');
 }
-ok(MqCluster::wait_log($survivor, qr/node "\Q@{[ $survivor->name ]}\E" is the coordinator/, $log_s, 5),
-	$survivor->name . ' says it is the coordinator');
+ok(MqCluster::wait_log($survivor, qr/node "\Q@{[ $survivor->name ]}\E" is the elector/, $log_s, 5),
+	$survivor->name . ' says it is the elector');
 @bad = alone_outcome($survivor);
 is(scalar(@bad), 0, $survivor->name . ' takes acks=1 produce on each partition') or diag(join("\n", @bad));
 ok(MqCluster::wait_until(sub { acks_all_refused($survivor, $vparts[-1], 'b' . ++$tag) }, 30),
@@ -243,7 +243,7 @@ start_again($by_name{$coord});
 ok(MqCluster::wait_until(sub { $f->healthy }, 90), 'both back: every ISR is whole again');
 my $t2_back = time();
 ok(MqCluster::wait_until(sub { scalar($f->between('ok', $t2_back)) >= 10 }, 30), '... and acks=all commits are acknowledged again');
-note(sprintf('coordinator lost mid-election: tripped %.1f s after the leader\'s kill; %s leads everything %.1f s after the coordinator\'s kill; whole again %.1f s after it',
+note(sprintf('elector lost mid-election: tripped %.1f s after the leader\'s kill; %s leads everything %.1f s after the elector\'s kill; whole again %.1f s after it',
 			 $t2_coord - $t2, $survivor->name, $t2_led - $t2_coord, $t2_back - $t2_coord));
 
 # --- the check ------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * replica.c
+ * replica_leader.c
  *		The leader's side of replication that followers call over an
  *		ordinary connection: mqlog._replica_batches (a copy of the decided
  *		log, aborted batches included), mqlog._replica_mark (the LSO into

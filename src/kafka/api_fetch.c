@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * fetch.c
+ * api_fetch.c
  *		Fetch (key 1, v4-v11): the stored batches of each partition sent
  *		as they are stored, minus mqlog's prefix (MqLogReadKafkaBatches,
  *		the read behind mq_fetch_kafka_batches).
@@ -34,7 +34,7 @@
 #include "log/partition.h"
 #include "log/topic.h"
 #include "acl/acl.h"
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 typedef struct FetchPartition
 {

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * metadata.c
+ * api_metadata.c
  *		Metadata (key 3, v0-v9): the brokers (brokers.c: this listener,
  *		broker 0, on a single node; every alive node with a listener on a
  *		cluster, by its broker id in etcd) and the topics the role may
@@ -9,7 +9,8 @@
  *		in-sync replicas as broker ids and the leader epoch (v7+) from this
  *		node's copy of etcd; while the leader is unknown, dead or has no
  *		listener, it has no leader (LEADER_NOT_AVAILABLE) and the client
- *		asks again.  The controller is the listed broker of the lowest id.
+ *		asks again.  The controller is the listed broker of the lowest id
+ *		(Kafka's controller_id: not the elector of cluster/failover.c).
  *		A replicated topic this node holds no replica of is described
  *		from mqlog.cluster_partition (cluster/directory.c), to a role that
  *		may see such topics (MqKafkaSeesClusterTopics), as a local one.
@@ -25,7 +26,7 @@
 #include "mqlog.h"
 #include "cluster/metadata.h"
 #include "log/topic.h"
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 /* the broker ids of nodes (of those that have one); dead_only: of the dead ones */
 static void

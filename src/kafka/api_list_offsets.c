@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * list_offsets.c
+ * api_list_offsets.c
  *		ListOffsets (key 2, v0-v5): a partition's earliest offset (-2, its
  *		log start), its latest (-1: the last stable offset for
  *		read_committed, the high watermark otherwise), or the first offset
@@ -17,7 +17,7 @@
 #include "log/records.h"
 #include "log/topic.h"
 #include "acl/acl.h"
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 #define EARLIEST	(-2)
 #define LATEST		(-1)

@@ -1,10 +1,10 @@
 /*-------------------------------------------------------------------------
  *
- * coordinator.c
+ * api_groups.c
  *		Kafka's classic group coordinator, with client-side assignment:
  *		FindCoordinator (key 10, v0-v2), JoinGroup (11, v0-v5), SyncGroup
  *		(14, v0-v3), Heartbeat (12, v0-v3) and LeaveGroup (13, v0-v2), and
- *		the check OffsetCommit makes of a member (offset_commit.c).
+ *		the check OffsetCommit makes of a member (api_group_offsets.c).
  *
  * As Kafka's GroupCoordinator: members join with their protocols (an
  * assignor's name and its opaque metadata each); a join, a leave or a
@@ -22,7 +22,7 @@
  * The state lives in this process only, the listener's (one process serves
  * every Kafka connection, listener.c); a restart of the listener forgets
  * the groups: members get UNKNOWN_MEMBER_ID and join again, and their
- * committed offsets, which are mqlog's (offset_commit.c), are kept.  While
+ * committed offsets, which are mqlog's (api_group_offsets.c), are kept.  While
  * a group has members here the groups layer knows it is held
  * (MqGroupHostExternally), so that SQL sessions cannot join a group of the
  * same name meanwhile; a join of a group that has SQL members is refused
@@ -50,7 +50,7 @@
 #include "utils/timestamp.h"
 
 #include "groups/groups.h"
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 #define MIN_SESSION_TIMEOUT_MS	1000
 #define MAX_SESSION_TIMEOUT_MS	1800000

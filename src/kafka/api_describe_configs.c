@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * configs.c
+ * api_describe_configs.c
  *		DescribeConfigs (key 32, v0-v2): a topic's configuration as
  *		mqlog.topics shows it (mqlog.effective_config: Kafka's defaults
  *		under the topic's overrides), and this broker's few settings that
@@ -30,7 +30,7 @@
 
 #include "base/spi.h"
 #include "log/topic.h"
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 /* Kafka's ConfigResource.Type */
 #define RESOURCE_TOPIC	2

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * codec.c
+ * protocol.c
  *		Kafka's primitive types on the wire: bounds-checked readers over
  *		one request frame, and writers into a response buffer (the rules
  *		are at the top of protocol.h).

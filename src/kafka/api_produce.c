@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * produce.c
+ * api_produce.c
  *		Produce (key 0, v3-v8): each partition's record batch v2, as the
  *		client encoded it, through the log's service API (MqLogAppendKafka,
  *		which checks it as mq_produce_kafka_batch does), every partition in
@@ -57,7 +57,7 @@
 #include "log/replica.h"
 #include "log/topic.h"
 #include "acl/acl.h"
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 typedef struct ProducePartition
 {

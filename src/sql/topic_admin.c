@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * admin.c
+ * topic_admin.c
  *		Topic administration entry points: mq_create_topic, mq_alter_topic,
  *		mq_add_partitions, mq_drop_topic.
  *

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * internal.h
+ * kafka_internal.h
  *		What the files of kafka/ share and nothing else calls: the
  *		settings, a request being served, the API table and handlers, and
  *		the units of work a handler runs (request.c).
@@ -43,7 +43,7 @@ extern int	MqKafkaSaslList(const char **names, int max);
 extern bool MqKafkaSplitAddress(const char *addr, char *host, int hostlen, int *port);
 
 /*
- * Where a connection is in SASL authentication (sasl.c).  OFF: no SASL is
+ * Where a connection is in SASL authentication (api_sasl.c).  OFF: no SASL is
  * configured, requests run as mqlog.kafka_role.  WAIT_HANDSHAKE: SASL is
  * required and no mechanism is chosen yet.  WAIT_AUTHENTICATE:
  * SaslHandshake v1 chose one, SaslAuthenticate carries the tokens.
@@ -165,7 +165,7 @@ extern MqKafkaOutcome MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaDescribeConfigs(MqKafkaRequest *req, StringInfo out);
 
 /*
- * The group coordinator (coordinator.c): the groups' state lives in the
+ * The group coordinator (api_groups.c): the groups' state lives in the
  * listener process.  Tick: session timeouts and rebalance deadlines, run
  * by the listener's loop outside any transaction.  GroupAccess: may
  * the request's role use the group (a Kafka error code).  CommitCheck: may
@@ -214,12 +214,13 @@ extern int16 MqKafkaTry(void (*fn) (void *arg), void *arg, int16 invalid_code,
 						StringInfo out);
 
 /*
- * MqKafkaTry for the admin APIs (admin.c, configs.c): the unit's ERROR
- * becomes the code map gives for its SQLSTATE (map gets the unit's arg,
- * which can say what the unit was doing; NULL: MqKafkaErrorOf, 22023 as
- * INVALID_REQUEST) and its message, for the
- * response's error_message, is in *message (NULL on success).  Unless
- * keep, the unit is rolled back even when it succeeds (validate_only).
+ * MqKafkaTry for the admin APIs (api_create_delete_topics.c,
+ * api_describe_configs.c): the unit's ERROR becomes the code map gives for
+ * its SQLSTATE (map gets the unit's arg, which can say what the unit was
+ * doing; NULL: MqKafkaErrorOf, 22023 as INVALID_REQUEST) and its message,
+ * for the response's error_message, is in *message (NULL on success).
+ * Unless keep, the unit is rolled back even when it succeeds
+ * (validate_only).
  */
 extern int16 MqKafkaTryAdmin(void (*fn) (void *arg), void *arg,
 							 int16 (*map) (int sqlerrcode, void *arg),
@@ -228,14 +229,15 @@ extern int16 MqKafkaTryAdmin(void (*fn) (void *arg), void *arg,
 /* the Kafka code of an ERROR's SQLSTATE, invalid_code for 22023 */
 extern int16 MqKafkaErrorOf(int sqlerrcode, int16 invalid_code);
 
-/* which of n names occur more than once (admin.c) */
+/* which of n names occur more than once (api_create_delete_topics.c) */
 extern bool *MqKafkaDuplicates(char *const *names, int n);
 
 /*
- * The topics there are, read once for a request that names many (admin.c):
- * a name not among them is UNKNOWN_TOPIC_OR_PARTITION without a lookup of
- * its own, which would leave an entry in the topic cache (log/topic.c
- * caches misses) for every name a client makes up.
+ * The topics there are, read once for a request that names many
+ * (api_create_delete_topics.c): a name not among them is
+ * UNKNOWN_TOPIC_OR_PARTITION without a lookup of its own, which would leave
+ * an entry in the topic cache (log/topic.c caches misses) for every name a
+ * client makes up.
  */
 typedef struct MqKafkaTopicSet
 {

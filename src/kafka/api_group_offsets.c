@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * offset_commit.c
+ * api_group_offsets.c
  *		OffsetCommit (key 8, v0-v7) and OffsetFetch (key 9, v1-v5): a Kafka
  *		group's committed offsets are mqlog's, the rows of
  *		mqlog.committed_offset that SQL groups use too, written and read
@@ -20,7 +20,7 @@
 #include "postgres.h"
 
 #include "groups/groups.h"
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 typedef struct OffsetPartition
 {

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * admin.c
+ * api_create_delete_topics.c
  *		CreateTopics (key 19, v0-v4) and DeleteTopics (key 20, v0-v3): a
  *		Kafka client's topic DDL as mq_create_topic and mq_drop_topic,
  *		called as the request's role, one topic per subtransaction so that
@@ -25,7 +25,7 @@
  * runs in a memory context reset after it, names given twice are found by
  * sorting (MqKafkaDuplicates), and names no topic has are found in one
  * read of the topic names (MqKafkaKnownTopics), both shared with
- * DescribeConfigs (configs.c).
+ * DescribeConfigs (api_describe_configs.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -54,7 +54,7 @@
 #include "base/spi.h"
 #include "cluster/metadata.h"
 #include "log/topic.h"
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 /* what a CreateTopics unit was doing when it failed (create_error) */
 typedef enum CreatePhase

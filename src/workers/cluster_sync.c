@@ -1,32 +1,17 @@
 /*-------------------------------------------------------------------------
  *
- * cluster.c
- *		The cluster workers: "mqlog cluster" registers this node in etcd and
- *		keeps the node list in shared memory; "mqlog cluster sync" keeps the
- *		local copies of the replicated topics in step with etcd.
+ * cluster_sync.c
+ *		The "mqlog cluster sync" worker: keeps the local copies of the
+ *		replicated topics in step with etcd, and, in the same round, starts
+ *		the apply workers this node needs (MqApplyEnsureWorkers) and runs
+ *		the ISR round of the partitions it leads (isr.c).
  *
- * Both run only when mqlog.etcd_endpoints is set.  They are two processes
- * because the second takes table locks (creating and dropping topics) and
- * may wait on them, and a wait there must never let this node's lease
- * expire.
+ * It runs only when mqlog.etcd_endpoints is set, in a process apart from
+ * "mqlog cluster" (cluster_node.c says why).
  *
- * "mqlog cluster" (no database): grants a lease of mqlog.etcd_lease_ttl,
- * puts nodes/<name> under it if no live node holds the name (a create-if-
- * absent txn, which also writes members/<name> without a lease), renews it
- * every third of the TTL, and registers again with a new lease when etcd
- * says the lease is gone.  A key left by an earlier run of this same node
- * (same system identifier and conninfo) is taken over by revoking its
- * lease; a key of another node keeps this one out, with a WARNING, until
- * that lease ends.  Before it first registers it takes the node's Kafka
- * broker id (MqClusterAssignBrokerId), which goes into the node's record
- * with its Kafka listener; when a reload changes the listener's advertised
- * address, the record is written again under the same lease.  Every
- * second it reads the node list into shared memory.  At a clean shutdown
- * it revokes its lease, so the node is gone at once.
- *
- * "mqlog cluster sync" (connected to mqlog.cluster_database, idle while
- * mqlog is not installed there): every second, reads topics/ and
- * partitions/ from etcd, then, one topic per transaction:
+ * It connects to mqlog.cluster_database and is idle while mqlog is not
+ * installed there.  Every second it reads topics/ and partitions/ from
+ * etcd, then, one topic per transaction:
  *	- creates locally a topic whose replicas include this node and that is
  *	  not here yet (same name, partitions, replication factor, config);
  *	- refreshes mqlog.replica_state rows whose etcd mod_revision changed;
@@ -38,7 +23,7 @@
  * and then copies every topic of etcd, held here or not, into
  * mqlog.cluster_partition (cluster/directory.c), for the Kafka listener.
  *
- * Both loops follow contrib/pg_prewarm/autoprewarm.c (latch, SIGTERM,
+ * The loop follows contrib/pg_prewarm/autoprewarm.c (latch, SIGTERM,
  * SIGHUP, postmaster death); an error in one round, or one topic, is
  * logged (at most once a minute while etcd stays unreachable) and the
  * next round goes on.
@@ -56,10 +41,7 @@
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
-#include "storage/latch.h"
-#include "storage/lwlock.h"
 #include "utils/builtins.h"
-#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -67,433 +49,21 @@
 #include "mqlog.h"
 #include "base/spi.h"
 #include "cluster/etcd.h"
-#include "cluster/json.h"
 #include "cluster/metadata.h"
 #include "log/partition.h"
-#include "groups/groups.h"
 #include "workers/workers.h"
 
-PGDLLEXPORT void mqlog_cluster_main(Datum main_arg);
 PGDLLEXPORT void mqlog_cluster_sync_main(Datum main_arg);
 
-/* a failure that repeats is logged again at most this often */
-#define RETRY_LOG_INTERVAL_MS	60000
 /* a topic this node wrote to etcd may take this long to commit here */
 #define CREATE_GRACE_MS			30000
 
+/* a cluster database that does not exist ends it: retried 10 s after */
 void
-MqClusterWorkersRegister(void)
+MqClusterSyncWorkerRegister(void)
 {
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 5;
-	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "mqlog_cluster_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "mqlog cluster", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "mqlog cluster", BGW_MAXLEN);
-	RegisterBackgroundWorker(&worker);
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	/* a cluster database that does not exist ends it: retried this often */
-	worker.bgw_restart_time = 10;
-	strlcpy(worker.bgw_library_name, "mqlog", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "mqlog_cluster_sync_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "mqlog cluster sync", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "mqlog cluster sync", BGW_MAXLEN);
-	RegisterBackgroundWorker(&worker);
+	MqRegisterWorker("mqlog_cluster_sync_main", "mqlog cluster sync", true, 10);
 }
-
-/* ------------------------------------------------------------------------
- * Shared by both loops
- * ------------------------------------------------------------------------ */
-
-/* one failure being retried: what it was and when it was last logged */
-typedef struct RetryLog
-{
-	bool		failing;
-	TimestampTz last_logged;
-	char		last_message[256];
-} RetryLog;
-
-/*
- * Log a failure of a round, unless the same one was logged less than a
- * minute ago: etcd down must not write a line a second.
- */
-static void
-retry_log(RetryLog *rl, const char *who, ErrorData *e)
-{
-	TimestampTz now = GetCurrentTimestamp();
-
-	if (rl->failing && strcmp(rl->last_message, e->message) == 0 &&
-		!TimestampDifferenceExceeds(rl->last_logged, now, RETRY_LOG_INTERVAL_MS))
-		return;
-	ereport(LOG,
-			(errmsg("%s: %s; retrying every second", who, e->message),
-			 e->detail ? errdetail_internal("%s", e->detail) : 0,
-			 e->hint ? errhint("%s", e->hint) : 0));
-	rl->failing = true;
-	rl->last_logged = now;
-	strlcpy(rl->last_message, e->message, sizeof(rl->last_message));
-}
-
-static void
-retry_ok(RetryLog *rl, const char *who)
-{
-	if (rl->failing)
-		ereport(LOG, (errmsg("%s: etcd requests succeed again", who)));
-	rl->failing = false;
-}
-
-static void
-setup_signals(void)
-{
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
-}
-
-static void
-nap(long ms)
-{
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 Max(ms, 10), PG_WAIT_EXTENSION);
-	ResetLatch(MyLatch);
-	if (ConfigReloadPending)
-	{
-		ConfigReloadPending = false;
-		ProcessConfigFile(PGC_SIGHUP);
-	}
-}
-
-/* ------------------------------------------------------------------------
- * "mqlog cluster": registration and the node list
- * ------------------------------------------------------------------------ */
-
-static int64 my_lease = 0;
-static int	granted_ttl = 0;		/* the TTL my_lease was granted with, s */
-static TimestampTz next_keepalive = 0;
-static TimestampTz next_register = 0;
-static TimestampTz next_list = 0;
-static TimestampTz last_list_ok = 0;
-static TimestampTz last_clash_logged = 0;
-static int32 my_broker_id = -1;	/* this node's Kafka broker id, once taken */
-static char *registered_value = NULL;	/* the record under my_lease */
-
-/* the value another node registered holds an earlier run of this one? */
-static bool
-is_earlier_self(const char *value)
-{
-	JsonbContainer *c = MqJsonParse(value);
-	char	   *sysid = MqJsonString(c, "sysid");
-	char	   *conninfo = MqJsonString(c, "conninfo");
-	char		mine[32];
-
-	snprintf(mine, sizeof(mine), UINT64_FORMAT, GetSystemIdentifier());
-	return sysid && conninfo && strcmp(sysid, mine) == 0 &&
-		strcmp(conninfo, mqlog_node_conninfo) == 0;
-}
-
-static void registered(int64 lease, const char *key, const char *value, TimestampTz now,
-					   int64 sent);
-static void name_taken(int64 lease, const char *key, const char *value, TimestampTz now,
-					   int64 sent);
-
-/* false when it is not yet time to try again, and etcd was not asked */
-static bool
-try_register(TimestampTz now)
-{
-	char	   *key = MqClusterKey("nodes/%s", mqlog_node_name);
-	char	   *value;
-	int64		lease;
-	int64		sent;
-	MqEtcdTxn  *txn;
-
-	if (now < next_register)
-		return false;
-	next_register = TimestampTzPlusMilliseconds(now, 1000);
-	if (my_broker_id < 0)
-	{
-		my_broker_id = MqClusterAssignBrokerId();
-		MqClusterSetSelfBrokerId(my_broker_id);
-	}
-	value = MqClusterNodeJson(my_broker_id);
-	/* the lease counts from before the request: etcd's count starts later */
-	sent = MqClusterClock();
-	granted_ttl = mqlog_etcd_lease_ttl;
-	lease = MqEtcdLeaseGrant(granted_ttl);
-	txn = MqEtcdTxnBegin();
-	MqEtcdTxnIfAbsent(txn, key);
-	MqEtcdTxnPut(txn, key, value, lease);
-	MqEtcdTxnPut(txn, MqClusterKey("members/%s", mqlog_node_name), value, 0);
-	if (MqEtcdTxnCommit(txn, NULL))
-		registered(lease, key, value, now, sent);
-	else
-		name_taken(lease, key, value, now, sent);
-	return true;
-}
-
-/*
- * A reload changed what this node's record says (its Kafka listener's
- * advertised address): write it again, under the lease that holds the key.
- * The key is this node's while its lease lives, so a plain put is enough;
- * with the lease gone etcd refuses it, and the next keepalive registers
- * again.
- */
-static bool
-refresh_record(void)
-{
-	char	   *value = MqClusterNodeJson(my_broker_id);
-	MqEtcdTxn  *txn;
-
-	if (registered_value != NULL && strcmp(value, registered_value) == 0)
-		return false;
-	txn = MqEtcdTxnBegin();
-	MqEtcdTxnPut(txn, MqClusterKey("nodes/%s", mqlog_node_name), value, my_lease);
-	MqEtcdTxnPut(txn, MqClusterKey("members/%s", mqlog_node_name), value, 0);
-	(void) MqEtcdTxnCommit(txn, NULL);
-	if (registered_value)
-		pfree(registered_value);
-	registered_value = MemoryContextStrdup(TopMemoryContext, value);
-	ereport(LOG,
-			(errmsg("mqlog cluster: node \"%s\" now advertises Kafka listener \"%s\"",
-					mqlog_node_name, MqClusterKafkaListener())));
-	return true;
-}
-
-/* the node's key is under lease now, holding value */
-static void
-registered(int64 lease, const char *key, const char *value, TimestampTz now, int64 sent)
-{
-	my_lease = lease;
-	if (registered_value)
-		pfree(registered_value);
-	registered_value = MemoryContextStrdup(TopMemoryContext, value);
-	MqClusterSetLease(my_lease, sent + (int64) granted_ttl * 1000000, true);
-	next_keepalive = TimestampTzPlusMilliseconds(now, granted_ttl * 1000 / 3);
-	last_clash_logged = 0;
-	ereport(LOG,
-			(errmsg("mqlog cluster: node \"%s\" registered in cluster \"%s\"",
-					mqlog_node_name, mqlog_cluster_name),
-			 errdetail("etcd key %s, lease " INT64_FORMAT " of %d s.", key, lease,
-					   granted_ttl)));
-}
-
-/*
- * The name is held: by an earlier run of this server (restarted within its
- * lease), whose key moves to the new lease in one transaction, so that the
- * node never looks gone meanwhile and the coordinator fails nothing over;
- * or by another node, which keeps this one out until its lease ends.
- */
-static void
-name_taken(int64 lease, const char *key, const char *value, TimestampTz now, int64 sent)
-{
-	MqEtcdKv	holder;
-
-	if (!MqEtcdGet(key, &holder, NULL))
-	{
-		MqEtcdLeaseRevoke(lease);
-		next_register = now;	/* it just went: try again at once */
-		return;
-	}
-	if (holder.lease != 0 && is_earlier_self(holder.value))
-	{
-		MqEtcdTxn  *txn = MqEtcdTxnBegin();
-
-		MqEtcdTxnIfModRevision(txn, key, holder.mod_revision);
-		MqEtcdTxnPut(txn, key, value, lease);
-		if (MqEtcdTxnCommit(txn, NULL))
-		{
-			ereport(LOG,
-					(errmsg("mqlog cluster: node \"%s\" was still registered by an earlier run of this server; its key moves to the new lease",
-							mqlog_node_name)));
-			/* what else the old lease held (the coordinator key, group claims) goes */
-			MqEtcdLeaseRevoke(holder.lease);
-			registered(lease, key, value, now, sent);
-			return;
-		}
-		MqEtcdLeaseRevoke(lease);
-		next_register = now;
-		return;
-	}
-	MqEtcdLeaseRevoke(lease);
-	if (last_clash_logged == 0 ||
-		TimestampDifferenceExceeds(last_clash_logged, now, RETRY_LOG_INTERVAL_MS))
-	{
-		ereport(WARNING,
-				(errcode(ERRCODE_DUPLICATE_OBJECT),
-				 errmsg("mqlog cluster: node name \"%s\" is already taken by another live node; this node stays out of cluster \"%s\"",
-						mqlog_node_name, mqlog_cluster_name),
-				 errdetail("etcd key %s holds %s.", key, holder.value),
-				 errhint("Give every node its own mqlog.node_name.  This node retries every second and registers once the other node's lease ends.")));
-		last_clash_logged = now;
-	}
-}
-
-/*
- * One round: whatever is due of registering, the keepalive and the node
- * list.  True when it asked etcd something (and so etcd answered: a
- * request that fails throws); a round with nothing due says nothing of
- * etcd, and must not end a failure being retried.
- */
-static bool
-cluster_round(void)
-{
-	TimestampTz now = GetCurrentTimestamp();
-	bool		asked = false;
-
-	if (my_lease == 0)
-		asked = try_register(now);
-	else if (now >= next_keepalive)
-	{
-		int64		sent = MqClusterClock();
-
-		asked = true;
-		if (MqEtcdLeaseKeepAlive(my_lease))
-		{
-			/* the lease's own TTL: a reloaded mqlog.etcd_lease_ttl is the next lease's */
-			MqClusterSetLease(my_lease, sent + (int64) granted_ttl * 1000000, false);
-			MqClusterNoteEtcd(true);
-			next_keepalive = TimestampTzPlusMilliseconds(now, granted_ttl * 1000 / 3);
-		}
-		else
-		{
-			ereport(LOG,
-					(errmsg("mqlog cluster: the lease of node \"%s\" has expired; registering again",
-							mqlog_node_name)));
-			my_lease = 0;
-			MqClusterSetLease(0, 0, false);
-			/* etcd answered (after the lapse): others may elect, no failsafe */
-			MqClusterNoteEtcd(true);
-			next_register = now;
-			try_register(now);
-		}
-	}
-	if (now >= next_list)
-	{
-		List	   *nodes = MqClusterReadNodes();
-
-		asked = true;
-		MqClusterPublishNodes(nodes);
-		MqClusterNoteEtcd(true);
-		last_list_ok = now;
-		next_list = TimestampTzPlusMilliseconds(now, 1000);
-		/* the coordinator's round, if this node holds the role */
-		MqClusterCoordinate(my_lease, nodes);
-		/* groups no longer run here may move to another node */
-		MqClusterReleaseGroups(my_lease, MqGroupsWithMembers);
-	}
-	/* last: the keepalive finds a lost lease, and a put under one fails */
-	if (my_lease != 0 && refresh_record())
-		asked = true;
-	return asked;
-}
-
-/*
- * etcd has not answered for longer than a lease: nothing says any node is
- * alive any more, this one included.
- */
-static void
-forget_liveness(void)
-{
-	List	   *nodes = MqClusterSharedNodes();
-	ListCell   *lc;
-
-	foreach(lc, nodes)
-		((MqClusterNode *) lfirst(lc))->alive = false;
-	MqClusterPublishNodes(nodes);
-}
-
-void
-mqlog_cluster_main(Datum main_arg)
-{
-	MemoryContext cxt;
-	RetryLog	rl = {0};
-
-	setup_signals();
-	cxt = AllocSetContextCreate(TopMemoryContext, "mqlog cluster", ALLOCSET_DEFAULT_SIZES);
-	pgstat_report_appname("mqlog cluster");
-
-	while (!ShutdownRequestPending)
-	{
-		TimestampTz now;
-		long		sleep_ms;
-
-		MemoryContextSwitchTo(cxt);
-		PG_TRY();
-		{
-			if (cluster_round())
-				retry_ok(&rl, "mqlog cluster");
-		}
-		PG_CATCH();
-		{
-			ErrorData  *e;
-
-			/* no transaction to clean up after it: an LWLock it held goes here */
-			LWLockReleaseAll();
-			MemoryContextSwitchTo(cxt);
-			e = CopyErrorData();
-			FlushErrorState();
-			/* what the followers tell their leaders (lease.c's failsafe) */
-			if (e->sqlerrcode == ERRCODE_CONNECTION_FAILURE)
-				MqClusterNoteEtcd(false);
-			retry_log(&rl, "mqlog cluster", e);
-			now = GetCurrentTimestamp();
-			next_list = TimestampTzPlusMilliseconds(now, 1000);
-			if (next_keepalive <= now)
-				next_keepalive = TimestampTzPlusMilliseconds(now, 1000);
-			if (TimestampDifferenceExceeds(last_list_ok, now, mqlog_etcd_lease_ttl * 1000))
-				forget_liveness();
-		}
-		PG_END_TRY();
-		MemoryContextSwitchTo(TopMemoryContext);
-		MemoryContextReset(cxt);
-
-		now = GetCurrentTimestamp();
-		sleep_ms = 1000;
-		if (my_lease != 0)
-			sleep_ms = Min(sleep_ms, (long) ((next_keepalive - now) / 1000));
-		sleep_ms = Min(sleep_ms, (long) ((next_list - now) / 1000));
-		if (my_lease == 0)
-			sleep_ms = Min(sleep_ms, (long) ((next_register - now) / 1000));
-		nap(sleep_ms);
-	}
-
-	/*
-	 * A clean stop: leave the cluster now rather than a TTL later.  etcd.c
-	 * aborts every request while a shutdown is pending (so that a stop
-	 * never waits for etcd), which would abort this one too: it is let
-	 * through, bounded by a second however long mqlog.etcd_timeout is, so
-	 * that a silent etcd delays the stop by that much at most.
-	 */
-	if (my_lease != 0)
-	{
-		int			saved_timeout = mqlog_etcd_timeout;
-
-		MqClusterSetLease(0, 0, false);
-		ShutdownRequestPending = false;
-		mqlog_etcd_timeout = Min(mqlog_etcd_timeout, 1000);
-		PG_TRY();
-		{
-			MqEtcdLeaseRevoke(my_lease);
-		}
-		PG_CATCH();
-		{
-			FlushErrorState();
-		}
-		PG_END_TRY();
-		mqlog_etcd_timeout = saved_timeout;
-	}
-	proc_exit(0);
-}
-
-/* ------------------------------------------------------------------------
- * "mqlog cluster sync": the local copies of the replicated topics
- * ------------------------------------------------------------------------ */
 
 /* a topic in etcd, with its partitions (NULL where a key is missing) */
 typedef struct EtcdTopic
@@ -515,8 +85,8 @@ typedef struct LocalTopic
 	int			nparts;
 } LocalTopic;
 
-static RetryLog sync_rl;
-static RetryLog unit_rl;
+static MqRetryLog sync_rl;
+static MqRetryLog unit_rl;
 
 static bool
 extension_installed(void)
@@ -810,16 +380,16 @@ unit_work(void *arg)
 }
 
 /*
- * One topic's work in a transaction of its own: an error (a lock, a name
- * clash) is logged and the other topics go on.
- */
-/*
  * A refresh of this round failed: the local copy of who leads what may be
  * older than etcd, so the round does not count as a read (lease.c).  The
  * other units leave no partition led here that etcd says another leads.
  */
 static bool unit_failed;
 
+/*
+ * One topic's work in a transaction of its own: an error (a lock, a name
+ * clash) is logged and the other topics go on.
+ */
 static void
 run_unit(UnitKind kind, EtcdTopic *et, LocalTopic *lt, List *changed)
 {
@@ -830,8 +400,8 @@ run_unit(UnitKind kind, EtcdTopic *et, LocalTopic *lt, List *changed)
 	{
 		if (kind == UNIT_REFRESH)
 			unit_failed = true;
-		retry_log(&unit_rl, psprintf("mqlog cluster sync: topic \"%s\"",
-									 et ? et->meta->name : lt->name), e);
+		MqRetryLogFailure(&unit_rl, psprintf("mqlog cluster sync: topic \"%s\"",
+											 et ? et->meta->name : lt->name), e);
 	}
 }
 
@@ -943,7 +513,7 @@ store_directory(List *etcd_topics)
 	ErrorData  *e;
 
 	if (!MqWorkerRunInTransaction(directory_work, etcd_topics, &e))
-		retry_log(&unit_rl, "mqlog cluster sync: the cluster's topics", e);
+		MqRetryLogFailure(&unit_rl, "mqlog cluster sync: the cluster's topics", e);
 }
 
 static void
@@ -1042,7 +612,7 @@ mqlog_cluster_sync_main(Datum main_arg)
 {
 	MemoryContext cxt;
 
-	setup_signals();
+	MqWorkerSetupSignals();
 	BackgroundWorkerInitializeConnection(mqlog_cluster_database, NULL, 0);
 	MqWorkerPinSearchPath();
 	pgstat_report_appname("mqlog cluster sync");
@@ -1060,7 +630,7 @@ mqlog_cluster_sync_main(Datum main_arg)
 		{
 			pgstat_report_activity(STATE_RUNNING, "mqlog cluster sync");
 			sync_round();
-			retry_ok(&sync_rl, "mqlog cluster sync");
+			MqRetryLogSuccess(&sync_rl, "mqlog cluster sync");
 		}
 		PG_CATCH();
 		{
@@ -1071,13 +641,13 @@ mqlog_cluster_sync_main(Datum main_arg)
 			FlushErrorState();
 			AbortCurrentTransaction();
 			MemoryContextSwitchTo(cxt);
-			retry_log(&sync_rl, "mqlog cluster sync", e);
+			MqRetryLogFailure(&sync_rl, "mqlog cluster sync", e);
 		}
 		PG_END_TRY();
 		pgstat_report_activity(STATE_IDLE, NULL);
 		MemoryContextSwitchTo(TopMemoryContext);
 		MemoryContextReset(cxt);
-		nap(1000);
+		MqWorkerNap(1000);
 	}
 	proc_exit(0);
 }

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * sasl.c
+ * api_sasl.c
  *		SASL authentication of Kafka connections: SaslHandshake (key 17,
  *		v0-v1) and SaslAuthenticate (key 36, v0-v2), and the mechanisms
  *		PLAIN (RFC 4616) and SCRAM-SHA-256 (RFC 5802, 7677) checked against
@@ -53,7 +53,7 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
-#include "kafka/internal.h"
+#include "kafka/kafka_internal.h"
 
 #define PLAIN_FAILED "Authentication failed: Invalid username or password"
 
