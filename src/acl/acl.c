@@ -2,8 +2,8 @@
  *
  * acl.c
  *		Who may do what: per-topic privileges (Kafka's ACL operations mapped
- *		to PostgreSQL roles) and per-group ownership, and the SQL functions
- *		that grant and revoke them.
+ *		to PostgreSQL roles), their checks and their grants (the SQL
+ *		functions are in sql/grants.c), and per-group ownership.
  *
  * The rule every SPI query of mqlog follows (base/spi.c): it runs between
  * MqSpiBegin and MqSpiEnd, which set search_path to "pg_catalog, pg_temp" for its duration
@@ -50,10 +50,6 @@
 #include "log/partition.h"
 #include "log/topic.h"
 #include "acl/acl.h"
-
-PG_FUNCTION_INFO_V1(mq_grant);
-PG_FUNCTION_INFO_V1(mq_revoke);
-PG_FUNCTION_INFO_V1(mq_has_topic_privilege);
 
 bool		mqlog_allow_everyone_if_no_acl_found = false;
 
@@ -537,29 +533,8 @@ MqGroupHasAccess(const char *group, Oid role, Oid live_owner)
 }
 
 /* ------------------------------------------------------------------------
- * SQL: mq_grant, mq_revoke, mq_grant_group, mq_revoke_group
+ * Granting and revoking topic privileges
  * ------------------------------------------------------------------------ */
-
-char *
-MqTextArg(FunctionCallInfo fcinfo, int argno, const char *what)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
-	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
-}
-
-/* a role name, or PUBLIC (InvalidOid) */
-Oid
-MqGranteeArg(FunctionCallInfo fcinfo, int argno)
-{
-	char	   *name = MqTextArg(fcinfo, argno, "role");
-
-	if (pg_strcasecmp(name, "public") == 0)
-		return InvalidOid;
-	return get_role_oid(name, false);
-}
 
 static void
 check_topic_grantor(MqTopic *topic, bool grant)
@@ -574,13 +549,14 @@ check_topic_grantor(MqTopic *topic, bool grant)
 				 errdetail("Only the topic's owner and members of mqlog_admin can grant and revoke.")));
 }
 
-static void
-change_topic_acl(FunctionCallInfo fcinfo, bool grant)
+/*
+ * mq_grant and mq_revoke: privs (a mask of MQ_PRIV_*) on the topic to or
+ * from grantee (InvalidOid: PUBLIC), if the caller is the topic's owner or
+ * a member of mqlog_admin.
+ */
+void
+MqTopicChangeAcl(MqTopic *topic, Oid grantee, int privs, bool grant)
 {
-	char	   *name = MqTextArg(fcinfo, 0, "topic name");
-	Oid			grantee = MqGranteeArg(fcinfo, 1);
-	int			privs = MqPrivilegeFromName(MqTextArg(fcinfo, 2, "privilege"));
-	MqTopic    *topic = MqTopicLookup(name, false);
 	Oid			types[3] = {INT4OID, OIDOID, INT4OID};
 	Datum		vals[3];
 	MqSpi		spi;
@@ -613,31 +589,4 @@ change_topic_acl(FunctionCallInfo fcinfo, bool grant)
 		elog(ERROR, "mqlog: changing topic privileges failed: %s", SPI_result_code_string(ret));
 	MqSpiEnd(&spi);
 	MqlogCatalogChanged();
-}
-
-Datum
-mq_grant(PG_FUNCTION_ARGS)
-{
-	change_topic_acl(fcinfo, true);
-	PG_RETURN_VOID();
-}
-
-Datum
-mq_revoke(PG_FUNCTION_ARGS)
-{
-	change_topic_acl(fcinfo, false);
-	PG_RETURN_VOID();
-}
-
-/* mq_has_topic_privilege(topic, privilege): what the views filter by */
-Datum
-mq_has_topic_privilege(PG_FUNCTION_ARGS)
-{
-	char	   *name = MqTextArg(fcinfo, 0, "topic name");
-	int			privs = MqPrivilegeFromName(MqTextArg(fcinfo, 1, "privilege"));
-	MqTopic    *topic = MqTopicLookup(name, true);
-
-	if (topic == NULL)
-		PG_RETURN_NULL();
-	PG_RETURN_BOOL(MqTopicHasPrivilege(topic, GetUserId(), privs));
 }

@@ -9,8 +9,6 @@
 #ifndef MQLOG_ACL_H
 #define MQLOG_ACL_H
 
-#include "fmgr.h"
-
 #define MQ_GROUP_NAME_LEN	128		/* a group name is shorter */
 
 
@@ -26,16 +24,13 @@ typedef enum MqGroupAccess
 
 extern bool mqlog_allow_everyone_if_no_acl_found;
 
-/* argument helpers of the SQL functions */
-extern char *MqTextArg(FunctionCallInfo fcinfo, int argno, const char *what);
-extern Oid	MqGranteeArg(FunctionCallInfo fcinfo, int argno);
-
 extern bool MqIsAdmin(Oid role);
 
 struct MqTopic;
 extern bool MqTopicHasPrivilege(struct MqTopic *topic, Oid role, int priv);
 extern void MqTopicCheckPrivilege(struct MqTopic *topic, int priv);
 extern int	MqPrivilegeFromName(const char *name);
+extern void MqTopicChangeAcl(struct MqTopic *topic, Oid grantee, int privs, bool grant);
 
 extern void MqCheckSegmentDescribe(Oid relid);
 extern Oid	MqGroupCheckAccess(const char *group, MqGroupAccess mode, Oid live_owner);
