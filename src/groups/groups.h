@@ -52,6 +52,7 @@
 #include "log/topic.h"
 #include "acl/acl.h"
 
+#define MQ_GROUP_NAME_LEN	128		/* a group name is shorter */
 #define MQ_MEMBER_ID_LEN	64		/* a member id is shorter */
 #define MQ_MAX_SUB_TOPICS	16		/* topics one member subscribes to */
 #define MQ_MAX_ASSIGNED		512		/* partitions assigned to one member */
@@ -171,6 +172,8 @@ extern void MqTopicPartSort(MqTopicPart *tp, int n);
 extern bool MqTopicPartInSorted(const MqTopicPart *sorted, int n, int32 topic_id,
 								int32 partition);
 extern Oid	MqGroupLiveOwner(const char *group);
+/* Kafka's rule, kept short enough for the member table: 1 to 127 bytes */
+extern void MqCheckGroupName(const char *group);
 /*
  * the members of this database's groups (all_databases: of every
  * database's, the whole table), in the caller's memory context
@@ -208,6 +211,28 @@ typedef struct MqExternalGroupInfo
 extern MqExternalGroupInfo *MqGroupsHostedExternally(bool all_databases, int *ngroups);
 /* shared memory of the group slots reserved for them */
 extern Size MqGroupsExternalShmemSize(void);
+
+/* ------------------------------------------------------------------------
+ * Ownership (ownership.c)
+ * ------------------------------------------------------------------------ */
+
+/* what a group call needs (MqGroupCheckAccess) */
+typedef enum MqGroupAccess
+{
+	MQ_GROUP_USE,				/* join, commit, reset: claims a new group */
+	MQ_GROUP_USE_EXISTING,		/* seek, delete: never claims */
+	MQ_GROUP_OWNER,				/* forced reset or delete: owner or mqlog_admin */
+	MQ_GROUP_GRANT				/* grant or revoke on it: owner or mqlog_admin */
+} MqGroupAccess;
+
+/*
+ * Check that the current role may use the group as mode asks, against its
+ * recorded owner and grantees, else live_owner (MqGroupLiveOwner); returns
+ * the owner the answer was based on (the current role for a new group).
+ */
+extern Oid	MqGroupCheckAccess(const char *group, MqGroupAccess mode, Oid live_owner);
+/* for the views: may role see the group?  A group nobody owns is nobody's */
+extern bool MqGroupHasAccess(const char *group, Oid role, Oid live_owner);
 
 /* ------------------------------------------------------------------------
  * Positions and commits (positions.c)

@@ -19,6 +19,15 @@ extern bool MqGroupRemoveMember(const char *group, const char *member_id);
 extern int	MqGroupMemberCount(const char *group);
 extern void MqGroupRefuseIfActive(const char *group, bool force, const char *what);
 
+/*
+ * ownership.c: the group's ownership made durable (the row in
+ * mqlog.consumer_group), its grants, and forgetting the cached answers of
+ * a group that is deleted
+ */
+extern void MqGroupPersistOwner(const char *group, Oid live_owner);
+extern void MqGroupChangeGrant(const char *group, Oid grantee, bool grant);
+extern void MqGroupForget(const char *group);
+
 /* positions.c */
 extern void MqPositionsForget(const char *group, const char *member_id);
 

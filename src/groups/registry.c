@@ -37,7 +37,6 @@
 
 #include "cluster/metadata.h"
 #include "log/partition.h"
-#include "acl/acl.h"
 #include "groups/internal.h"
 
 #define MQ_MAX_EVICTIONS	64		/* groups one transaction forces */
@@ -77,7 +76,7 @@ typedef struct MqGroupState
 	char		name[MQ_GROUP_NAME_LEN];
 	int			generation;
 	bool		needs_rebalance;
-	Oid			owner;			/* whose group it is, while it has members (acl.c) */
+	Oid			owner;			/* whose group it is, while it has members (ownership.c) */
 	int64		claimed_lease;	/* claimed in etcd under this lease (a group of
 								 * replicated topics, cluster/group_claims.c) */
 	int			external_pid;	/* a process coordinating it outside the
@@ -865,6 +864,17 @@ MqGroupsWithMembers(void)
 			names = lappend(names, pstrdup(gs->groups[i].name));
 	LWLockRelease(gs->lock);
 	return names;
+}
+
+/* Kafka's rule, kept short enough for the member table (MqGroupState) */
+void
+MqCheckGroupName(const char *group)
+{
+	if (group[0] == '\0' || strlen(group) >= MQ_GROUP_NAME_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid consumer group name \"%s\"", group),
+				 errdetail("A group name is 1 to %d bytes long.", MQ_GROUP_NAME_LEN - 1)));
 }
 
 /* Check that the role may use the group, then join it. */
