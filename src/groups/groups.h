@@ -151,15 +151,6 @@ extern void MqGroupsSetCoordinatorLatch(struct Latch *latch);
 /* first in every entry point: preloaded?  this process's exit cleanup */
 extern void MqGroupsCheckReady(void);
 
-/*
- * Join (or refresh) a member hosted by this process, subscribed to topics
- * (the caller holds consume on them), after the check that the role may
- * use the group; rebalances at once if anything changed.  Also the
- * member's heartbeat.  A member id another process hosts is refused.
- */
-extern void MqGroupJoin(const char *group, const char *member_id,
-						MqTopic **topics, int ntopics,
-						const MqMemberConfig *config, MqAssignment *assignment);
 /* of a member this process hosts: it is polling */
 extern void MqGroupHeartbeat(const char *group, const char *member_id);
 extern List *MqGroupsWithMembers(void);
@@ -233,6 +224,19 @@ typedef enum MqGroupAccess
 extern Oid	MqGroupCheckAccess(const char *group, MqGroupAccess mode, Oid live_owner);
 /* for the views: may role see the group?  A group nobody owns is nobody's */
 extern bool MqGroupHasAccess(const char *group, Oid role, Oid live_owner);
+extern bool MqGroupHasPrivilege(const char *group, Oid role);
+/* mq_grant_group, mq_revoke_group: a group nobody owns becomes the granter's */
+extern void MqGroupGrant(const char *group, Oid grantee, bool grant);
+
+/*
+ * Join (or refresh) a member hosted by this process, subscribed to topics
+ * (the caller holds consume on them), after the check that the role may
+ * use the group; rebalances at once if anything changed.  Also the
+ * member's heartbeat.  A member id another process hosts is refused.
+ */
+extern void MqGroupJoin(const char *group, const char *member_id,
+						MqTopic **topics, int ntopics,
+						const MqMemberConfig *config, MqAssignment *assignment);
 
 /* ------------------------------------------------------------------------
  * Positions and commits (positions.c)
@@ -335,7 +339,5 @@ extern int64 *MqGroupResetOffsets(const char *group, MqTopic *topic,
 								  const MqResetTarget *target, bool force);
 /* forget a group's offsets, ownership and grants; returns the offsets */
 extern int64 MqGroupDelete(const char *group, bool force);
-extern void MqGroupGrant(const char *group, Oid grantee, bool grant);
-extern bool MqGroupHasPrivilege(const char *group, Oid role);
 
 #endif							/* MQLOG_GROUPS_H */

@@ -15,18 +15,26 @@
 #include "groups/groups.h"
 
 /* registry.c */
+extern int64 MqGroupJoinBegin(const char *group, const char *member_id,
+							  MqTopic **topics, int ntopics);
+extern bool MqGroupJoinAs(const char *group, const char *member_id,
+						  MqTopic **topics, int ntopics,
+						  const MqMemberConfig *config, Oid seen_owner, Oid owner,
+						  int64 lease, MqAssignment *assignment);
 extern bool MqGroupRemoveMember(const char *group, const char *member_id);
 extern int	MqGroupMemberCount(const char *group);
-extern void MqGroupRefuseIfActive(const char *group, bool force, const char *what);
+extern int	MqGroupRefuseIfActive(const char *group, bool force, const char *what);
+extern void MqGroupEvictAtCommit(const char *group);
 
 /*
- * ownership.c: the group's ownership made durable (the row in
- * mqlog.consumer_group), its grants, and forgetting the cached answers of
- * a group that is deleted
+ * ownership.c: the checks against the owner the registry holds now, and
+ * the group's ownership made durable (the row in mqlog.consumer_group) or
+ * dropped with the group
  */
+extern Oid	MqGroupAuthorize(const char *group, MqGroupAccess mode);
 extern void MqGroupPersistOwner(const char *group, Oid live_owner);
-extern void MqGroupChangeGrant(const char *group, Oid grantee, bool grant);
-extern void MqGroupForget(const char *group);
+extern void MqGroupRecordOwner(const char *group);
+extern bool MqGroupDropOwnership(const char *group);
 
 /* positions.c */
 extern void MqPositionsForget(const char *group, const char *member_id);

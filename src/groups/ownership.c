@@ -1,18 +1,30 @@
 /*-------------------------------------------------------------------------
  *
  * ownership.c
- *		Who may use a consumer group: its owner and its grantees, and the
- *		check of every group call against them.
+ *		Who may use a consumer group: its owner, live with its members or
+ *		recorded, and its grantees; the check of every group call against
+ *		them, the join that claims a new group, mq_grant_group and
+ *		mq_revoke_group.
  *
  * A group belongs to the role that first joined it, committed to it, reset
  * it or granted on it; others need mq_grant_group(), and members of
  * mqlog_admin and superusers may use every group.  While a group has
- * members, its owner is kept with them in shared memory (registry.c), so
- * that a first poll writes nothing (and works on a standby); the first
- * commit that writes an offset, mq_reset_offsets and mq_grant_group record
- * it in mqlog.consumer_group (MqGroupPersistOwner), and the grantees live
- * in mqlog.group_acl.  Both tables are read and written as the extension
- * owner, with search_path pinned (base/spi.c).
+ * members, its owner is kept with them in the registry's shared memory
+ * (registry.c: the role of the session whose join created the group's
+ * slot), so that a first poll writes nothing (and works on a standby).  A
+ * join checks the role against the owner it sees, and the registry sets
+ * it, under the groups lock, if the slot has none; if another role's
+ * session created the group in between, the join checks again
+ * (MqGroupJoin).  The first commit that writes an offset, mq_reset_offsets
+ * and mq_grant_group record the owner in mqlog.consumer_group
+ * (MqGroupPersistOwner), and the grantees live in mqlog.group_acl; both
+ * are read and written as the extension owner, with search_path pinned
+ * (base/spi.c).  Once all members have left, only the recorded row
+ * remains.
+ *
+ * This file reads the live owner from the registry itself
+ * (MqGroupAuthorize, MqGroupRecordOwner): the other files of the layer ask
+ * here and never carry an owner from the registry to a check.
  *
  *-------------------------------------------------------------------------
  */
@@ -117,8 +129,9 @@ group_cache(const char *group, bool create)
 	return hash_search(group_access, group, create ? HASH_ENTER : HASH_FIND, NULL);
 }
 
-void
-MqGroupForget(const char *group)
+/* a deleted group's cached answers go at once (its generation moves too) */
+static void
+forget(const char *group)
 {
 	if (group_access && strlen(group) < sizeof(((GroupAccessEntry *) 0)->group))
 		hash_search(group_access, group, HASH_REMOVE, NULL);
@@ -343,8 +356,8 @@ MqGroupCheckAccess(const char *group, MqGroupAccess mode, Oid live_owner)
 }
 
 /* mq_grant_group and mq_revoke_group, once the caller may grant */
-void
-MqGroupChangeGrant(const char *group, Oid grantee, bool grant)
+static void
+change_grant(const char *group, Oid grantee, bool grant)
 {
 	Oid			types[2] = {TEXTOID, OIDOID};
 	Datum		vals[2];
@@ -384,4 +397,98 @@ MqGroupHasAccess(const char *group, Oid role, Oid live_owner)
 	if (!exists && OidIsValid(live_owner))
 		return has_privs_of_role(role, live_owner);
 	return exists && group_allows(role, owner, grantees, false);
+}
+
+/* ------------------------------------------------------------------------
+ * The calls of the groups layer, against the owner the registry holds now
+ * ------------------------------------------------------------------------ */
+
+/*
+ * MqGroupCheckAccess against the owner the registry holds for the group
+ * now; returns that owner (InvalidOid: none), for a MqGroupPersistOwner
+ * later in the same call.
+ */
+Oid
+MqGroupAuthorize(const char *group, MqGroupAccess mode)
+{
+	Oid			live = MqGroupLiveOwner(group);
+
+	MqGroupCheckAccess(group, mode, live);
+	return live;
+}
+
+/* MqGroupPersistOwner with the owner the registry holds for the group now */
+void
+MqGroupRecordOwner(const char *group)
+{
+	MqGroupPersistOwner(group, MqGroupLiveOwner(group));
+}
+
+/*
+ * Check that the role may use the group, then join it: the check is made
+ * against the owner the registry holds, and the join gives a group that has
+ * none the owner the check returned.  If another role's session created the
+ * group in between (and so became its owner), the join does nothing and
+ * the role is checked again.
+ */
+void
+MqGroupJoin(const char *group, const char *member_id, MqTopic **topics, int ntopics,
+			const MqMemberConfig *config, MqAssignment *assignment)
+{
+	int64		lease = MqGroupJoinBegin(group, member_id, topics, ntopics);
+
+	for (;;)
+	{
+		Oid			seen = MqGroupLiveOwner(group);
+		Oid			owner = MqGroupCheckAccess(group, MQ_GROUP_USE, seen);
+
+		if (MqGroupJoinAs(group, member_id, topics, ntopics, config, seen, owner, lease,
+						  assignment))
+			return;
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+void
+MqGroupGrant(const char *group, Oid grantee, bool grant)
+{
+	Oid			live = MqGroupLiveOwner(group);
+
+	/* a group nobody owns yet becomes the granter's */
+	if (grant)
+	{
+		MqGroupCheckAccess(group, MQ_GROUP_USE, live);
+		MqGroupPersistOwner(group, live);
+	}
+	MqGroupCheckAccess(group, MQ_GROUP_GRANT, live);
+	change_grant(group, grantee, grant);
+}
+
+bool
+MqGroupHasPrivilege(const char *group, Oid role)
+{
+	return MqGroupHasAccess(group, role, MqGroupLiveOwner(group));
+}
+
+/*
+ * mq_delete_group: the group's recorded owner goes, and its grants with it
+ * (group_acl cascades); returns whether there was one.
+ */
+bool
+MqGroupDropOwnership(const char *group)
+{
+	MqSpi		spi;
+	Oid			type = TEXTOID;
+	Datum		val = CStringGetTextDatum(group);
+	uint64		owned;
+
+	MqSpiBegin(&spi, true);
+	if (SPI_execute_with_args("DELETE FROM mqlog.consumer_group g WHERE g.group_id OPERATOR(pg_catalog.=) $1",
+							  1, &type, &val, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "mqlog: deleting the group failed");
+	owned = SPI_processed;
+	MqSpiEnd(&spi);
+	forget(group);
+	MqlogCatalogChanged();
+	return owned > 0;
 }

@@ -512,8 +512,8 @@ typedef struct PendingEviction
 static PendingEviction *evictions = NULL;
 static int	nevictions = 0;
 
-static void
-evict_at_commit(const char *group)
+void
+MqGroupEvictAtCommit(const char *group)
 {
 	if (evictions == NULL)
 		evictions = MemoryContextAlloc(TopMemoryContext, sizeof(PendingEviction) * MQ_MAX_EVICTIONS);
@@ -877,13 +877,14 @@ MqCheckGroupName(const char *group)
 				 errdetail("A group name is 1 to %d bytes long.", MQ_GROUP_NAME_LEN - 1)));
 }
 
-/* Check that the role may use the group, then join it. */
-void
-MqGroupJoin(const char *group, const char *member_id, MqTopic **topics, int ntopics,
-			const MqMemberConfig *config, MqAssignment *assignment)
+/*
+ * What a join checks before it takes the groups lock, and for a group of
+ * replicated topics its claim in the cluster: returns the lease the group is
+ * claimed under, for MqGroupJoinAs (0: none).
+ */
+int64
+MqGroupJoinBegin(const char *group, const char *member_id, MqTopic **topics, int ntopics)
 {
-	int64		lease;
-
 	MqGroupsCheckReady();		/* the host's exit must remove the member */
 	MqCheckGroupName(group);
 	if (member_id[0] == '\0' || strlen(member_id) >= MQ_MEMBER_ID_LEN)
@@ -895,27 +896,31 @@ MqGroupJoin(const char *group, const char *member_id, MqTopic **topics, int ntop
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("a member may subscribe to at most %d topics", MQ_MAX_SUB_TOPICS)));
-	lease = claim_for_cluster(group, topics, ntopics);
-	for (;;)
+	return claim_for_cluster(group, topics, ntopics);
+}
+
+/*
+ * Join or refresh a membership (join_group), for a role checked against
+ * seen_owner, the group's owner becoming owner if it has none; false if
+ * another role's session created the group since, to check again.
+ */
+bool
+MqGroupJoinAs(const char *group, const char *member_id, MqTopic **topics, int ntopics,
+			  const MqMemberConfig *config, Oid seen_owner, Oid owner, int64 lease,
+			  MqAssignment *assignment)
+{
+	if (!join_group(group, member_id, topics, ntopics, config, seen_owner, owner, assignment))
+		return false;
+	if (lease != 0)
 	{
-		Oid			seen = MqGroupLiveOwner(group);
-		Oid			owner = MqGroupCheckAccess(group, MQ_GROUP_USE, seen);
+		MqGroupState *g;
 
-		if (join_group(group, member_id, topics, ntopics, config, seen, owner, assignment))
-		{
-			if (lease != 0)
-			{
-				MqGroupState *g;
-
-				LWLockAcquire(gs->lock, LW_EXCLUSIVE);
-				if ((g = find_group(MyDatabaseId, group, false)) != NULL)
-					g->claimed_lease = lease;
-				LWLockRelease(gs->lock);
-			}
-			return;
-		}
-		CHECK_FOR_INTERRUPTS();
+		LWLockAcquire(gs->lock, LW_EXCLUSIVE);
+		if ((g = find_group(MyDatabaseId, group, false)) != NULL)
+			g->claimed_lease = lease;
+		LWLockRelease(gs->lock);
 	}
+	return true;
 }
 
 void
@@ -1060,10 +1065,11 @@ hosted_externally(const char *group)
 
 /*
  * What changes a group's offsets under its members (a reset, a delete)
- * refuses while it has any, or with force evicts them when the
- * transaction commits.
+ * refuses while it has any, unless forced; returns how many it has, which
+ * the caller, once it checked that the role may force the group, evicts
+ * when the transaction commits (MqGroupEvictAtCommit).
  */
-void
+int
 MqGroupRefuseIfActive(const char *group, bool force, const char *what)
 {
 	int			n = MqGroupMemberCount(group);
@@ -1075,17 +1081,13 @@ MqGroupRefuseIfActive(const char *group, bool force, const char *what)
 						what, group, n, n == 1 ? "" : "s"),
 				 errdetail("force evicts SQL members only; the Kafka listener coordinates this group."),
 				 errhint("Stop the group's Kafka consumers first.")));
-	if (n > 0 && force)
-	{
-		MqGroupCheckAccess(group, MQ_GROUP_OWNER, MqGroupLiveOwner(group));
-		evict_at_commit(group);
-	}
 	if (n > 0 && !force)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("cannot %s of consumer group \"%s\" while it has %d active member%s",
 						what, group, n, n == 1 ? "" : "s"),
 				 errhint("Stop the consumers (or call mq_leave), or pass force => true.")));
+	return n;
 }
 
 MqMemberInfo *
@@ -1170,6 +1172,6 @@ MqGroupRemoveMembers(const char *group)
 				 errhint("Stop the group's Kafka consumers; the listener lets the group go when its last member leaves.")));
 	n = MqGroupMemberCount(group);
 	if (n > 0)
-		evict_at_commit(group);
+		MqGroupEvictAtCommit(group);
 	return n;
 }
