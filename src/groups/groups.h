@@ -2,9 +2,12 @@
  *
  * groups.h
  *		The consumer groups layer's C service API: membership (registry.c),
- *		a member's positions and commits (positions.c), its polls
- *		(consumer.c) and the groups' administration (admin.c), over the
- *		committed-offset store (offsets.c, private to the layer).
+ *		who may use a group and its grants (ownership.c), a member's
+ *		positions and commits (positions.c), its polls (consumer.c), and
+ *		resetting and deleting a group (reset.c), over the committed-offset
+ *		store (offsets.c, private to the layer).  What the layer's files
+ *		share beyond this is in registry.h, ownership.h, positions.h and
+ *		offsets.h, which nothing above the layer includes.
  *
  * Everything that acts for a member takes its member id, a string as
  * Kafka's, and the group's name.  A member is hosted by the process that
@@ -50,7 +53,6 @@
 
 #include "log/records.h"
 #include "log/topic.h"
-#include "acl/acl.h"
 
 #define MQ_GROUP_NAME_LEN	128		/* a group name is shorter */
 #define MQ_MEMBER_ID_LEN	64		/* a member id is shorter */
@@ -312,7 +314,7 @@ extern void MqGroupPoll(const char *group, const char *member_id,
 extern bool MqGroupLeave(const char *group, const char *member_id);
 
 /* ------------------------------------------------------------------------
- * Administration (admin.c)
+ * Resetting and deleting a group (reset.c)
  * ------------------------------------------------------------------------ */
 
 typedef enum MqResetKind

@@ -47,7 +47,8 @@
 #include "base/spi.h"
 #include "log/partition.h"
 #include "acl/acl.h"
-#include "groups/internal.h"
+#include "groups/ownership.h"
+#include "groups/registry.h"
 
 /*
  * Positive answers are cached per backend: (group, role) was allowed at

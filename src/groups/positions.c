@@ -41,7 +41,10 @@
 #include "utils/memutils.h"
 
 #include "log/logiter.h"
-#include "groups/internal.h"
+#include "acl/acl.h"
+#include "groups/offsets.h"
+#include "groups/ownership.h"
+#include "groups/positions.h"
 
 /* a member's position on a partition, keyed by member as the registry is */
 typedef struct PosKey

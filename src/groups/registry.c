@@ -37,7 +37,7 @@
 
 #include "cluster/metadata.h"
 #include "log/partition.h"
-#include "groups/internal.h"
+#include "groups/registry.h"
 
 #define MQ_MAX_EVICTIONS	64		/* groups one transaction forces */
 

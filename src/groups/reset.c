@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * admin.c
+ * reset.c
  *		Resetting a group's committed offsets and deleting a group, each
  *		checked against the group's owner (ownership.c).
  *
@@ -15,7 +15,9 @@
 #include "log/logiter.h"
 #include "log/partition.h"
 #include "log/records.h"
-#include "groups/internal.h"
+#include "groups/offsets.h"
+#include "groups/ownership.h"
+#include "groups/registry.h"
 
 /*
  * Refused while the group has members, or with force (the owner's or
