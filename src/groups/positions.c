@@ -842,10 +842,13 @@ commit_positions(const char *group, const char *member_id, int generation,
 	}
 	/* in the order of the partitions, as the table's walk was not */
 	list_sort(todo, position_cmp);
-	if (todo != NIL && owner != NULL)
-		MqGroupPersistOwner(group, *owner);
-	else if (todo != NIL)
-		MqGroupRecordOwner(group);
+	if (todo != NIL)
+	{
+		if (owner != NULL)
+			MqGroupPersistOwner(group, *owner);
+		else
+			MqGroupRecordOwner(group);
+	}
 	foreach(lc, todo)
 	{
 		const char *topic_name;
