@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * acl.c
- *		Who may do what: per-topic privileges (Kafka's ACL operations mapped
- *		to PostgreSQL roles) and per-group ownership, and the SQL functions
- *		that grant and revoke them.
+ *		Who may do what with a topic: per-topic privileges (Kafka's ACL
+ *		operations mapped to PostgreSQL roles), their checks and their
+ *		grants (the SQL functions are in sql/grants.c), and who is an
+ *		administrator.
  *
  * The rule every SPI query of mqlog follows (base/spi.c): it runs between
  * MqSpiBegin and MqSpiEnd, which set search_path to "pg_catalog, pg_temp" for its duration
@@ -18,15 +19,13 @@
  * Topic privileges live in mqlog.topic_acl (topic, grantee, bit mask); a
  * topic's owner (its creator), members of mqlog_admin and superusers hold
  * all of them.  They are read with the topic into the backend's topic cache
- * (topic.c), so a check is a few has_privs_of_role() calls.  A group
- * belongs to the role that first joined it, committed to it, reset it or
- * granted on it (mqlog.consumer_group); others need mq_grant_group().
+ * (topic.c), so a check is a few has_privs_of_role() calls.  Who may use a
+ * consumer group is the groups layer's (groups/ownership.c).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_namespace.h"
@@ -34,15 +33,8 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/guc.h"
-#include "utils/inval.h"
-#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
-#include "utils/memutils.h"
-#include "utils/snapmgr.h"
-#include "utils/syscache.h"
 
 #include "base/spi.h"
 #include "mqlog.h"
@@ -50,10 +42,6 @@
 #include "log/partition.h"
 #include "log/topic.h"
 #include "acl/acl.h"
-
-PG_FUNCTION_INFO_V1(mq_grant);
-PG_FUNCTION_INFO_V1(mq_revoke);
-PG_FUNCTION_INFO_V1(mq_has_topic_privilege);
 
 bool		mqlog_allow_everyone_if_no_acl_found = false;
 
@@ -173,393 +161,8 @@ MqCheckSegmentDescribe(Oid relid)
 }
 
 /* ------------------------------------------------------------------------
- * Group ownership
+ * Granting and revoking topic privileges
  * ------------------------------------------------------------------------ */
-
-/*
- * Positive answers are cached per backend: (group, role) was allowed at
- * this catalog generation.  mq_grant_group, mq_revoke_group and
- * mq_delete_group bump the generation; a change of role membership and an
- * aborted (sub)transaction (whose rows an answer may rest on) drop the
- * whole cache.
- */
-typedef struct GroupAccessEntry
-{
-	char		group[NAMEDATALEN * 2 + 2];	/* hash key; longer names are not cached */
-	Oid			role;
-	uint64		generation;
-	Oid			owner;
-} GroupAccessEntry;
-
-static HTAB *group_access = NULL;
-static bool group_access_valid = true;
-
-/* role membership changed: has_privs_of_role answers may differ now */
-static void
-roles_changed(Datum arg, int cacheid, uint32 hashvalue)
-{
-	group_access_valid = false;
-}
-
-/*
- * An answer may rest on a row this transaction wrote (read_group sees its
- * own changes): a rollback takes the row back, so it takes the cache too.
- */
-static void
-group_cache_xact(XactEvent event, void *arg)
-{
-	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
-		group_access_valid = false;
-}
-
-static void
-group_cache_subxact(SubXactEvent event, SubTransactionId mySubid,
-					SubTransactionId parentSubid, void *arg)
-{
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-		group_access_valid = false;
-}
-
-static GroupAccessEntry *
-group_cache(const char *group, bool create)
-{
-	if (strlen(group) >= sizeof(((GroupAccessEntry *) 0)->group))
-		return NULL;
-	if (group_access != NULL && !group_access_valid)
-	{
-		hash_destroy(group_access);
-		group_access = NULL;
-	}
-	group_access_valid = true;
-	if (group_access == NULL)
-	{
-		HASHCTL		ctl;
-		static bool callbacks = false;
-
-		if (!create)
-			return NULL;
-		if (!callbacks)
-		{
-			CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, roles_changed, (Datum) 0);
-			CacheRegisterSyscacheCallback(AUTHOID, roles_changed, (Datum) 0);
-			RegisterXactCallback(group_cache_xact, NULL);
-			RegisterSubXactCallback(group_cache_subxact, NULL);
-			callbacks = true;
-		}
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(((GroupAccessEntry *) 0)->group);
-		ctl.entrysize = sizeof(GroupAccessEntry);
-		ctl.hcxt = TopMemoryContext;
-		group_access = hash_create("mqlog group access", 32, &ctl,
-								   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-	}
-	return hash_search(group_access, group, create ? HASH_ENTER : HASH_FIND, NULL);
-}
-
-void
-MqGroupForget(const char *group)
-{
-	if (group_access && strlen(group) < sizeof(((GroupAccessEntry *) 0)->group))
-		hash_search(group_access, group, HASH_REMOVE, NULL);
-}
-
-/*
- * Read a group's owner and grantees with a fresh snapshot (a claim another
- * session committed a moment ago counts, also in REPEATABLE READ).  Runs
- * inside MqSpiBegin(..., true).  Returns false if the group has no owner.
- */
-static bool
-read_group(const char *group, Oid *owner, ArrayType **grantees)
-{
-	Oid			argtype = TEXTOID;
-	Datum		arg = CStringGetTextDatum(group);
-	bool		found = false;
-	int			ret;
-
-	PushActiveSnapshot(GetLatestSnapshot());
-	ret = SPI_execute_with_args("SELECT g.owner, ARRAY(SELECT a.grantee::pg_catalog.oid FROM mqlog.group_acl a"
-								" WHERE a.group_id OPERATOR(pg_catalog.=) g.group_id)"
-								" FROM mqlog.consumer_group g WHERE g.group_id OPERATOR(pg_catalog.=) $1",
-								1, &argtype, &arg, NULL, true, 1);
-	PopActiveSnapshot();
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "mqlog: group owner lookup failed: %s", SPI_result_code_string(ret));
-	if (SPI_processed == 1)
-	{
-		bool		isnull;
-
-		*owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		*grantees = DatumGetArrayTypePCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-		found = true;
-	}
-	return found;
-}
-
-static bool
-group_allows(Oid role, Oid owner, ArrayType *grantees, bool owner_only)
-{
-	Datum	   *elems;
-	int			n;
-
-	if (MqIsAdmin(role) || has_privs_of_role(role, owner))
-		return true;
-	if (owner_only)
-		return false;
-	deconstruct_array(grantees, OIDOID, sizeof(Oid), true, TYPALIGN_INT, &elems, NULL, &n);
-	for (int i = 0; i < n; i++)
-	{
-		Oid			g = DatumGetObjectId(elems[i]);
-
-		if (!OidIsValid(g) || has_privs_of_role(role, g))
-			return true;
-	}
-	return false;
-}
-
-/*
- * Make a group's ownership durable: the row in mqlog.consumer_group, if
- * there is none yet.  Called by the calls that write committed offsets
- * (their transaction is what makes the group exist after its members have
- * gone) and by mq_grant_group.  It must never wait for another session's
- * open transaction that is claiming the same group -- a consumer would
- * then stall behind another member's long transaction -- so the insert
- * runs in a subtransaction with a short lock_timeout, and when another
- * claim is in flight this call fails with 40001: only the very first
- * commits of a new group can meet that, and a retry finds the claim
- * decided.
- */
-void
-MqGroupPersistOwner(const char *group, Oid live_owner)
-{
-	MqSpi		spi;
-	Oid			owner;
-	ArrayType  *grantees;
-	Oid			claimer = OidIsValid(live_owner) ? live_owner : GetUserId();
-	GroupAccessEntry *e = group_cache(group, false);
-
-	/*
-	 * A cached answer rests on the durable row (only those are cached):
-	 * nothing to record, and no query on the hot path of every commit.
-	 */
-	if (e && e->generation == MqlogCatalogGeneration())
-		return;
-
-	MqSpiBegin(&spi, true);		/* GetUserId() is the extension owner from here */
-	if (!read_group(group, &owner, &grantees))
-	{
-		MemoryContext cxt = CurrentMemoryContext;
-		ResourceOwner resowner = CurrentResourceOwner;
-		Oid			types[2] = {TEXTOID, OIDOID};
-		Datum		vals[2];
-
-		vals[0] = CStringGetTextDatum(group);
-		vals[1] = ObjectIdGetDatum(claimer);
-		BeginInternalSubTransaction(NULL);
-		MemoryContextSwitchTo(cxt);
-		PG_TRY();
-		{
-			int			level = NewGUCNestLevel();
-
-			(void) set_config_option("lock_timeout", "10", PGC_USERSET, PGC_S_SESSION,
-									 GUC_ACTION_SAVE, true, 0, false);
-			if (SPI_execute_with_args("INSERT INTO mqlog.consumer_group (group_id, owner) VALUES ($1, $2)"
-									  " ON CONFLICT DO NOTHING", 2, types, vals, NULL, false, 0) != SPI_OK_INSERT)
-				elog(ERROR, "mqlog: claiming group failed");
-			AtEOXact_GUC(true, level);
-			ReleaseCurrentSubTransaction();
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata;
-
-			MemoryContextSwitchTo(cxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(cxt);
-			CurrentResourceOwner = resowner;
-			if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
-				ReThrowError(edata);
-			/*
-			 * Another open transaction is claiming the group.  Going on
-			 * would let that claim, if it commits, take over the offsets
-			 * this one commits; the first claim wins, this one retries.
-			 */
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("consumer group \"%s\" is being claimed by another transaction", group),
-					 errdetail("A group belongs to the role whose commit, offset reset or grant first created it."),
-					 errhint("Roll back and try again.")));
-		}
-		PG_END_TRY();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = resowner;
-	}
-	MqSpiEnd(&spi);
-}
-
-/*
- * Check that the current role may use the group, as its owner, a grantee
- * or a member of mqlog_admin.  The owner is the durable row's, else, for a
- * group whose first members have not committed yet, live_owner (kept with
- * the group's members in shared memory by groups/registry.c); a group with
- * neither is nobody's, and the current role may take it.  Returns the owner
- * the answer was based on (the current role for a new group).
- */
-Oid
-MqGroupCheckAccess(const char *group, MqGroupAccess mode, Oid live_owner)
-{
-	Oid			role = GetUserId();
-	uint64		gen = MqlogCatalogGeneration();
-	GroupAccessEntry *e;
-	MqSpi		spi;
-	Oid			owner = InvalidOid;
-	ArrayType  *grantees = NULL;
-	bool		durable;
-	bool		owner_only = (mode == MQ_GROUP_OWNER || mode == MQ_GROUP_GRANT);
-
-	if (!owner_only)
-	{
-		e = group_cache(group, false);
-		if (e && e->role == role && e->generation == gen)
-			return e->owner;
-	}
-
-	MqSpiBegin(&spi, true);
-	durable = read_group(group, &owner, &grantees);
-	MqSpiEnd(&spi);
-
-	if (!durable)
-	{
-		if (!OidIsValid(live_owner))
-		{
-			if (mode == MQ_GROUP_GRANT)
-				ereport(ERROR,
-						(errcode(ERRCODE_UNDEFINED_OBJECT),
-						 errmsg("consumer group \"%s\" does not exist", group)));
-			if (mode == MQ_GROUP_OWNER && !MqIsAdmin(role))
-				ereport(ERROR,
-						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-						 errmsg("permission denied for consumer group \"%s\"", group),
-						 errdetail("The group has no owner yet; forcing it needs a member of mqlog_admin.")));
-			return role;		/* nothing to protect: a new group */
-		}
-		owner = live_owner;
-		grantees = construct_empty_array(OIDOID);
-	}
-	if (!group_allows(role, owner, grantees, owner_only))
-	{
-		const char *owner_name = GetUserNameFromId(owner, true);
-
-		if (mode == MQ_GROUP_GRANT)
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied to grant or revoke on consumer group \"%s\"", group),
-					 errdetail("Only the group's owner (role \"%s\") and members of mqlog_admin can grant and revoke.",
-							   owner_name ? owner_name : "?")));
-		if (mode == MQ_GROUP_OWNER)
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied for consumer group \"%s\"", group),
-					 errdetail("Forcing a group with live members needs its owner (role \"%s\") or a member of mqlog_admin.",
-							   owner_name ? owner_name : "?")));
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for consumer group \"%s\"", group),
-				 errdetail("The group belongs to role \"%s\"; role \"%s\" holds no grant on it.",
-						   owner_name ? owner_name : "?", GetUserNameFromId(role, false)),
-				 errhint("Its owner or a member of mqlog_admin can grant it with mq_grant_group('%s', '%s').",
-						 group, GetUserNameFromId(role, false))));
-	}
-	/* only answers from the durable row are cached: live owners go away */
-	if (durable && !owner_only && (e = group_cache(group, true)) != NULL)
-	{
-		e->role = role;
-		e->generation = gen;
-		e->owner = owner;
-	}
-	return owner;
-}
-
-/* mq_grant_group and mq_revoke_group, once the caller may grant */
-void
-MqGroupChangeGrant(const char *group, Oid grantee, bool grant)
-{
-	Oid			types[2] = {TEXTOID, OIDOID};
-	Datum		vals[2];
-	MqSpi		spi;
-	int			ret;
-
-	vals[0] = CStringGetTextDatum(group);
-	vals[1] = ObjectIdGetDatum(grantee);
-	MqSpiBegin(&spi, true);
-	if (grant)
-		ret = SPI_execute_with_args("INSERT INTO mqlog.group_acl (group_id, grantee) VALUES ($1, $2)"
-									" ON CONFLICT DO NOTHING", 2, types, vals, NULL, false, 0);
-	else
-		ret = SPI_execute_with_args("DELETE FROM mqlog.group_acl a"
-									" WHERE a.group_id OPERATOR(pg_catalog.=) $1 AND a.grantee OPERATOR(pg_catalog.=) $2",
-									2, types, vals, NULL, false, 0);
-	if (ret < 0)
-		elog(ERROR, "mqlog: changing group privileges failed: %s", SPI_result_code_string(ret));
-	MqSpiEnd(&spi);
-	MqlogCatalogChanged();
-}
-
-/* Kafka's rule, kept short enough for the member table: 1 to 127 bytes */
-void
-MqCheckGroupName(const char *group)
-{
-	if (group[0] == '\0' || strlen(group) >= MQ_GROUP_NAME_LEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_NAME),
-				 errmsg("invalid consumer group name \"%s\"", group),
-				 errdetail("A group name is 1 to %d bytes long.", MQ_GROUP_NAME_LEN - 1)));
-}
-
-/* For the views: may role see the group?  A group nobody owns is nobody's. */
-bool
-MqGroupHasAccess(const char *group, Oid role, Oid live_owner)
-{
-	MqSpi		spi;
-	Oid			owner;
-	ArrayType  *grantees;
-	bool		exists;
-
-	if (MqIsAdmin(role))
-		return true;
-	MqSpiBegin(&spi, true);
-	exists = read_group(group, &owner, &grantees);
-	MqSpiEnd(&spi);
-	if (!exists && OidIsValid(live_owner))
-		return has_privs_of_role(role, live_owner);
-	return exists && group_allows(role, owner, grantees, false);
-}
-
-/* ------------------------------------------------------------------------
- * SQL: mq_grant, mq_revoke, mq_grant_group, mq_revoke_group
- * ------------------------------------------------------------------------ */
-
-char *
-MqTextArg(FunctionCallInfo fcinfo, int argno, const char *what)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
-	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
-}
-
-/* a role name, or PUBLIC (InvalidOid) */
-Oid
-MqGranteeArg(FunctionCallInfo fcinfo, int argno)
-{
-	char	   *name = MqTextArg(fcinfo, argno, "role");
-
-	if (pg_strcasecmp(name, "public") == 0)
-		return InvalidOid;
-	return get_role_oid(name, false);
-}
 
 static void
 check_topic_grantor(MqTopic *topic, bool grant)
@@ -574,13 +177,14 @@ check_topic_grantor(MqTopic *topic, bool grant)
 				 errdetail("Only the topic's owner and members of mqlog_admin can grant and revoke.")));
 }
 
-static void
-change_topic_acl(FunctionCallInfo fcinfo, bool grant)
+/*
+ * mq_grant and mq_revoke: privs (a mask of MQ_PRIV_*) on the topic to or
+ * from grantee (InvalidOid: PUBLIC), if the caller is the topic's owner or
+ * a member of mqlog_admin.
+ */
+void
+MqTopicChangeAcl(MqTopic *topic, Oid grantee, int privs, bool grant)
 {
-	char	   *name = MqTextArg(fcinfo, 0, "topic name");
-	Oid			grantee = MqGranteeArg(fcinfo, 1);
-	int			privs = MqPrivilegeFromName(MqTextArg(fcinfo, 2, "privilege"));
-	MqTopic    *topic = MqTopicLookup(name, false);
 	Oid			types[3] = {INT4OID, OIDOID, INT4OID};
 	Datum		vals[3];
 	MqSpi		spi;
@@ -613,31 +217,4 @@ change_topic_acl(FunctionCallInfo fcinfo, bool grant)
 		elog(ERROR, "mqlog: changing topic privileges failed: %s", SPI_result_code_string(ret));
 	MqSpiEnd(&spi);
 	MqlogCatalogChanged();
-}
-
-Datum
-mq_grant(PG_FUNCTION_ARGS)
-{
-	change_topic_acl(fcinfo, true);
-	PG_RETURN_VOID();
-}
-
-Datum
-mq_revoke(PG_FUNCTION_ARGS)
-{
-	change_topic_acl(fcinfo, false);
-	PG_RETURN_VOID();
-}
-
-/* mq_has_topic_privilege(topic, privilege): what the views filter by */
-Datum
-mq_has_topic_privilege(PG_FUNCTION_ARGS)
-{
-	char	   *name = MqTextArg(fcinfo, 0, "topic name");
-	int			privs = MqPrivilegeFromName(MqTextArg(fcinfo, 1, "privilege"));
-	MqTopic    *topic = MqTopicLookup(name, true);
-
-	if (topic == NULL)
-		PG_RETURN_NULL();
-	PG_RETURN_BOOL(MqTopicHasPrivilege(topic, GetUserId(), privs));
 }

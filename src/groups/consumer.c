@@ -2,9 +2,10 @@
  *
  * consumer.c
  *		A member's poll and its leave, the calls that span membership
- *		(registry.c) and positions (positions.c): join, bring the positions
- *		in line with the assignment, read the assigned partitions from them,
- *		wait for records, give way to DDL.
+ *		(registry.c, joined through ownership.c's check) and positions
+ *		(positions.c): join, bring the positions in line with the
+ *		assignment, read the assigned partitions from them, wait for
+ *		records, give way to DDL.
  *
  * A poll waits on the condition variable that every committing producer,
  * every rebalance and every DDL announcement broadcasts, so it sleeps in
@@ -22,7 +23,8 @@
 #include "utils/timestamp.h"
 
 #include "log/partition.h"
-#include "groups/internal.h"
+#include "groups/positions.h"
+#include "groups/registry.h"
 
 /* settings (session): a SQL session's members take theirs from these */
 int			mqlog_assignor = MQ_ASSIGN_RANGE;

@@ -2,9 +2,12 @@
  *
  * groups.h
  *		The consumer groups layer's C service API: membership (registry.c),
- *		a member's positions and commits (positions.c), its polls
- *		(consumer.c) and the groups' administration (admin.c), over the
- *		committed-offset store (offsets.c, private to the layer).
+ *		who may use a group and its grants (ownership.c), a member's
+ *		positions and commits (positions.c), its polls (consumer.c), and
+ *		resetting and deleting a group (reset.c), over the committed-offset
+ *		store (offsets.c, private to the layer).  What the layer's files
+ *		share beyond this is in registry.h, ownership.h, positions.h and
+ *		offsets.h, which nothing above the layer includes.
  *
  * Everything that acts for a member takes its member id, a string as
  * Kafka's, and the group's name.  A member is hosted by the process that
@@ -50,8 +53,8 @@
 
 #include "log/records.h"
 #include "log/topic.h"
-#include "acl/acl.h"
 
+#define MQ_GROUP_NAME_LEN	128		/* a group name is shorter */
 #define MQ_MEMBER_ID_LEN	64		/* a member id is shorter */
 #define MQ_MAX_SUB_TOPICS	16		/* topics one member subscribes to */
 #define MQ_MAX_ASSIGNED		512		/* partitions assigned to one member */
@@ -150,15 +153,6 @@ extern void MqGroupsSetEvictorLatch(struct Latch *latch);
 /* first in every entry point: preloaded?  this process's exit cleanup */
 extern void MqGroupsCheckReady(void);
 
-/*
- * Join (or refresh) a member hosted by this process, subscribed to topics
- * (the caller holds consume on them), after the check that the role may
- * use the group; rebalances at once if anything changed.  Also the
- * member's heartbeat.  A member id another process hosts is refused.
- */
-extern void MqGroupJoin(const char *group, const char *member_id,
-						MqTopic **topics, int ntopics,
-						const MqMemberConfig *config, MqAssignment *assignment);
 /* of a member this process hosts: it is polling */
 extern void MqGroupHeartbeat(const char *group, const char *member_id);
 extern List *MqGroupsWithMembers(void);
@@ -171,6 +165,8 @@ extern void MqTopicPartSort(MqTopicPart *tp, int n);
 extern bool MqTopicPartInSorted(const MqTopicPart *sorted, int n, int32 topic_id,
 								int32 partition);
 extern Oid	MqGroupLiveOwner(const char *group);
+/* Kafka's rule, kept short enough for the member table: 1 to 127 bytes */
+extern void MqCheckGroupName(const char *group);
 /*
  * the members of this database's groups (all_databases: of every
  * database's, the whole table), in the caller's memory context
@@ -208,6 +204,41 @@ typedef struct MqExternalGroupInfo
 extern MqExternalGroupInfo *MqGroupsHostedExternally(bool all_databases, int *ngroups);
 /* shared memory of the group slots reserved for them */
 extern Size MqGroupsExternalShmemSize(void);
+
+/* ------------------------------------------------------------------------
+ * Ownership (ownership.c)
+ * ------------------------------------------------------------------------ */
+
+/* what a group call needs (MqGroupCheckAccess) */
+typedef enum MqGroupAccess
+{
+	MQ_GROUP_USE,				/* join, commit, reset: claims a new group */
+	MQ_GROUP_USE_EXISTING,		/* seek, delete: never claims */
+	MQ_GROUP_OWNER,				/* forced reset or delete: owner or mqlog_admin */
+	MQ_GROUP_GRANT				/* grant or revoke on it: owner or mqlog_admin */
+} MqGroupAccess;
+
+/*
+ * Check that the current role may use the group as mode asks, against its
+ * recorded owner and grantees, else live_owner (MqGroupLiveOwner); returns
+ * the owner the answer was based on (the current role for a new group).
+ */
+extern Oid	MqGroupCheckAccess(const char *group, MqGroupAccess mode, Oid live_owner);
+/* for the views: may role see the group?  A group nobody owns is nobody's */
+extern bool MqGroupHasAccess(const char *group, Oid role, Oid live_owner);
+extern bool MqGroupHasPrivilege(const char *group, Oid role);
+/* mq_grant_group, mq_revoke_group: a group nobody owns becomes the granter's */
+extern void MqGroupGrant(const char *group, Oid grantee, bool grant);
+
+/*
+ * Join (or refresh) a member hosted by this process, subscribed to topics
+ * (the caller holds consume on them), after the check that the role may
+ * use the group; rebalances at once if anything changed.  Also the
+ * member's heartbeat.  A member id another process hosts is refused.
+ */
+extern void MqGroupJoin(const char *group, const char *member_id,
+						MqTopic **topics, int ntopics,
+						const MqMemberConfig *config, MqAssignment *assignment);
 
 /* ------------------------------------------------------------------------
  * Positions and commits (positions.c)
@@ -283,7 +314,7 @@ extern void MqGroupPoll(const char *group, const char *member_id,
 extern bool MqGroupLeave(const char *group, const char *member_id);
 
 /* ------------------------------------------------------------------------
- * Administration (admin.c)
+ * Resetting and deleting a group (reset.c)
  * ------------------------------------------------------------------------ */
 
 typedef enum MqResetKind
@@ -310,7 +341,5 @@ extern int64 *MqGroupResetOffsets(const char *group, MqTopic *topic,
 								  const MqResetTarget *target, bool force);
 /* forget a group's offsets, ownership and grants; returns the offsets */
 extern int64 MqGroupDelete(const char *group, bool force);
-extern void MqGroupGrant(const char *group, Oid grantee, bool grant);
-extern bool MqGroupHasPrivilege(const char *group, Oid role);
 
 #endif							/* MQLOG_GROUPS_H */

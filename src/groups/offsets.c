@@ -11,7 +11,7 @@
  * still holds the offset its member started from (UPDATE ... WHERE
  * committed_offset = expected, or an insert that must find no row), so of
  * two members that both believe they own a partition one fails.  Nothing
- * here checks who calls: positions.c and admin.c do, before they come here.
+ * here checks who calls: positions.c and reset.c do, before they come here.
  *
  *-------------------------------------------------------------------------
  */
@@ -42,7 +42,7 @@
 #include "base/spi.h"
 #include "store/wal.h"
 #include "log/topic.h"
-#include "groups/internal.h"
+#include "groups/offsets.h"
 
 /*
  * Committed offsets of replicated topics go to every other node: an mqlog

@@ -41,7 +41,10 @@
 #include "utils/memutils.h"
 
 #include "log/logiter.h"
-#include "groups/internal.h"
+#include "acl/acl.h"
+#include "groups/offsets.h"
+#include "groups/ownership.h"
+#include "groups/positions.h"
 
 /* a member's position on a partition, keyed by member as the registry is */
 typedef struct PosKey
@@ -678,7 +681,7 @@ explicit_position(const char *group, const char *member_id, MqTopic *topic,
 	Position   *pos;
 	MqAssignment a;
 
-	MqGroupCheckAccess(group, access, MqGroupLiveOwner(group));
+	(void) MqGroupAuthorize(group, access);
 	MqCheckPartition(topic, partition);
 	make_key(&key, group, member_id, topic->topic_id, partition);
 	pos = hash_search(position_table(), &key, HASH_FIND, NULL);
@@ -811,10 +814,12 @@ position_cmp(const ListCell *a, const ListCell *b)
 /*
  * Commit the member's positions that moved since their last commit; with
  * only, just those of the partitions it lists, loaded in its membership.
+ * The group's ownership is recorded first with owner, the live owner the
+ * caller's check saw, or without one (NULL) the owner the registry holds.
  */
 static int64
-commit_positions(const char *group, const char *member_id, int generation, Oid owner,
-				 const MqAssignment *only)
+commit_positions(const char *group, const char *member_id, int generation,
+				 const Oid *owner, const MqAssignment *only)
 {
 	Position   *pos;
 	int64		count = 0;
@@ -838,7 +843,12 @@ commit_positions(const char *group, const char *member_id, int generation, Oid o
 	/* in the order of the partitions, as the table's walk was not */
 	list_sort(todo, position_cmp);
 	if (todo != NIL)
-		MqGroupPersistOwner(group, owner);
+	{
+		if (owner != NULL)
+			MqGroupPersistOwner(group, *owner);
+		else
+			MqGroupRecordOwner(group);
+	}
 	foreach(lc, todo)
 	{
 		const char *topic_name;
@@ -857,10 +867,9 @@ commit_positions(const char *group, const char *member_id, int generation, Oid o
 int64
 MqGroupCommit(const char *group, const char *member_id, int generation)
 {
-	Oid			owner = MqGroupLiveOwner(group);
+	Oid			owner = MqGroupAuthorize(group, MQ_GROUP_USE);
 	MqAssignment a;
 
-	MqGroupCheckAccess(group, MQ_GROUP_USE, owner);
 	if (!MqGroupAssignment(group, member_id, &a))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -868,7 +877,7 @@ MqGroupCommit(const char *group, const char *member_id, int generation)
 				 errhint("Call mq_poll() first; a member that did not poll for max.poll.interval.ms is evicted.")));
 	check_generation(group, &a, generation);
 	check_not_fenced(group, member_id);
-	return commit_positions(group, member_id, generation, owner, NULL);
+	return commit_positions(group, member_id, generation, &owner, NULL);
 }
 
 /*
@@ -886,7 +895,7 @@ MqGroupAutoCommit(const char *group, const char *member_id, const MqAssignment *
 {
 	if (is_fenced(group, member_id))
 		return 0;
-	return commit_positions(group, member_id, MQ_ANY_GENERATION, MqGroupLiveOwner(group), a);
+	return commit_positions(group, member_id, MQ_ANY_GENERATION, NULL, a);
 }
 
 void
@@ -897,7 +906,7 @@ MqGroupCommitOffset(const char *group, const char *member_id, int generation,
 										MQ_GROUP_USE);
 
 	check_not_fenced(group, member_id);
-	MqGroupPersistOwner(group, MqGroupLiveOwner(group));
+	MqGroupRecordOwner(group);
 	commit_one(pos, generation, offset, topic->name);
 }
 
@@ -915,11 +924,11 @@ MqGroupCommitExternal(const char *group, MqTopic *topic, int32 partition, int64 
 {
 	LOCKTAG		tag;
 
-	MqGroupCheckAccess(group, MQ_GROUP_USE, MqGroupLiveOwner(group));
+	(void) MqGroupAuthorize(group, MQ_GROUP_USE);
 	MqTopicCheckPrivilege(topic, MQ_PRIV_CONSUME);
 	MqCheckPartition(topic, partition);
 	MqCheckOffsetRange(topic, partition, offset, true);
-	MqGroupPersistOwner(group, MqGroupLiveOwner(group));
+	MqGroupRecordOwner(group);
 	handover_locktag(&tag, group, topic->topic_id, partition);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 	MqOffsetWrite(group, topic->topic_id, partition, offset);
@@ -929,7 +938,7 @@ MqGroupCommitExternal(const char *group, MqTopic *topic, int32 partition, int64 
 int64
 MqGroupCommittedOffset(const char *group, MqTopic *topic, int32 partition)
 {
-	MqGroupCheckAccess(group, MQ_GROUP_USE_EXISTING, MqGroupLiveOwner(group));
+	(void) MqGroupAuthorize(group, MQ_GROUP_USE_EXISTING);
 	MqTopicCheckPrivilege(topic, MQ_PRIV_DESCRIBE);
 	MqCheckPartition(topic, partition);
 	return MqOffsetRead(group, topic->topic_id, partition);

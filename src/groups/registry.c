@@ -37,8 +37,7 @@
 
 #include "cluster/metadata.h"
 #include "log/partition.h"
-#include "acl/acl.h"
-#include "groups/internal.h"
+#include "groups/registry.h"
 
 #define MQ_MAX_EVICTIONS	64		/* groups one transaction forces */
 
@@ -77,7 +76,7 @@ typedef struct MqGroupState
 	char		name[MQ_GROUP_NAME_LEN];
 	int			generation;
 	bool		needs_rebalance;
-	Oid			owner;			/* whose group it is, while it has members (acl.c) */
+	Oid			owner;			/* whose group it is, while it has members (ownership.c) */
 	int64		claimed_lease;	/* claimed in etcd under this lease (a group of
 								 * replicated topics, cluster/group_claims.c) */
 	int			external_pid;	/* a process coordinating it outside the
@@ -513,8 +512,8 @@ typedef struct PendingEviction
 static PendingEviction *evictions = NULL;
 static int	nevictions = 0;
 
-static void
-evict_at_commit(const char *group)
+void
+MqGroupEvictAtCommit(const char *group)
 {
 	if (evictions == NULL)
 		evictions = MemoryContextAlloc(TopMemoryContext, sizeof(PendingEviction) * MQ_MAX_EVICTIONS);
@@ -867,13 +866,25 @@ MqGroupsWithMembers(void)
 	return names;
 }
 
-/* Check that the role may use the group, then join it. */
+/* Kafka's rule, kept short enough for the member table (MqGroupState) */
 void
-MqGroupJoin(const char *group, const char *member_id, MqTopic **topics, int ntopics,
-			const MqMemberConfig *config, MqAssignment *assignment)
+MqCheckGroupName(const char *group)
 {
-	int64		lease;
+	if (group[0] == '\0' || strlen(group) >= MQ_GROUP_NAME_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid consumer group name \"%s\"", group),
+				 errdetail("A group name is 1 to %d bytes long.", MQ_GROUP_NAME_LEN - 1)));
+}
 
+/*
+ * What a join checks before it takes the groups lock, and for a group of
+ * replicated topics its claim in the cluster: returns the lease the group is
+ * claimed under, for MqGroupJoinAs (0: none).
+ */
+int64
+MqGroupJoinBegin(const char *group, const char *member_id, MqTopic **topics, int ntopics)
+{
 	MqGroupsCheckReady();		/* the host's exit must remove the member */
 	MqCheckGroupName(group);
 	if (member_id[0] == '\0' || strlen(member_id) >= MQ_MEMBER_ID_LEN)
@@ -885,27 +896,31 @@ MqGroupJoin(const char *group, const char *member_id, MqTopic **topics, int ntop
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("a member may subscribe to at most %d topics", MQ_MAX_SUB_TOPICS)));
-	lease = claim_for_cluster(group, topics, ntopics);
-	for (;;)
+	return claim_for_cluster(group, topics, ntopics);
+}
+
+/*
+ * Join or refresh a membership (join_group), for a role checked against
+ * seen_owner, the group's owner becoming owner if it has none; false if
+ * another role's session created the group since, to check again.
+ */
+bool
+MqGroupJoinAs(const char *group, const char *member_id, MqTopic **topics, int ntopics,
+			  const MqMemberConfig *config, Oid seen_owner, Oid owner, int64 lease,
+			  MqAssignment *assignment)
+{
+	if (!join_group(group, member_id, topics, ntopics, config, seen_owner, owner, assignment))
+		return false;
+	if (lease != 0)
 	{
-		Oid			seen = MqGroupLiveOwner(group);
-		Oid			owner = MqGroupCheckAccess(group, MQ_GROUP_USE, seen);
+		MqGroupState *g;
 
-		if (join_group(group, member_id, topics, ntopics, config, seen, owner, assignment))
-		{
-			if (lease != 0)
-			{
-				MqGroupState *g;
-
-				LWLockAcquire(gs->lock, LW_EXCLUSIVE);
-				if ((g = find_group(MyDatabaseId, group, false)) != NULL)
-					g->claimed_lease = lease;
-				LWLockRelease(gs->lock);
-			}
-			return;
-		}
-		CHECK_FOR_INTERRUPTS();
+		LWLockAcquire(gs->lock, LW_EXCLUSIVE);
+		if ((g = find_group(MyDatabaseId, group, false)) != NULL)
+			g->claimed_lease = lease;
+		LWLockRelease(gs->lock);
 	}
+	return true;
 }
 
 void
@@ -1050,10 +1065,11 @@ hosted_externally(const char *group)
 
 /*
  * What changes a group's offsets under its members (a reset, a delete)
- * refuses while it has any, or with force evicts them when the
- * transaction commits.
+ * refuses while it has any, unless forced; returns how many it has, which
+ * the caller, once it checked that the role may force the group, evicts
+ * when the transaction commits (MqGroupEvictAtCommit).
  */
-void
+int
 MqGroupRefuseIfActive(const char *group, bool force, const char *what)
 {
 	int			n = MqGroupMemberCount(group);
@@ -1065,17 +1081,13 @@ MqGroupRefuseIfActive(const char *group, bool force, const char *what)
 						what, group, n, n == 1 ? "" : "s"),
 				 errdetail("force evicts SQL members only; the Kafka listener coordinates this group."),
 				 errhint("Stop the group's Kafka consumers first.")));
-	if (n > 0 && force)
-	{
-		MqGroupCheckAccess(group, MQ_GROUP_OWNER, MqGroupLiveOwner(group));
-		evict_at_commit(group);
-	}
 	if (n > 0 && !force)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("cannot %s of consumer group \"%s\" while it has %d active member%s",
 						what, group, n, n == 1 ? "" : "s"),
 				 errhint("Stop the consumers (or call mq_leave), or pass force => true.")));
+	return n;
 }
 
 MqMemberInfo *
@@ -1160,6 +1172,6 @@ MqGroupRemoveMembers(const char *group)
 				 errhint("Stop the group's Kafka consumers; the listener lets the group go when its last member leaves.")));
 	n = MqGroupMemberCount(group);
 	if (n > 0)
-		evict_at_commit(group);
+		MqGroupEvictAtCommit(group);
 	return n;
 }

@@ -37,6 +37,7 @@
 #include "log/topic.h"
 #include "acl/acl.h"
 #include "groups/groups.h"
+#include "sql/grants.h"
 
 PG_FUNCTION_INFO_V1(mq_poll);
 PG_FUNCTION_INFO_V1(mq_poll_pattern);

@@ -1,0 +1,28 @@
+/*-------------------------------------------------------------------------
+ *
+ * ownership.h
+ *		What the files of the consumer groups layer use of ownership.c
+ *		beyond groups/groups.h: the checks of their calls against the owner
+ *		the registry holds now, and the group's ownership recorded (the row
+ *		in mqlog.consumer_group) or dropped with the group.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MQLOG_GROUPS_OWNERSHIP_H
+#define MQLOG_GROUPS_OWNERSHIP_H
+
+#include "groups/groups.h"
+
+/*
+ * MqGroupCheckAccess against the live owner (MqGroupLiveOwner) read now;
+ * returns that owner, for MqGroupPersistOwner later in the same call
+ */
+extern Oid	MqGroupAuthorize(const char *group, MqGroupAccess mode);
+/* the row, if there is none yet: the live owner's, else the current role's */
+extern void MqGroupPersistOwner(const char *group, Oid live_owner);
+/* MqGroupPersistOwner with the live owner read now */
+extern void MqGroupRecordOwner(const char *group);
+/* the row and the grants go (mq_delete_group); false if there was none */
+extern bool MqGroupDropOwnership(const char *group);
+
+#endif							/* MQLOG_GROUPS_OWNERSHIP_H */
