@@ -190,9 +190,9 @@ elect(const char *topic, MqPartitionMeta *p, List *nodes, bool unclean, const ch
 	 * again (lease.c), it leads again as soon as it has read the metadata,
 	 * so an election must not land after that read.  And only while the
 	 * chosen node's key is still there: the node list was read before this
-	 * node took the coordinator key, which it can do only once the last
-	 * coordinator's lease ended, so a node that died with that coordinator
-	 * can still be alive in the list.
+	 * node took the elector key, which it can do only once the last
+	 * elector's lease ended, so a node that died with that elector can
+	 * still be alive in the list.
 	 */
 	txn = MqEtcdTxnBegin();
 	MqEtcdTxnIfModRevision(txn, key, p->mod_revision);
