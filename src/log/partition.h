@@ -23,14 +23,9 @@
  * ------------------------------------------------------------------------ */
 
 /*
- * Topic ids are per database and start again at 1 when the extension is
- * dropped and created again, so the key also names the database and the
- * catalog table's relation (a new one for each incarnation).
- */
-/*
- * A partition's shared state.  Private to partition.c: everybody else holds
- * a pointer and calls the functions below, so that the append protocol has
- * one owner.
+ * A partition's shared state.  Private to the partition's files
+ * (partition_internal.h): everybody else holds a pointer and calls the
+ * functions below, so that the append protocol has one owner.
  */
 typedef struct MqPartition MqPartition;
 

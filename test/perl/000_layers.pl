@@ -5,8 +5,8 @@
 # Checks, from the sources alone (no server): every mqlog header a file
 # includes is of its own layer or one below; every C file outside the top
 # lives in a layer folder and has its banner; MqPartition's fields are
-# touched in partition.c only; no file but mqlog.c installs the shared
-# memory hooks.
+# defined in log/partition_internal.h, which only log/partition*.c
+# include; no file but mqlog.c installs the shared memory hooks.
 use strict;
 use warnings;
 
@@ -23,6 +23,21 @@ sub layer_of
 	return 7 if $path eq 'mqlog.c';
 	my ($dir) = $path =~ m{^([a-z]+)/} or return undef;
 	return $rank{$dir};
+}
+
+# A partition's shared state is private to the partition's files: its
+# fields are defined in log/partition_internal.h alone, and only
+# log/partition*.c include that header.
+sub partition_private
+{
+	my ($f, $text) = @_;
+	my @bad;
+
+	push @bad, "$f defines MqPartition's fields"
+	  if $f ne 'log/partition_internal.h' && $text =~ /\bstruct MqPartition\s*\{/;
+	push @bad, "$f includes log/partition_internal.h"
+	  if $f !~ m{^log/partition[a-z_]*\.c$} && $text =~ m{^#include "log/partition_internal\.h"}m;
+	return @bad;
 }
 
 my @files = map { s{^\Q$src\E/}{}r } (glob("$src/*.[ch]"), glob("$src/*/*.[ch]"));
@@ -45,10 +60,7 @@ foreach my $f (@files)
 		push @bad, "$f includes $inc, a layer above it"
 		  if defined $theirs && $theirs > $mine;
 	}
-	if ($f ne 'log/partition.c' && $text =~ /\bstruct MqPartition\s*\{/)
-	{
-		push @bad, "$f defines MqPartition's fields";
-	}
+	push @bad, partition_private($f, $text);
 	if ($f ne 'mqlog.c' && $text =~ /\bshmem_(request|startup)_hook\s*=/)
 	{
 		push @bad, "$f installs a shared memory hook";
@@ -63,5 +75,16 @@ is_deeply(\@bad, [], 'includes point down the layers; banners; MqPartition priva
 	my $theirs = layer_of('groups/groups.h');
 	ok($theirs > $mine, 'store/segment.c including groups/groups.h would count as a violation');
 }
+is_deeply([ partition_private('log/records.c', qq{#include "log/partition_internal.h"\n}) ],
+		  ['log/records.c includes log/partition_internal.h'],
+		  'log/records.c including log/partition_internal.h would count as a violation');
+is_deeply([ partition_private('log/partition.h', qq{#include "log/partition_internal.h"\n}) ],
+		  ['log/partition.h includes log/partition_internal.h'],
+		  'a header of the partition including log/partition_internal.h would count as a violation');
+is_deeply([ partition_private('log/topic.c', qq{struct MqPartition\n{\n\tint x;\n};\n}) ],
+		  ["log/topic.c defines MqPartition's fields"],
+		  'MqPartition defined outside log/partition_internal.h would count as a violation');
+is_deeply([ partition_private('log/partition_signal.c', qq{#include "log/partition_internal.h"\n}) ],
+		  [], 'log/partition_*.c may include log/partition_internal.h');
 
 done_testing();
