@@ -58,7 +58,6 @@
 #include "store/segment.h"
 #include "log/partition.h"
 #include "log/partition_internal.h"
-#include "log/replica.h"
 #include "log/topic.h"
 
 static MqShared *mq_shared = NULL;
@@ -77,6 +76,7 @@ static int	nlocal = 0;
 static int	maxlocal = 0;
 static bool catalog_bump_at_commit = false;
 static bool maintenance_at_commit = false;
+static MqXactEndHook xact_end_hook = NULL;
 
 static void mq_backend_exit(int code, Datum arg);
 
@@ -707,7 +707,8 @@ mq_xact_callback(XactEvent event, void *arg)
 				MqRequestMaintenance();
 			maintenance_at_commit = false;
 			/* last: the commit is visible here; acks=all waits for the replicas */
-			MqReplicaAwaitAcks();
+			if (xact_end_hook)
+				xact_end_hook(true);
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
@@ -722,7 +723,8 @@ mq_xact_callback(XactEvent event, void *arg)
 				ConditionVariableBroadcast(&mq_shared->data_cv);
 			}
 			MqReaderAtXactEnd();
-			MqReplicaForgetAcks();
+			if (xact_end_hook)
+				xact_end_hook(false);
 			apply_switches(false);
 			apply_forgets(false);
 			if (catalog_bump_at_commit)
@@ -818,6 +820,17 @@ MqPartitionInitCallbacks(void)
 {
 	RegisterXactCallback(mq_xact_callback, NULL);
 	RegisterSubXactCallback(mq_subxact_callback, NULL);
+}
+
+/*
+ * The hook at the end of every top transaction (see partition.h), set once
+ * when mqlog is loaded (log/replica.c: the acks=all wait).
+ */
+void
+MqPartitionSetXactEndHook(MqXactEndHook hook)
+{
+	Assert(xact_end_hook == NULL || xact_end_hook == hook);
+	xact_end_hook = hook;
 }
 
 /* ------------------------------------------------------------------------

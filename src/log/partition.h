@@ -46,6 +46,17 @@ extern int64 MqPartitionAppend(struct MqTopic **topicp, int32 partition, StringI
 extern void MqAnnounceDdl(int32 topic_id);
 extern uint64 MqDdlCount(int32 *topic_id);
 extern void MqPartitionInitCallbacks(void);
+
+/*
+ * A hook at the end of every top transaction, run by the partition's
+ * transaction callback: last at commit (commit true), when the commit is
+ * durable and visible here and its locks are still held, and at abort
+ * (commit false), after the in-flight entries are released.  One module
+ * sets it, once, when mqlog is loaded: log/replica.c, whose acks=all wait
+ * it is, so that the partition does not call into the replica module.
+ */
+typedef void (*MqXactEndHook) (bool commit);
+extern void MqPartitionSetXactEndHook(MqXactEndHook hook);
 extern void MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset);
 extern void MqPartitionForgetTail(MqPartition *part);
 extern Size MqPartitionEntrySize(void);
