@@ -673,39 +673,82 @@ release_inflight(SubTransactionId subid, bool wake)
 	nlocal = keep;
 }
 
+/*
+ * A prepared transaction outlives its backend and restarts, and its
+ * in-flight entries could not: PREPARE is refused to one that produced.
+ */
+static void
+refuse_prepare(void)
+{
+	if (nlocal > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that has produced to mqlog"),
+				 errdetail("Records of a prepared transaction would hold back the last stable offset across restarts."),
+				 errhint("Commit the transaction instead of preparing it.")));
+}
+
+/* This transaction's in-flight entries go, and waiting polls look again. */
+static void
+release_at_xact_end(void)
+{
+	if (nlocal > 0)
+	{
+		release_inflight(InvalidSubTransactionId, true);
+		ConditionVariableBroadcast(&mq_shared->data_cv);
+	}
+}
+
+/*
+ * A catalog change made by this transaction (MqlogCatalogChanged) moves
+ * the generation again at its end: at commit so that others reload once
+ * the change is visible to them, at abort so that this backend drops what
+ * it cached of the change.
+ */
+static void
+catalog_at_xact_end(bool commit)
+{
+	if (catalog_bump_at_commit)
+	{
+		pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
+		/* waiting polls look again: a topic of theirs may have grown */
+		if (commit)
+			ConditionVariableBroadcast(&mq_shared->data_cv);
+	}
+	catalog_bump_at_commit = false;
+}
+
+/* the pass MqRequestMaintenanceAtCommit asked for */
+static void
+maintenance_at_xact_end(bool commit)
+{
+	if (commit && maintenance_at_commit)
+		MqRequestMaintenance();
+	maintenance_at_commit = false;
+}
+
+/*
+ * The end of a top transaction, one duty a call: the in-flight entries,
+ * the store's cache of the batches this backend read, the segment switches
+ * and dropped topics this transaction queued, the catalog generation, a
+ * maintenance pass, and last the transaction-end hook (the acks=all wait).
+ */
 static void
 mq_xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
-			if (nlocal > 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot PREPARE a transaction that has produced to mqlog"),
-						 errdetail("Records of a prepared transaction would hold back the last stable offset across restarts."),
-						 errhint("Commit the transaction instead of preparing it.")));
+			refuse_prepare();
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-			if (nlocal > 0)
-			{
-				release_inflight(InvalidSubTransactionId, true);
-				ConditionVariableBroadcast(&mq_shared->data_cv);
-			}
+			release_at_xact_end();
 			MqReaderAtXactEnd();
 			apply_switches(true);
 			apply_forgets(true);
-			if (catalog_bump_at_commit)
-			{
-				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
-				/* waiting polls look again: a topic of theirs may have grown */
-				ConditionVariableBroadcast(&mq_shared->data_cv);
-			}
-			catalog_bump_at_commit = false;
-			if (maintenance_at_commit)
-				MqRequestMaintenance();
-			maintenance_at_commit = false;
+			catalog_at_xact_end(true);
+			maintenance_at_xact_end(true);
 			/* last: the commit is visible here; acks=all waits for the replicas */
 			if (xact_end_hook)
 				xact_end_hook(true);
@@ -717,20 +760,14 @@ mq_xact_callback(XactEvent event, void *arg)
 			 * the LSO may move past records that others committed meanwhile,
 			 * so waiting polls are woken as by a commit.
 			 */
-			if (nlocal > 0)
-			{
-				release_inflight(InvalidSubTransactionId, true);
-				ConditionVariableBroadcast(&mq_shared->data_cv);
-			}
+			release_at_xact_end();
 			MqReaderAtXactEnd();
 			if (xact_end_hook)
 				xact_end_hook(false);
 			apply_switches(false);
 			apply_forgets(false);
-			if (catalog_bump_at_commit)
-				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
-			catalog_bump_at_commit = false;
-			maintenance_at_commit = false;
+			catalog_at_xact_end(false);
+			maintenance_at_xact_end(false);
 			break;
 		default:
 			break;
@@ -771,6 +808,26 @@ MqPartitionCheckInflightRoom(MqPartition **parts, int nparts)
 		too_many_partitions();
 }
 
+/* the in-flight entries of an aborted subtransaction */
+static void
+release_at_subxact_abort(SubTransactionId subid)
+{
+	int			before = nlocal;
+
+	release_inflight(subid, true);
+	/* as at abort: the LSO may have moved */
+	if (nlocal != before)
+		ConditionVariableBroadcast(&mq_shared->data_cv);
+}
+
+/* a catalog change (a grant, a config) rolled back: reload */
+static void
+catalog_at_subxact_abort(void)
+{
+	if (catalog_bump_at_commit)
+		pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
+}
+
 static void
 mq_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					SubTransactionId parentSubid, void *arg)
@@ -778,17 +835,8 @@ mq_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	switch (event)
 	{
 		case SUBXACT_EVENT_ABORT_SUB:
-			{
-				int			before = nlocal;
-
-				release_inflight(mySubid, true);
-				/* as at abort: the LSO may have moved */
-				if (nlocal != before)
-					ConditionVariableBroadcast(&mq_shared->data_cv);
-			}
-			/* a catalog change (a grant, a config) rolled back: reload */
-			if (catalog_bump_at_commit)
-				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
+			release_at_subxact_abort(mySubid);
+			catalog_at_subxact_abort();
 			break;
 		case SUBXACT_EVENT_COMMIT_SUB:
 			for (int i = 0; i < nlocal; i++)
