@@ -60,9 +60,6 @@
 #include "log/partition_internal.h"
 #include "log/topic.h"
 
-static MqShared *mq_shared = NULL;
-static HTAB *part_hash = NULL;
-
 /* this backend's in-flight entries */
 typedef struct LocalInflight
 {
@@ -80,121 +77,6 @@ static MqXactEndHook xact_end_hook = NULL;
 
 static void mq_backend_exit(int code, Datum arg);
 
-static Size
-pool_entries(void)
-{
-	return (Size) MaxBackends * mqlog_max_inflight;
-}
-
-static Size
-shared_size(void)
-{
-	return add_size(offsetof(MqShared, pool), mul_size(pool_entries(), sizeof(MqInflight)));
-}
-
-/*
- * A warning that shared memory is sized too small for the catalog
- * (workers/maintenance.c) is due at most every ten minutes, server-wide.
- */
-#define MQ_SIZING_WARN_MS	(10 * 60 * 1000)
-
-bool
-MqSizingWarningDue(void)
-{
-	uint64		last = pg_atomic_read_u64(&mq_shared->sizing_warned_at);
-	TimestampTz now = GetCurrentTimestamp();
-
-	if (last != 0 && !TimestampDifferenceExceeds((TimestampTz) last, now, MQ_SIZING_WARN_MS))
-		return false;
-	return pg_atomic_compare_exchange_u64(&mq_shared->sizing_warned_at, &last, (uint64) now);
-}
-
-/* per partition entry, and the in-flight pool (mqlog.shared_memory) */
-Size
-MqPartitionEntrySize(void)
-{
-	return sizeof(MqPartition);
-}
-
-Size
-MqInflightPoolSize(void)
-{
-	return mul_size(pool_entries(), sizeof(MqInflight));
-}
-
-/*
- * Partition entries in use now, server-wide, and in-flight entries taken
- * (mqlog.shared_memory).
- */
-int64
-MqPartitionsInUse(int64 *inflight)
-{
-	int64		n;
-	int64		free_entries = 0;
-	dlist_iter	it;
-
-	LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
-	n = hash_get_num_entries(part_hash);
-	LWLockRelease(mq_shared->hash_lock);
-	SpinLockAcquire(&mq_shared->free_lock);
-	dlist_foreach(it, &mq_shared->free_list)
-		free_entries++;
-	SpinLockRelease(&mq_shared->free_lock);
-	*inflight = (int64) pool_entries() - free_entries;
-	return n;
-}
-
-/* What the partition state needs in shared memory (mqlog.c sums it up). */
-Size
-MqPartitionShmemSize(void)
-{
-	return add_size(shared_size(),
-					hash_estimate_size(mqlog_max_partitions, sizeof(MqPartition)));
-}
-
-/* Called with AddinShmemInitLock held. */
-void
-MqPartitionShmemInit(void)
-{
-	bool		found;
-	HASHCTL		info;
-
-	mq_shared = ShmemInitStruct("mqlog", shared_size(), &found);
-	if (!found)
-	{
-		mq_shared->hash_lock = &(GetNamedLWLockTranche("mqlog"))->lock;
-		mq_shared->part_tranche = LWLockNewTrancheId();
-		pg_atomic_init_u64(&mq_shared->catalog_generation, 1);
-		for (int i = 0; i < MQ_DDL_SLOTS; i++)
-		{
-			pg_atomic_init_u64(&mq_shared->ddl_count[i], 0);
-			pg_atomic_init_u32(&mq_shared->ddl_topic[i], 0);
-			pg_atomic_init_u32(&mq_shared->ddl_db[i], 0);
-		}
-		for (int i = 0; i < MQ_CHANGE_SLOTS; i++)
-			pg_atomic_init_u64(&mq_shared->topic_changes[i], 0);
-		ConditionVariableInit(&mq_shared->data_cv);
-		mq_shared->maintenance_latch = NULL;
-		pg_atomic_init_u32(&mq_shared->maintenance_db, InvalidOid);
-		SpinLockInit(&mq_shared->free_lock);
-		dlist_init(&mq_shared->free_list);
-		for (Size i = 0; i < pool_entries(); i++)
-			dlist_push_tail(&mq_shared->free_list, &mq_shared->pool[i].node);
-	}
-	memset(&info, 0, sizeof(info));
-	info.keysize = sizeof(MqPartitionKey);
-	info.entrysize = sizeof(MqPartition);
-	part_hash = ShmemInitHash("mqlog partitions", mqlog_max_partitions, mqlog_max_partitions,
-							  &info, HASH_ELEM | HASH_BLOBS);
-}
-
-/* Called after AddinShmemInitLock is released, in every process. */
-void
-MqPartitionRegisterTranche(void)
-{
-	LWLockRegisterTranche(mq_shared->part_tranche, "mqlog_partition");
-}
-
 /* ------------------------------------------------------------------------
  * Catalog generation: lets every backend know its topic cache is stale.
  * ------------------------------------------------------------------------ */
@@ -202,7 +84,7 @@ MqPartitionRegisterTranche(void)
 uint64
 MqlogCatalogGeneration(void)
 {
-	return pg_atomic_read_u64(&mq_shared->catalog_generation);
+	return pg_atomic_read_u64(&mqlog_partition_shmem->catalog_generation);
 }
 
 /*
@@ -212,7 +94,7 @@ MqlogCatalogGeneration(void)
 void
 MqlogCatalogChanged(void)
 {
-	pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
+	pg_atomic_fetch_add_u64(&mqlog_partition_shmem->catalog_generation, 1);
 	catalog_bump_at_commit = true;
 }
 
@@ -228,10 +110,10 @@ MqAnnounceDdl(int32 topic_id)
 {
 	int			slot = MyDatabaseId % MQ_DDL_SLOTS;
 
-	pg_atomic_write_u32(&mq_shared->ddl_topic[slot], (uint32) topic_id);
-	pg_atomic_write_u32(&mq_shared->ddl_db[slot], (uint32) MyDatabaseId);
-	pg_atomic_fetch_add_u64(&mq_shared->ddl_count[slot], 1);
-	ConditionVariableBroadcast(&mq_shared->data_cv);
+	pg_atomic_write_u32(&mqlog_partition_shmem->ddl_topic[slot], (uint32) topic_id);
+	pg_atomic_write_u32(&mqlog_partition_shmem->ddl_db[slot], (uint32) MyDatabaseId);
+	pg_atomic_fetch_add_u64(&mqlog_partition_shmem->ddl_count[slot], 1);
+	ConditionVariableBroadcast(&mqlog_partition_shmem->data_cv);
 }
 
 /*
@@ -242,12 +124,12 @@ uint64
 MqDdlCount(int32 *topic_id)
 {
 	int			slot = MyDatabaseId % MQ_DDL_SLOTS;
-	uint64		count = pg_atomic_read_u64(&mq_shared->ddl_count[slot]);
+	uint64		count = pg_atomic_read_u64(&mqlog_partition_shmem->ddl_count[slot]);
 
 	pg_memory_barrier();
 	if (topic_id)
-		*topic_id = (pg_atomic_read_u32(&mq_shared->ddl_db[slot]) == (uint32) MyDatabaseId) ?
-			(int32) pg_atomic_read_u32(&mq_shared->ddl_topic[slot]) : -1;
+		*topic_id = (pg_atomic_read_u32(&mqlog_partition_shmem->ddl_db[slot]) == (uint32) MyDatabaseId) ?
+			(int32) pg_atomic_read_u32(&mqlog_partition_shmem->ddl_topic[slot]) : -1;
 	return count;
 }
 
@@ -255,7 +137,7 @@ MqDdlCount(int32 *topic_id)
 ConditionVariable *
 MqDataArrivedCV(void)
 {
-	return &mq_shared->data_cv;
+	return &mqlog_partition_shmem->data_cv;
 }
 
 /* ------------------------------------------------------------------------
@@ -292,7 +174,7 @@ static void
 note_change(MqPartition *part)
 {
 	pg_atomic_fetch_add_u64(&part->changes, 1);
-	pg_atomic_fetch_add_u64(&mq_shared->topic_changes[change_slot(&part->key)], 1);
+	pg_atomic_fetch_add_u64(&mqlog_partition_shmem->topic_changes[change_slot(&part->key)], 1);
 }
 
 uint64
@@ -311,77 +193,10 @@ uint64
 MqChangeSlotCount(uint32 slot)
 {
 	Assert(slot < MQ_CHANGE_SLOTS);
-	return pg_atomic_read_u64(&mq_shared->topic_changes[slot]);
+	return pg_atomic_read_u64(&mqlog_partition_shmem->topic_changes[slot]);
 }
-
-/* ------------------------------------------------------------------------
- * Partition entries
- * ------------------------------------------------------------------------ */
 
 static void too_many_partitions(void) pg_attribute_noreturn();
-
-MqPartition *
-MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition)
-{
-	MqPartitionKey key;
-	MqPartition *part;
-	bool		found;
-
-	if (mq_shared == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("mqlog must be loaded via shared_preload_libraries")));
-	memset(&key, 0, sizeof(key));
-	key.dboid = MyDatabaseId;
-	key.catalog_relid = catalog_relid;
-	key.topic_id = topic_id;
-	key.partition = partition;
-
-	LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
-	part = hash_search(part_hash, &key, HASH_FIND, NULL);
-	LWLockRelease(mq_shared->hash_lock);
-	if (part)
-		return part;
-
-	LWLockAcquire(mq_shared->hash_lock, LW_EXCLUSIVE);
-	part = hash_search(part_hash, &key, HASH_ENTER_NULL, &found);
-	if (part == NULL)
-	{
-		LWLockRelease(mq_shared->hash_lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many mqlog partitions in use"),
-				 errhint("Raise mqlog.max_partitions (currently %d) and restart the server.",
-						 mqlog_max_partitions)));
-	}
-	if (!found)
-	{
-		LWLockInitialize(&part->lock, mq_shared->part_tranche);
-		part->loaded = false;
-		part->dirty = false;
-		part->active_relid = InvalidOid;
-		part->active_base = 0;
-		part->active_since = NO_ACTIVE_SINCE;
-		part->spare_relid = InvalidOid;
-		part->spare_wanted = 0;
-		part->roll_unrecorded = false;
-		part->extend_relid = InvalidOid;
-		part->extend_to = 0;
-		part->extend_asked = 0;
-		part->end_lpos = 0;
-		part->torn_lpos = 0;
-		part->next_offset = 0;
-		dlist_init(&part->inflight);
-		ConditionVariableInit(&part->cv);
-		pg_atomic_init_u64(&part->high_watermark, 0);
-		pg_atomic_init_u64(&part->changes, 0);
-		part->min_leader_epoch = 0;
-		part->mover_pid = 0;
-		part->nfollowers = 0;
-	}
-	LWLockRelease(mq_shared->hash_lock);
-	return part;
-}
 
 /*
  * Read the tail of the active segment into the partition entry.  The caller
@@ -468,15 +283,15 @@ apply_forgets(bool commit)
 		HASH_SEQ_STATUS seq;
 		MqPartition *part;
 
-		LWLockAcquire(mq_shared->hash_lock, LW_EXCLUSIVE);
-		hash_seq_init(&seq, part_hash);
+		LWLockAcquire(mqlog_partition_shmem->hash_lock, LW_EXCLUSIVE);
+		hash_seq_init(&seq, mqlog_partition_hash);
 		while ((part = hash_seq_search(&seq)) != NULL)
 			if (part->key.dboid == MyDatabaseId &&
 				part->key.catalog_relid == pending_forget_catalog &&
 				list_member_int(pending_forgets, part->key.topic_id) &&
 				dlist_is_empty(&part->inflight))
-				hash_search(part_hash, &part->key, HASH_REMOVE, NULL);
-		LWLockRelease(mq_shared->hash_lock);
+				hash_search(mqlog_partition_hash, &part->key, HASH_REMOVE, NULL);
+		LWLockRelease(mqlog_partition_shmem->hash_lock);
 	}
 	list_free(pending_forgets);
 	pending_forgets = NIL;
@@ -624,12 +439,12 @@ MqPartitionRegisterInflight(MqPartition *part, int64 offset)
 	if (nlocal >= mqlog_max_inflight)
 		too_many_partitions();
 
-	SpinLockAcquire(&mq_shared->free_lock);
-	if (dlist_is_empty(&mq_shared->free_list))
+	SpinLockAcquire(&mqlog_partition_shmem->free_lock);
+	if (dlist_is_empty(&mqlog_partition_shmem->free_list))
 		entry = NULL;
 	else
-		entry = dlist_container(MqInflight, node, dlist_pop_head_node(&mq_shared->free_list));
-	SpinLockRelease(&mq_shared->free_lock);
+		entry = dlist_container(MqInflight, node, dlist_pop_head_node(&mqlog_partition_shmem->free_list));
+	SpinLockRelease(&mqlog_partition_shmem->free_lock);
 	if (entry == NULL)
 		elog(ERROR, "mqlog in-flight append pool exhausted");
 
@@ -649,9 +464,9 @@ release_entry(LocalInflight *li, bool wake)
 	LWLockRelease(&li->part->lock);
 	note_change(li->part);
 
-	SpinLockAcquire(&mq_shared->free_lock);
-	dlist_push_tail(&mq_shared->free_list, &li->entry->node);
-	SpinLockRelease(&mq_shared->free_lock);
+	SpinLockAcquire(&mqlog_partition_shmem->free_lock);
+	dlist_push_tail(&mqlog_partition_shmem->free_list, &li->entry->node);
+	SpinLockRelease(&mqlog_partition_shmem->free_lock);
 
 	if (wake)
 		ConditionVariableBroadcast(&li->part->cv);
@@ -695,7 +510,7 @@ release_at_xact_end(void)
 	if (nlocal > 0)
 	{
 		release_inflight(InvalidSubTransactionId, true);
-		ConditionVariableBroadcast(&mq_shared->data_cv);
+		ConditionVariableBroadcast(&mqlog_partition_shmem->data_cv);
 	}
 }
 
@@ -710,10 +525,10 @@ catalog_at_xact_end(bool commit)
 {
 	if (catalog_bump_at_commit)
 	{
-		pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
+		pg_atomic_fetch_add_u64(&mqlog_partition_shmem->catalog_generation, 1);
 		/* waiting polls look again: a topic of theirs may have grown */
 		if (commit)
-			ConditionVariableBroadcast(&mq_shared->data_cv);
+			ConditionVariableBroadcast(&mqlog_partition_shmem->data_cv);
 	}
 	catalog_bump_at_commit = false;
 }
@@ -817,7 +632,7 @@ release_at_subxact_abort(SubTransactionId subid)
 	release_inflight(subid, true);
 	/* as at abort: the LSO may have moved */
 	if (nlocal != before)
-		ConditionVariableBroadcast(&mq_shared->data_cv);
+		ConditionVariableBroadcast(&mqlog_partition_shmem->data_cv);
 }
 
 /* a catalog change (a grant, a config) rolled back: reload */
@@ -825,7 +640,7 @@ static void
 catalog_at_subxact_abort(void)
 {
 	if (catalog_bump_at_commit)
-		pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
+		pg_atomic_fetch_add_u64(&mqlog_partition_shmem->catalog_generation, 1);
 }
 
 static void
@@ -859,7 +674,7 @@ static void
 mq_backend_exit(int code, Datum arg)
 {
 	LWLockReleaseAll();
-	if (mq_shared != NULL)
+	if (mqlog_partition_shmem != NULL)
 		release_inflight(InvalidSubTransactionId, true);
 }
 
@@ -1076,7 +891,7 @@ MqPartitionAdvanceHighWatermark(MqPartition *part, int64 hw)
 		{
 			note_change(part);
 			ConditionVariableBroadcast(&part->cv);
-			ConditionVariableBroadcast(&mq_shared->data_cv);
+			ConditionVariableBroadcast(&mqlog_partition_shmem->data_cv);
 			return hw;
 		}
 	}
@@ -1357,8 +1172,8 @@ MqPartitionsExtendAhead(Oid catalog_relid)
 	MqPartition *part;
 	int64		added = 0;
 
-	LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
-	hash_seq_init(&seq, part_hash);
+	LWLockAcquire(mqlog_partition_shmem->hash_lock, LW_SHARED);
+	hash_seq_init(&seq, mqlog_partition_hash);
 	while ((part = hash_seq_search(&seq)) != NULL)
 	{
 		if (part->key.dboid != MyDatabaseId || part->key.catalog_relid != catalog_relid)
@@ -1374,7 +1189,7 @@ MqPartitionsExtendAhead(Oid catalog_relid)
 		}
 		LWLockRelease(&part->lock);
 	}
-	LWLockRelease(mq_shared->hash_lock);
+	LWLockRelease(mqlog_partition_shmem->hash_lock);
 
 	foreach(lc, todo)
 	{
@@ -1394,9 +1209,9 @@ MqPartitionsExtendAhead(Oid catalog_relid)
 		 * Found again under the lock on one of its topic's segments: a drop
 		 * of the topic, which removes the entry, waits for that lock.
 		 */
-		LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
-		part = hash_search(part_hash, &w->key, HASH_FIND, NULL);
-		LWLockRelease(mq_shared->hash_lock);
+		LWLockAcquire(mqlog_partition_shmem->hash_lock, LW_SHARED);
+		part = hash_search(mqlog_partition_hash, &w->key, HASH_FIND, NULL);
+		LWLockRelease(mqlog_partition_shmem->hash_lock);
 		while (part != NULL)
 		{
 			BlockNumber target;
@@ -1560,8 +1375,8 @@ MqPartitionsWantingSpares(Oid catalog_relid)
 	HASH_SEQ_STATUS seq;
 	MqPartition *part;
 
-	LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
-	hash_seq_init(&seq, part_hash);
+	LWLockAcquire(mqlog_partition_shmem->hash_lock, LW_SHARED);
+	hash_seq_init(&seq, mqlog_partition_hash);
 	while ((part = hash_seq_search(&seq)) != NULL)
 	{
 		bool		wants;
@@ -1575,7 +1390,7 @@ MqPartitionsWantingSpares(Oid catalog_relid)
 		if (wants)
 			result = lappend(result, list_make2_int(part->key.topic_id, part->key.partition));
 	}
-	LWLockRelease(mq_shared->hash_lock);
+	LWLockRelease(mqlog_partition_shmem->hash_lock);
 	return result;
 }
 
@@ -1586,16 +1401,16 @@ MqPartitionsWantingSpares(Oid catalog_relid)
 void
 MqSetMaintenanceLatch(struct Latch *latch)
 {
-	mq_shared->maintenance_latch = latch;
+	mqlog_partition_shmem->maintenance_latch = latch;
 }
 
 /* Ask for a maintenance pass in this database now (a roll was due or done). */
 void
 MqRequestMaintenance(void)
 {
-	struct Latch *latch = mq_shared->maintenance_latch;
+	struct Latch *latch = mqlog_partition_shmem->maintenance_latch;
 
-	pg_atomic_write_u32(&mq_shared->maintenance_db, MyDatabaseId);
+	pg_atomic_write_u32(&mqlog_partition_shmem->maintenance_db, MyDatabaseId);
 	if (latch)
 		SetLatch(latch);
 }
@@ -1616,14 +1431,14 @@ MqRepostMaintenanceRequest(Oid dboid)
 {
 	uint32		expected = InvalidOid;
 
-	(void) pg_atomic_compare_exchange_u32(&mq_shared->maintenance_db, &expected, dboid);
+	(void) pg_atomic_compare_exchange_u32(&mqlog_partition_shmem->maintenance_db, &expected, dboid);
 }
 
 /* The database that asked, if any; the request is consumed. */
 Oid
 MqTakeMaintenanceRequest(void)
 {
-	return (Oid) pg_atomic_exchange_u32(&mq_shared->maintenance_db, InvalidOid);
+	return (Oid) pg_atomic_exchange_u32(&mqlog_partition_shmem->maintenance_db, InvalidOid);
 }
 
 /* ------------------------------------------------------------------------

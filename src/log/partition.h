@@ -17,22 +17,12 @@
 #include "utils/relcache.h"
 #include "datatype/timestamp.h"
 #include "cluster/metadata.h"
+#include "log/partition_shmem.h"
 
 /* ------------------------------------------------------------------------
  * Partition state in shared memory (partition.c)
  * ------------------------------------------------------------------------ */
 
-/*
- * A partition's shared state.  Private to the partition's files
- * (partition_internal.h): everybody else holds a pointer and calls the
- * functions below, so that the append protocol has one owner.
- */
-typedef struct MqPartition MqPartition;
-
-extern Size MqPartitionShmemSize(void);
-extern void MqPartitionShmemInit(void);
-extern void MqPartitionRegisterTranche(void);
-extern MqPartition *MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition);
 extern void MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset);
 extern int64 MqPartitionLso(MqPartition *part, int64 *high_watermark);
 extern void MqPartitionRegisterInflight(MqPartition *part, int64 offset);
@@ -59,10 +49,6 @@ typedef void (*MqXactEndHook) (bool commit);
 extern void MqPartitionSetXactEndHook(MqXactEndHook hook);
 extern void MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset);
 extern void MqPartitionForgetTail(MqPartition *part);
-extern Size MqPartitionEntrySize(void);
-extern bool MqSizingWarningDue(void);
-extern Size MqInflightPoolSize(void);
-extern int64 MqPartitionsInUse(int64 *inflight);
 extern void MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset);
 extern void MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base_offset);
 extern void MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id);
@@ -84,19 +70,6 @@ extern void MqRepostMaintenanceRequest(Oid dboid);
 extern void MqPartitionOffsets(struct MqTopic *topic, int32 partition, int64 *lso, int64 *hw);
 extern uint64 MqPartitionKnownEnd(MqPartition *part, Oid relid);
 extern void MqPartitionLogEnd(struct MqTopic *topic, int32 partition, int64 *lso, int64 *leo);
-
-/* replicated partitions: followers' progress and the high watermark */
-#define MQ_MAX_FOLLOWERS	(MQ_MAX_REPLICATION_FACTOR - 1)
-
-typedef struct MqFollowerProgress
-{
-	char		node[64];
-	int64		leo;			/* its log end offset */
-	TimestampTz last_report;
-	int64		leader_leo;		/* the leader's last stable offset then */
-	TimestampTz caught_up;		/* Kafka's lastCaughtUpTime */
-	int32		epoch;			/* the leader epoch it reported under */
-} MqFollowerProgress;
 
 extern int64 MqPartitionAdvanceHighWatermark(MqPartition *part, int64 hw);
 struct MqReplicaInfo;

@@ -19,6 +19,7 @@
 #include "storage/condition_variable.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
+#include "utils/hsearch.h"
 
 #include "log/partition.h"
 
@@ -119,5 +120,9 @@ typedef struct MqShared
 	dlist_head	free_list;		/* unused MqInflight entries */
 	MqInflight	pool[FLEXIBLE_ARRAY_MEMBER];
 } MqShared;
+
+/* partition_shmem.c */
+extern MqShared *mqlog_partition_shmem;
+extern HTAB *mqlog_partition_hash;	/* MqPartition by MqPartitionKey */
 
 #endif							/* MQLOG_PARTITION_INTERNAL_H */
