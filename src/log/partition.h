@@ -18,6 +18,7 @@
 #include "datatype/timestamp.h"
 #include "cluster/metadata.h"
 #include "log/partition_shmem.h"
+#include "log/partition_signal.h"
 
 /* ------------------------------------------------------------------------
  * Partition state in shared memory (partition.c)
@@ -32,9 +33,6 @@ struct MqTopic;
 extern int64 MqPartitionAppend(struct MqTopic **topicp, int32 partition, StringInfo batch,
 							   int64 at_offset, int32 leader_epoch);
 
-#define MQ_DDL_SLOTS 64
-extern void MqAnnounceDdl(int32 topic_id);
-extern uint64 MqDdlCount(int32 *topic_id);
 extern void MqPartitionInitCallbacks(void);
 
 /*
@@ -58,14 +56,8 @@ extern int64 MqPartitionSpareBase(MqPartition *part, Oid relid);
 extern void MqPartitionPublishSpareAtCommit(MqPartition *part, Oid relid);
 extern int64 MqPartitionRollToSpare(MqPartition *part, Relation active, int64 active_base,
 									Relation spare);
-struct Latch;
 extern List *MqPartitionsWantingSpares(Oid catalog_relid);
 extern int64 MqPartitionsExtendAhead(Oid catalog_relid);
-extern void MqSetMaintenanceLatch(struct Latch *latch);
-extern void MqRequestMaintenance(void);
-extern void MqRequestMaintenanceAtCommit(void);
-extern Oid	MqTakeMaintenanceRequest(void);
-extern void MqRepostMaintenanceRequest(Oid dboid);
 
 extern void MqPartitionOffsets(struct MqTopic *topic, int32 partition, int64 *lso, int64 *hw);
 extern uint64 MqPartitionKnownEnd(MqPartition *part, Oid relid);
@@ -83,17 +75,5 @@ extern bool MqPartitionFollowerProgress(MqPartition *part, const char *node,
 extern ConditionVariable *MqPartitionCV(MqPartition *part);
 extern bool MqPartitionFence(MqPartition *part, int32 from, int32 to);
 extern void MqPartitionUnfence(MqPartition *part, int32 epoch, bool lift);
-extern ConditionVariable *MqDataArrivedCV(void);
-
-/*
- * Change counters (partition.c): a partition's, and its topic's slot's,
- * for readers that wait across transactions (kafka/watch.c)
- */
-#define MQ_CHANGE_SLOTS 1024
-extern uint64 MqPartitionChanges(MqPartition *part);
-extern uint32 MqPartitionChangeSlot(MqPartition *part);
-extern uint64 MqChangeSlotCount(uint32 slot);
-extern void MqlogCatalogChanged(void);
-extern uint64 MqlogCatalogGeneration(void);
 
 #endif							/* MQLOG_PARTITION_H */

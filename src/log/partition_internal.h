@@ -14,6 +14,7 @@
 #ifndef MQLOG_PARTITION_INTERNAL_H
 #define MQLOG_PARTITION_INTERNAL_H
 
+#include "common/hashfn.h"
 #include "lib/ilist.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
@@ -95,6 +96,9 @@ struct MqPartition
 	char		isr[MQ_MAX_REPLICATION_FACTOR][NAMEDATALEN];
 };
 
+#define MQ_DDL_SLOTS 64			/* MqAnnounceDdl */
+#define MQ_CHANGE_SLOTS 1024	/* MqChangeSlotCount */
+
 typedef struct MqInflight
 {
 	dlist_node	node;			/* in MqPartition.inflight, or the free list */
@@ -124,5 +128,31 @@ typedef struct MqShared
 /* partition_shmem.c */
 extern MqShared *mqlog_partition_shmem;
 extern HTAB *mqlog_partition_hash;	/* MqPartition by MqPartitionKey */
+
+/*
+ * partition_signal.c: the change counters (see there), bumped after every
+ * change to what a reader may see of a partition, inline here because the
+ * appender bumps them under its lock, and what a transaction's end applies
+ */
+static inline uint32
+change_slot(const MqPartitionKey *key)
+{
+	uint32		h = hash_bytes((const unsigned char *) key,
+							   offsetof(MqPartitionKey, partition));
+
+	return h % MQ_CHANGE_SLOTS;
+}
+
+/* after a change to part (its lock held or not): bump both counters */
+static inline void
+note_change(MqPartition *part)
+{
+	pg_atomic_fetch_add_u64(&part->changes, 1);
+	pg_atomic_fetch_add_u64(&mqlog_partition_shmem->topic_changes[change_slot(&part->key)], 1);
+}
+
+extern void MqCatalogAtXactEnd(bool commit);
+extern void MqCatalogAtSubxactAbort(void);
+extern void MqMaintenanceAtXactEnd(bool commit);
 
 #endif							/* MQLOG_PARTITION_INTERNAL_H */
