@@ -19,6 +19,7 @@
 #include "cluster/metadata.h"
 #include "log/partition_shmem.h"
 #include "log/partition_signal.h"
+#include "log/partition_offsets.h"
 
 /* ------------------------------------------------------------------------
  * Partition state in shared memory (partition.c)
@@ -59,21 +60,6 @@ extern int64 MqPartitionRollToSpare(MqPartition *part, Relation active, int64 ac
 extern List *MqPartitionsWantingSpares(Oid catalog_relid);
 extern int64 MqPartitionsExtendAhead(Oid catalog_relid);
 
-extern void MqPartitionOffsets(struct MqTopic *topic, int32 partition, int64 *lso, int64 *hw);
-extern uint64 MqPartitionKnownEnd(MqPartition *part, Oid relid);
-extern void MqPartitionLogEnd(struct MqTopic *topic, int32 partition, int64 *lso, int64 *leo);
 
-extern int64 MqPartitionAdvanceHighWatermark(MqPartition *part, int64 hw);
-struct MqReplicaInfo;
-extern int64 MqPartitionUpdateHighWatermark(MqPartition *part, const struct MqReplicaInfo *ri,
-											int min_isr);
-extern void MqPartitionSetIsr(MqPartition *part, int32 epoch, List *names);
-extern void MqPartitionReportFollower(MqPartition *part, const char *node, int64 leo,
-									  int32 epoch);
-extern bool MqPartitionFollowerProgress(MqPartition *part, const char *node,
-										MqFollowerProgress *out);
-extern ConditionVariable *MqPartitionCV(MqPartition *part);
-extern bool MqPartitionFence(MqPartition *part, int32 from, int32 to);
-extern void MqPartitionUnfence(MqPartition *part, int32 epoch, bool lift);
 
 #endif							/* MQLOG_PARTITION_H */
