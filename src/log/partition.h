@@ -20,6 +20,7 @@
 #include "log/partition_shmem.h"
 #include "log/partition_signal.h"
 #include "log/partition_offsets.h"
+#include "log/partition_spare.h"
 
 /* ------------------------------------------------------------------------
  * Partition state in shared memory (partition.c)
@@ -29,7 +30,6 @@ extern void MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset);
 extern int64 MqPartitionLso(MqPartition *part, int64 *high_watermark);
 extern void MqPartitionRegisterInflight(MqPartition *part, int64 offset);
 extern void MqPartitionCheckInflightRoom(MqPartition **parts, int nparts);
-extern int64 MqPartitionRollPoint(MqPartition *part, Relation rel, Oid relid, int64 base_offset);
 struct MqTopic;
 extern int64 MqPartitionAppend(struct MqTopic **topicp, int32 partition, StringInfo batch,
 							   int64 at_offset, int32 leader_epoch);
@@ -53,12 +53,7 @@ extern void MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base
 extern void MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id);
 
 
-extern int64 MqPartitionSpareBase(MqPartition *part, Oid relid);
 extern void MqPartitionPublishSpareAtCommit(MqPartition *part, Oid relid);
-extern int64 MqPartitionRollToSpare(MqPartition *part, Relation active, int64 active_base,
-									Relation spare);
-extern List *MqPartitionsWantingSpares(Oid catalog_relid);
-extern int64 MqPartitionsExtendAhead(Oid catalog_relid);
 
 
 

@@ -155,4 +155,8 @@ extern void MqCatalogAtXactEnd(bool commit);
 extern void MqCatalogAtSubxactAbort(void);
 extern void MqMaintenanceAtXactEnd(bool commit);
 
+/* partition_spare.c: the switch into a spare, for the appender and the worker */
+extern bool MqPartitionSpareEmpty(Relation spare);
+extern void MqPartitionSwitchToSpare(MqPartition *part, Oid spare);
+
 #endif							/* MQLOG_PARTITION_INTERNAL_H */
