@@ -1,12 +1,17 @@
 /*-------------------------------------------------------------------------
  *
  * partition.c
- *		Partition state in shared memory, private to this file: the append
- *		position, the high watermark, the in-flight appends that define the
- *		last stable offset and the transaction callbacks that release them;
- *		the append protocol every writer goes through (MqPartitionAppend);
- *		rolls into segments prepared ahead; the catalog generation, the
- *		DDL announcements and the change counters parked readers compare.
+ *		The append protocol every writer goes through, in its order: a
+ *		partition's tail read into its shared entry, the in-flight appends
+ *		that define the last stable offset, the append itself with its roll
+ *		into a segment prepared ahead (MqPartitionAppend), and what commit
+ *		and abort release and apply.
+ *
+ * The rest of a partition's shared state has files of its own beside this
+ * one: partition_shmem.c (the entries), partition_offsets.c (what readers
+ * may see; the high watermark), partition_spare.c (the worker's side of
+ * rolling), partition_signal.c (the catalog generation, the change
+ * counters, the wake-ups); the fields are partition_internal.h's.
  *
  * Offsets are assigned under the partition's LWLock at append time, so the
  * log is physically in offset order.  Before an appender writes a batch it
@@ -34,19 +39,14 @@
 
 #include "access/table.h"
 #include "access/xact.h"
-#include "access/xlog.h"
-#include "common/hashfn.h"
 #include "common/int.h"
 #include "nodes/pg_list.h"
 #include "lib/ilist.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port/atomics.h"
-#include "storage/bufmgr.h"
 #include "storage/ipc.h"
-#include "storage/latch.h"
 #include "storage/lmgr.h"
-#include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -77,12 +77,16 @@ static void mq_backend_exit(int code, Datum arg);
 
 static void too_many_partitions(void) pg_attribute_noreturn();
 
+/* ------------------------------------------------------------------------
+ * A partition's tail, read into its entry
+ * ------------------------------------------------------------------------ */
+
 /*
  * Read the tail of the active segment into the partition entry.  The caller
  * holds part->lock exclusively and has the segment open.
  */
-void
-MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset)
+static void
+load_tail(MqPartition *part, Relation rel, int64 base_offset)
 {
 	MqSegmentTail tail;
 
@@ -110,7 +114,7 @@ MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset)
 {
 	if (!part->loaded ||
 		(part->dirty && part->active_relid == RelationGetRelid(rel)))
-		MqPartitionLoad(part, rel, base_offset);
+		load_tail(part, rel, base_offset);
 }
 
 /*
@@ -128,142 +132,9 @@ MqPartitionForgetTail(MqPartition *part)
 	LWLockRelease(&part->lock);
 }
 
-/*
- * Segment switches made by this transaction (the worker's roll), and spare
- * segments it prepared (base_offset MQ_SPARE_BASE), applied when it commits.
- */
-typedef struct PendingSwitch
-{
-	MqPartition *part;
-	Oid			relid;
-	int64		base_offset;
-	bool		truncate;		/* the log ends at base_offset, not after */
-} PendingSwitch;
-
-static List *pending_switches = NIL;
-static List *pending_forgets = NIL;	/* topic ids dropped by this transaction */
-static Oid	pending_forget_catalog = InvalidOid;
-
-void
-MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id)
-{
-	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-
-	pending_forgets = lappend_int(pending_forgets, topic_id);
-	pending_forget_catalog = catalog_relid;
-	MemoryContextSwitchTo(old);
-}
-
-static void
-apply_forgets(bool commit)
-{
-	if (commit && pending_forgets != NIL)
-	{
-		HASH_SEQ_STATUS seq;
-		MqPartition *part;
-
-		LWLockAcquire(mqlog_partition_shmem->hash_lock, LW_EXCLUSIVE);
-		hash_seq_init(&seq, mqlog_partition_hash);
-		while ((part = hash_seq_search(&seq)) != NULL)
-			if (part->key.dboid == MyDatabaseId &&
-				part->key.catalog_relid == pending_forget_catalog &&
-				list_member_int(pending_forgets, part->key.topic_id) &&
-				dlist_is_empty(&part->inflight))
-				hash_search(mqlog_partition_hash, &part->key, HASH_REMOVE, NULL);
-		LWLockRelease(mqlog_partition_shmem->hash_lock);
-	}
-	list_free(pending_forgets);
-	pending_forgets = NIL;
-}
-
-static void
-queue_switch(MqPartition *part, Oid relid, int64 base_offset, bool truncate)
-{
-	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-	PendingSwitch *ps = palloc(sizeof(PendingSwitch));
-
-	ps->part = part;
-	ps->relid = relid;
-	ps->base_offset = base_offset;
-	ps->truncate = truncate;
-	pending_switches = lappend(pending_switches, ps);
-	MemoryContextSwitchTo(old);
-}
-
-void
-MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset)
-{
-	queue_switch(part, relid, base_offset, false);
-}
-
-/*
- * A follower's log truncated to base_offset, where relid starts: when the
- * transaction commits, the log ends there, and the high watermark is no
- * higher (records above it are gone from this node).
- */
-void
-MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base_offset)
-{
-	queue_switch(part, relid, base_offset, true);
-}
-
-static void
-apply_switches(bool commit)
-{
-	ListCell   *lc;
-
-	foreach(lc, pending_switches)
-	{
-		PendingSwitch *ps = lfirst(lc);
-
-		/* a segment prepared ahead: appenders may roll into it from now on */
-		if (commit && ps->base_offset == MQ_SPARE_BASE)
-		{
-			LWLockAcquire(&ps->part->lock, LW_EXCLUSIVE);
-			if (ps->part->active_relid != ps->relid)
-			{
-				ps->part->spare_relid = ps->relid;
-				ps->part->spare_wanted = 0;
-				ps->part->roll_unrecorded = false;
-			}
-			LWLockRelease(&ps->part->lock);
-			ConditionVariableBroadcast(&ps->part->cv);
-		}
-
-		/*
-		 * The worker's own roll.  A producer that saw the new segment in
-		 * the catalog before this callback ran may have switched already
-		 * (and appended): then there is nothing to do.
-		 */
-		else if (commit)
-		{
-			LWLockAcquire(&ps->part->lock, LW_EXCLUSIVE);
-			if (ps->part->active_relid == ps->relid)
-			{
-				LWLockRelease(&ps->part->lock);
-				pfree(ps);
-				continue;
-			}
-			ps->part->active_relid = ps->relid;
-			ps->part->active_base = ps->base_offset;
-			ps->part->end_lpos = 0;
-			ps->part->torn_lpos = 0;
-			ps->part->active_since = NO_ACTIVE_SINCE;
-			ps->part->next_offset = ps->truncate ? ps->base_offset :
-				Max(ps->part->next_offset, ps->base_offset);
-			ps->part->dirty = false;
-			ps->part->loaded = true;
-			if (ps->truncate &&
-				(int64) pg_atomic_read_u64(&ps->part->high_watermark) > ps->base_offset)
-				pg_atomic_write_u64(&ps->part->high_watermark, (uint64) ps->base_offset);
-			LWLockRelease(&ps->part->lock);
-			note_change(ps->part);
-		}
-		pfree(ps);
-	}
-	list_free(pending_switches);
-	pending_switches = NIL;
-}
+/* ------------------------------------------------------------------------
+ * In-flight appends
+ * ------------------------------------------------------------------------ */
 
 /* The LSO: the lowest in-flight offset, or the high watermark. */
 int64
@@ -280,16 +151,12 @@ MqPartitionLso(MqPartition *part, int64 *high_watermark)
 	return lso;
 }
 
-/* ------------------------------------------------------------------------
- * In-flight appends
- * ------------------------------------------------------------------------ */
-
 /*
  * Called by the appender holding part->lock exclusively, before it writes
  * the batch starting at offset.
  */
-void
-MqPartitionRegisterInflight(MqPartition *part, int64 offset)
+static void
+register_inflight(MqPartition *part, int64 offset)
 {
 	MqInflight *entry;
 	static bool exit_hook_set = false;
@@ -336,111 +203,6 @@ MqPartitionRegisterInflight(MqPartition *part, int64 offset)
 }
 
 static void
-release_entry(LocalInflight *li, bool wake)
-{
-	LWLockAcquire(&li->part->lock, LW_EXCLUSIVE);
-	dlist_delete(&li->entry->node);
-	LWLockRelease(&li->part->lock);
-	note_change(li->part);
-
-	SpinLockAcquire(&mqlog_partition_shmem->free_lock);
-	dlist_push_tail(&mqlog_partition_shmem->free_list, &li->entry->node);
-	SpinLockRelease(&mqlog_partition_shmem->free_lock);
-
-	if (wake)
-		ConditionVariableBroadcast(&li->part->cv);
-}
-
-/* Release entries of the given subtransaction, or all when subid is invalid. */
-static void
-release_inflight(SubTransactionId subid, bool wake)
-{
-	int			keep = 0;
-
-	for (int i = 0; i < nlocal; i++)
-	{
-		if (subid == InvalidSubTransactionId || local[i].subid == subid)
-			release_entry(&local[i], wake);
-		else
-			local[keep++] = local[i];
-	}
-	nlocal = keep;
-}
-
-/*
- * A prepared transaction outlives its backend and restarts, and its
- * in-flight entries could not: PREPARE is refused to one that produced.
- */
-static void
-refuse_prepare(void)
-{
-	if (nlocal > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot PREPARE a transaction that has produced to mqlog"),
-				 errdetail("Records of a prepared transaction would hold back the last stable offset across restarts."),
-				 errhint("Commit the transaction instead of preparing it.")));
-}
-
-/* This transaction's in-flight entries go, and waiting polls look again. */
-static void
-release_at_xact_end(void)
-{
-	if (nlocal > 0)
-	{
-		release_inflight(InvalidSubTransactionId, true);
-		ConditionVariableBroadcast(&mqlog_partition_shmem->data_cv);
-	}
-}
-
-/*
- * The end of a top transaction, one duty a call: the in-flight entries,
- * the store's cache of the batches this backend read, the segment switches
- * and dropped topics this transaction queued, the catalog generation, a
- * maintenance pass, and last the transaction-end hook (the acks=all wait).
- */
-static void
-mq_xact_callback(XactEvent event, void *arg)
-{
-	switch (event)
-	{
-		case XACT_EVENT_PRE_PREPARE:
-			refuse_prepare();
-			break;
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
-			release_at_xact_end();
-			MqReaderAtXactEnd();
-			apply_switches(true);
-			apply_forgets(true);
-			MqCatalogAtXactEnd(true);
-			MqMaintenanceAtXactEnd(true);
-			/* last: the commit is visible here; acks=all waits for the replicas */
-			if (xact_end_hook)
-				xact_end_hook(true);
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-			/*
-			 * The aborted batches become holes: readers may pass them, and
-			 * the LSO may move past records that others committed meanwhile,
-			 * so waiting polls are woken as by a commit.
-			 */
-			release_at_xact_end();
-			MqReaderAtXactEnd();
-			if (xact_end_hook)
-				xact_end_hook(false);
-			apply_switches(false);
-			apply_forgets(false);
-			MqCatalogAtXactEnd(false);
-			MqMaintenanceAtXactEnd(false);
-			break;
-		default:
-			break;
-	}
-}
-
-static void
 too_many_partitions(void)
 {
 	ereport(ERROR,
@@ -474,69 +236,36 @@ MqPartitionCheckInflightRoom(MqPartition **parts, int nparts)
 		too_many_partitions();
 }
 
-/* the in-flight entries of an aborted subtransaction */
 static void
-release_at_subxact_abort(SubTransactionId subid)
+release_entry(LocalInflight *li, bool wake)
 {
-	int			before = nlocal;
+	LWLockAcquire(&li->part->lock, LW_EXCLUSIVE);
+	dlist_delete(&li->entry->node);
+	LWLockRelease(&li->part->lock);
+	note_change(li->part);
 
-	release_inflight(subid, true);
-	/* as at abort: the LSO may have moved */
-	if (nlocal != before)
-		ConditionVariableBroadcast(&mqlog_partition_shmem->data_cv);
+	SpinLockAcquire(&mqlog_partition_shmem->free_lock);
+	dlist_push_tail(&mqlog_partition_shmem->free_list, &li->entry->node);
+	SpinLockRelease(&mqlog_partition_shmem->free_lock);
+
+	if (wake)
+		ConditionVariableBroadcast(&li->part->cv);
 }
 
+/* Release entries of the given subtransaction, or all when subid is invalid. */
 static void
-mq_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-					SubTransactionId parentSubid, void *arg)
+release_inflight(SubTransactionId subid, bool wake)
 {
-	switch (event)
+	int			keep = 0;
+
+	for (int i = 0; i < nlocal; i++)
 	{
-		case SUBXACT_EVENT_ABORT_SUB:
-			release_at_subxact_abort(mySubid);
-			MqCatalogAtSubxactAbort();
-			break;
-		case SUBXACT_EVENT_COMMIT_SUB:
-			for (int i = 0; i < nlocal; i++)
-				if (local[i].subid == mySubid)
-					local[i].subid = parentSubid;
-			break;
-		default:
-			break;
+		if (subid == InvalidSubTransactionId || local[i].subid == subid)
+			release_entry(&local[i], wake);
+		else
+			local[keep++] = local[i];
 	}
-}
-
-/*
- * Runs before ShutdownPostgres aborts a transaction left open, so the
- * entries of a backend that exits mid-transaction are released before its
- * abort is in the clog; readers then find the xid neither running nor
- * committed and skip the batch, which is the same outcome.  LWLocks are
- * released first: a FATAL error may have come while one was held.
- */
-static void
-mq_backend_exit(int code, Datum arg)
-{
-	LWLockReleaseAll();
-	if (mqlog_partition_shmem != NULL)
-		release_inflight(InvalidSubTransactionId, true);
-}
-
-void
-MqPartitionInitCallbacks(void)
-{
-	RegisterXactCallback(mq_xact_callback, NULL);
-	RegisterSubXactCallback(mq_subxact_callback, NULL);
-}
-
-/*
- * The hook at the end of every top transaction (see partition.h), set once
- * when mqlog is loaded (log/replica.c: the acks=all wait).
- */
-void
-MqPartitionSetXactEndHook(MqXactEndHook hook)
-{
-	Assert(xact_end_hook == NULL || xact_end_hook == hook);
-	xact_end_hook = hook;
+	nlocal = keep;
 }
 
 /* ------------------------------------------------------------------------
@@ -557,6 +286,9 @@ MqPartitionSetXactEndHook(MqXactEndHook hook)
  * to MQ_SPARE_WAIT_MS (once per roll, not per batch), then appends to the
  * active segment after all: a segment outgrows segment.bytes only when the
  * worker cannot keep up.
+ *
+ * The worker's side (which partitions want a spare, where a spare began,
+ * the worker's own rolls, extension ahead) is partition_spare.c.
  * ------------------------------------------------------------------------ */
 
 #define MQ_SPARE_WAIT_MS	1000
@@ -597,6 +329,29 @@ roll_due(MqPartition *part, MqTopic *topic, uint32 len, TimestampTz max_ts)
 		return false;			/* an empty segment takes any batch */
 	return size_with(part, len) > topic->segment_bytes ||
 		age_reached(part, topic, max_ts, 1000);
+}
+
+/*
+ * No spare for a due roll: ask the worker and wait a little, with the
+ * partition lock released (returns true: try again), unless this roll has
+ * waited long enough already (false: append where we are).
+ */
+static bool
+wait_for_spare(MqPartition *part)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!mqlog_roll_ahead)
+		return false;
+	if (part->spare_wanted == 0)
+		part->spare_wanted = now;
+	if (TimestampDifferenceExceeds(part->spare_wanted, now, MQ_SPARE_WAIT_MS))
+		return false;
+	LWLockRelease(&part->lock);
+	MqRequestMaintenance();
+	(void) ConditionVariableTimedSleep(&part->cv, 50, PG_WAIT_EXTENSION);
+	ConditionVariableCancelSleep();
+	return true;
 }
 
 /* ------------------------------------------------------------------------
@@ -655,36 +410,6 @@ want_extension(MqPartition *part, MqTopic *topic, BlockNumber nblocks)
 	part->extend_to = (BlockNumber) target;
 	part->extend_asked = now;
 	return true;
-}
-
-/*
- * No spare for a due roll: ask the worker and wait a little, with the
- * partition lock released (returns true: try again), unless this roll has
- * waited long enough already (false: append where we are).
- */
-static bool
-wait_for_spare(MqPartition *part)
-{
-	TimestampTz now = GetCurrentTimestamp();
-
-	if (!mqlog_roll_ahead)
-		return false;
-	if (part->spare_wanted == 0)
-		part->spare_wanted = now;
-	if (TimestampDifferenceExceeds(part->spare_wanted, now, MQ_SPARE_WAIT_MS))
-		return false;
-	LWLockRelease(&part->lock);
-	MqRequestMaintenance();
-	(void) ConditionVariableTimedSleep(&part->cv, 50, PG_WAIT_EXTENSION);
-	ConditionVariableCancelSleep();
-	return true;
-}
-
-/* Publish a spare segment when this transaction (which made it) commits. */
-void
-MqPartitionPublishSpareAtCommit(MqPartition *part, Oid relid)
-{
-	MqPartitionSwitchAtCommit(part, relid, MQ_SPARE_BASE);
 }
 
 /* ------------------------------------------------------------------------
@@ -798,7 +523,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 			if (seg->sealed)
 				elog(ERROR, "mqlog: the active segment of partition %d of topic \"%s\" is sealed",
 					 partition, topic->name);
-			MqPartitionLoad(part, rel, seg->base_offset);
+			load_tail(part, rel, seg->base_offset);
 		}
 		if (!OidIsValid(part->spare_relid) && OidIsValid(topic->spares[partition]) &&
 			topic->spares[partition] != part->active_relid)
@@ -819,7 +544,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 			UnlockRelationOid(seg->relid, RowExclusiveLock);
 			rel = table_open(seg->relid, AccessExclusiveLock);
 			LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-			MqPartitionLoad(part, rel, seg->base_offset);
+			load_tail(part, rel, seg->base_offset);
 			if (part->torn_lpos != part->end_lpos)
 			{
 				tail.end_lpos = part->end_lpos;
@@ -901,7 +626,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		MqBatchSetOffset(batch->data, base);
 		if (leader_epoch >= 0)
 			MqBatchSetEpoch(batch->data, leader_epoch);
-		MqPartitionRegisterInflight(part, base);
+		register_inflight(part, base);
 
 		part->dirty = true;
 		nblocks = MqSegmentAppend(rel, topic->topic_id, partition, part->end_lpos,
@@ -940,4 +665,291 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 	if (spare_rel != NULL)
 		table_close(spare_rel, NoLock);
 	return base;
+}
+
+/* ------------------------------------------------------------------------
+ * At commit and abort: what the transaction queued, the in-flight
+ * entries it holds, and the transaction-end hook
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Segment switches made by this transaction (the worker's roll), and spare
+ * segments it prepared (base_offset MQ_SPARE_BASE), applied when it commits.
+ */
+typedef struct PendingSwitch
+{
+	MqPartition *part;
+	Oid			relid;
+	int64		base_offset;
+	bool		truncate;		/* the log ends at base_offset, not after */
+} PendingSwitch;
+
+static List *pending_switches = NIL;
+static List *pending_forgets = NIL;	/* topic ids dropped by this transaction */
+static Oid	pending_forget_catalog = InvalidOid;
+
+void
+MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	pending_forgets = lappend_int(pending_forgets, topic_id);
+	pending_forget_catalog = catalog_relid;
+	MemoryContextSwitchTo(old);
+}
+
+static void
+apply_forgets(bool commit)
+{
+	if (commit && pending_forgets != NIL)
+	{
+		HASH_SEQ_STATUS seq;
+		MqPartition *part;
+
+		LWLockAcquire(mqlog_partition_shmem->hash_lock, LW_EXCLUSIVE);
+		hash_seq_init(&seq, mqlog_partition_hash);
+		while ((part = hash_seq_search(&seq)) != NULL)
+			if (part->key.dboid == MyDatabaseId &&
+				part->key.catalog_relid == pending_forget_catalog &&
+				list_member_int(pending_forgets, part->key.topic_id) &&
+				dlist_is_empty(&part->inflight))
+				hash_search(mqlog_partition_hash, &part->key, HASH_REMOVE, NULL);
+		LWLockRelease(mqlog_partition_shmem->hash_lock);
+	}
+	list_free(pending_forgets);
+	pending_forgets = NIL;
+}
+
+static void
+queue_switch(MqPartition *part, Oid relid, int64 base_offset, bool truncate)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	PendingSwitch *ps = palloc(sizeof(PendingSwitch));
+
+	ps->part = part;
+	ps->relid = relid;
+	ps->base_offset = base_offset;
+	ps->truncate = truncate;
+	pending_switches = lappend(pending_switches, ps);
+	MemoryContextSwitchTo(old);
+}
+
+void
+MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset)
+{
+	queue_switch(part, relid, base_offset, false);
+}
+
+/*
+ * A follower's log truncated to base_offset, where relid starts: when the
+ * transaction commits, the log ends there, and the high watermark is no
+ * higher (records above it are gone from this node).
+ */
+void
+MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base_offset)
+{
+	queue_switch(part, relid, base_offset, true);
+}
+
+/* Publish a spare segment when this transaction (which made it) commits. */
+void
+MqPartitionPublishSpareAtCommit(MqPartition *part, Oid relid)
+{
+	MqPartitionSwitchAtCommit(part, relid, MQ_SPARE_BASE);
+}
+
+static void
+apply_switches(bool commit)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending_switches)
+	{
+		PendingSwitch *ps = lfirst(lc);
+
+		/* a segment prepared ahead: appenders may roll into it from now on */
+		if (commit && ps->base_offset == MQ_SPARE_BASE)
+		{
+			LWLockAcquire(&ps->part->lock, LW_EXCLUSIVE);
+			if (ps->part->active_relid != ps->relid)
+			{
+				ps->part->spare_relid = ps->relid;
+				ps->part->spare_wanted = 0;
+				ps->part->roll_unrecorded = false;
+			}
+			LWLockRelease(&ps->part->lock);
+			ConditionVariableBroadcast(&ps->part->cv);
+		}
+
+		/*
+		 * The worker's own roll.  A producer that saw the new segment in
+		 * the catalog before this callback ran may have switched already
+		 * (and appended): then there is nothing to do.
+		 */
+		else if (commit)
+		{
+			LWLockAcquire(&ps->part->lock, LW_EXCLUSIVE);
+			if (ps->part->active_relid == ps->relid)
+			{
+				LWLockRelease(&ps->part->lock);
+				pfree(ps);
+				continue;
+			}
+			ps->part->active_relid = ps->relid;
+			ps->part->active_base = ps->base_offset;
+			ps->part->end_lpos = 0;
+			ps->part->torn_lpos = 0;
+			ps->part->active_since = NO_ACTIVE_SINCE;
+			ps->part->next_offset = ps->truncate ? ps->base_offset :
+				Max(ps->part->next_offset, ps->base_offset);
+			ps->part->dirty = false;
+			ps->part->loaded = true;
+			if (ps->truncate &&
+				(int64) pg_atomic_read_u64(&ps->part->high_watermark) > ps->base_offset)
+				pg_atomic_write_u64(&ps->part->high_watermark, (uint64) ps->base_offset);
+			LWLockRelease(&ps->part->lock);
+			note_change(ps->part);
+		}
+		pfree(ps);
+	}
+	list_free(pending_switches);
+	pending_switches = NIL;
+}
+
+/*
+ * A prepared transaction outlives its backend and restarts, and its
+ * in-flight entries could not: PREPARE is refused to one that produced.
+ */
+static void
+refuse_prepare(void)
+{
+	if (nlocal > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that has produced to mqlog"),
+				 errdetail("Records of a prepared transaction would hold back the last stable offset across restarts."),
+				 errhint("Commit the transaction instead of preparing it.")));
+}
+
+/* This transaction's in-flight entries go, and waiting polls look again. */
+static void
+release_at_xact_end(void)
+{
+	if (nlocal > 0)
+	{
+		release_inflight(InvalidSubTransactionId, true);
+		ConditionVariableBroadcast(&mqlog_partition_shmem->data_cv);
+	}
+}
+
+/*
+ * The end of a top transaction, one duty a call: the in-flight entries,
+ * the store's cache of the batches this backend read, the segment switches
+ * and dropped topics this transaction queued, the catalog generation, a
+ * maintenance pass, and last the transaction-end hook (the acks=all wait).
+ */
+static void
+mq_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_PREPARE:
+			refuse_prepare();
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			release_at_xact_end();
+			MqReaderAtXactEnd();
+			apply_switches(true);
+			apply_forgets(true);
+			MqCatalogAtXactEnd(true);
+			MqMaintenanceAtXactEnd(true);
+			/* last: the commit is visible here; acks=all waits for the replicas */
+			if (xact_end_hook)
+				xact_end_hook(true);
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			/*
+			 * The aborted batches become holes: readers may pass them, and
+			 * the LSO may move past records that others committed meanwhile,
+			 * so waiting polls are woken as by a commit.
+			 */
+			release_at_xact_end();
+			MqReaderAtXactEnd();
+			if (xact_end_hook)
+				xact_end_hook(false);
+			apply_switches(false);
+			apply_forgets(false);
+			MqCatalogAtXactEnd(false);
+			MqMaintenanceAtXactEnd(false);
+			break;
+		default:
+			break;
+	}
+}
+
+/* the in-flight entries of an aborted subtransaction */
+static void
+release_at_subxact_abort(SubTransactionId subid)
+{
+	int			before = nlocal;
+
+	release_inflight(subid, true);
+	/* as at abort: the LSO may have moved */
+	if (nlocal != before)
+		ConditionVariableBroadcast(&mqlog_partition_shmem->data_cv);
+}
+
+static void
+mq_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					SubTransactionId parentSubid, void *arg)
+{
+	switch (event)
+	{
+		case SUBXACT_EVENT_ABORT_SUB:
+			release_at_subxact_abort(mySubid);
+			MqCatalogAtSubxactAbort();
+			break;
+		case SUBXACT_EVENT_COMMIT_SUB:
+			for (int i = 0; i < nlocal; i++)
+				if (local[i].subid == mySubid)
+					local[i].subid = parentSubid;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * Runs before ShutdownPostgres aborts a transaction left open, so the
+ * entries of a backend that exits mid-transaction are released before its
+ * abort is in the clog; readers then find the xid neither running nor
+ * committed and skip the batch, which is the same outcome.  LWLocks are
+ * released first: a FATAL error may have come while one was held.
+ */
+static void
+mq_backend_exit(int code, Datum arg)
+{
+	LWLockReleaseAll();
+	if (mqlog_partition_shmem != NULL)
+		release_inflight(InvalidSubTransactionId, true);
+}
+
+void
+MqPartitionInitCallbacks(void)
+{
+	RegisterXactCallback(mq_xact_callback, NULL);
+	RegisterSubXactCallback(mq_subxact_callback, NULL);
+}
+
+/*
+ * The hook at the end of every top transaction (see partition.h), set once
+ * when mqlog is loaded (log/replica.c: the acks=all wait).
+ */
+void
+MqPartitionSetXactEndHook(MqXactEndHook hook)
+{
+	Assert(xact_end_hook == NULL || xact_end_hook == hook);
+	xact_end_hook = hook;
 }

@@ -1,9 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * partition.h
- *		The shared state of every partition: offsets, the in-flight
- *		registry behind the last stable offset, the append protocol, the
- *		catalog generation and the DDL announcements (partition.c).
+ *		A partition's shared state as everybody else uses it: the append
+ *		protocol, what a transaction applies when it commits, and the
+ *		transaction-end hook (partition.c); and, through the headers it
+ *		includes, the entries (partition_shmem.h), what readers may see and
+ *		the high watermark (partition_offsets.h), the worker's side of
+ *		rolling (partition_spare.h) and the signals (partition_signal.h).
  *
  *-------------------------------------------------------------------------
  */
@@ -17,22 +20,26 @@
 #include "utils/relcache.h"
 #include "datatype/timestamp.h"
 #include "cluster/metadata.h"
+#include "log/partition_offsets.h"
 #include "log/partition_shmem.h"
 #include "log/partition_signal.h"
-#include "log/partition_offsets.h"
 #include "log/partition_spare.h"
 
 /* ------------------------------------------------------------------------
- * Partition state in shared memory (partition.c)
+ * The append protocol (partition.c)
  * ------------------------------------------------------------------------ */
 
-extern void MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset);
-extern int64 MqPartitionLso(MqPartition *part, int64 *high_watermark);
-extern void MqPartitionRegisterInflight(MqPartition *part, int64 offset);
-extern void MqPartitionCheckInflightRoom(MqPartition **parts, int nparts);
 struct MqTopic;
+extern void MqPartitionCheckInflightRoom(MqPartition **parts, int nparts);
 extern int64 MqPartitionAppend(struct MqTopic **topicp, int32 partition, StringInfo batch,
 							   int64 at_offset, int32 leader_epoch);
+extern void MqPartitionForgetTail(MqPartition *part);
+
+/* applied when this transaction commits */
+extern void MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset);
+extern void MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base_offset);
+extern void MqPartitionPublishSpareAtCommit(MqPartition *part, Oid relid);
+extern void MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id);
 
 extern void MqPartitionInitCallbacks(void);
 
@@ -46,15 +53,5 @@ extern void MqPartitionInitCallbacks(void);
  */
 typedef void (*MqXactEndHook) (bool commit);
 extern void MqPartitionSetXactEndHook(MqXactEndHook hook);
-extern void MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset);
-extern void MqPartitionForgetTail(MqPartition *part);
-extern void MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset);
-extern void MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base_offset);
-extern void MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id);
-
-
-extern void MqPartitionPublishSpareAtCommit(MqPartition *part, Oid relid);
-
-
 
 #endif							/* MQLOG_PARTITION_H */

@@ -21,8 +21,9 @@
 #include "storage/lwlock.h"
 #include "storage/spin.h"
 #include "utils/hsearch.h"
+#include "utils/relcache.h"
 
-#include "log/partition.h"
+#include "log/partition_shmem.h"
 
 /*
  * Topic ids are per database and start again at 1 when the extension is
@@ -72,7 +73,7 @@ struct MqPartition
 	ConditionVariable cv;		/* broadcast when appends commit, when a
 								 * spare is ready and when the high
 								 * watermark moves */
-	/* replicated partitions (log/replica.c), under lock */
+	/* replicated partitions (partition_offsets.c), under lock */
 	pg_atomic_uint64 high_watermark;	/* leader: as computed; follower: as
 										 * the leader said */
 	pg_atomic_uint64 changes;	/* bumped when what a reader may see of
@@ -124,6 +125,10 @@ typedef struct MqShared
 	dlist_head	free_list;		/* unused MqInflight entries */
 	MqInflight	pool[FLEXIBLE_ARRAY_MEMBER];
 } MqShared;
+
+/* partition.c: a partition's tail and last stable offset */
+extern void MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset);
+extern int64 MqPartitionLso(MqPartition *part, int64 *high_watermark);
 
 /* partition_shmem.c */
 extern MqShared *mqlog_partition_shmem;
