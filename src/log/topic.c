@@ -32,7 +32,8 @@
 
 #include "base/spi.h"
 #include "store/batch.h"
-#include "log/partition.h"
+#include "log/partition_signal.h"
+#include "log/partition_spare.h"
 #include "log/topic.h"
 #include "cluster/metadata.h"
 
