@@ -132,6 +132,24 @@ MqPartitionForgetTail(MqPartition *part)
 	LWLockRelease(&part->lock);
 }
 
+/*
+ * Where a roll of the active segment relid would start the next one: the
+ * partition's next offset, or -1 if the roll must wait (a transaction has
+ * appended there and not finished, or the segment is no longer active).
+ */
+int64
+MqPartitionRollPoint(MqPartition *part, Relation rel, Oid relid, int64 base_offset)
+{
+	int64		next = -1;
+
+	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+	MqPartitionEnsureLoaded(part, rel, base_offset);
+	if (part->active_relid == relid && dlist_is_empty(&part->inflight))
+		next = part->next_offset;
+	LWLockRelease(&part->lock);
+	return next;
+}
+
 /* ------------------------------------------------------------------------
  * In-flight appends
  * ------------------------------------------------------------------------ */

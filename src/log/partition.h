@@ -34,6 +34,7 @@ extern void MqPartitionCheckInflightRoom(MqPartition **parts, int nparts);
 extern int64 MqPartitionAppend(struct MqTopic **topicp, int32 partition, StringInfo batch,
 							   int64 at_offset, int32 leader_epoch);
 extern void MqPartitionForgetTail(MqPartition *part);
+extern int64 MqPartitionRollPoint(MqPartition *part, Relation rel, Oid relid, int64 base_offset);
 
 /* applied when this transaction commits */
 extern void MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset);

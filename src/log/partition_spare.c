@@ -5,8 +5,8 @@
  *		partition.c's, whose "Rolling at segment.bytes and segment.ms" tells
  *		the whole story): extending active segments ahead of their
  *		appenders, the partitions that want a spare segment, where a spare
- *		began, the worker's own rolls; and the switch into a spare that
- *		appender and worker share.
+ *		began, the worker's roll into a spare; and the switch into a spare
+ *		that appender and worker share.
  *
  *-------------------------------------------------------------------------
  */
@@ -249,22 +249,4 @@ MqPartitionsWantingSpares(Oid catalog_relid)
 	}
 	LWLockRelease(mqlog_partition_shmem->hash_lock);
 	return result;
-}
-
-/*
- * Where a roll of the active segment relid would start the next one: the
- * partition's next offset, or -1 if the roll must wait (a transaction has
- * appended there and not finished, or the segment is no longer active).
- */
-int64
-MqPartitionRollPoint(MqPartition *part, Relation rel, Oid relid, int64 base_offset)
-{
-	int64		next = -1;
-
-	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-	MqPartitionEnsureLoaded(part, rel, base_offset);
-	if (part->active_relid == relid && dlist_is_empty(&part->inflight))
-		next = part->next_offset;
-	LWLockRelease(&part->lock);
-	return next;
 }

@@ -2,7 +2,7 @@
  *
  * partition_spare.h
  *		The maintenance worker's side of rolling (partition_spare.c): spare
- *		segments, the worker's own rolls, and extension ahead.
+ *		segments, the worker's roll into one, and extension ahead.
  *
  *-------------------------------------------------------------------------
  */
@@ -17,7 +17,6 @@ extern int64 MqPartitionSpareBase(MqPartition *part, Oid relid);
 extern List *MqPartitionsWantingSpares(Oid catalog_relid);
 extern int64 MqPartitionRollToSpare(MqPartition *part, Relation active, int64 active_base,
 									Relation spare);
-extern int64 MqPartitionRollPoint(MqPartition *part, Relation rel, Oid relid, int64 base_offset);
 extern int64 MqPartitionsExtendAhead(Oid catalog_relid);
 
 #endif							/* MQLOG_PARTITION_SPARE_H */
