@@ -4,7 +4,8 @@
  *		A partition's shared state, private to the files of the partition
  *		(log/partition*.c; test/perl/000_layers.pl checks that nobody else
  *		includes this): struct MqPartition, the in-flight entries behind the
- *		last stable offset, and the shared area that holds them.
+ *		last stable offset, the shared area that holds them, and what the
+ *		partition's files call in one another.
  *
  * Everybody else holds an MqPartition pointer and calls the functions of
  * partition.h, so that the append protocol has one owner.
@@ -135,9 +136,9 @@ extern MqShared *mqlog_partition_shmem;
 extern HTAB *mqlog_partition_hash;	/* MqPartition by MqPartitionKey */
 
 /*
- * partition_signal.c: the change counters (see there), bumped after every
- * change to what a reader may see of a partition, inline here because the
- * appender bumps them under its lock, and what a transaction's end applies
+ * partition_signal.c: the change counters (the essay is there), bumped
+ * after every change to what a reader may see of a partition; inline here,
+ * since the appender bumps them under its lock
  */
 static inline uint32
 change_slot(const MqPartitionKey *key)
@@ -156,6 +157,7 @@ note_change(MqPartition *part)
 	pg_atomic_fetch_add_u64(&mqlog_partition_shmem->topic_changes[change_slot(&part->key)], 1);
 }
 
+/* partition_signal.c: what the end of a transaction applies */
 extern void MqCatalogAtXactEnd(bool commit);
 extern void MqCatalogAtSubxactAbort(void);
 extern void MqMaintenanceAtXactEnd(bool commit);
