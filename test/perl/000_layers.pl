@@ -125,7 +125,7 @@ sub circles
 			push @found,
 			  {
 				name => "$dir: @members",
-				edges => [ map { my $a = $_; map { "$a->$_" } sort grep { $in{$_} } keys %{ $g->{$a} } } @members ]
+				edges => [ map { my $from = $_; map { "$from->$_" } sort grep { $in{$_} } keys %{ $g->{$from} } } @members ]
 			  };
 		}
 	}
