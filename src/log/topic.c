@@ -6,8 +6,8 @@
  *
  * Produce and fetch look topics up by name on every call, so the catalog
  * is read through SPI only when the shared catalog generation moves (any
- * topic DDL bumps it, see partition.c); otherwise a lookup is one hash
- * probe.
+ * topic DDL bumps it, see partition_signal.c); otherwise a lookup is one
+ * hash probe.
  *
  *-------------------------------------------------------------------------
  */
