@@ -1,12 +1,17 @@
 /*-------------------------------------------------------------------------
  *
  * partition.c
- *		Partition state in shared memory, private to this file: the append
- *		position, the high watermark, the in-flight appends that define the
- *		last stable offset and the transaction callbacks that release them;
- *		the append protocol every writer goes through (MqPartitionAppend);
- *		rolls into segments prepared ahead; the catalog generation, the
- *		DDL announcements and the change counters parked readers compare.
+ *		The append protocol every writer goes through, in its order: a
+ *		partition's tail read into its shared entry, the in-flight appends
+ *		that define the last stable offset, the append itself with its roll
+ *		into a segment prepared ahead (MqPartitionAppend), and what commit
+ *		and abort release and apply.
+ *
+ * The rest of a partition's shared state has files of its own beside this
+ * one: partition_shmem.c (the entries), partition_offsets.c (what readers
+ * may see; the high watermark), partition_spare.c (the worker's side of
+ * rolling), partition_signal.c (the catalog generation, the change
+ * counters, the wake-ups); the fields are partition_internal.h's.
  *
  * Offsets are assigned under the partition's LWLock at append time, so the
  * log is physically in offset order.  Before an appender writes a batch it
@@ -34,19 +39,14 @@
 
 #include "access/table.h"
 #include "access/xact.h"
-#include "access/xlog.h"
-#include "common/hashfn.h"
 #include "common/int.h"
 #include "nodes/pg_list.h"
 #include "lib/ilist.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port/atomics.h"
-#include "storage/bufmgr.h"
 #include "storage/ipc.h"
-#include "storage/latch.h"
 #include "storage/lmgr.h"
-#include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -57,109 +57,8 @@
 #include "store/batch.h"
 #include "store/segment.h"
 #include "log/partition.h"
-#include "log/replica.h"
+#include "log/partition_internal.h"
 #include "log/topic.h"
-
-/*
- * Topic ids are per database and start again at 1 when the extension is
- * dropped and created again, so the key also names the database and the
- * catalog table's relation (a new one for each incarnation).
- */
-typedef struct MqPartitionKey
-{
-	Oid			dboid;
-	Oid			catalog_relid;
-	int32		topic_id;
-	int32		partition;
-} MqPartitionKey;
-
-/*
- * active_since of an empty active segment: no record's time (those are
- * clamped to PostgreSQL's range), unlike 0, which is 2000-01-01 and a
- * record may carry it.
- */
-#define NO_ACTIVE_SINCE DT_NOBEGIN
-
-struct MqPartition
-{
-	MqPartitionKey key;			/* hash key: must be first */
-	LWLock		lock;			/* serializes appends; protects what follows */
-	bool		loaded;			/* tail read from disk */
-	bool		dirty;			/* an append failed midway: re-read the tail */
-	Oid			active_relid;	/* segment where appends go */
-	int64		active_base;
-	uint64		end_lpos;		/* append position in the active segment */
-	uint64		torn_lpos;		/* > end_lpos when a crash tore the tail */
-	int64		next_offset;	/* offset the next batch gets */
-	TimestampTz active_since;	/* first timestamp in the active segment,
-								 * NO_ACTIVE_SINCE while it is empty:
-								 * segment.ms counts from it */
-	Oid			spare_relid;	/* a committed, empty segment prepared ahead,
-								 * where the next roll goes (InvalidOid: none) */
-	TimestampTz spare_wanted;	/* when an appender asked for a spare (0: no
-								 * request outstanding) */
-	bool		roll_unrecorded;	/* rolled into the spare; the worker has not
-									 * recorded it in the catalog yet */
-	/* extension ahead of the appender (MqPartitionsExtendAhead) */
-	Oid			extend_relid;	/* the segment to extend, the active one */
-	BlockNumber extend_to;		/* to this many blocks */
-	TimestampTz extend_asked;	/* when the appender asked (0: no request) */
-	dlist_head	inflight;		/* MqInflight, ascending first offset */
-	ConditionVariable cv;		/* broadcast when appends commit, when a
-								 * spare is ready and when the high
-								 * watermark moves */
-	/* replicated partitions (log/replica.c), under lock */
-	pg_atomic_uint64 high_watermark;	/* leader: as computed; follower: as
-										 * the leader said */
-	pg_atomic_uint64 changes;	/* bumped when what a reader may see of
-								 * the partition may have moved
-								 * (MqPartitionChanges) */
-	int32		min_leader_epoch;	/* appends need a leader epoch at least
-									 * this: a leader move fences the old one */
-	int			mover_pid;		/* the backend moving the leader, or 0 */
-	int			nfollowers;
-	MqFollowerProgress followers[MQ_MAX_FOLLOWERS];
-
-	/*
-	 * The in-sync replicas as this leader's ISR round last decided them
-	 * (workers/isr.c), at leader epoch isr_epoch (nisr 0: none yet): set
-	 * before an expansion goes to etcd and after a shrink did, so that the
-	 * high watermark never counts fewer replicas than etcd may list, however
-	 * old the computing backend's topic cache is (Kafka's "maximal ISR").
-	 */
-	int32		isr_epoch;
-	int			nisr;
-	char		isr[MQ_MAX_REPLICATION_FACTOR][NAMEDATALEN];
-};
-
-typedef struct MqInflight
-{
-	dlist_node	node;			/* in MqPartition.inflight, or the free list */
-	int64		offset;
-} MqInflight;
-
-typedef struct MqShared
-{
-	LWLock	   *hash_lock;		/* protects the partition hash */
-	int			part_tranche;	/* tranche id of the partition locks */
-	pg_atomic_uint64 catalog_generation;
-	ConditionVariable data_cv;	/* broadcast when produced records commit */
-	struct Latch *maintenance_latch;	/* the maintenance launcher's */
-	pg_atomic_uint32 maintenance_db;	/* a database that wants a pass now */
-	/* DDL announcements, a slot per database hash (MqAnnounceDdl) */
-	pg_atomic_uint64 ddl_count[MQ_DDL_SLOTS];
-	pg_atomic_uint32 ddl_topic[MQ_DDL_SLOTS];
-	pg_atomic_uint32 ddl_db[MQ_DDL_SLOTS];
-	pg_atomic_uint64 sizing_warned_at;	/* MqSizingWarningDue */
-	/* a counter per hash of (database, catalog, topic): MqChangeSlotCount */
-	pg_atomic_uint64 topic_changes[MQ_CHANGE_SLOTS];
-	slock_t		free_lock;		/* protects free_list */
-	dlist_head	free_list;		/* unused MqInflight entries */
-	MqInflight	pool[FLEXIBLE_ARRAY_MEMBER];
-} MqShared;
-
-static MqShared *mq_shared = NULL;
-static HTAB *part_hash = NULL;
 
 /* this backend's in-flight entries */
 typedef struct LocalInflight
@@ -172,320 +71,22 @@ typedef struct LocalInflight
 static LocalInflight *local = NULL;
 static int	nlocal = 0;
 static int	maxlocal = 0;
-static bool catalog_bump_at_commit = false;
-static bool maintenance_at_commit = false;
+static MqXactEndHook xact_end_hook = NULL;
 
 static void mq_backend_exit(int code, Datum arg);
 
-static Size
-pool_entries(void)
-{
-	return (Size) MaxBackends * mqlog_max_inflight;
-}
-
-static Size
-shared_size(void)
-{
-	return add_size(offsetof(MqShared, pool), mul_size(pool_entries(), sizeof(MqInflight)));
-}
-
-/*
- * A warning that shared memory is sized too small for the catalog
- * (workers/maintenance.c) is due at most every ten minutes, server-wide.
- */
-#define MQ_SIZING_WARN_MS	(10 * 60 * 1000)
-
-bool
-MqSizingWarningDue(void)
-{
-	uint64		last = pg_atomic_read_u64(&mq_shared->sizing_warned_at);
-	TimestampTz now = GetCurrentTimestamp();
-
-	if (last != 0 && !TimestampDifferenceExceeds((TimestampTz) last, now, MQ_SIZING_WARN_MS))
-		return false;
-	return pg_atomic_compare_exchange_u64(&mq_shared->sizing_warned_at, &last, (uint64) now);
-}
-
-/* per partition entry, and the in-flight pool (mqlog.shared_memory) */
-Size
-MqPartitionEntrySize(void)
-{
-	return sizeof(MqPartition);
-}
-
-Size
-MqInflightPoolSize(void)
-{
-	return mul_size(pool_entries(), sizeof(MqInflight));
-}
-
-/*
- * Partition entries in use now, server-wide, and in-flight entries taken
- * (mqlog.shared_memory).
- */
-int64
-MqPartitionsInUse(int64 *inflight)
-{
-	int64		n;
-	int64		free_entries = 0;
-	dlist_iter	it;
-
-	LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
-	n = hash_get_num_entries(part_hash);
-	LWLockRelease(mq_shared->hash_lock);
-	SpinLockAcquire(&mq_shared->free_lock);
-	dlist_foreach(it, &mq_shared->free_list)
-		free_entries++;
-	SpinLockRelease(&mq_shared->free_lock);
-	*inflight = (int64) pool_entries() - free_entries;
-	return n;
-}
-
-/* What the partition state needs in shared memory (mqlog.c sums it up). */
-Size
-MqPartitionShmemSize(void)
-{
-	return add_size(shared_size(),
-					hash_estimate_size(mqlog_max_partitions, sizeof(MqPartition)));
-}
-
-/* Called with AddinShmemInitLock held. */
-void
-MqPartitionShmemInit(void)
-{
-	bool		found;
-	HASHCTL		info;
-
-	mq_shared = ShmemInitStruct("mqlog", shared_size(), &found);
-	if (!found)
-	{
-		mq_shared->hash_lock = &(GetNamedLWLockTranche("mqlog"))->lock;
-		mq_shared->part_tranche = LWLockNewTrancheId();
-		pg_atomic_init_u64(&mq_shared->catalog_generation, 1);
-		for (int i = 0; i < MQ_DDL_SLOTS; i++)
-		{
-			pg_atomic_init_u64(&mq_shared->ddl_count[i], 0);
-			pg_atomic_init_u32(&mq_shared->ddl_topic[i], 0);
-			pg_atomic_init_u32(&mq_shared->ddl_db[i], 0);
-		}
-		for (int i = 0; i < MQ_CHANGE_SLOTS; i++)
-			pg_atomic_init_u64(&mq_shared->topic_changes[i], 0);
-		ConditionVariableInit(&mq_shared->data_cv);
-		mq_shared->maintenance_latch = NULL;
-		pg_atomic_init_u32(&mq_shared->maintenance_db, InvalidOid);
-		SpinLockInit(&mq_shared->free_lock);
-		dlist_init(&mq_shared->free_list);
-		for (Size i = 0; i < pool_entries(); i++)
-			dlist_push_tail(&mq_shared->free_list, &mq_shared->pool[i].node);
-	}
-	memset(&info, 0, sizeof(info));
-	info.keysize = sizeof(MqPartitionKey);
-	info.entrysize = sizeof(MqPartition);
-	part_hash = ShmemInitHash("mqlog partitions", mqlog_max_partitions, mqlog_max_partitions,
-							  &info, HASH_ELEM | HASH_BLOBS);
-}
-
-/* Called after AddinShmemInitLock is released, in every process. */
-void
-MqPartitionRegisterTranche(void)
-{
-	LWLockRegisterTranche(mq_shared->part_tranche, "mqlog_partition");
-}
-
-/* ------------------------------------------------------------------------
- * Catalog generation: lets every backend know its topic cache is stale.
- * ------------------------------------------------------------------------ */
-
-uint64
-MqlogCatalogGeneration(void)
-{
-	return pg_atomic_read_u64(&mq_shared->catalog_generation);
-}
-
-/*
- * Bump now, so that this backend reloads at once, and again at commit, so
- * that others reload once the change is visible to them.
- */
-void
-MqlogCatalogChanged(void)
-{
-	pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
-	catalog_bump_at_commit = true;
-}
-
-/*
- * DDL that will need locks waiting consumers hold (mq_drop_topic of a
- * topic, or 0: DROP EXTENSION) says so before it asks for them, and wakes
- * the consumers, which give way (groups/consumer.c).  A slot per database
- * hash: another database that shares the slot only causes a spurious
- * check.
- */
-void
-MqAnnounceDdl(int32 topic_id)
-{
-	int			slot = MyDatabaseId % MQ_DDL_SLOTS;
-
-	pg_atomic_write_u32(&mq_shared->ddl_topic[slot], (uint32) topic_id);
-	pg_atomic_write_u32(&mq_shared->ddl_db[slot], (uint32) MyDatabaseId);
-	pg_atomic_fetch_add_u64(&mq_shared->ddl_count[slot], 1);
-	ConditionVariableBroadcast(&mq_shared->data_cv);
-}
-
-/*
- * The count of announcements in this database's slot, and the last one's
- * topic (-1 when it came from another database sharing the slot).
- */
-uint64
-MqDdlCount(int32 *topic_id)
-{
-	int			slot = MyDatabaseId % MQ_DDL_SLOTS;
-	uint64		count = pg_atomic_read_u64(&mq_shared->ddl_count[slot]);
-
-	pg_memory_barrier();
-	if (topic_id)
-		*topic_id = (pg_atomic_read_u32(&mq_shared->ddl_db[slot]) == (uint32) MyDatabaseId) ?
-			(int32) pg_atomic_read_u32(&mq_shared->ddl_topic[slot]) : -1;
-	return count;
-}
-
-/* Waiting consumers sleep on this; every commit that produced wakes them. */
-ConditionVariable *
-MqDataArrivedCV(void)
-{
-	return &mq_shared->data_cv;
-}
-
-/* ------------------------------------------------------------------------
- * Change counters
- *
- * A reader that waits for data across transactions (the Kafka listener's
- * parked Fetches) notes a partition's counter before it reads the
- * partition's offsets, and looks again only once the counter moved.  The
- * counter moves, after the change and before the data condition variable
- * is broadcast, whenever the partition's log end, last stable offset or
- * high watermark may have moved: an append, the release of an in-flight
- * entry (commit, abort, backend exit), a high watermark that advances, a
- * follower's report (the leader's high watermark is computed from them
- * when read), a roll or truncation, a tail read from disk.  Each move also
- * bumps the counter of the partition's topic slot, a hash of (database,
- * catalog, topic) into MQ_CHANGE_SLOTS counters, so that a reader of many
- * partitions first compares one counter per topic: a topic that shares
- * the slot costs a spurious pass over the partitions, never a missed
- * change.  Catalog changes (DDL, grants, leaders, log start) are the
- * catalog generation's, not these counters'.
- * ------------------------------------------------------------------------ */
-
-static uint32
-change_slot(const MqPartitionKey *key)
-{
-	uint32		h = hash_bytes((const unsigned char *) key,
-							   offsetof(MqPartitionKey, partition));
-
-	return h % MQ_CHANGE_SLOTS;
-}
-
-/* after a change to part (its lock held or not): bump both counters */
-static void
-note_change(MqPartition *part)
-{
-	pg_atomic_fetch_add_u64(&part->changes, 1);
-	pg_atomic_fetch_add_u64(&mq_shared->topic_changes[change_slot(&part->key)], 1);
-}
-
-uint64
-MqPartitionChanges(MqPartition *part)
-{
-	return pg_atomic_read_u64(&part->changes);
-}
-
-uint32
-MqPartitionChangeSlot(MqPartition *part)
-{
-	return change_slot(&part->key);
-}
-
-uint64
-MqChangeSlotCount(uint32 slot)
-{
-	Assert(slot < MQ_CHANGE_SLOTS);
-	return pg_atomic_read_u64(&mq_shared->topic_changes[slot]);
-}
-
-/* ------------------------------------------------------------------------
- * Partition entries
- * ------------------------------------------------------------------------ */
-
 static void too_many_partitions(void) pg_attribute_noreturn();
 
-MqPartition *
-MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition)
-{
-	MqPartitionKey key;
-	MqPartition *part;
-	bool		found;
-
-	if (mq_shared == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("mqlog must be loaded via shared_preload_libraries")));
-	memset(&key, 0, sizeof(key));
-	key.dboid = MyDatabaseId;
-	key.catalog_relid = catalog_relid;
-	key.topic_id = topic_id;
-	key.partition = partition;
-
-	LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
-	part = hash_search(part_hash, &key, HASH_FIND, NULL);
-	LWLockRelease(mq_shared->hash_lock);
-	if (part)
-		return part;
-
-	LWLockAcquire(mq_shared->hash_lock, LW_EXCLUSIVE);
-	part = hash_search(part_hash, &key, HASH_ENTER_NULL, &found);
-	if (part == NULL)
-	{
-		LWLockRelease(mq_shared->hash_lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many mqlog partitions in use"),
-				 errhint("Raise mqlog.max_partitions (currently %d) and restart the server.",
-						 mqlog_max_partitions)));
-	}
-	if (!found)
-	{
-		LWLockInitialize(&part->lock, mq_shared->part_tranche);
-		part->loaded = false;
-		part->dirty = false;
-		part->active_relid = InvalidOid;
-		part->active_base = 0;
-		part->active_since = NO_ACTIVE_SINCE;
-		part->spare_relid = InvalidOid;
-		part->spare_wanted = 0;
-		part->roll_unrecorded = false;
-		part->extend_relid = InvalidOid;
-		part->extend_to = 0;
-		part->extend_asked = 0;
-		part->end_lpos = 0;
-		part->torn_lpos = 0;
-		part->next_offset = 0;
-		dlist_init(&part->inflight);
-		ConditionVariableInit(&part->cv);
-		pg_atomic_init_u64(&part->high_watermark, 0);
-		pg_atomic_init_u64(&part->changes, 0);
-		part->min_leader_epoch = 0;
-		part->mover_pid = 0;
-		part->nfollowers = 0;
-	}
-	LWLockRelease(mq_shared->hash_lock);
-	return part;
-}
+/* ------------------------------------------------------------------------
+ * A partition's tail, read into its entry
+ * ------------------------------------------------------------------------ */
 
 /*
  * Read the tail of the active segment into the partition entry.  The caller
  * holds part->lock exclusively and has the segment open.
  */
-void
-MqPartitionLoad(MqPartition *part, Relation rel, int64 base_offset)
+static void
+load_tail(MqPartition *part, Relation rel, int64 base_offset)
 {
 	MqSegmentTail tail;
 
@@ -513,7 +114,7 @@ MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset)
 {
 	if (!part->loaded ||
 		(part->dirty && part->active_relid == RelationGetRelid(rel)))
-		MqPartitionLoad(part, rel, base_offset);
+		load_tail(part, rel, base_offset);
 }
 
 /*
@@ -532,141 +133,26 @@ MqPartitionForgetTail(MqPartition *part)
 }
 
 /*
- * Segment switches made by this transaction (the worker's roll), and spare
- * segments it prepared (base_offset MQ_SPARE_BASE), applied when it commits.
+ * Where a roll of the active segment relid would start the next one: the
+ * partition's next offset, or -1 if the roll must wait (a transaction has
+ * appended there and not finished, or the segment is no longer active).
  */
-typedef struct PendingSwitch
+int64
+MqPartitionRollPoint(MqPartition *part, Relation rel, Oid relid, int64 base_offset)
 {
-	MqPartition *part;
-	Oid			relid;
-	int64		base_offset;
-	bool		truncate;		/* the log ends at base_offset, not after */
-} PendingSwitch;
+	int64		next = -1;
 
-static List *pending_switches = NIL;
-static List *pending_forgets = NIL;	/* topic ids dropped by this transaction */
-static Oid	pending_forget_catalog = InvalidOid;
-
-void
-MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id)
-{
-	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-
-	pending_forgets = lappend_int(pending_forgets, topic_id);
-	pending_forget_catalog = catalog_relid;
-	MemoryContextSwitchTo(old);
+	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+	MqPartitionEnsureLoaded(part, rel, base_offset);
+	if (part->active_relid == relid && dlist_is_empty(&part->inflight))
+		next = part->next_offset;
+	LWLockRelease(&part->lock);
+	return next;
 }
 
-static void
-apply_forgets(bool commit)
-{
-	if (commit && pending_forgets != NIL)
-	{
-		HASH_SEQ_STATUS seq;
-		MqPartition *part;
-
-		LWLockAcquire(mq_shared->hash_lock, LW_EXCLUSIVE);
-		hash_seq_init(&seq, part_hash);
-		while ((part = hash_seq_search(&seq)) != NULL)
-			if (part->key.dboid == MyDatabaseId &&
-				part->key.catalog_relid == pending_forget_catalog &&
-				list_member_int(pending_forgets, part->key.topic_id) &&
-				dlist_is_empty(&part->inflight))
-				hash_search(part_hash, &part->key, HASH_REMOVE, NULL);
-		LWLockRelease(mq_shared->hash_lock);
-	}
-	list_free(pending_forgets);
-	pending_forgets = NIL;
-}
-
-static void
-queue_switch(MqPartition *part, Oid relid, int64 base_offset, bool truncate)
-{
-	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-	PendingSwitch *ps = palloc(sizeof(PendingSwitch));
-
-	ps->part = part;
-	ps->relid = relid;
-	ps->base_offset = base_offset;
-	ps->truncate = truncate;
-	pending_switches = lappend(pending_switches, ps);
-	MemoryContextSwitchTo(old);
-}
-
-void
-MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset)
-{
-	queue_switch(part, relid, base_offset, false);
-}
-
-/*
- * A follower's log truncated to base_offset, where relid starts: when the
- * transaction commits, the log ends there, and the high watermark is no
- * higher (records above it are gone from this node).
- */
-void
-MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base_offset)
-{
-	queue_switch(part, relid, base_offset, true);
-}
-
-static void
-apply_switches(bool commit)
-{
-	ListCell   *lc;
-
-	foreach(lc, pending_switches)
-	{
-		PendingSwitch *ps = lfirst(lc);
-
-		/* a segment prepared ahead: appenders may roll into it from now on */
-		if (commit && ps->base_offset == MQ_SPARE_BASE)
-		{
-			LWLockAcquire(&ps->part->lock, LW_EXCLUSIVE);
-			if (ps->part->active_relid != ps->relid)
-			{
-				ps->part->spare_relid = ps->relid;
-				ps->part->spare_wanted = 0;
-				ps->part->roll_unrecorded = false;
-			}
-			LWLockRelease(&ps->part->lock);
-			ConditionVariableBroadcast(&ps->part->cv);
-		}
-
-		/*
-		 * The worker's own roll.  A producer that saw the new segment in
-		 * the catalog before this callback ran may have switched already
-		 * (and appended): then there is nothing to do.
-		 */
-		else if (commit)
-		{
-			LWLockAcquire(&ps->part->lock, LW_EXCLUSIVE);
-			if (ps->part->active_relid == ps->relid)
-			{
-				LWLockRelease(&ps->part->lock);
-				pfree(ps);
-				continue;
-			}
-			ps->part->active_relid = ps->relid;
-			ps->part->active_base = ps->base_offset;
-			ps->part->end_lpos = 0;
-			ps->part->torn_lpos = 0;
-			ps->part->active_since = NO_ACTIVE_SINCE;
-			ps->part->next_offset = ps->truncate ? ps->base_offset :
-				Max(ps->part->next_offset, ps->base_offset);
-			ps->part->dirty = false;
-			ps->part->loaded = true;
-			if (ps->truncate &&
-				(int64) pg_atomic_read_u64(&ps->part->high_watermark) > ps->base_offset)
-				pg_atomic_write_u64(&ps->part->high_watermark, (uint64) ps->base_offset);
-			LWLockRelease(&ps->part->lock);
-			note_change(ps->part);
-		}
-		pfree(ps);
-	}
-	list_free(pending_switches);
-	pending_switches = NIL;
-}
+/* ------------------------------------------------------------------------
+ * In-flight appends
+ * ------------------------------------------------------------------------ */
 
 /* The LSO: the lowest in-flight offset, or the high watermark. */
 int64
@@ -683,16 +169,12 @@ MqPartitionLso(MqPartition *part, int64 *high_watermark)
 	return lso;
 }
 
-/* ------------------------------------------------------------------------
- * In-flight appends
- * ------------------------------------------------------------------------ */
-
 /*
  * Called by the appender holding part->lock exclusively, before it writes
  * the batch starting at offset.
  */
-void
-MqPartitionRegisterInflight(MqPartition *part, int64 offset)
+static void
+register_inflight(MqPartition *part, int64 offset)
 {
 	MqInflight *entry;
 	static bool exit_hook_set = false;
@@ -721,12 +203,12 @@ MqPartitionRegisterInflight(MqPartition *part, int64 offset)
 	if (nlocal >= mqlog_max_inflight)
 		too_many_partitions();
 
-	SpinLockAcquire(&mq_shared->free_lock);
-	if (dlist_is_empty(&mq_shared->free_list))
+	SpinLockAcquire(&mqlog_partition_shmem->free_lock);
+	if (dlist_is_empty(&mqlog_partition_shmem->free_list))
 		entry = NULL;
 	else
-		entry = dlist_container(MqInflight, node, dlist_pop_head_node(&mq_shared->free_list));
-	SpinLockRelease(&mq_shared->free_lock);
+		entry = dlist_container(MqInflight, node, dlist_pop_head_node(&mqlog_partition_shmem->free_list));
+	SpinLockRelease(&mqlog_partition_shmem->free_lock);
 	if (entry == NULL)
 		elog(ERROR, "mqlog in-flight append pool exhausted");
 
@@ -736,100 +218,6 @@ MqPartitionRegisterInflight(MqPartition *part, int64 offset)
 	local[nlocal].entry = entry;
 	local[nlocal].subid = GetCurrentSubTransactionId();
 	nlocal++;
-}
-
-static void
-release_entry(LocalInflight *li, bool wake)
-{
-	LWLockAcquire(&li->part->lock, LW_EXCLUSIVE);
-	dlist_delete(&li->entry->node);
-	LWLockRelease(&li->part->lock);
-	note_change(li->part);
-
-	SpinLockAcquire(&mq_shared->free_lock);
-	dlist_push_tail(&mq_shared->free_list, &li->entry->node);
-	SpinLockRelease(&mq_shared->free_lock);
-
-	if (wake)
-		ConditionVariableBroadcast(&li->part->cv);
-}
-
-/* Release entries of the given subtransaction, or all when subid is invalid. */
-static void
-release_inflight(SubTransactionId subid, bool wake)
-{
-	int			keep = 0;
-
-	for (int i = 0; i < nlocal; i++)
-	{
-		if (subid == InvalidSubTransactionId || local[i].subid == subid)
-			release_entry(&local[i], wake);
-		else
-			local[keep++] = local[i];
-	}
-	nlocal = keep;
-}
-
-static void
-mq_xact_callback(XactEvent event, void *arg)
-{
-	switch (event)
-	{
-		case XACT_EVENT_PRE_PREPARE:
-			if (nlocal > 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot PREPARE a transaction that has produced to mqlog"),
-						 errdetail("Records of a prepared transaction would hold back the last stable offset across restarts."),
-						 errhint("Commit the transaction instead of preparing it.")));
-			break;
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
-			if (nlocal > 0)
-			{
-				release_inflight(InvalidSubTransactionId, true);
-				ConditionVariableBroadcast(&mq_shared->data_cv);
-			}
-			MqReaderAtXactEnd();
-			apply_switches(true);
-			apply_forgets(true);
-			if (catalog_bump_at_commit)
-			{
-				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
-				/* waiting polls look again: a topic of theirs may have grown */
-				ConditionVariableBroadcast(&mq_shared->data_cv);
-			}
-			catalog_bump_at_commit = false;
-			if (maintenance_at_commit)
-				MqRequestMaintenance();
-			maintenance_at_commit = false;
-			/* last: the commit is visible here; acks=all waits for the replicas */
-			MqReplicaAwaitAcks();
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-			/*
-			 * The aborted batches become holes: readers may pass them, and
-			 * the LSO may move past records that others committed meanwhile,
-			 * so waiting polls are woken as by a commit.
-			 */
-			if (nlocal > 0)
-			{
-				release_inflight(InvalidSubTransactionId, true);
-				ConditionVariableBroadcast(&mq_shared->data_cv);
-			}
-			MqReaderAtXactEnd();
-			MqReplicaForgetAcks();
-			apply_switches(false);
-			apply_forgets(false);
-			if (catalog_bump_at_commit)
-				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
-			catalog_bump_at_commit = false;
-			maintenance_at_commit = false;
-			break;
-		default:
-			break;
-	}
 }
 
 static void
@@ -867,387 +255,35 @@ MqPartitionCheckInflightRoom(MqPartition **parts, int nparts)
 }
 
 static void
-mq_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-					SubTransactionId parentSubid, void *arg)
+release_entry(LocalInflight *li, bool wake)
 {
-	switch (event)
-	{
-		case SUBXACT_EVENT_ABORT_SUB:
-			{
-				int			before = nlocal;
+	LWLockAcquire(&li->part->lock, LW_EXCLUSIVE);
+	dlist_delete(&li->entry->node);
+	LWLockRelease(&li->part->lock);
+	note_change(li->part);
 
-				release_inflight(mySubid, true);
-				/* as at abort: the LSO may have moved */
-				if (nlocal != before)
-					ConditionVariableBroadcast(&mq_shared->data_cv);
-			}
-			/* a catalog change (a grant, a config) rolled back: reload */
-			if (catalog_bump_at_commit)
-				pg_atomic_fetch_add_u64(&mq_shared->catalog_generation, 1);
-			break;
-		case SUBXACT_EVENT_COMMIT_SUB:
-			for (int i = 0; i < nlocal; i++)
-				if (local[i].subid == mySubid)
-					local[i].subid = parentSubid;
-			break;
-		default:
-			break;
-	}
+	SpinLockAcquire(&mqlog_partition_shmem->free_lock);
+	dlist_push_tail(&mqlog_partition_shmem->free_list, &li->entry->node);
+	SpinLockRelease(&mqlog_partition_shmem->free_lock);
+
+	if (wake)
+		ConditionVariableBroadcast(&li->part->cv);
 }
 
-/*
- * Runs before ShutdownPostgres aborts a transaction left open, so the
- * entries of a backend that exits mid-transaction are released before its
- * abort is in the clog; readers then find the xid neither running nor
- * committed and skip the batch, which is the same outcome.  LWLocks are
- * released first: a FATAL error may have come while one was held.
- */
+/* Release entries of the given subtransaction, or all when subid is invalid. */
 static void
-mq_backend_exit(int code, Datum arg)
+release_inflight(SubTransactionId subid, bool wake)
 {
-	LWLockReleaseAll();
-	if (mq_shared != NULL)
-		release_inflight(InvalidSubTransactionId, true);
-}
+	int			keep = 0;
 
-void
-MqPartitionInitCallbacks(void)
-{
-	RegisterXactCallback(mq_xact_callback, NULL);
-	RegisterSubXactCallback(mq_subxact_callback, NULL);
-}
-
-/* ------------------------------------------------------------------------
- * Offsets
- * ------------------------------------------------------------------------ */
-
-/*
- * The partition's last stable offset and high watermark.  On a standby the
- * tail is read from disk each time (replay moves it) and the LSO is -1:
- * readers then find it batch by batch.
- */
-void
-MqPartitionLogEnd(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
-{
-	const MqSegmentRef *seg;
-	MqPartition *part;
-	Relation	rel;
-
-	/* no segment yet (made after its topic, see topic.c): nothing was written */
-	if (MqTopicPartitionPending(topic, partition))
+	for (int i = 0; i < nlocal; i++)
 	{
-		*hw = 0;
-		*lso = RecoveryInProgress() ? -1 : 0;
-		return;
+		if (subid == InvalidSubTransactionId || local[i].subid == subid)
+			release_entry(&local[i], wake);
+		else
+			local[keep++] = local[i];
 	}
-	seg = MqTopicActiveSegment(topic, partition);
-	part = MqTopicPartition(topic, partition);
-
-	rel = try_table_open(seg->relid, AccessShareLock);
-	if (rel == NULL)
-	{
-		/*
-		 * The caller's chain is older than a roll and the retention that
-		 * followed it; the current chain names the active segment.  (The
-		 * caller's MqTopic stays valid to the end of the transaction.)
-		 */
-		MqTopic    *fresh = MqTopicRefresh(topic->name);
-
-		seg = MqTopicActiveSegment(fresh, partition);
-		rel = try_table_open(seg->relid, AccessShareLock);
-		if (rel == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("topic \"%s\" was dropped", topic->name)));
-	}
-	if (RecoveryInProgress())
-	{
-		MqSegmentTail tail;
-
-		MqSegmentReadTail(rel, seg->base_offset, &tail);
-		*hw = tail.next_offset;
-		*lso = -1;
-	}
-	else
-	{
-		LWLockAcquire(&part->lock, LW_SHARED);
-		if (!part->loaded || part->dirty)
-		{
-			LWLockRelease(&part->lock);
-			LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-			MqPartitionEnsureLoaded(part, rel, seg->base_offset);
-		}
-		*lso = MqPartitionLso(part, hw);
-		LWLockRelease(&part->lock);
-	}
-	table_close(rel, AccessShareLock);
-}
-
-/*
- * The partition's append position in relid, if that is its active segment
- * as this server's shared state knows it, else 0: a position within the
- * log for a reader to start looking for its end from (MqReaderInit).
- * Stale by the time it is used, which only makes it a lower bound.
- */
-uint64
-MqPartitionKnownEnd(MqPartition *part, Oid relid)
-{
-	uint64		end = 0;
-
-	LWLockAcquire(&part->lock, LW_SHARED);
-	if (part->loaded && !part->dirty && part->active_relid == relid)
-		end = part->end_lpos;
-	LWLockRelease(&part->lock);
-	return end;
-}
-
-/*
- * What readers may see of a partition: its LSO and high watermark.  For a
- * single-node topic the high watermark is the log end offset.  For a
- * replicated one it is Kafka's: on the leader the lowest log end offset
- * among the in-sync replicas, moving only while they are at least
- * min.insync.replicas; on a follower what the leader last told it.  The
- * LSO is never above it, so no reader sees what a failover could lose.
- */
-void
-MqPartitionOffsets(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
-{
-	MqPartition *part;
-	int64		leo;
-	int64		replicated;
-
-	MqPartitionLogEnd(topic, partition, lso, &leo);
-	*hw = leo;
-	if (topic->replicas == NULL)
-		return;
-	if (*lso < 0)
-	{
-		/* a hot standby: what the primary last checkpointed (see logiter.c) */
-		*hw = Min(leo, topic->replicas[partition].hw_checkpoint);
-		return;
-	}
-	part = MqTopicPartition(topic, partition);
-	/* after a restart, from where it was last checkpointed */
-	if ((int64) pg_atomic_read_u64(&part->high_watermark) < topic->replicas[partition].hw_checkpoint)
-		(void) MqPartitionAdvanceHighWatermark(part, topic->replicas[partition].hw_checkpoint);
-	if (MqTopicLeadsHere(topic, partition))
-		replicated = MqPartitionUpdateHighWatermark(part, &topic->replicas[partition],
-													topic->min_insync_replicas);
-	else
-		replicated = (int64) pg_atomic_read_u64(&part->high_watermark);
-	*hw = Min(replicated, leo);
-	*lso = Min(*lso, *hw);
-}
-
-/*
- * On the leader: the lowest log end offset among the in-sync replicas, if
- * each has reported and they are at least min_isr; the high watermark
- * moves up to it.  Reads shared memory only (a committing transaction
- * waiting for acks=all calls it).  Returns the high watermark.
- */
-int64
-MqPartitionUpdateHighWatermark(MqPartition *part, const MqReplicaInfo *ri, int min_isr)
-{
-	int64		candidate;
-	bool		known;
-	bool		shared;
-	int			nisr;
-
-	LWLockAcquire(&part->lock, LW_SHARED);
-	/* the ISR round's own view, when it is of this leadership (see above) */
-	shared = part->nisr > 0 && part->isr_epoch == ri->leader_epoch;
-	nisr = shared ? part->nisr : ri->nisr;
-	known = nisr >= min_isr && ri->leader != NULL;
-	candidate = part->next_offset;
-	for (int i = 0; known && i < nisr; i++)
-	{
-		const char *member = shared ? part->isr[i] : ri->isr[i];
-		bool		found = strcmp(member, ri->leader) == 0;
-
-		for (int f = 0; !found && f < part->nfollowers; f++)
-			if (strcmp(part->followers[f].node, member) == 0 &&
-				part->followers[f].epoch == ri->leader_epoch)
-			{
-				candidate = Min(candidate, part->followers[f].leo);
-				found = true;
-			}
-		known = found;			/* an in-sync replica that has not reported */
-	}
-	LWLockRelease(&part->lock);
-	if (known)
-		return MqPartitionAdvanceHighWatermark(part, candidate);
-	return (int64) pg_atomic_read_u64(&part->high_watermark);
-}
-
-/*
- * The leader's ISR round: the in-sync replicas (char *) of the partition at
- * leader epoch epoch, as the high watermark is to count them from now on.
- */
-void
-MqPartitionSetIsr(MqPartition *part, int32 epoch, List *names)
-{
-	ListCell   *lc;
-
-	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-	part->isr_epoch = epoch;
-	part->nisr = 0;
-	foreach(lc, names)
-		if (part->nisr < MQ_MAX_REPLICATION_FACTOR)
-			strlcpy(part->isr[part->nisr++], lfirst(lc), NAMEDATALEN);
-	LWLockRelease(&part->lock);
-}
-
-/*
- * Move the high watermark up to hw (never down); waiters on the partition
- * and polls are woken when it moves.  Returns the high watermark.
- */
-int64
-MqPartitionAdvanceHighWatermark(MqPartition *part, int64 hw)
-{
-	uint64		cur = pg_atomic_read_u64(&part->high_watermark);
-
-	while ((int64) cur < hw)
-	{
-		if (pg_atomic_compare_exchange_u64(&part->high_watermark, &cur, (uint64) hw))
-		{
-			note_change(part);
-			ConditionVariableBroadcast(&part->cv);
-			ConditionVariableBroadcast(&mq_shared->data_cv);
-			return hw;
-		}
-	}
-	return (int64) cur;
-}
-
-/*
- * A follower's log end offset, as it reported it.  It is caught up (Kafka's
- * lastCaughtUpTime) when it has reached the leader's last stable offset as
- * of now, or as of its previous report.
- */
-void
-MqPartitionReportFollower(MqPartition *part, const char *node, int64 leo, int32 epoch)
-{
-	TimestampTz now = GetCurrentTimestamp();
-	MqFollowerProgress *f = NULL;
-
-	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < part->nfollowers; i++)
-		if (strcmp(part->followers[i].node, node) == 0)
-			f = &part->followers[i];
-	if (f == NULL && part->nfollowers < MQ_MAX_FOLLOWERS)
-	{
-		f = &part->followers[part->nfollowers++];
-		memset(f, 0, sizeof(*f));
-		strlcpy(f->node, node, sizeof(f->node));
-	}
-	if (f != NULL && f->epoch != epoch)
-	{
-		/* reported to an earlier leadership of this node: start afresh */
-		memset(f, 0, sizeof(*f));
-		strlcpy(f->node, node, sizeof(f->node));
-		f->epoch = epoch;
-	}
-	if (f != NULL)
-	{
-		/*
-		 * Against the decided end (the LSO), not the log end: a follower
-		 * writes a batch only once its transaction has ended, so an open
-		 * transaction here must not push every follower out of the ISR.
-		 */
-		int64		decided = MqPartitionLso(part, NULL);
-
-		if (leo >= decided)
-			f->caught_up = now;
-		else if (f->last_report != 0 && leo >= f->leader_leo)
-			f->caught_up = Max(f->caught_up, f->last_report);
-		/* the latest report, even if lower: the follower truncated */
-		f->leo = leo;
-		f->last_report = now;
-		f->leader_leo = decided;
-	}
-	LWLockRelease(&part->lock);
-	note_change(part);
-	ConditionVariableBroadcast(&part->cv);
-}
-
-/* what the follower reported last; false if it never did */
-bool
-MqPartitionFollowerProgress(MqPartition *part, const char *node, MqFollowerProgress *out)
-{
-	bool		found = false;
-
-	LWLockAcquire(&part->lock, LW_SHARED);
-	for (int i = 0; i < part->nfollowers; i++)
-		if (strcmp(part->followers[i].node, node) == 0)
-		{
-			*out = part->followers[i];
-			found = true;
-		}
-	LWLockRelease(&part->lock);
-	return found;
-}
-
-ConditionVariable *
-MqPartitionCV(MqPartition *part)
-{
-	return &part->cv;
-}
-
-/*
- * A leader move (sql/elect.c) from epoch from to epoch to: refuse this
- * node's own appends under epochs below to.  False if another live backend
- * is moving the partition.  A fence left by a move whose outcome was never
- * known is replaced: the caller has just seen in etcd that the leader is
- * unchanged.
- */
-bool
-MqPartitionFence(MqPartition *part, int32 from, int32 to)
-{
-	bool		ok = true;
-
-	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-	if (part->mover_pid != 0 && part->mover_pid != MyProcPid && kill(part->mover_pid, 0) == 0)
-		ok = false;
-	else
-	{
-		part->min_leader_epoch = to;
-		part->mover_pid = MyProcPid;
-	}
-	LWLockRelease(&part->lock);
-	(void) from;
-	return ok;
-}
-
-/* the move is over; lift: appends under epoch are welcome again */
-void
-MqPartitionUnfence(MqPartition *part, int32 epoch, bool lift)
-{
-	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-	if (part->mover_pid == MyProcPid)
-	{
-		part->mover_pid = 0;
-		if (lift)
-			part->min_leader_epoch = epoch;
-	}
-	LWLockRelease(&part->lock);
-}
-
-/*
- * Where a roll of the active segment relid would start the next one: the
- * partition's next offset, or -1 if the roll must wait (a transaction has
- * appended there and not finished, or the segment is no longer active).
- */
-int64
-MqPartitionRollPoint(MqPartition *part, Relation rel, Oid relid, int64 base_offset)
-{
-	int64		next = -1;
-
-	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-	MqPartitionEnsureLoaded(part, rel, base_offset);
-	if (part->active_relid == relid && dlist_is_empty(&part->inflight))
-		next = part->next_offset;
-	LWLockRelease(&part->lock);
-	return next;
+	nlocal = keep;
 }
 
 /* ------------------------------------------------------------------------
@@ -1268,6 +304,9 @@ MqPartitionRollPoint(MqPartition *part, Relation rel, Oid relid, int64 base_offs
  * to MQ_SPARE_WAIT_MS (once per roll, not per batch), then appends to the
  * active segment after all: a segment outgrows segment.bytes only when the
  * worker cannot keep up.
+ *
+ * The worker's side (which partitions want a spare, where a spare began,
+ * the worker's own rolls, extension ahead) is partition_spare.c.
  * ------------------------------------------------------------------------ */
 
 #define MQ_SPARE_WAIT_MS	1000
@@ -1310,12 +349,34 @@ roll_due(MqPartition *part, MqTopic *topic, uint32 len, TimestampTz max_ts)
 		age_reached(part, topic, max_ts, 1000);
 }
 
+/*
+ * No spare for a due roll: ask the worker and wait a little, with the
+ * partition lock released (returns true: try again), unless this roll has
+ * waited long enough already (false: append where we are).
+ */
+static bool
+wait_for_spare(MqPartition *part)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!mqlog_roll_ahead)
+		return false;
+	if (part->spare_wanted == 0)
+		part->spare_wanted = now;
+	if (TimestampDifferenceExceeds(part->spare_wanted, now, MQ_SPARE_WAIT_MS))
+		return false;
+	LWLockRelease(&part->lock);
+	MqRequestMaintenance();
+	(void) ConditionVariableTimedSleep(&part->cv, 50, PG_WAIT_EXTENSION);
+	ConditionVariableCancelSleep();
+	return true;
+}
+
 /* ------------------------------------------------------------------------
- * Extension ahead of the appender
+ * Extension ahead of the appender: the appender asks here, the worker
+ * extends (MqPartitionsExtendAhead, partition_spare.c)
  * ------------------------------------------------------------------------ */
 
-/* pages per hold of the extension lock, so that an appender that must extend waits little */
-#define MQ_EXTEND_STEP_BLOCKS	64
 /* an appender asks again if its request went unanswered this long */
 #define MQ_EXTEND_REASK_MS		1000
 /*
@@ -1367,299 +428,6 @@ want_extension(MqPartition *part, MqTopic *topic, BlockNumber nblocks)
 	part->extend_to = (BlockNumber) target;
 	part->extend_asked = now;
 	return true;
-}
-
-/* a request MqPartitionsExtendAhead found, to serve without the hash lock */
-typedef struct ExtendWanted
-{
-	MqPartitionKey key;
-	Oid			relid;
-} ExtendWanted;
-
-/*
- * Extend the active segments whose appenders asked (want_extension), for
- * the roll-ahead pass (mqlog._extend_ahead()); returns the pages added.
- * A segment is extended in steps of MQ_EXTEND_STEP_BLOCKS, and no further
- * once its partition has rolled past it.  It is locked only if that can be
- * done at once: an appender cutting a torn tail holds AccessExclusiveLock,
- * and the request is asked again.
- */
-int64
-MqPartitionsExtendAhead(Oid catalog_relid)
-{
-	List	   *todo = NIL;
-	ListCell   *lc;
-	HASH_SEQ_STATUS seq;
-	MqPartition *part;
-	int64		added = 0;
-
-	LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
-	hash_seq_init(&seq, part_hash);
-	while ((part = hash_seq_search(&seq)) != NULL)
-	{
-		if (part->key.dboid != MyDatabaseId || part->key.catalog_relid != catalog_relid)
-			continue;
-		LWLockAcquire(&part->lock, LW_SHARED);
-		if (part->extend_asked != 0 && part->extend_relid == part->active_relid)
-		{
-			ExtendWanted *w = palloc(sizeof(ExtendWanted));
-
-			w->key = part->key;
-			w->relid = part->extend_relid;
-			todo = lappend(todo, w);
-		}
-		LWLockRelease(&part->lock);
-	}
-	LWLockRelease(mq_shared->hash_lock);
-
-	foreach(lc, todo)
-	{
-		ExtendWanted *w = lfirst(lc);
-		Relation	rel;
-
-		if (!ConditionalLockRelationOid(w->relid, AccessShareLock))
-			continue;
-		rel = try_table_open(w->relid, NoLock);
-		if (rel == NULL)
-		{
-			UnlockRelationOid(w->relid, AccessShareLock);
-			continue;
-		}
-
-		/*
-		 * Found again under the lock on one of its topic's segments: a drop
-		 * of the topic, which removes the entry, waits for that lock.
-		 */
-		LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
-		part = hash_search(part_hash, &w->key, HASH_FIND, NULL);
-		LWLockRelease(mq_shared->hash_lock);
-		while (part != NULL)
-		{
-			BlockNumber target;
-			BlockNumber before;
-
-			/*
-			 * The target is read again each step: the appender raises it
-			 * while a request is outstanding.  The request is done only
-			 * when, under the partition lock, the segment is as long as
-			 * the target then, so that no raise is lost.
-			 */
-			CHECK_FOR_INTERRUPTS();
-			LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-			target = (part->active_relid == w->relid && part->extend_relid == w->relid) ?
-				part->extend_to : 0;
-			before = RelationGetNumberOfBlocks(rel);
-			if (before >= target)
-			{
-				if (part->extend_relid == w->relid)
-					part->extend_asked = 0;
-				LWLockRelease(&part->lock);
-				break;
-			}
-			LWLockRelease(&part->lock);
-			added += MqSegmentExtend(rel, target, MQ_EXTEND_STEP_BLOCKS) - before;
-		}
-		table_close(rel, AccessShareLock);
-	}
-	list_free_deep(todo);
-	return added;
-}
-
-/*
- * May a roll go into this spare: has nothing ever been written to it?
- * Not "has it no pages": a roll whose first batch never reached the WAL
- * leaves the spare with a page and no batch.  The append extends the
- * relation by an all-zero page at once (extend_for_append writes it to
- * the file), while the APPEND record that initializes the page waits in
- * the WAL buffers for the producer's commit; a crash in between keeps the
- * page and loses the record, and pages the worker extended ahead of the
- * appender (MqSegmentExtend) stay as well.  Such pages are not part of the
- * log (segment.c: initialized pages form a prefix, and none is), the spare
- * is still the partition's spare after the restart (its first page names
- * no offset, see MqPartitionSpareBase), and a roll takes it as an append
- * takes pages extended ahead.  Refused instead, as they once were, such a
- * spare was never written again: its partition never rolled into a spare
- * again, nor was another prepared for it, since it had one.  The caller
- * holds the partition lock and a lock on the spare: nobody else writes it.
- */
-static bool
-spare_empty(Relation spare)
-{
-	return RelationGetNumberOfBlocks(spare) == 0 || MqSegmentUsedBlocks(spare) == 0;
-}
-
-/* Caller holds part->lock exclusively. */
-static void
-switch_to_spare(MqPartition *part, Oid spare)
-{
-	part->active_relid = spare;
-	part->active_base = part->next_offset;
-	part->end_lpos = 0;
-	part->torn_lpos = 0;
-	part->active_since = NO_ACTIVE_SINCE;
-	part->spare_relid = InvalidOid;
-	part->roll_unrecorded = true;
-	part->dirty = false;
-}
-
-/*
- * No spare for a due roll: ask the worker and wait a little, with the
- * partition lock released (returns true: try again), unless this roll has
- * waited long enough already (false: append where we are).
- */
-static bool
-wait_for_spare(MqPartition *part)
-{
-	TimestampTz now = GetCurrentTimestamp();
-
-	if (!mqlog_roll_ahead)
-		return false;
-	if (part->spare_wanted == 0)
-		part->spare_wanted = now;
-	if (TimestampDifferenceExceeds(part->spare_wanted, now, MQ_SPARE_WAIT_MS))
-		return false;
-	LWLockRelease(&part->lock);
-	MqRequestMaintenance();
-	(void) ConditionVariableTimedSleep(&part->cv, 50, PG_WAIT_EXTENSION);
-	ConditionVariableCancelSleep();
-	return true;
-}
-
-/*
- * Where the spare relid began, if the partition has rolled into it: shared
- * memory knows while the server runs; after a restart its first page does.
- * -1 if it is still unused.
- */
-int64
-MqPartitionSpareBase(MqPartition *part, Oid relid)
-{
-	int64		base = -1;
-	bool		known;
-	Relation	rel;
-
-	LWLockAcquire(&part->lock, LW_SHARED);
-	known = part->loaded;
-	if (known && part->active_relid == relid)
-		base = part->active_base;
-	LWLockRelease(&part->lock);
-	if (known)
-		return base;
-	rel = try_table_open(relid, AccessShareLock);
-	if (rel == NULL)
-		return -1;
-	base = MqSegmentFirstOffset(rel);
-	table_close(rel, AccessShareLock);
-	return base;
-}
-
-/* Publish a spare segment when this transaction (which made it) commits. */
-void
-MqPartitionPublishSpareAtCommit(MqPartition *part, Oid relid)
-{
-	MqPartitionSwitchAtCommit(part, relid, MQ_SPARE_BASE);
-}
-
-/*
- * The worker's roll of a partition that segment.ms made due while nobody
- * appends (retention needs its segments sealed): take the spare as an
- * appender would.  Returns the new base offset, or -1 if there is nothing
- * to roll, no usable spare, or the caller's chain is stale.
- */
-int64
-MqPartitionRollToSpare(MqPartition *part, Relation active, int64 active_base, Relation spare)
-{
-	int64		base = -1;
-
-	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-	MqPartitionEnsureLoaded(part, active, active_base);
-	if (part->active_relid == RelationGetRelid(active) && part->end_lpos > 0 &&
-		spare_empty(spare))
-	{
-		switch_to_spare(part, RelationGetRelid(spare));
-		base = part->active_base;
-	}
-	LWLockRelease(&part->lock);
-	if (base >= 0)
-		MqlogCatalogChanged();
-	return base;
-}
-
-/*
- * The partitions of this database's topics (catalog catalog_relid) whose
- * appenders asked for a spare or rolled into one unrecorded: what a
- * roll-ahead pass works on (mqlog._roll_ahead()).
- */
-List *
-MqPartitionsWantingSpares(Oid catalog_relid)
-{
-	List	   *result = NIL;
-	HASH_SEQ_STATUS seq;
-	MqPartition *part;
-
-	LWLockAcquire(mq_shared->hash_lock, LW_SHARED);
-	hash_seq_init(&seq, part_hash);
-	while ((part = hash_seq_search(&seq)) != NULL)
-	{
-		bool		wants;
-
-		if (part->key.dboid != MyDatabaseId || part->key.catalog_relid != catalog_relid)
-			continue;
-		LWLockAcquire(&part->lock, LW_SHARED);
-		wants = part->roll_unrecorded ||
-			(part->spare_wanted != 0 && !OidIsValid(part->spare_relid));
-		LWLockRelease(&part->lock);
-		if (wants)
-			result = lappend(result, list_make2_int(part->key.topic_id, part->key.partition));
-	}
-	LWLockRelease(mq_shared->hash_lock);
-	return result;
-}
-
-/* ------------------------------------------------------------------------
- * Waking the maintenance launcher
- * ------------------------------------------------------------------------ */
-
-void
-MqSetMaintenanceLatch(struct Latch *latch)
-{
-	mq_shared->maintenance_latch = latch;
-}
-
-/* Ask for a maintenance pass in this database now (a roll was due or done). */
-void
-MqRequestMaintenance(void)
-{
-	struct Latch *latch = mq_shared->maintenance_latch;
-
-	pg_atomic_write_u32(&mq_shared->maintenance_db, MyDatabaseId);
-	if (latch)
-		SetLatch(latch);
-}
-
-/*
- * Ask for it when this transaction commits: what the pass is to do (the
- * first segments of a topic's partitions) is invisible to it before.
- */
-void
-MqRequestMaintenanceAtCommit(void)
-{
-	maintenance_at_commit = true;
-}
-
-/* Keep a request the launcher could not serve yet, unless a newer one came. */
-void
-MqRepostMaintenanceRequest(Oid dboid)
-{
-	uint32		expected = InvalidOid;
-
-	(void) pg_atomic_compare_exchange_u32(&mq_shared->maintenance_db, &expected, dboid);
-}
-
-/* The database that asked, if any; the request is consumed. */
-Oid
-MqTakeMaintenanceRequest(void)
-{
-	return (Oid) pg_atomic_exchange_u32(&mq_shared->maintenance_db, InvalidOid);
 }
 
 /* ------------------------------------------------------------------------
@@ -1773,7 +541,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 			if (seg->sealed)
 				elog(ERROR, "mqlog: the active segment of partition %d of topic \"%s\" is sealed",
 					 partition, topic->name);
-			MqPartitionLoad(part, rel, seg->base_offset);
+			load_tail(part, rel, seg->base_offset);
 		}
 		if (!OidIsValid(part->spare_relid) && OidIsValid(topic->spares[partition]) &&
 			topic->spares[partition] != part->active_relid)
@@ -1794,7 +562,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 			UnlockRelationOid(seg->relid, RowExclusiveLock);
 			rel = table_open(seg->relid, AccessExclusiveLock);
 			LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-			MqPartitionLoad(part, rel, seg->base_offset);
+			load_tail(part, rel, seg->base_offset);
 			if (part->torn_lpos != part->end_lpos)
 			{
 				tail.end_lpos = part->end_lpos;
@@ -1818,9 +586,9 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 
 			if (OidIsValid(spare) && spare_rel != NULL && RelationGetRelid(spare_rel) == spare)
 			{
-				if (spare_empty(spare_rel))
+				if (MqPartitionSpareEmpty(spare_rel))
 				{
-					switch_to_spare(part, spare);
+					MqPartitionSwitchToSpare(part, spare);
 					table_close(rel, NoLock);
 					rel = spare_rel;
 					spare_rel = NULL;
@@ -1876,7 +644,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		MqBatchSetOffset(batch->data, base);
 		if (leader_epoch >= 0)
 			MqBatchSetEpoch(batch->data, leader_epoch);
-		MqPartitionRegisterInflight(part, base);
+		register_inflight(part, base);
 
 		part->dirty = true;
 		nblocks = MqSegmentAppend(rel, topic->topic_id, partition, part->end_lpos,
@@ -1915,4 +683,291 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 	if (spare_rel != NULL)
 		table_close(spare_rel, NoLock);
 	return base;
+}
+
+/* ------------------------------------------------------------------------
+ * At commit and abort: what the transaction queued, the in-flight
+ * entries it holds, and the transaction-end hook
+ * ------------------------------------------------------------------------ */
+
+/*
+ * Segment switches made by this transaction (the worker's roll), and spare
+ * segments it prepared (base_offset MQ_SPARE_BASE), applied when it commits.
+ */
+typedef struct PendingSwitch
+{
+	MqPartition *part;
+	Oid			relid;
+	int64		base_offset;
+	bool		truncate;		/* the log ends at base_offset, not after */
+} PendingSwitch;
+
+static List *pending_switches = NIL;
+static List *pending_forgets = NIL;	/* topic ids dropped by this transaction */
+static Oid	pending_forget_catalog = InvalidOid;
+
+void
+MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	pending_forgets = lappend_int(pending_forgets, topic_id);
+	pending_forget_catalog = catalog_relid;
+	MemoryContextSwitchTo(old);
+}
+
+static void
+apply_forgets(bool commit)
+{
+	if (commit && pending_forgets != NIL)
+	{
+		HASH_SEQ_STATUS seq;
+		MqPartition *part;
+
+		LWLockAcquire(mqlog_partition_shmem->hash_lock, LW_EXCLUSIVE);
+		hash_seq_init(&seq, mqlog_partition_hash);
+		while ((part = hash_seq_search(&seq)) != NULL)
+			if (part->key.dboid == MyDatabaseId &&
+				part->key.catalog_relid == pending_forget_catalog &&
+				list_member_int(pending_forgets, part->key.topic_id) &&
+				dlist_is_empty(&part->inflight))
+				hash_search(mqlog_partition_hash, &part->key, HASH_REMOVE, NULL);
+		LWLockRelease(mqlog_partition_shmem->hash_lock);
+	}
+	list_free(pending_forgets);
+	pending_forgets = NIL;
+}
+
+static void
+queue_switch(MqPartition *part, Oid relid, int64 base_offset, bool truncate)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	PendingSwitch *ps = palloc(sizeof(PendingSwitch));
+
+	ps->part = part;
+	ps->relid = relid;
+	ps->base_offset = base_offset;
+	ps->truncate = truncate;
+	pending_switches = lappend(pending_switches, ps);
+	MemoryContextSwitchTo(old);
+}
+
+void
+MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset)
+{
+	queue_switch(part, relid, base_offset, false);
+}
+
+/*
+ * A follower's log truncated to base_offset, where relid starts: when the
+ * transaction commits, the log ends there, and the high watermark is no
+ * higher (records above it are gone from this node).
+ */
+void
+MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base_offset)
+{
+	queue_switch(part, relid, base_offset, true);
+}
+
+/* Publish a spare segment when this transaction (which made it) commits. */
+void
+MqPartitionPublishSpareAtCommit(MqPartition *part, Oid relid)
+{
+	MqPartitionSwitchAtCommit(part, relid, MQ_SPARE_BASE);
+}
+
+static void
+apply_switches(bool commit)
+{
+	ListCell   *lc;
+
+	foreach(lc, pending_switches)
+	{
+		PendingSwitch *ps = lfirst(lc);
+
+		/* a segment prepared ahead: appenders may roll into it from now on */
+		if (commit && ps->base_offset == MQ_SPARE_BASE)
+		{
+			LWLockAcquire(&ps->part->lock, LW_EXCLUSIVE);
+			if (ps->part->active_relid != ps->relid)
+			{
+				ps->part->spare_relid = ps->relid;
+				ps->part->spare_wanted = 0;
+				ps->part->roll_unrecorded = false;
+			}
+			LWLockRelease(&ps->part->lock);
+			ConditionVariableBroadcast(&ps->part->cv);
+		}
+
+		/*
+		 * The worker's own roll.  A producer that saw the new segment in
+		 * the catalog before this callback ran may have switched already
+		 * (and appended): then there is nothing to do.
+		 */
+		else if (commit)
+		{
+			LWLockAcquire(&ps->part->lock, LW_EXCLUSIVE);
+			if (ps->part->active_relid == ps->relid)
+			{
+				LWLockRelease(&ps->part->lock);
+				pfree(ps);
+				continue;
+			}
+			ps->part->active_relid = ps->relid;
+			ps->part->active_base = ps->base_offset;
+			ps->part->end_lpos = 0;
+			ps->part->torn_lpos = 0;
+			ps->part->active_since = NO_ACTIVE_SINCE;
+			ps->part->next_offset = ps->truncate ? ps->base_offset :
+				Max(ps->part->next_offset, ps->base_offset);
+			ps->part->dirty = false;
+			ps->part->loaded = true;
+			if (ps->truncate &&
+				(int64) pg_atomic_read_u64(&ps->part->high_watermark) > ps->base_offset)
+				pg_atomic_write_u64(&ps->part->high_watermark, (uint64) ps->base_offset);
+			LWLockRelease(&ps->part->lock);
+			note_change(ps->part);
+		}
+		pfree(ps);
+	}
+	list_free(pending_switches);
+	pending_switches = NIL;
+}
+
+/*
+ * A prepared transaction outlives its backend and restarts, and its
+ * in-flight entries could not: PREPARE is refused to one that produced.
+ */
+static void
+refuse_prepare(void)
+{
+	if (nlocal > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that has produced to mqlog"),
+				 errdetail("Records of a prepared transaction would hold back the last stable offset across restarts."),
+				 errhint("Commit the transaction instead of preparing it.")));
+}
+
+/* This transaction's in-flight entries go, and waiting polls look again. */
+static void
+release_at_xact_end(void)
+{
+	if (nlocal > 0)
+	{
+		release_inflight(InvalidSubTransactionId, true);
+		ConditionVariableBroadcast(&mqlog_partition_shmem->data_cv);
+	}
+}
+
+/*
+ * The end of a top transaction, one duty a call: the in-flight entries,
+ * the store's cache of the batches this backend read, the segment switches
+ * and dropped topics this transaction queued, the catalog generation, a
+ * maintenance pass, and last the transaction-end hook (the acks=all wait).
+ */
+static void
+mq_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_PREPARE:
+			refuse_prepare();
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			release_at_xact_end();
+			MqReaderAtXactEnd();
+			apply_switches(true);
+			apply_forgets(true);
+			MqCatalogAtXactEnd(true);
+			MqMaintenanceAtXactEnd(true);
+			/* last: the commit is visible here; acks=all waits for the replicas */
+			if (xact_end_hook)
+				xact_end_hook(true);
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			/*
+			 * The aborted batches become holes: readers may pass them, and
+			 * the LSO may move past records that others committed meanwhile,
+			 * so waiting polls are woken as by a commit.
+			 */
+			release_at_xact_end();
+			MqReaderAtXactEnd();
+			if (xact_end_hook)
+				xact_end_hook(false);
+			apply_switches(false);
+			apply_forgets(false);
+			MqCatalogAtXactEnd(false);
+			MqMaintenanceAtXactEnd(false);
+			break;
+		default:
+			break;
+	}
+}
+
+/* the in-flight entries of an aborted subtransaction */
+static void
+release_at_subxact_abort(SubTransactionId subid)
+{
+	int			before = nlocal;
+
+	release_inflight(subid, true);
+	/* as at abort: the LSO may have moved */
+	if (nlocal != before)
+		ConditionVariableBroadcast(&mqlog_partition_shmem->data_cv);
+}
+
+static void
+mq_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					SubTransactionId parentSubid, void *arg)
+{
+	switch (event)
+	{
+		case SUBXACT_EVENT_ABORT_SUB:
+			release_at_subxact_abort(mySubid);
+			MqCatalogAtSubxactAbort();
+			break;
+		case SUBXACT_EVENT_COMMIT_SUB:
+			for (int i = 0; i < nlocal; i++)
+				if (local[i].subid == mySubid)
+					local[i].subid = parentSubid;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * Runs before ShutdownPostgres aborts a transaction left open, so the
+ * entries of a backend that exits mid-transaction are released before its
+ * abort is in the clog; readers then find the xid neither running nor
+ * committed and skip the batch, which is the same outcome.  LWLocks are
+ * released first: a FATAL error may have come while one was held.
+ */
+static void
+mq_backend_exit(int code, Datum arg)
+{
+	LWLockReleaseAll();
+	if (mqlog_partition_shmem != NULL)
+		release_inflight(InvalidSubTransactionId, true);
+}
+
+void
+MqPartitionInitCallbacks(void)
+{
+	RegisterXactCallback(mq_xact_callback, NULL);
+	RegisterSubXactCallback(mq_subxact_callback, NULL);
+}
+
+/*
+ * The hook at the end of every top transaction (see partition.h), set once
+ * when mqlog is loaded (log/replica.c: the acks=all wait).
+ */
+void
+MqPartitionSetXactEndHook(MqXactEndHook hook)
+{
+	Assert(xact_end_hook == NULL || xact_end_hook == hook);
+	xact_end_hook = hook;
 }

@@ -154,6 +154,8 @@ MqLogMarkLso(MqTopic *topic, int32 partition)
 int			mqlog_acks = MQ_ACKS_LEADER;
 int			mqlog_acks_timeout = 30000;
 
+static void acks_at_xact_end(bool commit);
+
 static const struct config_enum_entry acks_options[] = {
 	{"1", MQ_ACKS_LEADER, false},
 	{"all", MQ_ACKS_ALL, false},
@@ -161,6 +163,10 @@ static const struct config_enum_entry acks_options[] = {
 	{NULL, 0, false}
 };
 
+/*
+ * mqlog.acks and mqlog.acks_timeout, and the hook that makes a commit wait
+ * as they say: called once, when mqlog is loaded (_PG_init).
+ */
 void
 MqReplicaDefineSettings(void)
 {
@@ -175,6 +181,7 @@ MqReplicaDefineSettings(void)
 							"After it the commit returns with a WARNING: it is committed on the leader only.",
 							&mqlog_acks_timeout, 30000, 1, INT_MAX,
 							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	MqPartitionSetXactEndHook(acks_at_xact_end);
 }
 
 typedef struct MqAckWait
@@ -245,12 +252,6 @@ MqReplicaAwaitAt(MqTopic *topic, int32 partition, int64 end_offset)
 	MemoryContextSwitchTo(old);
 }
 
-void
-MqReplicaForgetAcks(void)
-{
-	ack_waits = NIL;			/* its memory goes with the transaction */
-}
-
 /* acks=all waits of this process that ended before the high watermark came */
 static uint64 acks_not_reached = 0;
 
@@ -273,16 +274,16 @@ ack_warning(MqAckWait *w, int64 hw, const char *why)
 }
 
 /*
- * Called last in the commit callback (log/partition.c): the commit is
- * durable and visible, locks are still held.  Waits on each partition's
- * condition variable, woken when a follower reports or the high watermark
- * moves, without CHECK_FOR_INTERRUPTS (an error here would be too late):
- * a cancel or a termination ends the wait with a warning, as
+ * Called last at commit (acks_at_xact_end): the commit is durable and
+ * visible, locks are still held.  Waits on each partition's condition
+ * variable, woken when a follower reports or the high watermark moves,
+ * without CHECK_FOR_INTERRUPTS (an error here would be too late): a
+ * cancel or a termination ends the wait with a warning, as
  * SyncRepWaitForLSN does.  statement_timeout is off during COMMIT, so
  * mqlog.acks_timeout alone bounds the wait.
  */
-void
-MqReplicaAwaitAcks(void)
+static void
+await_acks(void)
 {
 	List	   *waits = ack_waits;
 	ListCell   *lc;
@@ -360,4 +361,18 @@ MqReplicaAwaitAcks(void)
 		}
 		ConditionVariableCancelSleep();
 	}
+}
+
+/*
+ * The partition's hook at the end of every top transaction
+ * (MqPartitionSetXactEndHook): at commit the acks=all wait, at abort the
+ * waits are forgotten.
+ */
+static void
+acks_at_xact_end(bool commit)
+{
+	if (commit)
+		await_acks();
+	else
+		ack_waits = NIL;		/* its memory goes with the transaction */
 }

@@ -40,8 +40,6 @@ extern int	mqlog_acks_timeout;
 extern void MqReplicaDefineSettings(void);
 extern void MqReplicaCheckAcks(MqTopic *topic, int32 partition);
 extern void MqReplicaAwaitAt(MqTopic *topic, int32 partition, int64 end_offset);
-extern void MqReplicaAwaitAcks(void);
-extern void MqReplicaForgetAcks(void);
 /*
  * How many acks=all waits of this process ended without the in-sync
  * replicas (timed out, cancelled, the lease lapsed): each one's commit was

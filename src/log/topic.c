@@ -6,8 +6,8 @@
  *
  * Produce and fetch look topics up by name on every call, so the catalog
  * is read through SPI only when the shared catalog generation moves (any
- * topic DDL bumps it, see partition.c); otherwise a lookup is one hash
- * probe.
+ * topic DDL bumps it, see partition_signal.c); otherwise a lookup is one
+ * hash probe.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,7 +32,8 @@
 
 #include "base/spi.h"
 #include "store/batch.h"
-#include "log/partition.h"
+#include "log/partition_signal.h"
+#include "log/partition_spare.h"
 #include "log/topic.h"
 #include "cluster/metadata.h"
 

@@ -9,7 +9,11 @@
 #ifndef MQLOG_TOPIC_H
 #define MQLOG_TOPIC_H
 
-#include "log/partition.h"
+/*
+ * Only the partition's lowest header: the append protocol (partition.c)
+ * reads the topic cache, so the cache must not depend on it.
+ */
+#include "log/partition_shmem.h"
 
 /* Kafka's ACL operations on a topic, as bits of MqTopicAclItem.privs */
 #define MQ_PRIV_PRODUCE		0x01	/* Kafka Write */

@@ -1,0 +1,46 @@
+/*-------------------------------------------------------------------------
+ *
+ * partition_shmem.h
+ *		The partitions' shared memory (partition_shmem.c): its size and
+ *		initialization, a partition's entry, and what an entry holds that
+ *		others receive copies of.  The lowest of the partition's headers:
+ *		the topic cache (topic.h) hands out entries through it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef MQLOG_PARTITION_SHMEM_H
+#define MQLOG_PARTITION_SHMEM_H
+
+#include "datatype/timestamp.h"
+#include "cluster/metadata.h"
+
+/*
+ * A partition's shared state.  Private to the partition's files
+ * (partition_internal.h): everybody else holds a pointer and calls the
+ * functions of partition.h, so that the append protocol has one owner.
+ */
+typedef struct MqPartition MqPartition;
+
+extern Size MqPartitionShmemSize(void);
+extern void MqPartitionShmemInit(void);
+extern void MqPartitionRegisterTranche(void);
+extern MqPartition *MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition);
+extern Size MqPartitionEntrySize(void);
+extern bool MqSizingWarningDue(void);
+extern Size MqInflightPoolSize(void);
+extern int64 MqPartitionsInUse(int64 *inflight);
+
+/* replicated partitions: a follower's progress as its leader keeps it */
+#define MQ_MAX_FOLLOWERS	(MQ_MAX_REPLICATION_FACTOR - 1)
+
+typedef struct MqFollowerProgress
+{
+	char		node[64];
+	int64		leo;			/* its log end offset */
+	TimestampTz last_report;
+	int64		leader_leo;		/* the leader's last stable offset then */
+	TimestampTz caught_up;		/* Kafka's lastCaughtUpTime */
+	int32		epoch;			/* the leader epoch it reported under */
+} MqFollowerProgress;
+
+#endif							/* MQLOG_PARTITION_SHMEM_H */
