@@ -25,6 +25,7 @@ typedef enum MqGroupAccess
 
 
 extern bool mqlog_allow_everyone_if_no_acl_found;
+extern void MqAclDefineSettings(void);	/* settings.c */
 
 /* argument helpers of the SQL functions */
 extern char *MqTextArg(FunctionCallInfo fcinfo, int argno, const char *what);

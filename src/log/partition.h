@@ -117,4 +117,15 @@ extern uint64 MqChangeSlotCount(uint32 slot);
 extern void MqlogCatalogChanged(void);
 extern uint64 MqlogCatalogGeneration(void);
 
+/*
+ * The log layer's settings, which the partitions' shared memory, their
+ * in-flight registry and their rolls read (settings.c): MqLogDefineSettings
+ * defines them, and replica.c's with them
+ */
+extern int	mqlog_max_partitions;
+extern int	mqlog_max_inflight;
+extern bool mqlog_roll_ahead;
+extern int	mqlog_segment_extend_ahead;
+extern void MqLogDefineSettings(void);
+
 #endif							/* MQLOG_PARTITION_H */

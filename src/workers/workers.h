@@ -17,6 +17,7 @@
 extern void MqCoordinatorRegister(void);
 extern int	mqlog_maintenance_naptime;
 extern int	mqlog_debug_pause_step;
+extern void MqWorkersDefineSettings(void);	/* settings.c */
 extern void MqMaintenanceRegister(void);
 extern void MqClusterWorkersRegister(void);
 
