@@ -75,6 +75,7 @@ _PG_init(void)
 	if (MqClusterEnabled())
 		MqClusterWorkersRegister();
 	MqKafkaRegister();
+	MqClusterSetKafkaListener(MqKafkaListener);
 	MqAmInitHooks();
 	MqAclInitHooks();
 	MqRecordScanInit();

@@ -31,7 +31,6 @@
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
-#include "utils/guc.h"
 
 #define MQ_CLUSTER_MAX_NODES	64
 #define MQ_MAX_REPLICATION_FACTOR	8	/* a leader tracks 7 followers */
@@ -72,6 +71,14 @@ extern char *MqClusterKey(const char *fmt,...) pg_attribute_printf(1, 2);
 extern char *MqClusterNodeJson(int32 broker_id);
 extern const char *MqClusterKafkaListener(void);
 extern int32 MqClusterAssignBrokerId(void);
+
+/*
+ * What MqClusterKafkaListener asks: the kafka layer's answer, installed at
+ * load time (mqlog.c passes MqKafkaListener), since that layer is above
+ * this one
+ */
+typedef const char *(*MqKafkaListenerFn) (void);
+extern void MqClusterSetKafkaListener(MqKafkaListenerFn listener);
 
 /* the node list: from etcd, and the copy in shared memory (nodes.c) */
 extern Size MqClusterShmemSize(void);

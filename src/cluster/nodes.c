@@ -101,21 +101,25 @@ MqClusterNodeClaim(void)
 
 /*
  * This node's Kafka listener as clients should reach it (what its Metadata
- * names it by): mqlog.kafka_advertised_listener, else mqlog.kafka_listen;
- * "" when no listener runs here.  Read by name: the settings belong to the
- * kafka layer, above this one.
+ * names it by), "" when no listener runs here.  The Kafka settings belong
+ * to the kafka layer, above this one, so this layer does not read them: it
+ * asks the function it is handed when the library is loaded (mqlog.c
+ * passes kafka's MqKafkaListener), and without one there is no listener.
  */
+static MqKafkaListenerFn kafka_listener = NULL;
+
+void
+MqClusterSetKafkaListener(MqKafkaListenerFn listener)
+{
+	kafka_listener = listener;
+}
+
 const char *
 MqClusterKafkaListener(void)
 {
-	const char *listen = GetConfigOption("mqlog.kafka_listen", true, false);
-	const char *advertised = GetConfigOption("mqlog.kafka_advertised_listener", true, false);
+	const char *listener = kafka_listener ? kafka_listener() : NULL;
 
-	if (listen == NULL || listen[0] == '\0')
-		return "";
-	if (advertised != NULL && advertised[0] != '\0')
-		return advertised;
-	return listen;
+	return listener ? listener : "";
 }
 
 /*
