@@ -19,6 +19,7 @@ extern int	mqlog_maintenance_naptime;
 extern int	mqlog_debug_pause_step;
 extern void MqWorkersDefineSettings(void);	/* settings.c */
 extern void MqMaintenanceRegister(void);
+extern void MqMaintenanceDebugPause(const char *step);
 extern void MqClusterWorkersRegister(void);
 
 /* follower apply workers (apply.c) */
