@@ -49,7 +49,7 @@ _PG_init(void)
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 
-	/* each module its own settings, in the order of the layers */
+	/* each module defines its own settings, in the order of the layers */
 	MqClusterDefineSettings();
 	MqLogDefineSettings();
 	MqAclDefineSettings();
@@ -74,6 +74,7 @@ _PG_init(void)
 	if (MqClusterEnabled())
 		MqClusterWorkersRegister();
 	MqKafkaRegister();
+	/* cluster/ names this node's Kafka listener in etcd, kafka/ knows it */
 	MqClusterSetKafkaListener(MqKafkaListener);
 	MqAmInitHooks();
 	MqAclInitHooks();
