@@ -31,6 +31,7 @@
 #include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
+#include "utils/guc.h"
 
 #define MQ_CLUSTER_MAX_NODES	64
 #define MQ_MAX_REPLICATION_FACTOR	8	/* a leader tracks 7 followers */
