@@ -16,6 +16,11 @@
 
 #include "nodes/pg_list.h"
 
+/* where etcd is, and how long a request and this node's lease last (settings.c) */
+extern char *mqlog_etcd_endpoints;
+extern int	mqlog_etcd_timeout;
+extern int	mqlog_etcd_lease_ttl;
+
 /* one key as etcd returned it */
 typedef struct MqEtcdKv
 {

@@ -52,16 +52,34 @@ typedef struct MqClusterNode
 	TimestampTz last_seen;		/* last time it was seen alive; 0: never */
 } MqClusterNode;
 
+/*
+ * The settings of who this node is (settings.c; the etcd ones are in
+ * etcd.h): MqClusterDefineSettings defines them all, MqClusterCheckSettings
+ * refuses to start a node of a cluster that has no name or conninfo
+ */
+extern char *mqlog_cluster_name;
+extern char *mqlog_node_name;
+extern char *mqlog_node_conninfo;
+extern char *mqlog_cluster_database;
+extern void MqClusterDefineSettings(void);
+extern void MqClusterCheckSettings(void);
+
 /* who this node is (nodes.c) */
 extern bool MqClusterEnabled(void);
 extern const char *MqClusterNodeName(void);
 extern char *MqClusterNodeConninfo(const char *node);
-extern bool MqClusterCheckName(char **newval, void **extra, GucSource source);
-extern void MqClusterCheckSettings(void);
 extern char *MqClusterKey(const char *fmt,...) pg_attribute_printf(1, 2);
 extern char *MqClusterNodeJson(int32 broker_id);
 extern const char *MqClusterKafkaListener(void);
 extern int32 MqClusterAssignBrokerId(void);
+
+/*
+ * What MqClusterKafkaListener asks: the kafka layer's answer, installed at
+ * load time (mqlog.c passes MqKafkaListener), since that layer is above
+ * this one
+ */
+typedef const char *(*MqKafkaListenerFn) (void);
+extern void MqClusterSetKafkaListener(MqKafkaListenerFn listener);
 
 /* the node list: from etcd, and the copy in shared memory (nodes.c) */
 extern Size MqClusterShmemSize(void);

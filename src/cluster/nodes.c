@@ -21,18 +21,13 @@
 #include "postgres.h"
 
 #include "access/xlog.h"
-#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
-#include "fmgr.h"
-#include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
-#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "mqlog.h"
 #include "cluster/etcd.h"
 #include "cluster/json.h"
 #include "cluster/metadata.h"
@@ -61,71 +56,6 @@ const char *
 MqClusterNodeName(void)
 {
 	return MqClusterEnabled() ? mqlog_node_name : NULL;
-}
-
-/*
- * GUC check hook of mqlog.node_name and mqlog.cluster_name: they become
- * etcd keys and appear in replica lists, so they are kept to a safe
- * alphabet (Kafka's topic name alphabet), at most 63 bytes.
- */
-bool
-MqClusterCheckName(char **newval, void **extra, GucSource source)
-{
-	const char *s = *newval;
-
-	if (s == NULL || s[0] == '\0')
-		return true;			/* unset; MqClusterCheckSettings decides */
-	if (strlen(s) >= MQ_NODE_NAME_LEN)
-	{
-		GUC_check_errdetail("A name is at most %d characters.", MQ_NODE_NAME_LEN - 1);
-		return false;
-	}
-	for (const char *p = s; *p; p++)
-	{
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-			  (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' || *p == '-'))
-		{
-			GUC_check_errdetail("A name is made of ASCII letters, digits, \"_\", \".\" and \"-\".");
-			return false;
-		}
-	}
-	if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
-	{
-		GUC_check_errdetail("A name is not \".\" or \"..\".");
-		return false;
-	}
-	return true;
-}
-
-/*
- * At server start, with etcd endpoints set: a node without a name or a
- * conninfo cannot take part, and starting it as a single node would hide
- * the mistake, so the server does not start.
- */
-void
-MqClusterCheckSettings(void)
-{
-	if (!MqClusterEnabled())
-		return;
-	if (mqlog_node_name == NULL || mqlog_node_name[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("mqlog.node_name must be set when mqlog.etcd_endpoints is set"),
-				 errdetail("mqlog.etcd_endpoints is \"%s\".", mqlog_etcd_endpoints),
-				 errhint("Give every node of the cluster a name of its own, of ASCII letters, digits, \"_\", \".\" and \"-\", or clear mqlog.etcd_endpoints to run a single node.")));
-	if (mqlog_node_conninfo == NULL || mqlog_node_conninfo[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("mqlog.node_conninfo must be set when mqlog.etcd_endpoints is set"),
-				 errhint("Set it to the libpq connection string other nodes reach this node with, for example 'host=10.0.0.5 port=5432'.")));
-	if (strlen(mqlog_node_conninfo) >= MQ_NODE_CONNINFO_LEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("mqlog.node_conninfo is longer than %d bytes", MQ_NODE_CONNINFO_LEN - 1)));
-	if (mqlog_cluster_name == NULL || mqlog_cluster_name[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("mqlog.cluster_name must not be empty")));
 }
 
 /* "/mqlog/<cluster>/" followed by the formatted rest */
@@ -166,21 +96,25 @@ MqClusterNodeClaim(void)
 
 /*
  * This node's Kafka listener as clients should reach it (what its Metadata
- * names it by): mqlog.kafka_advertised_listener, else mqlog.kafka_listen;
- * "" when no listener runs here.  Read by name: the settings belong to the
- * kafka layer, above this one.
+ * names it by), "" when no listener runs here.  The Kafka settings belong
+ * to the kafka layer, above this one, so this layer does not read them: it
+ * asks the function it is handed when the library is loaded (mqlog.c
+ * passes kafka's MqKafkaListener), and without one there is no listener.
  */
+static MqKafkaListenerFn kafka_listener = NULL;
+
+void
+MqClusterSetKafkaListener(MqKafkaListenerFn listener)
+{
+	kafka_listener = listener;
+}
+
 const char *
 MqClusterKafkaListener(void)
 {
-	const char *listen = GetConfigOption("mqlog.kafka_listen", true, false);
-	const char *advertised = GetConfigOption("mqlog.kafka_advertised_listener", true, false);
+	const char *listener = kafka_listener ? kafka_listener() : NULL;
 
-	if (listen == NULL || listen[0] == '\0')
-		return "";
-	if (advertised != NULL && advertised[0] != '\0')
-		return advertised;
-	return listen;
+	return listener ? listener : "";
 }
 
 /*
@@ -502,50 +436,4 @@ MqClusterNodeConninfo(const char *node)
 			result = pstrdup(cluster_shared->nodes[i].conninfo);
 	LWLockRelease(cluster_shared->lock);
 	return result;
-}
-
-/* ------------------------------------------------------------------------
- * mqlog.nodes
- * ------------------------------------------------------------------------ */
-
-PG_FUNCTION_INFO_V1(mqlog_cluster_nodes);
-
-/*
- * The shared copy as rows.  A conninfo may hold a password, so only
- * superusers and members of mqlog_admin see it; others see null.
- */
-Datum
-mqlog_cluster_nodes(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Oid			admin = get_role_oid("mqlog_admin", true);
-	bool		show_conninfo = superuser() ||
-		(OidIsValid(admin) && has_privs_of_role(GetUserId(), admin));
-	ListCell   *lc;
-
-	InitMaterializedSRF(fcinfo, 0);
-	foreach(lc, MqClusterSharedNodes())
-	{
-		MqClusterNode *n = lfirst(lc);
-		Datum		values[7];
-		bool		nulls[7] = {0};
-
-		values[0] = CStringGetTextDatum(n->name);
-		if (show_conninfo && n->conninfo[0])
-			values[1] = CStringGetTextDatum(n->conninfo);
-		else
-			nulls[1] = true;
-		values[2] = BoolGetDatum(n->alive);
-		values[3] = BoolGetDatum(n->is_self);
-		if (n->last_seen)
-			values[4] = TimestampTzGetDatum(n->last_seen);
-		else
-			nulls[4] = true;
-		values[5] = Int32GetDatum(n->broker_id);
-		nulls[5] = n->broker_id < 0;
-		values[6] = CStringGetTextDatum(n->kafka);
-		nulls[6] = n->kafka[0] == '\0';
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	return (Datum) 0;
 }

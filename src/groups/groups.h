@@ -63,7 +63,8 @@
 #define ERRCODE_MQ_NOT_COORDINATOR	MAKE_SQLSTATE('M','Q','0','0','3')
 
 /* ------------------------------------------------------------------------
- * Settings: what a SQL session's members use (mqlog.c registers them)
+ * Settings: what a SQL session's members use, and the group slots of
+ * shared memory (settings.c defines them: MqGroupsDefineSettings)
  * ------------------------------------------------------------------------ */
 
 typedef enum MqAssignor
@@ -90,6 +91,8 @@ extern int	mqlog_poll_recheck_interval;
 /* registry.c: size shared memory, so they are the postmaster's */
 extern int	mqlog_max_groups_per_session;
 extern int	mqlog_kafka_max_groups;
+
+extern void MqGroupsDefineSettings(void);
 
 /* ------------------------------------------------------------------------
  * Membership (registry.c)

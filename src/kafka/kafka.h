@@ -2,7 +2,8 @@
  *
  * kafka.h
  *		The Kafka wire protocol listener: what mqlog.c calls to define its
- *		settings and register its background worker (settings.c).
+ *		settings and register its background worker, and the address this
+ *		node's record in the cluster names it by (settings.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -11,5 +12,6 @@
 
 extern void MqKafkaDefineSettings(void);
 extern void MqKafkaRegister(void);
+extern const char *MqKafkaListener(void);
 
 #endif							/* MQLOG_KAFKA_H */

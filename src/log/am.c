@@ -52,7 +52,6 @@
 
 #include "base/spi.h"
 
-#include "mqlog.h"
 #include "store/batch.h"
 #include "store/segment.h"
 #include "log/am.h"
@@ -60,10 +59,6 @@
 #include "log/logiter.h"
 #include "log/partition.h"
 #include "log/records.h"
-
-PG_FUNCTION_INFO_V1(mqlog_am_handler);
-
-void		MqAmInitHooks(void);
 
 #define SEGMENT_NATTS 5
 
@@ -573,10 +568,11 @@ static const TableAmRoutine mqlog_methods = {
 	.scan_sample_next_tuple = mqlog_scan_sample_next_tuple,
 };
 
-Datum
-mqlog_am_handler(PG_FUNCTION_ARGS)
+/* what the access method's handler returns (sql/table_am.c) */
+const TableAmRoutine *
+MqTableAmRoutine(void)
 {
-	PG_RETURN_POINTER(&mqlog_methods);
+	return &mqlog_methods;
 }
 
 /* ------------------------------------------------------------------------

@@ -13,6 +13,8 @@
 #include "storage/lockdefs.h"
 #include "utils/relcache.h"
 
+struct TableAmRoutine;
+extern const struct TableAmRoutine *MqTableAmRoutine(void);
 extern bool MqIsSegment(Oid relid);
 extern Relation MqSegmentOpen(Oid relid, LOCKMODE lockmode);
 extern void MqCheckSegment(Oid relid);

@@ -1,12 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * lifecycle.c
- *		The C halves of the maintenance worker's segment work: its own roll
- *		(mqlog._roll_segment), the spare segments appenders roll into
- *		(mqlog._spare_base, _publish_spare, _roll_to_spare, _wanted_spares;
- *		and _extend_ahead, the pages extended ahead of appenders;
- *		see "Rolling at segment.bytes and segment.ms" in partition.c), and
- *		compaction.
+ *		The C halves of the maintenance worker's segment work that are more
+ *		than a call into partition.c: the maintenance lock, its own roll
+ *		(MqLogRollBegin), rolling an idle partition into its spare segment
+ *		(MqLogRollToSpare; see "Rolling at segment.bytes and segment.ms" in
+ *		partition.c), cutting a segment short (MqLogCutSegment) and
+ *		compaction (MqLogCompactSegment).  The SQL functions the install
+ *		script calls for them are sql/segments.c.
  *
  * The worker's own roll seals a partition's active segment and starts the
  * next one at the partition's next offset; it serves partitions that no
@@ -34,48 +35,23 @@
  */
 #include "postgres.h"
 
-#include "utils/lsyscache.h"
-
-#include "catalog/namespace.h"
-
-#include "funcapi.h"
-
+#include "access/table.h"
 #include "access/xact.h"
 #include "common/hashfn.h"
 #include "common/int.h"
-#include "utils/hsearch.h"
-#include "utils/memutils.h"
-#include "utils/timestamp.h"
-
-#include "access/table.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "utils/hsearch.h"
 #include "utils/rel.h"
+#include "utils/timestamp.h"
 
-#include "mqlog.h"
 #include "store/batch.h"
 #include "store/segment.h"
 #include "store/wal.h"
-#include "log/am.h"
+#include "log/lifecycle.h"
 #include "log/logiter.h"
 #include "log/partition.h"
 #include "log/topic.h"
-
-PG_FUNCTION_INFO_V1(mqlog_roll_begin);
-PG_FUNCTION_INFO_V1(mqlog_roll_finish);
-PG_FUNCTION_INFO_V1(mqlog_truncate_finish);
-PG_FUNCTION_INFO_V1(mqlog_cut_segment);
-PG_FUNCTION_INFO_V1(mqlog_forget_topic);
-PG_FUNCTION_INFO_V1(mqlog_compact_segment);
-PG_FUNCTION_INFO_V1(mqlog_segment_first_timestamp);
-PG_FUNCTION_INFO_V1(mqlog_spare_base);
-PG_FUNCTION_INFO_V1(mqlog_publish_spare);
-PG_FUNCTION_INFO_V1(mqlog_roll_to_spare);
-PG_FUNCTION_INFO_V1(mqlog_wanted_spares);
-PG_FUNCTION_INFO_V1(mqlog_extend_ahead);
-PG_FUNCTION_INFO_V1(mqlog_request_pass);
-PG_FUNCTION_INFO_V1(mqlog_request_pass_at_commit);
-PG_FUNCTION_INFO_V1(mqlog_maintenance_lock);
 
 /*
  * One maintenance pass at a time per database.  The lock is an advisory
@@ -86,250 +62,91 @@ PG_FUNCTION_INFO_V1(mqlog_maintenance_lock);
  */
 #define MQ_MAINTENANCE_LOCK_KEY	0x6d716c67	/* "mqlg" */
 
-Datum
-mqlog_maintenance_lock(PG_FUNCTION_ARGS)
+void
+MqMaintenanceLock(void)
 {
 	LOCKTAG		tag;
 
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, MQ_MAINTENANCE_LOCK_KEY, 0, 4);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
-	PG_RETURN_VOID();
 }
 
 /*
- * Arguments (topic_id, partition, segment relid) of the internal segment
- * functions, checked: the partition's shared state, and the relid.
+ * The worker's own roll, first half: lock the segment relid (a checked
+ * segment) against appends if no producer is inside it, and return the
+ * offset the next segment starts at; -1 when a producer is inside, when
+ * relid is no longer the partition's active segment, or when there is
+ * nothing to roll.  The topic is looked up only once the lock is held.
  */
-static MqPartition *
-segment_args(FunctionCallInfo fcinfo, Oid *relid)
+int64
+MqLogRollBegin(int32 topic_id, int32 partition, Oid relid)
 {
-	MqTopic    *topic;
-	int32		partition = PG_GETARG_INT32(1);
-
-	*relid = PG_GETARG_OID(2);
-	MqCheckSegment(*relid);
-	topic = MqTopicLookupById(PG_GETARG_INT32(0));
-	MqCheckPartition(topic, partition);
-	return MqTopicPartition(topic, partition);
-}
-
-/* Timestamp of a segment's first batch, or NULL if it is empty. */
-Datum
-mqlog_segment_first_timestamp(PG_FUNCTION_ARGS)
-{
-	Relation	rel = MqSegmentOpen(PG_GETARG_OID(0), AccessShareLock);
-	bool		found;
-	TimestampTz ts = 0;
-
-	if (rel == NULL)
-		PG_RETURN_NULL();
-	found = MqSegmentFirstTimestamp(rel, &ts);
-	table_close(rel, AccessShareLock);
-	if (!found)
-		PG_RETURN_NULL();
-	PG_RETURN_TIMESTAMPTZ(ts);
-}
-
-Datum
-mqlog_roll_begin(PG_FUNCTION_ARGS)
-{
-	int32		topic_id = PG_GETARG_INT32(0);
-	int32		partition = PG_GETARG_INT32(1);
-	Oid			relid = PG_GETARG_OID(2);
 	MqTopic    *topic;
 	MqPartition *part;
 	const MqSegmentRef *seg;
 	Relation	rel;
 	int64		next;
 
-	MqCheckSegment(relid);
 	if (!ConditionalLockRelationOid(relid, ExclusiveLock))
-		PG_RETURN_NULL();
+		return -1;
 
 	topic = MqTopicLookupById(topic_id);
 	MqCheckPartition(topic, partition);
 	seg = MqTopicActiveSegment(topic, partition);
 	if (seg->relid != relid)
-		PG_RETURN_NULL();
+		return -1;
 	part = MqTopicPartition(topic, partition);
 	rel = table_open(relid, NoLock);
 	next = MqPartitionRollPoint(part, rel, relid, seg->base_offset);
 	table_close(rel, NoLock);
-	if (next < 0)
-		PG_RETURN_NULL();
-	PG_RETURN_INT64(next);
-}
-
-Datum
-mqlog_roll_finish(PG_FUNCTION_ARGS)
-{
-	Oid			relid;
-	MqPartition *part = segment_args(fcinfo, &relid);
-
-	MqPartitionSwitchAtCommit(part, relid, PG_GETARG_INT64(3));
-	PG_RETURN_VOID();
+	return next;
 }
 
 /*
- * mqlog._truncate_finish(topic_id, partition, relid, base_offset): as
- * _roll_finish, for a log whose end moved to base_offset (mqlog._move_log_end):
- * when the transaction commits, the log ends there.
+ * Cut the segment relid so that it holds nothing at or past offset
+ * (AccessExclusiveLock, within the caller's lock_timeout); false when a
+ * batch spans offset.
  */
-Datum
-mqlog_truncate_finish(PG_FUNCTION_ARGS)
+bool
+MqLogCutSegment(Oid relid, int64 offset)
 {
-	Oid			relid;
-	MqPartition *part = segment_args(fcinfo, &relid);
+	Relation	rel = table_open(relid, AccessExclusiveLock);
+	bool		cut = MqSegmentCutAt(rel, offset);
 
-	MqPartitionTruncateAtCommit(part, relid, PG_GETARG_INT64(3));
-	PG_RETURN_VOID();
-}
-
-/*
- * mqlog._cut_segment(topic_id, partition, relid, offset): cut the segment
- * so that it holds nothing at or past offset (AccessExclusiveLock, within
- * the caller's lock_timeout); false when a batch spans offset.
- */
-Datum
-mqlog_cut_segment(PG_FUNCTION_ARGS)
-{
-	Oid			relid;
-	Relation	rel;
-	bool		cut;
-
-	(void) segment_args(fcinfo, &relid);
-	rel = table_open(relid, AccessExclusiveLock);
-	cut = MqSegmentCutAt(rel, PG_GETARG_INT64(3));
 	table_close(rel, NoLock);
-	PG_RETURN_BOOL(cut);
+	return cut;
 }
 
 /*
- * mqlog._spare_base(topic_id, partition, relid): where the partition rolled
- * into its spare segment relid, or null while the spare is unused.
+ * Roll an idle partition of topic (freshly loaded, so that its spare is
+ * the catalog's latest) into its spare segment (segment.ms passed with no
+ * appender to do it); the new base offset, or -1 if there was nothing to
+ * roll or no spare.
  */
-Datum
-mqlog_spare_base(PG_FUNCTION_ARGS)
+int64
+MqLogRollToSpare(MqTopic *topic, int32 partition)
 {
-	Oid			relid;
-	MqPartition *part = segment_args(fcinfo, &relid);
-	int64		base = MqPartitionSpareBase(part, relid);
-
-	if (base < 0)
-		PG_RETURN_NULL();
-	PG_RETURN_INT64(base);
-}
-
-/* mqlog._publish_spare(topic_id, partition, relid): appenders may roll into it once this commits. */
-Datum
-mqlog_publish_spare(PG_FUNCTION_ARGS)
-{
-	Oid			relid;
-	MqPartition *part = segment_args(fcinfo, &relid);
-
-	MqPartitionPublishSpareAtCommit(part, relid);
-	PG_RETURN_VOID();
-}
-
-/*
- * mqlog._roll_to_spare(topic_id, partition): roll an idle partition into
- * its spare (segment.ms passed with no appender to do it); the new base
- * offset, or null if there was nothing to roll or no spare.
- */
-Datum
-mqlog_roll_to_spare(PG_FUNCTION_ARGS)
-{
-	MqTopic    *topic = MqTopicRefresh(MqTopicLookupById(PG_GETARG_INT32(0))->name);
-	int32		partition = PG_GETARG_INT32(1);
 	const MqSegmentRef *seg;
 	Relation	active,
 				spare;
 	int64		base;
 
-	MqCheckPartition(topic, partition);
 	if (!OidIsValid(topic->spares[partition]))
-		PG_RETURN_NULL();
+		return -1;
 	seg = MqTopicActiveSegment(topic, partition);
 	active = try_table_open(seg->relid, RowExclusiveLock);
 	if (active == NULL)
-		PG_RETURN_NULL();
+		return -1;
 	spare = try_table_open(topic->spares[partition], RowExclusiveLock);
 	if (spare == NULL)
 	{
 		table_close(active, NoLock);
-		PG_RETURN_NULL();
+		return -1;
 	}
 	base = MqPartitionRollToSpare(MqTopicPartition(topic, partition), active, seg->base_offset, spare);
 	table_close(spare, NoLock);
 	table_close(active, NoLock);
-	if (base < 0)
-		PG_RETURN_NULL();
-	PG_RETURN_INT64(base);
-}
-
-/*
- * mqlog._wanted_spares(): (topic_id, partition) of every partition of this
- * database whose appenders asked for a spare segment or rolled into one
- * that the catalog does not show yet.
- */
-Datum
-mqlog_wanted_spares(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Oid			catalog = MqTopicCatalogRelid();
-	ListCell   *lc;
-
-	InitMaterializedSRF(fcinfo, 0);
-	foreach(lc, MqPartitionsWantingSpares(catalog))
-	{
-		List	   *pair = lfirst(lc);
-		Datum		values[2];
-		bool		nulls[2] = {false, false};
-
-		values[0] = Int32GetDatum(linitial_int(pair));
-		values[1] = Int32GetDatum(lsecond_int(pair));
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	return (Datum) 0;
-}
-
-/*
- * mqlog._extend_ahead(): extend the active segments whose appenders asked
- * for pages ahead (MqPartitionsExtendAhead); the count of pages added.
- */
-Datum
-mqlog_extend_ahead(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT64(MqPartitionsExtendAhead(MqTopicCatalogRelid()));
-}
-
-/* mqlog._request_pass(): a roll-ahead pass in this database soon. */
-Datum
-mqlog_request_pass(PG_FUNCTION_ARGS)
-{
-	MqRequestMaintenance();
-	PG_RETURN_VOID();
-}
-
-/*
- * mqlog._request_pass_at_commit(): the same once this transaction commits
- * (mq_create_topic of more partitions than it creates segments for).
- */
-Datum
-mqlog_request_pass_at_commit(PG_FUNCTION_ARGS)
-{
-	MqRequestMaintenanceAtCommit();
-	PG_RETURN_VOID();
-}
-
-/* Called by mq_drop_topic: free the topic's shared partition state at commit. */
-Datum
-mqlog_forget_topic(PG_FUNCTION_ARGS)
-{
-	MqTopic    *topic = MqTopicLookupById(PG_GETARG_INT32(0));
-
-	MqPartitionForgetAtCommit(topic->catalog_relid, topic->topic_id);
-	PG_RETURN_VOID();
+	return base;
 }
 
 typedef struct KeyHash
@@ -473,28 +290,21 @@ ms_before(TimestampTz now, int64 ms)
 }
 
 /*
- * mqlog._compact_segment_into(topic_id, partition, old relid, new relid):
- * how many records compaction removes from the old segment; with a new
- * relation (created by the caller in this transaction) the survivors are
- * written there.
+ * Compaction of the sealed segment oldrel of a partition (both checked
+ * by the caller): how many records it removes; with a new relation newrel
+ * (created by the caller in this transaction) the survivors are written
+ * there.  Only a compacted topic's segments: compaction of any other would
+ * drop records its retention keeps.
  */
-Datum
-mqlog_compact_segment(PG_FUNCTION_ARGS)
+int64
+MqLogCompactSegment(MqTopic *topic, int32 partition, Oid oldrel, Oid newrel)
 {
-	MqTopic    *topic = MqTopicLookupById(PG_GETARG_INT32(0));
-	int32		partition = PG_GETARG_INT32(1);
-	Oid			oldrel = PG_GETARG_OID(2);
-	Oid			newrel = PG_GETARG_OID(3);
 	HASHCTL		ctl;
 	RewriteState st;
 	int64		lso,
 				hw,
 				aborted = 0;
 
-	MqCheckPartition(topic, partition);
-	MqCheckSegment(oldrel);
-	if (OidIsValid(newrel))
-		MqCheckSegment(newrel);
 	if (!topic->compact)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -520,5 +330,5 @@ mqlog_compact_segment(PG_FUNCTION_ARGS)
 	walk_segment(oldrel, lso, rewrite_batch, &st, &aborted);
 	if (st.target)
 		table_close(st.target, NoLock);
-	PG_RETURN_INT64(st.removed + aborted);
+	return st.removed + aborted;
 }

@@ -43,4 +43,15 @@ typedef struct MqFollowerProgress
 	int32		epoch;			/* the leader epoch it reported under */
 } MqFollowerProgress;
 
+/*
+ * The log layer's settings, which the partitions' shared memory, their
+ * in-flight registry and their rolls read (settings.c): MqLogDefineSettings
+ * defines them, and replica.c's with them
+ */
+extern int	mqlog_max_partitions;
+extern int	mqlog_max_inflight;
+extern bool mqlog_roll_ahead;
+extern int	mqlog_segment_extend_ahead;
+extern void MqLogDefineSettings(void);
+
 #endif							/* MQLOG_PARTITION_SHMEM_H */

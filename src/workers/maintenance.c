@@ -49,8 +49,6 @@ int			mqlog_debug_pause_step = 0;
 PGDLLEXPORT void mqlog_launcher_main(Datum main_arg);
 PGDLLEXPORT void mqlog_maintenance_main(Datum main_arg);
 
-PG_FUNCTION_INFO_V1(mqlog_debug_pause);
-
 #define MAX_DB_WORKERS 256
 
 typedef struct DbWorker
@@ -417,32 +415,33 @@ mqlog_maintenance_main(Datum main_arg)
 }
 
 /*
- * mqlog._debug_pause(step): a point between two steps of a maintenance
- * pass (mq_run_maintenance calls it after each change it makes: a roll
- * recorded, a segment unlinked, a segment dropped, ...).  With
+ * mqlog._debug_pause(step), through sql/segments.c: a point between two
+ * steps of a maintenance pass (mq_run_maintenance calls it after each
+ * change it makes: a roll recorded, a segment unlinked, a segment
+ * dropped, ...).  With
  * mqlog.debug_pause_step at n, the n-th such point of a transaction logs
  * which step it is and waits there until the query is cancelled, the
  * server shuts down or the postmaster dies: how test/perl/031_retention_crash.pl
  * kills the server at every step of retention.  0 (the default): nothing.
  */
-Datum
-mqlog_debug_pause(PG_FUNCTION_ARGS)
+void
+MqMaintenanceDebugPause(const char *step)
 {
 	static LocalTransactionId lxid = InvalidLocalTransactionId;
 	static int	steps = 0;
 
 	if (mqlog_debug_pause_step <= 0)
-		PG_RETURN_VOID();
+		return;
 	if (lxid != MyProc->lxid)
 	{
 		lxid = MyProc->lxid;
 		steps = 0;
 	}
 	if (++steps != mqlog_debug_pause_step)
-		PG_RETURN_VOID();
+		return;
 	ereport(LOG,
 			(errmsg("mqlog maintenance paused at step %d (%s)",
-					steps, text_to_cstring(PG_GETARG_TEXT_PP(0)))));
+					steps, step)));
 	while (!ShutdownRequestPending)
 	{
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -450,5 +449,4 @@ mqlog_debug_pause(PG_FUNCTION_ARGS)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	PG_RETURN_VOID();
 }

@@ -8,7 +8,8 @@
 # defined in log/partition_internal.h, which only log/partition*.c
 # include; no file but mqlog.c installs the shared memory hooks; no
 # include circle between the modules of one folder but the ones written
-# down below with their reason.
+# down below with their reason; SQL-callable C functions
+# (PG_FUNCTION_INFO_V1) are declared in src/sql/ only.
 use strict;
 use warnings;
 
@@ -132,6 +133,15 @@ sub circles
 	return @found;
 }
 
+# SQL entry points: only src/sql/ declares C functions callable from SQL;
+# the modules below it export plain C functions that those entry points call
+sub misplaced_entry_point
+{
+	my ($path, $text) = @_;    # path relative to src/
+	return 0 if $path =~ m{^sql/};
+	return $text =~ /^PG_FUNCTION_INFO_V1\(/m ? 1 : 0;
+}
+
 my @files = map { s{^\Q$src\E/}{}r } (glob("$src/*.[ch]"), glob("$src/*/*.[ch]"));
 cmp_ok(scalar(@files), '>', 30, 'found the sources');
 
@@ -163,8 +173,11 @@ foreach my $f (@files)
 	{
 		push @bad, "$f installs a shared memory hook";
 	}
+	push @bad, "$f declares a SQL entry point (PG_FUNCTION_INFO_V1) outside src/sql/"
+	  if misplaced_entry_point($f, $text);
 }
-is_deeply(\@bad, [], 'includes point down the layers; banners; MqPartition private; hooks in mqlog.c')
+is_deeply(\@bad, [],
+	'includes point down the layers; banners; MqPartition private; hooks in mqlog.c; SQL entry points in sql/')
   or diag join("\n", @bad);
 
 # a planted violation is seen (the check can fail)
@@ -212,6 +225,17 @@ is_deeply([ map { "$_->{name} (@{ $_->{edges} })" } grep { !exists $allowed_circ
 	ok(@found == 1 && !exists $allowed_circles{ $found[0]{name} },
 		'a written-down circle that grows (store/batch.c and store/segment.c including each other) would count as a violation')
 	  or diag join("\n", map { "$_->{name}" } @found);
+}
+
+# a planted misplaced entry point is seen (the rule can fail), and what it allows stays allowed
+{
+	my $text = "Datum\nmqlog_x(PG_FUNCTION_ARGS);\n\nPG_FUNCTION_INFO_V1(mqlog_x);\n";
+	ok(misplaced_entry_point('log/lifecycle.c', $text),
+		'PG_FUNCTION_INFO_V1 in log/lifecycle.c would count as a violation');
+	ok(misplaced_entry_point('mqlog.c', $text), 'so would PG_FUNCTION_INFO_V1 in mqlog.c');
+	ok(!misplaced_entry_point('sql/segments.c', $text), 'PG_FUNCTION_INFO_V1 in sql/segments.c is allowed');
+	ok(!misplaced_entry_point('log/lifecycle.c', " * PG_FUNCTION_INFO_V1(mqlog_x) in a comment\n"),
+		'a mention in a comment is not a declaration');
 }
 
 done_testing();

@@ -193,6 +193,21 @@ MqKafkaAdvertised(char *host, int hostlen, int *port)
 	}
 }
 
+/*
+ * This node's listener as clients should reach it, "" when none runs here:
+ * what the node's record in etcd says (cluster/nodes.c asks through the
+ * function mqlog.c hands it, MqClusterSetKafkaListener).
+ */
+const char *
+MqKafkaListener(void)
+{
+	if (mqlog_kafka_listen == NULL || mqlog_kafka_listen[0] == '\0')
+		return "";
+	if (mqlog_kafka_advertised_listener != NULL && mqlog_kafka_advertised_listener[0] != '\0')
+		return mqlog_kafka_advertised_listener;
+	return mqlog_kafka_listen;
+}
+
 void
 MqKafkaDefineSettings(void)
 {
