@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * settings.c
+ * log_settings.c
  *		The log layer's settings: the partitions' shared memory
  *		(mqlog.max_partitions, mqlog.max_inflight_partitions), the segments
  *		prepared and extended ahead (mqlog.roll_ahead,

@@ -1,17 +1,17 @@
 /*-------------------------------------------------------------------------
  *
  * partition.c
- *		The append protocol every writer goes through, in its order: a
- *		partition's tail read into its shared entry, the in-flight appends
- *		that define the last stable offset, the append itself with its roll
- *		into a segment prepared ahead (MqPartitionAppend), and what commit
- *		and abort release and apply.
+ *		The append protocol every writer goes through, in its order: the
+ *		in-flight appends that define the last stable offset, the append
+ *		itself with its roll into a segment prepared ahead
+ *		(MqPartitionAppend), and what commit and abort release and apply.
  *
  * The rest of a partition's shared state has files of its own beside this
- * one: partition_shmem.c (the entries), partition_offsets.c (what readers
- * may see; the high watermark), partition_spare.c (the worker's side of
- * rolling), partition_signal.c (the catalog generation, the change
- * counters, the wake-ups); the fields are partition_internal.h's.
+ * one: partition_shmem.c (the entries), partition_tail.c (a partition's
+ * tail, read into its entry), partition_offsets.c (what readers may see;
+ * the high watermark), partition_spare.c (the worker's side of rolling),
+ * partition_signal.c (the catalog generation, the change counters, the
+ * wake-ups); the fields are partition_internal.h's.
  *
  * Offsets are assigned under the partition's LWLock at append time, so the
  * log is physically in offset order.  Before an appender writes a batch it
@@ -76,79 +76,6 @@ static MqXactEndHook xact_end_hook = NULL;
 static void mq_backend_exit(int code, Datum arg);
 
 static void too_many_partitions(void) pg_attribute_noreturn();
-
-/* ------------------------------------------------------------------------
- * A partition's tail, read into its entry
- * ------------------------------------------------------------------------ */
-
-/*
- * Read the tail of the active segment into the partition entry.  The caller
- * holds part->lock exclusively and has the segment open.
- */
-static void
-load_tail(MqPartition *part, Relation rel, int64 base_offset)
-{
-	MqSegmentTail tail;
-
-	MqSegmentReadTail(rel, base_offset, &tail);
-	part->active_relid = RelationGetRelid(rel);
-	part->active_base = base_offset;
-	if (!MqSegmentFirstTimestamp(rel, &part->active_since))
-		part->active_since = NO_ACTIVE_SINCE;	/* empty: the first append sets it */
-	part->end_lpos = tail.end_lpos;
-	part->torn_lpos = tail.torn_lpos;
-	part->next_offset = tail.next_offset;
-	part->dirty = false;
-	part->loaded = true;
-	note_change(part);
-}
-
-/*
- * Load the partition's tail from rel if it is not known yet, or if an
- * append failed midway in this same segment.  A caller whose topic cache
- * is older than a roll passes the sealed segment: that never reloads.
- * Caller holds part->lock exclusively.
- */
-void
-MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset)
-{
-	if (!part->loaded ||
-		(part->dirty && part->active_relid == RelationGetRelid(rel)))
-		load_tail(part, rel, base_offset);
-}
-
-/*
- * Forget the partition's tail, so that its next use reads it from disk: a
- * restore (log/dump.c) writes the active segment below the append
- * protocol, holding AccessExclusiveLock on it, which every appender and
- * reader of the segment waits for before it loads the tail again.
- */
-void
-MqPartitionForgetTail(MqPartition *part)
-{
-	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-	part->loaded = false;
-	part->dirty = false;
-	LWLockRelease(&part->lock);
-}
-
-/*
- * Where a roll of the active segment relid would start the next one: the
- * partition's next offset, or -1 if the roll must wait (a transaction has
- * appended there and not finished, or the segment is no longer active).
- */
-int64
-MqPartitionRollPoint(MqPartition *part, Relation rel, Oid relid, int64 base_offset)
-{
-	int64		next = -1;
-
-	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-	MqPartitionEnsureLoaded(part, rel, base_offset);
-	if (part->active_relid == relid && dlist_is_empty(&part->inflight))
-		next = part->next_offset;
-	LWLockRelease(&part->lock);
-	return next;
-}
 
 /* ------------------------------------------------------------------------
  * In-flight appends
@@ -541,7 +468,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 			if (seg->sealed)
 				elog(ERROR, "mqlog: the active segment of partition %d of topic \"%s\" is sealed",
 					 partition, topic->name);
-			load_tail(part, rel, seg->base_offset);
+			MqPartitionLoadTail(part, rel, seg->base_offset);
 		}
 		if (!OidIsValid(part->spare_relid) && OidIsValid(topic->spares[partition]) &&
 			topic->spares[partition] != part->active_relid)
@@ -562,7 +489,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 			UnlockRelationOid(seg->relid, RowExclusiveLock);
 			rel = table_open(seg->relid, AccessExclusiveLock);
 			LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-			load_tail(part, rel, seg->base_offset);
+			MqPartitionLoadTail(part, rel, seg->base_offset);
 			if (part->torn_lpos != part->end_lpos)
 			{
 				tail.end_lpos = part->end_lpos;

@@ -4,9 +4,10 @@
  *		A partition's shared state as everybody else uses it: the append
  *		protocol, what a transaction applies when it commits, and the
  *		transaction-end hook (partition.c); and, through the headers it
- *		includes, the entries (partition_shmem.h), what readers may see and
- *		the high watermark (partition_offsets.h), the worker's side of
- *		rolling (partition_spare.h) and the signals (partition_signal.h).
+ *		includes, the entries (partition_shmem.h), a partition's tail
+ *		(partition_tail.h), what readers may see and the high watermark
+ *		(partition_offsets.h), the worker's side of rolling
+ *		(partition_spare.h) and the signals (partition_signal.h).
  *
  *-------------------------------------------------------------------------
  */
@@ -24,6 +25,7 @@
 #include "log/partition_shmem.h"
 #include "log/partition_signal.h"
 #include "log/partition_spare.h"
+#include "log/partition_tail.h"
 
 /* ------------------------------------------------------------------------
  * The append protocol (partition.c)
@@ -33,8 +35,6 @@ struct MqTopic;
 extern void MqPartitionCheckInflightRoom(MqPartition **parts, int nparts);
 extern int64 MqPartitionAppend(struct MqTopic **topicp, int32 partition, StringInfo batch,
 							   int64 at_offset, int32 leader_epoch);
-extern void MqPartitionForgetTail(MqPartition *part);
-extern int64 MqPartitionRollPoint(MqPartition *part, Relation rel, Oid relid, int64 base_offset);
 
 /* applied when this transaction commits */
 extern void MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset);

@@ -127,8 +127,11 @@ typedef struct MqShared
 	MqInflight	pool[FLEXIBLE_ARRAY_MEMBER];
 } MqShared;
 
-/* partition.c: a partition's tail and last stable offset */
+/* partition_tail.c: a partition's tail */
+extern void MqPartitionLoadTail(MqPartition *part, Relation rel, int64 base_offset);
 extern void MqPartitionEnsureLoaded(MqPartition *part, Relation rel, int64 base_offset);
+
+/* partition.c: the last stable offset */
 extern int64 MqPartitionLso(MqPartition *part, int64 *high_watermark);
 
 /* partition_shmem.c */

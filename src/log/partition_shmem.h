@@ -45,7 +45,7 @@ typedef struct MqFollowerProgress
 
 /*
  * The log layer's settings, which the partitions' shared memory, their
- * in-flight registry and their rolls read (settings.c): MqLogDefineSettings
+ * in-flight registry and their rolls read (log_settings.c): MqLogDefineSettings
  * defines them, and replica.c's with them
  */
 extern int	mqlog_max_partitions;
