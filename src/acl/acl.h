@@ -13,7 +13,7 @@
 #define MQLOG_ACL_H
 
 extern bool mqlog_allow_everyone_if_no_acl_found;
-extern void MqAclDefineSettings(void);	/* settings.c */
+extern void MqAclDefineSettings(void);	/* acl_settings.c */
 
 extern bool MqIsAdmin(Oid role);
 

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * settings.c
+ * acl_settings.c
  *		The privilege layer's setting: mqlog.allow_everyone_if_no_acl_found,
  *		which acl.c's topic privilege check reads.
  *

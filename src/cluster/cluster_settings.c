@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * settings.c
+ * cluster_settings.c
  *		The cluster's settings (doc/replication.md): where etcd is
  *		(mqlog.etcd_endpoints, mqlog.etcd_timeout, mqlog.etcd_lease_ttl),
  *		who this node is (mqlog.cluster_name, mqlog.node_name,

@@ -16,7 +16,7 @@
 
 #include "nodes/pg_list.h"
 
-/* where etcd is, and how long a request and this node's lease last (settings.c) */
+/* where etcd is, and how long a request and this node's lease last (cluster_settings.c) */
 extern char *mqlog_etcd_endpoints;
 extern int	mqlog_etcd_timeout;
 extern int	mqlog_etcd_lease_ttl;

@@ -53,7 +53,7 @@ typedef struct MqClusterNode
 } MqClusterNode;
 
 /*
- * The settings of who this node is (settings.c; the etcd ones are in
+ * The settings of who this node is (cluster_settings.c; the etcd ones are in
  * etcd.h): MqClusterDefineSettings defines them all, MqClusterCheckSettings
  * refuses to start a node of a cluster that has no name or conninfo
  */

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * settings.c
+ * group_settings.c
  *		The consumer groups' settings: what a SQL session's members use
  *		(mqlog.assignor, mqlog.auto_offset_reset, mqlog.enable_auto_commit,
  *		mqlog.max_poll_interval_ms, mqlog.poll_recheck_interval; their

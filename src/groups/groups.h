@@ -64,7 +64,7 @@
 
 /* ------------------------------------------------------------------------
  * Settings: what a SQL session's members use, and the group slots of
- * shared memory (settings.c defines them: MqGroupsDefineSettings)
+ * shared memory (group_settings.c defines them: MqGroupsDefineSettings)
  * ------------------------------------------------------------------------ */
 
 typedef enum MqAssignor

@@ -3,7 +3,7 @@
  * kafka.h
  *		The Kafka wire protocol listener: what mqlog.c calls to define its
  *		settings and register its background worker, and the address this
- *		node's record in the cluster names it by (settings.c).
+ *		node's record in the cluster names it by (kafka_settings.c).
  *
  *-------------------------------------------------------------------------
  */

@@ -17,7 +17,7 @@
 
 struct MqTopic;
 
-/* settings (settings.c) */
+/* settings (kafka_settings.c) */
 extern char *mqlog_kafka_listen;
 extern char *mqlog_kafka_database;
 extern char *mqlog_kafka_role;
@@ -32,7 +32,7 @@ extern bool mqlog_kafka_allow_remote;
 extern char *mqlog_kafka_sasl_mechanisms;
 
 /*
- * SASL (settings.c): is any mechanism configured, is this one, which are
+ * SASL (kafka_settings.c): is any mechanism configured, is this one, which are
  * (at most max names, their count)
  */
 extern bool MqKafkaSaslRequired(void);

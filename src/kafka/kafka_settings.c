@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * settings.c
+ * kafka_settings.c
  *		The Kafka listener's settings (mqlog.kafka_*), the syntax of its
  *		addresses, and the registration of its background worker, which
  *		happens only when mqlog.kafka_listen names an address.

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * settings.c
+ * worker_settings.c
  *		The maintenance workers' settings (their variables are
  *		maintenance.c's): mqlog.maintenance_naptime, and
  *		mqlog.debug_pause_step, where the tests stop a maintenance pass.

@@ -48,7 +48,7 @@ extern void MqRetryLogSuccess(MqRetryLog *rl, const char *who);
 extern void MqGroupEvictorRegister(void);
 extern int	mqlog_maintenance_naptime;
 extern int	mqlog_debug_pause_step;
-extern void MqWorkersDefineSettings(void);	/* settings.c */
+extern void MqWorkersDefineSettings(void);	/* worker_settings.c */
 extern void MqMaintenanceRegister(void);
 extern void MqMaintenanceDebugPause(const char *step);
 extern void MqClusterNodeWorkerRegister(void);
