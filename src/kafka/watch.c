@@ -7,8 +7,8 @@
  *
  * A Fetch that parks has read, for each partition it names, the log end,
  * last stable offset and high watermark under a stamp of the partition's
- * change counter taken just before (log/partition.c says when a counter
- * moves).  While none of those counters moved, a re-run would read the
+ * change counter taken just before (log/partition_signal.c says when a
+ * counter moves).  While none of those counters moved, a re-run would read the
  * same offsets and the same (too few) bytes, and answer nothing new: the
  * listener leaves the request parked.  The counters are grouped by topic
  * slot, and the slot's counter is read before its partitions': a wake-up

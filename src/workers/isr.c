@@ -7,7 +7,7 @@
  *
  * A follower is in sync while it has caught up with the leader's log end
  * offset within the topic's replica.lag.time.max.ms (its "last caught-up
- * time", kept from the followers' reports by log/partition.c).  One that
+ * time", kept from the followers' reports by log/partition_offsets.c).  One that
  * falls behind longer, or has not reported for that long since this node
  * began to lead the partition, leaves the ISR; one that has caught up, with a log end
  * offset at or past the high watermark, joins it again.  The new ISR is
