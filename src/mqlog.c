@@ -95,7 +95,7 @@ mq_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(add_size(add_size(MqPartitionShmemSize(), MqGroupsShmemSize()),
-									MqClusterShmemSize()));
+									add_size(MqClusterShmemSize(), MqClusterLeaseShmemSize())));
 	RequestNamedLWLockTranche("mqlog", 1);
 	RequestNamedLWLockTranche("mqlog_groups", 1);
 	RequestAddinShmemSpace(MqApplyShmemSize());
@@ -113,6 +113,7 @@ mq_shmem_startup(void)
 	MqGroupsShmemInit();
 	MqApplyShmemInit();
 	MqClusterShmemInit();
+	MqClusterLeaseShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 	MqPartitionRegisterTranche();
 }

@@ -5,8 +5,9 @@
  *		may include it; it includes nothing of mqlog.
  *
  * The settings are not here: each module defines its own and declares
- * them in its header (log/partition.h, cluster/metadata.h, cluster/etcd.h,
- * acl/acl.h, groups/groups.h, workers/workers.h, kafka/internal.h).
+ * them in its header (log/partition_shmem.h, log/am.h, log/replica.h,
+ * cluster/metadata.h, cluster/etcd.h, acl/acl.h, groups/groups.h,
+ * workers/workers.h, kafka/kafka_internal.h).
  *
  *-------------------------------------------------------------------------
  */

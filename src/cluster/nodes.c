@@ -325,7 +325,7 @@ MqClusterReadNodes(void)
 Size
 MqClusterShmemSize(void)
 {
-	return add_size(MAXALIGN(sizeof(MqClusterShared)), MqClusterLeaseShmemSize());
+	return MAXALIGN(sizeof(MqClusterShared));
 }
 
 void
@@ -340,7 +340,6 @@ MqClusterShmemInit(void)
 		cluster_shared->self_broker_id = -1;
 		cluster_shared->lock = &(GetNamedLWLockTranche("mqlog_cluster"))->lock;
 	}
-	MqClusterLeaseShmemInit();
 }
 
 /*

@@ -91,7 +91,7 @@ mqlog_shared_memory(PG_FUNCTION_ARGS)
 		{"Kafka listener's groups", mqlog_kafka_max_groups, MqGroupsExternalShmemSize(),
 		"mqlog.kafka_max_groups", kafka_groups_used},
 		{"cluster nodes, lease and apply workers", MQ_CLUSTER_MAX_NODES,
-		add_size(MqClusterShmemSize(), MqApplyShmemSize()), NULL, -1},
+		add_size(add_size(MqClusterShmemSize(), MqClusterLeaseShmemSize()), MqApplyShmemSize()), NULL, -1},
 	};
 
 	InitMaterializedSRF(fcinfo, 0);

@@ -58,8 +58,6 @@ sub partition_private
 my %allowed_circles = (
 	'store: segment wal' =>
 	  'the page/WAL pair: an append logs the pages it writes, and redo writes pages in the format segment.c owns',
-	'cluster: lease nodes' =>
-	  "settings/shmem registration, moves with issue 31's settings step",
 );
 
 sub includes_in
