@@ -10,6 +10,7 @@
  * one: partition_shmem.c (the entries), partition_tail.c (a partition's
  * tail, read into its entry), partition_offsets.c (what readers may see;
  * the high watermark), partition_spare.c (the worker's side of rolling),
+ * partition_extend.c (the worker's extension ahead),
  * partition_signal.c (the catalog generation, the change counters, the
  * wake-ups); the fields are partition_internal.h's.
  *
@@ -233,7 +234,7 @@ release_inflight(SubTransactionId subid, bool wake)
  * worker cannot keep up.
  *
  * The worker's side (which partitions want a spare, where a spare began,
- * the worker's own rolls, extension ahead) is partition_spare.c.
+ * the worker's own rolls) is partition_spare.c.
  * ------------------------------------------------------------------------ */
 
 #define MQ_SPARE_WAIT_MS	1000
@@ -301,7 +302,7 @@ wait_for_spare(MqPartition *part)
 
 /* ------------------------------------------------------------------------
  * Extension ahead of the appender: the appender asks here, the worker
- * extends (MqPartitionsExtendAhead, partition_spare.c)
+ * extends (MqPartitionsExtendAhead, partition_extend.c)
  * ------------------------------------------------------------------------ */
 
 /* an appender asks again if its request went unanswered this long */

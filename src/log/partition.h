@@ -7,7 +7,8 @@
  *		includes, the entries (partition_shmem.h), a partition's tail
  *		(partition_tail.h), what readers may see and the high watermark
  *		(partition_offsets.h), the worker's side of rolling
- *		(partition_spare.h) and the signals (partition_signal.h).
+ *		(partition_spare.h), extension ahead (partition_extend.h) and the
+ *		signals (partition_signal.h).
  *
  *-------------------------------------------------------------------------
  */
@@ -21,6 +22,7 @@
 #include "utils/relcache.h"
 #include "datatype/timestamp.h"
 #include "cluster/metadata.h"
+#include "log/partition_extend.h"
 #include "log/partition_offsets.h"
 #include "log/partition_shmem.h"
 #include "log/partition_signal.h"

@@ -2,7 +2,7 @@
  *
  * partition_spare.h
  *		The maintenance worker's side of rolling (partition_spare.c): spare
- *		segments, the worker's roll into one, and extension ahead.
+ *		segments and the worker's roll into one.
  *
  *-------------------------------------------------------------------------
  */
@@ -17,6 +17,5 @@ extern int64 MqPartitionSpareBase(MqPartition *part, Oid relid);
 extern List *MqPartitionsWantingSpares(Oid catalog_relid);
 extern int64 MqPartitionRollToSpare(MqPartition *part, Relation active, int64 active_base,
 									Relation spare);
-extern int64 MqPartitionsExtendAhead(Oid catalog_relid);
 
 #endif							/* MQLOG_PARTITION_SPARE_H */
