@@ -430,16 +430,13 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 
 			if (OidIsValid(spare) && spare_rel != NULL && RelationGetRelid(spare_rel) == spare)
 			{
-				if (MqPartitionSpareEmpty(spare_rel))
+				if (MqPartitionTakeSpare(part, spare_rel))
 				{
-					MqPartitionSwitchToSpare(part, spare);
 					table_close(rel, NoLock);
 					rel = spare_rel;
 					spare_rel = NULL;
 					rolled = true;
 				}
-				else
-					part->spare_relid = InvalidOid; /* not empty: never write there */
 			}
 			else if (OidIsValid(spare) && spare_tries++ < 3)
 			{

@@ -233,9 +233,8 @@ roll_ask_spare(MqPartition *part, int64 segment_bytes, int64 segment_ms, Timesta
 	return false;
 }
 
+extern bool MqPartitionTakeSpare(MqPartition *part, Relation spare);
 extern bool MqPartitionWaitForSpare(MqPartition *part);
-extern bool MqPartitionSpareEmpty(Relation spare);
-extern void MqPartitionSwitchToSpare(MqPartition *part, Oid spare);
 extern void MqPartitionSwitchesAtXactEnd(bool commit);
 
 #endif							/* MQLOG_PARTITION_INTERNAL_H */

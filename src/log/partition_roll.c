@@ -16,7 +16,7 @@
  * publishes it here as the spare (MqPartitionPublishSpareAtCommit).  The
  * appender whose batch is due to roll (roll_due) takes the spare under the
  * partition lock, which is all a roll is: shared state
- * (MqPartitionSwitchToSpare, called from MqPartitionAppend in partition.c).
+ * (MqPartitionTakeSpare, called from MqPartitionAppend in partition.c).
  * The worker then records in the catalog where the spare began and seals
  * the old segment (its next pass, which the roll asks for at once); until
  * then the topic cache places the spare from shared memory, or after a
@@ -115,15 +115,15 @@ MqPartitionWaitForSpare(MqPartition *part)
  * again, nor was another prepared for it, since it had one.  The caller
  * holds the partition lock and a lock on the spare: nobody else writes it.
  */
-bool
-MqPartitionSpareEmpty(Relation spare)
+static bool
+spare_empty(Relation spare)
 {
 	return RelationGetNumberOfBlocks(spare) == 0 || MqSegmentUsedBlocks(spare) == 0;
 }
 
 /* Caller holds part->lock exclusively. */
-void
-MqPartitionSwitchToSpare(MqPartition *part, Oid spare)
+static void
+switch_to_spare(MqPartition *part, Oid spare)
 {
 	part->active_relid = spare;
 	part->active_base = part->next_offset;
@@ -133,6 +133,25 @@ MqPartitionSwitchToSpare(MqPartition *part, Oid spare)
 	part->spare_relid = InvalidOid;
 	part->roll_unrecorded = true;
 	part->dirty = false;
+}
+
+/*
+ * The appender's roll (its batch is due: roll_due), holding part->lock
+ * exclusively and a RowExclusiveLock on the partition's spare: take the
+ * spare if it is empty (true: append there).  One that is not empty is
+ * forgotten: never write there.
+ */
+bool
+MqPartitionTakeSpare(MqPartition *part, Relation spare)
+{
+	Assert(RelationGetRelid(spare) == part->spare_relid);
+	if (spare_empty(spare))
+	{
+		switch_to_spare(part, RelationGetRelid(spare));
+		return true;
+	}
+	part->spare_relid = InvalidOid;
+	return false;
 }
 
 /*
@@ -228,9 +247,9 @@ MqPartitionRollToSpare(MqPartition *part, Oid active_relid, int64 active_base, O
 	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
 	MqPartitionEnsureLoaded(part, active, active_base);
 	if (part->active_relid == active_relid && part->end_lpos > 0 &&
-		MqPartitionSpareEmpty(spare))
+		spare_empty(spare))
 	{
-		MqPartitionSwitchToSpare(part, spare_relid);
+		switch_to_spare(part, spare_relid);
 		base = part->active_base;
 	}
 	LWLockRelease(&part->lock);
