@@ -1418,7 +1418,7 @@ COMMENT ON FUNCTION mqlog._roll_segment(int, int) IS 'internal: roll one partiti
  * Segments prepared ahead.  An appender rolls into a partition's spare when
  * a batch is due to roll (segment.bytes, segment.ms), which changes shared
  * memory only; the worker then records the roll here and prepares the next
- * spare.  See partition.c.
+ * spare.  See log/partition_roll.c.
  */
 CREATE FUNCTION mqlog._spare_base(topic_id int, "partition" int, relid oid) RETURNS bigint
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_spare_base';

@@ -1,25 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * lifecycle.c
- *		The C halves of the maintenance worker's segment work that are more
- *		than a call into partition.c: the maintenance lock, its own roll
- *		(MqLogRollBegin), rolling an idle partition into its spare segment
- *		(MqLogRollToSpare; see "Rolling at segment.bytes and segment.ms" in
- *		partition.c), cutting a segment short (MqLogCutSegment) and
- *		compaction (MqLogCompactSegment).  The SQL functions the install
- *		script calls for them are sql/segments.c.
- *
- * The worker's own roll seals a partition's active segment and starts the
- * next one at the partition's next offset; it serves partitions that no
- * appender rolls (segment.ms passed while idle, or mqlog.roll_ahead off),
- * so producers never wait on DDL of their own.  To seal a
- * segment no append may be in flight in it: _roll_begin takes an
- * ExclusiveLock on the segment only if it is free at once (a producer
- * transaction holds RowExclusiveLock until it ends, so a busy segment is
- * simply tried again on the next pass), and that lock keeps new producers
- * out until the rolling transaction commits.  At commit the partition's
- * shared state switches to the new segment; producers then notice that
- * their cached chain is stale and reload it.
+ *		The C halves of the maintenance worker's segment work that are not
+ *		rolls (those are log/partition_roll.c's): the maintenance lock,
+ *		cutting a segment short (MqLogCutSegment, a follower's truncation)
+ *		and compaction (MqLogCompactSegment).  The SQL functions the
+ *		install script calls for them are sql/segments.c.
  *
  * Compaction (cleanup.policy=compact) rewrites a sealed segment into a new
  * relation keeping, for every key, only the record with the partition's
@@ -72,37 +58,6 @@ MqMaintenanceLock(void)
 }
 
 /*
- * The worker's own roll, first half: lock the segment relid (a checked
- * segment) against appends if no producer is inside it, and return the
- * offset the next segment starts at; -1 when a producer is inside, when
- * relid is no longer the partition's active segment, or when there is
- * nothing to roll.  The topic is looked up only once the lock is held.
- */
-int64
-MqLogRollBegin(int32 topic_id, int32 partition, Oid relid)
-{
-	MqTopic    *topic;
-	MqPartition *part;
-	const MqSegmentRef *seg;
-	Relation	rel;
-	int64		next;
-
-	if (!ConditionalLockRelationOid(relid, ExclusiveLock))
-		return -1;
-
-	topic = MqTopicLookupById(topic_id);
-	MqCheckPartition(topic, partition);
-	seg = MqTopicActiveSegment(topic, partition);
-	if (seg->relid != relid)
-		return -1;
-	part = MqTopicPartition(topic, partition);
-	rel = table_open(relid, NoLock);
-	next = MqPartitionRollPoint(part, rel, relid, seg->base_offset);
-	table_close(rel, NoLock);
-	return next;
-}
-
-/*
  * Cut the segment relid so that it holds nothing at or past offset
  * (AccessExclusiveLock, within the caller's lock_timeout); false when a
  * batch spans offset.
@@ -115,38 +70,6 @@ MqLogCutSegment(Oid relid, int64 offset)
 
 	table_close(rel, NoLock);
 	return cut;
-}
-
-/*
- * Roll an idle partition of topic (freshly loaded, so that its spare is
- * the catalog's latest) into its spare segment (segment.ms passed with no
- * appender to do it); the new base offset, or -1 if there was nothing to
- * roll or no spare.
- */
-int64
-MqLogRollToSpare(MqTopic *topic, int32 partition)
-{
-	const MqSegmentRef *seg;
-	Relation	active,
-				spare;
-	int64		base;
-
-	if (!OidIsValid(topic->spares[partition]))
-		return -1;
-	seg = MqTopicActiveSegment(topic, partition);
-	active = try_table_open(seg->relid, RowExclusiveLock);
-	if (active == NULL)
-		return -1;
-	spare = try_table_open(topic->spares[partition], RowExclusiveLock);
-	if (spare == NULL)
-	{
-		table_close(active, NoLock);
-		return -1;
-	}
-	base = MqPartitionRollToSpare(MqTopicPartition(topic, partition), active, seg->base_offset, spare);
-	table_close(spare, NoLock);
-	table_close(active, NoLock);
-	return base;
 }
 
 typedef struct KeyHash

@@ -9,7 +9,9 @@
  * The rest of a partition's shared state has files of its own beside this
  * one: partition_shmem.c (the entries), partition_tail.c (a partition's
  * tail, read into its entry), partition_offsets.c (what readers may see;
- * the high watermark), partition_spare.c (the worker's side of rolling),
+ * the high watermark), partition_roll.c (rolling: the spares, the worker's
+ * rolls, the segment switches at commit; the roll decision, inline in
+ * partition_internal.h), partition_extend.c (the worker's extension ahead),
  * partition_signal.c (the catalog generation, the change counters, the
  * wake-ups); the fields are partition_internal.h's.
  *
@@ -39,7 +41,6 @@
 
 #include "access/table.h"
 #include "access/xact.h"
-#include "common/int.h"
 #include "nodes/pg_list.h"
 #include "lib/ilist.h"
 #include "miscadmin.h"
@@ -214,94 +215,8 @@ release_inflight(SubTransactionId subid, bool wake)
 }
 
 /* ------------------------------------------------------------------------
- * Rolling at segment.bytes and segment.ms
- *
- * The maintenance worker prepares the next segment of a partition ahead
- * (when the active one is half full, and right after every roll): it
- * creates the relation, lists it in the catalog with base offset
- * MQ_SPARE_BASE and, when that commits, publishes it here as the spare.
- * The appender whose batch is due to roll takes the spare under the
- * partition lock, which is all a roll is: shared state.  The worker then
- * records in the catalog where the spare began and seals the old segment
- * (its next pass, which the roll asks for at once); until then the topic
- * cache places the spare from shared memory, or after a restart from its
- * first page.
- *
- * If no spare is ready when a roll is due, the appender waits for one up
- * to MQ_SPARE_WAIT_MS (once per roll, not per batch), then appends to the
- * active segment after all: a segment outgrows segment.bytes only when the
- * worker cannot keep up.
- *
- * The worker's side (which partitions want a spare, where a spare began,
- * the worker's own rolls, extension ahead) is partition_spare.c.
- * ------------------------------------------------------------------------ */
-
-#define MQ_SPARE_WAIT_MS	1000
-
-/* The active segment's relation size once len more bytes are appended. */
-static int64
-size_with(MqPartition *part, uint32 len)
-{
-	return ((int64) MqLposBlock(part->end_lpos + len - 1) + 1) * BLCKSZ;
-}
-
-/*
- * Are records at max_ts the given share (per mille) of segment.ms younger
- * than the active segment's first?  Kafka compares record time with record
- * time, not with the clock.  Producers choose record times, and the first
- * and last times timestamptz holds are further apart than an int64 of
- * microseconds counts: such an age is past any segment.ms.
- */
-static bool
-age_reached(MqPartition *part, MqTopic *topic, TimestampTz max_ts, int per_mille)
-{
-	int64		age;
-
-	Assert(per_mille >= 0 && per_mille <= 1000);
-	if (part->active_since == NO_ACTIVE_SINCE || topic->segment_ms < 0 ||
-		topic->segment_ms > PG_INT64_MAX / 1000)
-		return false;
-	if (pg_sub_s64_overflow(max_ts, part->active_since, &age))
-		return max_ts > part->active_since;
-	return age >= topic->segment_ms * per_mille;
-}
-
-/* Must a batch of len bytes whose newest record is at max_ts roll first? */
-static bool
-roll_due(MqPartition *part, MqTopic *topic, uint32 len, TimestampTz max_ts)
-{
-	if (part->end_lpos == 0)
-		return false;			/* an empty segment takes any batch */
-	return size_with(part, len) > topic->segment_bytes ||
-		age_reached(part, topic, max_ts, 1000);
-}
-
-/*
- * No spare for a due roll: ask the worker and wait a little, with the
- * partition lock released (returns true: try again), unless this roll has
- * waited long enough already (false: append where we are).
- */
-static bool
-wait_for_spare(MqPartition *part)
-{
-	TimestampTz now = GetCurrentTimestamp();
-
-	if (!mqlog_roll_ahead)
-		return false;
-	if (part->spare_wanted == 0)
-		part->spare_wanted = now;
-	if (TimestampDifferenceExceeds(part->spare_wanted, now, MQ_SPARE_WAIT_MS))
-		return false;
-	LWLockRelease(&part->lock);
-	MqRequestMaintenance();
-	(void) ConditionVariableTimedSleep(&part->cv, 50, PG_WAIT_EXTENSION);
-	ConditionVariableCancelSleep();
-	return true;
-}
-
-/* ------------------------------------------------------------------------
  * Extension ahead of the appender: the appender asks here, the worker
- * extends (MqPartitionsExtendAhead, partition_spare.c)
+ * extends (MqPartitionsExtendAhead, partition_extend.c)
  * ------------------------------------------------------------------------ */
 
 /* an appender asks again if its request went unanswered this long */
@@ -505,24 +420,23 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		 * past segment.bytes, or its records are segment.ms younger than
 		 * the segment's first.  The next segment was prepared ahead by the
 		 * maintenance worker and committed; taking it is a change of
-		 * shared state only, so no appender ever creates a relation.
+		 * shared state only, so no appender ever creates a relation
+		 * (partition_roll.c tells the whole story).
 		 */
-		if (roll_due(part, topic, batch->len, hdr.max_timestamp))
+		if (roll_due(part, topic->segment_bytes, topic->segment_ms, batch->len,
+					 hdr.max_timestamp))
 		{
 			Oid			spare = part->spare_relid;
 
 			if (OidIsValid(spare) && spare_rel != NULL && RelationGetRelid(spare_rel) == spare)
 			{
-				if (MqPartitionSpareEmpty(spare_rel))
+				if (MqPartitionTakeSpare(part, spare_rel))
 				{
-					MqPartitionSwitchToSpare(part, spare);
 					table_close(rel, NoLock);
 					rel = spare_rel;
 					spare_rel = NULL;
 					rolled = true;
 				}
-				else
-					part->spare_relid = InvalidOid; /* not empty: never write there */
 			}
 			else if (OidIsValid(spare) && spare_tries++ < 3)
 			{
@@ -534,7 +448,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 				spare_rel = try_table_open(spare, RowExclusiveLock);
 				continue;
 			}
-			else if (!OidIsValid(spare) && wait_for_spare(part))
+			else if (!OidIsValid(spare) && MqPartitionWaitForSpare(part))
 			{
 				table_close(rel, NoLock);
 				continue;
@@ -583,17 +497,9 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 			part->active_since = hdr.first_timestamp;
 		part->dirty = false;
 		note_change(part);
-		/*
-		 * Past half of segment.bytes (as the next byte would find it) or of
-		 * segment.ms: have the next segment prepared.
-		 */
-		if (mqlog_roll_ahead && !OidIsValid(part->spare_relid) && part->spare_wanted == 0 &&
-			(size_with(part, 1) * 2 > topic->segment_bytes ||
-			 age_reached(part, topic, hdr.max_timestamp, 500)))
-		{
-			part->spare_wanted = GetCurrentTimestamp();
+		/* past half of segment.bytes or segment.ms: have the next segment prepared */
+		if (roll_ask_spare(part, topic->segment_bytes, topic->segment_ms, hdr.max_timestamp))
 			ask = true;
-		}
 		if (want_extension(part, topic, nblocks))
 			ask = true;
 		LWLockRelease(&part->lock);
@@ -613,23 +519,11 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 }
 
 /* ------------------------------------------------------------------------
- * At commit and abort: what the transaction queued, the in-flight
- * entries it holds, and the transaction-end hook
+ * At commit and abort: what the transaction queued (its segment
+ * switches are partition_roll.c's), the in-flight entries it holds, and
+ * the transaction-end hook
  * ------------------------------------------------------------------------ */
 
-/*
- * Segment switches made by this transaction (the worker's roll), and spare
- * segments it prepared (base_offset MQ_SPARE_BASE), applied when it commits.
- */
-typedef struct PendingSwitch
-{
-	MqPartition *part;
-	Oid			relid;
-	int64		base_offset;
-	bool		truncate;		/* the log ends at base_offset, not after */
-} PendingSwitch;
-
-static List *pending_switches = NIL;
 static List *pending_forgets = NIL;	/* topic ids dropped by this transaction */
 static Oid	pending_forget_catalog = InvalidOid;
 
@@ -663,102 +557,6 @@ apply_forgets(bool commit)
 	}
 	list_free(pending_forgets);
 	pending_forgets = NIL;
-}
-
-static void
-queue_switch(MqPartition *part, Oid relid, int64 base_offset, bool truncate)
-{
-	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-	PendingSwitch *ps = palloc(sizeof(PendingSwitch));
-
-	ps->part = part;
-	ps->relid = relid;
-	ps->base_offset = base_offset;
-	ps->truncate = truncate;
-	pending_switches = lappend(pending_switches, ps);
-	MemoryContextSwitchTo(old);
-}
-
-void
-MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset)
-{
-	queue_switch(part, relid, base_offset, false);
-}
-
-/*
- * A follower's log truncated to base_offset, where relid starts: when the
- * transaction commits, the log ends there, and the high watermark is no
- * higher (records above it are gone from this node).
- */
-void
-MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base_offset)
-{
-	queue_switch(part, relid, base_offset, true);
-}
-
-/* Publish a spare segment when this transaction (which made it) commits. */
-void
-MqPartitionPublishSpareAtCommit(MqPartition *part, Oid relid)
-{
-	MqPartitionSwitchAtCommit(part, relid, MQ_SPARE_BASE);
-}
-
-static void
-apply_switches(bool commit)
-{
-	ListCell   *lc;
-
-	foreach(lc, pending_switches)
-	{
-		PendingSwitch *ps = lfirst(lc);
-
-		/* a segment prepared ahead: appenders may roll into it from now on */
-		if (commit && ps->base_offset == MQ_SPARE_BASE)
-		{
-			LWLockAcquire(&ps->part->lock, LW_EXCLUSIVE);
-			if (ps->part->active_relid != ps->relid)
-			{
-				ps->part->spare_relid = ps->relid;
-				ps->part->spare_wanted = 0;
-				ps->part->roll_unrecorded = false;
-			}
-			LWLockRelease(&ps->part->lock);
-			ConditionVariableBroadcast(&ps->part->cv);
-		}
-
-		/*
-		 * The worker's own roll.  A producer that saw the new segment in
-		 * the catalog before this callback ran may have switched already
-		 * (and appended): then there is nothing to do.
-		 */
-		else if (commit)
-		{
-			LWLockAcquire(&ps->part->lock, LW_EXCLUSIVE);
-			if (ps->part->active_relid == ps->relid)
-			{
-				LWLockRelease(&ps->part->lock);
-				pfree(ps);
-				continue;
-			}
-			ps->part->active_relid = ps->relid;
-			ps->part->active_base = ps->base_offset;
-			ps->part->end_lpos = 0;
-			ps->part->torn_lpos = 0;
-			ps->part->active_since = NO_ACTIVE_SINCE;
-			ps->part->next_offset = ps->truncate ? ps->base_offset :
-				Max(ps->part->next_offset, ps->base_offset);
-			ps->part->dirty = false;
-			ps->part->loaded = true;
-			if (ps->truncate &&
-				(int64) pg_atomic_read_u64(&ps->part->high_watermark) > ps->base_offset)
-				pg_atomic_write_u64(&ps->part->high_watermark, (uint64) ps->base_offset);
-			LWLockRelease(&ps->part->lock);
-			note_change(ps->part);
-		}
-		pfree(ps);
-	}
-	list_free(pending_switches);
-	pending_switches = NIL;
 }
 
 /*
@@ -805,7 +603,7 @@ mq_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_COMMIT:
 			release_at_xact_end();
 			MqReaderAtXactEnd();
-			apply_switches(true);
+			MqPartitionSwitchesAtXactEnd(true);
 			apply_forgets(true);
 			MqCatalogAtXactEnd(true);
 			MqMaintenanceAtXactEnd(true);
@@ -824,7 +622,7 @@ mq_xact_callback(XactEvent event, void *arg)
 			MqReaderAtXactEnd();
 			if (xact_end_hook)
 				xact_end_hook(false);
-			apply_switches(false);
+			MqPartitionSwitchesAtXactEnd(false);
 			apply_forgets(false);
 			MqCatalogAtXactEnd(false);
 			MqMaintenanceAtXactEnd(false);

@@ -6,8 +6,8 @@
  *		transaction-end hook (partition.c); and, through the headers it
  *		includes, the entries (partition_shmem.h), a partition's tail
  *		(partition_tail.h), what readers may see and the high watermark
- *		(partition_offsets.h), the worker's side of rolling
- *		(partition_spare.h) and the signals (partition_signal.h).
+ *		(partition_offsets.h), rolling (partition_roll.h), extension
+ *		ahead (partition_extend.h) and the signals (partition_signal.h).
  *
  *-------------------------------------------------------------------------
  */
@@ -21,10 +21,11 @@
 #include "utils/relcache.h"
 #include "datatype/timestamp.h"
 #include "cluster/metadata.h"
+#include "log/partition_extend.h"
 #include "log/partition_offsets.h"
+#include "log/partition_roll.h"
 #include "log/partition_shmem.h"
 #include "log/partition_signal.h"
-#include "log/partition_spare.h"
 #include "log/partition_tail.h"
 
 /* ------------------------------------------------------------------------
@@ -36,10 +37,7 @@ extern void MqPartitionCheckInflightRoom(MqPartition **parts, int nparts);
 extern int64 MqPartitionAppend(struct MqTopic **topicp, int32 partition, StringInfo batch,
 							   int64 at_offset, int32 leader_epoch);
 
-/* applied when this transaction commits */
-extern void MqPartitionSwitchAtCommit(MqPartition *part, Oid relid, int64 base_offset);
-extern void MqPartitionTruncateAtCommit(MqPartition *part, Oid relid, int64 base_offset);
-extern void MqPartitionPublishSpareAtCommit(MqPartition *part, Oid relid);
+/* applied when this transaction commits (its segment switches: partition_roll.h) */
 extern void MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id);
 
 extern void MqPartitionInitCallbacks(void);

@@ -5,7 +5,7 @@
  *		(log/partition*.c; test/perl/000_layers.pl checks that nobody else
  *		includes this): struct MqPartition, the in-flight entries behind the
  *		last stable offset, the shared area that holds them, and what the
- *		partition's files call in one another.
+ *		partition's files call in one another (the roll decision among it).
  *
  * Everybody else holds an MqPartition pointer and calls the functions of
  * partition.h, so that the append protocol has one owner.
@@ -16,6 +16,7 @@
 #define MQLOG_PARTITION_INTERNAL_H
 
 #include "common/hashfn.h"
+#include "common/int.h"
 #include "lib/ilist.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
@@ -23,7 +24,9 @@
 #include "storage/spin.h"
 #include "utils/hsearch.h"
 #include "utils/relcache.h"
+#include "utils/timestamp.h"
 
+#include "store/segment.h"
 #include "log/partition_shmem.h"
 
 /*
@@ -165,8 +168,73 @@ extern void MqCatalogAtXactEnd(bool commit);
 extern void MqCatalogAtSubxactAbort(void);
 extern void MqMaintenanceAtXactEnd(bool commit);
 
-/* partition_spare.c: the switch into a spare, for the appender and the worker */
-extern bool MqPartitionSpareEmpty(Relation spare);
-extern void MqPartitionSwitchToSpare(MqPartition *part, Oid spare);
+/*
+ * partition_roll.c: rolling (the essay is there).  The roll decision is
+ * inline here, since the appender makes it for every batch under its lock;
+ * a topic's segment.bytes and segment.ms come as arguments, so that this
+ * header needs no topic.
+ */
+
+/* The active segment's relation size once len more bytes are appended. */
+static inline int64
+roll_size_with(MqPartition *part, uint32 len)
+{
+	return ((int64) MqLposBlock(part->end_lpos + len - 1) + 1) * BLCKSZ;
+}
+
+/*
+ * Are records at max_ts the given share (per mille) of segment_ms younger
+ * than the active segment's first?  Kafka compares record time with record
+ * time, not with the clock.  Producers choose record times, and the first
+ * and last times timestamptz holds are further apart than an int64 of
+ * microseconds counts: such an age is past any segment.ms.
+ */
+static inline bool
+roll_age_reached(MqPartition *part, int64 segment_ms, TimestampTz max_ts, int per_mille)
+{
+	int64		age;
+
+	Assert(per_mille >= 0 && per_mille <= 1000);
+	if (part->active_since == NO_ACTIVE_SINCE || segment_ms < 0 ||
+		segment_ms > PG_INT64_MAX / 1000)
+		return false;
+	if (pg_sub_s64_overflow(max_ts, part->active_since, &age))
+		return max_ts > part->active_since;
+	return age >= segment_ms * per_mille;
+}
+
+/* Must a batch of len bytes whose newest record is at max_ts roll first? */
+static inline bool
+roll_due(MqPartition *part, int64 segment_bytes, int64 segment_ms, uint32 len,
+		 TimestampTz max_ts)
+{
+	if (part->end_lpos == 0)
+		return false;			/* an empty segment takes any batch */
+	return roll_size_with(part, len) > segment_bytes ||
+		roll_age_reached(part, segment_ms, max_ts, 1000);
+}
+
+/*
+ * After an append: past half of segment.bytes (as the next byte would find
+ * it) or of segment.ms, with no spare and none asked for, the next segment
+ * is to be prepared; then the request is noted here (true: the caller asks
+ * the worker once it has released the lock).
+ */
+static inline bool
+roll_ask_spare(MqPartition *part, int64 segment_bytes, int64 segment_ms, TimestampTz max_ts)
+{
+	if (mqlog_roll_ahead && !OidIsValid(part->spare_relid) && part->spare_wanted == 0 &&
+		(roll_size_with(part, 1) * 2 > segment_bytes ||
+		 roll_age_reached(part, segment_ms, max_ts, 500)))
+	{
+		part->spare_wanted = GetCurrentTimestamp();
+		return true;
+	}
+	return false;
+}
+
+extern bool MqPartitionTakeSpare(MqPartition *part, Relation spare);
+extern bool MqPartitionWaitForSpare(MqPartition *part);
+extern void MqPartitionSwitchesAtXactEnd(bool commit);
 
 #endif							/* MQLOG_PARTITION_INTERNAL_H */

@@ -4,14 +4,13 @@
  *		A partition's tail, read from its active segment into its shared
  *		entry: where the next batch goes and what offset it gets.  Below
  *		the append protocol (partition.c), the readers' offsets
- *		(partition_offsets.c) and the worker's rolls (partition_spare.c),
- *		which all load it before they look at it.
+ *		(partition_offsets.c) and the rolls (partition_roll.c), which all
+ *		load it before they look at it.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "lib/ilist.h"
 #include "storage/lwlock.h"
 #include "utils/rel.h"
 
@@ -68,22 +67,4 @@ MqPartitionForgetTail(MqPartition *part)
 	part->loaded = false;
 	part->dirty = false;
 	LWLockRelease(&part->lock);
-}
-
-/*
- * Where a roll of the active segment relid would start the next one: the
- * partition's next offset, or -1 if the roll must wait (a transaction has
- * appended there and not finished, or the segment is no longer active).
- */
-int64
-MqPartitionRollPoint(MqPartition *part, Relation rel, Oid relid, int64 base_offset)
-{
-	int64		next = -1;
-
-	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-	MqPartitionEnsureLoaded(part, rel, base_offset);
-	if (part->active_relid == relid && dlist_is_empty(&part->inflight))
-		next = part->next_offset;
-	LWLockRelease(&part->lock);
-	return next;
 }

@@ -33,7 +33,7 @@
 #include "base/spi.h"
 #include "store/batch.h"
 #include "log/partition_signal.h"
-#include "log/partition_spare.h"
+#include "log/partition_roll.h"
 #include "log/topic.h"
 #include "cluster/metadata.h"
 

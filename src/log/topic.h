@@ -46,13 +46,6 @@ typedef struct MqSegmentRef
 	bool		sealed;
 } MqSegmentRef;
 
-/*
- * A segment prepared ahead by the maintenance worker is listed in the
- * catalog with this base offset until the worker records where it began
- * (the partition rolled into it; see partition.c).
- */
-#define MQ_SPARE_BASE	(-1)
-
 /* a replicated partition as this node knows it (mqlog.replica_state) */
 typedef struct MqReplicaInfo
 {

@@ -11,8 +11,10 @@
  *		_forget_topic, the maintenance lock and passes (_maintenance_lock,
  *		_request_pass, _request_pass_at_commit) and _debug_pause.
  *
- * Each reads and checks its arguments and calls log/lifecycle.c,
- * log/partition.c or workers/maintenance.c.  None is for an ordinary role:
+ * Each reads and checks its arguments, resolves the topic id to the
+ * partition, and calls log/partition_roll.c (every roll and spare),
+ * log/partition_extend.c, log/lifecycle.c, log/partition.c or
+ * workers/maintenance.c.  None is for an ordinary role:
  * the install script revokes them from PUBLIC.
  *
  *-------------------------------------------------------------------------
@@ -92,8 +94,11 @@ mqlog_segment_first_timestamp(PG_FUNCTION_ARGS)
 
 /*
  * mqlog._roll_begin(topic_id, partition, relid): the offset the next
- * segment starts at, or null while a producer is inside the segment
- * (MqLogRollBegin).
+ * segment starts at, or null while a producer is inside the segment, when
+ * relid is no longer the partition's active segment, or when there is
+ * nothing to roll (MqPartitionRollLock, MqPartitionRollBegin).  The topic
+ * is looked up only once the segment is locked, so that its chain is the
+ * latest.
  */
 Datum
 mqlog_roll_begin(PG_FUNCTION_ARGS)
@@ -101,10 +106,19 @@ mqlog_roll_begin(PG_FUNCTION_ARGS)
 	int32		topic_id = PG_GETARG_INT32(0);
 	int32		partition = PG_GETARG_INT32(1);
 	Oid			relid = PG_GETARG_OID(2);
+	MqTopic    *topic;
+	const MqSegmentRef *seg;
 	int64		next;
 
 	MqCheckSegment(relid);
-	next = MqLogRollBegin(topic_id, partition, relid);
+	if (!MqPartitionRollLock(relid))
+		PG_RETURN_NULL();
+	topic = MqTopicLookupById(topic_id);
+	MqCheckPartition(topic, partition);
+	seg = MqTopicActiveSegment(topic, partition);
+	if (seg->relid != relid)
+		PG_RETURN_NULL();
+	next = MqPartitionRollBegin(MqTopicPartition(topic, partition), relid, seg->base_offset);
 	if (next < 0)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(next);
@@ -177,8 +191,8 @@ mqlog_publish_spare(PG_FUNCTION_ARGS)
 
 /*
  * mqlog._roll_to_spare(topic_id, partition): roll an idle partition into
- * its spare; the new base offset, or null if there was nothing to roll or
- * no spare.  The topic is loaded afresh, so that its spare is the
+ * its spare (MqPartitionRollToSpare); the new base offset, or null if there
+ * was nothing to roll or no spare.  The topic is loaded afresh, so that its spare is the
  * catalog's latest.
  */
 Datum
@@ -186,10 +200,15 @@ mqlog_roll_to_spare(PG_FUNCTION_ARGS)
 {
 	MqTopic    *topic = MqTopicRefresh(MqTopicLookupById(PG_GETARG_INT32(0))->name);
 	int32		partition = PG_GETARG_INT32(1);
+	const MqSegmentRef *seg;
 	int64		base;
 
 	MqCheckPartition(topic, partition);
-	base = MqLogRollToSpare(topic, partition);
+	if (!OidIsValid(topic->spares[partition]))
+		PG_RETURN_NULL();
+	seg = MqTopicActiveSegment(topic, partition);
+	base = MqPartitionRollToSpare(MqTopicPartition(topic, partition), seg->relid,
+								  seg->base_offset, topic->spares[partition]);
 	if (base < 0)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(base);
