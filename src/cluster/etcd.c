@@ -548,22 +548,27 @@ MqEtcdTxnBegin(void)
 	return txn;
 }
 
-void
-MqEtcdTxnIfAbsent(MqEtcdTxn *txn, const char *key)
+/* a key's create_revision against 0: EQUAL, absent; GREATER, present */
+static void
+compare_create_revision(MqEtcdTxn *txn, const char *key, const char *result)
 {
 	appendStringInfo(&txn->compare, "%s{", txn->ncompare++ ? "," : "");
 	append_b64_field(&txn->compare, "key", key);
-	appendStringInfoString(&txn->compare,
-						   ",\"result\":\"EQUAL\",\"target\":\"CREATE\",\"create_revision\":\"0\"}");
+	appendStringInfo(&txn->compare,
+					 ",\"result\":\"%s\",\"target\":\"CREATE\",\"create_revision\":\"0\"}",
+					 result);
+}
+
+void
+MqEtcdTxnIfAbsent(MqEtcdTxn *txn, const char *key)
+{
+	compare_create_revision(txn, key, "EQUAL");
 }
 
 void
 MqEtcdTxnIfPresent(MqEtcdTxn *txn, const char *key)
 {
-	appendStringInfo(&txn->compare, "%s{", txn->ncompare++ ? "," : "");
-	append_b64_field(&txn->compare, "key", key);
-	appendStringInfoString(&txn->compare,
-						   ",\"result\":\"GREATER\",\"target\":\"CREATE\",\"create_revision\":\"0\"}");
+	compare_create_revision(txn, key, "GREATER");
 }
 
 void
