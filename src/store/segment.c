@@ -153,16 +153,34 @@ page_opaque(Relation rel, Page page, BlockNumber blkno)
 static Buffer
 extend_for_append(Relation rel, BlockNumber blk, BlockNumber *nblocks)
 {
-	Buffer		buf = InvalidBuffer;
+	volatile Buffer buf = InvalidBuffer;
 
 	LockRelationForExtension(rel, ExclusiveLock);
-	*nblocks = RelationGetNumberOfBlocks(rel);
-	if (blk == *nblocks)
+
+	/*
+	 * An extension that fails (a full disk) lets go of the extension lock
+	 * at once, not when the transaction's locks go: its abort then waits
+	 * for the partition lock to release its in-flight entries
+	 * (log/partition.c), and the next appender, which took the partition
+	 * lock the error released, would wait for this extension lock, each
+	 * for the other, for ever.
+	 */
+	PG_TRY();
 	{
-		buf = ReadBuffer(rel, P_NEW);
-		LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-		*nblocks = blk + 1;
+		*nblocks = RelationGetNumberOfBlocks(rel);
+		if (blk == *nblocks)
+		{
+			buf = ReadBuffer(rel, P_NEW);
+			LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+			*nblocks = blk + 1;
+		}
 	}
+	PG_CATCH();
+	{
+		UnlockRelationForExtension(rel, ExclusiveLock);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	UnlockRelationForExtension(rel, ExclusiveLock);
 	if (blk > *nblocks)
 		elog(ERROR, "mqlog segment \"%s\" has %u blocks, an append at block %u would leave a gap",
