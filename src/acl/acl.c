@@ -37,7 +37,6 @@
 #include "utils/lsyscache.h"
 
 #include "base/spi.h"
-#include "mqlog.h"
 #include "log/am.h"
 #include "log/partition.h"
 #include "log/topic.h"

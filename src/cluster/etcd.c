@@ -34,7 +34,6 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "mqlog.h"
 #include "cluster/etcd.h"
 #include "cluster/json.h"
 

@@ -38,7 +38,6 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "mqlog.h"
 #include "cluster/etcd.h"
 #include "cluster/json.h"
 #include "cluster/metadata.h"

@@ -25,7 +25,6 @@
 
 #include "utils/memutils.h"
 
-#include "mqlog.h"
 #include "cluster/etcd.h"
 #include "cluster/json.h"
 #include "cluster/metadata.h"

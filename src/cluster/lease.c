@@ -55,7 +55,6 @@
 #include "storage/spin.h"
 #include "utils/timestamp.h"
 
-#include "mqlog.h"
 #include "cluster/metadata.h"
 
 typedef struct MqLeaseShared

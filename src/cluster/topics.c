@@ -34,7 +34,6 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "mqlog.h"
 #include "base/spi.h"
 #include "cluster/etcd.h"
 #include "cluster/json.h"

@@ -50,7 +50,6 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
-#include "mqlog.h"
 #include "base/spi.h"
 #include "cluster/metadata.h"
 #include "log/topic.h"

@@ -23,7 +23,6 @@
 #include "commands/extension.h"
 #include "utils/memutils.h"
 
-#include "mqlog.h"
 #include "cluster/metadata.h"
 #include "log/topic.h"
 #include "kafka/kafka_internal.h"

@@ -54,7 +54,6 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
-#include "mqlog.h"
 #include "store/batch.h"
 #include "store/segment.h"
 #include "log/partition.h"

@@ -19,7 +19,6 @@
 #include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
-#include "mqlog.h"
 #include "log/partition_internal.h"
 #include "log/partition_shmem.h"
 
@@ -55,13 +54,7 @@ MqSizingWarningDue(void)
 	return pg_atomic_compare_exchange_u64(&mqlog_partition_shmem->sizing_warned_at, &last, (uint64) now);
 }
 
-/* per partition entry, and the in-flight pool (mqlog.shared_memory) */
-Size
-MqPartitionEntrySize(void)
-{
-	return sizeof(MqPartition);
-}
-
+/* the in-flight pool (mqlog.shared_memory) */
 Size
 MqInflightPoolSize(void)
 {

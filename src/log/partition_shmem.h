@@ -25,7 +25,6 @@ extern Size MqPartitionShmemSize(void);
 extern void MqPartitionShmemInit(void);
 extern void MqPartitionRegisterTranche(void);
 extern MqPartition *MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition);
-extern Size MqPartitionEntrySize(void);
 extern bool MqSizingWarningDue(void);
 extern Size MqInflightPoolSize(void);
 extern int64 MqPartitionsInUse(int64 *inflight);

@@ -31,7 +31,6 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
-#include "mqlog.h"
 #include "store/batch.h"
 #include "store/segment.h"
 #include "log/am.h"

@@ -60,7 +60,6 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#include "mqlog.h"
 #include "store/batch.h"
 #include "store/segment.h"
 #include "store/wal.h"

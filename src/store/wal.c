@@ -47,7 +47,6 @@
 #include "storage/bufpage.h"
 #include "utils/memutils.h"
 
-#include "mqlog.h"
 #include "store/batch.h"
 #include "store/segment.h"
 #include "store/wal.h"

@@ -77,7 +77,6 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "mqlog.h"
 #include "base/spi.h"
 #include "cluster/metadata.h"
 #include "store/batch.h"

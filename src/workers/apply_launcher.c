@@ -135,20 +135,6 @@ MqApplyEnsureWorkers(List *leaders)
 	LWLockRelease(apply_shared->lock);
 }
 
-/* the pid of the apply worker following leader, or 0 */
-pid_t
-MqApplyWorkerPid(const char *leader)
-{
-	pid_t		pid = 0;
-
-	LWLockAcquire(apply_shared->lock, LW_SHARED);
-	for (int i = 0; i < MQ_MAX_APPLY_WORKERS; i++)
-		if (strcmp(apply_shared->slots[i].leader, leader) == 0)
-			pid = apply_shared->slots[i].pid;
-	LWLockRelease(apply_shared->lock);
-	return pid;
-}
-
 /* ------------------------------------------------------------------------
  * A worker in its slot
  * ------------------------------------------------------------------------ */

@@ -43,7 +43,6 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "mqlog.h"
 #include "cluster/etcd.h"
 #include "cluster/json.h"
 #include "cluster/metadata.h"

@@ -46,7 +46,6 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "mqlog.h"
 #include "base/spi.h"
 #include "cluster/etcd.h"
 #include "cluster/metadata.h"

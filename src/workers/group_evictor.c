@@ -25,7 +25,6 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
-#include "mqlog.h"
 #include "groups/groups.h"
 #include "workers/workers.h"
 

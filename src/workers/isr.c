@@ -29,7 +29,6 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "mqlog.h"
 #include "cluster/etcd.h"
 #include "cluster/metadata.h"
 #include "log/partition.h"

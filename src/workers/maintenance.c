@@ -40,7 +40,6 @@
 
 #include "base/spi.h"
 #include "log/partition.h"
-#include "mqlog.h"
 #include "workers/workers.h"
 
 int			mqlog_maintenance_naptime = 10;

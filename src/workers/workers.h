@@ -59,7 +59,6 @@ extern Size MqApplyShmemSize(void);
 extern void MqApplyShmemInit(void);
 extern void MqApplyRequestLWLocks(void);
 extern void MqApplyEnsureWorkers(List *leaders);
-extern pid_t MqApplyWorkerPid(const char *leader);
 extern void MqApplyAttach(int slot, char *leader);
 
 /* a unit of work in a transaction of its own (txn.c) */
