@@ -2,10 +2,17 @@
  *
  * consumer.c
  *		A member's poll and its leave, the calls that span membership
- *		(registry.c, joined through ownership.c's check) and positions
+ *		(ownership.c's check, then registry.c's join) and positions
  *		(positions.c): join, bring the positions in line with the
  *		assignment, read the assigned partitions from them, wait for
  *		records, give way to DDL.
+ *
+ * A poll enters ownership.c once (its check, from the cache once the group
+ * has a durable owner) and then the registry once (the join, which hands
+ * back the assignment and the live owner): the check comes first so that a
+ * role that may not use the group does not even heartbeat a membership.
+ * Only a role joining a group that another role's session created and
+ * nobody committed to yet goes round twice (join).
  *
  * A poll waits on the condition variable that every committing producer,
  * every rebalance and every DDL announcement broadcasts, so it sleeps in
@@ -23,6 +30,7 @@
 #include "utils/timestamp.h"
 
 #include "log/partition.h"
+#include "groups/ownership.h"
 #include "groups/positions.h"
 #include "groups/registry.h"
 
@@ -299,6 +307,32 @@ refresh_topics(MqTopic **topics, int ntopics, uint64 *catalog_seen)
 	return grown;
 }
 
+/*
+ * Join (or refresh) a member hosted by this process, subscribed to topics
+ * (the caller holds consume on them), once the role is known to be allowed
+ * to use the group; rebalances at once if anything changed.  Also the
+ * member's heartbeat.  The check is the durable owner's if the group has
+ * one; else the registry joins only if the group's live owner is none or
+ * the role itself, and otherwise names it: the role is checked against it
+ * and joins again (and again, should yet another role's session have
+ * created the group in between).
+ */
+static void
+join(const char *group, const char *member_id, MqTopic **topics, int ntopics,
+	 const MqMemberConfig *config, MqAssignment *a)
+{
+	bool		durable;
+	Oid			seen = InvalidOid;
+	Oid			owner = MqGroupCheckJoin(group, InvalidOid, false, &durable);
+
+	while (!MqGroupJoinAs(group, member_id, topics, ntopics, config, durable, seen, owner, a))
+	{
+		CHECK_FOR_INTERRUPTS();
+		seen = a->owner;
+		owner = MqGroupCheckJoin(group, seen, true, &durable);
+	}
+}
+
 void
 MqGroupPoll(const char *group, const char *member_id, MqTopic **caller_topics, int ntopics,
 			const MqMemberConfig *config, int max_records, int64 timeout_ms,
@@ -312,9 +346,11 @@ MqGroupPoll(const char *group, const char *member_id, MqTopic **caller_topics, i
 	uint64		ddl_seen;
 	uint64		catalog_seen = MqlogCatalogGeneration();
 	bool		auto_committed = false;
+	bool		fresh;			/* *a is the join's, read just now */
 
 	memcpy(topics, caller_topics, sizeof(MqTopic *) * ntopics);
-	MqGroupJoin(group, member_id, topics, ntopics, config, a);
+	join(group, member_id, topics, ntopics, config, a);
+	fresh = true;
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 	ddl_seen = MqDdlCount(NULL);
 
@@ -322,16 +358,18 @@ MqGroupPoll(const char *group, const char *member_id, MqTopic **caller_topics, i
 	{
 		int			got;
 
-		if (!MqGroupAssignment(group, member_id, a))
+		if (!fresh && !MqGroupAssignment(group, member_id, a))
 		{
 			/*
 			 * Evicted meanwhile: join again, and reload the positions (the
 			 * group may be a new one, its generation counting from 0).
 			 */
-			MqGroupJoin(group, member_id, topics, ntopics, config, a);
+			join(group, member_id, topics, ntopics, config, a);
 			generation = -1;
+			fresh = true;
 			continue;
 		}
+		fresh = false;
 		if (a->generation != generation)
 		{
 			MqPositionsSync(group, member_id, a, topics, ntopics);
@@ -362,8 +400,9 @@ MqGroupPoll(const char *group, const char *member_id, MqTopic **caller_topics, i
 		yield_to_ddl(&ddl_seen, topics, ntopics);
 		if (refresh_topics(topics, ntopics, &catalog_seen))
 		{
-			MqGroupJoin(group, member_id, topics, ntopics, config, a);
+			join(group, member_id, topics, ntopics, config, a);
 			generation = -1;
+			fresh = true;
 		}
 	}
 	if (sleeping)

@@ -123,6 +123,8 @@ typedef struct MqAssignment
 {
 	uint64		membership;
 	int			generation;		/* the group's, when it was computed */
+	Oid			owner;			/* the group's live owner then (InvalidOid:
+								 * none), for the access check that follows */
 	int			nparts;
 	MqTopicPart parts[MQ_MAX_ASSIGNED];
 } MqAssignment;
@@ -159,7 +161,10 @@ extern void MqGroupsCheckReady(void);
 /* of a member this process hosts: it is polling */
 extern void MqGroupHeartbeat(const char *group, const char *member_id);
 extern List *MqGroupsWithMembers(void);
-/* false (and membership 0) if it is not a member */
+/*
+ * false (and membership 0) if it is not a member; the group's live owner is
+ * copied either way, so that one visit of the registry serves a call
+ */
 extern bool MqGroupAssignment(const char *group, const char *member_id,
 							  MqAssignment *assignment);
 extern bool MqTopicPartListed(const MqTopicPart *tp, int n, int32 topic_id,
@@ -232,16 +237,6 @@ extern bool MqGroupHasAccess(const char *group, Oid role, Oid live_owner);
 extern bool MqGroupHasPrivilege(const char *group, Oid role);
 /* mq_grant_group, mq_revoke_group: a group nobody owns becomes the granter's */
 extern void MqGroupGrant(const char *group, Oid grantee, bool grant);
-
-/*
- * Join (or refresh) a member hosted by this process, subscribed to topics
- * (the caller holds consume on them), after the check that the role may
- * use the group; rebalances at once if anything changed.  Also the
- * member's heartbeat.  A member id another process hosts is refused.
- */
-extern void MqGroupJoin(const char *group, const char *member_id,
-						MqTopic **topics, int ntopics,
-						const MqMemberConfig *config, MqAssignment *assignment);
 
 /* ------------------------------------------------------------------------
  * Positions and commits (positions.c)

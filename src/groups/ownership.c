@@ -15,16 +15,17 @@
  * join checks the role against the owner it sees, and the registry sets
  * it, under the groups lock, if the slot has none; if another role's
  * session created the group in between, the join checks again
- * (MqGroupJoin).  The first commit that writes an offset, mq_reset_offsets
+ * (MqGroupCheckJoin, MqGroupJoinAs).  The first commit that writes an offset, mq_reset_offsets
  * and mq_grant_group record the owner in mqlog.consumer_group
  * (MqGroupPersistOwner), and the grantees live in mqlog.group_acl; both
  * are read and written as the extension owner, with search_path pinned
  * (base/spi.c).  Once all members have left, only the recorded row
  * remains.
  *
- * This file reads the live owner from the registry itself
- * (MqGroupAuthorize, MqGroupRecordOwner): the other files of the layer ask
- * here and never carry an owner from the registry to a check.
+ * The live owner comes from the registry: MqGroupAuthorize reads it
+ * itself; the hot paths (a poll's join, a commit) read it with the member's
+ * assignment in their one visit of the registry (MqAssignment.owner) and
+ * hand it here, so that a poll or a commit enters each file once.
  *
  *-------------------------------------------------------------------------
  */
@@ -281,8 +282,9 @@ MqGroupPersistOwner(const char *group, Oid live_owner)
  * neither is nobody's, and the current role may take it.  Returns the owner
  * the answer was based on (the current role for a new group).
  */
-Oid
-MqGroupCheckAccess(const char *group, MqGroupAccess mode, Oid live_owner)
+static Oid
+check_access(const char *group, MqGroupAccess mode, Oid live_owner, bool live_known,
+			 bool *durable_out)
 {
 	Oid			role = GetUserId();
 	uint64		gen = MqlogCatalogGeneration();
@@ -297,15 +299,21 @@ MqGroupCheckAccess(const char *group, MqGroupAccess mode, Oid live_owner)
 	{
 		e = group_cache(group, false);
 		if (e && e->role == role && e->generation == gen)
+		{
+			*durable_out = true;
 			return e->owner;
+		}
 	}
 
 	MqSpiBegin(&spi, true);
 	durable = read_group(group, &owner, &grantees);
 	MqSpiEnd(&spi);
+	*durable_out = durable;
 
 	if (!durable)
 	{
+		if (!live_known)
+			return role;		/* the registry compares (MqGroupJoinAs) */
 		if (!OidIsValid(live_owner))
 		{
 			if (mode == MQ_GROUP_GRANT)
@@ -354,6 +362,42 @@ MqGroupCheckAccess(const char *group, MqGroupAccess mode, Oid live_owner)
 		e->owner = owner;
 	}
 	return owner;
+}
+
+Oid
+MqGroupCheckAccess(const char *group, MqGroupAccess mode, Oid live_owner)
+{
+	bool		durable;
+
+	return check_access(group, mode, live_owner, true, &durable);
+}
+
+/*
+ * A join's check, made before the registry is asked so that a poll visits
+ * each of the two once: a group with a durable owner is decided by it
+ * (and, once allowed, by the cache, with no query); for one without,
+ * live_known false, the current role is returned unchecked, and the
+ * registry joins only if the live owner is none or that role, else it
+ * names the live owner to check against (live_known true) and join again.
+ */
+Oid
+MqGroupCheckJoin(const char *group, Oid live_owner, bool live_known, bool *durable)
+{
+	return check_access(group, MQ_GROUP_USE, live_owner, live_known, durable);
+}
+
+/*
+ * A commit's check and record in one visit: the role may use the group
+ * (checked against live_owner, the owner the caller's read of the registry
+ * saw), and, if record, the group's ownership is made durable before the
+ * first offset is written.
+ */
+void
+MqGroupAuthorizeCommit(const char *group, MqGroupAccess mode, Oid live_owner, bool record)
+{
+	MqGroupCheckAccess(group, mode, live_owner);
+	if (record)
+		MqGroupPersistOwner(group, live_owner);
 }
 
 /* mq_grant_group and mq_revoke_group, once the caller may grant */
@@ -416,38 +460,6 @@ MqGroupAuthorize(const char *group, MqGroupAccess mode)
 
 	MqGroupCheckAccess(group, mode, live);
 	return live;
-}
-
-/* MqGroupPersistOwner with the owner the registry holds for the group now */
-void
-MqGroupRecordOwner(const char *group)
-{
-	MqGroupPersistOwner(group, MqGroupLiveOwner(group));
-}
-
-/*
- * Check that the role may use the group, then join it: the check is made
- * against the owner the registry holds, and the join gives a group that has
- * none the owner the check returned.  If another role's session created the
- * group in between (and so became its owner), the join does nothing and
- * the role is checked again.
- */
-void
-MqGroupJoin(const char *group, const char *member_id, MqTopic **topics, int ntopics,
-			const MqMemberConfig *config, MqAssignment *assignment)
-{
-	int64		lease = MqGroupJoinBegin(group, member_id, topics, ntopics);
-
-	for (;;)
-	{
-		Oid			seen = MqGroupLiveOwner(group);
-		Oid			owner = MqGroupCheckAccess(group, MQ_GROUP_USE, seen);
-
-		if (MqGroupJoinAs(group, member_id, topics, ntopics, config, seen, owner, lease,
-						  assignment))
-			return;
-		CHECK_FOR_INTERRUPTS();
-	}
 }
 
 void

@@ -20,8 +20,19 @@
 extern Oid	MqGroupAuthorize(const char *group, MqGroupAccess mode);
 /* the row, if there is none yet: the live owner's, else the current role's */
 extern void MqGroupPersistOwner(const char *group, Oid live_owner);
-/* MqGroupPersistOwner with the live owner read now */
-extern void MqGroupRecordOwner(const char *group);
+/*
+ * A join's check before the registry's (see MqGroupJoinAs): decided by the
+ * durable owner (*durable), else against live_owner if live_known, else
+ * not yet (the current role is returned)
+ */
+extern Oid	MqGroupCheckJoin(const char *group, Oid live_owner, bool live_known,
+							 bool *durable);
+/*
+ * MqGroupCheckAccess against live_owner, then, if record,
+ * MqGroupPersistOwner: a commit's one visit of this file
+ */
+extern void MqGroupAuthorizeCommit(const char *group, MqGroupAccess mode,
+								   Oid live_owner, bool record);
 /* the row and the grants go (mq_delete_group); false if there was none */
 extern bool MqGroupDropOwnership(const char *group);
 

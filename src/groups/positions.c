@@ -670,18 +670,21 @@ load_position(PosKey *key, uint64 membership)
 
 /*
  * The member's position entry for an explicit partition (mq_seek, an
- * explicit commit), after the check that the role may use the group and
- * before the offset is checked against the log.
+ * explicit commit), after the check that the role may use the group (and,
+ * record, the group's ownership made durable for a commit) and before the
+ * offset is checked against the log.  *a: the member's assignment, read
+ * once for both.
  */
 static Position *
 explicit_position(const char *group, const char *member_id, MqTopic *topic,
-				  int32 partition, int64 offset, MqGroupAccess access)
+				  int32 partition, int64 offset, MqGroupAccess access, bool record,
+				  MqAssignment *a)
 {
 	PosKey		key;
 	Position   *pos;
-	MqAssignment a;
 
-	(void) MqGroupAuthorize(group, access);
+	(void) MqGroupAssignment(group, member_id, a);
+	MqGroupAuthorizeCommit(group, access, a->owner, record);
 	MqCheckPartition(topic, partition);
 	make_key(&key, group, member_id, topic->topic_id, partition);
 	pos = hash_search(position_table(), &key, HASH_FIND, NULL);
@@ -691,9 +694,8 @@ explicit_position(const char *group, const char *member_id, MqTopic *topic,
 	 * could, e.g. with mqlog.auto_offset_reset = none): load it now, so that
 	 * mq_seek can position it.
 	 */
-	(void) MqGroupAssignment(group, member_id, &a);
-	if (pos == NULL && MqTopicPartListed(a.parts, a.nparts, topic->topic_id, partition))
-		pos = load_position(&key, a.membership);
+	if (pos == NULL && MqTopicPartListed(a->parts, a->nparts, topic->topic_id, partition))
+		pos = load_position(&key, a->membership);
 	if (pos == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -708,8 +710,9 @@ void
 MqGroupSeek(const char *group, const char *member_id, MqTopic *topic, int32 partition,
 			int64 offset)
 {
+	MqAssignment a;
 	Position   *pos = explicit_position(group, member_id, topic, partition, offset,
-										MQ_GROUP_USE_EXISTING);
+										MQ_GROUP_USE_EXISTING, false, &a);
 
 	/* a stale position is reloaded now, or the next poll's reload undoes the seek */
 	if (pos->stale)
@@ -748,33 +751,68 @@ check_generation(const char *group, const MqAssignment *a, int generation)
 				 errhint("Roll back and poll again.")));
 }
 
+/* the partition must still be the member's, at the generation it commits at */
+static void
+check_assigned(Position *pos, const MqAssignment *a, int generation, const char *topic_name)
+{
+	if (!MqTopicPartListed(a->parts, a->nparts, pos->key.topic_id, pos->key.partition))
+		commit_fails(pos, topic_name,
+					 "The partition was reassigned to another member by a rebalance.");
+	check_generation(pos->key.group, a, generation);
+}
+
 /*
- * Commit one partition's offset: the handover lock first, then ownership,
- * then the conditional write (see the file header).
+ * Take the handover locks of the positions about to be committed, in their
+ * order, as far as each is free at once; returns how many were taken.  The
+ * caller then reads the member's assignment once, under those locks, which
+ * is all a commit that meets no other commit needs.  A lock that is held
+ * (another member's commit of the partition is in flight) is left to
+ * commit_one, which fails at once if the partition is no longer the
+ * member's and otherwise waits; the locks after it are left too, so that
+ * every commit takes them in the same order.
+ *
+ * The locks come before the access check (which needs the assignment's
+ * live owner): a role that may not use the group holds them only until its
+ * check fails and aborts its (sub)transaction, and never waits for them.
+ */
+static int
+lock_at_once(Position **todo, int n)
+{
+	LOCKTAG		tag;
+
+	for (int i = 0; i < n; i++)
+	{
+		handover_locktag(&tag, todo[i]->key.group, todo[i]->key.topic_id, todo[i]->key.partition);
+		if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+			return i;
+	}
+	return n;
+}
+
+/*
+ * Commit one partition's offset: under the partition's handover lock, the
+ * member's assignment read under it, then the conditional write (see the
+ * file header).  *a is the assignment as the caller read it; locked: with
+ * this partition's lock held already (lock_at_once).  If not, a member that
+ * lost the partition fails at once, without waiting, and the assignment is
+ * read again once the lock is held: the one case where a commit visits the
+ * registry twice.
  */
 static void
-commit_one(Position *pos, int generation, int64 offset, const char *topic_name)
+commit_one(Position *pos, int generation, int64 offset, const char *topic_name,
+		   MqAssignment *a, bool locked)
 {
-	const char *group = pos->key.group;
-	const char *member_id = pos->key.member_id;
-	LOCKTAG		tag;
-	MqAssignment a;
-
-	/* a member that lost the partition fails at once, without waiting */
-	for (int pass = 0; pass < 2; pass++)
+	if (!locked)
 	{
-		(void) MqGroupAssignment(group, member_id, &a);
-		if (!MqTopicPartListed(a.parts, a.nparts, pos->key.topic_id, pos->key.partition))
-			commit_fails(pos, topic_name,
-						 "The partition was reassigned to another member by a rebalance.");
-		check_generation(group, &a, generation);
-		if (pass == 0)
-		{
-			handover_locktag(&tag, group, pos->key.topic_id, pos->key.partition);
-			(void) LockAcquire(&tag, ExclusiveLock, false, false);
-		}
+		LOCKTAG		tag;
+
+		check_assigned(pos, a, generation, topic_name);
+		handover_locktag(&tag, pos->key.group, pos->key.topic_id, pos->key.partition);
+		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+		(void) MqGroupAssignment(pos->key.group, pos->key.member_id, a);
 	}
-	if (!MqOffsetWriteIf(group, pos->key.topic_id, pos->key.partition, pos->committed, offset))
+	check_assigned(pos, a, generation, topic_name);
+	if (!MqOffsetWriteIf(pos->key.group, pos->key.topic_id, pos->key.partition, pos->committed, offset))
 		commit_fails(pos, topic_name,
 					 "Another member or an offset reset committed this partition meanwhile.");
 	save_position(pos);
@@ -800,10 +838,10 @@ topic_name_of(int32 topic_id)
 }
 
 static int
-position_cmp(const ListCell *a, const ListCell *b)
+position_cmp(const void *a, const void *b)
 {
-	const Position *pa = lfirst(a);
-	const Position *pb = lfirst(b);
+	const Position *pa = *(Position *const *) a;
+	const Position *pb = *(Position *const *) b;
 
 	if (pa->key.topic_id != pb->key.topic_id)
 		return pa->key.topic_id < pb->key.topic_id ? -1 : 1;
@@ -812,23 +850,20 @@ position_cmp(const ListCell *a, const ListCell *b)
 }
 
 /*
- * Commit the member's positions that moved since their last commit; with
- * only, just those of the partitions it lists, loaded in its membership.
- * The group's ownership is recorded first with owner, the live owner the
- * caller's check saw, or without one (NULL) the owner the registry holds.
+ * The member's positions that moved since their last commit, in the order
+ * of their partitions (the table's walk has none); with only, just those
+ * of the partitions it lists, loaded in its membership.  *n: how many.
  */
-static int64
-commit_positions(const char *group, const char *member_id, int generation,
-				 const Oid *owner, const MqAssignment *only)
+static Position **
+moved_positions(const char *group, const char *member_id, const MqAssignment *only, int *n)
 {
-	Position   *pos;
-	int64		count = 0;
-	List	   *todo = NIL;
-	ListCell   *lc;
+	Position  **todo = palloc(sizeof(Position *) * Max(nmoved, 1));
 
+	*n = 0;
 	for (int i = nmoved - 1; i >= 0; i--)
 	{
-		pos = moved[i];
+		Position   *pos = moved[i];
+
 		if (pos->position == pos->committed)
 		{
 			unlist_moved(i);	/* the last entry moves to i: already seen */
@@ -838,46 +873,55 @@ commit_positions(const char *group, const char *member_id, int generation,
 			(only == NULL ||
 			 (pos->membership == only->membership && !pos->stale &&
 			  MqTopicPartListed(only->parts, only->nparts, pos->key.topic_id, pos->key.partition))))
-			todo = lappend(todo, pos);
+			todo[(*n)++] = pos;
 	}
-	/* in the order of the partitions, as the table's walk was not */
-	list_sort(todo, position_cmp);
-	if (todo != NIL)
-	{
-		if (owner != NULL)
-			MqGroupPersistOwner(group, *owner);
-		else
-			MqGroupRecordOwner(group);
-	}
-	foreach(lc, todo)
-	{
-		const char *topic_name;
+	qsort(todo, *n, sizeof(Position *), position_cmp);
+	return todo;
+}
 
-		pos = lfirst(lc);
-		topic_name = topic_name_of(pos->key.topic_id);
+/* commit todo[0..n), of which the first nlocked hold their lock already */
+static int64
+commit_positions(Position **todo, int n, int nlocked, int generation, MqAssignment *a)
+{
+	int64		count = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		const char *topic_name = topic_name_of(todo[i]->key.topic_id);
+
 		if (topic_name == NULL)
 			continue;
-		commit_one(pos, generation, pos->position, topic_name);
+		commit_one(todo[i], generation, todo[i]->position, topic_name, a, i < nlocked);
 		count++;
 	}
-	list_free(todo);
 	return count;
 }
 
+/*
+ * mq_commit: the member's positions that moved.  One visit each of the
+ * registry (the assignment and the live owner, read under the handover
+ * locks) and of ownership.c (the check, and the group's ownership made
+ * durable), then the writes (offsets.c).  The errors keep their order:
+ * permission first, then membership, generation and fence.
+ */
 int64
 MqGroupCommit(const char *group, const char *member_id, int generation)
 {
-	Oid			owner = MqGroupAuthorize(group, MQ_GROUP_USE);
+	int			n;
+	Position  **todo = moved_positions(group, member_id, NULL, &n);
+	int			nlocked = lock_at_once(todo, n);
 	MqAssignment a;
+	bool		member = MqGroupAssignment(group, member_id, &a);
 
-	if (!MqGroupAssignment(group, member_id, &a))
+	MqGroupAuthorizeCommit(group, MQ_GROUP_USE, a.owner, member && n > 0);
+	if (!member)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("this session is not a member of consumer group \"%s\"", group),
 				 errhint("Call mq_poll() first; a member that did not poll for max.poll.interval.ms is evicted.")));
 	check_generation(group, &a, generation);
 	check_not_fenced(group, member_id);
-	return commit_positions(group, member_id, generation, &owner, NULL);
+	return commit_positions(todo, n, nlocked, generation, &a);
 }
 
 /*
@@ -888,26 +932,37 @@ MqGroupCommit(const char *group, const char *member_id, int generation)
  * again: at least once.  A member fenced in this transaction commits
  * nothing and no error is raised, as Kafka's auto-commit skips a commit a
  * rebalance made fail; partitions it no longer holds are left to their new
- * owner.  Returns how many offsets it committed.
+ * owner.  The poll's join checked the role: the group's ownership is made
+ * durable with the live owner the join saw.  Returns how many offsets it
+ * committed.
  */
 int64
 MqGroupAutoCommit(const char *group, const char *member_id, const MqAssignment *a)
 {
+	int			n;
+	Position  **todo;
+	MqAssignment now = *a;
+
 	if (is_fenced(group, member_id))
 		return 0;
-	return commit_positions(group, member_id, MQ_ANY_GENERATION, NULL, a);
+	todo = moved_positions(group, member_id, a, &n);
+	if (n == 0)
+		return 0;
+	MqGroupPersistOwner(group, a->owner);
+	/* a was read before the locks: commit_one reads it again under each */
+	return commit_positions(todo, n, 0, MQ_ANY_GENERATION, &now);
 }
 
 void
 MqGroupCommitOffset(const char *group, const char *member_id, int generation,
 					MqTopic *topic, int32 partition, int64 offset)
 {
+	MqAssignment a;
 	Position   *pos = explicit_position(group, member_id, topic, partition, offset,
-										MQ_GROUP_USE);
+										MQ_GROUP_USE, true, &a);
 
 	check_not_fenced(group, member_id);
-	MqGroupRecordOwner(group);
-	commit_one(pos, generation, offset, topic->name);
+	commit_one(pos, generation, offset, topic->name, &a, false);
 }
 
 /*
@@ -924,11 +979,12 @@ MqGroupCommitExternal(const char *group, MqTopic *topic, int32 partition, int64 
 {
 	LOCKTAG		tag;
 
-	(void) MqGroupAuthorize(group, MQ_GROUP_USE);
+	Oid			live = MqGroupAuthorize(group, MQ_GROUP_USE);
+
 	MqTopicCheckPrivilege(topic, MQ_PRIV_CONSUME);
 	MqCheckPartition(topic, partition);
 	MqCheckOffsetRange(topic, partition, offset, true);
-	MqGroupRecordOwner(group);
+	MqGroupPersistOwner(group, live);
 	handover_locktag(&tag, group, topic->topic_id, partition);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 	MqOffsetWrite(group, topic->topic_id, partition, offset);

@@ -631,8 +631,9 @@ MqGroupsCheckReady(void)
  * ------------------------------------------------------------------------ */
 
 static void
-copy_assignment(MqMember *m, MqAssignment *a)
+copy_assignment(MqGroupState *g, MqMember *m, MqAssignment *a)
 {
+	a->owner = g ? g->owner : InvalidOid;
 	if (m == NULL)
 	{
 		a->membership = 0;
@@ -659,7 +660,7 @@ MqGroupAssignment(const char *group, const char *member_id, MqAssignment *assign
 {
 	MqMember   *m = lock_member(group, member_id, LW_SHARED);
 
-	copy_assignment(m, assignment);
+	copy_assignment(find_group(MyDatabaseId, group, false), m, assignment);
 	LWLockRelease(gs->lock);
 	return m != NULL;
 }
@@ -732,13 +733,15 @@ new_member(MqGroupState *g, const char *member_id, TimestampTz now)
 
 /*
  * Join or refresh a membership; rebalance inline if anything changed.  The
- * access check was made against seen_owner; if another role's session
- * created the group (and so became its owner) since, nothing is done and
- * false is returned, to check again.
+ * caller's access check (see MqGroupJoinAs) was made against the group's
+ * durable owner, or against seen_owner; if the group's live owner is a role
+ * that check did not cover (another role's session created the group
+ * meanwhile), nothing is done, assignment->owner says who it is, and false
+ * is returned, to check again.
  */
 static bool
 join_group(const char *group, const char *member_id, MqTopic **topics, int ntopics,
-		   const MqMemberConfig *config, Oid seen_owner, Oid owner,
+		   const MqMemberConfig *config, bool durable, Oid seen_owner, Oid owner,
 		   MqAssignment *assignment)
 {
 	MqMember   *m;
@@ -748,8 +751,9 @@ join_group(const char *group, const char *member_id, MqTopic **topics, int ntopi
 
 	LWLockAcquire(gs->lock, LW_EXCLUSIVE);
 	g = find_group(MyDatabaseId, group, true);
-	if (OidIsValid(g->owner) && g->owner != seen_owner)
+	if (!durable && OidIsValid(g->owner) && g->owner != seen_owner && g->owner != owner)
 	{
+		assignment->owner = g->owner;
 		LWLockRelease(gs->lock);
 		return false;
 	}
@@ -804,7 +808,7 @@ join_group(const char *group, const char *member_id, MqTopic **topics, int ntopi
 		g->needs_rebalance = true;
 	if (g->needs_rebalance)
 		rebalance(g);
-	copy_assignment(m, assignment);
+	copy_assignment(g, m, assignment);
 	LWLockRelease(gs->lock);
 	return true;
 }
@@ -878,13 +882,17 @@ MqCheckGroupName(const char *group)
 }
 
 /*
- * What a join checks before it takes the groups lock, and for a group of
- * replicated topics its claim in the cluster: returns the lease the group is
- * claimed under, for MqGroupJoinAs (0: none).
+ * A join: what it checks before it takes the groups lock, for a group of
+ * replicated topics its claim in the cluster, then the membership (see
+ * registry.h for the access check it relies on).
  */
-int64
-MqGroupJoinBegin(const char *group, const char *member_id, MqTopic **topics, int ntopics)
+bool
+MqGroupJoinAs(const char *group, const char *member_id, MqTopic **topics, int ntopics,
+			  const MqMemberConfig *config, bool durable, Oid seen_owner, Oid owner,
+			  MqAssignment *assignment)
 {
+	int64		lease;
+
 	MqGroupsCheckReady();		/* the host's exit must remove the member */
 	MqCheckGroupName(group);
 	if (member_id[0] == '\0' || strlen(member_id) >= MQ_MEMBER_ID_LEN)
@@ -896,20 +904,9 @@ MqGroupJoinBegin(const char *group, const char *member_id, MqTopic **topics, int
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("a member may subscribe to at most %d topics", MQ_MAX_SUB_TOPICS)));
-	return claim_for_cluster(group, topics, ntopics);
-}
-
-/*
- * Join or refresh a membership (join_group), for a role checked against
- * seen_owner, the group's owner becoming owner if it has none; false if
- * another role's session created the group since, to check again.
- */
-bool
-MqGroupJoinAs(const char *group, const char *member_id, MqTopic **topics, int ntopics,
-			  const MqMemberConfig *config, Oid seen_owner, Oid owner, int64 lease,
-			  MqAssignment *assignment)
-{
-	if (!join_group(group, member_id, topics, ntopics, config, seen_owner, owner, assignment))
+	lease = claim_for_cluster(group, topics, ntopics);
+	if (!join_group(group, member_id, topics, ntopics, config, durable, seen_owner, owner,
+					assignment))
 		return false;
 	if (lease != 0)
 	{

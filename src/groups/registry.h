@@ -14,17 +14,20 @@
 
 #include "groups/groups.h"
 
-/* the checks before the groups lock and the cluster claim: returns its lease */
-extern int64 MqGroupJoinBegin(const char *group, const char *member_id,
-							  MqTopic **topics, int ntopics);
 /*
- * join under the owner checked against seen_owner; false: another role's
- * session created the group since, check again
+ * Join or refresh a membership, for a role the caller checked first
+ * (ownership.c, MqGroupCheckJoin): durable, against the group's durable
+ * owner, and then the live owner does not matter; else against seen_owner
+ * (the live owner the caller saw, InvalidOid: none), owner being the role
+ * the group goes to if it has no live owner.  false, changing nothing, if the
+ * live owner is a role the check did not cover (another role's session
+ * created the group meanwhile): assignment->owner then names it, to check
+ * against and join again.  On success, *assignment is the member's.
  */
 extern bool MqGroupJoinAs(const char *group, const char *member_id,
 						  MqTopic **topics, int ntopics,
-						  const MqMemberConfig *config, Oid seen_owner, Oid owner,
-						  int64 lease, MqAssignment *assignment);
+						  const MqMemberConfig *config, bool durable,
+						  Oid seen_owner, Oid owner, MqAssignment *assignment);
 extern bool MqGroupRemoveMember(const char *group, const char *member_id);
 extern int	MqGroupMemberCount(const char *group);
 /* refuses while the group has members unless forced; returns how many */

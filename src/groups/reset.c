@@ -38,10 +38,10 @@ MqGroupResetOffsets(const char *group, MqTopic *topic, const MqResetTarget *targ
 					bool force)
 {
 	int64	   *targets = palloc(sizeof(int64) * Max(topic->partitions, 1));
+	Oid			live = MqGroupAuthorize(group, MQ_GROUP_USE);
 
-	(void) MqGroupAuthorize(group, MQ_GROUP_USE);
 	refuse_if_active(group, force, "reset offsets");
-	MqGroupRecordOwner(group);
+	MqGroupPersistOwner(group, live);
 
 	for (int p = 0; p < topic->partitions; p++)
 	{
