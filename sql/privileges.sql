@@ -442,6 +442,24 @@ RESET ROLE;
 SELECT mq_revoke_group('priv_r', 'regress_mq_team');
 DROP ROLE regress_mq_team;
 
+-- A group with live members and no commit yet is its first member's role's:
+-- another role's poll, commit and seek are refused against that live owner
+-- (the join's check finds no recorded owner, and the registry names the
+-- live one), and the group is nobody's again once its members have left.
+SET ROLE regress_mq_alice;
+SELECT count(*) FROM mq_poll('priv_live', 'priv_t', 1);
+SET ROLE regress_mq_bob;
+SELECT stmt, pg_temp.try(stmt) FROM (VALUES
+    ($$SELECT mq_poll('priv_live', ARRAY['priv_t'])$$),
+    ($$SELECT mq_commit('priv_live')$$),
+    ($$SELECT mq_seek('priv_live', 'priv_t', 0, 0)$$)) v(stmt);
+SET ROLE regress_mq_alice;
+SELECT mq_leave('priv_live');
+SET ROLE regress_mq_bob;
+SELECT count(*) FROM mq_poll('priv_live', 'priv_t', 1);
+SELECT mq_leave('priv_live');
+RESET ROLE;
+
 -- ------------------------------------------------------------------------
 -- The views, for each role
 -- ------------------------------------------------------------------------
