@@ -265,8 +265,87 @@ SCHEMAS = {
             f('configuration_keys', '[str]')]),
         f('include_synonyms', 'bool', '1+'),
         f('include_documentation', 'bool', '3+')]),
+    15: ('DescribeGroups', 5, (0, 5), [
+        f('groups', '[str]'),
+        f('include_authorized_operations', 'bool', '3+')]),
+    16: ('ListGroups', 3, (0, 5), [
+        f('states_filter', '[str]', '4+'),
+        f('types_filter', '[str]', '5+')]),
+    21: ('DeleteRecords', 2, (0, 2), [
+        f('topics', '[]', sub=[
+            f('name', 'str'),
+            f('partitions', '[]', sub=[
+                f('partition_index', 'int32'),
+                f('offset', 'int64')])]),
+        f('timeout_ms', 'int32')]),
+    29: ('DescribeAcls', 2, (0, 3), [
+        f('resource_type_filter', 'int8'),
+        f('resource_name_filter', 'str'),
+        f('pattern_type_filter', 'int8', '1+'),
+        f('principal_filter', 'str'),
+        f('host_filter', 'str'),
+        f('operation', 'int8'),
+        f('permission_type', 'int8')]),
+    30: ('CreateAcls', 2, (0, 3), [
+        f('creations', '[]', sub=[
+            f('resource_type', 'int8'),
+            f('resource_name', 'str'),
+            f('resource_pattern_type', 'int8', '1+'),
+            f('principal', 'str'),
+            f('host', 'str'),
+            f('operation', 'int8'),
+            f('permission_type', 'int8')])]),
+    31: ('DeleteAcls', 2, (0, 3), [
+        f('filters', '[]', sub=[
+            f('resource_type_filter', 'int8'),
+            f('resource_name_filter', 'str'),
+            f('pattern_type_filter', 'int8', '1+'),
+            f('principal_filter', 'str'),
+            f('host_filter', 'str'),
+            f('operation', 'int8'),
+            f('permission_type', 'int8')])]),
+    33: ('AlterConfigs', 2, (0, 2), [
+        f('resources', '[]', sub=[
+            f('resource_type', 'int8'),
+            f('resource_name', 'str'),
+            f('configs', '[]', sub=[
+                f('name', 'str'),
+                f('value', 'str')])]),
+        f('validate_only', 'bool')]),
+    35: ('DescribeLogDirs', 2, (0, 4), [
+        f('topics', '[]', sub=[
+            f('topic', 'str'),
+            f('partitions', '[int32]')])]),
+    37: ('CreatePartitions', 2, (0, 3), [
+        f('topics', '[]', sub=[
+            f('name', 'str'),
+            f('count', 'int32'),
+            f('assignments', '[]', sub=[
+                f('broker_ids', '[int32]')])]),
+        f('timeout_ms', 'int32'),
+        f('validate_only', 'bool')]),
+    42: ('DeleteGroups', 2, (0, 2), [
+        f('groups_names', '[str]')]),
+    44: ('IncrementalAlterConfigs', 1, (0, 1), [
+        f('resources', '[]', sub=[
+            f('resource_type', 'int8'),
+            f('resource_name', 'str'),
+            f('configs', '[]', sub=[
+                f('name', 'str'),
+                f('config_operation', 'int8'),
+                f('value', 'str')])]),
+        f('validate_only', 'bool')]),
     36: ('SaslAuthenticate', 2, (0, 2), [
         f('auth_bytes', 'bytes')]),
+    47: ('OffsetDelete', 99, (0, 0), [
+        f('group_id', 'str'),
+        f('topics', '[]', sub=[
+            f('name', 'str'),
+            f('partitions', '[]', sub=[
+                f('partition_index', 'int32')])])]),
+    60: ('DescribeCluster', 0, (0, 1), [
+        f('include_cluster_authorized_operations', 'bool'),
+        f('endpoint_type', 'int8', '1+')]),
 }
 
 
@@ -1074,6 +1153,48 @@ def valid_value(ctx, key, version, baseline=False):
                                'configuration_keys': None if rng.random() < 0.5 else ['retention.ms']},
                               {'resource_type': 4, 'resource_name': '0', 'configuration_keys': None}],
                 'include_synonyms': rng.randrange(2), 'include_documentation': 0}
+    if key == 15:
+        return {'groups': [group, 'fuzz-commit'], 'include_authorized_operations': 0}
+    if key == 16:
+        return {'states_filter': rng.choice([[], ['Stable'], ['Empty', 'PreparingRebalance']]), 'types_filter': []}
+    if key == 21:
+        # offsets below the log's start move nothing; -1 (the high watermark) empties the partition
+        return {'topics': [{'name': t, 'partitions': [
+                    {'partition_index': p, 'offset': 0 if baseline else rng.choice([0, 0, 1, -1])}]}],
+                'timeout_ms': 5000}
+    acl_filter = {'resource_type_filter': rng.choice([1, 2, 3]), 'resource_name_filter': rng.choice([t, None]),
+                  'pattern_type_filter': rng.choice([1, 3]), 'principal_filter': rng.choice([None, 'User:nobody']),
+                  'host_filter': None, 'operation': rng.choice([1, 2, 3, 4]), 'permission_type': rng.choice([1, 3])}
+    if key == 29:
+        return acl_filter
+    if key == 30:
+        return {'creations': [{'resource_type': 2, 'resource_name': t, 'resource_pattern_type': 3,
+                               'principal': 'User:fuzz_nobody', 'host': '*', 'operation': rng.choice([3, 4, 8]),
+                               'permission_type': 3}]}
+    if key == 31:
+        return {'filters': [acl_filter]}
+    if key == 33:
+        return {'resources': [{'resource_type': 2, 'resource_name': t,
+                               'configs': [{'name': 'retention.ms', 'value': str(rng.choice([60000, 3600000]))}]}],
+                'validate_only': 1 if baseline else rng.randrange(2)}
+    if key == 35:
+        return {'topics': None if rng.random() < 0.5 else [{'topic': t, 'partitions': [p]}]}
+    if key == 37:
+        # validate only: a valid count, never applied (a mutation may apply one)
+        return {'topics': [{'name': t, 'count': ctx.partitions + 1, 'assignments': None}],
+                'timeout_ms': 5000, 'validate_only': 1}
+    if key == 42:
+        return {'groups_names': [rng.choice(['fuzz-g0', 'fuzz-g1', ctx.unique('fuzz-gone')])]}
+    if key == 44:
+        return {'resources': [{'resource_type': 2, 'resource_name': t,
+                               'configs': [{'name': 'retention.ms', 'config_operation': rng.choice([0, 1]),
+                                            'value': '3600000'}]}],
+                'validate_only': 1 if baseline else rng.randrange(2)}
+    if key == 47:
+        return {'group_id': rng.choice(['fuzz-commit', group]), 'topics': [{'name': t, 'partitions': [
+                    {'partition_index': p}]}]}
+    if key == 60:
+        return {'include_cluster_authorized_operations': rng.randrange(2), 'endpoint_type': 1}
     if key == 36:
         a = ctx.args
         user = a.sasl_user or 'nobody'
