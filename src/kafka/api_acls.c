@@ -393,6 +393,8 @@ change_error(int sqlerrcode, void *arg)
 	}
 }
 
+#define NOT_ATTEMPTED "not attempted: the request's time was up; send it again"
+
 /* run a change, unless the request's time is up */
 static void
 run_change(MqKafkaRequest *req, Change *c, int *attempted)
@@ -400,10 +402,34 @@ run_change(MqKafkaRequest *req, Change *c, int *attempted)
 	if (MqKafkaOutOfTime(req, attempted))
 	{
 		c->error = MQK_REQUEST_TIMED_OUT;
-		c->message = pstrdup("not attempted: the request's time was up; send it again");
+		c->message = pstrdup(NOT_ATTEMPTED);
 		return;
 	}
 	c->error = MqKafkaTryAdmin(change_unit, c, change_error, true, &c->message);
+}
+
+/*
+ * A filter's bindings in *found, or its error (none: mqlog's absence) and
+ * *message.  With attempted, the listing counts as a unit of the request's
+ * time: a DeleteAcls of thousands of filters reads the catalog for
+ * MQK_REQUEST_TIME_MS at most.
+ */
+static int16
+filter_run(MqKafkaRequest *req, const Binding *filter, char *none, int *attempted,
+		   char **message, List **found)
+{
+	*found = NIL;
+	if ((*message = none) != NULL)
+		return MQK_SECURITY_DISABLED;
+	if ((*message = filter_invalid(filter)) != NULL)
+		return MQK_INVALID_REQUEST;
+	if (attempted && MqKafkaOutOfTime(req, attempted))
+	{
+		*message = pstrdup(NOT_ATTEMPTED);
+		return MQK_REQUEST_TIMED_OUT;
+	}
+	*found = matching(filter);
+	return MQK_NONE;
 }
 
 /* without mqlog in the database there are no grants: Kafka's "no authorizer" */
@@ -449,20 +475,15 @@ MqKafkaDescribeAcls(MqKafkaRequest *req, StringInfo out)
 	bool		f = req->flexible;
 	Binding		filter;
 	char	   *message;
-	int16		code = MQK_NONE;
-	List	   *found = NIL;
+	int16		code;
+	List	   *found;
 	int			nfound;
 	int			nresources = 0;
 
 	read_binding(req, &filter);
 	if (req->body.failed)
 		return MQK_CLOSE;
-	if ((message = no_grants()) != NULL)
-		code = MQK_SECURITY_DISABLED;
-	else if ((message = filter_invalid(&filter)) != NULL)
-		code = MQK_INVALID_REQUEST;
-	else
-		found = matching(&filter);
+	code = filter_run(req, &filter, no_grants(), NULL, &message, &found);
 
 	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
 	MqKafkaWriteInt16(out, code);
@@ -553,14 +574,15 @@ MqKafkaDeleteAcls(MqKafkaRequest *req, StringInfo out)
 	MqKafkaWriteArrayLen(out, f, n);
 	for (int i = 0; i < n; i++)
 	{
-		char	   *message = none ? none : filter_invalid(&filters[i]);
-		List	   *found = message ? NIL : matching(&filters[i]);
+		char	   *message;
+		List	   *found;
+		int16		code = filter_run(req, &filters[i], none, &attempted, &message, &found);
 		ListCell   *lc;
 
 		/* each binding the filter matched, revoked on its own */
 		foreach(lc, found)
 			run_change(req, lfirst(lc), &attempted);
-		MqKafkaWriteInt16(out, none ? MQK_SECURITY_DISABLED : message ? MQK_INVALID_REQUEST : MQK_NONE);
+		MqKafkaWriteInt16(out, code);
 		MqKafkaWriteString(out, f, message);
 		MqKafkaWriteArrayLen(out, f, list_length(found));
 		foreach(lc, found)
