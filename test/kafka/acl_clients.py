@@ -22,6 +22,10 @@ a filter's name, principal and host may be null. One JSON object per line.
   acl_clients.py BOOTSTRAP raw VERSION create BINDINGS
   acl_clients.py BOOTSTRAP raw VERSION delete FILTERS
       the request at that version (2 and 3 flexible), decoded as above
+  acl_clients.py BOOTSTRAP raw-many COUNT
+      -> "answered N timed_out T seconds S": a DeleteAcls v1 of COUNT
+         filters that match nothing, how many filters were answered, how
+         many REQUEST_TIMED_OUT, and how long it took
   acl_clients.py BOOTSTRAP raw-hostile
       -> "truncated closed|answered", "absurd closed|answered" (a creation
          count of two billion), then "alive" if a DescribeAcls on a new
@@ -417,11 +421,50 @@ def raw_hostile(bootstrap):
         print('alive')
 
 
+def recv_all(s, n):
+    """n bytes (a socket with a timeout may return fewer at a time)"""
+    got = b''
+    while len(got) < n:
+        more = s.recv(n - len(got))
+        if not more:
+            raise SystemExit('the connection closed after %d of %d bytes' % (len(got), n))
+        got += more
+    return got
+
+
+def raw_many(bootstrap, count):
+    import time
+    one = w_binding([2, 'no-such-topic', 3, 'User:*', '*', 3, 3], 1)
+    s = connect(bootstrap)
+    s.settimeout(120)
+    header = struct.pack('>hhi', 31, 1, 1) + w_string('many', False)
+    body = struct.pack('>i', count) + one * count
+    began = time.time()
+    s.sendall(struct.pack('>i', len(header) + len(body)) + header + body)
+    size = struct.unpack('>i', recv_all(s, 4))[0]
+    data = recv_all(s, size)
+    took = time.time() - began
+    r = Reader(data, False)
+    r.take('i')
+    r.take('i')
+    answered = timed_out = 0
+    for _ in range(r.array()):
+        code = r.take('h')
+        r.string()
+        if r.array() != 0:
+            raise SystemExit('a filter of no-such-topic matched something')
+        answered += 1
+        timed_out += code == 7
+    print('answered %d timed_out %d seconds %.2f' % (answered, timed_out, took))
+
+
 def main():
     bootstrap, mode = sys.argv[1], sys.argv[2]
     args = sys.argv[3:]
     if mode == 'raw':
         raw(bootstrap, int(args[0]), args[1], args[2])
+    elif mode == 'raw-many':
+        raw_many(bootstrap, int(args[0]))
     elif mode == 'raw-hostile':
         raw_hostile(bootstrap)
     elif mode.startswith('rdkafka-'):

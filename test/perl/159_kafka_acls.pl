@@ -21,7 +21,9 @@
 #    group, DELETE on a topic, a non-User principal, an unknown role or
 #    topic) is refused with its code and message and changes nothing;
 #  - the flexible versions (v2, v3) and v0 as raw frames; a truncated
-#    request and an absurd count close the connection, the listener lives.
+#    request and an absurd count close the connection, the listener lives;
+#    a DeleteAcls of 100,000 filters reads the catalog for 500 ms, the rest
+#    answered REQUEST_TIMED_OUT.
 use strict;
 use warnings;
 
@@ -319,6 +321,18 @@ ok($ok, 'raw-hostile ran') or diag($err);
 like($out, qr/^truncated closed$/m, 'a truncated CreateAcls closes the connection');
 like($out, qr/^absurd closed$/m, 'a count of two billion closes the connection');
 like($out, qr/^alive$/m, 'the listener answers afterwards');
+{
+	local $ENV{MQK_SASL_USER} = 'ops';
+	local $ENV{MQK_SASL_PASSWORD} = 'ops-secret';
+	$ok = IPC::Run::run([ $python, $acls, $bootstrap, 'raw-many', 100000 ], '>', \$out, '2>', \$err,
+		IPC::Run::timeout(180));
+}
+ok($ok, 'raw-many ran') or diag($err);
+my ($answered, $late, $secs) = $out =~ /^answered (\d+) timed_out (\d+) seconds ([\d.]+)$/m;
+is($answered, 100000, 'a DeleteAcls of 100,000 filters is answered filter by filter');
+ok($late > 0, "the filters past the request's 500 ms are REQUEST_TIMED_OUT ($late of them)");
+ok($secs < 20, "and the answer came in $secs s");
+note("DeleteAcls of 100,000 filters: $late timed out, answered in $secs s");
 is( $node->safe_psql('postgres',
 		q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mqlog kafka listener'}),
 	$pid, 'the same listener process');
