@@ -134,6 +134,16 @@ def f(name, typ, versions='0+', sub=None):
     return (name, typ, lo, hi, sub)
 
 
+# an ACL binding, and the filter of the same shape (the ACL APIs)
+ACL_FILTER = [
+    f('resource_type', 'int8'),
+    f('resource_name', 'str'),
+    f('pattern_type', 'int8', '1+'),
+    f('principal', 'str'),
+    f('host', 'str'),
+    f('operation', 'int8'),
+    f('permission_type', 'int8')]
+
 # key: (name, first flexible version, versions known here, fields)
 SCHEMAS = {
     0: ('Produce', 9, (0, 9), [
@@ -258,6 +268,11 @@ SCHEMAS = {
     20: ('DeleteTopics', 4, (0, 5), [
         f('topic_names', '[str]'),
         f('timeout_ms', 'int32')]),
+    29: ('DescribeAcls', 2, (0, 3), ACL_FILTER),
+    30: ('CreateAcls', 2, (0, 3), [
+        f('creations', '[]', sub=ACL_FILTER)]),
+    31: ('DeleteAcls', 2, (0, 3), [
+        f('filters', '[]', sub=ACL_FILTER)]),
     32: ('DescribeConfigs', 4, (0, 4), [
         f('resources', '[]', sub=[
             f('resource_type', 'int8'),
@@ -1074,6 +1089,20 @@ def valid_value(ctx, key, version, baseline=False):
                                'configuration_keys': None if rng.random() < 0.5 else ['retention.ms']},
                               {'resource_type': 4, 'resource_name': '0', 'configuration_keys': None}],
                 'include_synonyms': rng.randrange(2), 'include_documentation': 0}
+    if key in (29, 30, 31):
+        # a grant on the fuzz topic: the fuzz roles own nothing, so creating
+        # is refused and deleting finds nothing, whatever a mutation makes of it
+        acl = {'resource_type': rng.choice([1, 2, 3]), 'resource_name': rng.choice([t, 'fuzz-g0', None]),
+               'pattern_type': rng.choice([1, 3, 4]), 'principal': rng.choice(['User:*', 'User:fuzzer', None]),
+               'host': rng.choice(['*', None]), 'operation': rng.choice([1, 2, 3, 4, 8]),
+               'permission_type': rng.choice([1, 3])}
+        if key == 29:
+            return acl
+        if key == 30:
+            acl.update(resource_type=2, resource_name=t, pattern_type=3, principal='User:*', host='*',
+                       permission_type=3, operation=rng.choice([2, 3, 4, 8]))
+            return {'creations': [acl]}
+        return {'filters': [acl]}
     if key == 36:
         a = ctx.args
         user = a.sasl_user or 'nobody'
