@@ -98,8 +98,8 @@ MqPrivilegeFromName(const char *name)
 	return 0;					/* keep the compiler quiet */
 }
 
-static const char *
-privilege_name(int priv)
+const char *
+MqPrivilegeName(int priv)
 {
 	for (int i = 0; i < lengthof(priv_names); i++)
 		if (priv_names[i].bits == priv)
@@ -142,9 +142,9 @@ MqTopicCheckPrivilege(MqTopic *topic, int priv)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for topic \"%s\"", topic->name),
 				 errdetail("Role \"%s\" does not hold the privilege \"%s\" on topic \"%s\".",
-						   GetUserNameFromId(role, false), privilege_name(priv), topic->name),
+						   GetUserNameFromId(role, false), MqPrivilegeName(priv), topic->name),
 				 errhint("The topic's owner or a member of mqlog_admin can grant it with mq_grant('%s', '%s', '%s').",
-						 topic->name, GetUserNameFromId(role, false), privilege_name(priv))));
+						 topic->name, GetUserNameFromId(role, false), MqPrivilegeName(priv))));
 }
 
 /*

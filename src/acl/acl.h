@@ -25,6 +25,8 @@ struct MqTopic;
 extern bool MqTopicHasPrivilege(struct MqTopic *topic, Oid role, int priv);
 extern void MqTopicCheckPrivilege(struct MqTopic *topic, int priv);
 extern int	MqPrivilegeFromName(const char *name);
+/* the name of one MQ_PRIV_* bit, or of MQ_PRIV_ALL ("all") */
+extern const char *MqPrivilegeName(int priv);
 extern void MqTopicChangeAcl(struct MqTopic *topic, Oid grantee, int privs, bool grant);
 
 extern void MqCheckSegmentDescribe(Oid relid);
