@@ -29,7 +29,8 @@
  * role creates and deletes bindings on the topics and groups it may grant
  * on (their owner, mqlog_admin), else CLUSTER_AUTHORIZATION_FAILED, as
  * Kafka answers a principal without Alter on the cluster; it describes the
- * grants it could revoke and no others (MqGrantsOf).  Each creation and
+ * grants it could revoke and no others (MqGrantsOf), the rows SQL's view
+ * mqlog.grants shows it.  Each creation and
  * each deletion is a subtransaction of the request's transaction, for at
  * most MQK_REQUEST_TIME_MS in all (the rest are answered REQUEST_TIMED_OUT
  * untouched); a filter costs one read of each catalog table it can match.

@@ -265,6 +265,11 @@ is_deeply(
 	bindings(client('lead', 'rdkafka-describe', [ $TOPIC, 'team', $LITERAL, undef, undef, $ANY, $ANY ])),
 	[ sort map { "$TOPIC team $LITERAL $_ $ALLOW" } "User:app * $READ", "User:* * $READ", "User:reader * $ALL" ],
 	'grants made with mq_grant in SQL are described too');
+is( $node->safe_psql(
+		'postgres', q{SET ROLE lead; SELECT string_agg(object_type || ' ' || object || ' ' || grantee || ' '
+		|| array_to_string(privileges, ','), '; ' ORDER BY grantee COLLATE "C") FROM mqlog.grants}),
+	'topic team PUBLIC consume; topic team app consume; topic team reader produce,consume,describe,alter',
+	'SQL\'s mqlog.grants shows lead the same grants');
 
 # ------------------------------------------------------------------------
 # what cannot be mapped is refused, and changes nothing
