@@ -23,7 +23,8 @@
 #  - the flexible versions (v2, v3) and v0 as raw frames; a truncated
 #    request and an absurd count close the connection, the listener lives;
 #    a DeleteAcls of 100,000 filters reads the catalog for 500 ms, the rest
-#    answered REQUEST_TIMED_OUT.
+#    answered REQUEST_TIMED_OUT;
+#  - a listener serving a database without mqlog answers SECURITY_DISABLED.
 use strict;
 use warnings;
 
@@ -344,6 +345,27 @@ is( $node->safe_psql('postgres',
 is( $node->safe_psql('postgres',
 		q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'mqlog kafka listener' AND xact_start IS NOT NULL}),
 	'0', 'with no transaction left open');
+
+# a listener serving a database without mqlog: no grants to list or change
+$node->safe_psql('postgres', 'CREATE DATABASE bare');
+$node->append_conf('postgresql.conf', "mqlog.kafka_database = 'bare'\n");
+$node->restart;
+ok( MqKafka::wait_for(
+		60,
+		sub {
+			my $r = eval {
+				client('ops', 'rdkafka-create', [ [ $TOPIC, 'orders', $LITERAL, 'User:app', '*', $READ, $ALLOW ] ]);
+			};
+			return $r && @$r && $r->[0]{error} == 54;
+		}),
+	'CreateAcls without mqlog: SECURITY_DISABLED');
+# (librdkafka 2.0.2 drops DescribeAcls's error: kafka-python and a raw frame show it)
+$r = client('ops', 'kafka-python-describe', [ $ANY, undef, $ANY, undef, undef, $ANY, $ANY ]);
+is($r->[0]{error}, 54, 'DescribeAcls without mqlog: SECURITY_DISABLED');
+$r = raw('ops', 2, 'describe', [ $ANY, undef, $ANY, undef, undef, $ANY, $ANY ]);
+like($r->[0]{message}, qr/mqlog is not installed in database "bare"/, 'saying why');
+$r = raw('ops', 1, 'delete', [ [ $ANY, undef, $ANY, undef, undef, $ANY, $ANY ] ]);
+is($r->[0]{error}, 54, 'DeleteAcls without mqlog: SECURITY_DISABLED');
 
 $node->stop;
 done_testing();
