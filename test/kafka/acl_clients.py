@@ -168,13 +168,18 @@ class RdKafka:
         m = self.lib.rd_kafka_error_string(err)
         return self.lib.rd_kafka_error_code(err), m.decode() if m else None
 
+    def call(self, fn, op, specs, filt):
+        """CreateAcls or DeleteAcls of an array of bindings: the result event"""
+        arr = (ctypes.c_void_p * len(specs))(*[self.binding_of(s, filt) for s in specs])
+        fn(self.rk, arr, len(specs), self.options(op), self.queue)
+        ev = self.wait()
+        if self.lib.rd_kafka_event_error(ev):
+            raise SystemExit('%s: %s' % (op, self.lib.rd_kafka_event_error_string(ev).decode()))
+        return ev
+
     def create(self, specs):
         lib = self.lib
-        arr = (ctypes.c_void_p * len(specs))(*[self.binding_of(s, False) for s in specs])
-        lib.rd_kafka_CreateAcls(self.rk, arr, len(specs), self.options('create'), self.queue)
-        ev = self.wait()
-        if lib.rd_kafka_event_error(ev):
-            raise SystemExit('CreateAcls: %s' % lib.rd_kafka_event_error_string(ev).decode())
+        ev = self.call(lib.rd_kafka_CreateAcls, 'create', specs, False)
         n = ctypes.c_size_t()
         res = lib.rd_kafka_CreateAcls_result_acls(lib.rd_kafka_event_CreateAcls_result(ev), ctypes.byref(n))
         for i in range(n.value):
@@ -197,11 +202,7 @@ class RdKafka:
 
     def delete(self, specs):
         lib = self.lib
-        arr = (ctypes.c_void_p * len(specs))(*[self.binding_of(s, True) for s in specs])
-        lib.rd_kafka_DeleteAcls(self.rk, arr, len(specs), self.options('delete'), self.queue)
-        ev = self.wait()
-        if lib.rd_kafka_event_error(ev):
-            raise SystemExit('DeleteAcls: %s' % lib.rd_kafka_event_error_string(ev).decode())
+        ev = self.call(lib.rd_kafka_DeleteAcls, 'delete', specs, True)
         n = ctypes.c_size_t()
         res = lib.rd_kafka_DeleteAcls_result_responses(lib.rd_kafka_event_DeleteAcls_result(ev), ctypes.byref(n))
         for i in range(n.value):
