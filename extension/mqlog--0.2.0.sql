@@ -886,6 +886,20 @@ CREATE FUNCTION mq_has_group_privilege("group" text) RETURNS bool
     LANGUAGE c STABLE STRICT AS 'MODULE_PATHNAME', 'mq_has_group_privilege';
 COMMENT ON FUNCTION mq_has_group_privilege(text) IS 'may the current role use the consumer group?';
 
+/* the grants a role could revoke, as the Kafka listener's DescribeAcls lists them */
+CREATE FUNCTION mqlog.grant_list(OUT object_type text, OUT object text, OUT grantee text,
+                                 OUT privileges text[])
+    RETURNS SETOF record
+    LANGUAGE c STABLE AS 'MODULE_PATHNAME', 'mqlog_grant_list';
+COMMENT ON FUNCTION mqlog.grant_list() IS
+    'the grants made with mq_grant and mq_grant_group on the topics and groups the current role owns (all of them for mqlog_admin)';
+
+CREATE VIEW mqlog.grants AS
+    SELECT g.object_type, g.object, g.grantee, g.privileges FROM mqlog.grant_list() g;
+COMMENT ON VIEW mqlog.grants IS
+    'grants on topics (mq_grant) and consumer groups (mq_grant_group) that the current role may revoke: those of the topics and groups it owns, every one for mqlog_admin';
+GRANT SELECT ON mqlog.grants TO PUBLIC;
+
 /* ------------------------------------------------------------------------
  * Produce and fetch (C)
  * ------------------------------------------------------------------------ */

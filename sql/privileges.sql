@@ -583,6 +583,25 @@ SELECT mq_drop_topic(t) FROM unnest(ARRAY['priv_pat_mine', 'priv_pat_other']) t;
 RESET ROLE;
 
 -- ------------------------------------------------------------------------
+-- mqlog.grants: the grants a role could revoke (those of the topics and
+-- groups it owns, every one for mqlog_admin), as the Kafka listener's
+-- DescribeAcls lists them; the same rows as acl and owners above
+-- ------------------------------------------------------------------------
+
+CREATE TEMP VIEW grants AS
+    SELECT current_user AS role, object_type, object, grantee, privileges
+      FROM mqlog.grants WHERE object LIKE 'priv%' ORDER BY 2, 3, 4;
+GRANT SELECT ON grants TO PUBLIC;
+SET ROLE regress_mq_owner;
+SELECT * FROM grants;
+SET ROLE regress_mq_alice;
+SELECT * FROM grants;
+SET ROLE regress_mq_carol;
+SELECT * FROM grants;
+RESET ROLE;
+SELECT * FROM grants;
+
+-- ------------------------------------------------------------------------
 -- Clean up: groups, topics (their grants go with them), roles
 -- ------------------------------------------------------------------------
 

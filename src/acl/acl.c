@@ -58,6 +58,17 @@ MqIsAdmin(Oid role)
 	return superuser_arg(role) || (OidIsValid(admin) && has_privs_of_role(role, admin));
 }
 
+/*
+ * May role grant and revoke on a topic or group of this owner?  Its owner
+ * (and whoever has the owner's privileges) and mqlog_admin may; so they
+ * also hold every privilege on it.
+ */
+bool
+MqMayGrant(Oid role, Oid owner)
+{
+	return MqIsAdmin(role) || (OidIsValid(owner) && has_privs_of_role(role, owner));
+}
+
 /* ------------------------------------------------------------------------
  * Topic privileges
  * ------------------------------------------------------------------------ */
@@ -87,8 +98,8 @@ MqPrivilegeFromName(const char *name)
 	return 0;					/* keep the compiler quiet */
 }
 
-static const char *
-privilege_name(int priv)
+const char *
+MqPrivilegeName(int priv)
 {
 	for (int i = 0; i < lengthof(priv_names); i++)
 		if (priv_names[i].bits == priv)
@@ -105,9 +116,7 @@ MqTopicHasPrivilege(MqTopic *topic, Oid role, int priv)
 {
 	int			held = 0;
 
-	if (MqIsAdmin(role))
-		return true;
-	if (OidIsValid(topic->owner) && has_privs_of_role(role, topic->owner))
+	if (MqMayGrant(role, topic->owner))
 		return true;
 	for (int i = 0; i < topic->nacl; i++)
 	{
@@ -133,9 +142,9 @@ MqTopicCheckPrivilege(MqTopic *topic, int priv)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for topic \"%s\"", topic->name),
 				 errdetail("Role \"%s\" does not hold the privilege \"%s\" on topic \"%s\".",
-						   GetUserNameFromId(role, false), privilege_name(priv), topic->name),
+						   GetUserNameFromId(role, false), MqPrivilegeName(priv), topic->name),
 				 errhint("The topic's owner or a member of mqlog_admin can grant it with mq_grant('%s', '%s', '%s').",
-						 topic->name, GetUserNameFromId(role, false), privilege_name(priv))));
+						 topic->name, GetUserNameFromId(role, false), MqPrivilegeName(priv))));
 }
 
 /*
@@ -168,7 +177,7 @@ check_topic_grantor(MqTopic *topic, bool grant)
 {
 	Oid			role = GetUserId();
 
-	if (!MqIsAdmin(role) && !(OidIsValid(topic->owner) && has_privs_of_role(role, topic->owner)))
+	if (!MqMayGrant(role, topic->owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to %s privileges on topic \"%s\"",
@@ -216,4 +225,74 @@ MqTopicChangeAcl(MqTopic *topic, Oid grantee, int privs, bool grant)
 		elog(ERROR, "mqlog: changing topic privileges failed: %s", SPI_result_code_string(ret));
 	MqSpiEnd(&spi);
 	MqlogCatalogChanged();
+}
+
+/* ------------------------------------------------------------------------
+ * Listing grants
+ * ------------------------------------------------------------------------ */
+
+/*
+ * The grants a query of mqlog's catalog finds that the current role may
+ * revoke: those of the objects it owns (or has the owner's privileges of),
+ * all of them for mqlog_admin.  The query takes the object's name ($1 text,
+ * null: every object) and the grantee ($2 oid, null: every grantee) and
+ * returns the object's name, the grantee, the privileges (MQ_PRIV_*) and
+ * the owner; it runs as the extension owner, the catalog's only reader.
+ * Who may see a grant is who may change it, as Kafka's DescribeAcls needs
+ * the cluster's Describe.  A list of MqGrant in the caller's context.
+ */
+List *
+MqGrantsOf(const char *query, const char *object, bool any_grantee, Oid grantee)
+{
+	Oid			role = GetUserId();
+	MemoryContext cxt = CurrentMemoryContext;
+	Oid			types[2] = {TEXTOID, OIDOID};
+	Datum		vals[2];
+	char		nulls[2] = {' ', ' '};
+	List	   *grants = NIL;
+	MqSpi		spi;
+
+	vals[0] = object ? CStringGetTextDatum(object) : (Datum) 0;
+	vals[1] = ObjectIdGetDatum(grantee);
+	if (object == NULL)
+		nulls[0] = 'n';
+	if (any_grantee)
+		nulls[1] = 'n';
+	MqSpiBegin(&spi, true);
+	if (SPI_execute_with_args(query, 2, types, vals, nulls, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "mqlog: listing grants failed");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Oid			owner = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
+		MemoryContext old;
+		MqGrant    *g;
+
+		if (!MqMayGrant(role, owner))
+			continue;
+		old = MemoryContextSwitchTo(cxt);
+		g = palloc(sizeof(MqGrant));
+		g->object = SPI_getvalue(tup, desc, 1);
+		g->grantee = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
+		g->privs = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
+		grants = lappend(grants, g);
+		MemoryContextSwitchTo(old);
+	}
+	MqSpiEnd(&spi);
+	return grants;
+}
+
+/* the topic grants the current role may revoke (MqGrantsOf) */
+List *
+MqTopicGrants(const char *topic, bool any_grantee, Oid grantee)
+{
+	return MqGrantsOf("SELECT t.name, a.grantee::pg_catalog.oid, a.privs, t.owner::pg_catalog.oid"
+					  " FROM mqlog.topic_acl a JOIN mqlog.topic t"
+					  " ON t.topic_id OPERATOR(pg_catalog.=) a.topic_id"
+					  " WHERE ($1 IS NULL OR t.name OPERATOR(pg_catalog.=) $1)"
+					  " AND ($2 IS NULL OR a.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) $2)"
+					  " ORDER BY t.name, a.grantee::pg_catalog.oid",
+					  topic, any_grantee, grantee);
 }

@@ -237,6 +237,8 @@ extern bool MqGroupHasAccess(const char *group, Oid role, Oid live_owner);
 extern bool MqGroupHasPrivilege(const char *group, Oid role);
 /* mq_grant_group, mq_revoke_group: a group nobody owns becomes the granter's */
 extern void MqGroupGrant(const char *group, Oid grantee, bool grant);
+/* the group grants the current role may revoke (acl.h's MqGrant) */
+extern List *MqGroupGrants(const char *group, bool any_grantee, Oid grantee);
 
 /* ------------------------------------------------------------------------
  * Positions and commits (positions.c)

@@ -177,7 +177,7 @@ group_allows(Oid role, Oid owner, ArrayType *grantees, bool owner_only)
 	Datum	   *elems;
 	int			n;
 
-	if (MqIsAdmin(role) || has_privs_of_role(role, owner))
+	if (MqMayGrant(role, owner))
 		return true;
 	if (owner_only)
 		return false;
@@ -475,6 +475,25 @@ MqGroupGrant(const char *group, Oid grantee, bool grant)
 	}
 	MqGroupCheckAccess(group, MQ_GROUP_GRANT, live);
 	change_grant(group, grantee, grant);
+}
+
+/*
+ * The group grants the current role may revoke (acl.c's MqGrantsOf): of
+ * the groups whose recorded owner it has the privileges of, every group's
+ * for mqlog_admin.  A grant always has a recorded owner (MqGroupGrant
+ * records it first).  A group grant is the whole use of the group, so its
+ * privileges are MQ_PRIV_ALL.
+ */
+List *
+MqGroupGrants(const char *group, bool any_grantee, Oid grantee)
+{
+	return MqGrantsOf(psprintf("SELECT g.group_id, a.grantee::pg_catalog.oid, %d, g.owner::pg_catalog.oid"
+					  " FROM mqlog.group_acl a JOIN mqlog.consumer_group g"
+					  " ON g.group_id OPERATOR(pg_catalog.=) a.group_id"
+					  " WHERE ($1 IS NULL OR g.group_id OPERATOR(pg_catalog.=) $1)"
+					  " AND ($2 IS NULL OR a.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) $2)"
+					  " ORDER BY g.group_id, a.grantee::pg_catalog.oid", MQ_PRIV_ALL),
+					  group, any_grantee, grantee);
 }
 
 bool

@@ -33,6 +33,9 @@ static const MqKafkaApi apis[] = {
 	{MQK_SASL_AUTHENTICATE, 0, 2, 2, "SaslAuthenticate", MqKafkaSaslAuthenticate},
 	{MQK_CREATE_TOPICS, 0, 4, 5, "CreateTopics", MqKafkaCreateTopics},
 	{MQK_DELETE_TOPICS, 0, 3, 4, "DeleteTopics", MqKafkaDeleteTopics},
+	{MQK_DESCRIBE_ACLS, 0, 3, 2, "DescribeAcls", MqKafkaDescribeAcls},
+	{MQK_CREATE_ACLS, 0, 3, 2, "CreateAcls", MqKafkaCreateAcls},
+	{MQK_DELETE_ACLS, 0, 3, 2, "DeleteAcls", MqKafkaDeleteAcls},
 	{MQK_DESCRIBE_CONFIGS, 0, 2, 4, "DescribeConfigs", MqKafkaDescribeConfigs},
 };
 

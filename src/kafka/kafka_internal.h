@@ -162,6 +162,9 @@ extern MqKafkaOutcome MqKafkaSaslHandshake(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaSaslAuthenticate(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaDescribeAcls(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaCreateAcls(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaDeleteAcls(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaDescribeConfigs(MqKafkaRequest *req, StringInfo out);
 
 /*

@@ -134,6 +134,16 @@ def f(name, typ, versions='0+', sub=None):
     return (name, typ, lo, hi, sub)
 
 
+# an ACL binding, and the filter of the same shape (the ACL APIs)
+ACL_FILTER = [
+    f('resource_type', 'int8'),
+    f('resource_name', 'str'),
+    f('pattern_type', 'int8', '1+'),
+    f('principal', 'str'),
+    f('host', 'str'),
+    f('operation', 'int8'),
+    f('permission_type', 'int8')]
+
 # key: (name, first flexible version, versions known here, fields)
 SCHEMAS = {
     0: ('Produce', 9, (0, 9), [
@@ -258,6 +268,11 @@ SCHEMAS = {
     20: ('DeleteTopics', 4, (0, 5), [
         f('topic_names', '[str]'),
         f('timeout_ms', 'int32')]),
+    29: ('DescribeAcls', 2, (0, 3), ACL_FILTER),
+    30: ('CreateAcls', 2, (0, 3), [
+        f('creations', '[]', sub=ACL_FILTER)]),
+    31: ('DeleteAcls', 2, (0, 3), [
+        f('filters', '[]', sub=ACL_FILTER)]),
     32: ('DescribeConfigs', 4, (0, 4), [
         f('resources', '[]', sub=[
             f('resource_type', 'int8'),
@@ -278,32 +293,6 @@ SCHEMAS = {
                 f('partition_index', 'int32'),
                 f('offset', 'int64')])]),
         f('timeout_ms', 'int32')]),
-    29: ('DescribeAcls', 2, (0, 3), [
-        f('resource_type_filter', 'int8'),
-        f('resource_name_filter', 'str'),
-        f('pattern_type_filter', 'int8', '1+'),
-        f('principal_filter', 'str'),
-        f('host_filter', 'str'),
-        f('operation', 'int8'),
-        f('permission_type', 'int8')]),
-    30: ('CreateAcls', 2, (0, 3), [
-        f('creations', '[]', sub=[
-            f('resource_type', 'int8'),
-            f('resource_name', 'str'),
-            f('resource_pattern_type', 'int8', '1+'),
-            f('principal', 'str'),
-            f('host', 'str'),
-            f('operation', 'int8'),
-            f('permission_type', 'int8')])]),
-    31: ('DeleteAcls', 2, (0, 3), [
-        f('filters', '[]', sub=[
-            f('resource_type_filter', 'int8'),
-            f('resource_name_filter', 'str'),
-            f('pattern_type_filter', 'int8', '1+'),
-            f('principal_filter', 'str'),
-            f('host_filter', 'str'),
-            f('operation', 'int8'),
-            f('permission_type', 'int8')])]),
     33: ('AlterConfigs', 2, (0, 2), [
         f('resources', '[]', sub=[
             f('resource_type', 'int8'),
@@ -1153,6 +1142,20 @@ def valid_value(ctx, key, version, baseline=False):
                                'configuration_keys': None if rng.random() < 0.5 else ['retention.ms']},
                               {'resource_type': 4, 'resource_name': '0', 'configuration_keys': None}],
                 'include_synonyms': rng.randrange(2), 'include_documentation': 0}
+    if key in (29, 30, 31):
+        # a grant on the fuzz topic: the fuzz roles own nothing, so creating
+        # is refused and deleting finds nothing, whatever a mutation makes of it
+        acl = {'resource_type': rng.choice([1, 2, 3]), 'resource_name': rng.choice([t, 'fuzz-g0', None]),
+               'pattern_type': rng.choice([1, 3, 4]), 'principal': rng.choice(['User:*', 'User:fuzzer', None]),
+               'host': rng.choice(['*', None]), 'operation': rng.choice([1, 2, 3, 4, 8]),
+               'permission_type': rng.choice([1, 3])}
+        if key == 29:
+            return acl
+        if key == 30:
+            acl.update(resource_type=2, resource_name=t, pattern_type=3, principal='User:*', host='*',
+                       permission_type=3, operation=rng.choice([2, 3, 4, 8]))
+            return {'creations': [acl]}
+        return {'filters': [acl]}
     if key == 15:
         return {'groups': [group, 'fuzz-commit'], 'include_authorized_operations': 0}
     if key == 16:
@@ -1162,17 +1165,6 @@ def valid_value(ctx, key, version, baseline=False):
         return {'topics': [{'name': t, 'partitions': [
                     {'partition_index': p, 'offset': 0 if baseline else rng.choice([0, 0, 1, -1])}]}],
                 'timeout_ms': 5000}
-    acl_filter = {'resource_type_filter': rng.choice([1, 2, 3]), 'resource_name_filter': rng.choice([t, None]),
-                  'pattern_type_filter': rng.choice([1, 3]), 'principal_filter': rng.choice([None, 'User:nobody']),
-                  'host_filter': None, 'operation': rng.choice([1, 2, 3, 4]), 'permission_type': rng.choice([1, 3])}
-    if key == 29:
-        return acl_filter
-    if key == 30:
-        return {'creations': [{'resource_type': 2, 'resource_name': t, 'resource_pattern_type': 3,
-                               'principal': 'User:fuzz_nobody', 'host': '*', 'operation': rng.choice([3, 4, 8]),
-                               'permission_type': 3}]}
-    if key == 31:
-        return {'filters': [acl_filter]}
     if key == 33:
         return {'resources': [{'resource_type': 2, 'resource_name': t,
                                'configs': [{'name': 'retention.ms', 'value': str(rng.choice([60000, 3600000]))}]}],

@@ -307,6 +307,7 @@ my @calls = (
 	q{SELECT count(*) FROM mqlog.groups},
 	q{SELECT count(*) FROM mqlog.group_members},
 	q{SELECT count(*) FROM mqlog.consumer_lag},
+	q{SELECT count(*) FROM mqlog.grants},
 	q{SELECT mqlog.effective_config('{}')},
 	q{SELECT mqlog.config_defaults()},
 	q{SELECT count(*) FROM mqlog.segment_stats(16)},
