@@ -63,11 +63,12 @@
  *	  PREAUTH_MAX_FRAME and it has mqlog.kafka_auth_timeout to be admitted;
  *	  then it is closed.  With TLS its handshake comes first, within the
  *	  same time (tls.c), and holds at most a ClientHello of 128 kB or a
- *	  certificate chain of 32 kB in OpenSSL's buffers; once done, a
- *	  connection's TLS holds two record buffers of about 17 kB while it
- *	  reads or writes (none while idle).  When every connection slot is taken, a new
- *	  connection closes the oldest one not admitted yet, so connections
- *	  that never authenticate cannot keep clients out.
+ *	  certificate chain of 32 kB in OpenSSL's buffers (measured: about
+ *	  175 kB a connection); once done, a connection's TLS holds two record
+ *	  buffers of about 17 kB while it reads or writes (none while idle).
+ *	  When every connection slot is taken, a new connection closes the
+ *	  oldest one not admitted yet, so connections that never authenticate
+ *	  (or never finish their handshake) cannot keep clients out.
  *	- A size that is negative or larger than the frame cap
  *	  (mqlog.kafka_max_frame_size, and never more than
  *	  mqlog.kafka_max_buffered_size) closes the connection before a byte of
@@ -228,7 +229,7 @@ open_listeners(void)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("mqlog.kafka_listen \"%s\" is not a loopback address; the Kafka listener does not start",
 						mqlog_kafka_listen),
-				 errdetail("mqlog.kafka_sasl_mechanisms is empty and no client certificate is required: the listener does not authenticate every client, those it does not act as mqlog.kafka_role."),
+				 errdetail("Neither mqlog.kafka_sasl_mechanisms nor mqlog.kafka_ssl_client_auth = required is set: clients that do not authenticate act as mqlog.kafka_role."),
 				 errhint("Listen on 127.0.0.1 or [::1], set mqlog.kafka_sasl_mechanisms or mqlog.kafka_ssl_client_auth = required, or set mqlog.kafka_allow_remote = on if only trusted clients can reach the address.")));
 		proc_exit(0);
 	}
