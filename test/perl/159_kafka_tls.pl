@@ -29,7 +29,8 @@
 #  - what connections cost: 200 half-sent ClientHellos announcing 128 kB,
 #    and 100 idle connections past their handshake (numbers noted);
 #  - a reload reads the certificate files again for new connections, and a
-#    reload with a key that does not match keeps the previous ones (logged);
+#    reload with a key that does not match, a key with a passphrase or a
+#    key file others may read keeps the previous ones (logged);
 #  - SASL_SSL: kcat with PLAIN, confluent-kafka with SCRAM-SHA-256 and
 #    kafka-python with PLAIN produce and consume; a wrong password and a
 #    wrong CA are refused;
@@ -353,6 +354,25 @@ ok(wait_for(20, sub { slurp_file($node->logfile, $log_offset) =~ /the Kafka list
 like(slurp_file($node->logfile, $log_offset), qr/could not load the Kafka listener's TLS private key "\Q$dir\E\/server.key": .*key values mismatch/,
 	'the log says why');
 is(tlspy('subject', "$dir/ca.crt"), "mqlog-reloaded\n", 'and the previous certificate stays');
+openssl('pkey', '-in', "$dir/server2.key", '-aes256', '-passout', 'pass:secret', '-out', "$dir/locked.key");
+chmod 0600, "$dir/locked.key";
+PostgreSQL::Test::Utils::append_to_file("$dir/open.key", slurp_file("$dir/server2.key"));
+chmod 0644, "$dir/open.key";
+foreach my $case ([ 'locked.key', qr/the Kafka listener's private key file "[^"]*locked.key" is protected by a passphrase/,
+		'a key with a passphrase' ],
+	[ 'open.key', qr/private key file "[^"]*open.key" has group or world access/, 'a key file others may read' ])
+{
+	my ($file, $why, $what) = @$case;
+	$log_offset = -s $node->logfile;
+	$node->append_conf('postgresql.conf', qq{
+mqlog.kafka_ssl_key_file = '$dir/$file'
+});
+	$node->reload;
+	ok(wait_for(20, sub { slurp_file($node->logfile, $log_offset) =~ /the Kafka listener's TLS configuration was not reloaded/ }),
+		"a reload with $what is refused");
+	like(slurp_file($node->logfile, $log_offset), $why, 'the log says why');
+}
+is(tlspy('subject', "$dir/ca.crt"), "mqlog-reloaded\n", 'the certificate of the last good reload stays');
 ($ok, $lines, $all) = client({}, 'confluent-metadata');
 is("@$lines", 'shared', 'clients are served') or diag($all);
 is(listener_pid(), $pid, 'by the same listener process');
