@@ -12,6 +12,10 @@
   tls.py BOOTSTRAP hold CA N
       -> N connections that finish their handshake and have an ApiVersions
          answered, then "ready"; they are held until stdin closes
+  tls.py BOOTSTRAP across CA
+      -> one TLS connection with its ApiVersions answered, then "ready";
+         at each line read from stdin, a Metadata request on it: "answered"
+         or "closed" (a connection kept across a reload)
   tls.py BOOTSTRAP hellos N
       -> N connections each sending the start of a ClientHello that
          announces 131,000 bytes (about OpenSSL's cap) and the first 64 kB
@@ -164,6 +168,22 @@ def hold(bootstrap, ca, n):
     sys.stdin.read()
 
 
+def across(bootstrap, ca):
+    s = tls_connect(bootstrap, ca)
+    s.settimeout(30)
+    if request(s, 18, 0, 0, b'') is None:
+        raise SystemExit('closed at once')
+    print('ready', flush=True)
+    corr = 1
+    for _ in sys.stdin:
+        try:
+            answer = request(s, 3, 1, corr, struct.pack('>i', -1))
+        except (ssl.SSLError, OSError):
+            answer = None
+        print('answered' if answer is not None else 'closed', flush=True)
+        corr += 1
+
+
 def hellos(bootstrap, n):
     body_len = 131000
     # a handshake message header (ClientHello, 3-byte length), then its body
@@ -230,6 +250,8 @@ def main():
         stall(bootstrap, args[0], int(args[1]))
     elif what == 'hold':
         hold(bootstrap, args[0], int(args[1]))
+    elif what == 'across':
+        across(bootstrap, args[0])
     elif what == 'hellos':
         hellos(bootstrap, int(args[0]))
     elif what == 'metadata':

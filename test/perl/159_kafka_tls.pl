@@ -337,6 +337,10 @@ is(listener_pid(), $pid, 'the same process');
 
 # --- reload ----------------------------------------------------------------------
 is(tlspy('subject', "$dir/ca.crt"), "localhost\n", 'the listener shows the server\'s ssl_cert_file');
+my ($across_in, $across_out) = ('', '');
+my $across = IPC::Run::start([ $python, $tlspy, $bootstrap, 'across', "$dir/ca.crt" ],
+	'<', \$across_in, '>', \$across_out, '2>', \$across_out, IPC::Run::timeout(300));
+$across->pump until $across_out =~ /ready|Traceback|closed/;
 $node->append_conf('postgresql.conf', qq{
 mqlog.kafka_ssl_cert_file = '$dir/server2.crt'
 mqlog.kafka_ssl_key_file = '$dir/server2.key'
@@ -344,6 +348,9 @@ mqlog.kafka_ssl_key_file = '$dir/server2.key'
 $node->reload;
 ok(wait_for(20, sub { tlspy('subject', "$dir/ca.crt") eq "mqlog-reloaded\n" }),
 	'after a reload, new connections get mqlog.kafka_ssl_cert_file\'s certificate');
+$across_in .= "go\n";
+$across->pump until $across_out =~ /ready\n(answered|closed)\n|Traceback/;
+like($across_out, qr/ready\nanswered\n/, 'a connection opened before the reload is still served (it keeps the TLS context it began with)');
 $log_offset = -s $node->logfile;
 $node->append_conf('postgresql.conf', qq{
 mqlog.kafka_ssl_key_file = '$dir/server.key'
@@ -373,6 +380,11 @@ mqlog.kafka_ssl_key_file = '$dir/$file'
 	like(slurp_file($node->logfile, $log_offset), $why, 'the log says why');
 }
 is(tlspy('subject', "$dir/ca.crt"), "mqlog-reloaded\n", 'the certificate of the last good reload stays');
+$across_in .= "go\n";
+$across->pump until $across_out =~ /ready\n\w+\n(answered|closed)\n|Traceback/;
+like($across_out, qr/ready\nanswered\nanswered\n/, 'and after the refused reloads too');
+$across_in = undef;
+$across->finish;
 ($ok, $lines, $all) = client({}, 'confluent-metadata');
 is("@$lines", 'shared', 'clients are served') or diag($all);
 is(listener_pid(), $pid, 'by the same listener process');
