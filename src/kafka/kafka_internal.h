@@ -220,12 +220,12 @@ extern TimestampTz MqKafkaAuthHeldUntil(const char *address);
  * network must move first; the first Recv drives the handshake); Events
  * are the socket events the blocked read (reading) and send (writing)
  * wait for, which may be the other direction's; Pending: decrypted bytes
- * wait in the TLS state, which no socket event will announce.  Login, in
- * a transaction: a connection its client certificate authenticates
- * becomes the role the certificate names (state DONE); false when that
- * role may not log in.
+ * wait in the TLS state, which no socket event will announce;
+ * Established: the handshake is done (true without TLS).  Login, in a
+ * transaction: a connection its client certificate authenticates becomes
+ * the role the certificate names (state DONE); false when that role may
+ * not log in.
  */
-struct MqKafkaTls;
 extern void MqKafkaTlsStart(void);
 extern void MqKafkaTlsReload(void);
 extern struct MqKafkaTls *MqKafkaTlsNew(pgsocket sock, const char *peer, MemoryContext cxt);
