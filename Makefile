@@ -13,8 +13,9 @@ PGFILEDESC  = "mqlog - Kafka-style log for PostgreSQL"
 PG_CPPFLAGS = -I$(srcdir)/src -I$(libpq_srcdir)
 # Kafka's compression codecs (codec.c), from Debian's zlib1g-dev, liblz4-dev,
 # libsnappy-dev and libzstd-dev; the etcd client (cluster/etcd.c), from
-# libcurl4-openssl-dev.
-SHLIB_LINK  = -lz -llz4 -lsnappy -lzstd -lcurl
+# libcurl4-openssl-dev; TLS on the Kafka listener (kafka/tls.c), with the
+# OpenSSL PostgreSQL links against, from libssl-dev.
+SHLIB_LINK  = -lz -llz4 -lsnappy -lzstd -lcurl -lssl -lcrypto
 # libpq: a follower's apply worker streams from its leader (workers/apply.c)
 SHLIB_LINK_INTERNAL = $(libpq)
 # -Wextra is kept; the three switches below silence warnings that the

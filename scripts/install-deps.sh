@@ -22,6 +22,7 @@ PACKAGES=(
     python3-kafka                           # kafka.record: the independent v2 batch codec the tests use
     python3-snappy python3-lz4 python3-zstandard     # ... and its compression codecs
     libcurl4-openssl-dev                    # the etcd client (src/cluster/etcd.c)
+    libssl-dev openssl                      # TLS on the Kafka listener (src/kafka/tls.c); openssl makes the test certificates
     etcd-server etcd-client                 # etcd 3.4 for the cluster tests (test/perl/MqCluster.pm)
     libpq-dev libhiredis-dev pkg-config     # the benchmark's C driver (make bench-driver, bench/driver/)
     kcat librdkafka-dev python3-confluent-kafka  # Kafka clients for the listener's tests (test/perl/150_kafka.pl)

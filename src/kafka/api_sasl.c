@@ -36,8 +36,9 @@
  * an md5 one can use PLAIN only).  A role that cannot authenticate (none,
  * NOLOGIN, no or expired or md5 password) still gets a server-first
  * message, with a salt derived from its name, and fails at the proof, so
- * the exchange does not tell which roles exist.  No channel binding (there
- * is no TLS): a gs2 header asking for it ("p=") is refused.
+ * the exchange does not tell which roles exist.  No channel binding
+ * (SCRAM-SHA-256-PLUS, even over TLS): a gs2 header asking for it ("p=")
+ * is refused.
  *
  *-------------------------------------------------------------------------
  */
@@ -91,13 +92,8 @@ log_failure(MqKafkaRequest *req, const char *mechanism, const char *user, const 
 			 detail ? errdetail_log("%s", detail) : 0));
 }
 
-/*
- * The stored password of a role that may log in, as PostgreSQL's password
- * authentication finds it; NULL with *logdetail when there is none (no
- * such role, NOLOGIN, no password, rolvaliduntil passed).
- */
-static char *
-role_secret(const char *user, Oid *role, const char **logdetail)
+bool
+MqKafkaLoginRole(const char *user, Oid *role, const char **logdetail)
 {
 	HeapTuple	tup;
 	bool		canlogin;
@@ -106,13 +102,13 @@ role_secret(const char *user, Oid *role, const char **logdetail)
 	if (user[0] == '\0')
 	{
 		*logdetail = "The user name is empty.";
-		return NULL;
+		return false;
 	}
 	tup = SearchSysCache1(AUTHNAME, CStringGetDatum(user));
 	if (!HeapTupleIsValid(tup))
 	{
 		*logdetail = "Role does not exist.";
-		return NULL;
+		return false;
 	}
 	canlogin = ((Form_pg_authid) GETSTRUCT(tup))->rolcanlogin;
 	*role = ((Form_pg_authid) GETSTRUCT(tup))->oid;
@@ -120,8 +116,21 @@ role_secret(const char *user, Oid *role, const char **logdetail)
 	if (!canlogin)
 	{
 		*logdetail = "Role is not permitted to log in.";
-		return NULL;
+		return false;
 	}
+	return true;
+}
+
+/*
+ * The stored password of a role that may log in, as PostgreSQL's password
+ * authentication finds it; NULL with *logdetail when there is none (no
+ * such role, NOLOGIN, no password, rolvaliduntil passed).
+ */
+static char *
+role_secret(const char *user, Oid *role, const char **logdetail)
+{
+	if (!MqKafkaLoginRole(user, role, logdetail))
+		return NULL;
 	return get_role_password(user, logdetail);
 }
 
@@ -286,7 +295,7 @@ scram_first(MqKafkaRequest *req, MqKafkaScram *sc, const char *msg, StringInfo r
 
 	*message = "Authentication failed: malformed SCRAM client-first message";
 	if ((p[0] != 'n' && p[0] != 'y') || p[1] != ',')
-		goto malformed;		/* 'p': channel binding, which needs TLS */
+		goto malformed;		/* 'p': channel binding, not offered */
 	p += 2;
 	if (p[0] == 'a')
 	{

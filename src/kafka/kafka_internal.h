@@ -30,6 +30,26 @@ extern int	mqlog_kafka_auth_timeout;
 extern int	mqlog_kafka_idle_timeout;
 extern bool mqlog_kafka_allow_remote;
 extern char *mqlog_kafka_sasl_mechanisms;
+extern bool mqlog_kafka_ssl;
+extern char *mqlog_kafka_ssl_cert_file;
+extern char *mqlog_kafka_ssl_key_file;
+extern char *mqlog_kafka_ssl_ca_file;
+extern int	mqlog_kafka_ssl_client_auth;
+
+/* mqlog.kafka_ssl_client_auth: Kafka's ssl.client.auth */
+typedef enum MqKafkaClientAuth
+{
+	MQK_CLIENT_AUTH_NONE,
+	MQK_CLIENT_AUTH_REQUESTED,	/* a certificate if the client has one */
+	MQK_CLIENT_AUTH_REQUIRED	/* no certificate, no connection */
+} MqKafkaClientAuth;
+
+/*
+ * Does the listener authenticate every client (SASL, or TLS requiring a
+ * client certificate)?  Only then may it listen beyond loopback without
+ * mqlog.kafka_allow_remote (kafka_settings.c).
+ */
+extern bool MqKafkaAuthenticatesAll(void);
 
 /*
  * SASL (kafka_settings.c): is any mechanism configured, is this one, which are
@@ -77,9 +97,12 @@ typedef struct MqKafkaScram
 	uint8		server_key[MQK_SCRAM_KEY_LEN];
 } MqKafkaScram;
 
+struct MqKafkaTls;
+
 typedef struct MqKafkaSession
 {
 	MqKafkaSaslState state;
+	struct MqKafkaTls *tls;		/* its TLS (tls.c); NULL: plaintext */
 	bool		scram;			/* the mechanism chosen: SCRAM-SHA-256, else PLAIN */
 	bool		failed;			/* an authentication failed (the connection
 								 * closes) */
@@ -189,6 +212,39 @@ extern int16 MqKafkaGroupCommitCheck(const char *group, int32 generation,
 extern void MqKafkaAuthFailed(const char *address);
 extern void MqKafkaAuthSucceeded(const char *address);
 extern TimestampTz MqKafkaAuthHeldUntil(const char *address);
+
+/*
+ * TLS on the listener's connections (tls.c).  Start builds the OpenSSL
+ * context when the listener starts (an ERROR if it cannot); Reload builds
+ * it again after SIGHUP for the connections to come (when it cannot, the
+ * one in use stays, logged).  New: a connection's TLS over its socket, in
+ * cxt (NULL without mqlog.kafka_ssl).  Recv and Send work as recv(2) and
+ * send(2) on a non-blocking socket (-1 with errno EWOULDBLOCK while the
+ * network must move first; the first Recv drives the handshake); Events
+ * are the socket events the blocked read (reading) and send (writing)
+ * wait for, which may be the other direction's; Pending: decrypted bytes
+ * wait in the TLS state, which no socket event will announce;
+ * Established: the handshake is done (true without TLS).  Login, in a
+ * transaction: a connection its client certificate authenticates becomes
+ * the role the certificate names (state DONE); false when that role may
+ * not log in.
+ */
+extern void MqKafkaTlsStart(void);
+extern void MqKafkaTlsReload(void);
+extern struct MqKafkaTls *MqKafkaTlsNew(pgsocket sock, const char *peer, MemoryContext cxt);
+extern void MqKafkaTlsClose(struct MqKafkaTls *t);
+extern ssize_t MqKafkaTlsRecv(struct MqKafkaTls *t, char *buf, size_t len);
+extern ssize_t MqKafkaTlsSend(struct MqKafkaTls *t, const char *buf, size_t len);
+extern uint32 MqKafkaTlsEvents(struct MqKafkaTls *t, bool reading, bool writing);
+extern bool MqKafkaTlsPending(struct MqKafkaTls *t);
+extern bool MqKafkaTlsEstablished(struct MqKafkaTls *t);
+extern bool MqKafkaTlsLogin(MqKafkaSession *s);
+
+/*
+ * A role a client may authenticate as (api_sasl.c): it exists and may
+ * log in; else false with *logdetail saying why, for the log
+ */
+extern bool MqKafkaLoginRole(const char *user, Oid *role, const char **logdetail);
 
 /* serving a frame of a connection (request.c) */
 extern MqKafkaOutcome MqKafkaServe(const char *frame, int len, MqKafkaSession *session,

@@ -29,6 +29,19 @@ int			mqlog_kafka_auth_timeout = 10000;
 int			mqlog_kafka_idle_timeout = 600000;
 bool		mqlog_kafka_allow_remote = false;
 char	   *mqlog_kafka_sasl_mechanisms = NULL;
+bool		mqlog_kafka_ssl = false;
+char	   *mqlog_kafka_ssl_cert_file = NULL;
+char	   *mqlog_kafka_ssl_key_file = NULL;
+char	   *mqlog_kafka_ssl_ca_file = NULL;
+int			mqlog_kafka_ssl_client_auth = MQK_CLIENT_AUTH_NONE;
+
+/* Kafka's ssl.client.auth values */
+static const struct config_enum_entry client_auth_options[] = {
+	{"none", MQK_CLIENT_AUTH_NONE, false},
+	{"requested", MQK_CLIENT_AUTH_REQUESTED, false},
+	{"required", MQK_CLIENT_AUTH_REQUIRED, false},
+	{NULL, 0, false}
+};
 
 /* the mechanisms api_sasl.c verifies */
 static const char *const sasl_built[] = {"PLAIN", "SCRAM-SHA-256"};
@@ -95,6 +108,18 @@ MqKafkaSaslRequired(void)
 	const char *names[lengthof(sasl_built)];
 
 	return MqKafkaSaslList(names, lengthof(names)) > 0;
+}
+
+/*
+ * A client certificate authenticates only without SASL (with SASL the
+ * connection is SASL's role, as on Kafka's SASL_SSL listeners), and
+ * only when every client must present one.
+ */
+bool
+MqKafkaAuthenticatesAll(void)
+{
+	return MqKafkaSaslRequired() ||
+		(mqlog_kafka_ssl && mqlog_kafka_ssl_client_auth == MQK_CLIENT_AUTH_REQUIRED);
 }
 
 /* every name in the list is a mechanism api_sasl.c verifies */
@@ -213,7 +238,7 @@ MqKafkaDefineSettings(void)
 {
 	DefineCustomStringVariable("mqlog.kafka_listen",
 							   "Address the Kafka protocol listener binds, as host:port; empty turns it off.",
-							   "For example '127.0.0.1:9092' or '[::1]:9092'.  A name binds every address it resolves to.  Without mqlog.kafka_sasl_mechanisms only loopback addresses are accepted unless mqlog.kafka_allow_remote is on.",
+							   "For example '127.0.0.1:9092' or '[::1]:9092'.  A name binds every address it resolves to.  Unless clients authenticate (mqlog.kafka_sasl_mechanisms, or mqlog.kafka_ssl_client_auth = required) only loopback addresses are accepted, or mqlog.kafka_allow_remote is on.",
 							   &mqlog_kafka_listen, "",
 							   PGC_POSTMASTER, 0, check_address, NULL, NULL);
 	DefineCustomStringVariable("mqlog.kafka_database",
@@ -269,12 +294,37 @@ MqKafkaDefineSettings(void)
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomStringVariable("mqlog.kafka_sasl_mechanisms",
 							   "SASL mechanisms Kafka clients must authenticate with, comma-separated; empty: no authentication.",
-							   "'PLAIN' and 'SCRAM-SHA-256' check a PostgreSQL role's password and run the connection's requests as that role.  The listener has no TLS: PLAIN sends passwords in clear.",
+							   "'PLAIN' and 'SCRAM-SHA-256' check a PostgreSQL role's password and run the connection's requests as that role.  Without mqlog.kafka_ssl PLAIN sends passwords in clear.",
 							   &mqlog_kafka_sasl_mechanisms, "",
 							   PGC_POSTMASTER, 0, check_sasl_mechanisms, NULL, NULL);
+	DefineCustomBoolVariable("mqlog.kafka_ssl",
+							 "Kafka clients connect with TLS: security.protocol SSL, or SASL_SSL with mqlog.kafka_sasl_mechanisms.",
+							 "The listener then speaks TLS only, with the OpenSSL PostgreSQL is built with, the server's ssl_min_protocol_version and ssl_ciphers, and the files mqlog.kafka_ssl_cert_file, mqlog.kafka_ssl_key_file and mqlog.kafka_ssl_ca_file name.",
+							 &mqlog_kafka_ssl, false,
+							 PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("mqlog.kafka_ssl_cert_file",
+							   "The Kafka listener's TLS certificate file (PEM, the chain after the certificate); empty: the server's ssl_cert_file.",
+							   "A reload reads the files again for new connections.",
+							   &mqlog_kafka_ssl_cert_file, "",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("mqlog.kafka_ssl_key_file",
+							   "The Kafka listener's TLS private key file (PEM, without a passphrase); empty: the server's ssl_key_file.",
+							   "Its permissions are checked as PostgreSQL checks ssl_key_file's.",
+							   &mqlog_kafka_ssl_key_file, "",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("mqlog.kafka_ssl_ca_file",
+							   "The certificate authorities Kafka client certificates are verified against (PEM); empty: the server's ssl_ca_file.",
+							   "Read only when mqlog.kafka_ssl_client_auth is not 'none'.",
+							   &mqlog_kafka_ssl_ca_file, "",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("mqlog.kafka_ssl_client_auth",
+							 "Whether Kafka clients present a TLS certificate: none, requested or required (Kafka's ssl.client.auth).",
+							 "Without SASL, a verified client certificate authenticates its connection as the role its Common Name names, which must exist and have LOGIN; a connection without one acts as mqlog.kafka_role.  With SASL the connection is the SASL role's.",
+							 &mqlog_kafka_ssl_client_auth, MQK_CLIENT_AUTH_NONE, client_auth_options,
+							 PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomBoolVariable("mqlog.kafka_allow_remote",
-							 "Lets the Kafka listener bind an address that is not loopback although it authenticates nobody.",
-							 "Without mqlog.kafka_sasl_mechanisms every Kafka client acts as mqlog.kafka_role: only turn this on behind a network that admits trusted clients only.",
+							 "Lets the Kafka listener bind an address that is not loopback although it does not authenticate every client.",
+							 "Without mqlog.kafka_sasl_mechanisms (or mqlog.kafka_ssl_client_auth = required) Kafka clients act as mqlog.kafka_role: only turn this on behind a network that admits trusted clients only.  It also silences the warning about SASL PLAIN without TLS beyond loopback.",
 							 &mqlog_kafka_allow_remote, false,
 							 PGC_POSTMASTER, 0, NULL, NULL, NULL);
 }

@@ -40,7 +40,16 @@
  * one's answer) delays the other connections.
  *
  * The loop follows autoprewarm's: SIGTERM ends it, SIGHUP reloads the
- * settings, postmaster death ends it (WL_EXIT_ON_PM_DEATH).
+ * settings (and the TLS files, tls.c), postmaster death ends it
+ * (WL_EXIT_ON_PM_DEATH).
+ *
+ * TLS (mqlog.kafka_ssl): each connection's bytes go through tls.c, whose
+ * reads and writes behave as non-blocking recv and send but may wait for
+ * the other direction's socket event; the loop waits for what tls.c asks
+ * (client_events), tries both directions on any event of a TLS
+ * connection (client_io), and does not sleep while a connection that
+ * wants to read has decrypted bytes waiting in its TLS state
+ * (has_pending): no socket event would announce them.
  *
  * Framing: a request is a 4-byte big-endian size and that many bytes.  A
  * connection's requests are served one at a time and in order (Kafka
@@ -52,9 +61,14 @@
  *	- Before a connection is admitted (it has authenticated with SASL or,
  *	  without SASL, sent its first whole request) its frames may be at most
  *	  PREAUTH_MAX_FRAME and it has mqlog.kafka_auth_timeout to be admitted;
- *	  then it is closed.  When every connection slot is taken, a new
- *	  connection closes the oldest one not admitted yet, so connections
- *	  that never authenticate cannot keep clients out.
+ *	  then it is closed.  With TLS its handshake comes first, within the
+ *	  same time (tls.c), and holds at most a ClientHello of 128 kB or a
+ *	  certificate chain of 32 kB in OpenSSL's buffers (measured: about
+ *	  175 kB a connection); once done, a connection's TLS holds two record
+ *	  buffers of about 17 kB while it reads or writes (none while idle).
+ *	  When every connection slot is taken, a new connection closes the
+ *	  oldest one not admitted yet, so connections that never authenticate
+ *	  (or never finish their handshake) cannot keep clients out.
  *	- A size that is negative or larger than the frame cap
  *	  (mqlog.kafka_max_frame_size, and never more than
  *	  mqlog.kafka_max_buffered_size) closes the connection before a byte of
@@ -135,7 +149,7 @@ typedef struct Client
 	bool		parked;			/* the first frame of in is a parked Fetch */
 	MemoryContext park_cxt;		/* what the parked request watches */
 	bool		closing;		/* close once out is sent */
-	MqKafkaSession session;		/* its SASL authentication */
+	MqKafkaSession session;		/* its SASL authentication, its TLS */
 	MqKafkaRequest req;
 	TimestampTz connected;		/* when it was accepted */
 	TimestampTz active;			/* when it last sent or was sent a byte */
@@ -186,6 +200,7 @@ open_listeners(void)
 	struct addrinfo hints;
 	struct addrinfo *res;
 	int			rc;
+	bool		remote = false;
 
 	if (!MqKafkaSplitAddress(mqlog_kafka_listen, host, sizeof(host), &port))
 	{
@@ -206,17 +221,25 @@ open_listeners(void)
 				(errmsg("could not resolve mqlog.kafka_listen host \"%s\": %s", host,
 						gai_strerror(rc))));
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
-		if (!is_loopback(ai->ai_addr) && !mqlog_kafka_allow_remote && !MqKafkaSaslRequired())
-		{
-			freeaddrinfo(res);
-			ereport(LOG,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("mqlog.kafka_listen \"%s\" is not a loopback address; the Kafka listener does not start",
-							mqlog_kafka_listen),
-					 errdetail("mqlog.kafka_sasl_mechanisms is empty: the listener authenticates no client, every client acts as mqlog.kafka_role."),
-					 errhint("Listen on 127.0.0.1 or [::1], set mqlog.kafka_sasl_mechanisms, or set mqlog.kafka_allow_remote = on if only trusted clients can reach the address.")));
-			proc_exit(0);
-		}
+		remote |= !is_loopback(ai->ai_addr);
+	if (remote && !mqlog_kafka_allow_remote && !MqKafkaAuthenticatesAll())
+	{
+		freeaddrinfo(res);
+		ereport(LOG,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("mqlog.kafka_listen \"%s\" is not a loopback address; the Kafka listener does not start",
+						mqlog_kafka_listen),
+				 errdetail("Neither mqlog.kafka_sasl_mechanisms nor mqlog.kafka_ssl_client_auth = required is set: clients that do not authenticate act as mqlog.kafka_role."),
+				 errhint("Listen on 127.0.0.1 or [::1], set mqlog.kafka_sasl_mechanisms or mqlog.kafka_ssl_client_auth = required, or set mqlog.kafka_allow_remote = on if only trusted clients can reach the address.")));
+		proc_exit(0);
+	}
+	/* PLAIN's passwords in clear beyond loopback: said at each start */
+	if (remote && !mqlog_kafka_allow_remote && !mqlog_kafka_ssl && MqKafkaSaslEnabled("PLAIN"))
+		ereport(WARNING,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("the Kafka listener on \"%s\", not a loopback address, takes SASL PLAIN without TLS: passwords cross the network in clear",
+						mqlog_kafka_listen),
+				 errhint("Set mqlog.kafka_ssl = on, use SCRAM-SHA-256 only, or set mqlog.kafka_allow_remote = on if the network cannot be sniffed.")));
 	for (struct addrinfo *ai = res; ai && nlisten < MAX_LISTEN; ai = ai->ai_next)
 	{
 		pgsocket	s = socket(ai->ai_family, SOCK_STREAM, 0);
@@ -249,12 +272,20 @@ open_listeners(void)
 						mqlog_kafka_listen)));
 	if (MqKafkaSaslRequired())
 		ereport(LOG,
-				(errmsg("mqlog Kafka listener on %s serving database \"%s\" to clients authenticated with SASL (%s)",
-						mqlog_kafka_listen, mqlog_kafka_database, mqlog_kafka_sasl_mechanisms)));
+				(errmsg("mqlog Kafka listener on %s serving database \"%s\" to clients authenticated with SASL (%s)%s",
+						mqlog_kafka_listen, mqlog_kafka_database, mqlog_kafka_sasl_mechanisms,
+						mqlog_kafka_ssl ? " over TLS" : "")));
+	else if (mqlog_kafka_ssl && mqlog_kafka_ssl_client_auth != MQK_CLIENT_AUTH_NONE)
+		ereport(LOG,
+				(errmsg("mqlog Kafka listener on %s serving database \"%s\" over TLS to clients authenticated by their certificate%s",
+						mqlog_kafka_listen, mqlog_kafka_database,
+						mqlog_kafka_ssl_client_auth == MQK_CLIENT_AUTH_REQUIRED ? "" :
+						psprintf(", and as role \"%s\" to those without one", mqlog_kafka_role))));
 	else
 		ereport(LOG,
-				(errmsg("mqlog Kafka listener on %s serving database \"%s\" as role \"%s\"",
-						mqlog_kafka_listen, mqlog_kafka_database, mqlog_kafka_role)));
+				(errmsg("mqlog Kafka listener on %s serving database \"%s\" as role \"%s\"%s",
+						mqlog_kafka_listen, mqlog_kafka_database, mqlog_kafka_role,
+						mqlog_kafka_ssl ? " over TLS" : "")));
 }
 
 /* the connection's frame buffer back to BASE_IN, its reservation returned */
@@ -282,6 +313,7 @@ close_client(Client *c)
 			break;
 		}
 	reserved_total -= c->reserved;
+	MqKafkaTlsClose(c->session.tls);
 	closesocket(c->sock);
 	MemoryContextDelete(c->cxt);
 	pfree(c);
@@ -358,6 +390,7 @@ accept_clients(pgsocket ls)
 			initStringInfo(&c->out);
 			MemoryContextSwitchTo(old);
 		}
+		c->session.tls = MqKafkaTlsNew(s, c->peer, c->cxt);
 		clients[nclients++] = c;
 	}
 }
@@ -456,6 +489,51 @@ wants_read(Client *c)
 		read_room(c) > 0;
 }
 
+/*
+ * The socket events the connection waits for: to read, to send its
+ * answer; with TLS, whichever events tls.c says these wait for
+ */
+static uint32
+client_events(Client *c)
+{
+	bool		reading = wants_read(c);
+	bool		writing = c->out.len > 0;
+
+	if (c->session.tls)
+		return MqKafkaTlsEvents(c->session.tls, reading, writing);
+	return (reading ? WL_SOCKET_READABLE : 0) | (writing ? WL_SOCKET_WRITEABLE : 0);
+}
+
+/*
+ * Decrypted bytes of a connection that wants to read, left in its TLS
+ * state by the last read: no socket event will announce them
+ */
+static bool
+has_pending(Client *c)
+{
+	return c->session.tls && MqKafkaTlsPending(c->session.tls) && wants_read(c);
+}
+
+static bool read_client(Client *c);
+static bool send_client(Client *c);
+
+/*
+ * A socket event of the connection: send what waits, read what comes.
+ * With TLS either may have waited for either event, so both are tried.
+ * false: close the connection.
+ */
+static bool
+client_io(Client *c, uint32 events)
+{
+	bool		tls = c->session.tls != NULL;
+
+	if ((tls ? c->out.len > 0 : (events & WL_SOCKET_WRITEABLE) != 0) && !send_client(c))
+		return false;
+	if (tls ? wants_read(c) : (events & WL_SOCKET_READABLE) != 0)
+		return read_client(c);
+	return true;
+}
+
 /* false: the peer is gone or the connection failed */
 static bool
 read_client(Client *c)
@@ -466,7 +544,8 @@ read_client(Client *c)
 
 	if (room <= 0)
 		return true;
-	n = recv(c->sock, buf, Min(room, READ_CHUNK), 0);
+	n = c->session.tls ? MqKafkaTlsRecv(c->session.tls, buf, Min(room, READ_CHUNK)) :
+		recv(c->sock, buf, Min(room, READ_CHUNK), 0);
 	if (n == 0)
 		return false;
 	if (n < 0)
@@ -487,8 +566,10 @@ send_client(Client *c)
 {
 	while (c->out_sent < c->out.len)
 	{
-		ssize_t		n = send(c->sock, c->out.data + c->out_sent, c->out.len - c->out_sent,
-							 MSG_NOSIGNAL);
+		const char *from = c->out.data + c->out_sent;
+		ssize_t		n = c->session.tls ?
+			MqKafkaTlsSend(c->session.tls, from, c->out.len - c->out_sent) :
+			send(c->sock, from, c->out.len - c->out_sent, MSG_NOSIGNAL);
 
 		if (n < 0)
 			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
@@ -530,7 +611,9 @@ expired(Client *c, TimestampTz now)
 	if (!c->admitted &&
 		TimestampDifferenceExceeds(Max(c->connected, c->held_until), now,
 								   mqlog_kafka_auth_timeout))
-		return authenticating(c) ?
+		return !MqKafkaTlsEstablished(c->session.tls) ?
+			"it did not complete its TLS handshake within mqlog.kafka_auth_timeout" :
+			authenticating(c) ?
 			"it did not authenticate within mqlog.kafka_auth_timeout" :
 			"it sent no whole request within mqlog.kafka_auth_timeout";
 	/* an answer it does not read is no activity either; a hold is */
@@ -726,6 +809,7 @@ mqlog_kafka_main(Datum main_arg)
 										ALLOCSET_DEFAULT_SIZES);
 	loop_cxt = AllocSetContextCreate(TopMemoryContext, "mqlog kafka wait",
 									 ALLOCSET_DEFAULT_SIZES);
+	MqKafkaTlsStart();
 	open_listeners();
 
 	while (!ShutdownRequestPending)
@@ -736,6 +820,7 @@ mqlog_kafka_main(Datum main_arg)
 		int			nready;
 		uint64		aborts;
 		bool		more = false;
+		bool		pending = false;
 		pgsocket	listening[MAX_LISTEN];
 		int			nlistening;
 		TimestampTz now;
@@ -744,6 +829,7 @@ mqlog_kafka_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			MqKafkaTlsReload();
 		}
 
 		/* the groups' session timeouts and rebalance deadlines */
@@ -769,16 +855,16 @@ mqlog_kafka_main(Datum main_arg)
 			AddWaitEventToSet(set, WL_SOCKET_READABLE, listen_socks[i], NULL, &listen_tag);
 		for (int i = 0; i < nclients; i++)
 		{
-			uint32		ev = (wants_read(clients[i]) ? WL_SOCKET_READABLE : 0) |
-				(clients[i]->out.len > 0 ? WL_SOCKET_WRITEABLE : 0);
+			uint32		ev = client_events(clients[i]);
 
 			if (ev != 0)
 				AddWaitEventToSet(set, ev, clients[i]->sock, NULL, clients[i]);
+			pending |= has_pending(clients[i]);
 		}
 		nevents = 2 + nlisten + nclients;
 		events = palloc(sizeof(WaitEvent) * nevents);
 		nready = WaitEventSetWait(set,
-								  MqKafkaAbortCount() != aborts || more || serve_left ?
+								  MqKafkaAbortCount() != aborts || more || serve_left || pending ?
 								  0 : wait_timeout(),
 								  events, nevents, PG_WAIT_EXTENSION);
 		serve_left = false;
@@ -804,8 +890,7 @@ mqlog_kafka_main(Datum main_arg)
 			}
 			if (c == NULL)
 				continue;		/* a client closed above */
-			if (((e->events & WL_SOCKET_WRITEABLE) && !send_client(c)) ||
-				((e->events & WL_SOCKET_READABLE) && !read_client(c)))
+			if (!client_io(c, e->events))
 			{
 				close_client(c);
 				/* a later event of the same client points at freed memory */
@@ -825,7 +910,7 @@ mqlog_kafka_main(Datum main_arg)
 			if (why != NULL)
 				ereport(LOG,
 						(errmsg("closing the connection of Kafka client %s: %s", c->peer, why)));
-			if (why != NULL ||
+			if (why != NULL || (has_pending(c) && !read_client(c)) ||
 				(c->closing ? c->out.len == 0 : (!c->parked && !serve_client(c, false))))
 			{
 				close_client(c);

@@ -172,14 +172,17 @@ MqKafkaTopic(const char *name, int priv, int16 *error)
 }
 
 /*
- * The connection's authenticated role or mqlog.kafka_role, or InvalidOid
- * (and a log line) when it cannot serve
+ * The connection's authenticated role (SASL, or its client certificate)
+ * or mqlog.kafka_role, or InvalidOid (and a log line) when it cannot serve
  */
 static Oid
 request_role(MqKafkaSession *session)
 {
 	Oid			role;
 
+	/* a client certificate's role, at the first request that needs one */
+	if (session->state == MQK_SASL_OFF && !MqKafkaTlsLogin(session))
+		return InvalidOid;
 	if (session->state == MQK_SASL_DONE)
 	{
 		if (SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(session->role)))

@@ -24,6 +24,11 @@ With MQK_SASL_USER and MQK_SASL_PASSWORD in the environment, every client
 authenticates with SASL over plaintext (test/perl/152_kafka_sasl.pl), with
 MQK_SASL_MECHANISM (PLAIN unless set, or SCRAM-SHA-256);
 an authentication failure exits with "authentication failed: ...".
+With MQK_SSL_CA (the CA file the broker's certificate is verified
+against) every client connects with TLS (test/perl/159_kafka_tls.pl):
+security.protocol SSL, or SASL_SSL with SASL, presenting the client
+certificate MQK_SSL_CERT with its key MQK_SSL_KEY if set; a failed TLS
+handshake exits with "tls failed: ...".
 
 Records produced are keyed "<codec>-<i>" with value "value-<codec>-<i>",
 a header h=<i> and a timestamp of 1700000000000 + i ms, partitioned by
@@ -42,28 +47,48 @@ BASE_TS = 1700000000000
 SASL_USER = os.environ.get('MQK_SASL_USER')
 SASL_PASSWORD = os.environ.get('MQK_SASL_PASSWORD')
 SASL_MECHANISM = os.environ.get('MQK_SASL_MECHANISM', 'PLAIN')
+SSL_CA = os.environ.get('MQK_SSL_CA')
+SSL_CERT = os.environ.get('MQK_SSL_CERT')
+SSL_KEY = os.environ.get('MQK_SSL_KEY')
+
+
+def security_protocol():
+    return ('SASL_' if SASL_USER is not None else '') + ('SSL' if SSL_CA else 'PLAINTEXT')
 
 
 def confluent_config(conf):
-    """conf with SASL PLAIN when the environment asks for it"""
-    if SASL_USER is None:
+    """conf with SASL and TLS when the environment asks for them"""
+    if SASL_USER is None and SSL_CA is None:
         return conf
 
     def error(err):
         from confluent_kafka import KafkaError
         if err.code() == KafkaError._AUTHENTICATION:
             raise SystemExit('authentication failed: %s' % err)
-    conf.update({'security.protocol': 'SASL_PLAINTEXT', 'sasl.mechanism': SASL_MECHANISM,
-                 'sasl.username': SASL_USER, 'sasl.password': SASL_PASSWORD,
+        if err.code() == KafkaError._SSL:
+            raise SystemExit('tls failed: %s' % err)
+    conf.update({'security.protocol': security_protocol(),
                  'message.timeout.ms': 15000, 'error_cb': error})
+    if SASL_USER is not None:
+        conf.update({'sasl.mechanism': SASL_MECHANISM,
+                     'sasl.username': SASL_USER, 'sasl.password': SASL_PASSWORD})
+    if SSL_CA:
+        conf['ssl.ca.location'] = SSL_CA
+    if SSL_CERT:
+        conf.update({'ssl.certificate.location': SSL_CERT, 'ssl.key.location': SSL_KEY})
     return conf
 
 
 def kafka_python_config(**conf):
-    """conf with SASL PLAIN when the environment asks for it"""
+    """conf with SASL and TLS when the environment asks for them"""
+    conf['security_protocol'] = security_protocol()
     if SASL_USER is not None:
-        conf.update(security_protocol='SASL_PLAINTEXT', sasl_mechanism=SASL_MECHANISM,
+        conf.update(sasl_mechanism=SASL_MECHANISM,
                     sasl_plain_username=SASL_USER, sasl_plain_password=SASL_PASSWORD)
+    if SSL_CA:
+        conf.update(ssl_cafile=SSL_CA, ssl_check_hostname=True)
+    if SSL_CERT:
+        conf.update(ssl_certfile=SSL_CERT, ssl_keyfile=SSL_KEY)
     return conf
 
 
@@ -73,9 +98,9 @@ def kafka_python(cls, **conf):
     try:
         return cls(**kafka_python_config(**conf))
     except (AuthenticationFailedError, NoBrokersAvailable) as e:
-        if SASL_USER is None:
+        if SASL_USER is None and SSL_CA is None:
             raise
-        raise SystemExit('authentication failed: %r' % e)
+        raise SystemExit('%s failed: %r' % ('authentication' if SASL_USER else 'tls', e))
 
 
 def confluent_produce(bootstrap, topic, codec, n):
