@@ -165,7 +165,7 @@ MqKafkaAssignmentRefusal(const char *topic, const MqKafkaAssignment *a, int n, b
 {
 	int32		self = MqKafkaSelfBrokerId();
 	int			nbrokers;
-	MqKafkaBroker *brokers = MqKafkaBrokers(&nbrokers);
+	MqKafkaBroker *brokers;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -177,20 +177,6 @@ MqKafkaAssignmentRefusal(const char *topic, const MqKafkaAssignment *a, int n, b
 			return psprintf("partition %d of topic \"%s\" has %d replicas and partition %d has %d: every partition needs as many",
 							p, topic, a[i].nbrokers, a[0].partition >= 0 ? a[0].partition : 0,
 							a[0].nbrokers);
-		for (int b = 0; b < a[i].nbrokers; b++)
-		{
-			bool		known = false;
-
-			for (int k = 0; k < nbrokers; k++)
-				known = known || brokers[k].id == a[i].brokers[b];
-			if (!known)
-				return psprintf("broker %d, assigned partition %d of topic \"%s\", is not a broker of this cluster",
-								a[i].brokers[b], p, topic);
-			for (int c = 0; c < b; c++)
-				if (a[i].brokers[c] == a[i].brokers[b])
-					return psprintf("broker %d is assigned partition %d of topic \"%s\" twice",
-									a[i].brokers[b], p, topic);
-		}
 	}
 	if (replicated || (n > 0 && a[0].nbrokers > 1))
 	{
@@ -200,9 +186,23 @@ MqKafkaAssignmentRefusal(const char *topic, const MqKafkaAssignment *a, int n, b
 		return psprintf("topic \"%s\": mqlog places the replicas of a replicated topic itself, round-robin over the live nodes with the leaders spread; give a replication factor and no assignment",
 						topic);
 	}
+
+	/* one replica each: on this broker, where such a topic lives */
+	brokers = MqKafkaBrokers(&nbrokers);
 	for (int i = 0; i < n; i++)
-		if (a[i].brokers[0] != self)
-			return psprintf("topic \"%s\": a topic of replication factor 1 lives on the node that serves the request, broker %d; send the request to broker %d, or assign broker %d",
-							topic, self, a[i].brokers[0], self);
+	{
+		int32		p = a[i].partition >= 0 ? a[i].partition : i;
+		bool		known = false;
+
+		if (a[i].brokers[0] == self)
+			continue;
+		for (int k = 0; k < nbrokers; k++)
+			known = known || brokers[k].id == a[i].brokers[0];
+		if (!known)
+			return psprintf("broker %d, assigned partition %d of topic \"%s\", is not a broker of this cluster",
+							a[i].brokers[0], p, topic);
+		return psprintf("topic \"%s\": a topic of replication factor 1 lives on the node that serves the request, broker %d; send the request to broker %d, or assign broker %d",
+						topic, self, a[i].brokers[0], self);
+	}
 	return NULL;
 }
