@@ -65,6 +65,9 @@ The other admin APIs (test/perl/159_kafka_admin_apis.pl):
       "log-dirs-v4 DIRS E DIR TOPIC PARTITIONS TOTAL USABLE" (TOPIC's),
       "cluster-v0 E ID CONTROLLER BROKER..." and "cluster-v1 ..." (as
       host:port:id), "cluster-v1-controllers E M"
+  admin_clients.py BOOTSTRAP raw-many-deletes TOPIC N
+      one DeleteRecords naming partition 0 of TOPIC N times, up to offsets
+      1 to N -> "codes CODE=COUNT ... seconds S" (the request's time bound)
   admin_clients.py BOOTSTRAP raw-admin-hostile
       "NAME closed|answered" for a frame cut short and one claiming two
       billion entries, of each new API; "alter-twice E1 E2" (one topic
@@ -75,6 +78,7 @@ import os
 import socket
 import struct
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from clients import (confluent_config, kafka_python, raw_connect,  # noqa: E402
@@ -667,6 +671,37 @@ def raw_admin_hostile(bootstrap):
     s.close()
 
 
+def raw_many_deletes(bootstrap, topic, n):
+    """one DeleteRecords v1 naming partition 0 of topic n times, up to
+    offsets 1, 2, ... n, each moving the log start by one record:
+    "codes CODE=COUNT... seconds S" """
+    s = raw_connect(bootstrap)
+    s.settimeout(120)
+    body = struct.pack('>i', 1) + raw_string(topic.encode()) + struct.pack('>i', n) \
+        + b''.join(struct.pack('>iq', 0, i + 1) for i in range(n)) + struct.pack('>i', 5000)
+    hdr = struct.pack('>hhih', 21, 1, 1, 3) + b'raw'
+    t0 = time.time()
+    s.sendall(struct.pack('>i', len(hdr) + len(body)) + hdr + body)
+    resp = b''
+    while len(resp) < 4 or len(resp) < 4 + struct.unpack('>i', resp[:4])[0]:
+        chunk = s.recv(1 << 16)
+        if not chunk:
+            raise SystemExit('the connection closed')
+        resp += chunk
+    took = time.time() - t0
+    r = Reader(resp[4:], 4)
+    r.take('>i')
+    codes = {}
+    for _ in range(r.take('>i')):
+        r.string()
+        for _ in range(r.take('>i')):
+            r.take('>i'), r.take('>q')
+            code = r.take('>h')
+            codes[code] = codes.get(code, 0) + 1
+    print('codes %s seconds %.1f' % (' '.join('%d=%d' % kv for kv in sorted(codes.items())), took))
+    s.close()
+
+
 def main():
     bootstrap, what = sys.argv[1], sys.argv[2]
     args = sys.argv[3:]
@@ -706,6 +741,8 @@ def main():
         raw_flexible(bootstrap, args[0], int(args[1]))
     elif what == 'raw-admin-hostile':
         raw_admin_hostile(bootstrap)
+    elif what == 'raw-many-deletes':
+        raw_many_deletes(bootstrap, args[0], int(args[1]))
     else:
         raise SystemExit('unknown command %s' % what)
 

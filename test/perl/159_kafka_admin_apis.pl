@@ -26,6 +26,8 @@
 #    answers Metadata's cluster id, controller and broker;
 #  - a role that may only consume gets TOPIC_AUTHORIZATION_FAILED for every
 #    change, whatever else is wrong, and changes nothing;
+#  - a DeleteRecords of 20000 deletions stops after MQK_REQUEST_TIME_MS,
+#    answering the rest REQUEST_TIMED_OUT untried;
 #  - frames cut short or claiming two billion entries close the connection,
 #    and the listener is the same process afterwards, with no transaction
 #    left open.
@@ -350,6 +352,24 @@ ok(wait_for(60, sub { !grep { ($_->{topic} // '') eq 'secret' } @{ client('kafka
 	is_deeply({ map { $_ => topic_state($_) } qw(grow conf recs) }, \%state, 'no topic changed');
 	is(log_start('recs', 0) . ' ' . log_start('recs', 1), $starts, 'no log start moved');
 	is(client('kafka-python-log-dirs')->[0]{log_dir}, 'data_directory', 'the path is hidden again');
+}
+
+# --- a request's work is bounded in time (MQK_REQUEST_TIME_MS) ---------------
+sql(q{ALTER SYSTEM SET mqlog.kafka_role = 'kafka_app'; SELECT pg_reload_conf();
+	   SELECT mq_create_topic('many', 1);
+	   SELECT count(mq_produce('many', '\x00'::bytea, partition => 0)) FROM generate_series(1, 20000);});
+ok(wait_for(60, sub { grep { ($_->{topic} // '') eq 'secret' } @{ client('kafka-python-log-dirs') } }),
+	'the listener acts as kafka_app again');
+{
+	# 20000 deletions, each moving the log start by one record (a write of
+	# mqlog.log_start): far more than 500 ms of work
+	my ($codes, $secs) = raw('raw-many-deletes', 'many', 20000) =~ /^codes (.*) seconds (\S+)$/m;
+	my %n = map { split /=/ } split / /, $codes;
+	cmp_ok($n{0} // 0, '>', 0, "DeleteRecords of 20000 offsets: some done ($codes in $secs s)");
+	cmp_ok($n{7} // 0, '>', 0, 'the rest answered REQUEST_TIMED_OUT, untried');
+	is(($n{0} // 0) + ($n{7} // 0), 20000, 'every one answered');
+	is(log_start('many', 0), $n{0}, 'the log start moved by the ones done, no more');
+	cmp_ok($secs, '<', 10, 'the request took about its bound, not the work of all 20000');
 }
 
 # --- raw frames ------------------------------------------------------------------
