@@ -364,15 +364,7 @@ alter_configs(MqKafkaRequest *req, StringInfo out, bool incremental)
 		if (res->error != MQK_NONE)
 			continue;
 		if (!OidIsValid(fn) || !MqKafkaKnownTopic(&known, res->name))
-		{
-			/* a replicated topic held elsewhere is altered where it is held */
-			res->error = MqKafkaClusterTopicError(res->name);
-			if (res->error == MQK_NOT_LEADER_OR_FOLLOWER)
-				res->message = psprintf("topic \"%s\" has no replica on this node: alter it at a node that holds one",
-										res->name);
-			else if (res->error == MQK_NONE)
-				res->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
-		}
+			res->error = MqKafkaMissingTopicError(res->name, "alter it", &res->message);
 		else if (MqKafkaOutOfTime(req, &attempted))
 			res->error = MQK_REQUEST_TIMED_OUT;
 		else

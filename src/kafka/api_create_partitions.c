@@ -187,15 +187,7 @@ MqKafkaCreatePartitions(MqKafkaRequest *req, StringInfo out)
 			t->message = psprintf("topic \"%s\" is named more than once in the request", t->name);
 		}
 		else if (!OidIsValid(fn) || !MqKafkaKnownTopic(&known, t->name))
-		{
-			/* a replicated topic held elsewhere grows where it is held */
-			t->error = MqKafkaClusterTopicError(t->name);
-			if (t->error == MQK_NOT_LEADER_OR_FOLLOWER)
-				t->message = psprintf("topic \"%s\" has no replica on this node: add its partitions at a node that holds one",
-									  t->name);
-			else if (t->error == MQK_NONE)
-				t->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
-		}
+			t->error = MqKafkaMissingTopicError(t->name, "add its partitions", &t->message);
 		else if (MqKafkaOutOfTime(req, &attempted))
 			t->error = MQK_REQUEST_TIMED_OUT;
 		else

@@ -139,12 +139,7 @@ MqKafkaDeleteRecords(MqKafkaRequest *req, StringInfo out)
 		int16		topic_error = MQK_NONE;
 
 		if (!OidIsValid(fn) || !MqKafkaKnownTopic(&known, t->name))
-		{
-			/* a replicated topic held elsewhere: to its leader (brokers.c) */
-			topic_error = MqKafkaClusterTopicError(t->name);
-			if (topic_error == MQK_NONE)
-				topic_error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
-		}
+			topic_error = MqKafkaMissingTopicError(t->name, NULL, NULL);
 		for (int p = 0; p < t->npartitions; p++)
 		{
 			DeletePartition *part = &t->partitions[p];

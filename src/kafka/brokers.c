@@ -139,6 +139,23 @@ MqKafkaClusterTopicError(const char *name)
 }
 
 /*
+ * The answer to an admin request about a topic this node has none of: a
+ * replicated topic held elsewhere is changed where it is held (with a
+ * message saying so, when the API has one: what says the change), any
+ * other name is UNKNOWN_TOPIC_OR_PARTITION
+ */
+int16
+MqKafkaMissingTopicError(const char *name, const char *what, char **message)
+{
+	int16		code = MqKafkaClusterTopicError(name);
+
+	if (code == MQK_NOT_LEADER_OR_FOLLOWER && message != NULL)
+		*message = psprintf("topic \"%s\" has no replica on this node: %s at a node that holds one",
+							name, what);
+	return code == MQK_NONE ? MQK_UNKNOWN_TOPIC_OR_PARTITION : code;
+}
+
+/*
  * One cluster id on every node (clients warn when brokers differ): the
  * cluster's name, or a single node's system identifier
  */

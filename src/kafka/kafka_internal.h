@@ -371,5 +371,6 @@ extern const MqKafkaBroker *MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nb
 extern int16 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition);
 extern bool MqKafkaSeesClusterTopics(void);
 extern int16 MqKafkaClusterTopicError(const char *name);
+extern int16 MqKafkaMissingTopicError(const char *name, const char *what, char **message);
 
 #endif							/* MQLOG_KAFKA_INTERNAL_H */

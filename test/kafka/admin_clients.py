@@ -112,7 +112,6 @@ def confluent_error(e):
 
 
 def confluent_create(bootstrap, spec, validate):
-    from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic
     a = confluent_admin(bootstrap)
     new = []
@@ -123,7 +122,13 @@ def confluent_create(bootstrap, spec, validate):
                                 config=t['config']))
         else:
             new.append(NewTopic(t['name'], t['partitions'], t['replication'], config=t['config']))
-    fs = a.create_topics(new, validate_only=validate, operation_timeout=TIMEOUT, request_timeout=TIMEOUT)
+    confluent_topic_results(a.create_topics(new, validate_only=validate, operation_timeout=TIMEOUT,
+                                            request_timeout=TIMEOUT), spec)
+
+
+def confluent_topic_results(fs, spec):
+    """each topic's future: {"topic", "error", "message"}"""
+    from confluent_kafka import KafkaException
     for t in spec:
         try:
             fs[t['name']].result()
@@ -336,19 +341,12 @@ def raw_hostile(bootstrap):
 
 
 def confluent_partitions(bootstrap, spec, validate):
-    from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewPartitions
     a = confluent_admin(bootstrap)
     new = [NewPartitions(t['name'], t['count'], replica_assignment=t['assign']) if t.get('assign')
            else NewPartitions(t['name'], t['count']) for t in spec]
-    fs = a.create_partitions(new, validate_only=validate, operation_timeout=TIMEOUT, request_timeout=TIMEOUT)
-    for t in spec:
-        try:
-            fs[t['name']].result()
-            out({'topic': t['name'], 'error': 0, 'message': None})
-        except KafkaException as e:
-            code, msg = confluent_error(e)
-            out({'topic': t['name'], 'error': code, 'message': msg})
+    confluent_topic_results(a.create_partitions(new, validate_only=validate, operation_timeout=TIMEOUT,
+                                                request_timeout=TIMEOUT), spec)
 
 
 def kafka_python_error(e):

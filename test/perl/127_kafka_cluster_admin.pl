@@ -17,7 +17,6 @@
 use strict;
 use warnings;
 
-use File::Basename qw(dirname);
 use FindBin;
 use lib $FindBin::RealBin;
 use JSON::PP;
@@ -27,7 +26,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $admin = dirname(__FILE__) . '/../kafka/admin_clients.py';
 my $etcd = MqCluster::start_etcd();
 my ($nodes, $kafka) = MqKafka::new_nodes($etcd, 2);
 my ($n1, $n2) = @$nodes;
@@ -58,11 +56,7 @@ note("controller $cname (broker $id{$cname}), other $oname (broker $id{$oname})"
 sub client
 {
 	my ($at, @args) = @_;
-	my ($out, $err);
-	IPC::Run::run([ '/usr/bin/python3', $admin, $kafka->{ $at->name }, @args ], '>', \$out, '2>', \$err,
-		IPC::Run::timeout(120))
-	  or die "admin_clients.py @args failed: $err$out";
-	return [ map { decode_json($_) } grep { /^\{/ } split /\n/, $out ];
+	return MqKafka::json_lines(MqKafka::admin_py($kafka->{ $at->name }, @args));
 }
 
 sub by_topic
@@ -115,9 +109,7 @@ is(q1($c, q{SELECT log_start_offset FROM mqlog.partitions WHERE topic = 'rf2' AN
 # --- DescribeCluster and DescribeLogDirs at the other node ----------------------
 {
 	my $ports = join(' ', map { "$kafka->{$_}:$id{$_}" } sort { $id{$a} <=> $id{$b} } keys %id);
-	my ($out, $err);
-	IPC::Run::run([ '/usr/bin/python3', $admin, $kafka->{$oname}, 'raw-flexible', 'rf2', 4 ], '>', \$out, '2>', \$err,
-		IPC::Run::timeout(120)) or die "raw-flexible: $err";
+	my $out = MqKafka::admin_py($kafka->{$oname}, 'raw-flexible', 'rf2', 4);
 	like($out, qr/^cluster-v1 0 mqlog-$MqCluster::CLUSTER_NAME $id{$cname} \Q$ports\E$/m,
 		'DescribeCluster: the cluster\'s id, its controller, both brokers');
 	my ($dirs) = $out =~ /^log-dirs-v4 1 0 0 \S+ (\S+) /m;

@@ -41,7 +41,6 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use MqKafka qw(kafka_node wait_for);
 
-my $admin = dirname(__FILE__) . '/../kafka/admin_clients.py';
 my $kafkajs = dirname(__FILE__) . '/../kafka/kafkajs_client.js';
 my $has_kafkajs = -d dirname(__FILE__) . '/../kafka/node_modules/kafkajs';
 
@@ -67,22 +66,14 @@ SELECT mq_grant(t, 'kafka_weak', 'consume') FROM unnest(array['grow', 'conf', 'r
 sub client
 {
 	my ($what, @args) = @_;
-	my @cmd = $what eq 'js' ? ('node', $kafkajs, $bootstrap, @args) : ('/usr/bin/python3', $admin, $bootstrap, $what, @args);
+	return MqKafka::json_lines(MqKafka::admin_py($bootstrap, $what, @args)) unless $what eq 'js';
 	my ($out, $err);
-	IPC::Run::run(\@cmd, '>', \$out, '2>', \$err, IPC::Run::timeout(120))
-	  or die "@cmd failed: $err$out";
-	return [ map { decode_json($_) } grep { /^\{/ } split /\n/, $out ];
+	IPC::Run::run([ 'node', $kafkajs, $bootstrap, @args ], '>', \$out, '2>', \$err, IPC::Run::timeout(120))
+	  or die "kafkajs_client.js @args failed: $err$out";
+	return MqKafka::json_lines($out);
 }
 
-sub raw
-{
-	my ($what, @args) = @_;
-	my ($out, $err);
-	IPC::Run::run([ '/usr/bin/python3', $admin, $bootstrap, $what, @args ], '>', \$out, '2>', \$err,
-		IPC::Run::timeout(120))
-	  or die "admin_clients.py $what failed: $err$out";
-	return $out;
-}
+sub raw { return MqKafka::admin_py($bootstrap, @_) }
 
 sub sql { return $node->safe_psql('postgres', $_[0]) }
 
