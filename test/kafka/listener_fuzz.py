@@ -258,6 +258,13 @@ SCHEMAS = {
     20: ('DeleteTopics', 4, (0, 5), [
         f('topic_names', '[str]'),
         f('timeout_ms', 'int32')]),
+    21: ('DeleteRecords', 2, (0, 2), [
+        f('topics', '[]', sub=[
+            f('name', 'str'),
+            f('partitions', '[]', sub=[
+                f('partition_index', 'int32'),
+                f('offset', 'int64')])]),
+        f('timeout_ms', 'int32')]),
     32: ('DescribeConfigs', 4, (0, 4), [
         f('resources', '[]', sub=[
             f('resource_type', 'int8'),
@@ -265,8 +272,40 @@ SCHEMAS = {
             f('configuration_keys', '[str]')]),
         f('include_synonyms', 'bool', '1+'),
         f('include_documentation', 'bool', '3+')]),
+    33: ('AlterConfigs', 2, (0, 2), [
+        f('resources', '[]', sub=[
+            f('resource_type', 'int8'),
+            f('resource_name', 'str'),
+            f('configs', '[]', sub=[
+                f('name', 'str'),
+                f('value', 'str')])]),
+        f('validate_only', 'bool')]),
+    35: ('DescribeLogDirs', 2, (0, 4), [
+        f('topics', '[]', sub=[
+            f('topic', 'str'),
+            f('partitions', '[int32]')])]),
     36: ('SaslAuthenticate', 2, (0, 2), [
         f('auth_bytes', 'bytes')]),
+    37: ('CreatePartitions', 2, (0, 3), [
+        f('topics', '[]', sub=[
+            f('name', 'str'),
+            f('count', 'int32'),
+            f('assignments', '[]', sub=[
+                f('broker_ids', '[int32]')])]),
+        f('timeout_ms', 'int32'),
+        f('validate_only', 'bool')]),
+    44: ('IncrementalAlterConfigs', 1, (0, 1), [
+        f('resources', '[]', sub=[
+            f('resource_type', 'int8'),
+            f('resource_name', 'str'),
+            f('configs', '[]', sub=[
+                f('name', 'str'),
+                f('config_operation', 'int8'),
+                f('value', 'str')])]),
+        f('validate_only', 'bool')]),
+    60: ('DescribeCluster', 0, (0, 1), [
+        f('include_cluster_authorized_operations', 'bool'),
+        f('endpoint_type', 'int8', '1+')]),
 }
 
 
@@ -1069,6 +1108,30 @@ def valid_value(ctx, key, version, baseline=False):
                 'timeout_ms': 5000, 'validate_only': rng.randrange(2)}
     if key == 20:
         return {'topic_names': [rng.choice([t, 'fuzz-none'])], 'timeout_ms': 5000}
+    if key == 21:
+        # offset 0 deletes nothing; 1 and -1 move the fuzzed topic's log start
+        return {'topics': [{'name': rng.choice([t, t, 'fuzz-none']), 'partitions': [
+                    {'partition_index': p, 'offset': 0 if baseline else rng.choice([0, 0, 1, -1])}]}],
+                'timeout_ms': 5000}
+    if key == 33:
+        return {'resources': [{'resource_type': rng.choice([2, 2, 4]), 'resource_name': t,
+                               'configs': [{'name': 'segment.ms', 'value': '604800000'}]}],
+                'validate_only': 1 if baseline else rng.randrange(2)}
+    if key == 35:
+        return {'topics': None if rng.random() < 0.5 else [{'topic': t, 'partitions': [0, p]}]}
+    if key == 37:
+        # the count it has (INVALID_PARTITIONS), or one more as a dry run
+        return {'topics': [{'name': rng.choice([t, 'fuzz-none']),
+                            'count': ctx.partitions + (0 if rng.random() < 0.5 else 1),
+                            'assignments': None if rng.random() < 0.7 else [{'broker_ids': [0]}]}],
+                'timeout_ms': 5000, 'validate_only': 1}
+    if key == 44:
+        return {'resources': [{'resource_type': 2, 'resource_name': t,
+                               'configs': [{'name': 'cleanup.policy', 'config_operation': rng.randrange(4),
+                                            'value': 'delete'}]}],
+                'validate_only': 1 if baseline else rng.randrange(2)}
+    if key == 60:
+        return {'include_cluster_authorized_operations': rng.randrange(2), 'endpoint_type': 1}
     if key == 32:
         return {'resources': [{'resource_type': 2, 'resource_name': t,
                                'configuration_keys': None if rng.random() < 0.5 else ['retention.ms']},
