@@ -60,6 +60,7 @@
 
 /* the one topic config of Kafka's LIST type that mqlog has */
 #define LIST_CONFIG "cleanup.policy"
+#define LIST_MAX_ITEMS 8
 
 typedef struct AlterEntry
 {
@@ -172,6 +173,12 @@ list_op(const char *topic, AlterEntry *e)
 						e->name, e->op == OP_APPEND ? "APPEND" : "SUBTRACT"),
 				 errhint("The list config of a topic is " LIST_CONFIG "; SET or DELETE the others.")));
 	}
+	/* its values are few (delete, compact): a long list costs n^2 here */
+	if (list_length(given) > LIST_MAX_ITEMS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%d values for config \"%s\" are too many", list_length(given), e->name),
+				 errhint("Valid values are: delete, compact.")));
 	effective = owner_value("SELECT mqlog.effective_config(t.config) OPERATOR(pg_catalog.->>) '" LIST_CONFIG "'"
 							" FROM mqlog.topic t WHERE t.name OPERATOR(pg_catalog.=) $1", topic);
 	current = list_items(effective ? effective : "");

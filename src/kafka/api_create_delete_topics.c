@@ -90,6 +90,10 @@ typedef struct DeleteTopic
 	Oid			fn;
 } DeleteTopic;
 
+/*
+ * A function of the extension's schema with these argument types, or
+ * InvalidOid when mqlog is not installed in the database
+ */
 Oid
 MqKafkaExtensionFunction(const char *name, int nargs, const Oid *argtypes)
 {
@@ -117,6 +121,7 @@ MqKafkaExtensionFunction(const char *name, int nargs, const Oid *argtypes)
 						  nargs, argtypes, true);
 }
 
+/* fn, which the role must be allowed to execute (42501 otherwise) */
 void
 MqKafkaCheckExecute(Oid fn)
 {
@@ -200,6 +205,7 @@ run_check(const char *query, Oid type, Datum value)
 	MqSpiEnd(&spi);
 }
 
+/* configs as the JSON object mq_create_topic and mq_alter_topic take */
 Datum
 MqKafkaConfigJson(int n, char *const *names, char *const *values)
 {
@@ -222,6 +228,13 @@ MqKafkaConfigJson(int n, char *const *names, char *const *values)
 	return DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
 }
 
+/*
+ * One topic's unit (MqKafkaTryAdmin) in scratch, reset after it: what the
+ * unit allocates for its work (the config's JSON, SPI, a failed
+ * statement's leftovers) is gone before the next topic, so a request of
+ * many topics costs memory for its answers only.  The error message is
+ * copied out.
+ */
 int16
 MqKafkaTryInScratch(void (*fn) (void *arg), void *arg, int16 (*map) (int sqlerrcode, void *arg),
 					bool keep, MemoryContext scratch, char **message)
