@@ -12,8 +12,10 @@
  * who may drop one is its alter privilege, and what mq_drop_topic does for
  * waiting consumers and replicated topics happens here too.  What this
  * file adds is Kafka's side: the defaults (-1 partitions is 1, Kafka's
- * num.partitions; -1 replicas is 1), the refusal of manual replica
- * assignments, configs as a JSON object of Kafka's names and values,
+ * num.partitions; -1 replicas is 1), manual replica assignments
+ * honoured where they say what mqlog does anyway (each partition on this
+ * broker alone) and refused with the reason otherwise (brokers.c),
+ * configs as a JSON object of Kafka's names and values,
  * validate_only as a dry run (the same create in a subtransaction rolled
  * back), and the error codes.  A topic's name and its config are checked
  * first, each on its own (mqlog._check_topic_name, mqlog._validate_config,
@@ -69,6 +71,7 @@ typedef struct CreateTopic
 	int32		partitions;
 	int16		replication_factor;
 	int32		nassignments;
+	MqKafkaAssignment *assignments;
 	int32		nconfigs;
 	char	  **config_names;
 	char	  **config_values;	/* NULL: the default */
@@ -91,8 +94,8 @@ typedef struct DeleteTopic
  * A function of the extension's schema with these argument types, or
  * InvalidOid when mqlog is not installed in the database
  */
-static Oid
-extension_function(const char *name, int nargs, const Oid *argtypes)
+Oid
+MqKafkaExtensionFunction(const char *name, int nargs, const Oid *argtypes)
 {
 	Oid			ext = get_extension_oid("mqlog", true);
 	Oid			nsp = InvalidOid;
@@ -119,8 +122,8 @@ extension_function(const char *name, int nargs, const Oid *argtypes)
 }
 
 /* fn, which the role must be allowed to execute (42501 otherwise) */
-static void
-check_execute(Oid fn)
+void
+MqKafkaCheckExecute(Oid fn)
 {
 	AclResult	acl = pg_proc_aclcheck(fn, GetUserId(), ACL_EXECUTE);
 
@@ -202,24 +205,24 @@ run_check(const char *query, Oid type, Datum value)
 	MqSpiEnd(&spi);
 }
 
-/* a topic's configs as the JSON object mq_create_topic takes */
-static Datum
-config_jsonb(CreateTopic *t)
+/* configs as the JSON object mq_create_topic and mq_alter_topic take */
+Datum
+MqKafkaConfigJson(int n, char *const *names, char *const *values)
 {
 	StringInfoData buf;
 
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
-	for (int i = 0; i < t->nconfigs; i++)
+	for (int i = 0; i < n; i++)
 	{
 		if (i > 0)
 			appendStringInfoString(&buf, ", ");
-		escape_json(&buf, t->config_names[i]);
+		escape_json(&buf, names[i]);
 		appendStringInfoString(&buf, ": ");
-		if (t->config_values[i] == NULL)
+		if (values[i] == NULL)
 			appendStringInfoString(&buf, "null");
 		else
-			escape_json(&buf, t->config_values[i]);
+			escape_json(&buf, values[i]);
 	}
 	appendStringInfoChar(&buf, '}');
 	return DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data));
@@ -232,9 +235,9 @@ config_jsonb(CreateTopic *t)
  * many topics costs memory for its answers only.  The error message is
  * copied out.
  */
-static int16
-try_topic(void (*fn) (void *arg), void *arg, int16 (*map) (int sqlerrcode, void *arg),
-		  bool keep, MemoryContext scratch, char **message)
+int16
+MqKafkaTryInScratch(void (*fn) (void *arg), void *arg, int16 (*map) (int sqlerrcode, void *arg),
+					bool keep, MemoryContext scratch, char **message)
 {
 	MemoryContext outer = MemoryContextSwitchTo(scratch);
 	int16		code = MqKafkaTryAdmin(fn, arg, map, keep, message);
@@ -246,17 +249,17 @@ try_topic(void (*fn) (void *arg), void *arg, int16 (*map) (int sqlerrcode, void 
 	return code;
 }
 
-/* one topic's creation, in a subtransaction (try_topic) */
+/* one topic's creation, in a subtransaction (MqKafkaTryInScratch) */
 static void
 create_topic(void *arg)
 {
 	CreateTopic *t = arg;
 	Datum		name = CStringGetTextDatum(t->name);
-	Datum		config = config_jsonb(t);
+	Datum		config = MqKafkaConfigJson(t->nconfigs, t->config_names, t->config_values);
 
 	/* Kafka checks authorization first: no other error tells more */
 	t->phase = PHASE_NAME;
-	check_execute(t->fn);
+	MqKafkaCheckExecute(t->fn);
 	t->phase = PHASE_NAME;
 	run_check("SELECT mqlog._check_topic_name($1)", TEXTOID, name);
 	t->phase = PHASE_CONFIG;
@@ -302,16 +305,55 @@ create_error(int sqlerrcode, void *arg)
 	return MqKafkaErrorOf(sqlerrcode, MQK_INVALID_PARTITIONS);
 }
 
+/*
+ * A manual assignment, checked as Kafka checks it (partitions 0 to n - 1,
+ * each once; counts of -1), and honoured when it is what mqlog would do
+ * (MqKafkaAssignmentRefusal): then the topic is made with that many
+ * partitions and one replica each.
+ */
+static void
+check_assignments(CreateTopic *t)
+{
+	bool	   *seen = palloc0(sizeof(bool) * t->nassignments);
+	char	   *refusal;
+
+	if (t->partitions != -1 || t->replication_factor != -1)
+	{
+		t->error = MQK_INVALID_REQUEST;
+		t->message = psprintf("topic \"%s\": both a count of partitions or replicas and a replica assignment were given; give one or the other",
+							  t->name);
+		return;
+	}
+	for (int a = 0; a < t->nassignments; a++)
+	{
+		int32		p = t->assignments[a].partition;
+
+		if (p < 0 || p >= t->nassignments || seen[p])
+		{
+			t->error = MQK_INVALID_REPLICA_ASSIGNMENT;
+			t->message = psprintf("topic \"%s\": the partitions assigned must be 0 to %d, each once (partition %d)",
+								  t->name, t->nassignments - 1, p);
+			return;
+		}
+		seen[p] = true;
+	}
+	refusal = MqKafkaAssignmentRefusal(t->name, t->assignments, t->nassignments, false);
+	if (refusal != NULL)
+	{
+		t->error = MQK_INVALID_REPLICA_ASSIGNMENT;
+		t->message = refusal;
+		return;
+	}
+	t->partitions = t->nassignments;
+	t->replication_factor = 1;
+}
+
 /* what Kafka refuses before trying: a wrong count, placement by hand */
 static void
 precheck_topic(CreateTopic *t)
 {
 	if (t->nassignments > 0)
-	{
-		t->error = MQK_INVALID_REPLICA_ASSIGNMENT;
-		t->message = psprintf("topic \"%s\": manual replica assignments are not supported; mqlog places partitions itself",
-							  t->name);
-	}
+		check_assignments(t);
 	else if (t->partitions == 0 || t->partitions < -1)
 	{
 		t->error = MQK_INVALID_PARTITIONS;
@@ -352,14 +394,16 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
 		t->partitions = MqKafkaReadInt32(r);
 		t->replication_factor = MqKafkaReadInt16(r);
 		t->nassignments = MqKafkaReadArrayLen(r, false, 8);
+		t->assignments = palloc0(sizeof(MqKafkaAssignment) * (Max(t->nassignments, 0) + 1));
 		for (int a = 0; a < t->nassignments && !r->failed; a++)
 		{
-			int32		nbrokers;
+			MqKafkaAssignment *as = &t->assignments[a];
 
-			(void) MqKafkaReadInt32(r); /* partition_index */
-			nbrokers = MqKafkaReadArrayLen(r, false, 4);
-			for (int b = 0; b < nbrokers && !r->failed; b++)
-				(void) MqKafkaReadInt32(r);
+			as->partition = MqKafkaReadInt32(r);
+			as->nbrokers = MqKafkaReadArrayLen(r, false, 4);
+			as->brokers = palloc(sizeof(int32) * (Max(as->nbrokers, 0) + 1));
+			for (int b = 0; b < as->nbrokers && !r->failed; b++)
+				as->brokers[b] = MqKafkaReadInt32(r);
 		}
 		t->nconfigs = MqKafkaReadArrayLen(r, false, 4);
 		if (r->failed || t->name == NULL || t->nconfigs < 0)
@@ -380,7 +424,7 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
 	if (r->failed)
 		return MQK_CLOSE;
 
-	fn = extension_function("mq_create_topic", lengthof(create_args), create_args);
+	fn = MqKafkaExtensionFunction("mq_create_topic", lengthof(create_args), create_args);
 	scratch = AllocSetContextCreate(CurrentMemoryContext, "Kafka CreateTopics topic",
 									ALLOCSET_DEFAULT_SIZES);
 	dup = MqKafkaDuplicates(names, n);
@@ -403,7 +447,7 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
 		if (t->error != MQK_NONE)
 			continue;
 		t->fn = fn;
-		t->error = try_topic(create_topic, t, create_error, !validate_only, scratch, &t->message);
+		t->error = MqKafkaTryInScratch(create_topic, t, create_error, !validate_only, scratch, &t->message);
 	}
 
 	if (v >= 2)
@@ -419,13 +463,13 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
 	return MQK_RESPOND;
 }
 
-/* one topic's drop, in a subtransaction (try_topic) */
+/* one topic's drop, in a subtransaction (MqKafkaTryInScratch) */
 static void
 delete_topic(void *arg)
 {
 	DeleteTopic *t = arg;
 
-	check_execute(t->fn);
+	MqKafkaCheckExecute(t->fn);
 	(void) OidFunctionCall1(t->fn, CStringGetTextDatum(t->name));
 }
 
@@ -454,7 +498,7 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 	if (r->failed)
 		return MQK_CLOSE;
 
-	fn = extension_function("mq_drop_topic", lengthof(drop_args), drop_args);
+	fn = MqKafkaExtensionFunction("mq_drop_topic", lengthof(drop_args), drop_args);
 	MqKafkaKnownTopics(&known);
 	scratch = AllocSetContextCreate(CurrentMemoryContext, "Kafka DeleteTopics topic",
 									ALLOCSET_DEFAULT_SIZES);
@@ -478,7 +522,7 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 		else
 		{
 			t->fn = fn;
-			t->error = try_topic(delete_topic, t, NULL, true, scratch, &message);
+			t->error = MqKafkaTryInScratch(delete_topic, t, NULL, true, scratch, &message);
 		}
 	}
 

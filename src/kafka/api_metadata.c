@@ -19,7 +19,6 @@
  */
 #include "postgres.h"
 
-#include "access/xlog.h"
 #include "commands/extension.h"
 #include "utils/memutils.h"
 
@@ -276,7 +275,7 @@ MqKafkaMetadata(MqKafkaRequest *req, StringInfo out)
 	MqKafkaBroker *brokers;
 	int			nbrokers;
 	int			nlisted = 0;
-	int32		controller = -1;
+	int32		controller;
 	MetaTopic  *topics;
 	int			count = 0;
 
@@ -300,13 +299,9 @@ MqKafkaMetadata(MqKafkaRequest *req, StringInfo out)
 	if (v >= 3)
 		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
 	brokers = MqKafkaBrokers(&nbrokers);
+	controller = MqKafkaControllerId(brokers, nbrokers);
 	for (int i = 0; i < nbrokers; i++)
-		if (brokers[i].listed)
-		{
-			if (controller < 0)
-				controller = brokers[i].id; /* the lowest: they are in id order */
-			nlisted++;
-		}
+		nlisted += brokers[i].listed;
 	MqKafkaWriteArrayLen(out, flex, nlisted);
 	for (int i = 0; i < nbrokers; i++)
 	{
@@ -319,11 +314,8 @@ MqKafkaMetadata(MqKafkaRequest *req, StringInfo out)
 			MqKafkaWriteString(out, flex, NULL);	/* rack */
 		MqKafkaWriteTags(out, flex);
 	}
-	/* one cluster id on every node: clients warn when brokers differ */
 	if (v >= 2)
-		MqKafkaWriteString(out, flex,
-						   MqClusterEnabled() ? psprintf("mqlog-%s", mqlog_cluster_name)
-						   : psprintf("mqlog-" UINT64_FORMAT, GetSystemIdentifier()));
+		MqKafkaWriteString(out, flex, MqKafkaClusterId());
 	if (v >= 1)
 		MqKafkaWriteInt32(out, controller); /* controller_id */
 

@@ -33,10 +33,16 @@ static const MqKafkaApi apis[] = {
 	{MQK_SASL_AUTHENTICATE, 0, 2, 2, "SaslAuthenticate", MqKafkaSaslAuthenticate},
 	{MQK_CREATE_TOPICS, 0, 4, 5, "CreateTopics", MqKafkaCreateTopics},
 	{MQK_DELETE_TOPICS, 0, 3, 4, "DeleteTopics", MqKafkaDeleteTopics},
+	{MQK_DELETE_RECORDS, 0, 2, 2, "DeleteRecords", MqKafkaDeleteRecords},
 	{MQK_DESCRIBE_ACLS, 0, 3, 2, "DescribeAcls", MqKafkaDescribeAcls},
 	{MQK_CREATE_ACLS, 0, 3, 2, "CreateAcls", MqKafkaCreateAcls},
 	{MQK_DELETE_ACLS, 0, 3, 2, "DeleteAcls", MqKafkaDeleteAcls},
 	{MQK_DESCRIBE_CONFIGS, 0, 2, 4, "DescribeConfigs", MqKafkaDescribeConfigs},
+	{MQK_ALTER_CONFIGS, 0, 2, 2, "AlterConfigs", MqKafkaAlterConfigs},
+	{MQK_DESCRIBE_LOG_DIRS, 0, 4, 2, "DescribeLogDirs", MqKafkaDescribeLogDirs},
+	{MQK_CREATE_PARTITIONS, 0, 3, 2, "CreatePartitions", MqKafkaCreatePartitions},
+	{MQK_INCREMENTAL_ALTER_CONFIGS, 0, 1, 1, "IncrementalAlterConfigs", MqKafkaIncrementalAlterConfigs},
+	{MQK_DESCRIBE_CLUSTER, 0, 1, 0, "DescribeCluster", MqKafkaDescribeCluster},
 };
 
 const MqKafkaApi *

@@ -20,6 +20,7 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "miscadmin.h"
 
 #include "acl/acl.h"
@@ -135,4 +136,90 @@ MqKafkaClusterTopicError(const char *name)
 	if (!MqClusterEnabled() || MqClusterDirectoryRead(name) == NIL)
 		return MQK_NONE;
 	return MqKafkaSeesClusterTopics() ? MQK_NOT_LEADER_OR_FOLLOWER : MQK_TOPIC_AUTHORIZATION_FAILED;
+}
+
+/*
+ * The answer to an admin request about a topic this node has none of: a
+ * replicated topic held elsewhere is changed where it is held (with a
+ * message saying so, when the API has one: what says the change), any
+ * other name is UNKNOWN_TOPIC_OR_PARTITION
+ */
+int16
+MqKafkaMissingTopicError(const char *name, const char *what, char **message)
+{
+	int16		code = MqKafkaClusterTopicError(name);
+
+	if (code == MQK_NOT_LEADER_OR_FOLLOWER && message != NULL)
+		*message = psprintf("topic \"%s\" has no replica on this node: %s at a node that holds one",
+							name, what);
+	return code == MQK_NONE ? MQK_UNKNOWN_TOPIC_OR_PARTITION : code;
+}
+
+/*
+ * One cluster id on every node (clients warn when brokers differ): the
+ * cluster's name, or a single node's system identifier
+ */
+char *
+MqKafkaClusterId(void)
+{
+	if (MqClusterEnabled())
+		return psprintf("mqlog-%s", mqlog_cluster_name);
+	return psprintf("mqlog-" UINT64_FORMAT, GetSystemIdentifier());
+}
+
+/* the lowest listed broker (MqKafkaBrokers lists them in id order) */
+int32
+MqKafkaControllerId(const MqKafkaBroker *brokers, int nbrokers)
+{
+	for (int i = 0; i < nbrokers; i++)
+		if (brokers[i].listed)
+			return brokers[i].id;
+	return -1;
+}
+
+char *
+MqKafkaAssignmentRefusal(const char *topic, const MqKafkaAssignment *a, int n, bool replicated)
+{
+	int32		self = MqKafkaSelfBrokerId();
+	int			nbrokers;
+	MqKafkaBroker *brokers;
+
+	for (int i = 0; i < n; i++)
+	{
+		int32		p = a[i].partition >= 0 ? a[i].partition : i;
+
+		if (a[i].nbrokers <= 0)
+			return psprintf("partition %d of topic \"%s\" is assigned no broker", p, topic);
+		if (a[i].nbrokers != a[0].nbrokers)
+			return psprintf("partition %d of topic \"%s\" has %d replicas and partition %d has %d: every partition needs as many",
+							p, topic, a[i].nbrokers, a[0].partition >= 0 ? a[0].partition : 0,
+							a[0].nbrokers);
+	}
+	if (replicated || (n > 0 && a[0].nbrokers > 1))
+	{
+		if (!MqClusterEnabled())
+			return psprintf("topic \"%s\": this server is a single node (broker %d), so each partition has exactly one replica, on it",
+							topic, self);
+		return psprintf("topic \"%s\": mqlog places the replicas of a replicated topic itself, round-robin over the live nodes with the leaders spread; give a replication factor and no assignment",
+						topic);
+	}
+
+	/* one replica each: on this broker, where such a topic lives */
+	brokers = MqKafkaBrokers(&nbrokers);
+	for (int i = 0; i < n; i++)
+	{
+		int32		p = a[i].partition >= 0 ? a[i].partition : i;
+		bool		known = false;
+
+		if (a[i].brokers[0] == self)
+			continue;
+		for (int k = 0; k < nbrokers; k++)
+			known = known || brokers[k].id == a[i].brokers[0];
+		if (!known)
+			return psprintf("broker %d, assigned partition %d of topic \"%s\", is not a broker of this cluster",
+							a[i].brokers[0], p, topic);
+		return psprintf("topic \"%s\": a topic of replication factor 1 lives on the node that serves the request, broker %d; send the request to broker %d, or assign broker %d",
+						topic, self, a[i].brokers[0], self);
+	}
+	return NULL;
 }

@@ -189,6 +189,12 @@ extern MqKafkaOutcome MqKafkaDescribeAcls(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaCreateAcls(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaDeleteAcls(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaDescribeConfigs(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaCreatePartitions(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaAlterConfigs(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaIncrementalAlterConfigs(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaDeleteRecords(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaDescribeCluster(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaDescribeLogDirs(MqKafkaRequest *req, StringInfo out);
 
 /*
  * The group coordinator (api_groups.c): the groups' state lives in the
@@ -308,6 +314,44 @@ extern void MqKafkaKnownTopics(MqKafkaTopicSet *set);
 extern bool MqKafkaKnownTopic(const MqKafkaTopicSet *set, const char *name);
 
 /*
+ * The SQL functions as the admin handlers call them
+ * (api_create_delete_topics.c).  ExtensionFunction: a function of the
+ * extension's schema by name and argument types, InvalidOid when mqlog is
+ * not installed in the database.  ConfigJson: configs as the JSON object
+ * mq_create_topic and mq_alter_topic take, Kafka's names and values as
+ * strings (a NULL value: JSON null, the default).  CheckExecute: the EXECUTE privilege on
+ * it, which the request's role must have as a SQL caller would (42501
+ * otherwise).  TryInScratch: MqKafkaTryAdmin in scratch, reset after the
+ * unit so that a request of many topics costs memory for its answers
+ * only; the error message is copied out.
+ */
+extern Oid	MqKafkaExtensionFunction(const char *name, int nargs, const Oid *argtypes);
+extern Datum MqKafkaConfigJson(int n, char *const *names, char *const *values);
+extern void MqKafkaCheckExecute(Oid fn);
+extern int16 MqKafkaTryInScratch(void (*fn) (void *arg), void *arg,
+								 int16 (*map) (int sqlerrcode, void *arg),
+								 bool keep, MemoryContext scratch, char **message);
+
+/*
+ * A manual replica assignment of CreateTopics or CreatePartitions: one
+ * partition's broker ids (brokers.c).  MqKafkaAssignmentRefusal: NULL when
+ * mqlog can honour the assignments as given (each partition on this
+ * broker alone: what a topic of replication factor 1 is here), else why
+ * not, for INVALID_REPLICA_ASSIGNMENT's message; replicated is whether the
+ * topic is (to be) replicated, whose replicas mqlog places itself.
+ */
+typedef struct MqKafkaAssignment
+{
+	int32		partition;		/* CreateTopics' partition_index; -1 in
+								 * CreatePartitions, where it is the order */
+	int32		nbrokers;
+	int32	   *brokers;
+} MqKafkaAssignment;
+
+extern char *MqKafkaAssignmentRefusal(const char *topic, const MqKafkaAssignment *a, int n,
+									  bool replicated);
+
+/*
  * What a parked Fetch waits for (watch.c): Begin at the start of each run
  * (true: a probe), then for each partition in order Unmoved (true in a
  * probe: skip it, its bytes are those of the last read), else Partition
@@ -373,10 +417,19 @@ typedef struct MqKafkaBroker
 
 extern int32 MqKafkaSelfBrokerId(void);
 extern MqKafkaBroker *MqKafkaBrokers(int *nbrokers);
+
+/*
+ * What Metadata and DescribeCluster say of the cluster (brokers.c): its
+ * id, one on every node, and its controller, the listed broker of the
+ * lowest id (-1: none listed)
+ */
+extern char *MqKafkaClusterId(void);
+extern int32 MqKafkaControllerId(const MqKafkaBroker *brokers, int nbrokers);
 extern const MqKafkaBroker *MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nbrokers,
 											const char *node);
 extern int16 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition);
 extern bool MqKafkaSeesClusterTopics(void);
 extern int16 MqKafkaClusterTopicError(const char *name);
+extern int16 MqKafkaMissingTopicError(const char *name, const char *what, char **message);
 
 #endif							/* MQLOG_KAFKA_INTERNAL_H */

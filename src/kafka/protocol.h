@@ -37,11 +37,17 @@
 #define MQK_API_VERSIONS		18
 #define MQK_CREATE_TOPICS		19
 #define MQK_DELETE_TOPICS		20
+#define MQK_DELETE_RECORDS		21
 #define MQK_DESCRIBE_ACLS		29
 #define MQK_CREATE_ACLS			30
 #define MQK_DELETE_ACLS			31
 #define MQK_DESCRIBE_CONFIGS	32
+#define MQK_ALTER_CONFIGS		33
+#define MQK_DESCRIBE_LOG_DIRS	35
 #define MQK_SASL_AUTHENTICATE	36
+#define MQK_CREATE_PARTITIONS	37
+#define MQK_INCREMENTAL_ALTER_CONFIGS 44
+#define MQK_DESCRIBE_CLUSTER	60
 
 /* error codes (Kafka's org.apache.kafka.common.protocol.Errors) */
 #define MQK_UNKNOWN_SERVER_ERROR	(-1)
@@ -84,6 +90,7 @@
 #define MQK_FETCH_SESSION_ID_NOT_FOUND 70
 #define MQK_MEMBER_ID_REQUIRED		79
 #define MQK_INVALID_RECORD			87
+#define MQK_UNSUPPORTED_ENDPOINT_TYPE 115
 
 /*
  * Reading a request: bounded by its frame.  Its arrays hold at most

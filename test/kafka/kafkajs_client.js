@@ -17,6 +17,15 @@
 //   node kafkajs_client.js BOOTSTRAP describe TOPIC
 //       admin.describeConfigs with synonyms: one line per config, its name,
 //       value, source and synonyms
+//   node kafkajs_client.js BOOTSTRAP partitions TOPIC COUNT [validate]
+//       admin.createPartitions: {"ok": true}, or {"errors": [type, ...]}
+//   node kafkajs_client.js BOOTSTRAP alter TOPIC CONFIG_JSON [validate]
+//       admin.alterConfigs of the topic: {"ok": true}, or {"errors": [...]}
+//   node kafkajs_client.js BOOTSTRAP delete-records TOPIC PARTITION OFFSET
+//       admin.deleteTopicRecords: {"ok": true}, or {"errors": [type, ...]}
+//       (one per partition that failed)
+//   node kafkajs_client.js BOOTSTRAP cluster -
+//       admin.describeCluster: {"clusterId", "controller", "brokers"}
 'use strict';
 
 const path = require('path');
@@ -128,8 +137,58 @@ async function describe() {
 	});
 }
 
+// runs fn with an admin client: {"ok": true}, or the errors it raised
+async function attempt(fn) {
+	await withAdmin(async (admin) => {
+		try {
+			await fn(admin);
+			out({ ok: true });
+		} catch (e) {
+			// the retrier wraps a partition's errors (deleteTopicRecords) in its own
+			const partitions = e.partitions || (e.cause && e.cause.partitions);
+			out({ errors: partitions ? partitions.map((p) => p.error.type || p.error.name) : errorTypes(e) });
+		}
+	});
+}
+
+async function partitions(count, validate) {
+	await attempt((admin) => admin.createPartitions({
+		validateOnly: validate, timeout: 10000, topicPartitions: [{ topic, count }],
+	}));
+}
+
+async function alter(config, validate) {
+	const configEntries = Object.entries(JSON.parse(config)).map(([name, value]) => ({ name, value }));
+	await attempt((admin) => admin.alterConfigs({
+		validateOnly: validate, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configEntries }],
+	}));
+}
+
+async function deleteRecords(partition, offset) {
+	// it finds the partitions' leaders in metadata it must have been told to load
+	await attempt(async (admin) => {
+		await admin.fetchTopicMetadata({ topics: [topic] });
+		await admin.deleteTopicRecords({ topic, partitions: [{ partition, offset }] });
+	});
+}
+
+async function cluster() {
+	await withAdmin(async (admin) => {
+		const c = await admin.describeCluster();
+		out({ clusterId: c.clusterId, controller: c.controller, brokers: c.brokers });
+	});
+}
+
 (async () => {
-	if (mode === 'create')
+	if (mode === 'partitions')
+		await partitions(Number(arg1), arg2 === 'validate');
+	else if (mode === 'alter')
+		await alter(arg1, arg2 === 'validate');
+	else if (mode === 'delete-records')
+		await deleteRecords(Number(arg1), arg2);
+	else if (mode === 'cluster')
+		await cluster();
+	else if (mode === 'create')
 		await create(Number(arg1), arg2, process.argv[7] === 'validate');
 	else if (mode === 'delete')
 		await remove();

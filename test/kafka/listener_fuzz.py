@@ -1137,6 +1137,30 @@ def valid_value(ctx, key, version, baseline=False):
                 'timeout_ms': 5000, 'validate_only': rng.randrange(2)}
     if key == 20:
         return {'topic_names': [rng.choice([t, 'fuzz-none'])], 'timeout_ms': 5000}
+    if key == 21:
+        # offset 0 deletes nothing; 1 and -1 move the fuzzed topic's log start
+        return {'topics': [{'name': rng.choice([t, t, 'fuzz-none']), 'partitions': [
+                    {'partition_index': p, 'offset': 0 if baseline else rng.choice([0, 0, 1, -1])}]}],
+                'timeout_ms': 5000}
+    if key == 33:
+        return {'resources': [{'resource_type': rng.choice([2, 2, 4]), 'resource_name': t,
+                               'configs': [{'name': 'segment.ms', 'value': '604800000'}]}],
+                'validate_only': 1 if baseline else rng.randrange(2)}
+    if key == 35:
+        return {'topics': None if rng.random() < 0.5 else [{'topic': t, 'partitions': [0, p]}]}
+    if key == 37:
+        # the count it has (INVALID_PARTITIONS), or one more as a dry run
+        return {'topics': [{'name': rng.choice([t, 'fuzz-none']),
+                            'count': ctx.partitions + (0 if rng.random() < 0.5 else 1),
+                            'assignments': None if rng.random() < 0.7 else [{'broker_ids': [0]}]}],
+                'timeout_ms': 5000, 'validate_only': 1}
+    if key == 44:
+        return {'resources': [{'resource_type': 2, 'resource_name': t,
+                               'configs': [{'name': 'cleanup.policy', 'config_operation': rng.randrange(4),
+                                            'value': 'delete'}]}],
+                'validate_only': 1 if baseline else rng.randrange(2)}
+    if key == 60:
+        return {'include_cluster_authorized_operations': rng.randrange(2), 'endpoint_type': 1}
     if key == 32:
         return {'resources': [{'resource_type': 2, 'resource_name': t,
                                'configuration_keys': None if rng.random() < 0.5 else ['retention.ms']},
@@ -1160,33 +1184,11 @@ def valid_value(ctx, key, version, baseline=False):
         return {'groups': [group, 'fuzz-commit'], 'include_authorized_operations': 0}
     if key == 16:
         return {'states_filter': rng.choice([[], ['Stable'], ['Empty', 'PreparingRebalance']]), 'types_filter': []}
-    if key == 21:
-        # offsets below the log's start move nothing; -1 (the high watermark) empties the partition
-        return {'topics': [{'name': t, 'partitions': [
-                    {'partition_index': p, 'offset': 0 if baseline else rng.choice([0, 0, 1, -1])}]}],
-                'timeout_ms': 5000}
-    if key == 33:
-        return {'resources': [{'resource_type': 2, 'resource_name': t,
-                               'configs': [{'name': 'retention.ms', 'value': str(rng.choice([60000, 3600000]))}]}],
-                'validate_only': 1 if baseline else rng.randrange(2)}
-    if key == 35:
-        return {'topics': None if rng.random() < 0.5 else [{'topic': t, 'partitions': [p]}]}
-    if key == 37:
-        # validate only: a valid count, never applied (a mutation may apply one)
-        return {'topics': [{'name': t, 'count': ctx.partitions + 1, 'assignments': None}],
-                'timeout_ms': 5000, 'validate_only': 1}
     if key == 42:
         return {'groups_names': [rng.choice(['fuzz-g0', 'fuzz-g1', ctx.unique('fuzz-gone')])]}
-    if key == 44:
-        return {'resources': [{'resource_type': 2, 'resource_name': t,
-                               'configs': [{'name': 'retention.ms', 'config_operation': rng.choice([0, 1]),
-                                            'value': '3600000'}]}],
-                'validate_only': 1 if baseline else rng.randrange(2)}
     if key == 47:
         return {'group_id': rng.choice(['fuzz-commit', group]), 'topics': [{'name': t, 'partitions': [
                     {'partition_index': p}]}]}
-    if key == 60:
-        return {'include_cluster_authorized_operations': rng.randrange(2), 'endpoint_type': 1}
     if key == 36:
         a = ctx.args
         user = a.sasl_user or 'nobody'

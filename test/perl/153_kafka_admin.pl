@@ -12,7 +12,8 @@
 #    mqlog.topics as it was;
 #  - TOPIC_ALREADY_EXISTS (36), INVALID_CONFIG (40, with mqlog's message),
 #    INVALID_TOPIC_EXCEPTION (17), INVALID_PARTITIONS (37),
-#    INVALID_REPLICATION_FACTOR (38), INVALID_REPLICA_ASSIGNMENT (39), each
+#    INVALID_REPLICATION_FACTOR (38), INVALID_REPLICA_ASSIGNMENT (39, an
+#    assignment a single node cannot honour), each
 #    changing nothing, while the good topics of the same request are made;
 #  - DescribeConfigs: every key of mqlog.config_defaults with the value
 #    mqlog.topics shows, TOPIC_CONFIG for an override and DEFAULT_CONFIG
@@ -184,14 +185,14 @@ $r = admin('kafka-python-create', encode_json([
 	{ name => 'kp_huge', partitions => 20000 },
 	{ name => 'kp_factor3', partitions => 1, replication => 3 },
 	{ name => 'kp_factor0', partitions => 1, replication => 0 },
-	{ name => 'kp_placed', assign => { 0 => [0], 1 => [0] } } ]));
+	{ name => 'kp_placed', assign => { 0 => [0, 1], 1 => [1, 0] } } ]));
 is(answer_of($r, 'kp_zero')->{error}, 37, '0 partitions: INVALID_PARTITIONS');
 is(answer_of($r, 'kp_huge')->{error}, 37, '20000 partitions: INVALID_PARTITIONS');
 like(answer_of($r, 'kp_huge')->{message}, qr/at most 10000/, 'with mqlog\'s limit in the message');
 is(answer_of($r, 'kp_factor3')->{error}, 38, 'replication factor 3 on a single node: INVALID_REPLICATION_FACTOR');
 like(answer_of($r, 'kp_factor3')->{message}, qr/needs a cluster/, 'saying it needs a cluster');
 is(answer_of($r, 'kp_factor0')->{error}, 38, 'replication factor 0: INVALID_REPLICATION_FACTOR');
-is(answer_of($r, 'kp_placed')->{error}, 39, 'manual replica assignment: INVALID_REPLICA_ASSIGNMENT');
+is(answer_of($r, 'kp_placed')->{error}, 39, 'two replicas assigned on a single node: INVALID_REPLICA_ASSIGNMENT');
 is(catalog(), $before, 'none of them changed mqlog.topics');
 
 # --- DescribeConfigs with confluent-kafka (v1) -----------------------------
@@ -340,7 +341,8 @@ my $hostile = raw('raw-hostile');
 like($hostile, qr/^truncated closed$/m, 'a truncated CreateTopics frame closes the connection');
 like($hostile, qr/^absurd closed$/m, 'a CreateTopics frame claiming two billion topics closes the connection');
 like($hostile, qr/^duplicate 42 42$/m, 'a topic named twice in one request: INVALID_REQUEST for both');
-like($hostile, qr/^assignment 39 /m, 'a raw manual assignment: INVALID_REPLICA_ASSIGNMENT');
+like($hostile, qr/^assignment 39 broker 5, assigned partition 0 of topic "placed", is not a broker/m,
+	'a raw assignment to a broker there is not: INVALID_REPLICA_ASSIGNMENT, saying so');
 like($hostile, qr/^describe-duplicate 42 42$/m,
 	'a DescribeConfigs naming one topic twice: INVALID_REQUEST for both, with no configs');
 is(catalog(), $before, 'none of them created a topic');

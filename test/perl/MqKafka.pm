@@ -5,6 +5,7 @@
 #
 #   my ($nodes, $kafka) = MqKafka::new_nodes($etcd, 3, "mqlog.acks_timeout = 3000\n");
 #   my $out = MqKafka::cluster_py('127.0.0.1:9092', 'raw-errors', 'kc', 0);
+#   my $answers = MqKafka::json_lines(MqKafka::admin_py('127.0.0.1:9092', 'confluent-alter', ...));
 #   my $md = MqKafka::metadata('127.0.0.1:9092');     # decoded JSON, {} if none
 #   canon($a) eq canon($b)                            # in a wait_until
 #   MqKafka::peak_kb($pid)                            # VmHWM, Linux only
@@ -39,6 +40,7 @@ use Test::More;
 our @EXPORT_OK = qw(kafka_node kstr frame response connect_listener peak_kb wait_for);
 
 our $SCRIPT = dirname(__FILE__) . '/../kafka/cluster.py';
+our $ADMIN = dirname(__FILE__) . '/../kafka/admin_clients.py';
 our $PYTHON = '/usr/bin/python3';
 
 # $count cluster nodes n1, n2, ... (not started), each with a Kafka
@@ -70,6 +72,25 @@ sub cluster_py
 						   IPC::Run::timeout(120));
 	diag("cluster.py @args: $err") if !$ok || $err =~ /Traceback/;
 	return $out;
+}
+
+# test/kafka/admin_clients.py at a listener with these arguments: its
+# output (it dies when the script fails)
+sub admin_py
+{
+	my ($bootstrap, @args) = @_;
+	my ($out, $err);
+	IPC::Run::run([ $PYTHON, $ADMIN, $bootstrap, @args ], '>', \$out, '2>', \$err,
+		IPC::Run::timeout(120))
+	  or die "admin_clients.py @args failed: $err$out";
+	return $out;
+}
+
+# a client's output of one JSON object a line, decoded (other lines left out)
+sub json_lines
+{
+	my ($out) = @_;
+	return [ map { decode_json($_) } grep { /^\{/ } split /\n/, $out ];
 }
 
 # cluster.py's Metadata (raw v7, or 'confluent-metadata') from a listener, decoded
