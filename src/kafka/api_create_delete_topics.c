@@ -11,8 +11,9 @@
  * create topics is the EXECUTE privilege on mq_create_topic (mqlog_admin),
  * who may drop one is its alter privilege, and what mq_drop_topic does for
  * waiting consumers and replicated topics happens here too.  What this
- * file adds is Kafka's side: the defaults (-1 partitions is 1, Kafka's
- * num.partitions; -1 replicas is 1), the refusal of manual replica
+ * file adds is Kafka's side: the defaults (-1 partitions is
+ * mqlog.kafka_num_partitions, Kafka's num.partitions; -1 replicas is
+ * mqlog.kafka_default_replication_factor), the refusal of manual replica
  * assignments, configs as a JSON object of Kafka's names and values,
  * validate_only as a dry run (the same create in a subtransaction rolled
  * back), and the error codes.  A topic's name and its config are checked
@@ -26,6 +27,9 @@
  * sorting (MqKafkaDuplicates), and names no topic has are found in one
  * read of the topic names (MqKafkaKnownTopics), both shared with
  * DescribeConfigs (api_describe_configs.c).
+ *
+ * Metadata's auto-creation of a topic (api_metadata.c) is one unit of the
+ * same kind, of -1 partitions and -1 replicas (MqKafkaAutoCreateTopic).
  *
  *-------------------------------------------------------------------------
  */
@@ -269,9 +273,9 @@ create_topic(void *arg)
 				 errmsg("topic \"%s\" already exists in cluster \"%s\"", t->name, mqlog_cluster_name),
 				 errdetail("It is a replicated topic this node holds no replica of.")));
 	(void) OidFunctionCall4(t->fn, name,
-							Int32GetDatum(t->partitions == -1 ? MQK_DEFAULT_PARTITIONS : t->partitions),
-							Int32GetDatum(t->replication_factor == -1 ? MQK_DEFAULT_REPLICATION :
-										  t->replication_factor),
+							Int32GetDatum(t->partitions == -1 ? mqlog_kafka_num_partitions : t->partitions),
+							Int32GetDatum(t->replication_factor == -1 ?
+										  mqlog_kafka_default_replication_factor : t->replication_factor),
 							config);
 }
 
@@ -294,7 +298,9 @@ create_error(int sqlerrcode, void *arg)
 	}
 	if (t->phase == PHASE_CONFIG && ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_DATA_EXCEPTION)
 		return MQK_INVALID_CONFIG;
-	if (t->phase == PHASE_CREATE && t->replication_factor > 1 &&
+	if (t->phase == PHASE_CREATE &&
+		(t->replication_factor == -1 ? mqlog_kafka_default_replication_factor :
+		 t->replication_factor) > 1 &&
 		(sqlerrcode == ERRCODE_INVALID_PARAMETER_VALUE ||
 		 sqlerrcode == ERRCODE_FEATURE_NOT_SUPPORTED ||
 		 sqlerrcode == ERRCODE_PROGRAM_LIMIT_EXCEEDED))
@@ -316,13 +322,13 @@ precheck_topic(CreateTopic *t)
 	{
 		t->error = MQK_INVALID_PARTITIONS;
 		t->message = psprintf("number of partitions must be at least 1, or -1 for the default (%d)",
-							  MQK_DEFAULT_PARTITIONS);
+							  mqlog_kafka_num_partitions);
 	}
 	else if (t->replication_factor == 0 || t->replication_factor < -1)
 	{
 		t->error = MQK_INVALID_REPLICATION_FACTOR;
 		t->message = psprintf("replication factor must be at least 1, or -1 for the default (%d)",
-							  MQK_DEFAULT_REPLICATION);
+							  mqlog_kafka_default_replication_factor);
 	}
 }
 
@@ -417,6 +423,32 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
 			MqKafkaWriteString(out, false, topics[i].message);
 	}
 	return MQK_RESPOND;
+}
+
+/*
+ * Metadata's auto-creation: name as CreateTopics would create it with -1
+ * partitions and -1 replicas, as the request's role (so a role that may
+ * not create topics is TOPIC_AUTHORIZATION_FAILED, an invalid name
+ * INVALID_TOPIC_EXCEPTION, and neither creates anything).  A topic of
+ * that name that another request created meanwhile (it committed while
+ * this one waited on the name's unique index, or it is in etcd) is
+ * TOPIC_ALREADY_EXISTS, which the caller takes as success: Kafka's
+ * concurrent auto-creates both see the topic.
+ */
+int16
+MqKafkaAutoCreateTopic(const char *name, MemoryContext scratch, char **message)
+{
+	static const Oid create_args[] = {TEXTOID, INT4OID, INT4OID, JSONBOID};
+	CreateTopic t = {0};
+
+	*message = NULL;
+	t.name = (char *) name;
+	t.partitions = -1;
+	t.replication_factor = -1;
+	t.fn = extension_function("mq_create_topic", lengthof(create_args), create_args);
+	if (!OidIsValid(t.fn))
+		return MQK_UNKNOWN_TOPIC_OR_PARTITION;
+	return try_topic(create_topic, &t, create_error, true, scratch, message);
 }
 
 /* one topic's drop, in a subtransaction (try_topic) */

@@ -30,6 +30,9 @@ extern int	mqlog_kafka_auth_timeout;
 extern int	mqlog_kafka_idle_timeout;
 extern bool mqlog_kafka_allow_remote;
 extern char *mqlog_kafka_sasl_mechanisms;
+extern bool mqlog_kafka_auto_create_topics;
+extern int	mqlog_kafka_num_partitions;
+extern int	mqlog_kafka_default_replication_factor;
 
 /*
  * SASL (kafka_settings.c): is any mechanism configured, is this one, which are
@@ -229,6 +232,14 @@ extern int16 MqKafkaTryAdmin(void (*fn) (void *arg), void *arg,
 /* the Kafka code of an ERROR's SQLSTATE, invalid_code for 22023 */
 extern int16 MqKafkaErrorOf(int sqlerrcode, int16 invalid_code);
 
+/*
+ * Metadata's auto-creation of a topic (api_create_delete_topics.c): created
+ * as CreateTopics creates one of -1 partitions and replicas, in a unit of
+ * its own whose leftovers go with scratch; TOPIC_ALREADY_EXISTS when
+ * another request created it meanwhile.  *message: why it failed, or NULL.
+ */
+extern int16 MqKafkaAutoCreateTopic(const char *name, MemoryContext scratch, char **message);
+
 /* which of n names occur more than once (api_create_delete_topics.c) */
 extern bool *MqKafkaDuplicates(char *const *names, int n);
 
@@ -285,13 +296,6 @@ extern uint64 MqKafkaAbortCount(void);
  * MqKafkaClusterTopicError)
  */
 extern struct MqTopic *MqKafkaTopic(const char *name, int priv, int16 *error);
-
-/*
- * Kafka's num.partitions and default.replication.factor: what CreateTopics
- * makes of -1 (mq_create_topic's defaults), and DescribeConfigs shows
- */
-#define MQK_DEFAULT_PARTITIONS	1
-#define MQK_DEFAULT_REPLICATION 1
 
 /* this listener's advertised address (Metadata) */
 extern void MqKafkaAdvertised(char *host, int hostlen, int *port);
