@@ -88,6 +88,10 @@ typedef struct MqKafkaSession
 								 * closes) */
 	Oid			role;			/* DONE: the authenticated role */
 	MqKafkaScram scram_state;
+	const char *peer;			/* the client's address and port, for logs */
+	bool		violated;		/* it sent a request mqlog does not serve
+								 * (unsupported.c): count it (backoff.c) */
+	bool		unsupported_logged; /* that is logged at LOG, once */
 } MqKafkaSession;
 
 /* A request being served: its header, its body and, for Fetch, its wait. */
@@ -189,6 +193,26 @@ extern int16 MqKafkaGroupCommitCheck(const char *group, int32 generation,
 extern void MqKafkaAuthFailed(const char *address);
 extern void MqKafkaAuthSucceeded(const char *address);
 extern TimestampTz MqKafkaAuthHeldUntil(const char *address);
+
+/*
+ * Requests mqlog does not serve, per client address (backoff.c):
+ * Violation counts one, ViolationHeldUntil says until when the address's
+ * next such request waits (0: it need not).
+ */
+extern void MqKafkaViolation(const char *address);
+extern TimestampTz MqKafkaViolationHeldUntil(const char *address);
+
+/*
+ * A request of an API key mqlog does not serve (api NULL) or of a version
+ * outside api's range (unsupported.c): the body of its UNSUPPORTED_VERSION
+ * answer where that version's layout is known, else MQK_CLOSE; logged
+ * once per connection, and the session marked violated.
+ */
+extern MqKafkaOutcome MqKafkaUnsupported(MqKafkaRequest *req, const MqKafkaApi *api,
+										 StringInfo out);
+
+/* is the frame (after its size) a request MqKafkaUnsupported will answer? */
+extern bool MqKafkaFrameUnsupported(const char *frame, int len);
 
 /* serving a frame of a connection (request.c) */
 extern MqKafkaOutcome MqKafkaServe(const char *frame, int len, MqKafkaSession *session,

@@ -17,6 +17,10 @@
  * subtransactions (MqKafkaTry), where an ERROR becomes the partition's
  * Kafka error code and the rest of the request goes on.
  *
+ * A request of an API key or a version that is not served is
+ * unsupported.c's: answered UNSUPPORTED_VERSION where the protocol lets
+ * the broker say so, else the connection is closed, logged either way.
+ *
  * On a connection that must authenticate, only ApiVersions, SaslHandshake
  * and SaslAuthenticate are served until it has; any other request closes
  * it.  SaslAuthenticate runs as the worker's own user.
@@ -274,6 +278,17 @@ responds(MqKafkaOutcome outcome)
 	return outcome == MQK_RESPOND || outcome == MQK_RESPOND_CLOSE;
 }
 
+/* the response's size filled in at start, or the response taken back */
+static MqKafkaOutcome
+finish_response(StringInfo out, int start, MqKafkaOutcome outcome)
+{
+	if (responds(outcome))
+		MqKafkaPatchInt32(out, start, out->len - start - 4);
+	else
+		out->len = start;
+	return outcome;
+}
+
 /*
  * Serve one frame (its 4-byte size already taken off) of a connection in
  * session's state.  On MQK_RESPOND (and MQK_RESPOND_CLOSE), out ends with
@@ -298,11 +313,7 @@ MqKafkaServe(const char *frame, int len, MqKafkaSession *session, MqKafkaRequest
 		req->api_key = MQK_SASL_AUTHENTICATE;
 		MqKafkaWriteInt32(out, 0);	/* size, filled in below */
 		outcome = run_in_transaction(MqKafkaFindApi(MQK_SASL_AUTHENTICATE), req, out);
-		if (responds(outcome))
-			MqKafkaPatchInt32(out, start, out->len - start - 4);
-		else
-			out->len = start;
-		return outcome;
+		return finish_response(out, start, outcome);
 	}
 	req->api_key = MqKafkaReadInt16(r);
 	req->api_version = MqKafkaReadInt16(r);
@@ -312,12 +323,7 @@ MqKafkaServe(const char *frame, int len, MqKafkaSession *session, MqKafkaRequest
 		return MQK_CLOSE;
 	api = MqKafkaFindApi(req->api_key);
 	if (api == NULL)
-	{
-		ereport(DEBUG1,
-				(errmsg("kafka request with unknown API key %d, closing the connection",
-						req->api_key)));
-		return MQK_CLOSE;
-	}
+		return MqKafkaUnsupported(req, NULL, out);	/* logs, and closes */
 	if (session->state != MQK_SASL_OFF && session->state != MQK_SASL_DONE &&
 		req->api_key != MQK_API_VERSIONS && req->api_key != MQK_SASL_HANDSHAKE &&
 		req->api_key != MQK_SASL_AUTHENTICATE)
@@ -337,14 +343,10 @@ MqKafkaServe(const char *frame, int len, MqKafkaSession *session, MqKafkaRequest
 		if (req->api_key == MQK_API_VERSIONS)
 		{
 			MqKafkaApiVersionsError(out);
-			MqKafkaPatchInt32(out, start, out->len - start - 4);
-			return MQK_RESPOND;
+			return finish_response(out, start, MQK_RESPOND);
 		}
-		ereport(DEBUG1,
-				(errmsg("kafka %s request of unsupported version %d, closing the connection",
-						api->name, req->api_version)));
-		out->len = start;
-		return MQK_CLOSE;
+		/* others: UNSUPPORTED_VERSION where the layout is known (unsupported.c) */
+		return finish_response(out, start, MqKafkaUnsupported(req, api, out));
 	}
 	req->flexible = req->api_version >= api->first_flexible;
 	MqKafkaSkipTags(r, req->flexible);	/* request header v2 */
@@ -360,9 +362,5 @@ MqKafkaServe(const char *frame, int len, MqKafkaSession *session, MqKafkaRequest
 		outcome = api->handler(req, out);	/* needs no database */
 	else
 		outcome = run_in_transaction(api, req, out);
-	if (responds(outcome))
-		MqKafkaPatchInt32(out, start, out->len - start - 4);
-	else
-		out->len = start;
-	return outcome;
+	return finish_response(out, start, outcome);
 }
