@@ -27,9 +27,10 @@
  * described as well if this node sees it, else LEADER_NOT_AVAILABLE (a
  * replicated topic another node created, not in this node's directory
  * yet): Kafka's answer for a topic being created, which clients retry.
- * Creations run for at most MQK_REQUEST_TIME_MS (MqKafkaOutOfTime); the
- * names left are LEADER_NOT_AVAILABLE too, and the client's next request
- * creates more.
+ * Creations run for at most MQK_REQUEST_TIME_MS (MqKafkaOutOfTime), and
+ * a request creates one replicated topic at most (auto_create_topic says
+ * why); the names left are LEADER_NOT_AVAILABLE too, and the client's
+ * next request creates more.
  *
  *-------------------------------------------------------------------------
  */
@@ -190,15 +191,22 @@ cluster_topic(MetaTopic *t, MqClusterTopic *ct)
 /*
  * A topic no node has, named by a request that may create it: created now
  * (t->created), or the error that says why not.  Past the request's time
- * (MqKafkaOutOfTime) LEADER_NOT_AVAILABLE, without trying: the client asks
- * again.
+ * (MqKafkaOutOfTime), or past one creation of a replicated topic,
+ * LEADER_NOT_AVAILABLE, without trying: the client asks again.  Why one:
+ * a replicated topic reaches etcd when the request's transaction commits
+ * (cluster/topics.c), and a creation that loses there to another node's
+ * aborts the transaction, after the topics written before it reached etcd
+ * (they stay there, without a topic here, until the cluster worker
+ * removes them 30 s later); one per request leaves nothing behind, and
+ * the request served again finds the other node's topic (request.c).
  */
 static void
 auto_create_topic(MqKafkaRequest *req, MetaTopic *t, int *attempted, MemoryContext scratch)
 {
 	char	   *message;
+	bool		replicated = MqClusterEnabled() && mqlog_kafka_default_replication_factor > 1;
 
-	if (MqKafkaOutOfTime(req, attempted))
+	if ((replicated && *attempted > 0) || MqKafkaOutOfTime(req, attempted))
 	{
 		t->error = MQK_LEADER_NOT_AVAILABLE;
 		return;

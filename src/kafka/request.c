@@ -212,15 +212,17 @@ request_role(MqKafkaSession *session)
 
 /*
  * The handler in a transaction of its own, as the request's role (or, for
- * SaslAuthenticate, as the worker's user)
+ * SaslAuthenticate, as the worker's user); an ERROR that escapes it (or
+ * the commit) in *error, and MQK_CLOSE
  */
 static MqKafkaOutcome
-run_in_transaction(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out)
+run_once(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out, ErrorData **error)
 {
 	MemoryContext outer = CurrentMemoryContext;
 	int			out_len = out->len;
 	volatile MqKafkaOutcome outcome = MQK_CLOSE;
 
+	*error = NULL;
 	PG_TRY();
 	{
 		Oid			role;
@@ -252,23 +254,52 @@ run_in_transaction(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
 		MemoryContextSwitchTo(outer);
-		edata = CopyErrorData();
+		*error = CopyErrorData();
 		FlushErrorState();
 		AbortCurrentTransaction();
 		aborts++;
-		ereport(LOG,
-				(errmsg("kafka %s request from client \"%s\" failed, closing its connection: %s",
-						api->name, req->client_id ? req->client_id : "", edata->message)));
-		FreeErrorData(edata);
 		outcome = MQK_CLOSE;
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(outer);
 	if (outcome != MQK_RESPOND && outcome != MQK_RESPOND_CLOSE)
 		out->len = out_len;
+	return outcome;
+}
+
+/*
+ * run_once, and for a Metadata request whose topic auto-creation lost to
+ * another node's at commit (etcd took the other's write first:
+ * cluster/topics.c), once more: the topic is in etcd now, so the second
+ * run finds it instead of creating it, and the client gets an answer, not
+ * a closed connection.  Any other ERROR closes the connection.
+ */
+static MqKafkaOutcome
+run_in_transaction(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader body = req->body;
+	ErrorData  *edata;
+	MqKafkaOutcome outcome = run_once(api, req, out, &edata);
+
+	if (edata != NULL && api->key == MQK_METADATA &&
+		edata->sqlerrcode == ERRCODE_DUPLICATE_OBJECT)
+	{
+		ereport(DEBUG1,
+				(errmsg("kafka Metadata request from client \"%s\" served again: %s",
+						req->client_id ? req->client_id : "", edata->message)));
+		FreeErrorData(edata);
+		req->body = body;
+		req->after_commit = NULL;
+		outcome = run_once(api, req, out, &edata);
+	}
+	if (edata != NULL)
+	{
+		ereport(LOG,
+				(errmsg("kafka %s request from client \"%s\" failed, closing its connection: %s",
+						api->name, req->client_id ? req->client_id : "", edata->message)));
+		FreeErrorData(edata);
+	}
 	return outcome;
 }
 

@@ -26,7 +26,12 @@
 #  - mqlog.kafka_auto_create_topics = off: kcat's records to a new topic
 #    fail and nothing is created; DescribeConfigs shows the setting;
 #  - a role that may not create topics (no EXECUTE on mq_create_topic):
-#    TOPIC_AUTHORIZATION_FAILED, kcat fails, nothing created.
+#    TOPIC_AUTHORIZATION_FAILED, kcat fails, nothing created;
+#  - a cluster of two nodes with mqlog.kafka_default_replication_factor
+#    = 2: the same Metadata of 12 unknown names sent to both at once, round
+#    after round, is always answered (never a closed connection, only 0 or
+#    LEADER_NOT_AVAILABLE), and ends with one replicated topic per name on
+#    both nodes and in etcd.
 use strict;
 use warnings;
 
@@ -39,6 +44,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 use lib dirname(__FILE__);
+use MqCluster;
 use MqKafka qw(kafka_node kstr frame response connect_listener wait_for);
 
 my $python = '/usr/bin/python3';
@@ -74,14 +80,21 @@ sub topic_row
 
 sub topic_count { return q1(q{SELECT count(*) FROM mqlog.topics}) }
 
+# a Metadata v$v (1 or 4) frame naming @names
+sub metadata_frame
+{
+	my ($v, $allow, @names) = @_;
+	my $body = pack('N', scalar @names) . join('', map { kstr($_) } @names);
+	$body .= pack('c', $allow) if $v >= 4;
+	return frame(3, $v, $body);
+}
+
 # Metadata v$v (1 or 4) naming @names: {name => [error, partitions, leader of 0]}
 sub metadata
 {
 	my ($v, $allow, @names) = @_;
 	my $s = connect_listener($kport);
-	my $body = pack('N', scalar @names) . join('', map { kstr($_) } @names);
-	$body .= pack('c', $allow) if $v >= 4;
-	print $s frame(3, $v, $body);
+	print $s metadata_frame($v, $allow, @names);
 	my $a = response($s);
 	close $s;
 	return parse_metadata($v, $a);
@@ -326,4 +339,68 @@ is_deeply(metadata(1, 1, 'app_new'), { app_new => [ 0, 3, 0 ] }, 'granted EXECUT
 is(topic_row('app_new'), '3 1 kafka_app', '... owned by kafka_app, with num.partitions 3');
 
 $node->stop;
+
+# --- a cluster: two nodes auto-create the same replicated names at once ------------
+
+{
+	my $etcd = MqCluster::start_etcd();
+	my ($cnodes, $ckafka) = MqKafka::new_nodes($etcd, 2, "mqlog.kafka_default_replication_factor = 2\n");
+	my @cn = @$cnodes;
+	my @ports = map { ($ckafka->{ $_->name } =~ /:(\d+)$/)[0] } @cn;
+	$_->start for @cn;
+	foreach my $n (@cn)
+	{
+		MqCluster::create_extension($n);
+		$n->safe_psql('postgres', q{CREATE ROLE kafka_app LOGIN; GRANT mqlog_admin TO kafka_app;});
+	}
+	ok(MqCluster::wait_alive($cn[0], 2) && MqCluster::wait_alive($cn[1], 2), 'a cluster of two nodes');
+	ok(MqCluster::wait_until(sub {
+			$cn[1]->safe_psql('postgres', q{SELECT count(*) FROM mqlog.nodes WHERE broker_id IS NOT NULL}) == 2 }, 30),
+		'both listeners have broker ids');
+
+	# each round: the same Metadata v1 of 12 names to both nodes at once,
+	# until both describe every name; a request creates one replicated
+	# topic at most, the rest LEADER_NOT_AVAILABLE
+	my @names = map { sprintf('both-%02d', $_) } 1 .. 12;
+	my ($rounds, $closed, $bad) = (0, 0, 0);
+	my $done = 0;
+	my $deadline = time + 90;
+	while (!$done && time < $deadline)
+	{
+		$rounds++;
+		my @socks = map { connect_listener($_) } @ports;
+		print $_ metadata_frame(1, 1, @names) for @socks;
+		my @answers = map { parse_metadata(1, response($_)) } @socks;
+		close $_ for @socks;
+		$done = 1;
+		foreach my $md (@answers)
+		{
+			if (!defined $md) { $closed++; $done = 0; next; }
+			foreach my $t (@names)
+			{
+				my $e = $md->{$t}[0] // -1;
+				$bad++ if $e != 0 && $e != 5;
+				$done = 0 if $e != 0;
+			}
+		}
+		usleep(200_000) unless $done;
+	}
+	ok($done, "both nodes describe all 12 names after $rounds rounds");
+	is($closed, 0, 'no request of either client was closed');
+	is($bad, 0, 'no answer had an error other than LEADER_NOT_AVAILABLE meanwhile');
+	foreach my $n (@cn)
+	{
+		is($n->safe_psql('postgres',
+				q{SELECT count(*) || ' ' || min(replication_factor) FROM mqlog.topics WHERE topic LIKE 'both-%'}),
+			'12 2', $n->name . ': one replicated topic per name (factor 2)');
+	}
+	is(scalar(split /\n/, MqCluster::etcd_keys($etcd, 'topics/both-')), 12, 'etcd: one topic key per name');
+	foreach my $n (@cn)
+	{
+		unlike(slurp_file($n->logfile), qr/failed, closing its connection/, $n->name . ': no request failed');
+	}
+	$_->stop for @cn;
+	MqCluster::stop_etcd($etcd);
+}
+
 done_testing();
