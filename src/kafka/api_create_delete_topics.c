@@ -49,6 +49,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -293,6 +294,8 @@ create_error(int sqlerrcode, void *arg)
 			return MQK_TOPIC_ALREADY_EXISTS;
 		case ERRCODE_INVALID_NAME:
 			return MQK_INVALID_TOPIC_EXCEPTION;
+		case ERRCODE_LOCK_NOT_AVAILABLE:
+			return MQK_REQUEST_TIMED_OUT;	/* lock_timeout */
 		default:
 			break;
 	}
@@ -434,12 +437,19 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
  * this one waited on the name's unique index, or it is in etcd) is
  * TOPIC_ALREADY_EXISTS, which the caller takes as success: Kafka's
  * concurrent auto-creates both see the topic.
+ *
+ * The creation waits for a lock at most MQK_REQUEST_TIME_MS (lock_timeout,
+ * as a function's SET clause sets it): a SQL transaction that creates the
+ * same name and stays open would otherwise hold the listener, and every
+ * connection, until it ends.  Such a wait is REQUEST_TIMED_OUT.
  */
 int16
 MqKafkaAutoCreateTopic(const char *name, MemoryContext scratch, char **message)
 {
 	static const Oid create_args[] = {TEXTOID, INT4OID, INT4OID, JSONBOID};
 	CreateTopic t = {0};
+	int			nest;
+	int16		code;
 
 	*message = NULL;
 	t.name = (char *) name;
@@ -448,7 +458,12 @@ MqKafkaAutoCreateTopic(const char *name, MemoryContext scratch, char **message)
 	t.fn = extension_function("mq_create_topic", lengthof(create_args), create_args);
 	if (!OidIsValid(t.fn))
 		return MQK_UNKNOWN_TOPIC_OR_PARTITION;
-	return try_topic(create_topic, &t, create_error, true, scratch, message);
+	nest = NewGUCNestLevel();
+	(void) set_config_option("lock_timeout", CppAsString2(MQK_REQUEST_TIME_MS), PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	code = try_topic(create_topic, &t, create_error, true, scratch, message);
+	AtEOXact_GUC(true, nest);
+	return code;
 }
 
 /* one topic's drop, in a subtransaction (try_topic) */

@@ -217,6 +217,8 @@ auto_create_topic(MqKafkaRequest *req, MetaTopic *t, int *attempted, MemoryConte
 		t->error = MQK_NONE;
 		t->created = true;
 	}
+	else if (t->error == MQK_REQUEST_TIMED_OUT)
+		t->error = MQK_LEADER_NOT_AVAILABLE;	/* being created by another */
 	else
 		ereport(DEBUG1,
 				(errmsg("Kafka client \"%s\" could not auto-create topic \"%s\": %s",

@@ -19,7 +19,9 @@
 #    neither creates anything;
 #  - two kcat producers of one new topic at once both deliver, into one
 #    topic; a Metadata request naming a topic that a SQL transaction is
-#    creating meanwhile waits for it and describes that topic, no error;
+#    creating meanwhile waits for it and describes that topic, no error,
+#    or, if the transaction stays open, waits 500 ms at most and answers
+#    LEADER_NOT_AVAILABLE;
 #  - a Metadata request naming thousands of unknown topics is answered
 #    within the request time budget (MQK_REQUEST_TIME_MS) plus a margin,
 #    the names it had no time for LEADER_NOT_AVAILABLE;
@@ -260,21 +262,37 @@ is(topic_count(), $n + 2, '... nothing created');
 }
 
 {
-	# a SQL transaction creates "race_sql" and holds it: the listener's
-	# creation waits on the name, then sees the topic the SQL one made
+	# a SQL transaction creates "race_sql" and commits as soon as the
+	# listener's creation of the same name waits for it: the listener then
+	# finds the topic SQL made
 	my $bg = $node->background_psql('postgres', on_error_stop => 1);
 	$bg->query_safe(q{BEGIN; SELECT mq_create_topic('race_sql', 2)});
 	my $s = connect_listener($kport);
 	print $s frame(3, 1, pack('N', 1) . kstr('race_sql'));
-	ok(wait_for(30, sub { q1(q{SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-		WHERE NOT l.granted AND a.backend_type = 'mqlog kafka listener'}) > 0 }),
-		'the Metadata naming a topic SQL is creating waits for it');
+	$bg->query_until(qr/committed/, q{
+DO $$ BEGIN
+  WHILE NOT EXISTS (SELECT FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+                     WHERE NOT l.granted AND a.backend_type = 'mqlog kafka listener') LOOP
+    PERFORM pg_sleep(0.005);
+  END LOOP;
+END $$;
+COMMIT;
+\echo committed
+});
+	is_deeply(parse_metadata(1, response($s)), { race_sql => [ 0, 2, 0 ] },
+		'a Metadata naming a topic SQL is creating waits, then describes the topic SQL created: 2 partitions, no error');
+	is(q1(q{SELECT count(*) FROM mqlog.topics WHERE topic = 'race_sql'}), 1, '... one topic');
+
+	# one that stays open: the listener waits no longer than its lock_timeout
+	$bg->query_safe(q{BEGIN; SELECT mq_create_topic('race_open', 3)});
+	my $t0 = time;
+	is_deeply(metadata(1, 1, 'race_open'), { race_open => [ 5, 0, undef ] },
+		'a topic an open SQL transaction is creating: LEADER_NOT_AVAILABLE, the client asks again');
+	my $waited = time - $t0;
+	cmp_ok($waited, '<', 3, "... after a bounded wait (${waited}s; lock_timeout 500 ms)");
 	$bg->query_safe('COMMIT');
 	$bg->quit;
-	my $a = response($s);
-	is_deeply(parse_metadata(1, $a), { race_sql => [ 0, 2, 0 ] },
-		'... and is answered once SQL commits: the topic SQL created, 2 partitions, no error');
-	is(q1(q{SELECT count(*) FROM mqlog.topics WHERE topic = 'race_sql'}), 1, '... one topic');
+	is_deeply(metadata(1, 1, 'race_open'), { race_open => [ 0, 3, 0 ] }, '... and once it commits, the topic');
 }
 
 # --- bounded: thousands of unknown names ---------------------------------------------
