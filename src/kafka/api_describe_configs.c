@@ -15,8 +15,10 @@
  * first, as Kafka lists them.
  *
  * The broker (resource type 4, named "0" or ""): broker.id,
- * num.partitions and default.replication.factor (the settings CreateTopics uses
- * for -1), auto.create.topics.enable (mqlog.kafka_auto_create_topics) and socket.request.max.bytes
+ * num.partitions and default.replication.factor (mqlog.kafka_num_partitions
+ * and mqlog.kafka_default_replication_factor: what auto-creation and
+ * CreateTopics's -1 use), auto.create.topics.enable
+ * (mqlog.kafka_auto_create_topics) and socket.request.max.bytes
  * (mqlog.kafka_max_frame_size), all read-only.  Broker loggers and other
  * resource types are answered with INVALID_REQUEST.
  *
