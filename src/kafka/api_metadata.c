@@ -38,6 +38,7 @@
 
 #include "access/xlog.h"
 #include "commands/extension.h"
+#include "miscadmin.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
@@ -212,6 +213,11 @@ auto_create_topic(MqKafkaRequest *req, MetaTopic *t, int *attempted, MemoryConte
 		return;
 	}
 	t->error = MqKafkaAutoCreateTopic(t->name, scratch, &message);
+	if (t->error == MQK_NONE)
+		ereport(LOG,
+				(errmsg("Kafka client \"%s\" created topic \"%s\" as role \"%s\" (auto-creation, mqlog.kafka_auto_create_topics)",
+						req->client_id ? req->client_id : "", t->name,
+						GetUserNameFromId(GetUserId(), false))));
 	if (t->error == MQK_NONE || t->error == MQK_TOPIC_ALREADY_EXISTS)
 	{
 		t->error = MQK_NONE;

@@ -196,6 +196,8 @@ my ($ok, $out, $err) = kcat_produce('kcat_auto', 'a', 'b', 'c');
 ok($ok, 'kcat produces to a topic that did not exist') or diag($err);
 is(topic_row('kcat_auto'), '1 1 kafka_admin', '... which Metadata created: 1 partition, factor 1, owned by the role');
 is(records('kcat_auto'), 3, '... holding the 3 records');
+like(slurp_file($node->logfile), qr/LOG:  Kafka client "rdkafka" created topic "kcat_auto" as role "kafka_admin" \(auto-creation/,
+	'the creation is logged, with the client and the role');
 
 ($ok, $out, $err) = run_cmd($python, $clients, $bootstrap, 'confluent-produce', 'conf_auto', 'none', 5);
 ok($ok, 'confluent-kafka produces to a fresh topic') or diag($err);
