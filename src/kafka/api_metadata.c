@@ -248,6 +248,7 @@ describe_created(MetaTopic *topics, int n)
 	if (!any)
 		return;
 	PushActiveSnapshot(GetTransactionSnapshot());
+	UpdateActiveSnapshotCommandId();	/* the creations' commands too, whatever the isolation */
 	for (int i = 0; i < n; i++)
 	{
 		MetaTopic  *t = &topics[i];

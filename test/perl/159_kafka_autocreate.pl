@@ -358,6 +358,13 @@ q1(q{GRANT EXECUTE ON FUNCTION mq_create_topic(text, int, int, jsonb) TO kafka_a
 is_deeply(metadata(1, 1, 'app_new'), { app_new => [ 0, 3, 0 ] }, 'granted EXECUTE, it creates');
 is(topic_row('app_new'), '3 1 kafka_app', '... owned by kafka_app, with num.partitions 3');
 
+# the answer describes the new topic whatever the transactions' isolation
+q1(q{ALTER SYSTEM SET default_transaction_isolation = 'repeatable read'; SELECT pg_reload_conf()});
+sleep 1;
+metadata(1, 1, 'app_new');    # a turn of the listener's loop: it has reloaded
+is_deeply(metadata(1, 1, 'rr_new'), { rr_new => [ 0, 3, 0 ] },
+	'repeatable read: a topic created by the request is described in its answer');
+
 $node->stop;
 
 # --- a cluster: two nodes auto-create the same replicated names at once ------------
