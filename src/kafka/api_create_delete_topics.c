@@ -11,8 +11,9 @@
  * create topics is the EXECUTE privilege on mq_create_topic (mqlog_admin),
  * who may drop one is its alter privilege, and what mq_drop_topic does for
  * waiting consumers and replicated topics happens here too.  What this
- * file adds is Kafka's side: the defaults (-1 partitions is 1, Kafka's
- * num.partitions; -1 replicas is 1), manual replica assignments
+ * file adds is Kafka's side: the defaults (-1 partitions is
+ * mqlog.kafka_num_partitions, Kafka's num.partitions; -1 replicas is
+ * mqlog.kafka_default_replication_factor), manual replica assignments
  * honoured where they say what mqlog does anyway (each partition on this
  * broker alone) and refused with the reason otherwise (brokers.c),
  * configs as a JSON object of Kafka's names and values,
@@ -28,6 +29,9 @@
  * sorting (MqKafkaDuplicates), and names no topic has are found in one
  * read of the topic names (MqKafkaKnownTopics), both shared with
  * DescribeConfigs (api_describe_configs.c).
+ *
+ * Metadata's auto-creation of a topic (api_metadata.c) is one unit of the
+ * same kind, of -1 partitions and -1 replicas (MqKafkaAutoCreateTopic).
  *
  *-------------------------------------------------------------------------
  */
@@ -47,6 +51,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -272,9 +277,9 @@ create_topic(void *arg)
 				 errmsg("topic \"%s\" already exists in cluster \"%s\"", t->name, mqlog_cluster_name),
 				 errdetail("It is a replicated topic this node holds no replica of.")));
 	(void) OidFunctionCall4(t->fn, name,
-							Int32GetDatum(t->partitions == -1 ? MQK_DEFAULT_PARTITIONS : t->partitions),
-							Int32GetDatum(t->replication_factor == -1 ? MQK_DEFAULT_REPLICATION :
-										  t->replication_factor),
+							Int32GetDatum(t->partitions == -1 ? mqlog_kafka_num_partitions : t->partitions),
+							Int32GetDatum(t->replication_factor == -1 ?
+										  mqlog_kafka_default_replication_factor : t->replication_factor),
 							config);
 }
 
@@ -292,12 +297,16 @@ create_error(int sqlerrcode, void *arg)
 			return MQK_TOPIC_ALREADY_EXISTS;
 		case ERRCODE_INVALID_NAME:
 			return MQK_INVALID_TOPIC_EXCEPTION;
+		case ERRCODE_LOCK_NOT_AVAILABLE:
+			return MQK_REQUEST_TIMED_OUT;	/* lock_timeout */
 		default:
 			break;
 	}
 	if (t->phase == PHASE_CONFIG && ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_DATA_EXCEPTION)
 		return MQK_INVALID_CONFIG;
-	if (t->phase == PHASE_CREATE && t->replication_factor > 1 &&
+	if (t->phase == PHASE_CREATE &&
+		(t->replication_factor == -1 ? mqlog_kafka_default_replication_factor :
+		 t->replication_factor) > 1 &&
 		(sqlerrcode == ERRCODE_INVALID_PARAMETER_VALUE ||
 		 sqlerrcode == ERRCODE_FEATURE_NOT_SUPPORTED ||
 		 sqlerrcode == ERRCODE_PROGRAM_LIMIT_EXCEEDED))
@@ -358,13 +367,13 @@ precheck_topic(CreateTopic *t)
 	{
 		t->error = MQK_INVALID_PARTITIONS;
 		t->message = psprintf("number of partitions must be at least 1, or -1 for the default (%d)",
-							  MQK_DEFAULT_PARTITIONS);
+							  mqlog_kafka_num_partitions);
 	}
 	else if (t->replication_factor == 0 || t->replication_factor < -1)
 	{
 		t->error = MQK_INVALID_REPLICATION_FACTOR;
 		t->message = psprintf("replication factor must be at least 1, or -1 for the default (%d)",
-							  MQK_DEFAULT_REPLICATION);
+							  mqlog_kafka_default_replication_factor);
 	}
 }
 
@@ -461,6 +470,44 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
 			MqKafkaWriteString(out, false, topics[i].message);
 	}
 	return MQK_RESPOND;
+}
+
+/*
+ * Metadata's auto-creation: name as CreateTopics would create it with -1
+ * partitions and -1 replicas, as the request's role (so a role that may
+ * not create topics is TOPIC_AUTHORIZATION_FAILED, an invalid name
+ * INVALID_TOPIC_EXCEPTION, and neither creates anything).  A topic of
+ * that name that another request created meanwhile (it committed while
+ * this one waited on the name's unique index, or it is in etcd) is
+ * TOPIC_ALREADY_EXISTS, which the caller takes as success: Kafka's
+ * concurrent auto-creates both see the topic.
+ *
+ * The creation waits for a lock at most MQK_REQUEST_TIME_MS (lock_timeout,
+ * as a function's SET clause sets it): a SQL transaction that creates the
+ * same name and stays open would otherwise hold the listener, and every
+ * connection, until it ends.  Such a wait is REQUEST_TIMED_OUT.
+ */
+int16
+MqKafkaAutoCreateTopic(const char *name, MemoryContext scratch, char **message)
+{
+	static const Oid create_args[] = {TEXTOID, INT4OID, INT4OID, JSONBOID};
+	CreateTopic t = {0};
+	int			nest;
+	int16		code;
+
+	*message = NULL;
+	t.name = (char *) name;
+	t.partitions = -1;
+	t.replication_factor = -1;
+	t.fn = MqKafkaExtensionFunction("mq_create_topic", lengthof(create_args), create_args);
+	if (!OidIsValid(t.fn))
+		return MQK_UNKNOWN_TOPIC_OR_PARTITION;
+	nest = NewGUCNestLevel();
+	(void) set_config_option("lock_timeout", CppAsString2(MQK_REQUEST_TIME_MS), PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	code = MqKafkaTryInScratch(create_topic, &t, create_error, true, scratch, message);
+	AtEOXact_GUC(true, nest);
+	return code;
 }
 
 /* one topic's drop, in a subtransaction (MqKafkaTryInScratch) */

@@ -15,8 +15,10 @@
  * first, as Kafka lists them.
  *
  * The broker (resource type 4, named "0" or ""): broker.id,
- * num.partitions and default.replication.factor (what CreateTopics uses
- * for -1), auto.create.topics.enable (never) and socket.request.max.bytes
+ * num.partitions and default.replication.factor (mqlog.kafka_num_partitions
+ * and mqlog.kafka_default_replication_factor: what auto-creation and
+ * CreateTopics's -1 use), auto.create.topics.enable
+ * (mqlog.kafka_auto_create_topics) and socket.request.max.bytes
  * (mqlog.kafka_max_frame_size), all read-only.  Broker loggers and other
  * resource types are answered with INVALID_REQUEST.
  *
@@ -149,11 +151,13 @@ describe_broker(ConfigResource *res)
 	}
 	res->entries = palloc0(sizeof(ConfigEntry) * 5);
 	add_entry(res, "broker.id", self, NULL, SOURCE_STATIC_BROKER, true);
-	add_entry(res, "num.partitions", CppAsString2(MQK_DEFAULT_PARTITIONS), NULL,
+	add_entry(res, "num.partitions", psprintf("%d", mqlog_kafka_num_partitions), NULL,
 			  SOURCE_DEFAULT_CONFIG, true);
-	add_entry(res, "default.replication.factor", CppAsString2(MQK_DEFAULT_REPLICATION), NULL,
+	add_entry(res, "default.replication.factor",
+			  psprintf("%d", mqlog_kafka_default_replication_factor), NULL,
 			  SOURCE_DEFAULT_CONFIG, true);
-	add_entry(res, "auto.create.topics.enable", "false", NULL, SOURCE_DEFAULT_CONFIG, true);
+	add_entry(res, "auto.create.topics.enable", mqlog_kafka_auto_create_topics ? "true" : "false",
+			  NULL, SOURCE_DEFAULT_CONFIG, true);
 	add_entry(res, "socket.request.max.bytes", psprintf("%d", mqlog_kafka_max_frame_size), NULL,
 			  SOURCE_STATIC_BROKER, true);
 }

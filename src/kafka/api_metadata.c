@@ -15,12 +15,31 @@
  *		from mqlog.cluster_partition (cluster/directory.c), to a role that
  *		may see such topics (MqKafkaSeesClusterTopics), as a local one.
  *
+ * Auto-creation (Kafka's auto.create.topics.enable): with
+ * mqlog.kafka_auto_create_topics on, a request that allows it
+ * (allow_auto_topic_creation, v4+; every request of v0-v3) and names a
+ * topic no node has creates it, as CreateTopics creates one of -1
+ * partitions and replicas (MqKafkaAutoCreateTopic: as the request's role,
+ * so a role that may not create topics is TOPIC_AUTHORIZATION_FAILED and
+ * creates nothing).  The request's transaction commits before its answer
+ * is sent, so the answer describes the new topic with its leader and the
+ * client produces at once.  A topic another request created meanwhile is
+ * described as well if this node sees it, else LEADER_NOT_AVAILABLE (a
+ * replicated topic another node created, not in this node's directory
+ * yet): Kafka's answer for a topic being created, which clients retry.
+ * Creations run for at most MQK_REQUEST_TIME_MS (MqKafkaOutOfTime), and
+ * a request creates one replicated topic at most (auto_create_topic says
+ * why); the names left are LEADER_NOT_AVAILABLE too, and the client's
+ * next request creates more.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "commands/extension.h"
+#include "miscadmin.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 #include "cluster/metadata.h"
 #include "log/topic.h"
@@ -100,6 +119,7 @@ typedef struct MetaTopic
 	int16		error;
 	int			partitions;
 	MqReplicaInfo *parts;		/* per partition; NULL: single-node */
+	bool		created;		/* auto-created, or created meanwhile */
 } MetaTopic;
 
 static void
@@ -168,6 +188,82 @@ cluster_topic(MetaTopic *t, MqClusterTopic *ct)
 	}
 }
 
+/*
+ * A topic no node has, named by a request that may create it: created now
+ * (t->created), or the error that says why not.  Past the request's time
+ * (MqKafkaOutOfTime), or past one creation of a replicated topic,
+ * LEADER_NOT_AVAILABLE, without trying: the client asks again.  Why one:
+ * a replicated topic reaches etcd when the request's transaction commits
+ * (cluster/topics.c), and a creation that loses there to another node's
+ * aborts the transaction, after the topics written before it reached etcd
+ * (they stay there, without a topic here, until the cluster worker
+ * removes them 30 s later); one per request leaves nothing behind, and
+ * the request served again finds the other node's topic (request.c).
+ */
+static void
+auto_create_topic(MqKafkaRequest *req, MetaTopic *t, int *attempted, MemoryContext scratch)
+{
+	char	   *message;
+	bool		replicated = MqClusterEnabled() && mqlog_kafka_default_replication_factor > 1;
+
+	if ((replicated && *attempted > 0) || MqKafkaOutOfTime(req, attempted))
+	{
+		t->error = MQK_LEADER_NOT_AVAILABLE;
+		return;
+	}
+	t->error = MqKafkaAutoCreateTopic(t->name, scratch, &message);
+	if (t->error == MQK_NONE)
+		ereport(LOG,
+				(errmsg("Kafka client \"%s\" created topic \"%s\" as role \"%s\" (auto-creation, mqlog.kafka_auto_create_topics)",
+						req->client_id ? req->client_id : "", t->name,
+						GetUserNameFromId(GetUserId(), false))));
+	if (t->error == MQK_NONE || t->error == MQK_TOPIC_ALREADY_EXISTS)
+	{
+		t->error = MQK_NONE;
+		t->created = true;
+	}
+	else if (t->error == MQK_REQUEST_TIMED_OUT)
+		t->error = MQK_LEADER_NOT_AVAILABLE;	/* being created by another */
+	else
+		ereport(DEBUG1,
+				(errmsg("Kafka client \"%s\" could not auto-create topic \"%s\": %s",
+						req->client_id ? req->client_id : "", t->name,
+						message ? message : "")));
+}
+
+/*
+ * The topics created by this request, or by another meanwhile, described
+ * in a snapshot taken now (the request's own one is older than both); one
+ * that is still not to be seen here is being created elsewhere:
+ * LEADER_NOT_AVAILABLE, as Kafka answers for a topic being created.
+ */
+static void
+describe_created(MetaTopic *topics, int n)
+{
+	bool		any = false;
+
+	for (int i = 0; i < n && !any; i++)
+		any = topics[i].created;
+	if (!any)
+		return;
+	PushActiveSnapshot(GetTransactionSnapshot());
+	UpdateActiveSnapshotCommandId();	/* the creations' commands too, whatever the isolation */
+	for (int i = 0; i < n; i++)
+	{
+		MetaTopic  *t = &topics[i];
+
+		if (!t->created)
+			continue;
+		local_topic(t);
+		if (t->error != MQK_NONE && t->error != MQK_TOPIC_AUTHORIZATION_FAILED)
+		{
+			t->error = MQK_LEADER_NOT_AVAILABLE;
+			t->partitions = 0;
+		}
+	}
+	PopActiveSnapshot();
+}
+
 static int
 cluster_topic_cmp(const void *a, const void *b)
 {
@@ -181,10 +277,10 @@ cluster_topic_cmp(const void *a, const void *b)
  * that may see them).  Named: each looked up only if this node has a
  * topic of that name (MqKafkaKnownTopics: a lookup of an invented name
  * would stay in the topic cache), else found among the cluster's, else
- * UNKNOWN_TOPIC_OR_PARTITION.
+ * UNKNOWN_TOPIC_OR_PARTITION, or auto-created (auto_create).
  */
 static MetaTopic *
-answer_topics(List *requested, bool all, int *count)
+answer_topics(MqKafkaRequest *req, List *requested, bool all, bool auto_create, int *count)
 {
 	MqKafkaTopicSet known;
 	bool		installed = OidIsValid(get_extension_oid("mqlog", true));
@@ -193,6 +289,8 @@ answer_topics(List *requested, bool all, int *count)
 	int			ncluster;
 	MetaTopic  *topics;
 	int			n = 0;
+	int			attempted = 0;
+	MemoryContext scratch;
 	ListCell   *lc;
 
 	MqKafkaKnownTopics(&known);
@@ -235,6 +333,8 @@ answer_topics(List *requested, bool all, int *count)
 	}
 
 	topics = palloc0(sizeof(MetaTopic) * (list_length(requested) + 1));
+	scratch = AllocSetContextCreate(CurrentMemoryContext, "Kafka Metadata auto-creation",
+									ALLOCSET_DEFAULT_SIZES);
 	foreach(lc, requested)
 	{
 		MetaTopic  *t = &topics[n++];
@@ -252,13 +352,16 @@ answer_topics(List *requested, bool all, int *count)
 		key_meta.name = t->name;
 		key_topic.meta = &key_meta;
 		found = bsearch(&key, sorted, ncluster, sizeof(MqClusterTopic *), cluster_topic_cmp);
-		if (found == NULL)
+		if (found == NULL && auto_create)
+			auto_create_topic(req, t, &attempted, scratch);
+		else if (found == NULL)
 			t->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
 		else if (!MqKafkaSeesClusterTopics())
 			t->error = MQK_TOPIC_AUTHORIZATION_FAILED;
 		else
 			cluster_topic(t, *found);
 	}
+	describe_created(topics, n);
 	*count = n;
 	return topics;
 }
@@ -272,6 +375,7 @@ MqKafkaMetadata(MqKafkaRequest *req, StringInfo out)
 	int32		n = MqKafkaReadArrayLen(r, flex, flex ? 1 : 2);
 	List	   *requested = NIL;
 	bool		all;
+	bool		allow_create = true;	/* v0-v3: always, as Kafka */
 	MqKafkaBroker *brokers;
 	int			nbrokers;
 	int			nlisted = 0;
@@ -285,7 +389,7 @@ MqKafkaMetadata(MqKafkaRequest *req, StringInfo out)
 		MqKafkaSkipTags(r, flex);
 	}
 	if (v >= 4)
-		(void) MqKafkaReadInt8(r);	/* allow_auto_topic_creation: never */
+		allow_create = MqKafkaReadInt8(r) != 0;
 	if (v >= 8)
 	{
 		(void) MqKafkaReadInt8(r);
@@ -320,7 +424,8 @@ MqKafkaMetadata(MqKafkaRequest *req, StringInfo out)
 		MqKafkaWriteInt32(out, controller); /* controller_id */
 
 	/* topics: of all of them, only those the role may describe, as Kafka */
-	topics = answer_topics(requested, all, &count);
+	topics = answer_topics(req, requested, all,
+						   allow_create && mqlog_kafka_auto_create_topics, &count);
 	MqKafkaWriteArrayLen(out, flex, count);
 	for (int i = 0; i < count; i++)
 		write_topic(out, req, &topics[i], brokers, nbrokers);

@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * backoff.c
- *		Failed SASL authentications per client address, and how long the
- *		address's next attempt waits: password guessing from one address
- *		is slowed down, whatever connections it opens.
+ *		What clients from one address did wrong, and how long the
+ *		address's next attempt waits: failed SASL authentications (password
+ *		guessing) and protocol violations (reconnect storms) from one
+ *		address are slowed down, whatever connections it opens.
  *
  * Kafka's broker delays the answer to a failed authentication by
  * connection.failed.authentication.delay.ms (100 ms); a client that opens
@@ -17,8 +18,17 @@
  * thousands a minute.  The price: a client that shares an address with
  * such a guesser (a NAT) is held as long; it is never refused.
  *
- * The table lives in the listener process, at most NSLOTS addresses; when
- * it is full, the address whose last failure is oldest makes room.
+ * Requests of an API or version mqlog does not serve (unsupported.c) are
+ * counted the same way, in a table of their own, and hold the address's
+ * next such request, on any connection: a client that reconnects at once
+ * after each refusal (kafka-go 0.2.1 did, 125 times a second) gets one
+ * answer per MAX_DELAY_MS after its first few, and the log one line.  A
+ * request that is served is never held, so a good client behind the same
+ * address is not slowed down; and nothing but FORGET_MS forgets these,
+ * since that good client's requests say nothing of the bad one.
+ *
+ * Each table lives in the listener process, at most NSLOTS addresses;
+ * when it is full, the address whose last failure is oldest makes room.
  *
  *-------------------------------------------------------------------------
  */
@@ -43,15 +53,22 @@ typedef struct Slot
 	TimestampTz held_until;
 } Slot;
 
-static Slot slots[NSLOTS];
+typedef struct Table
+{
+	const char *what;			/* for the log: "failed Kafka authentications" */
+	Slot		slots[NSLOTS];
+} Table;
+
+static Table auth = {"failed Kafka authentications"};
+static Table violations = {"Kafka requests of an API or version mqlog does not serve"};
 
 /* the address's slot, or NULL; forgotten failures free theirs */
 static Slot *
-find(const char *address, TimestampTz now)
+find(Table *t, const char *address, TimestampTz now)
 {
 	for (int i = 0; i < NSLOTS; i++)
 	{
-		Slot	   *s = &slots[i];
+		Slot	   *s = &t->slots[i];
 
 		if (s->failures > 0 && TimestampDifferenceExceeds(s->last, now, FORGET_MS))
 			s->failures = 0;
@@ -61,19 +78,20 @@ find(const char *address, TimestampTz now)
 	return NULL;
 }
 
-void
-MqKafkaAuthFailed(const char *address)
+/* one failure more: the address's next attempt waits twice as long */
+static void
+failed(Table *t, const char *address)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	Slot	   *s = find(address, now);
+	Slot	   *s = find(t, address, now);
 	int64		delay;
 
 	if (s == NULL)
 	{
-		s = &slots[0];
+		s = &t->slots[0];
 		for (int i = 0; i < NSLOTS && s->failures > 0; i++)
-			if (slots[i].failures == 0 || slots[i].last < s->last)
-				s = &slots[i];
+			if (t->slots[i].failures == 0 || t->slots[i].last < s->last)
+				s = &t->slots[i];
 		strlcpy(s->address, address, sizeof(s->address));
 		s->failures = 0;
 	}
@@ -83,14 +101,29 @@ MqKafkaAuthFailed(const char *address)
 	s->held_until = TimestampTzPlusMilliseconds(now, Min(delay, MAX_DELAY_MS));
 	if (s->failures == 10)
 		ereport(LOG,
-				(errmsg("10 failed Kafka authentications in a row from %s: its attempts now wait %d ms each",
-						address, MAX_DELAY_MS)));
+				(errmsg("10 %s in a row from %s: its attempts now wait %d ms each",
+						t->what, address, MAX_DELAY_MS)));
+}
+
+static TimestampTz
+held_until(Table *t, const char *address)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	Slot	   *s = find(t, address, now);
+
+	return s != NULL && s->held_until > now ? s->held_until : 0;
+}
+
+void
+MqKafkaAuthFailed(const char *address)
+{
+	failed(&auth, address);
 }
 
 void
 MqKafkaAuthSucceeded(const char *address)
 {
-	Slot	   *s = find(address, GetCurrentTimestamp());
+	Slot	   *s = find(&auth, address, GetCurrentTimestamp());
 
 	if (s != NULL)
 		s->failures = 0;
@@ -99,8 +132,17 @@ MqKafkaAuthSucceeded(const char *address)
 TimestampTz
 MqKafkaAuthHeldUntil(const char *address)
 {
-	TimestampTz now = GetCurrentTimestamp();
-	Slot	   *s = find(address, now);
+	return held_until(&auth, address);
+}
 
-	return s != NULL && s->held_until > now ? s->held_until : 0;
+void
+MqKafkaViolation(const char *address)
+{
+	failed(&violations, address);
+}
+
+TimestampTz
+MqKafkaViolationHeldUntil(const char *address)
+{
+	return held_until(&violations, address);
 }

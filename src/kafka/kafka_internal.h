@@ -51,6 +51,10 @@ typedef enum MqKafkaClientAuth
  */
 extern bool MqKafkaAuthenticatesAll(void);
 
+extern bool mqlog_kafka_auto_create_topics;
+extern int	mqlog_kafka_num_partitions;
+extern int	mqlog_kafka_default_replication_factor;
+
 /*
  * SASL (kafka_settings.c): is any mechanism configured, is this one, which are
  * (at most max names, their count)
@@ -108,6 +112,10 @@ typedef struct MqKafkaSession
 								 * closes) */
 	Oid			role;			/* DONE: the authenticated role */
 	MqKafkaScram scram_state;
+	const char *peer;			/* the client's address and port, for logs */
+	bool		violated;		/* it sent a request mqlog does not serve
+								 * (unsupported.c): count it (backoff.c) */
+	bool		unsupported_logged; /* that is logged at LOG, once */
 } MqKafkaSession;
 
 /* A request being served: its header, its body and, for Fetch, its wait. */
@@ -252,6 +260,26 @@ extern bool MqKafkaTlsLogin(MqKafkaSession *s);
  */
 extern bool MqKafkaLoginRole(const char *user, Oid *role, const char **logdetail);
 
+/*
+ * Requests mqlog does not serve, per client address (backoff.c):
+ * Violation counts one, ViolationHeldUntil says until when the address's
+ * next such request waits (0: it need not).
+ */
+extern void MqKafkaViolation(const char *address);
+extern TimestampTz MqKafkaViolationHeldUntil(const char *address);
+
+/*
+ * A request of an API key mqlog does not serve (api NULL) or of a version
+ * outside api's range (unsupported.c): the body of its UNSUPPORTED_VERSION
+ * answer where that version's layout is known, else MQK_CLOSE; logged
+ * once per connection, and the session marked violated.
+ */
+extern MqKafkaOutcome MqKafkaUnsupported(MqKafkaRequest *req, const MqKafkaApi *api,
+										 StringInfo out);
+
+/* is the frame (after its size) a request MqKafkaUnsupported will answer? */
+extern bool MqKafkaFrameUnsupported(const char *frame, int len);
+
 /* serving a frame of a connection (request.c) */
 extern MqKafkaOutcome MqKafkaServe(const char *frame, int len, MqKafkaSession *session,
 								   MqKafkaRequest *req, StringInfo out);
@@ -293,6 +321,14 @@ extern int16 MqKafkaTryAdmin(void (*fn) (void *arg), void *arg,
 
 /* the Kafka code of an ERROR's SQLSTATE, invalid_code for 22023 */
 extern int16 MqKafkaErrorOf(int sqlerrcode, int16 invalid_code);
+
+/*
+ * Metadata's auto-creation of a topic (api_create_delete_topics.c): created
+ * as CreateTopics creates one of -1 partitions and replicas, in a unit of
+ * its own whose leftovers go with scratch; TOPIC_ALREADY_EXISTS when
+ * another request created it meanwhile.  *message: why it failed, or NULL.
+ */
+extern int16 MqKafkaAutoCreateTopic(const char *name, MemoryContext scratch, char **message);
 
 /* which of n names occur more than once (api_create_delete_topics.c) */
 extern bool *MqKafkaDuplicates(char *const *names, int n);
@@ -388,13 +424,6 @@ extern uint64 MqKafkaAbortCount(void);
  * MqKafkaClusterTopicError)
  */
 extern struct MqTopic *MqKafkaTopic(const char *name, int priv, int16 *error);
-
-/*
- * Kafka's num.partitions and default.replication.factor: what CreateTopics
- * makes of -1 (mq_create_topic's defaults), and DescribeConfigs shows
- */
-#define MQK_DEFAULT_PARTITIONS	1
-#define MQK_DEFAULT_REPLICATION 1
 
 /* this listener's advertised address (Metadata) */
 extern void MqKafkaAdvertised(char *host, int hostlen, int *port);

@@ -13,6 +13,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "cluster/metadata.h"
 #include "workers/workers.h"
 #include "kafka/kafka.h"
 #include "kafka/kafka_internal.h"
@@ -42,6 +43,10 @@ static const struct config_enum_entry client_auth_options[] = {
 	{"required", MQK_CLIENT_AUTH_REQUIRED, false},
 	{NULL, 0, false}
 };
+
+bool		mqlog_kafka_auto_create_topics = true;
+int			mqlog_kafka_num_partitions = 1;
+int			mqlog_kafka_default_replication_factor = 1;
 
 /* the mechanisms api_sasl.c verifies */
 static const char *const sasl_built[] = {"PLAIN", "SCRAM-SHA-256"};
@@ -327,6 +332,23 @@ MqKafkaDefineSettings(void)
 							 "Without mqlog.kafka_sasl_mechanisms (or mqlog.kafka_ssl_client_auth = required) Kafka clients act as mqlog.kafka_role: only turn this on behind a network that admits trusted clients only.  It also silences the warning about SASL PLAIN without TLS beyond loopback.",
 							 &mqlog_kafka_allow_remote, false,
 							 PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("mqlog.kafka_auto_create_topics",
+							 "A Kafka Metadata request naming a topic that does not exist creates it, as the request's role, if that role may create topics.",
+							 "Kafka's auto.create.topics.enable.  A role without the EXECUTE privilege on mq_create_topic (mqlog_admin) is answered TOPIC_AUTHORIZATION_FAILED and creates nothing.",
+							 &mqlog_kafka_auto_create_topics, true,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.kafka_num_partitions",
+							"Partitions of a topic created by Kafka auto-creation, or by CreateTopics with -1 partitions.",
+							"Kafka's num.partitions.",
+							&mqlog_kafka_num_partitions,
+							1, 1, 10000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.kafka_default_replication_factor",
+							"Replication factor of a topic created by Kafka auto-creation, or by CreateTopics with -1 replicas.",
+							"Kafka's default.replication.factor.  Above 1 only on a cluster, where the replicas are placed as mq_create_topic places them.",
+							&mqlog_kafka_default_replication_factor,
+							1, 1, MQ_MAX_REPLICATION_FACTOR,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
 }
 
 void

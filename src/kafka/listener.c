@@ -83,6 +83,15 @@
  *	  Once the frame is served the buffer shrinks back and the reservation
  *	  is returned.  A frame is read as it arrives, but its reservation is
  *	  taken at once: a slow client holds what it announced.
+ *	- A request of an API or version mqlog does not serve (answered
+ *	  UNSUPPORTED_VERSION, or its connection closed: unsupported.c)
+ *	  counts against its address: the next such request from the address,
+ *	  on any connection, waits 100 ms, twice as long after each one, at
+ *	  most 5 s (backoff.c), so a client that reconnects and asks again at
+ *	  once gets one answer per 5 s instead of a hundred, and one log
+ *	  line.  Requests that are served are never held, whatever their
+ *	  address did; a new connection held so is not admitted, so held
+ *	  connections cannot keep clients out either.
  *	- A connection that sends nothing and waits for nothing for
  *	  mqlog.kafka_idle_timeout is closed (Kafka's connections.max.idle.ms).
  *	- What a request may expand to (decompressed batches) is bounded by
@@ -154,7 +163,9 @@ typedef struct Client
 	TimestampTz connected;		/* when it was accepted */
 	TimestampTz active;			/* when it last sent or was sent a byte */
 	bool		admitted;		/* authenticated, or sent a whole request */
-	TimestampTz held_until;		/* its authentication waits (backoff.c) */
+	TimestampTz held_until;		/* its authentication, or its first request,
+								 * waits (backoff.c) */
+	bool		served;			/* a request of it was served */
 	int			reserved;		/* bytes of mqlog.kafka_max_buffered_size its
 								 * frame holds (0: it fits in BASE_IN) */
 } Client;
@@ -383,6 +394,7 @@ accept_clients(pgsocket ls)
 			snprintf(c->peer, sizeof(c->peer), "%s:%s", host, serv);
 			strlcpy(c->host, host, sizeof(c->host));
 		}
+		c->session.peer = c->peer;
 		{
 			MemoryContext old = MemoryContextSwitchTo(c->cxt);
 
@@ -642,6 +654,7 @@ serve_client(Client *c, bool rerun)
 	{
 		MqKafkaOutcome outcome;
 		MemoryContext old;
+		TimestampTz held;
 
 		if (served++ > 0 &&
 			TimestampDifferenceExceeds(began, GetCurrentTimestamp(), SERVE_SLICE_MS))
@@ -649,16 +662,21 @@ serve_client(Client *c, bool rerun)
 			serve_left = true;
 			break;
 		}
-		/* failed authentications from its address: wait (backoff.c) */
-		if (authenticating(c))
+		/*
+		 * failed authentications from its address, or, for a request mqlog
+		 * does not serve, earlier ones from its address: wait (backoff.c).
+		 * A new connection held so is not admitted: others may take its
+		 * slot.
+		 */
+		held = Max(authenticating(c) ? MqKafkaAuthHeldUntil(c->host) : 0,
+				   MqKafkaFrameUnsupported(c->in.data + 4, size) ?
+				   MqKafkaViolationHeldUntil(c->host) : 0);
+		if (held != 0)
 		{
-			TimestampTz held = MqKafkaAuthHeldUntil(c->host);
-
-			if (held != 0)
-			{
-				c->held_until = held;	/* kept: the auth deadline counts from it */
-				return true;
-			}
+			c->held_until = held;	/* kept: the auth deadline counts from it */
+			if (!c->served && c->session.state == MQK_SASL_OFF)
+				c->admitted = false;
+			return true;
 		}
 		if (!rerun)
 		{
@@ -685,6 +703,17 @@ serve_client(Client *c, bool rerun)
 		{
 			c->session.failed = false;
 			MqKafkaAuthFailed(c->host);
+		}
+		if (c->session.violated)
+		{
+			c->session.violated = false;
+			MqKafkaViolation(c->host);
+		}
+		if (!c->served)
+		{
+			c->served = true;
+			if (c->session.state == MQK_SASL_OFF)
+				c->admitted = true;
 		}
 
 		if (outcome == MQK_CLOSE)
@@ -774,7 +803,7 @@ wait_timeout(void)
 	{
 		if (clients[i]->parked)
 			timeout = Min(timeout, TimestampDifferenceMilliseconds(now, clients[i]->req.wake_at));
-		if (clients[i]->held_until > now && !clients[i]->admitted)
+		if (clients[i]->held_until > now)
 			timeout = Min(timeout, TimestampDifferenceMilliseconds(now, clients[i]->held_until) + 1);
 	}
 	return Max(timeout, 0);

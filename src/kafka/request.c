@@ -17,6 +17,10 @@
  * subtransactions (MqKafkaTry), where an ERROR becomes the partition's
  * Kafka error code and the rest of the request goes on.
  *
+ * A request of an API key or a version that is not served is
+ * unsupported.c's: answered UNSUPPORTED_VERSION where the protocol lets
+ * the broker say so, else the connection is closed, logged either way.
+ *
  * On a connection that must authenticate, only ApiVersions, SaslHandshake
  * and SaslAuthenticate are served until it has; any other request closes
  * it.  SaslAuthenticate runs as the worker's own user.
@@ -211,15 +215,17 @@ request_role(MqKafkaSession *session)
 
 /*
  * The handler in a transaction of its own, as the request's role (or, for
- * SaslAuthenticate, as the worker's user)
+ * SaslAuthenticate, as the worker's user); an ERROR that escapes it (or
+ * the commit) in *error, and MQK_CLOSE
  */
 static MqKafkaOutcome
-run_in_transaction(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out)
+run_once(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out, ErrorData **error)
 {
 	MemoryContext outer = CurrentMemoryContext;
 	int			out_len = out->len;
 	volatile MqKafkaOutcome outcome = MQK_CLOSE;
 
+	*error = NULL;
 	PG_TRY();
 	{
 		Oid			role;
@@ -251,17 +257,11 @@ run_in_transaction(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
 		MemoryContextSwitchTo(outer);
-		edata = CopyErrorData();
+		*error = CopyErrorData();
 		FlushErrorState();
 		AbortCurrentTransaction();
 		aborts++;
-		ereport(LOG,
-				(errmsg("kafka %s request from client \"%s\" failed, closing its connection: %s",
-						api->name, req->client_id ? req->client_id : "", edata->message)));
-		FreeErrorData(edata);
 		outcome = MQK_CLOSE;
 	}
 	PG_END_TRY();
@@ -271,10 +271,56 @@ run_in_transaction(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out)
 	return outcome;
 }
 
+/*
+ * run_once, and for a Metadata request whose topic auto-creation lost to
+ * another node's at commit (etcd took the other's write first:
+ * cluster/topics.c), once more: the topic is in etcd now, so the second
+ * run finds it instead of creating it, and the client gets an answer, not
+ * a closed connection.  Any other ERROR closes the connection.
+ */
+static MqKafkaOutcome
+run_in_transaction(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader body = req->body;
+	ErrorData  *edata;
+	MqKafkaOutcome outcome = run_once(api, req, out, &edata);
+
+	if (edata != NULL && api->key == MQK_METADATA &&
+		edata->sqlerrcode == ERRCODE_DUPLICATE_OBJECT)
+	{
+		ereport(DEBUG1,
+				(errmsg("kafka Metadata request from client \"%s\" served again: %s",
+						req->client_id ? req->client_id : "", edata->message)));
+		FreeErrorData(edata);
+		req->body = body;
+		req->after_commit = NULL;
+		outcome = run_once(api, req, out, &edata);
+	}
+	if (edata != NULL)
+	{
+		ereport(LOG,
+				(errmsg("kafka %s request from client \"%s\" failed, closing its connection: %s",
+						api->name, req->client_id ? req->client_id : "", edata->message)));
+		FreeErrorData(edata);
+	}
+	return outcome;
+}
+
 static bool
 responds(MqKafkaOutcome outcome)
 {
 	return outcome == MQK_RESPOND || outcome == MQK_RESPOND_CLOSE;
+}
+
+/* the response's size filled in at start, or the response taken back */
+static MqKafkaOutcome
+finish_response(StringInfo out, int start, MqKafkaOutcome outcome)
+{
+	if (responds(outcome))
+		MqKafkaPatchInt32(out, start, out->len - start - 4);
+	else
+		out->len = start;
+	return outcome;
 }
 
 /*
@@ -301,11 +347,7 @@ MqKafkaServe(const char *frame, int len, MqKafkaSession *session, MqKafkaRequest
 		req->api_key = MQK_SASL_AUTHENTICATE;
 		MqKafkaWriteInt32(out, 0);	/* size, filled in below */
 		outcome = run_in_transaction(MqKafkaFindApi(MQK_SASL_AUTHENTICATE), req, out);
-		if (responds(outcome))
-			MqKafkaPatchInt32(out, start, out->len - start - 4);
-		else
-			out->len = start;
-		return outcome;
+		return finish_response(out, start, outcome);
 	}
 	req->api_key = MqKafkaReadInt16(r);
 	req->api_version = MqKafkaReadInt16(r);
@@ -315,12 +357,7 @@ MqKafkaServe(const char *frame, int len, MqKafkaSession *session, MqKafkaRequest
 		return MQK_CLOSE;
 	api = MqKafkaFindApi(req->api_key);
 	if (api == NULL)
-	{
-		ereport(DEBUG1,
-				(errmsg("kafka request with unknown API key %d, closing the connection",
-						req->api_key)));
-		return MQK_CLOSE;
-	}
+		return MqKafkaUnsupported(req, NULL, out);	/* logs, and closes */
 	if (session->state != MQK_SASL_OFF && session->state != MQK_SASL_DONE &&
 		req->api_key != MQK_API_VERSIONS && req->api_key != MQK_SASL_HANDSHAKE &&
 		req->api_key != MQK_SASL_AUTHENTICATE)
@@ -340,14 +377,10 @@ MqKafkaServe(const char *frame, int len, MqKafkaSession *session, MqKafkaRequest
 		if (req->api_key == MQK_API_VERSIONS)
 		{
 			MqKafkaApiVersionsError(out);
-			MqKafkaPatchInt32(out, start, out->len - start - 4);
-			return MQK_RESPOND;
+			return finish_response(out, start, MQK_RESPOND);
 		}
-		ereport(DEBUG1,
-				(errmsg("kafka %s request of unsupported version %d, closing the connection",
-						api->name, req->api_version)));
-		out->len = start;
-		return MQK_CLOSE;
+		/* others: UNSUPPORTED_VERSION where the layout is known (unsupported.c) */
+		return finish_response(out, start, MqKafkaUnsupported(req, api, out));
 	}
 	req->flexible = req->api_version >= api->first_flexible;
 	MqKafkaSkipTags(r, req->flexible);	/* request header v2 */
@@ -363,9 +396,5 @@ MqKafkaServe(const char *frame, int len, MqKafkaSession *session, MqKafkaRequest
 		outcome = api->handler(req, out);	/* needs no database */
 	else
 		outcome = run_in_transaction(api, req, out);
-	if (responds(outcome))
-		MqKafkaPatchInt32(out, start, out->len - start - 4);
-	else
-		out->len = start;
-	return outcome;
+	return finish_response(out, start, outcome);
 }

@@ -37,7 +37,9 @@ use Time::HiRes qw(time);
 plan skip_all => 'needs /proc/PID/status (Linux)' unless -r '/proc/self/status';
 
 my $etcd = MqCluster::start_etcd();
-my ($nodes, $kafka) = MqKafka::new_nodes($etcd, 3, "mqlog.acks_timeout = 5000\n");
+# auto-creation off: the invented names below must stay unknown
+my ($nodes, $kafka) = MqKafka::new_nodes($etcd, 3,
+	"mqlog.acks_timeout = 5000\nmqlog.kafka_auto_create_topics = off\n");
 my @nodes = @$nodes;
 my %kafka = %$kafka;
 my %kport = map { $_ => ($kafka{$_} =~ /:(\d+)$/)[0] } keys %kafka;

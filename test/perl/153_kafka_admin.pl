@@ -217,7 +217,8 @@ is(catalog(), $before, 'none of them changed mqlog.topics');
 	my %broker = map { $_->{name} => $_ } @$d[ 1 .. $#$d ];
 	is($broker{'num.partitions'}{value}, '1', 'the broker: num.partitions is what -1 partitions gives');
 	ok($broker{'num.partitions'}{read_only}, 'read-only');
-	is($broker{'auto.create.topics.enable'}{value}, 'false', 'the broker: no auto-creation');
+	is($broker{'auto.create.topics.enable'}{value}, 'true',
+		'the broker: auto-creation (mqlog.kafka_auto_create_topics, on by default)');
 }
 
 # DescribeConfigs v0 (raw): is_default instead of a source

@@ -19,7 +19,10 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $kport = PostgreSQL::Test::Cluster::get_free_port();
-my $node = kafka_node('topic_names', $kport, "mqlog.kafka_role = 'eve'\n");
+# auto-creation off: an unknown name is UNKNOWN_TOPIC_OR_PARTITION, not a
+# creation eve may not make (159_kafka_autocreate.pl tests that)
+my $node = kafka_node('topic_names', $kport,
+	"mqlog.kafka_role = 'eve'\nmqlog.kafka_auto_create_topics = off\n");
 $node->safe_psql('postgres', q{
 CREATE EXTENSION mqlog;
 CREATE ROLE eve LOGIN;
