@@ -1069,9 +1069,11 @@ CREATE TABLE mqlog.committed_offset (
     "partition"       int NOT NULL,
     committed_offset  bigint NOT NULL,
     committed_at      timestamptz NOT NULL DEFAULT now(),
+    metadata          text,
     PRIMARY KEY (group_id, topic_id, "partition")
 );
 COMMENT ON TABLE mqlog.committed_offset IS 'the committed position (next offset to read) of every group on every partition';
+COMMENT ON COLUMN mqlog.committed_offset.metadata IS 'the metadata string of the Kafka OffsetCommit that wrote the offset (null: none; every other write of the offset clears it)';
 REVOKE ALL ON mqlog.committed_offset FROM PUBLIC;
 
 /*

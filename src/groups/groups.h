@@ -127,6 +127,15 @@ typedef struct MqAssignment
 	MqTopicPart parts[MQ_MAX_ASSIGNED];
 } MqAssignment;
 
+/* a row of the committed-offset store (offsets.c) */
+typedef struct MqOffsetRow
+{
+	int32		topic_id;
+	int32		partition;
+	int64		offset;
+	char	   *metadata;		/* a Kafka commit's metadata string, or NULL */
+} MqOffsetRow;
+
 /* a member as mqlog.group_members shows it */
 typedef struct MqMemberInfo
 {
@@ -344,5 +353,68 @@ extern int64 *MqGroupResetOffsets(const char *group, MqTopic *topic,
 								  const MqResetTarget *target, bool force);
 /* forget a group's offsets, ownership and grants; returns the offsets */
 extern int64 MqGroupDelete(const char *group, bool force);
+
+/*
+ * Forget one partition's committed offset of a group (Kafka's
+ * OffsetDelete): the group's use and consume on the topic, as
+ * mq_reset_offsets; refused (55006) while SQL members of the group
+ * subscribe to the topic.  false: the group had no offset there.
+ */
+extern bool MqGroupDeleteOffset(const char *group, MqTopic *topic, int32 partition);
+
+/* ------------------------------------------------------------------------
+ * Groups and offsets as Kafka's group and admin APIs see them (listing.c)
+ * ------------------------------------------------------------------------ */
+
+/* a group of this database the current role may see */
+typedef struct MqGroupListing
+{
+	char		group[MQ_GROUP_NAME_LEN];
+	int			sql_members;	/* members that are SQL sessions */
+	int			external_members;	/* held by a process outside the
+									 * registry (MqGroupHostExternally) */
+} MqGroupListing;
+
+/*
+ * Every group of this database the current role may see (its owner's,
+ * granted, or any for mqlog_admin): those with committed offsets, a
+ * recorded owner or members, sorted by name; returns how many.
+ */
+extern int	MqGroupList(MqGroupListing **groups);
+
+/*
+ * One group: false if the current role may not see it; else *exists says
+ * whether it has offsets, an owner or members, and members (when not
+ * NULL) gets its SQL members (MqGroupMembers' form), *nmembers how many.
+ */
+extern bool MqGroupLookup(const char *group, bool *exists, MqMemberInfo **members,
+						  int *nmembers);
+
+/* a committed offset as OffsetFetch of all topics answers it */
+typedef struct MqGroupOffset
+{
+	MqTopic    *topic;
+	int32		partition;
+	int64		offset;
+	char	   *metadata;		/* the Kafka commit's, or NULL */
+} MqGroupOffset;
+
+/*
+ * Every committed offset of a group on the topics the current role may
+ * describe (the group's use checked as MqGroupCommittedOffset checks it);
+ * returns how many.
+ */
+extern int	MqGroupOffsets(const char *group, MqGroupOffset **offsets);
+
+/*
+ * MqGroupCommitExternal with the commit's metadata string (Kafka's,
+ * kept as it is; NULL or empty: none), and MqGroupCommittedOffset with it
+ * (*metadata NULL: none)
+ */
+extern void MqGroupCommitExternalMetadata(const char *group, MqTopic *topic,
+										  int32 partition, int64 offset,
+										  const char *metadata);
+extern int64 MqGroupCommittedOffsetMetadata(const char *group, MqTopic *topic,
+											int32 partition, char **metadata);
 
 #endif							/* MQLOG_GROUPS_H */

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * api_group_offsets.c
- *		OffsetCommit (key 8, v0-v7) and OffsetFetch (key 9, v1-v5): a Kafka
+ *		OffsetCommit (key 8, v0-v7) and OffsetFetch (key 9, v1-v7, v6+
+ *		flexible; a null topic list, v2+, asks for every topic): a Kafka
  *		group's committed offsets are mqlog's, the rows of
  *		mqlog.committed_offset that SQL groups use too, written and read
  *		through the groups layer (MqGroupCommitExternal,
@@ -12,8 +13,11 @@
  * privileges for mqlog.kafka_role (GROUP_AUTHORIZATION_FAILED); each
  * partition is then a subtransaction of the request's transaction, which
  * commits before the answer goes: an offset a client was told is
- * committed is.  The commit's metadata string is not kept (OffsetFetch
- * answers an empty one), nor its retention time.
+ * committed is.  The commit's metadata string is kept with the offset (at
+ * most Kafka's offset.metadata.max.bytes, 4096, else
+ * OFFSET_METADATA_TOO_LARGE) and OffsetFetch returns it; an offset
+ * written otherwise (mq_commit, a reset) has none (an empty one).  The
+ * retention time is not kept: offsets stay until mq_delete_group.
  *
  *-------------------------------------------------------------------------
  */
@@ -22,10 +26,14 @@
 #include "groups/groups.h"
 #include "kafka/kafka_internal.h"
 
+/* Kafka's offset.metadata.max.bytes: a commit's metadata string, at most */
+#define MAX_METADATA_BYTES 4096
+
 typedef struct OffsetPartition
 {
 	int32		index;
 	int64		offset;
+	char	   *metadata;		/* the commit's, or the one read; NULL: none */
 	int16		error;
 } OffsetPartition;
 
@@ -61,9 +69,9 @@ offset_partition(void *arg)
 		return;
 	}
 	if (u->commit)
-		MqGroupCommitExternal(u->group, topic, op->index, op->offset);
+		MqGroupCommitExternalMetadata(u->group, topic, op->index, op->offset, op->metadata);
 	else
-		op->offset = MqGroupCommittedOffset(u->group, topic, op->index);
+		op->offset = MqGroupCommittedOffsetMetadata(u->group, topic, op->index, &op->metadata);
 }
 
 /*
@@ -113,31 +121,75 @@ run_units(MqKafkaRequest *req, const char *group, OffsetTopic *topics, int ntopi
  * malformed.
  */
 static bool
-read_topics(MqKafkaReader *r, int16 v, bool commit, OffsetTopic *topics, int ntopics)
+read_topics(MqKafkaReader *r, int16 v, bool flex, bool commit, OffsetTopic *topics,
+			int ntopics)
 {
 	for (int t = 0; t < ntopics && !r->failed; t++)
 	{
 		OffsetTopic *ot = &topics[t];
 
-		ot->name = MqKafkaReadString(r, false, NULL);
-		ot->npartitions = MqKafkaReadArrayLen(r, false, commit ? 14 : 4);
+		ot->name = MqKafkaReadString(r, flex, NULL);
+		ot->npartitions = MqKafkaReadArrayLen(r, flex, commit ? 14 : 4);
 		if (ot->name == NULL || ot->npartitions < 0)
 			return false;
 		ot->partitions = palloc0(sizeof(OffsetPartition) * (ot->npartitions + 1));
 		for (int p = 0; p < ot->npartitions && !r->failed; p++)
 		{
-			ot->partitions[p].index = MqKafkaReadInt32(r);
-			ot->partitions[p].offset = commit ? MqKafkaReadInt64(r) : -1;
+			OffsetPartition *op = &ot->partitions[p];
+
+			op->index = MqKafkaReadInt32(r);
+			op->offset = commit ? MqKafkaReadInt64(r) : -1;
 			if (!commit)
 				continue;
 			if (v >= 6)
 				(void) MqKafkaReadInt32(r); /* committed_leader_epoch */
 			if (v == 1)
 				(void) MqKafkaReadInt64(r); /* commit_timestamp */
-			(void) MqKafkaReadString(r, false, NULL);	/* metadata: not kept */
+			op->metadata = MqKafkaReadString(r, flex, NULL);
+			if (op->metadata && strlen(op->metadata) > MAX_METADATA_BYTES)
+				op->error = MQK_OFFSET_METADATA_TOO_LARGE;
 		}
+		MqKafkaSkipTags(r, flex);
 	}
 	return !r->failed;
+}
+
+/* every committed offset of the group, as the topics of a request would name them */
+typedef struct AllOffsets
+{
+	const char *group;
+	OffsetTopic *topics;
+	int			ntopics;
+} AllOffsets;
+
+static void
+read_all_offsets(void *arg)
+{
+	AllOffsets *a = arg;
+	MqGroupOffset *offsets;
+	int			n = MqGroupOffsets(a->group, &offsets);
+
+	/* sorted by topic: one OffsetTopic per run of a topic's partitions */
+	a->topics = palloc0(sizeof(OffsetTopic) * (n + 1));
+	a->ntopics = 0;
+	for (int i = 0; i < n;)
+	{
+		OffsetTopic *ot = &a->topics[a->ntopics++];
+		int			j = i;
+
+		while (j < n && offsets[j].topic->topic_id == offsets[i].topic->topic_id)
+			j++;
+		ot->name = offsets[i].topic->name;
+		ot->npartitions = j - i;
+		ot->partitions = palloc0(sizeof(OffsetPartition) * (j - i));
+		for (int k = i; k < j; k++)
+		{
+			ot->partitions[k - i].index = offsets[k].partition;
+			ot->partitions[k - i].offset = offsets[k].offset;
+			ot->partitions[k - i].metadata = offsets[k].metadata;
+		}
+		i = j;
+	}
 }
 
 static void
@@ -176,7 +228,7 @@ MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	if (ntopics < 0 || r->failed || group == NULL)
 		return MQK_CLOSE;
 	topics = palloc0(sizeof(OffsetTopic) * (ntopics + 1));
-	if (!read_topics(r, v, true, topics, ntopics))
+	if (!read_topics(r, v, false, true, topics, ntopics))
 		return MQK_CLOSE;
 
 	error = MqKafkaGroupAccess(group);
@@ -217,49 +269,56 @@ MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out)
 {
 	MqKafkaReader *r = &req->body;
 	int16		v = req->api_version;
+	bool		flex = req->flexible;
 	char	   *group;
 	int32		ntopics;
 	OffsetTopic *topics;
 	int16		error;
+	bool		all;
 
-	group = MqKafkaReadString(r, false, NULL);
-	ntopics = MqKafkaReadArrayLen(r, false, 6);
+	group = MqKafkaReadString(r, flex, NULL);
+	ntopics = MqKafkaReadArrayLen(r, flex, 6);
 	if (r->failed || group == NULL)
 		return MQK_CLOSE;
-	if (ntopics < 0)
-	{
-		/*
-		 * v2+: a null list asks for every topic the group committed; not
-		 * served (Kafka's consumers name their partitions).
-		 */
-		ereport(DEBUG1,
-				(errmsg("Kafka OffsetFetch of all topics of group \"%s\" is not served", group)));
-		ntopics = 0;
-		error = MQK_INVALID_REQUEST;
-	}
-	else
-		error = MQK_NONE;
+	/* v2+: a null list asks for every topic the group has offsets of */
+	all = ntopics < 0;
+	if (all && v < 2)
+		return MQK_CLOSE;
+	ntopics = Max(ntopics, 0);
 	topics = palloc0(sizeof(OffsetTopic) * (ntopics + 1));
-	if (!read_topics(r, v, false, topics, ntopics))
+	if (!read_topics(r, v, flex, false, topics, ntopics))
+		return MQK_CLOSE;
+	if (v >= 7)
+		(void) MqKafkaReadInt8(r);	/* require_stable: every offset is */
+	MqKafkaSkipTags(r, flex);
+	if (r->failed)
 		return MQK_CLOSE;
 
-	if (error == MQK_NONE)
-		error = MqKafkaGroupAccess(group);
-	if (error != MQK_NONE)
+	error = MqKafkaGroupAccess(group);
+	if (error == MQK_NONE && all)
+	{
+		AllOffsets	a = {group, NULL, 0};
+		char	   *message;
+
+		error = MqKafkaTryAdmin(read_all_offsets, &a, MqKafkaGroupErrorOf, true, &message);
+		topics = a.topics;
+		ntopics = a.ntopics;
+	}
+	else if (error != MQK_NONE)
 		set_errors(topics, ntopics, error);
 	else
 		run_units(req, group, topics, ntopics, false);
 	/* v2+ tell a group's error once, with no topics, as Kafka */
-	if (error != MQK_NONE && v >= 2)
+	if (error != MQK_NONE && (v >= 2 || all))
 		ntopics = 0;
 
 	if (v >= 3)
 		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
-	MqKafkaWriteArrayLen(out, false, ntopics);
+	MqKafkaWriteArrayLen(out, flex, ntopics);
 	for (int t = 0; t < ntopics; t++)
 	{
-		MqKafkaWriteString(out, false, topics[t].name);
-		MqKafkaWriteArrayLen(out, false, topics[t].npartitions);
+		MqKafkaWriteString(out, flex, topics[t].name);
+		MqKafkaWriteArrayLen(out, flex, topics[t].npartitions);
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
 			OffsetPartition *op = &topics[t].partitions[p];
@@ -268,11 +327,15 @@ MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out)
 			MqKafkaWriteInt64(out, op->offset);
 			if (v >= 5)
 				MqKafkaWriteInt32(out, -1); /* committed_leader_epoch */
-			MqKafkaWriteString(out, false, "");	/* metadata: not kept */
+			/* Kafka answers "" for no metadata */
+			MqKafkaWriteString(out, flex, op->metadata ? op->metadata : "");
 			MqKafkaWriteInt16(out, op->error);
+			MqKafkaWriteTags(out, flex);
 		}
+		MqKafkaWriteTags(out, flex);
 	}
 	if (v >= 2)
 		MqKafkaWriteInt16(out, error);
+	MqKafkaWriteTags(out, flex);
 	return MQK_RESPOND;
 }

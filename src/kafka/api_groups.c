@@ -86,6 +86,9 @@ typedef struct Member
 	int16		sync_version;
 	char	   *assignment;		/* from the leader's SyncGroup */
 	int			assignment_len;
+	char	   *client_id;		/* of its last JoinGroup (DescribeGroups) */
+	char	   *client_host;	/* its connection's address, "/" first */
+	TimestampTz joined_at;		/* its first JoinGroup */
 	bool		reply_ready;	/* the parked request's answer is in reply */
 	StringInfoData reply;
 } Member;
@@ -181,6 +184,10 @@ free_member(Member *m)
 		pfree(m->protocols);
 	if (m->assignment)
 		pfree(m->assignment);
+	if (m->client_id)
+		pfree(m->client_id);
+	if (m->client_host)
+		pfree(m->client_host);
 	pfree(m->reply.data);
 	pfree(m);
 }
@@ -764,6 +771,22 @@ set_protocols(Member *m, Protocol *protocols, int n)
 	m->nprotocols = n;
 }
 
+/* who the member is, as DescribeGroups shows it: its last join's */
+static void
+set_client(Member *m, MqKafkaRequest *req)
+{
+	if (m->client_id)
+		pfree(m->client_id);
+	if (m->client_host)
+		pfree(m->client_host);
+	m->client_id = MemoryContextStrdup(groups_cxt, req->client_id ? req->client_id : "");
+	/* Kafka's form, Java's InetAddress.toString() */
+	m->client_host = MemoryContextAlloc(groups_cxt, strlen(req->client_host ? req->client_host : "") + 2);
+	sprintf(m->client_host, "/%s", req->client_host ? req->client_host : "");
+	if (m->joined_at == 0)
+		m->joined_at = GetCurrentTimestamp();
+}
+
 /* the answer of a parked request, or park it again */
 static MqKafkaOutcome
 parked_answer(MqKafkaRequest *req, Member *m, StringInfo out, TimestampTz wake_at)
@@ -913,6 +936,7 @@ MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out)
 		prepare_rebalance(g);	/* a member joining again, as after a rebalance */
 
 	set_protocols(m, protocols, nprotocols);
+	set_client(m, req);
 	m->session_timeout = session_timeout;
 	m->rebalance_timeout = Max(rebalance_timeout, session_timeout);
 	m->last_seen = GetCurrentTimestamp();
@@ -1103,4 +1127,53 @@ MqKafkaLeaveGroup(MqKafkaRequest *req, StringInfo out)
 		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
 	MqKafkaWriteInt16(out, error);
 	return MQK_RESPOND;
+}
+
+/* ------------------------------------------------------------------------
+ * A group as DescribeGroups, ListGroups and OffsetDelete see it
+ * ------------------------------------------------------------------------ */
+
+static const char *const state_names[] = {
+	[G_EMPTY] = "Empty",
+	[G_PREPARING] = "PreparingRebalance",
+	[G_COMPLETING] = "CompletingRebalance",
+	[G_STABLE] = "Stable"
+};
+
+bool
+MqKafkaGroupInfoOf(const char *group, MqKafkaGroupInfo *info)
+{
+	Group	   *g = find_group(group);
+	int			i = 0;
+	ListCell   *lc;
+
+	memset(info, 0, sizeof(*info));
+	if (g == NULL)
+		return false;
+	info->state = state_names[g->state];
+	info->protocol_type = g->protocol_type ? g->protocol_type : "";
+	/* as Kafka: the protocol once a generation chose it, not while rebalancing */
+	info->protocol = (g->state != G_PREPARING && g->protocol) ? g->protocol : "";
+	info->generation = g->generation;
+	info->nmembers = list_length(g->members);
+	info->members = palloc0(sizeof(MqKafkaGroupMember) * Max(info->nmembers, 1));
+	foreach(lc, g->members)
+	{
+		Member	   *m = lfirst(lc);
+		MqKafkaGroupMember *out = &info->members[i++];
+		Protocol   *p = g->protocol ? member_protocol(m, g->protocol) : NULL;
+
+		if (p == NULL && m->nprotocols > 0)
+			p = &m->protocols[0];	/* joined since: its first choice */
+		out->member_id = m->id;
+		out->client_id = m->client_id ? m->client_id : "";
+		out->client_host = m->client_host ? m->client_host : "";
+		out->metadata = p ? p->metadata : NULL;
+		out->metadata_len = p ? p->len : 0;
+		out->assignment = g->state == G_STABLE ? m->assignment : NULL;
+		out->assignment_len = g->state == G_STABLE ? m->assignment_len : 0;
+		out->joined_at = m->joined_at;
+		out->last_seen = m->last_seen;
+	}
+	return true;
 }

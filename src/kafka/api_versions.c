@@ -22,18 +22,22 @@ static const MqKafkaApi apis[] = {
 	{MQK_LIST_OFFSETS, 0, 5, 6, "ListOffsets", MqKafkaListOffsets},
 	{MQK_METADATA, 0, 9, 9, "Metadata", MqKafkaMetadata},
 	{MQK_OFFSET_COMMIT, 0, 7, 8, "OffsetCommit", MqKafkaOffsetCommit},
-	{MQK_OFFSET_FETCH, 1, 5, 6, "OffsetFetch", MqKafkaOffsetFetch},
+	{MQK_OFFSET_FETCH, 1, 7, 6, "OffsetFetch", MqKafkaOffsetFetch},
 	{MQK_FIND_COORDINATOR, 0, 2, 3, "FindCoordinator", MqKafkaFindCoordinator},
 	{MQK_JOIN_GROUP, 0, 5, 6, "JoinGroup", MqKafkaJoinGroup},
 	{MQK_HEARTBEAT, 0, 3, 4, "Heartbeat", MqKafkaHeartbeat},
 	{MQK_LEAVE_GROUP, 0, 2, 4, "LeaveGroup", MqKafkaLeaveGroup},
 	{MQK_SYNC_GROUP, 0, 3, 4, "SyncGroup", MqKafkaSyncGroup},
+	{MQK_DESCRIBE_GROUPS, 0, 4, 5, "DescribeGroups", MqKafkaDescribeGroups},
+	{MQK_LIST_GROUPS, 0, 4, 3, "ListGroups", MqKafkaListGroups},
 	{MQK_SASL_HANDSHAKE, 0, 1, 2, "SaslHandshake", MqKafkaSaslHandshake},
 	{MQK_API_VERSIONS, 0, 3, 3, "ApiVersions", MqKafkaApiVersions},
 	{MQK_SASL_AUTHENTICATE, 0, 2, 2, "SaslAuthenticate", MqKafkaSaslAuthenticate},
 	{MQK_CREATE_TOPICS, 0, 4, 5, "CreateTopics", MqKafkaCreateTopics},
 	{MQK_DELETE_TOPICS, 0, 3, 4, "DeleteTopics", MqKafkaDeleteTopics},
 	{MQK_DESCRIBE_CONFIGS, 0, 2, 4, "DescribeConfigs", MqKafkaDescribeConfigs},
+	{MQK_DELETE_GROUPS, 0, 1, 2, "DeleteGroups", MqKafkaDeleteGroups},
+	{MQK_OFFSET_DELETE, 0, 0, 1, "OffsetDelete", MqKafkaOffsetDelete},
 };
 
 const MqKafkaApi *

@@ -1,0 +1,95 @@
+/*-------------------------------------------------------------------------
+ *
+ * api_delete_groups.c
+ *		DeleteGroups (key 42, v0-v1): mq_delete_group(group) as the
+ *		request's role, each group in a subtransaction of its own, for SQL
+ *		and Kafka groups alike.
+ *
+ * The checks are mq_delete_group's (MqGroupDelete without force): the
+ * role must be allowed to use the group (GROUP_AUTHORIZATION_FAILED); a
+ * group with members, SQL sessions or Kafka clients of this listener, is
+ * NON_EMPTY_GROUP, as Kafka refuses a group that is not Empty; a group
+ * with no offsets, owner or members is GROUP_ID_NOT_FOUND.  A deleted
+ * group's offsets, owner and grants are gone, for SQL too.  Kafka's
+ * DeleteGroups has no force: mq_delete_group(group, true) evicts SQL
+ * members, which no Kafka client could ask for.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/extension.h"
+#include "utils/errcodes.h"
+
+#include "groups/groups.h"
+#include "kafka/kafka_internal.h"
+
+static void
+delete_group(void *arg)
+{
+	(void) MqGroupDelete((const char *) arg, false);
+}
+
+/* mq_delete_group's refusals as Kafka's error codes */
+int16
+MqKafkaGroupErrorOf(int sqlerrcode, void *arg)
+{
+	switch (sqlerrcode)
+	{
+		case ERRCODE_INSUFFICIENT_PRIVILEGE:
+			return MQK_GROUP_AUTHORIZATION_FAILED;
+		case ERRCODE_OBJECT_IN_USE:
+			return MQK_NON_EMPTY_GROUP;
+		case ERRCODE_UNDEFINED_OBJECT:
+			return MQK_GROUP_ID_NOT_FOUND;
+		case ERRCODE_INVALID_NAME:
+			return MQK_INVALID_GROUP_ID;
+		default:
+			return MqKafkaErrorOf(sqlerrcode, MQK_INVALID_REQUEST);
+	}
+}
+
+MqKafkaOutcome
+MqKafkaDeleteGroups(MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader *r = &req->body;
+	bool		flex = req->flexible;
+	int32		ngroups;
+	char	  **names;
+	bool		installed;
+	int			attempted = 0;
+
+	ngroups = MqKafkaReadArrayLen(r, flex, flex ? 1 : 2);
+	if (ngroups < 0 || r->failed)
+		return MQK_CLOSE;
+	names = palloc0(sizeof(char *) * (ngroups + 1));
+	for (int i = 0; i < ngroups && !r->failed; i++)
+		if ((names[i] = MqKafkaReadString(r, flex, NULL)) == NULL)
+			return MQK_CLOSE;
+	MqKafkaSkipTags(r, flex);
+	if (r->failed)
+		return MQK_CLOSE;
+
+	installed = OidIsValid(get_extension_oid("mqlog", true));
+	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
+	MqKafkaWriteArrayLen(out, flex, ngroups);
+	for (int i = 0; i < ngroups; i++)
+	{
+		int16		error;
+		char	   *message;
+
+		if (!installed)
+			error = MQK_COORDINATOR_NOT_AVAILABLE;
+		else if (names[i][0] == '\0' || strlen(names[i]) >= MQ_GROUP_NAME_LEN)
+			error = MQK_INVALID_GROUP_ID;
+		else if (MqKafkaOutOfTime(req, &attempted))
+			error = MQK_REQUEST_TIMED_OUT;
+		else
+			error = MqKafkaTryAdmin(delete_group, names[i], MqKafkaGroupErrorOf, true, &message);
+		MqKafkaWriteString(out, flex, names[i]);
+		MqKafkaWriteInt16(out, error);
+		MqKafkaWriteTags(out, flex);
+	}
+	MqKafkaWriteTags(out, flex);
+	return MQK_RESPOND;
+}
