@@ -383,9 +383,10 @@ typedef struct MqGroupListing
 extern int	MqGroupList(MqGroupListing **groups);
 
 /*
- * One group: false if the current role may not see it; else *exists says
- * whether it has offsets, an owner or members, and members (when not
- * NULL) gets its SQL members (MqGroupMembers' form), *nmembers how many.
+ * One group: *exists says whether it has offsets, an owner or members, and
+ * members (when not NULL) gets its SQL members (MqGroupMembers' form),
+ * *nmembers how many; false if it exists and the current role may not see
+ * it (then members may be set all the same: do not show them).
  */
 extern bool MqGroupLookup(const char *group, bool *exists, MqMemberInfo **members,
 						  int *nmembers);

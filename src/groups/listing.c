@@ -130,17 +130,9 @@ bool
 MqGroupLookup(const char *group, bool *exists, MqMemberInfo **members, int *nmembers)
 {
 	int			n;
-	MqMemberInfo *all;
+	MqMemberInfo *all = MqGroupMembers(false, &n);
 	int			kept = 0;
 
-	*exists = false;
-	if (members)
-		*members = NULL;
-	if (nmembers)
-		*nmembers = 0;
-	if (!MqGroupHasPrivilege(group, GetUserId()))
-		return false;
-	all = MqGroupMembers(false, &n);
 	for (int i = 0; i < n; i++)
 		if (strcmp(all[i].group, group) == 0)
 			all[kept++] = all[i];
@@ -149,7 +141,12 @@ MqGroupLookup(const char *group, bool *exists, MqMemberInfo **members, int *nmem
 		*members = all;
 	if (nmembers)
 		*nmembers = kept;
-	return true;
+
+	/*
+	 * A group that does not exist is anybody's to create (MQ_GROUP_USE), so
+	 * saying so tells no more than a JoinGroup would
+	 */
+	return !*exists || MqGroupHasPrivilege(group, GetUserId());
 }
 
 int
