@@ -217,6 +217,49 @@ extern MqExternalGroupInfo *MqGroupsHostedExternally(bool all_databases, int *ng
 /* shared memory of the group slots reserved for them */
 extern Size MqGroupsExternalShmemSize(void);
 
+/*
+ * The members of such groups, as their host publishes them for
+ * mqlog.group_members (external_members.c): a bounded table in shared
+ * memory, each entry a member.  topics: the names of its subscription and
+ * assignment, NUL-separated (ntopics); assigned: its partitions, each with
+ * the index of its topic there.
+ */
+#define MQ_EXT_CLIENT_LEN	64
+#define MQ_EXT_PROTOCOL_LEN 32
+#define MQ_EXT_TOPICS_LEN	512
+#define MQ_EXT_ASSIGNED		128
+#define MQ_EXT_MEMBERS_PER_GROUP 4	/* entries per mqlog.kafka_max_groups */
+
+typedef struct MqExternalMember
+{
+	int			pid;			/* its host; 0: a free entry */
+	Oid			dboid;
+	char		group[MQ_GROUP_NAME_LEN];
+	char		member_id[MQ_MEMBER_ID_LEN];
+	char		client_id[MQ_EXT_CLIENT_LEN];
+	char		client_host[MQ_EXT_CLIENT_LEN];	/* its address */
+	char		protocol[MQ_EXT_PROTOCOL_LEN];	/* the group's assignor, or "" */
+	int			generation;
+	TimestampTz joined_at;
+	TimestampTz last_seen;		/* its last join, sync, heartbeat or commit */
+	int			nsubscribed;	/* the first topics are its subscription */
+	int			ntopics;
+	char		topics[MQ_EXT_TOPICS_LEN];
+	bool		truncated;		/* more topics or partitions than shown */
+	int			nassigned;
+	struct
+	{
+		int16		topic;		/* the index of its name in topics */
+		int32		partition;
+	}			assigned[MQ_EXT_ASSIGNED];
+} MqExternalMember;
+
+extern Size MqExternalMembersShmemSize(void);
+extern void MqExternalMembersShmemInit(void);
+/* this process's members of a group now, in place of the last ones */
+extern int	MqExternalMembersPublish(const char *group, const MqExternalMember *members, int n);
+extern MqExternalMember *MqExternalMembersList(bool all_databases, int *nmembers);
+
 /* ------------------------------------------------------------------------
  * Ownership (ownership.c)
  * ------------------------------------------------------------------------ */

@@ -111,6 +111,7 @@ typedef struct Group
 	List	   *pending;		/* PendingId *: ids given with MEMBER_ID_REQUIRED */
 	TimestampTz deadline;		/* of the rebalance in progress */
 	int			held;			/* the count MqGroupHostExternally was told */
+	uint64		published;		/* signature of what mqlog.group_members shows */
 } Group;
 
 static MemoryContext groups_cxt = NULL;
@@ -202,6 +203,7 @@ drop_if_unused(Group *g)
 		return;
 	groups = list_delete_ptr(groups, g);
 	(void) MqGroupHostExternally(g->name, 0, &full);
+	(void) MqExternalMembersPublish(g->name, NULL, 0);
 	full_logged = false;		/* a slot came back */
 	if (g->protocol_type)
 		pfree(g->protocol_type);
@@ -495,6 +497,141 @@ remove_member(Group *g, Member *m, const char *why)
 	maybe_complete_join(g);
 }
 
+/* ------------------------------------------------------------------------
+ * What mqlog.group_members shows of the groups (groups/external_members.c)
+ * ------------------------------------------------------------------------ */
+
+static MemoryContext publish_cxt = NULL;
+
+/* the index of a topic name in the entry's topics, added if new; -1: no room */
+static int
+topic_index(MqExternalMember *e, const char *name)
+{
+	int			pos = 0;
+	int			len = strlen(name);
+
+	for (int i = 0; i < e->ntopics; i++)
+	{
+		if (strcmp(e->topics + pos, name) == 0)
+			return i;
+		pos += strlen(e->topics + pos) + 1;
+	}
+	if (pos + len + 1 > MQ_EXT_TOPICS_LEN)
+	{
+		e->truncated = true;
+		return -1;
+	}
+	memcpy(e->topics + pos, name, len + 1);
+	return e->ntopics++;
+}
+
+/*
+ * A member's subscription and assignment, from Kafka's consumer protocol
+ * encoding (ConsumerProtocolSubscription and ConsumerProtocolAssignment,
+ * whose topics come first in every version); bytes of another protocol
+ * type show nothing
+ */
+static void
+decode_consumer(MqExternalMember *e, const char *metadata, int metadata_len,
+				const char *assignment, int assignment_len)
+{
+	MqKafkaReader r;
+	int32		n;
+
+	if (metadata != NULL && metadata_len > 0)
+	{
+		MqKafkaReaderInit(&r, metadata, metadata_len);
+		(void) MqKafkaReadInt16(&r);
+		n = MqKafkaReadArrayLen(&r, false, 2);
+		for (int i = 0; i < n && !r.failed; i++)
+		{
+			char	   *name = MqKafkaReadString(&r, false, NULL);
+
+			if (name != NULL)
+				(void) topic_index(e, name);
+		}
+	}
+	e->nsubscribed = e->ntopics;
+	if (assignment == NULL || assignment_len <= 0)
+		return;
+	MqKafkaReaderInit(&r, assignment, assignment_len);
+	(void) MqKafkaReadInt16(&r);
+	n = MqKafkaReadArrayLen(&r, false, 6);
+	for (int i = 0; i < n && !r.failed; i++)
+	{
+		char	   *name = MqKafkaReadString(&r, false, NULL);
+		int32		np = MqKafkaReadArrayLen(&r, false, 4);
+		int			t = name ? topic_index(e, name) : -1;
+
+		for (int p = 0; p < np && !r.failed; p++)
+		{
+			int32		partition = MqKafkaReadInt32(&r);
+
+			if (t < 0 || e->nassigned >= MQ_EXT_ASSIGNED)
+			{
+				e->truncated = true;
+				continue;
+			}
+			e->assigned[e->nassigned].topic = t;
+			e->assigned[e->nassigned].partition = partition;
+			e->nassigned++;
+		}
+	}
+}
+
+/*
+ * Publish the group's members if anything the view shows moved since the
+ * last time: its state, generation, members, their assignments or their
+ * last heartbeats.  Run by the tick, outside any transaction.
+ */
+static void
+publish_if_changed(Group *g)
+{
+	uint64		sig = ((uint64) g->generation << 8) ^ (uint64) g->state;
+	MqKafkaGroupInfo info;
+	MqExternalMember *entries;
+	MemoryContext old;
+	ListCell   *lc;
+
+	foreach(lc, g->members)
+	{
+		Member	   *m = lfirst(lc);
+
+		sig = sig * UINT64CONST(1000003) ^ (uint64) m->last_seen ^ (uint64) m->serial ^
+			((uint64) m->assignment_len << 32);
+	}
+	if (sig == g->published)
+		return;
+	g->published = sig;
+	if (publish_cxt == NULL)
+		publish_cxt = AllocSetContextCreate(TopMemoryContext, "mqlog kafka group publishing",
+											ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(publish_cxt);
+	(void) MqKafkaGroupInfoOf(g->name, &info);
+	entries = palloc0(sizeof(MqExternalMember) * Max(info.nmembers, 1));
+	for (int i = 0; i < info.nmembers; i++)
+	{
+		MqKafkaGroupMember *m = &info.members[i];
+		MqExternalMember *e = &entries[i];
+
+		strlcpy(e->member_id, m->member_id, MQ_MEMBER_ID_LEN);
+		strlcpy(e->client_id, m->client_id, MQ_EXT_CLIENT_LEN);
+		/* without Kafka's "/": the view's client_addr is an inet */
+		strlcpy(e->client_host, m->client_host[0] == '/' ? m->client_host + 1 : m->client_host,
+				MQ_EXT_CLIENT_LEN);
+		strlcpy(e->protocol, g->protocol ? g->protocol : "", MQ_EXT_PROTOCOL_LEN);
+		e->generation = info.generation;
+		e->joined_at = m->joined_at;
+		e->last_seen = m->last_seen;
+		/* the assignment once synced, else none yet */
+		decode_consumer(e, m->metadata, m->metadata_len,
+						m->assignment, m->assignment_len);
+	}
+	(void) MqExternalMembersPublish(g->name, entries, info.nmembers);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(publish_cxt);
+}
+
 void
 MqKafkaGroupsTick(void)
 {
@@ -546,6 +683,8 @@ MqKafkaGroupsTick(void)
 	foreach(lc, empty)
 		drop_if_unused(lfirst(lc));
 	list_free(empty);
+	foreach(lc, groups)
+		publish_if_changed(lfirst(lc));
 }
 
 /* ------------------------------------------------------------------------

@@ -138,6 +138,23 @@ is($empty->[1]{state}, 'Empty', 'with its state');
 my $v3 = py('raw-list', 3);
 is(names([ @$v3[ 1 .. $#$v3 ] ]), 'kgroup,offgroup,sqlgroup', 'ListGroups v3 (flexible, no filter)');
 
+# --- mqlog.group_members: Kafka members beside SQL members -------------------
+my $listener_pid = sql(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mqlog kafka listener'});
+my $members_q = q{SELECT group_id, kind, pid, host(client_addr), client_id, assignor, topics, assigned, generation > 0, last_poll IS NOT NULL
+	FROM mqlog.group_members WHERE group_id IN ('kgroup', 'sqlgroup') ORDER BY group_id};
+my $want_members = qr/^kgroup\|kafka\|$listener_pid\|127\.0\.0\.1\|rdkafka\|(range|roundrobin)\|\{ga\}\|\{ga-0,ga-1\}\|t\|t\n
+	sqlgroup\|sql\|$sql_pid\|\|sql-consumer\|range\|\{ga\}\|\{ga-0,ga-1\}\|t\|t$/x;
+ok(wait_for(10, sub { sql($members_q) =~ $want_members }),
+	'mqlog.group_members shows the Kafka member (kind kafka, the listener\'s pid, its client) beside the SQL member')
+  or diag(sql($members_q));
+is(sql(q{SELECT state || ' ' || members FROM mqlog.groups WHERE group_id = 'kgroup'}), 'Stable 1',
+	'mqlog.groups counts the Kafka member');
+sql(q{CREATE ROLE outsider});
+is(sql(q{SET ROLE outsider; SELECT count(*) FROM mqlog.group_members WHERE group_id IN ('kgroup', 'sqlgroup')}), '0',
+	'a role that may not use the groups sees none of their members');
+is(sql(q{SELECT in_use FROM mqlog.shared_memory WHERE area = 'Kafka listener''s members'}), '1',
+	'mqlog.shared_memory counts the published Kafka member');
+
 # --- described -------------------------------------------------------------
 my ($kd) = @{ py('kp-describe', 'kgroup') };
 is($kd->{state}, 'Stable', 'kafka-python describe_consumer_groups of kgroup: Stable');
@@ -228,6 +245,8 @@ close $fh;
 ok(wait_for(30, sub { slurp_file($klog) =~ /^closed$/m }), 'the Kafka member close()s');
 $kmember->finish;
 ok(wait_for(30, sub { (py('kp-describe', 'kgroup')->[0]{state} // '') eq 'Empty' }), 'kgroup is Empty');
+ok(wait_for(10, sub { sql(q{SELECT count(*) FROM mqlog.group_members WHERE kind = 'kafka'}) eq '0' }),
+	'its member is gone from mqlog.group_members');
 SKIP:
 {
 	skip 'kafkajs is not installed', 2 unless $have_js;
