@@ -237,6 +237,12 @@ SCHEMAS = {
         f('assignments', '[]', sub=[
             f('member_id', 'str'),
             f('assignment', 'bytes')])]),
+    15: ('DescribeGroups', 5, (0, 5), [
+        f('groups', '[str]'),
+        f('include_authorized_operations', 'bool', '3+')]),
+    16: ('ListGroups', 3, (0, 5), [
+        f('states_filter', '[str]', '4+'),
+        f('types_filter', '[str]', '5+')]),
     17: ('SaslHandshake', 99, (0, 1), [
         f('mechanism', 'str')]),
     18: ('ApiVersions', 3, (0, 3), [
@@ -267,6 +273,14 @@ SCHEMAS = {
         f('include_documentation', 'bool', '3+')]),
     36: ('SaslAuthenticate', 2, (0, 2), [
         f('auth_bytes', 'bytes')]),
+    42: ('DeleteGroups', 2, (0, 2), [
+        f('groups_names', '[str]')]),
+    47: ('OffsetDelete', 1, (0, 1), [
+        f('group_id', 'str'),
+        f('topics', '[]', sub=[
+            f('name', 'str'),
+            f('partitions', '[]', sub=[
+                f('partition_index', 'int32')])])]),
 }
 
 
@@ -1058,6 +1072,10 @@ def valid_value(ctx, key, version, baseline=False):
         return {'group_id': group, 'generation_id': 1, 'member_id': 'nobody', 'group_instance_id': None,
                 'protocol_type': 'consumer', 'protocol_name': 'range',
                 'assignments': [{'member_id': 'nobody', 'assignment': b'\x00\x01' + b'\x00' * 8}]}
+    if key == 15:
+        return {'groups': [group, 'fuzz-commit'], 'include_authorized_operations': rng.randrange(2)}
+    if key == 16:
+        return {'states_filter': [] if rng.random() < 0.5 else ['Stable', 'empty'], 'types_filter': []}
     if key == 17:
         return {'mechanism': rng.choice(['PLAIN', 'SCRAM-SHA-256', 'GSSAPI'])}
     if key == 18:
@@ -1074,6 +1092,10 @@ def valid_value(ctx, key, version, baseline=False):
                                'configuration_keys': None if rng.random() < 0.5 else ['retention.ms']},
                               {'resource_type': 4, 'resource_name': '0', 'configuration_keys': None}],
                 'include_synonyms': rng.randrange(2), 'include_documentation': 0}
+    if key == 42:
+        return {'groups_names': [ctx.unique('fuzz-del'), group]}
+    if key == 47:
+        return {'group_id': 'fuzz-commit', 'topics': [{'name': t, 'partitions': [{'partition_index': p}]}]}
     if key == 36:
         a = ctx.args
         user = a.sasl_user or 'nobody'
