@@ -44,6 +44,12 @@ my $groups_py = dirname(__FILE__) . '/../kafka/groups.py';
 my $kafkajs = dirname(__FILE__) . '/../kafka/kafkajs_group_admin.js';
 my $have_js = -d dirname(__FILE__) . '/../kafka/node_modules/kafkajs';
 
+# librdkafka's admin API in C: Debian's confluent-kafka 1.7 binds none of it
+my $rdadmin = PostgreSQL::Test::Utils::tempdir . '/rdkafka_group_admin';
+my $have_rd = IPC::Run::run([ 'cc', '-o', $rdadmin, dirname(__FILE__) . '/../kafka/rdkafka_group_admin.c',
+	'-lrdkafka' ], '>', \my $cc_out, '2>', \my $cc_err);
+diag("rdkafka_group_admin.c does not build: $cc_err") unless $have_rd;
+
 my $kport = PostgreSQL::Test::Cluster::get_free_port();
 my $bootstrap = "127.0.0.1:$kport";
 my $node = MqKafka::kafka_node('kafka_group_admin', $kport);
@@ -73,6 +79,7 @@ sub run_client
 }
 sub py { return run_client($python, $admin, $bootstrap, @_) }
 sub js { return run_client('node', $kafkajs, $bootstrap, @_) }
+sub rd { return run_client($rdadmin, $bootstrap, @_) }
 
 sub names { return join ',', map { $_->{group} // $_->{groupId} } @{ $_[0] } }
 
@@ -183,6 +190,35 @@ SKIP:
 	is($jd->{state}, 'Stable', 'kafkajs describeGroups of kgroup: Stable');
 	is($jd->{members}[0]{clientHost}, '/127.0.0.1', 'its member\'s host');
 	is_deeply($jd->{members}[0]{topics}, ['ga'], 'its subscription');
+}
+
+# --- librdkafka 2.0.2's admin API: the versions it asks for ------------------
+SKIP:
+{
+	skip 'librdkafka-dev is not installed', 12 unless $have_rd;
+	my $rl = rd('list');
+	is(join(',', map { "$_->{group}:$_->{state}" } sort { $a->{group} cmp $b->{group} } @$rl),
+		'kgroup:Stable,offgroup:Empty,sqlgroup:Stable',
+		'librdkafka ListConsumerGroups (ListGroups v4, flexible): the three groups and their states');
+	is(join(',', sort map { $_->{group} } @{ rd('list', 'Stable') }), 'kgroup,sqlgroup',
+		'with the states filter Stable: the two with members');
+	my %rdd = map { ($_->{group} => $_) } @{ rd('describe', 'kgroup', 'sqlgroup', 'private', 'nosuch') };
+	is($rdd{kgroup}{state}, 'Stable', 'librdkafka DescribeConsumerGroups (DescribeGroups v4): kgroup Stable');
+	is_deeply($rdd{kgroup}{members}[0]{assignment}, [ 'ga-0', 'ga-1' ], 'its member\'s assignment');
+	is($rdd{kgroup}{members}[0]{host}, '/127.0.0.1', 'its host');
+	is($rdd{sqlgroup}{members}[0]{member_id}, "sql-$sql_pid", 'sqlgroup\'s SQL member');
+	is_deeply($rdd{sqlgroup}{members}[0]{assignment}, [ 'ga-0', 'ga-1' ], 'its assignment, decoded by librdkafka');
+	is($rdd{private}{error}, 'GROUP_AUTHORIZATION_FAILED', 'another role\'s group: GROUP_AUTHORIZATION_FAILED');
+	is($rdd{nosuch}{state}, 'Dead', 'an unknown group: Dead');
+	is_deeply(rd('offsets', 'offgroup'),
+		[ { error => '' }, { topic => 'ga', partition => 0, offset => 3, metadata => 'meta-kp', error => '' } ],
+		'librdkafka ListConsumerGroupOffsets of every partition (OffsetFetch v7, flexible) with the metadata');
+	is_deeply(rd('offset-delete', 'kgroup', 'ga', 1),
+		[ { error => '' }, { topic => 'ga', partition => 1, error => 'GROUP_SUBSCRIBED_TO_TOPIC' } ],
+		'librdkafka DeleteConsumerGroupOffsets of a consumed topic: GROUP_SUBSCRIBED_TO_TOPIC');
+	is_deeply({ map { ($_->{group} => $_->{error}) } @{ rd('delete', 'kgroup', 'nosuch') } },
+		{ kgroup => 'NON_EMPTY_GROUP', nosuch => 'GROUP_ID_NOT_FOUND' },
+		'librdkafka DeleteGroups: NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND');
 }
 
 # --- a grant makes the other role's group visible ---------------------------
