@@ -18,7 +18,6 @@
  */
 #include "postgres.h"
 
-#include "commands/extension.h"
 #include "utils/errcodes.h"
 
 #include "groups/groups.h"
@@ -56,7 +55,6 @@ MqKafkaDeleteGroups(MqKafkaRequest *req, StringInfo out)
 	bool		flex = req->flexible;
 	int32		ngroups;
 	char	  **names;
-	bool		installed;
 	int			attempted = 0;
 
 	ngroups = MqKafkaReadArrayLen(r, flex, flex ? 1 : 2);
@@ -70,7 +68,6 @@ MqKafkaDeleteGroups(MqKafkaRequest *req, StringInfo out)
 	if (r->failed)
 		return MQK_CLOSE;
 
-	installed = OidIsValid(get_extension_oid("mqlog", true));
 	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
 	MqKafkaWriteArrayLen(out, flex, ngroups);
 	for (int i = 0; i < ngroups; i++)
@@ -78,13 +75,10 @@ MqKafkaDeleteGroups(MqKafkaRequest *req, StringInfo out)
 		int16		error;
 		char	   *message;
 
-		if (!installed)
-			error = MQK_COORDINATOR_NOT_AVAILABLE;
-		else if (names[i][0] == '\0' || strlen(names[i]) >= MQ_GROUP_NAME_LEN)
-			error = MQK_INVALID_GROUP_ID;
-		else if (MqKafkaOutOfTime(req, &attempted))
+		error = MqKafkaGroupIdError(names[i]);
+		if (error == MQK_NONE && MqKafkaOutOfTime(req, &attempted))
 			error = MQK_REQUEST_TIMED_OUT;
-		else
+		if (error == MQK_NONE)
 			error = MqKafkaTryAdmin(delete_group, names[i], MqKafkaGroupErrorOf, true, &message);
 		MqKafkaWriteString(out, flex, names[i]);
 		MqKafkaWriteInt16(out, error);

@@ -22,7 +22,6 @@
  */
 #include "postgres.h"
 
-#include "commands/extension.h"
 #include "common/ip.h"
 #include "utils/backend_status.h"
 #include "utils/memutils.h"
@@ -204,7 +203,6 @@ MqKafkaDescribeGroups(MqKafkaRequest *req, StringInfo out)
 	int32		ngroups;
 	char	  **names;
 	bool		include_ops = false;
-	bool		installed;
 	int			attempted = 0;
 	MemoryContext cxt;
 
@@ -221,7 +219,6 @@ MqKafkaDescribeGroups(MqKafkaRequest *req, StringInfo out)
 	if (r->failed)
 		return MQK_CLOSE;
 
-	installed = OidIsValid(get_extension_oid("mqlog", true));
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog DescribeGroups group",
 								ALLOCSET_DEFAULT_SIZES);
 	if (v >= 1)
@@ -230,16 +227,12 @@ MqKafkaDescribeGroups(MqKafkaRequest *req, StringInfo out)
 	for (int i = 0; i < ngroups; i++)
 	{
 		DescribeUnit u = {names[i], v, flex, NULL};
-		int16		error = MQK_NONE;
+		int16		error = MqKafkaGroupIdError(names[i]);
 		MemoryContext old;
 		StringInfoData entry;
 		char	   *message;
 
-		if (!installed)
-			error = MQK_COORDINATOR_NOT_AVAILABLE;
-		else if (names[i][0] == '\0' || strlen(names[i]) >= MQ_GROUP_NAME_LEN)
-			error = MQK_INVALID_GROUP_ID;
-		else if (MqKafkaOutOfTime(req, &attempted))
+		if (error == MQK_NONE && MqKafkaOutOfTime(req, &attempted))
 			error = MQK_REQUEST_TIMED_OUT;
 		old = MemoryContextSwitchTo(cxt);
 		initStringInfo(&entry);

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * api_group_offsets.c
- *		OffsetCommit (key 8, v0-v7) and OffsetFetch (key 9, v1-v7, v6+
- *		flexible; a null topic list, v2+, asks for every topic): a Kafka
+ *		OffsetCommit (key 8, v0-v7), OffsetFetch (key 9, v1-v7, v6+
+ *		flexible; a null topic list, v2+, asks for every topic) and
+ *		OffsetDelete (key 47, v0): a Kafka
  *		group's committed offsets are mqlog's, the rows of
  *		mqlog.committed_offset that SQL groups use too, written and read
  *		through the groups layer (MqGroupCommitExternal,
@@ -18,6 +19,16 @@
  * OFFSET_METADATA_TOO_LARGE) and OffsetFetch returns it; an offset
  * written otherwise (mq_commit, a reset) has none (an empty one).  The
  * retention time is not kept: offsets stay until mq_delete_group.
+ *
+ * OffsetDelete, as Kafka: the group must exist (GROUP_ID_NOT_FOUND) and be
+ * one the role may use (GROUP_AUTHORIZATION_FAILED), both answered for the
+ * whole request; a partition of a topic the group's members consume now is
+ * GROUP_SUBSCRIBED_TO_TOPIC and keeps its offset (the members of a group
+ * this listener coordinates name their topics in their consumer protocol
+ * metadata, MqKafkaGroupSubscribes; SQL members in their subscription,
+ * MqGroupDeleteOffset).  The role needs consume on the topic, as for
+ * mq_reset_offsets; a partition the group has no offset of is answered
+ * without error, as Kafka does.
  *
  *-------------------------------------------------------------------------
  */
@@ -44,21 +55,28 @@ typedef struct OffsetTopic
 	OffsetPartition *partitions;
 } OffsetTopic;
 
+typedef enum OffsetWork
+{
+	OW_COMMIT,
+	OW_FETCH,
+	OW_DELETE
+} OffsetWork;
+
 typedef struct OffsetUnit
 {
 	const char *group;
 	const char *topic;
 	OffsetPartition *part;
-	bool		commit;
+	OffsetWork	work;
 } OffsetUnit;
 
-/* one partition's commit or read, in a subtransaction (MqKafkaTry) */
+/* one partition's commit, read or delete, in a subtransaction (MqKafkaTry) */
 static void
 offset_partition(void *arg)
 {
 	OffsetUnit *u = arg;
 	OffsetPartition *op = u->part;
-	MqTopic    *topic = MqKafkaTopic(u->topic, u->commit ? MQ_PRIV_CONSUME : MQ_PRIV_DESCRIBE,
+	MqTopic    *topic = MqKafkaTopic(u->topic, u->work == OW_FETCH ? MQ_PRIV_DESCRIBE : MQ_PRIV_CONSUME,
 									 &op->error);
 
 	if (topic == NULL)
@@ -68,10 +86,21 @@ offset_partition(void *arg)
 		op->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
 		return;
 	}
-	if (u->commit)
+	if (u->work == OW_COMMIT)
 		MqGroupCommitExternalMetadata(u->group, topic, op->index, op->offset, op->metadata);
-	else
+	else if (u->work == OW_FETCH)
 		op->offset = MqGroupCommittedOffsetMetadata(u->group, topic, op->index, &op->metadata);
+	else
+		(void) MqGroupDeleteOffset(u->group, topic, op->index);
+}
+
+/* MqGroupDeleteOffset's refusal: the group's SQL members consume the topic */
+static int16
+delete_error_of(int sqlerrcode, void *arg)
+{
+	if (sqlerrcode == ERRCODE_OBJECT_IN_USE)
+		return MQK_GROUP_SUBSCRIBED_TO_TOPIC;
+	return MqKafkaGroupErrorOf(sqlerrcode, arg);
 }
 
 /*
@@ -81,8 +110,9 @@ offset_partition(void *arg)
  */
 static void
 run_units(MqKafkaRequest *req, const char *group, OffsetTopic *topics, int ntopics,
-		  bool commit)
+		  OffsetWork work)
 {
+	static const char *const names[] = {"OffsetCommit", "OffsetFetch", "OffsetDelete"};
 	int			attempted = 0;
 	int			late = 0;
 
@@ -90,8 +120,9 @@ run_units(MqKafkaRequest *req, const char *group, OffsetTopic *topics, int ntopi
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
 			OffsetPartition *op = &topics[t].partitions[p];
-			OffsetUnit	u = {group, topics[t].name, op, commit};
+			OffsetUnit	u = {group, topics[t].name, op, work};
 			int16		code;
+			char	   *message;
 
 			if (op->error != MQK_NONE)
 				continue;
@@ -102,17 +133,19 @@ run_units(MqKafkaRequest *req, const char *group, OffsetTopic *topics, int ntopi
 				late++;
 				continue;
 			}
-			code = MqKafkaTry(offset_partition, &u, MQK_OFFSET_OUT_OF_RANGE, NULL);
+			if (work == OW_DELETE)
+				code = MqKafkaTryAdmin(offset_partition, &u, delete_error_of, true, &message);
+			else
+				code = MqKafkaTry(offset_partition, &u, MQK_OFFSET_OUT_OF_RANGE, NULL);
 			if (code != MQK_NONE)
 				op->error = code;
-			if (op->error != MQK_NONE && !commit)
+			if (op->error != MQK_NONE && work == OW_FETCH)
 				op->offset = -1;
 		}
 	if (late > 0)
 		ereport(LOG,
 				(errmsg("Kafka %s request from client \"%s\" took over %d ms: %d partitions answered REQUEST_TIMED_OUT",
-						commit ? "OffsetCommit" : "OffsetFetch",
-						req->client_id ? req->client_id : "", MQK_REQUEST_TIME_MS, late)));
+						names[work], req->client_id ? req->client_id : "", MQK_REQUEST_TIME_MS, late)));
 }
 
 /*
@@ -192,6 +225,23 @@ read_all_offsets(void *arg)
 	}
 }
 
+/* each topic with its partitions' indexes and errors (OffsetCommit, OffsetDelete) */
+static void
+write_partition_errors(StringInfo out, OffsetTopic *topics, int ntopics)
+{
+	MqKafkaWriteArrayLen(out, false, ntopics);
+	for (int t = 0; t < ntopics; t++)
+	{
+		MqKafkaWriteString(out, false, topics[t].name);
+		MqKafkaWriteArrayLen(out, false, topics[t].npartitions);
+		for (int p = 0; p < topics[t].npartitions; p++)
+		{
+			MqKafkaWriteInt32(out, topics[t].partitions[p].index);
+			MqKafkaWriteInt16(out, topics[t].partitions[p].error);
+		}
+	}
+}
+
 static void
 set_errors(OffsetTopic *topics, int ntopics, int16 error)
 {
@@ -244,23 +294,13 @@ MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	if (error != MQK_NONE)
 		set_errors(topics, ntopics, error);
 	else
-		run_units(req, group, topics, ntopics, true);
+		run_units(req, group, topics, ntopics, OW_COMMIT);
 	if (standalone)
 		(void) MqGroupHostExternally(group, 0, &full);
 
 	if (v >= 3)
 		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
-	MqKafkaWriteArrayLen(out, false, ntopics);
-	for (int t = 0; t < ntopics; t++)
-	{
-		MqKafkaWriteString(out, false, topics[t].name);
-		MqKafkaWriteArrayLen(out, false, topics[t].npartitions);
-		for (int p = 0; p < topics[t].npartitions; p++)
-		{
-			MqKafkaWriteInt32(out, topics[t].partitions[p].index);
-			MqKafkaWriteInt16(out, topics[t].partitions[p].error);
-		}
-	}
+	write_partition_errors(out, topics, ntopics);
 	return MQK_RESPOND;
 }
 
@@ -307,7 +347,7 @@ MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out)
 	else if (error != MQK_NONE)
 		set_errors(topics, ntopics, error);
 	else
-		run_units(req, group, topics, ntopics, false);
+		run_units(req, group, topics, ntopics, OW_FETCH);
 	/* v2+ tell a group's error once, with no topics, as Kafka */
 	if (error != MQK_NONE && (v >= 2 || all))
 		ntopics = 0;
@@ -337,5 +377,67 @@ MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out)
 	if (v >= 2)
 		MqKafkaWriteInt16(out, error);
 	MqKafkaWriteTags(out, flex);
+	return MQK_RESPOND;
+}
+
+/* does the group exist, and may the role see it?  (a subtransaction) */
+typedef struct GroupCheck
+{
+	const char *group;
+	bool		exists;
+	bool		visible;
+} GroupCheck;
+
+static void
+check_group(void *arg)
+{
+	GroupCheck *c = arg;
+
+	c->visible = MqGroupLookup(c->group, &c->exists, NULL, NULL);
+}
+
+MqKafkaOutcome
+MqKafkaOffsetDelete(MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader *r = &req->body;
+	char	   *group;
+	int32		ntopics;
+	OffsetTopic *topics;
+	int16		error;
+	GroupCheck	check = {NULL, false, false};
+	char	   *message;
+
+	group = MqKafkaReadString(r, false, NULL);
+	ntopics = MqKafkaReadArrayLen(r, false, 6);
+	if (group == NULL || ntopics < 0 || r->failed)
+		return MQK_CLOSE;
+	topics = palloc0(sizeof(OffsetTopic) * (ntopics + 1));
+	if (!read_topics(r, 0, false, false, topics, ntopics))
+		return MQK_CLOSE;
+
+	error = MqKafkaGroupIdError(group);
+	if (error == MQK_NONE)
+	{
+		check.group = group;
+		error = MqKafkaTryAdmin(check_group, &check, NULL, false, &message);
+		if (error == MQK_NONE && !check.visible)
+			error = MQK_GROUP_AUTHORIZATION_FAILED;
+		else if (error == MQK_NONE && !check.exists)
+			error = MQK_GROUP_ID_NOT_FOUND;
+	}
+	if (error == MQK_NONE)
+	{
+		/* the topics this listener's members of the group consume keep theirs */
+		for (int t = 0; t < ntopics; t++)
+			if (MqKafkaGroupSubscribes(group, topics[t].name))
+				for (int p = 0; p < topics[t].npartitions; p++)
+					topics[t].partitions[p].error = MQK_GROUP_SUBSCRIBED_TO_TOPIC;
+		run_units(req, group, topics, ntopics, OW_DELETE);
+	}
+
+	MqKafkaWriteInt16(out, error);
+	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
+	/* a group's error is told once, with no topics, as Kafka */
+	write_partition_errors(out, topics, error == MQK_NONE ? ntopics : 0);
 	return MQK_RESPOND;
 }

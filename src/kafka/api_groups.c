@@ -526,10 +526,36 @@ topic_index(MqExternalMember *e, const char *name)
 }
 
 /*
- * A member's subscription and assignment, from Kafka's consumer protocol
- * encoding (ConsumerProtocolSubscription and ConsumerProtocolAssignment,
- * whose topics come first in every version); bytes of another protocol
- * type show nothing
+ * The topics of a member's subscription, from Kafka's consumer protocol
+ * encoding (ConsumerProtocolSubscription, whose topics come first in every
+ * version), in the current memory context; metadata of another protocol
+ * type names none
+ */
+static List *
+subscription_topics(const char *metadata, int metadata_len)
+{
+	MqKafkaReader r;
+	int32		n;
+	List	   *topics = NIL;
+
+	if (metadata == NULL || metadata_len <= 0)
+		return NIL;
+	MqKafkaReaderInit(&r, metadata, metadata_len);
+	(void) MqKafkaReadInt16(&r);
+	n = MqKafkaReadArrayLen(&r, false, 2);
+	for (int i = 0; i < n && !r.failed; i++)
+	{
+		char	   *name = MqKafkaReadString(&r, false, NULL);
+
+		if (name != NULL)
+			topics = lappend(topics, name);
+	}
+	return topics;
+}
+
+/*
+ * A member's subscription and assignment (ConsumerProtocolAssignment,
+ * whose topics come first in every version too)
  */
 static void
 decode_consumer(MqExternalMember *e, const char *metadata, int metadata_len,
@@ -537,20 +563,10 @@ decode_consumer(MqExternalMember *e, const char *metadata, int metadata_len,
 {
 	MqKafkaReader r;
 	int32		n;
+	ListCell   *lc;
 
-	if (metadata != NULL && metadata_len > 0)
-	{
-		MqKafkaReaderInit(&r, metadata, metadata_len);
-		(void) MqKafkaReadInt16(&r);
-		n = MqKafkaReadArrayLen(&r, false, 2);
-		for (int i = 0; i < n && !r.failed; i++)
-		{
-			char	   *name = MqKafkaReadString(&r, false, NULL);
-
-			if (name != NULL)
-				(void) topic_index(e, name);
-		}
-	}
+	foreach(lc, subscription_topics(metadata, metadata_len))
+		(void) topic_index(e, lfirst(lc));
 	e->nsubscribed = e->ntopics;
 	if (assignment == NULL || assignment_len <= 0)
 		return;
@@ -700,14 +716,22 @@ check_group_access(void *arg)
 }
 
 int16
-MqKafkaGroupAccess(const char *group)
+MqKafkaGroupIdError(const char *group)
 {
-	int16		code;
-
 	if (!OidIsValid(get_extension_oid("mqlog", true)))
 		return MQK_COORDINATOR_NOT_AVAILABLE;
 	if (group == NULL || group[0] == '\0' || strlen(group) >= MQ_GROUP_NAME_LEN)
 		return MQK_INVALID_GROUP_ID;
+	return MQK_NONE;
+}
+
+int16
+MqKafkaGroupAccess(const char *group)
+{
+	int16		code;
+
+	if ((code = MqKafkaGroupIdError(group)) != MQK_NONE)
+		return code;
 	code = MqKafkaTry(check_group_access, (void *) group, MQK_INVALID_REQUEST, NULL);
 	if (code == MQK_TOPIC_AUTHORIZATION_FAILED)
 		code = MQK_GROUP_AUTHORIZATION_FAILED;
@@ -1315,4 +1339,22 @@ MqKafkaGroupInfoOf(const char *group, MqKafkaGroupInfo *info)
 		out->last_seen = m->last_seen;
 	}
 	return true;
+}
+
+bool
+MqKafkaGroupSubscribes(const char *group, const char *topic)
+{
+	MqKafkaGroupInfo info;
+
+	if (!MqKafkaGroupInfoOf(group, &info))
+		return false;
+	for (int i = 0; i < info.nmembers; i++)
+	{
+		ListCell   *lc;
+
+		foreach(lc, subscription_topics(info.members[i].metadata, info.members[i].metadata_len))
+			if (strcmp(lfirst(lc), topic) == 0)
+				return true;
+	}
+	return false;
 }

@@ -180,6 +180,8 @@ extern MqKafkaOutcome MqKafkaOffsetDelete(MqKafkaRequest *req, StringInfo out);
  */
 extern void MqKafkaGroupsTick(void);
 extern int16 MqKafkaGroupAccess(const char *group);
+/* GroupAccess's first checks: mqlog installed, a valid group id */
+extern int16 MqKafkaGroupIdError(const char *group);
 extern int16 MqKafkaGroupCommitCheck(const char *group, int32 generation,
 									 const char *member_id, bool *standalone);
 
@@ -214,6 +216,8 @@ typedef struct MqKafkaGroupInfo
 } MqKafkaGroupInfo;
 
 extern bool MqKafkaGroupInfoOf(const char *group, MqKafkaGroupInfo *info);
+/* does a member of the group here name the topic in its subscription? */
+extern bool MqKafkaGroupSubscribes(const char *group, const char *topic);
 
 /*
  * The state and protocol type ListGroups and DescribeGroups show for a

@@ -98,6 +98,29 @@ print_partitions(const rd_kafka_topic_partition_list_t *parts, int with_offsets)
 	}
 }
 
+/* the request's error, or each group's error and partitions */
+static void
+print_group_results(rd_kafka_event_t *ev, const rd_kafka_group_result_t **groups, size_t n,
+					int with_offsets)
+{
+	if (rd_kafka_event_error(ev))
+	{
+		printf("{\"error\": ");
+		jstr(rd_kafka_err2name(rd_kafka_event_error(ev)));
+		printf("}\n");
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+	{
+		const rd_kafka_error_t *e = rd_kafka_group_result_error(groups[i]);
+
+		printf("{\"error\": ");
+		jstr(e ? rd_kafka_err2name(rd_kafka_error_code(e)) : "");
+		printf("}\n");
+		print_partitions(rd_kafka_group_result_partitions(groups[i]), with_offsets);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -224,31 +247,15 @@ main(int argc, char **argv)
 	else if (strcmp(mode, "offsets") == 0 && argc == 4)
 	{
 		rd_kafka_ListConsumerGroupOffsets_t *req = rd_kafka_ListConsumerGroupOffsets_new(argv[3], NULL);
-		const rd_kafka_group_result_t **groups;
-		size_t		n;
+		const rd_kafka_group_result_t **groups = NULL;
+		size_t		n = 0;
 
 		rd_kafka_ListConsumerGroupOffsets(rk, &req, 1, opts, q);
 		ev = wait_result(q);
-		if (rd_kafka_event_error(ev))
-		{
-			printf("{\"error\": ");
-			jstr(rd_kafka_err2name(rd_kafka_event_error(ev)));
-			printf("}\n");
-		}
-		else
-		{
+		if (!rd_kafka_event_error(ev))
 			groups = rd_kafka_ListConsumerGroupOffsets_result_groups(
 				rd_kafka_event_ListConsumerGroupOffsets_result(ev), &n);
-			for (size_t i = 0; i < n; i++)
-			{
-				const rd_kafka_error_t *e = rd_kafka_group_result_error(groups[i]);
-
-				printf("{\"error\": ");
-				jstr(e ? rd_kafka_err2name(rd_kafka_error_code(e)) : "");
-				printf("}\n");
-				print_partitions(rd_kafka_group_result_partitions(groups[i]), 1);
-			}
-		}
+		print_group_results(ev, groups, n, 1);
 	}
 	else if (strcmp(mode, "delete") == 0)
 	{
@@ -277,34 +284,18 @@ main(int argc, char **argv)
 	{
 		rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(argc - 5);
 		rd_kafka_DeleteConsumerGroupOffsets_t *req;
-		const rd_kafka_group_result_t **groups;
-		size_t		n;
+		const rd_kafka_group_result_t **groups = NULL;
+		size_t		n = 0;
 
 		for (int i = 5; i < argc; i++)
 			rd_kafka_topic_partition_list_add(parts, argv[4], atoi(argv[i]));
 		req = rd_kafka_DeleteConsumerGroupOffsets_new(argv[3], parts);
 		rd_kafka_DeleteConsumerGroupOffsets(rk, &req, 1, opts, q);
 		ev = wait_result(q);
-		if (rd_kafka_event_error(ev))
-		{
-			printf("{\"error\": ");
-			jstr(rd_kafka_err2name(rd_kafka_event_error(ev)));
-			printf("}\n");
-		}
-		else
-		{
+		if (!rd_kafka_event_error(ev))
 			groups = rd_kafka_DeleteConsumerGroupOffsets_result_groups(
 				rd_kafka_event_DeleteConsumerGroupOffsets_result(ev), &n);
-			for (size_t i = 0; i < n; i++)
-			{
-				const rd_kafka_error_t *e = rd_kafka_group_result_error(groups[i]);
-
-				printf("{\"error\": ");
-				jstr(e ? rd_kafka_err2name(rd_kafka_error_code(e)) : "");
-				printf("}\n");
-				print_partitions(rd_kafka_group_result_partitions(groups[i]), 0);
-			}
-		}
+		print_group_results(ev, groups, n, 0);
 	}
 	else
 	{
