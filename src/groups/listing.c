@@ -98,10 +98,24 @@ MqGroupList(MqGroupListing **groups)
 		}
 		all[kept++] = all[i];
 	}
-	n = 0;
-	for (int i = 0; i < kept; i++)
-		if (MqGroupHasPrivilege(all[i].group, role))
-			all[n++] = all[i];
+	/* the owner the registry holds, for a group with members (else none) */
+	{
+		char	  **names = palloc(sizeof(char *) * (kept + 1));
+		Oid		   *live = palloc0(sizeof(Oid) * (kept + 1));
+		bool	   *allowed = palloc(sizeof(bool) * (kept + 1));
+
+		for (int i = 0; i < kept; i++)
+		{
+			names[i] = all[i].group;
+			if (all[i].sql_members > 0 || all[i].external_members > 0)
+				live[i] = MqGroupLiveOwner(all[i].group);
+		}
+		MqGroupsHaveAccess(names, live, kept, role, allowed);
+		n = 0;
+		for (int i = 0; i < kept; i++)
+			if (allowed[i])
+				all[n++] = all[i];
+	}
 	*groups = all;
 	return n;
 }

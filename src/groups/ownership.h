@@ -24,5 +24,8 @@ extern void MqGroupPersistOwner(const char *group, Oid live_owner);
 extern void MqGroupRecordOwner(const char *group);
 /* the row and the grants go (mq_delete_group); false if there was none */
 extern bool MqGroupDropOwnership(const char *group);
+/* MqGroupHasAccess of many groups (sorted by strcmp) in one query */
+extern void MqGroupsHaveAccess(char **groups, const Oid *live_owners, int n, Oid role,
+							   bool *allowed);
 
 #endif							/* MQLOG_GROUPS_OWNERSHIP_H */

@@ -48,6 +48,21 @@ MqKafkaGroupErrorOf(int sqlerrcode, void *arg)
 	}
 }
 
+char	  **
+MqKafkaReadGroupIds(MqKafkaReader *r, bool flex, int32 *ngroups)
+{
+	char	  **names;
+
+	*ngroups = MqKafkaReadArrayLen(r, flex, flex ? 1 : 2);
+	if (*ngroups < 0 || r->failed)
+		return NULL;
+	names = palloc0(sizeof(char *) * (*ngroups + 1));
+	for (int i = 0; i < *ngroups; i++)
+		if ((names[i] = MqKafkaReadString(r, flex, NULL)) == NULL)
+			return NULL;
+	return names;
+}
+
 MqKafkaOutcome
 MqKafkaDeleteGroups(MqKafkaRequest *req, StringInfo out)
 {
@@ -57,13 +72,8 @@ MqKafkaDeleteGroups(MqKafkaRequest *req, StringInfo out)
 	char	  **names;
 	int			attempted = 0;
 
-	ngroups = MqKafkaReadArrayLen(r, flex, flex ? 1 : 2);
-	if (ngroups < 0 || r->failed)
+	if ((names = MqKafkaReadGroupIds(r, flex, &ngroups)) == NULL)
 		return MQK_CLOSE;
-	names = palloc0(sizeof(char *) * (ngroups + 1));
-	for (int i = 0; i < ngroups && !r->failed; i++)
-		if ((names[i] = MqKafkaReadString(r, flex, NULL)) == NULL)
-			return MQK_CLOSE;
 	MqKafkaSkipTags(r, flex);
 	if (r->failed)
 		return MQK_CLOSE;

@@ -206,13 +206,8 @@ MqKafkaDescribeGroups(MqKafkaRequest *req, StringInfo out)
 	int			attempted = 0;
 	MemoryContext cxt;
 
-	ngroups = MqKafkaReadArrayLen(r, flex, flex ? 1 : 2);
-	if (ngroups < 0 || r->failed)
+	if ((names = MqKafkaReadGroupIds(r, flex, &ngroups)) == NULL)
 		return MQK_CLOSE;
-	names = palloc0(sizeof(char *) * (ngroups + 1));
-	for (int i = 0; i < ngroups && !r->failed; i++)
-		if ((names[i] = MqKafkaReadString(r, flex, NULL)) == NULL)
-			return MQK_CLOSE;
 	if (v >= 3)
 		include_ops = MqKafkaReadInt8(r) != 0;
 	MqKafkaSkipTags(r, flex);

@@ -284,6 +284,8 @@ extern int16 MqKafkaErrorOf(int sqlerrcode, int16 invalid_code);
  * NON_EMPTY_GROUP, 42704 GROUP_ID_NOT_FOUND, 42602 INVALID_GROUP_ID
  */
 extern int16 MqKafkaGroupErrorOf(int sqlerrcode, void *arg);
+/* an array of group ids (DeleteGroups, DescribeGroups); NULL: malformed */
+extern char **MqKafkaReadGroupIds(MqKafkaReader *r, bool flex, int32 *ngroups);
 
 /* which of n names occur more than once (api_create_delete_topics.c) */
 extern bool *MqKafkaDuplicates(char *const *names, int n);

@@ -44,7 +44,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clients import kafka_python, raw_connect, raw_request  # noqa: E402
+from clients import kafka_python, raw_connect  # noqa: E402
 
 TIMEOUT = 30
 
@@ -184,6 +184,20 @@ def wstring(s, flex):
 
 def warray(n, flex):
     return uvarint(n + 1) if flex else struct.pack('>i', n)
+
+
+def raw_request(s, key, version, corr, body, flexible=False):
+    """one request (header v1, or v2 if flexible); its response after the
+    size, read whole however large, or None if the connection closed"""
+    hdr = struct.pack('>hhih', key, version, corr, 3) + b'raw' + (b'\x00' if flexible else b'')
+    s.sendall(struct.pack('>i', len(hdr) + len(body)) + hdr + body)
+    buf = b''
+    while len(buf) < 4 or len(buf) < 4 + struct.unpack('>i', buf[:4])[0]:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            return None
+        buf += chunk
+    return buf[4:]
 
 
 def response_body(resp, flex):
