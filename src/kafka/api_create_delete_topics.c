@@ -492,3 +492,20 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 	}
 	return MQK_RESPOND;
 }
+
+/*
+ * For the other APIs that are SQL functions under Kafka's names (the group
+ * admin APIs, api_delete_groups.c): the function, and the role's right to
+ * execute it, as CreateTopics and DeleteTopics check theirs
+ */
+Oid
+MqKafkaExtensionFunction(const char *name, int nargs, const Oid *argtypes)
+{
+	return extension_function(name, nargs, argtypes);
+}
+
+void
+MqKafkaCheckExecute(Oid fn)
+{
+	check_execute(fn);
+}

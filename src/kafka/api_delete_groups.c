@@ -6,7 +6,8 @@
  *		and Kafka groups alike.
  *
  * The checks are mq_delete_group's (MqGroupDelete without force): the
- * role must be allowed to use the group (GROUP_AUTHORIZATION_FAILED); a
+ * role must be allowed to execute mq_delete_group (a DBA may revoke it
+ * from PUBLIC) and to use the group (GROUP_AUTHORIZATION_FAILED); a
  * group with members, SQL sessions or Kafka clients of this listener, is
  * NON_EMPTY_GROUP, as Kafka refuses a group that is not Empty; a group
  * with no offsets, owner or members is GROUP_ID_NOT_FOUND.  A deleted
@@ -18,15 +19,33 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "utils/errcodes.h"
 
 #include "groups/groups.h"
 #include "kafka/kafka_internal.h"
 
+typedef struct DeleteUnit
+{
+	const char *group;
+	Oid			fn;				/* mq_delete_group(text, bool) */
+} DeleteUnit;
+
 static void
 delete_group(void *arg)
 {
-	(void) MqGroupDelete((const char *) arg, false);
+	DeleteUnit *u = arg;
+
+	MqKafkaCheckExecute(u->fn);
+	(void) MqGroupDelete(u->group, false);
+}
+
+Oid
+MqKafkaDeleteGroupFunction(void)
+{
+	static const Oid args[] = {TEXTOID, BOOLOID};
+
+	return MqKafkaExtensionFunction("mq_delete_group", lengthof(args), args);
 }
 
 /* mq_delete_group's refusals as Kafka's error codes */
@@ -71,6 +90,7 @@ MqKafkaDeleteGroups(MqKafkaRequest *req, StringInfo out)
 	int32		ngroups;
 	char	  **names;
 	int			attempted = 0;
+	Oid			fn;
 
 	if ((names = MqKafkaReadGroupIds(r, flex, &ngroups)) == NULL)
 		return MQK_CLOSE;
@@ -78,6 +98,7 @@ MqKafkaDeleteGroups(MqKafkaRequest *req, StringInfo out)
 	if (r->failed)
 		return MQK_CLOSE;
 
+	fn = MqKafkaDeleteGroupFunction();
 	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
 	MqKafkaWriteArrayLen(out, flex, ngroups);
 	for (int i = 0; i < ngroups; i++)
@@ -85,11 +106,13 @@ MqKafkaDeleteGroups(MqKafkaRequest *req, StringInfo out)
 		int16		error;
 		char	   *message;
 
+		DeleteUnit	u = {names[i], fn};
+
 		error = MqKafkaGroupIdError(names[i]);
 		if (error == MQK_NONE && MqKafkaOutOfTime(req, &attempted))
 			error = MQK_REQUEST_TIMED_OUT;
 		if (error == MQK_NONE)
-			error = MqKafkaTryAdmin(delete_group, names[i], MqKafkaGroupErrorOf, true, &message);
+			error = MqKafkaTryAdmin(delete_group, &u, MqKafkaGroupErrorOf, true, &message);
 		MqKafkaWriteString(out, flex, names[i]);
 		MqKafkaWriteInt16(out, error);
 		MqKafkaWriteTags(out, flex);

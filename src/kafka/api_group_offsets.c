@@ -26,7 +26,8 @@
  * GROUP_SUBSCRIBED_TO_TOPIC and keeps its offset (the members of a group
  * this listener coordinates name their topics in their consumer protocol
  * metadata, MqKafkaGroupSubscribes; SQL members in their subscription,
- * MqGroupDeleteOffset).  The role needs consume on the topic, as for
+ * MqGroupDeleteOffset).  The role needs EXECUTE on mq_delete_group, which
+ * deletes offsets in SQL, and consume on the topic, as for
  * mq_reset_offsets; a partition the group has no offset of is answered
  * without error, as Kafka does.
  *
@@ -388,11 +389,13 @@ typedef struct GroupCheck
 	bool		visible;
 } GroupCheck;
 
+/* and may it execute mq_delete_group, as DeleteGroups needs too */
 static void
 check_group(void *arg)
 {
 	GroupCheck *c = arg;
 
+	MqKafkaCheckExecute(MqKafkaDeleteGroupFunction());
 	c->visible = MqGroupLookup(c->group, &c->exists, NULL, NULL);
 }
 
@@ -419,7 +422,7 @@ MqKafkaOffsetDelete(MqKafkaRequest *req, StringInfo out)
 	if (error == MQK_NONE)
 	{
 		check.group = group;
-		error = MqKafkaTryAdmin(check_group, &check, NULL, false, &message);
+		error = MqKafkaTryAdmin(check_group, &check, MqKafkaGroupErrorOf, false, &message);
 		if (error == MQK_NONE && !check.visible)
 			error = MQK_GROUP_AUTHORIZATION_FAILED;
 		else if (error == MQK_NONE && !check.exists)

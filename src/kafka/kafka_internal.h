@@ -284,8 +284,18 @@ extern int16 MqKafkaErrorOf(int sqlerrcode, int16 invalid_code);
  * NON_EMPTY_GROUP, 42704 GROUP_ID_NOT_FOUND, 42602 INVALID_GROUP_ID
  */
 extern int16 MqKafkaGroupErrorOf(int sqlerrcode, void *arg);
+/* mq_delete_group(text, bool), whose EXECUTE deleting a group's offsets needs */
+extern Oid	MqKafkaDeleteGroupFunction(void);
 /* an array of group ids (DeleteGroups, DescribeGroups); NULL: malformed */
 extern char **MqKafkaReadGroupIds(MqKafkaReader *r, bool flex, int32 *ngroups);
+
+/*
+ * A function of mqlog's schema (InvalidOid: mqlog is not installed), and
+ * the check that the request's role may execute it (an ERROR of 42501)
+ * (api_create_delete_topics.c)
+ */
+extern Oid	MqKafkaExtensionFunction(const char *name, int nargs, const Oid *argtypes);
+extern void MqKafkaCheckExecute(Oid fn);
 
 /* which of n names occur more than once (api_create_delete_topics.c) */
 extern bool *MqKafkaDuplicates(char *const *names, int n);

@@ -22,7 +22,9 @@
 #  - DeleteGroups: a group with Kafka or SQL members is NON_EMPTY_GROUP, an
 #    unknown one GROUP_ID_NOT_FOUND, another role's
 #    GROUP_AUTHORIZATION_FAILED, an empty name INVALID_GROUP_ID, each
-#    changing nothing; an empty group is deleted (kafkajs, kafka-python);
+#    changing nothing, and so is every group (and OffsetDelete) for a role
+#    that may not execute mq_delete_group; an empty group is deleted
+#    (kafkajs, raw requests);
 #  - OffsetDelete: GROUP_SUBSCRIBED_TO_TOPIC for a topic the members
 #    consume, UNKNOWN_TOPIC_OR_PARTITION for a partition that is not,
 #    GROUP_ID_NOT_FOUND and GROUP_AUTHORIZATION_FAILED for the group;
@@ -274,6 +276,14 @@ is_deeply(\%del, { kgroup => 68, sqlgroup => 68, nosuch => 69, private => 30, ''
 	'DeleteGroups: NON_EMPTY_GROUP (Kafka and SQL members), GROUP_ID_NOT_FOUND, GROUP_AUTHORIZATION_FAILED, INVALID_GROUP_ID');
 is(sql(q{SELECT count(DISTINCT group_id) FROM mqlog.committed_offset WHERE group_id IN ('kgroup', 'private')}), '2',
 	'and nothing was deleted');
+
+# without EXECUTE on mq_delete_group, as in SQL, no group or offset is deleted
+sql(q{REVOKE EXECUTE ON FUNCTION mq_delete_group(text, bool) FROM PUBLIC});
+is_deeply(py('raw-delete', 'og2'), [ { group => 'og2', error => 30 } ],
+	'DeleteGroups without EXECUTE on mq_delete_group: GROUP_AUTHORIZATION_FAILED');
+is(py('raw-offset-delete', 'og2', 'ga', 1)->[0]{error}, 30, 'OffsetDelete too');
+is(sql(q{SELECT count(*) FROM mqlog.committed_offset WHERE group_id = 'og2'}), '1', 'og2 keeps its offset');
+sql(q{GRANT EXECUTE ON FUNCTION mq_delete_group(text, bool) TO PUBLIC});
 
 # the member stops: its group is empty, then deletable
 open my $fh, '>', "$klog.stop" or die;
