@@ -14,6 +14,9 @@ test/perl/159_kafka_group_admin.pl.  One JSON object per line on stdout.
       KafkaAdminClient.list_consumer_group_offsets without partitions
       (OffsetFetch v3, a null topic list): {"topic", "partition", "offset",
       "metadata"} a partition, or {"error": name}
+  group_admin.py BOOTSTRAP kp-delete GROUP...
+      KafkaAdminClient.delete_consumer_groups (DeleteGroups v1): {"group",
+      "error": Kafka's error name}
   group_admin.py BOOTSTRAP kp-commit GROUP TOPIC PARTITION OFFSET METADATA
       KafkaConsumer(group_id).commit() of an assign()ed partition with a
       metadata string (OffsetCommit v2, generation -1): {"committed": true}
@@ -100,6 +103,13 @@ def kp_offsets(bootstrap, group):
         om = offsets[tp]
         out({'topic': tp.topic, 'partition': tp.partition, 'offset': om.offset,
              'metadata': om.metadata})
+    a.close()
+
+
+def kp_delete(bootstrap, groups):
+    a = kp_admin(bootstrap)
+    for g, err in sorted(a.delete_consumer_groups(groups)):
+        out({'group': g, 'error': err.__name__})
     a.close()
 
 
@@ -301,6 +311,8 @@ def main():
         kp_describe(bootstrap, args[0])
     elif mode == 'kp-offsets':
         kp_offsets(bootstrap, args[0])
+    elif mode == 'kp-delete':
+        kp_delete(bootstrap, args)
     elif mode == 'kp-commit':
         kp_commit(bootstrap, *args)
     elif mode == 'cf-list':

@@ -24,7 +24,7 @@
 #    GROUP_AUTHORIZATION_FAILED, an empty name INVALID_GROUP_ID, each
 #    changing nothing, and so is every group (and OffsetDelete) for a role
 #    that may not execute mq_delete_group; an empty group is deleted
-#    (kafkajs, raw requests);
+#    (kafkajs, kafka-python, raw requests);
 #  - OffsetDelete: GROUP_SUBSCRIBED_TO_TOPIC for a topic the members
 #    consume, UNKNOWN_TOPIC_OR_PARTITION for a partition that is not,
 #    GROUP_ID_NOT_FOUND and GROUP_AUTHORIZATION_FAILED for the group;
@@ -309,6 +309,11 @@ py('kp-commit', 'og3', 'ga', 0, 4, 'm3');
 sql(q{SET ROLE kafka_app; SELECT mq_reset_offsets('og3', 'ga', 'earliest')});
 is(sql(q{SELECT count(*) FROM mqlog.committed_offset WHERE group_id = 'og3' AND metadata IS NOT NULL}), '0',
 	'mq_reset_offsets clears the Kafka metadata');
+is_deeply(py('kp-delete', 'og3', 'sqlgroup'),
+	[ { group => 'og3', error => 'NoError' }, { group => 'sqlgroup', error => 'NonEmptyGroupError' } ],
+	'kafka-python delete_consumer_groups: og3 deleted, sqlgroup NON_EMPTY_GROUP');
+is(sql(q{SELECT count(*) FROM mqlog.committed_offset WHERE group_id = 'og3'}), '0', 'og3\'s offsets are gone');
+is(sql(q{SELECT count(*) FROM mqlog.group_members WHERE group_id = 'sqlgroup'}), '1', 'sqlgroup keeps its member');
 
 # --- versions not served --------------------------------------------------------
 is_deeply([ map { "$_->{api} $_->{version} $_->{answer}" } @{ py('raw-bad-versions') } ],
