@@ -1083,9 +1083,11 @@ CREATE TABLE mqlog.committed_offset (
     "partition"       int NOT NULL,
     committed_offset  bigint NOT NULL,
     committed_at      timestamptz NOT NULL DEFAULT now(),
+    metadata          text,
     PRIMARY KEY (group_id, topic_id, "partition")
 );
 COMMENT ON TABLE mqlog.committed_offset IS 'the committed position (next offset to read) of every group on every partition';
+COMMENT ON COLUMN mqlog.committed_offset.metadata IS 'the metadata string of the Kafka OffsetCommit that wrote the offset (null: none; every other write of the offset clears it)';
 REVOKE ALL ON mqlog.committed_offset FROM PUBLIC;
 
 /*
@@ -1206,10 +1208,11 @@ COMMENT ON FUNCTION mq_delete_group(text, bool) IS
 CREATE FUNCTION mqlog.group_member_list(
     OUT group_id text, OUT member_id text, OUT pid int,
     OUT assignor text, OUT generation int, OUT topics text[], OUT assigned text[],
-    OUT joined_at timestamptz, OUT last_poll timestamptz)
+    OUT joined_at timestamptz, OUT last_poll timestamptz,
+    OUT kind text, OUT client_id text, OUT client_host text)
     RETURNS SETOF record
     LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'mqlog_group_members';
-COMMENT ON FUNCTION mqlog.group_member_list() IS 'members of the consumer groups of this database the current role may use, from shared memory';
+COMMENT ON FUNCTION mqlog.group_member_list() IS 'members of the consumer groups of this database the current role may use, SQL sessions and the Kafka listener''s clients, from shared memory';
 
 CREATE FUNCTION mqlog.shared_memory_areas(OUT area text, OUT entries bigint, OUT bytes bigint,
                                            OUT bytes_per_entry bigint, OUT setting text,
@@ -1254,12 +1257,14 @@ REVOKE ALL ON FUNCTION mq_remove_group_members(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mq_remove_group_members(text) TO mqlog_admin;
 
 CREATE VIEW mqlog.group_members WITH (security_barrier) AS
-    SELECT m.group_id, m.member_id, m.pid, a.client_addr, m.assignor, m.generation,
-           m.topics, m.assigned, m.joined_at, m.last_poll
+    SELECT m.group_id, m.member_id, m.pid,
+           CASE m.kind WHEN 'kafka' THEN CAST(m.client_host AS pg_catalog.inet) ELSE a.client_addr END AS client_addr,
+           m.assignor, m.generation, m.topics, m.assigned, m.joined_at, m.last_poll, m.kind,
+           CASE m.kind WHEN 'kafka' THEN m.client_id ELSE a.application_name END AS client_id
       FROM mqlog.group_member_list() m
       LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = m.pid
      ORDER BY m.group_id, m.pid, m.member_id;
-COMMENT ON VIEW mqlog.group_members IS 'members (sessions) of consumer groups in this database, with their assigned partitions';
+COMMENT ON VIEW mqlog.group_members IS 'members of consumer groups in this database, SQL sessions (kind sql) and Kafka clients of the listener (kind kafka), with their assigned partitions';
 
 CREATE VIEW mqlog.groups WITH (security_barrier) AS
     SELECT g.group_id,

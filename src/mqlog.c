@@ -101,6 +101,8 @@ mq_shmem_request(void)
 	RequestAddinShmemSpace(MqApplyShmemSize());
 	MqApplyRequestLWLocks();
 	RequestNamedLWLockTranche("mqlog_cluster", 1);
+	RequestAddinShmemSpace(MqExternalMembersShmemSize());
+	RequestNamedLWLockTranche("mqlog_external_members", 1);
 }
 
 static void
@@ -114,6 +116,7 @@ mq_shmem_startup(void)
 	MqApplyShmemInit();
 	MqClusterShmemInit();
 	MqClusterLeaseShmemInit();
+	MqExternalMembersShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 	MqPartitionRegisterTranche();
 }

@@ -129,6 +129,15 @@ typedef struct MqAssignment
 	MqTopicPart parts[MQ_MAX_ASSIGNED];
 } MqAssignment;
 
+/* a row of the committed-offset store (offsets.c) */
+typedef struct MqOffsetRow
+{
+	int32		topic_id;
+	int32		partition;
+	int64		offset;
+	char	   *metadata;		/* a Kafka commit's metadata string, or NULL */
+} MqOffsetRow;
+
 /* a member as mqlog.group_members shows it */
 typedef struct MqMemberInfo
 {
@@ -212,6 +221,49 @@ typedef struct MqExternalGroupInfo
 extern MqExternalGroupInfo *MqGroupsHostedExternally(bool all_databases, int *ngroups);
 /* shared memory of the group slots reserved for them */
 extern Size MqGroupsExternalShmemSize(void);
+
+/*
+ * The members of such groups, as their host publishes them for
+ * mqlog.group_members (external_members.c): a bounded table in shared
+ * memory, each entry a member.  topics: the names of its subscription and
+ * assignment, NUL-separated (ntopics); assigned: its partitions, each with
+ * the index of its topic there.
+ */
+#define MQ_EXT_CLIENT_LEN	64
+#define MQ_EXT_PROTOCOL_LEN 32
+#define MQ_EXT_TOPICS_LEN	512
+#define MQ_EXT_ASSIGNED		128
+#define MQ_EXT_MEMBERS_PER_GROUP 4	/* entries per mqlog.kafka_max_groups */
+
+typedef struct MqExternalMember
+{
+	int			pid;			/* its host; 0: a free entry */
+	Oid			dboid;
+	char		group[MQ_GROUP_NAME_LEN];
+	char		member_id[MQ_MEMBER_ID_LEN];
+	char		client_id[MQ_EXT_CLIENT_LEN];
+	char		client_host[MQ_EXT_CLIENT_LEN];	/* its address */
+	char		protocol[MQ_EXT_PROTOCOL_LEN];	/* the group's assignor, or "" */
+	int			generation;
+	TimestampTz joined_at;
+	TimestampTz last_seen;		/* its last join, sync, heartbeat or commit */
+	int			nsubscribed;	/* the first topics are its subscription */
+	int			ntopics;
+	char		topics[MQ_EXT_TOPICS_LEN];
+	bool		truncated;		/* more topics or partitions than shown */
+	int			nassigned;
+	struct
+	{
+		int16		topic;		/* the index of its name in topics */
+		int32		partition;
+	}			assigned[MQ_EXT_ASSIGNED];
+} MqExternalMember;
+
+extern Size MqExternalMembersShmemSize(void);
+extern void MqExternalMembersShmemInit(void);
+/* this process's members of a group now, in place of the last ones */
+extern int	MqExternalMembersPublish(const char *group, const MqExternalMember *members, int n);
+extern MqExternalMember *MqExternalMembersList(bool all_databases, int *nmembers);
 
 /* ------------------------------------------------------------------------
  * Ownership (ownership.c)
@@ -341,5 +393,69 @@ extern int64 *MqGroupResetOffsets(const char *group, MqTopic *topic,
 								  const MqResetTarget *target, bool force);
 /* forget a group's offsets, ownership and grants; returns the offsets */
 extern int64 MqGroupDelete(const char *group, bool force);
+
+/*
+ * Forget one partition's committed offset of a group (Kafka's
+ * OffsetDelete): the group's use and consume on the topic, as
+ * mq_reset_offsets; refused (55006) while SQL members of the group
+ * subscribe to the topic.  false: the group had no offset there.
+ */
+extern bool MqGroupDeleteOffset(const char *group, MqTopic *topic, int32 partition);
+
+/* ------------------------------------------------------------------------
+ * Groups and offsets as Kafka's group and admin APIs see them (listing.c)
+ * ------------------------------------------------------------------------ */
+
+/* a group of this database the current role may see */
+typedef struct MqGroupListing
+{
+	char		group[MQ_GROUP_NAME_LEN];
+	int			sql_members;	/* members that are SQL sessions */
+	int			external_members;	/* held by a process outside the
+									 * registry (MqGroupHostExternally) */
+} MqGroupListing;
+
+/*
+ * Every group of this database the current role may see (its owner's,
+ * granted, or any for mqlog_admin): those with committed offsets, a
+ * recorded owner or members, sorted by name; returns how many.
+ */
+extern int	MqGroupList(MqGroupListing **groups);
+
+/*
+ * One group: *exists says whether it has offsets, an owner or members, and
+ * members (when not NULL) gets its SQL members (MqGroupMembers' form),
+ * *nmembers how many; false if it exists and the current role may not see
+ * it (then members may be set all the same: do not show them).
+ */
+extern bool MqGroupLookup(const char *group, bool *exists, MqMemberInfo **members,
+						  int *nmembers);
+
+/* a committed offset as OffsetFetch of all topics answers it */
+typedef struct MqGroupOffset
+{
+	MqTopic    *topic;
+	int32		partition;
+	int64		offset;
+	char	   *metadata;		/* the Kafka commit's, or NULL */
+} MqGroupOffset;
+
+/*
+ * Every committed offset of a group on the topics the current role may
+ * describe (the group's use checked as MqGroupCommittedOffset checks it);
+ * returns how many.
+ */
+extern int	MqGroupOffsets(const char *group, MqGroupOffset **offsets);
+
+/*
+ * MqGroupCommitExternal with the commit's metadata string (Kafka's,
+ * kept as it is; NULL or empty: none), and MqGroupCommittedOffset with it
+ * (*metadata NULL: none)
+ */
+extern void MqGroupCommitExternalMetadata(const char *group, MqTopic *topic,
+										  int32 partition, int64 offset,
+										  const char *metadata);
+extern int64 MqGroupCommittedOffsetMetadata(const char *group, MqTopic *topic,
+											int32 partition, char **metadata);
 
 #endif							/* MQLOG_GROUPS_H */

@@ -51,10 +51,13 @@
  * it aborts), which each node's apply worker from this one writes into its
  * own mqlog.committed_offset (workers/apply.c).  A group survives the loss
  * of the node it was coordinated on.  offset < 0: the group's offset of
- * that partition was deleted.
+ * that partition was deleted.  The bytes after the group name, if any, are
+ * the commit's metadata string (a Kafka client's, MqOffsetSetMetadata);
+ * none: the row's metadata is null.
  */
 static void
-replicate_offset(int32 topic_id, int32 partition, const char *group, int64 offset)
+replicate_offset(int32 topic_id, int32 partition, const char *group, int64 offset,
+				 const char *metadata)
 {
 	MqTopic    *topic = MqTopicLookupById(topic_id);
 	MqOffsetMark mark;
@@ -70,6 +73,8 @@ replicate_offset(int32 topic_id, int32 partition, const char *group, int64 offse
 	initStringInfo(&buf);
 	appendBinaryStringInfo(&buf, (const char *) &mark, sizeof(mark));
 	appendBinaryStringInfo(&buf, group, mark.group_len);
+	if (metadata != NULL)
+		appendBinaryStringInfo(&buf, metadata, strlen(metadata));
 	(void) MqLogMessage(MQ_MSG_OFFSET, buf.data, buf.len);
 	pfree(buf.data);
 }
@@ -97,12 +102,13 @@ static const char *const query_text[NUM_QUERIES] = {
 	" WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2",
 	"INSERT INTO mqlog.committed_offset (group_id, topic_id, partition, committed_offset)"
 	" VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-	"UPDATE mqlog.committed_offset c SET committed_offset = $4, committed_at = pg_catalog.now()"
+	"UPDATE mqlog.committed_offset c SET committed_offset = $4, committed_at = pg_catalog.now(),"
+	" metadata = NULL"
 	" WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2"
 	" AND c.partition OPERATOR(pg_catalog.=) $3 AND c.committed_offset OPERATOR(pg_catalog.=) $5",
 	"INSERT INTO mqlog.committed_offset (group_id, topic_id, partition, committed_offset)"
 	" VALUES ($1, $2, $3, $4) ON CONFLICT (group_id, topic_id, partition)"
-	" DO UPDATE SET committed_offset = $4, committed_at = pg_catalog.now()",
+	" DO UPDATE SET committed_offset = $4, committed_at = pg_catalog.now(), metadata = NULL",
 };
 
 static SPIPlanPtr query_plan[NUM_QUERIES];
@@ -285,6 +291,7 @@ update_if(const char *group, int32 topic_id, int32 partition, int64 expected, in
 	Snapshot	snapshot;
 	AttrNumber	offset_att;
 	AttrNumber	at_att;
+	AttrNumber	meta_att;
 	bool		found;
 	bool		ok = false;
 
@@ -294,6 +301,7 @@ update_if(const char *group, int32 topic_id, int32 partition, int64 expected, in
 	PreventCommandIfParallelMode("UPDATE");
 	offset_att = get_attnum(relid, "committed_offset");
 	at_att = get_attnum(relid, "committed_at");
+	meta_att = get_attnum(relid, "metadata");
 
 	/* as a statement of its own: after what this transaction did so far */
 	CommandCounterIncrement();
@@ -369,6 +377,9 @@ update_if(const char *group, int32 topic_id, int32 partition, int64 expected, in
 			replace[offset_att - 1] = true;
 			values[at_att - 1] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 			replace[at_att - 1] = true;
+			/* a new offset has no metadata: a Kafka commit's is set after */
+			nulls[meta_att - 1] = true;
+			replace[meta_att - 1] = true;
 			tup = heap_modify_tuple(old, desc, values, nulls, replace);
 			CatalogTupleUpdate(rel, &slot->tts_tid, tup);
 			heap_freetuple(tup);
@@ -398,7 +409,7 @@ MqOffsetWriteIf(const char *group, int32 topic_id, int32 partition,
 		ok = write_offset(expected < 0 ? Q_INSERT_IF_ABSENT : Q_UPDATE_IF,
 						  group, topic_id, partition, expected, offset);
 	if (ok)
-		replicate_offset(topic_id, partition, group, offset);
+		replicate_offset(topic_id, partition, group, offset, NULL);
 	return ok;
 }
 
@@ -407,7 +418,7 @@ void
 MqOffsetWrite(const char *group, int32 topic_id, int32 partition, int64 offset)
 {
 	if (write_offset(Q_UPSERT, group, topic_id, partition, -1, offset))
-		replicate_offset(topic_id, partition, group, offset);
+		replicate_offset(topic_id, partition, group, offset, NULL);
 }
 
 int64
@@ -440,7 +451,138 @@ MqOffsetsDelete(const char *group)
 			parts[i] = DatumGetInt32(SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &isnull));
 		}
 		for (uint64 i = 0; i < n; i++)
-			replicate_offset(tids[i], parts[i], group, -1);
+			replicate_offset(tids[i], parts[i], group, -1, NULL);
+	}
+	MqSpiEnd(&spi);
+	return n;
+}
+
+/* ------------------------------------------------------------------------
+ * The commit's metadata string, a partition's offset deleted, and every
+ * offset of a group: the Kafka listener's OffsetCommit, OffsetDelete and
+ * OffsetFetch of all topics (groups/listing.c checks the caller first)
+ * ------------------------------------------------------------------------ */
+
+/*
+ * sql with its first nargs of (group, topic_id, partition, metadata), inside
+ * the caller's MqSpi; returns the rows it processed
+ */
+static uint64
+run_keyed(const char *sql, int nargs, const char *group, int32 topic_id, int32 partition,
+		  const char *metadata, int expect)
+{
+	Oid			types[4] = {TEXTOID, INT4OID, INT4OID, TEXTOID};
+	Datum		vals[4];
+	char		nulls[4] = {' ', ' ', ' ', metadata ? ' ' : 'n'};
+	int			ret;
+
+	vals[0] = CStringGetTextDatum(group);
+	vals[1] = Int32GetDatum(topic_id);
+	vals[2] = Int32GetDatum(partition);
+	vals[3] = metadata ? CStringGetTextDatum(metadata) : (Datum) 0;
+	ret = SPI_execute_with_args(sql, nargs, types, vals, nulls,
+								expect == SPI_OK_SELECT, 0);
+	if (ret != expect)
+		elog(ERROR, "mqlog: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
+	return SPI_processed;
+}
+
+/*
+ * The metadata of the row the caller's commit just wrote (MqOffsetWrite
+ * left it null), replicated with the offset; NULL or empty: none.
+ */
+void
+MqOffsetSetMetadata(const char *group, int32 topic_id, int32 partition, const char *metadata)
+{
+	MqSpi		spi;
+	int64		offset = -1;
+
+	if (metadata == NULL || metadata[0] == '\0')
+		return;
+	MqSpiBegin(&spi, true);
+	if (run_keyed("UPDATE mqlog.committed_offset c SET metadata = $4"
+				  " WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2"
+				  " AND c.partition OPERATOR(pg_catalog.=) $3 RETURNING c.committed_offset",
+				  4, group, topic_id, partition, metadata, SPI_OK_UPDATE_RETURNING) == 1)
+	{
+		bool		isnull;
+
+		offset = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	MqSpiEnd(&spi);
+	if (offset >= 0)
+		replicate_offset(topic_id, partition, group, offset, metadata);
+}
+
+/* the row's metadata, NULL if it has none (or there is no row) */
+char *
+MqOffsetReadMetadata(const char *group, int32 topic_id, int32 partition)
+{
+	MqSpi		spi;
+	MemoryContext outer = CurrentMemoryContext;
+	char	   *result = NULL;
+
+	MqSpiBegin(&spi, true);
+	if (run_keyed("SELECT c.metadata FROM mqlog.committed_offset c"
+				  " WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2"
+				  " AND c.partition OPERATOR(pg_catalog.=) $3",
+				  3, group, topic_id, partition, NULL, SPI_OK_SELECT) == 1)
+	{
+		char	   *v = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+		if (v != NULL)
+			result = MemoryContextStrdup(outer, v);
+	}
+	MqSpiEnd(&spi);
+	return result;
+}
+
+/* one partition's offset of the group goes (Kafka's OffsetDelete); false: none */
+bool
+MqOffsetDelete(const char *group, int32 topic_id, int32 partition)
+{
+	MqSpi		spi;
+	uint64		n;
+
+	MqSpiBegin(&spi, true);
+	n = run_keyed("DELETE FROM mqlog.committed_offset c"
+				  " WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2"
+				  " AND c.partition OPERATOR(pg_catalog.=) $3",
+				  3, group, topic_id, partition, NULL, SPI_OK_DELETE);
+	MqSpiEnd(&spi);
+	if (n > 0)
+		replicate_offset(topic_id, partition, group, -1, NULL);
+	return n > 0;
+}
+
+/*
+ * Every committed offset of the group, by topic id and partition, in the
+ * caller's memory context; returns how many.
+ */
+int
+MqOffsetReadGroup(const char *group, MqOffsetRow **rows)
+{
+	MqSpi		spi;
+	MemoryContext outer = CurrentMemoryContext;
+	int			n;
+
+	MqSpiBegin(&spi, true);
+	n = (int) run_keyed("SELECT c.topic_id, c.partition, c.committed_offset, c.metadata"
+						" FROM mqlog.committed_offset c WHERE c.group_id OPERATOR(pg_catalog.=) $1"
+						" ORDER BY c.topic_id, c.partition",
+						1, group, 0, 0, NULL, SPI_OK_SELECT);
+	*rows = MemoryContextAllocZero(outer, sizeof(MqOffsetRow) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		bool		isnull;
+		char	   *meta = SPI_getvalue(t, d, 4);
+
+		(*rows)[i].topic_id = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
+		(*rows)[i].partition = DatumGetInt32(SPI_getbinval(t, d, 2, &isnull));
+		(*rows)[i].offset = DatumGetInt64(SPI_getbinval(t, d, 3, &isnull));
+		(*rows)[i].metadata = meta ? MemoryContextStrdup(outer, meta) : NULL;
 	}
 	MqSpiEnd(&spi);
 	return n;

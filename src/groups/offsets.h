@@ -27,4 +27,16 @@ extern void MqOffsetWrite(const char *group, int32 topic_id, int32 partition,
 /* every offset of the group; returns how many there were */
 extern int64 MqOffsetsDelete(const char *group);
 
+/*
+ * Kafka's side of a row (the listener's OffsetCommit, OffsetFetch and
+ * OffsetDelete): the commit's metadata string, set after the offset was
+ * written (every other write of an offset clears it), and read; one
+ * partition's row deleted (false: there was none); every row of a group.
+ */
+extern void MqOffsetSetMetadata(const char *group, int32 topic_id, int32 partition,
+								const char *metadata);
+extern char *MqOffsetReadMetadata(const char *group, int32 topic_id, int32 partition);
+extern bool MqOffsetDelete(const char *group, int32 topic_id, int32 partition);
+extern int	MqOffsetReadGroup(const char *group, MqOffsetRow **rows);
+
 #endif							/* MQLOG_GROUPS_OFFSETS_H */

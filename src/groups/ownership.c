@@ -524,3 +524,64 @@ MqGroupDropOwnership(const char *group)
 	MqlogCatalogChanged();
 	return owned > 0;
 }
+
+/*
+ * MqGroupHasAccess of many groups at once, for the same role (Kafka's
+ * ListGroups, groups/listing.c): the recorded owners and grantees of all of
+ * them are read in one query, where one query per group held the Kafka
+ * listener 2.75 s for 40,000 groups.  groups are sorted by strcmp;
+ * live_owners[i] is the registry's owner of groups[i] (InvalidOid: none),
+ * used as MqGroupHasAccess uses it, for a group without a recorded row.
+ */
+void
+MqGroupsHaveAccess(char **groups, const Oid *live_owners, int n, Oid role, bool *allowed)
+{
+	MqSpi		spi;
+	Datum	   *names;
+	Oid			argtype = TEXTARRAYOID;
+	Datum		arg;
+	int			ret;
+	int			i = 0;
+
+	if (MqIsAdmin(role))
+	{
+		for (int k = 0; k < n; k++)
+			allowed[k] = true;
+		return;
+	}
+	for (int k = 0; k < n; k++)
+		allowed[k] = OidIsValid(live_owners[k]) && has_privs_of_role(role, live_owners[k]);
+	if (n == 0)
+		return;
+	names = palloc(sizeof(Datum) * n);
+	for (int k = 0; k < n; k++)
+		names[k] = CStringGetTextDatum(groups[k]);
+	arg = PointerGetDatum(construct_array(names, n, TEXTOID, -1, false, TYPALIGN_INT));
+
+	MqSpiBegin(&spi, true);
+	PushActiveSnapshot(GetLatestSnapshot());
+	ret = SPI_execute_with_args("SELECT g.group_id, g.owner, ARRAY(SELECT a.grantee::pg_catalog.oid FROM mqlog.group_acl a"
+								" WHERE a.group_id OPERATOR(pg_catalog.=) g.group_id)"
+								" FROM mqlog.consumer_group g WHERE g.group_id OPERATOR(pg_catalog.=) ANY ($1)"
+								" ORDER BY g.group_id COLLATE \"C\"",
+								1, &argtype, &arg, NULL, true, 0);
+	PopActiveSnapshot();
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "mqlog: group owner lookup failed: %s", SPI_result_code_string(ret));
+	/* both sorted byte-wise: one merge */
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[r];
+		char	   *name = SPI_getvalue(t, SPI_tuptable->tupdesc, 1);
+		bool		isnull;
+
+		while (i < n && strcmp(groups[i], name) < 0)
+			i++;
+		if (i < n && strcmp(groups[i], name) == 0)
+			allowed[i] = group_allows(role,
+									  DatumGetObjectId(SPI_getbinval(t, SPI_tuptable->tupdesc, 2, &isnull)),
+									  DatumGetArrayTypeP(SPI_getbinval(t, SPI_tuptable->tupdesc, 3, &isnull)),
+									  false);
+	}
+	MqSpiEnd(&spi);
+}

@@ -35,5 +35,8 @@ extern void MqGroupAuthorizeCommit(const char *group, MqGroupAccess mode,
 								   Oid live_owner, bool record);
 /* the row and the grants go (mq_delete_group); false if there was none */
 extern bool MqGroupDropOwnership(const char *group);
+/* MqGroupHasAccess of many groups (sorted by strcmp) in one query */
+extern void MqGroupsHaveAccess(char **groups, const Oid *live_owners, int n, Oid role,
+							   bool *allowed);
 
 #endif							/* MQLOG_GROUPS_OWNERSHIP_H */

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * reset.c
- *		Resetting a group's committed offsets and deleting a group, each
- *		checked against the group's owner (ownership.c).
+ *		Resetting a group's committed offsets, deleting a group and one
+ *		partition's offset of it, each checked against the group's owner
+ *		(ownership.c).
  *
  * A reset or a delete changes offsets under the group's members, so it is
  * refused while the group has any, or with force evicts them when its
@@ -15,6 +16,7 @@
 #include "log/logiter.h"
 #include "log/partition.h"
 #include "log/records.h"
+#include "acl/acl.h"
 #include "groups/offsets.h"
 #include "groups/ownership.h"
 #include "groups/registry.h"
@@ -88,4 +90,34 @@ MqGroupDelete(const char *group, bool force)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("consumer group \"%s\" does not exist", group)));
 	return n;
+}
+
+/* do SQL members of the group subscribe to the topic? */
+static bool
+sql_members_subscribe(const char *group, int32 topic_id)
+{
+	int			n;
+	MqMemberInfo *members = MqGroupMembers(false, &n);
+
+	for (int i = 0; i < n; i++)
+		if (strcmp(members[i].group, group) == 0)
+			for (int t = 0; t < members[i].ntopics; t++)
+				if (members[i].topic_ids[t] == topic_id)
+					return true;
+	return false;
+}
+
+bool
+MqGroupDeleteOffset(const char *group, MqTopic *topic, int32 partition)
+{
+	(void) MqGroupAuthorize(group, MQ_GROUP_USE_EXISTING);
+	MqTopicCheckPrivilege(topic, MQ_PRIV_CONSUME);
+	MqCheckPartition(topic, partition);
+	/* as Kafka refuses it for a topic the group's members consume */
+	if (sql_members_subscribe(group, topic->topic_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("cannot delete the offsets of consumer group \"%s\" on topic \"%s\" while its members consume it",
+						group, topic->name)));
+	return MqOffsetDelete(group, topic->topic_id, partition);
 }

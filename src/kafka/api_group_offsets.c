@@ -1,7 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * api_group_offsets.c
- *		OffsetCommit (key 8, v0-v7) and OffsetFetch (key 9, v1-v5): a Kafka
+ *		OffsetCommit (key 8, v0-v7), OffsetFetch (key 9, v1-v7, v6+
+ *		flexible; a null topic list, v2+, asks for every topic) and
+ *		OffsetDelete (key 47, v0): a Kafka
  *		group's committed offsets are mqlog's, the rows of
  *		mqlog.committed_offset that SQL groups use too, written and read
  *		through the groups layer (MqGroupCommitExternal,
@@ -12,8 +14,22 @@
  * privileges for mqlog.kafka_role (GROUP_AUTHORIZATION_FAILED); each
  * partition is then a subtransaction of the request's transaction, which
  * commits before the answer goes: an offset a client was told is
- * committed is.  The commit's metadata string is not kept (OffsetFetch
- * answers an empty one), nor its retention time.
+ * committed is.  The commit's metadata string is kept with the offset (at
+ * most Kafka's offset.metadata.max.bytes, 4096, else
+ * OFFSET_METADATA_TOO_LARGE) and OffsetFetch returns it; an offset
+ * written otherwise (mq_commit, a reset) has none (an empty one).  The
+ * retention time is not kept: offsets stay until mq_delete_group.
+ *
+ * OffsetDelete, as Kafka: the group must exist (GROUP_ID_NOT_FOUND) and be
+ * one the role may use (GROUP_AUTHORIZATION_FAILED), both answered for the
+ * whole request; a partition of a topic the group's members consume now is
+ * GROUP_SUBSCRIBED_TO_TOPIC and keeps its offset (the members of a group
+ * this listener coordinates name their topics in their consumer protocol
+ * metadata, MqKafkaGroupSubscribes; SQL members in their subscription,
+ * MqGroupDeleteOffset).  The role needs EXECUTE on mq_delete_group, which
+ * deletes offsets in SQL, and consume on the topic, as for
+ * mq_reset_offsets; a partition the group has no offset of is answered
+ * without error, as Kafka does.
  *
  *-------------------------------------------------------------------------
  */
@@ -22,10 +38,14 @@
 #include "groups/groups.h"
 #include "kafka/kafka_internal.h"
 
+/* Kafka's offset.metadata.max.bytes: a commit's metadata string, at most */
+#define MAX_METADATA_BYTES 4096
+
 typedef struct OffsetPartition
 {
 	int32		index;
 	int64		offset;
+	char	   *metadata;		/* the commit's, or the one read; NULL: none */
 	int16		error;
 } OffsetPartition;
 
@@ -36,21 +56,28 @@ typedef struct OffsetTopic
 	OffsetPartition *partitions;
 } OffsetTopic;
 
+typedef enum OffsetWork
+{
+	OW_COMMIT,
+	OW_FETCH,
+	OW_DELETE
+} OffsetWork;
+
 typedef struct OffsetUnit
 {
 	const char *group;
 	const char *topic;
 	OffsetPartition *part;
-	bool		commit;
+	OffsetWork	work;
 } OffsetUnit;
 
-/* one partition's commit or read, in a subtransaction (MqKafkaTry) */
+/* one partition's commit, read or delete, in a subtransaction (MqKafkaTry) */
 static void
 offset_partition(void *arg)
 {
 	OffsetUnit *u = arg;
 	OffsetPartition *op = u->part;
-	MqTopic    *topic = MqKafkaTopic(u->topic, u->commit ? MQ_PRIV_CONSUME : MQ_PRIV_DESCRIBE,
+	MqTopic    *topic = MqKafkaTopic(u->topic, u->work == OW_FETCH ? MQ_PRIV_DESCRIBE : MQ_PRIV_CONSUME,
 									 &op->error);
 
 	if (topic == NULL)
@@ -60,10 +87,21 @@ offset_partition(void *arg)
 		op->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
 		return;
 	}
-	if (u->commit)
-		MqGroupCommitExternal(u->group, topic, op->index, op->offset);
+	if (u->work == OW_COMMIT)
+		MqGroupCommitExternalMetadata(u->group, topic, op->index, op->offset, op->metadata);
+	else if (u->work == OW_FETCH)
+		op->offset = MqGroupCommittedOffsetMetadata(u->group, topic, op->index, &op->metadata);
 	else
-		op->offset = MqGroupCommittedOffset(u->group, topic, op->index);
+		(void) MqGroupDeleteOffset(u->group, topic, op->index);
+}
+
+/* MqGroupDeleteOffset's refusal: the group's SQL members consume the topic */
+static int16
+delete_error_of(int sqlerrcode, void *arg)
+{
+	if (sqlerrcode == ERRCODE_OBJECT_IN_USE)
+		return MQK_GROUP_SUBSCRIBED_TO_TOPIC;
+	return MqKafkaGroupErrorOf(sqlerrcode, arg);
 }
 
 /*
@@ -73,8 +111,9 @@ offset_partition(void *arg)
  */
 static void
 run_units(MqKafkaRequest *req, const char *group, OffsetTopic *topics, int ntopics,
-		  bool commit)
+		  OffsetWork work)
 {
+	static const char *const names[] = {"OffsetCommit", "OffsetFetch", "OffsetDelete"};
 	int			attempted = 0;
 	int			late = 0;
 
@@ -82,8 +121,9 @@ run_units(MqKafkaRequest *req, const char *group, OffsetTopic *topics, int ntopi
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
 			OffsetPartition *op = &topics[t].partitions[p];
-			OffsetUnit	u = {group, topics[t].name, op, commit};
+			OffsetUnit	u = {group, topics[t].name, op, work};
 			int16		code;
+			char	   *message;
 
 			if (op->error != MQK_NONE)
 				continue;
@@ -94,17 +134,19 @@ run_units(MqKafkaRequest *req, const char *group, OffsetTopic *topics, int ntopi
 				late++;
 				continue;
 			}
-			code = MqKafkaTry(offset_partition, &u, MQK_OFFSET_OUT_OF_RANGE, NULL);
+			if (work == OW_DELETE)
+				code = MqKafkaTryAdmin(offset_partition, &u, delete_error_of, true, &message);
+			else
+				code = MqKafkaTry(offset_partition, &u, MQK_OFFSET_OUT_OF_RANGE, NULL);
 			if (code != MQK_NONE)
 				op->error = code;
-			if (op->error != MQK_NONE && !commit)
+			if (op->error != MQK_NONE && work == OW_FETCH)
 				op->offset = -1;
 		}
 	if (late > 0)
 		ereport(LOG,
 				(errmsg("Kafka %s request from client \"%s\" took over %d ms: %d partitions answered REQUEST_TIMED_OUT",
-						commit ? "OffsetCommit" : "OffsetFetch",
-						req->client_id ? req->client_id : "", MQK_REQUEST_TIME_MS, late)));
+						names[work], req->client_id ? req->client_id : "", MQK_REQUEST_TIME_MS, late)));
 }
 
 /*
@@ -113,31 +155,92 @@ run_units(MqKafkaRequest *req, const char *group, OffsetTopic *topics, int ntopi
  * malformed.
  */
 static bool
-read_topics(MqKafkaReader *r, int16 v, bool commit, OffsetTopic *topics, int ntopics)
+read_topics(MqKafkaReader *r, int16 v, bool flex, bool commit, OffsetTopic *topics,
+			int ntopics)
 {
 	for (int t = 0; t < ntopics && !r->failed; t++)
 	{
 		OffsetTopic *ot = &topics[t];
 
-		ot->name = MqKafkaReadString(r, false, NULL);
-		ot->npartitions = MqKafkaReadArrayLen(r, false, commit ? 14 : 4);
+		ot->name = MqKafkaReadString(r, flex, NULL);
+		ot->npartitions = MqKafkaReadArrayLen(r, flex, commit ? 14 : 4);
 		if (ot->name == NULL || ot->npartitions < 0)
 			return false;
 		ot->partitions = palloc0(sizeof(OffsetPartition) * (ot->npartitions + 1));
 		for (int p = 0; p < ot->npartitions && !r->failed; p++)
 		{
-			ot->partitions[p].index = MqKafkaReadInt32(r);
-			ot->partitions[p].offset = commit ? MqKafkaReadInt64(r) : -1;
+			OffsetPartition *op = &ot->partitions[p];
+
+			op->index = MqKafkaReadInt32(r);
+			op->offset = commit ? MqKafkaReadInt64(r) : -1;
 			if (!commit)
 				continue;
 			if (v >= 6)
 				(void) MqKafkaReadInt32(r); /* committed_leader_epoch */
 			if (v == 1)
 				(void) MqKafkaReadInt64(r); /* commit_timestamp */
-			(void) MqKafkaReadString(r, false, NULL);	/* metadata: not kept */
+			op->metadata = MqKafkaReadString(r, flex, NULL);
+			if (op->metadata && strlen(op->metadata) > MAX_METADATA_BYTES)
+				op->error = MQK_OFFSET_METADATA_TOO_LARGE;
 		}
+		MqKafkaSkipTags(r, flex);
 	}
 	return !r->failed;
+}
+
+/* every committed offset of the group, as the topics of a request would name them */
+typedef struct AllOffsets
+{
+	const char *group;
+	OffsetTopic *topics;
+	int			ntopics;
+} AllOffsets;
+
+static void
+read_all_offsets(void *arg)
+{
+	AllOffsets *a = arg;
+	MqGroupOffset *offsets;
+	int			n = MqGroupOffsets(a->group, &offsets);
+
+	/* sorted by topic: one OffsetTopic per run of a topic's partitions */
+	a->topics = palloc0(sizeof(OffsetTopic) * (n + 1));
+	a->ntopics = 0;
+	for (int i = 0; i < n;)
+	{
+		OffsetTopic *ot = &a->topics[a->ntopics++];
+		int			j = i;
+
+		while (j < n && offsets[j].topic->topic_id == offsets[i].topic->topic_id)
+			j++;
+		ot->name = offsets[i].topic->name;
+		ot->npartitions = j - i;
+		ot->partitions = palloc0(sizeof(OffsetPartition) * (j - i));
+		for (int k = i; k < j; k++)
+		{
+			ot->partitions[k - i].index = offsets[k].partition;
+			ot->partitions[k - i].offset = offsets[k].offset;
+			ot->partitions[k - i].metadata = offsets[k].metadata;
+		}
+		i = j;
+	}
+}
+
+/* each topic with its partitions' indexes and errors (OffsetCommit, OffsetDelete) */
+static void
+write_partition_errors(StringInfo out, OffsetTopic *topics, int ntopics)
+{
+	MqKafkaWriteArrayLen(out, false, ntopics);
+	for (int t = 0; t < ntopics; t++)
+	{
+		MqKafkaWriteString(out, false, topics[t].name);
+		MqKafkaWriteArrayLen(out, false, topics[t].npartitions);
+		for (int p = 0; p < topics[t].npartitions; p++)
+		{
+			MqKafkaWriteInt32(out, topics[t].partitions[p].index);
+			MqKafkaWriteInt16(out, topics[t].partitions[p].error);
+		}
+	}
 }
 
 static void
@@ -176,7 +279,7 @@ MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	if (ntopics < 0 || r->failed || group == NULL)
 		return MQK_CLOSE;
 	topics = palloc0(sizeof(OffsetTopic) * (ntopics + 1));
-	if (!read_topics(r, v, true, topics, ntopics))
+	if (!read_topics(r, v, false, true, topics, ntopics))
 		return MQK_CLOSE;
 
 	error = MqKafkaGroupAccess(group);
@@ -192,23 +295,13 @@ MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	if (error != MQK_NONE)
 		set_errors(topics, ntopics, error);
 	else
-		run_units(req, group, topics, ntopics, true);
+		run_units(req, group, topics, ntopics, OW_COMMIT);
 	if (standalone)
 		(void) MqGroupHostExternally(group, 0, &full);
 
 	if (v >= 3)
 		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
-	MqKafkaWriteArrayLen(out, false, ntopics);
-	for (int t = 0; t < ntopics; t++)
-	{
-		MqKafkaWriteString(out, false, topics[t].name);
-		MqKafkaWriteArrayLen(out, false, topics[t].npartitions);
-		for (int p = 0; p < topics[t].npartitions; p++)
-		{
-			MqKafkaWriteInt32(out, topics[t].partitions[p].index);
-			MqKafkaWriteInt16(out, topics[t].partitions[p].error);
-		}
-	}
+	write_partition_errors(out, topics, ntopics);
 	return MQK_RESPOND;
 }
 
@@ -217,49 +310,56 @@ MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out)
 {
 	MqKafkaReader *r = &req->body;
 	int16		v = req->api_version;
+	bool		flex = req->flexible;
 	char	   *group;
 	int32		ntopics;
 	OffsetTopic *topics;
 	int16		error;
+	bool		all;
 
-	group = MqKafkaReadString(r, false, NULL);
-	ntopics = MqKafkaReadArrayLen(r, false, 6);
+	group = MqKafkaReadString(r, flex, NULL);
+	ntopics = MqKafkaReadArrayLen(r, flex, 6);
 	if (r->failed || group == NULL)
 		return MQK_CLOSE;
-	if (ntopics < 0)
-	{
-		/*
-		 * v2+: a null list asks for every topic the group committed; not
-		 * served (Kafka's consumers name their partitions).
-		 */
-		ereport(DEBUG1,
-				(errmsg("Kafka OffsetFetch of all topics of group \"%s\" is not served", group)));
-		ntopics = 0;
-		error = MQK_INVALID_REQUEST;
-	}
-	else
-		error = MQK_NONE;
+	/* v2+: a null list asks for every topic the group has offsets of */
+	all = ntopics < 0;
+	if (all && v < 2)
+		return MQK_CLOSE;
+	ntopics = Max(ntopics, 0);
 	topics = palloc0(sizeof(OffsetTopic) * (ntopics + 1));
-	if (!read_topics(r, v, false, topics, ntopics))
+	if (!read_topics(r, v, flex, false, topics, ntopics))
+		return MQK_CLOSE;
+	if (v >= 7)
+		(void) MqKafkaReadInt8(r);	/* require_stable: every offset is */
+	MqKafkaSkipTags(r, flex);
+	if (r->failed)
 		return MQK_CLOSE;
 
-	if (error == MQK_NONE)
-		error = MqKafkaGroupAccess(group);
-	if (error != MQK_NONE)
+	error = MqKafkaGroupAccess(group);
+	if (error == MQK_NONE && all)
+	{
+		AllOffsets	a = {group, NULL, 0};
+		char	   *message;
+
+		error = MqKafkaTryAdmin(read_all_offsets, &a, MqKafkaGroupErrorOf, true, &message);
+		topics = a.topics;
+		ntopics = a.ntopics;
+	}
+	else if (error != MQK_NONE)
 		set_errors(topics, ntopics, error);
 	else
-		run_units(req, group, topics, ntopics, false);
+		run_units(req, group, topics, ntopics, OW_FETCH);
 	/* v2+ tell a group's error once, with no topics, as Kafka */
-	if (error != MQK_NONE && v >= 2)
+	if (error != MQK_NONE && (v >= 2 || all))
 		ntopics = 0;
 
 	if (v >= 3)
 		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
-	MqKafkaWriteArrayLen(out, false, ntopics);
+	MqKafkaWriteArrayLen(out, flex, ntopics);
 	for (int t = 0; t < ntopics; t++)
 	{
-		MqKafkaWriteString(out, false, topics[t].name);
-		MqKafkaWriteArrayLen(out, false, topics[t].npartitions);
+		MqKafkaWriteString(out, flex, topics[t].name);
+		MqKafkaWriteArrayLen(out, flex, topics[t].npartitions);
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
 			OffsetPartition *op = &topics[t].partitions[p];
@@ -268,11 +368,79 @@ MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out)
 			MqKafkaWriteInt64(out, op->offset);
 			if (v >= 5)
 				MqKafkaWriteInt32(out, -1); /* committed_leader_epoch */
-			MqKafkaWriteString(out, false, "");	/* metadata: not kept */
+			/* Kafka answers "" for no metadata */
+			MqKafkaWriteString(out, flex, op->metadata ? op->metadata : "");
 			MqKafkaWriteInt16(out, op->error);
+			MqKafkaWriteTags(out, flex);
 		}
+		MqKafkaWriteTags(out, flex);
 	}
 	if (v >= 2)
 		MqKafkaWriteInt16(out, error);
+	MqKafkaWriteTags(out, flex);
+	return MQK_RESPOND;
+}
+
+/* does the group exist, and may the role see it?  (a subtransaction) */
+typedef struct GroupCheck
+{
+	const char *group;
+	bool		exists;
+	bool		visible;
+} GroupCheck;
+
+/* and may it execute mq_delete_group, as DeleteGroups needs too */
+static void
+check_group(void *arg)
+{
+	GroupCheck *c = arg;
+
+	MqKafkaCheckExecute(MqKafkaDeleteGroupFunction());
+	c->visible = MqGroupLookup(c->group, &c->exists, NULL, NULL);
+}
+
+MqKafkaOutcome
+MqKafkaOffsetDelete(MqKafkaRequest *req, StringInfo out)
+{
+	MqKafkaReader *r = &req->body;
+	char	   *group;
+	int32		ntopics;
+	OffsetTopic *topics;
+	int16		error;
+	GroupCheck	check = {NULL, false, false};
+	char	   *message;
+
+	group = MqKafkaReadString(r, false, NULL);
+	ntopics = MqKafkaReadArrayLen(r, false, 6);
+	if (group == NULL || ntopics < 0 || r->failed)
+		return MQK_CLOSE;
+	topics = palloc0(sizeof(OffsetTopic) * (ntopics + 1));
+	if (!read_topics(r, 0, false, false, topics, ntopics))
+		return MQK_CLOSE;
+
+	error = MqKafkaGroupIdError(group);
+	if (error == MQK_NONE)
+	{
+		check.group = group;
+		error = MqKafkaTryAdmin(check_group, &check, MqKafkaGroupErrorOf, false, &message);
+		if (error == MQK_NONE && !check.visible)
+			error = MQK_GROUP_AUTHORIZATION_FAILED;
+		else if (error == MQK_NONE && !check.exists)
+			error = MQK_GROUP_ID_NOT_FOUND;
+	}
+	if (error == MQK_NONE)
+	{
+		/* the topics this listener's members of the group consume keep theirs */
+		for (int t = 0; t < ntopics; t++)
+			if (MqKafkaGroupSubscribes(group, topics[t].name))
+				for (int p = 0; p < topics[t].npartitions; p++)
+					topics[t].partitions[p].error = MQK_GROUP_SUBSCRIBED_TO_TOPIC;
+		run_units(req, group, topics, ntopics, OW_DELETE);
+	}
+
+	MqKafkaWriteInt16(out, error);
+	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
+	/* a group's error is told once, with no topics, as Kafka */
+	write_partition_errors(out, topics, error == MQK_NONE ? ntopics : 0);
 	return MQK_RESPOND;
 }

@@ -86,6 +86,9 @@ typedef struct Member
 	int16		sync_version;
 	char	   *assignment;		/* from the leader's SyncGroup */
 	int			assignment_len;
+	char	   *client_id;		/* of its last JoinGroup (DescribeGroups) */
+	char	   *client_host;	/* its connection's address, "/" first */
+	TimestampTz joined_at;		/* its first JoinGroup */
 	bool		reply_ready;	/* the parked request's answer is in reply */
 	StringInfoData reply;
 } Member;
@@ -108,6 +111,7 @@ typedef struct Group
 	List	   *pending;		/* PendingId *: ids given with MEMBER_ID_REQUIRED */
 	TimestampTz deadline;		/* of the rebalance in progress */
 	int			held;			/* the count MqGroupHostExternally was told */
+	uint64		published;		/* signature of what mqlog.group_members shows */
 } Group;
 
 static MemoryContext groups_cxt = NULL;
@@ -181,6 +185,10 @@ free_member(Member *m)
 		pfree(m->protocols);
 	if (m->assignment)
 		pfree(m->assignment);
+	if (m->client_id)
+		pfree(m->client_id);
+	if (m->client_host)
+		pfree(m->client_host);
 	pfree(m->reply.data);
 	pfree(m);
 }
@@ -195,6 +203,7 @@ drop_if_unused(Group *g)
 		return;
 	groups = list_delete_ptr(groups, g);
 	(void) MqGroupHostExternally(g->name, 0, &full);
+	(void) MqExternalMembersPublish(g->name, NULL, 0);
 	full_logged = false;		/* a slot came back */
 	if (g->protocol_type)
 		pfree(g->protocol_type);
@@ -488,6 +497,157 @@ remove_member(Group *g, Member *m, const char *why)
 	maybe_complete_join(g);
 }
 
+/* ------------------------------------------------------------------------
+ * What mqlog.group_members shows of the groups (groups/external_members.c)
+ * ------------------------------------------------------------------------ */
+
+static MemoryContext publish_cxt = NULL;
+
+/* the index of a topic name in the entry's topics, added if new; -1: no room */
+static int
+topic_index(MqExternalMember *e, const char *name)
+{
+	int			pos = 0;
+	int			len = strlen(name);
+
+	for (int i = 0; i < e->ntopics; i++)
+	{
+		if (strcmp(e->topics + pos, name) == 0)
+			return i;
+		pos += strlen(e->topics + pos) + 1;
+	}
+	if (pos + len + 1 > MQ_EXT_TOPICS_LEN)
+	{
+		e->truncated = true;
+		return -1;
+	}
+	memcpy(e->topics + pos, name, len + 1);
+	return e->ntopics++;
+}
+
+/*
+ * The topics of a member's subscription, from Kafka's consumer protocol
+ * encoding (ConsumerProtocolSubscription, whose topics come first in every
+ * version), in the current memory context; metadata of another protocol
+ * type names none
+ */
+static List *
+subscription_topics(const char *metadata, int metadata_len)
+{
+	MqKafkaReader r;
+	int32		n;
+	List	   *topics = NIL;
+
+	if (metadata == NULL || metadata_len <= 0)
+		return NIL;
+	MqKafkaReaderInit(&r, metadata, metadata_len);
+	(void) MqKafkaReadInt16(&r);
+	n = MqKafkaReadArrayLen(&r, false, 2);
+	for (int i = 0; i < n && !r.failed; i++)
+	{
+		char	   *name = MqKafkaReadString(&r, false, NULL);
+
+		if (name != NULL)
+			topics = lappend(topics, name);
+	}
+	return topics;
+}
+
+/*
+ * A member's subscription and assignment (ConsumerProtocolAssignment,
+ * whose topics come first in every version too)
+ */
+static void
+decode_consumer(MqExternalMember *e, const char *metadata, int metadata_len,
+				const char *assignment, int assignment_len)
+{
+	MqKafkaReader r;
+	int32		n;
+	ListCell   *lc;
+
+	foreach(lc, subscription_topics(metadata, metadata_len))
+		(void) topic_index(e, lfirst(lc));
+	e->nsubscribed = e->ntopics;
+	if (assignment == NULL || assignment_len <= 0)
+		return;
+	MqKafkaReaderInit(&r, assignment, assignment_len);
+	(void) MqKafkaReadInt16(&r);
+	n = MqKafkaReadArrayLen(&r, false, 6);
+	for (int i = 0; i < n && !r.failed; i++)
+	{
+		char	   *name = MqKafkaReadString(&r, false, NULL);
+		int32		np = MqKafkaReadArrayLen(&r, false, 4);
+		int			t = name ? topic_index(e, name) : -1;
+
+		for (int p = 0; p < np && !r.failed; p++)
+		{
+			int32		partition = MqKafkaReadInt32(&r);
+
+			if (t < 0 || e->nassigned >= MQ_EXT_ASSIGNED)
+			{
+				e->truncated = true;
+				continue;
+			}
+			e->assigned[e->nassigned].topic = t;
+			e->assigned[e->nassigned].partition = partition;
+			e->nassigned++;
+		}
+	}
+}
+
+/*
+ * Publish the group's members if anything the view shows moved since the
+ * last time: its state, generation, members, their assignments or their
+ * last heartbeats.  Run by the tick, outside any transaction.
+ */
+static void
+publish_if_changed(Group *g)
+{
+	uint64		sig = ((uint64) g->generation << 8) ^ (uint64) g->state;
+	MqKafkaGroupInfo info;
+	MqExternalMember *entries;
+	MemoryContext old;
+	ListCell   *lc;
+
+	foreach(lc, g->members)
+	{
+		Member	   *m = lfirst(lc);
+
+		sig = sig * UINT64CONST(1000003) ^ (uint64) m->last_seen ^ (uint64) m->serial ^
+			((uint64) m->assignment_len << 32);
+	}
+	if (sig == g->published)
+		return;
+	g->published = sig;
+	if (publish_cxt == NULL)
+		publish_cxt = AllocSetContextCreate(TopMemoryContext, "mqlog kafka group publishing",
+											ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(publish_cxt);
+	(void) MqKafkaGroupInfoOf(g->name, &info);
+	entries = palloc0(sizeof(MqExternalMember) * Max(info.nmembers, 1));
+	for (int i = 0; i < info.nmembers; i++)
+	{
+		MqKafkaGroupMember *m = &info.members[i];
+		MqExternalMember *e = &entries[i];
+
+		strlcpy(e->member_id, m->member_id, MQ_MEMBER_ID_LEN);
+		strlcpy(e->client_id, m->client_id, MQ_EXT_CLIENT_LEN);
+		/* without Kafka's "/": the view's client_addr is an inet */
+		strlcpy(e->client_host, m->client_host[0] == '/' ? m->client_host + 1 : m->client_host,
+				MQ_EXT_CLIENT_LEN);
+		strlcpy(e->protocol, g->protocol ? g->protocol : "", MQ_EXT_PROTOCOL_LEN);
+		e->generation = info.generation;
+		e->joined_at = m->joined_at;
+		e->last_seen = m->last_seen;
+		/* the assignment once synced, else none yet */
+		decode_consumer(e, m->metadata, m->metadata_len,
+						m->assignment, m->assignment_len);
+	}
+	(void) MqExternalMembersPublish(g->name, entries, info.nmembers);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(publish_cxt);
+}
+
 void
 MqKafkaGroupsTick(void)
 {
@@ -539,6 +699,8 @@ MqKafkaGroupsTick(void)
 	foreach(lc, empty)
 		drop_if_unused(lfirst(lc));
 	list_free(empty);
+	foreach(lc, groups)
+		publish_if_changed(lfirst(lc));
 }
 
 /* ------------------------------------------------------------------------
@@ -554,14 +716,22 @@ check_group_access(void *arg)
 }
 
 int16
-MqKafkaGroupAccess(const char *group)
+MqKafkaGroupIdError(const char *group)
 {
-	int16		code;
-
 	if (!OidIsValid(get_extension_oid("mqlog", true)))
 		return MQK_COORDINATOR_NOT_AVAILABLE;
 	if (group == NULL || group[0] == '\0' || strlen(group) >= MQ_GROUP_NAME_LEN)
 		return MQK_INVALID_GROUP_ID;
+	return MQK_NONE;
+}
+
+int16
+MqKafkaGroupAccess(const char *group)
+{
+	int16		code;
+
+	if ((code = MqKafkaGroupIdError(group)) != MQK_NONE)
+		return code;
 	code = MqKafkaTry(check_group_access, (void *) group, MQK_INVALID_REQUEST, NULL);
 	if (code == MQK_TOPIC_AUTHORIZATION_FAILED)
 		code = MQK_GROUP_AUTHORIZATION_FAILED;
@@ -764,6 +934,22 @@ set_protocols(Member *m, Protocol *protocols, int n)
 	m->nprotocols = n;
 }
 
+/* who the member is, as DescribeGroups shows it: its last join's */
+static void
+set_client(Member *m, MqKafkaRequest *req)
+{
+	if (m->client_id)
+		pfree(m->client_id);
+	if (m->client_host)
+		pfree(m->client_host);
+	m->client_id = MemoryContextStrdup(groups_cxt, req->client_id ? req->client_id : "");
+	/* Kafka's form, Java's InetAddress.toString() */
+	m->client_host = MemoryContextAlloc(groups_cxt, strlen(req->client_host ? req->client_host : "") + 2);
+	sprintf(m->client_host, "/%s", req->client_host ? req->client_host : "");
+	if (m->joined_at == 0)
+		m->joined_at = GetCurrentTimestamp();
+}
+
 /* the answer of a parked request, or park it again */
 static MqKafkaOutcome
 parked_answer(MqKafkaRequest *req, Member *m, StringInfo out, TimestampTz wake_at)
@@ -913,6 +1099,7 @@ MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out)
 		prepare_rebalance(g);	/* a member joining again, as after a rebalance */
 
 	set_protocols(m, protocols, nprotocols);
+	set_client(m, req);
 	m->session_timeout = session_timeout;
 	m->rebalance_timeout = Max(rebalance_timeout, session_timeout);
 	m->last_seen = GetCurrentTimestamp();
@@ -1103,4 +1290,71 @@ MqKafkaLeaveGroup(MqKafkaRequest *req, StringInfo out)
 		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
 	MqKafkaWriteInt16(out, error);
 	return MQK_RESPOND;
+}
+
+/* ------------------------------------------------------------------------
+ * A group as DescribeGroups, ListGroups and OffsetDelete see it
+ * ------------------------------------------------------------------------ */
+
+static const char *const state_names[] = {
+	[G_EMPTY] = "Empty",
+	[G_PREPARING] = "PreparingRebalance",
+	[G_COMPLETING] = "CompletingRebalance",
+	[G_STABLE] = "Stable"
+};
+
+bool
+MqKafkaGroupInfoOf(const char *group, MqKafkaGroupInfo *info)
+{
+	Group	   *g = find_group(group);
+	int			i = 0;
+	ListCell   *lc;
+
+	memset(info, 0, sizeof(*info));
+	if (g == NULL)
+		return false;
+	info->state = state_names[g->state];
+	info->protocol_type = g->protocol_type ? g->protocol_type : "";
+	/* as Kafka: the protocol once a generation chose it, not while rebalancing */
+	info->protocol = (g->state != G_PREPARING && g->protocol) ? g->protocol : "";
+	info->generation = g->generation;
+	info->nmembers = list_length(g->members);
+	info->members = palloc0(sizeof(MqKafkaGroupMember) * Max(info->nmembers, 1));
+	foreach(lc, g->members)
+	{
+		Member	   *m = lfirst(lc);
+		MqKafkaGroupMember *out = &info->members[i++];
+		Protocol   *p = g->protocol ? member_protocol(m, g->protocol) : NULL;
+
+		if (p == NULL && m->nprotocols > 0)
+			p = &m->protocols[0];	/* joined since: its first choice */
+		out->member_id = m->id;
+		out->client_id = m->client_id ? m->client_id : "";
+		out->client_host = m->client_host ? m->client_host : "";
+		out->metadata = p ? p->metadata : NULL;
+		out->metadata_len = p ? p->len : 0;
+		out->assignment = g->state == G_STABLE ? m->assignment : NULL;
+		out->assignment_len = g->state == G_STABLE ? m->assignment_len : 0;
+		out->joined_at = m->joined_at;
+		out->last_seen = m->last_seen;
+	}
+	return true;
+}
+
+bool
+MqKafkaGroupSubscribes(const char *group, const char *topic)
+{
+	MqKafkaGroupInfo info;
+
+	if (!MqKafkaGroupInfoOf(group, &info))
+		return false;
+	for (int i = 0; i < info.nmembers; i++)
+	{
+		ListCell   *lc;
+
+		foreach(lc, subscription_topics(info.members[i].metadata, info.members[i].metadata_len))
+			if (strcmp(lfirst(lc), topic) == 0)
+				return true;
+	}
+	return false;
 }

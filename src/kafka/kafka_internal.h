@@ -125,6 +125,7 @@ typedef struct MqKafkaRequest
 	int16		api_version;
 	int32		correlation_id;
 	char	   *client_id;
+	const char *client_host;	/* the connection's address (listener.c) */
 	bool		flexible;		/* body in KIP-482's flexible form */
 	MqKafkaSession *session;	/* the connection's authentication */
 	MqKafkaReader body;			/* positioned after the header */
@@ -185,6 +186,8 @@ extern MqKafkaOutcome MqKafkaListOffsets(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaFindCoordinator(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaSyncGroup(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaDescribeGroups(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaListGroups(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaHeartbeat(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaLeaveGroup(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out);
@@ -203,6 +206,8 @@ extern MqKafkaOutcome MqKafkaIncrementalAlterConfigs(MqKafkaRequest *req, String
 extern MqKafkaOutcome MqKafkaDeleteRecords(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaDescribeCluster(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaDescribeLogDirs(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaDeleteGroups(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaOffsetDelete(MqKafkaRequest *req, StringInfo out);
 
 /*
  * The group coordinator (api_groups.c): the groups' state lives in the
@@ -215,8 +220,52 @@ extern MqKafkaOutcome MqKafkaDescribeLogDirs(MqKafkaRequest *req, StringInfo out
  */
 extern void MqKafkaGroupsTick(void);
 extern int16 MqKafkaGroupAccess(const char *group);
+/* GroupAccess's first checks: mqlog installed, a valid group id */
+extern int16 MqKafkaGroupIdError(const char *group);
 extern int16 MqKafkaGroupCommitCheck(const char *group, int32 generation,
 									 const char *member_id, bool *standalone);
+
+/*
+ * A group this listener coordinates, as DescribeGroups, ListGroups and
+ * OffsetDelete see it (api_groups.c): false if it coordinates none of
+ * that name.  The strings and bytes are the coordinator's, valid until
+ * the group next changes (the end of the request); members is palloc'd.
+ */
+typedef struct MqKafkaGroupMember
+{
+	const char *member_id;
+	const char *client_id;
+	const char *client_host;	/* "/address", as Kafka shows it */
+	const char *metadata;		/* for the group's protocol (else the member's
+								 * first choice); NULL: none */
+	int			metadata_len;
+	const char *assignment;		/* once the group is Stable; NULL: none */
+	int			assignment_len;
+	TimestampTz joined_at;
+	TimestampTz last_seen;		/* its last join, sync, heartbeat or commit */
+} MqKafkaGroupMember;
+
+typedef struct MqKafkaGroupInfo
+{
+	const char *state;			/* Kafka's name: Empty, PreparingRebalance, ... */
+	const char *protocol_type;	/* "consumer" for consumers */
+	const char *protocol;		/* the assignor; "" while rebalancing */
+	int32		generation;
+	int			nmembers;
+	MqKafkaGroupMember *members;
+} MqKafkaGroupInfo;
+
+extern bool MqKafkaGroupInfoOf(const char *group, MqKafkaGroupInfo *info);
+/* does a member of the group here name the topic in its subscription? */
+extern bool MqKafkaGroupSubscribes(const char *group, const char *topic);
+
+/*
+ * The state and protocol type ListGroups and DescribeGroups show for a
+ * group (api_list_groups.c): its coordinator's here, else Stable with SQL
+ * members, Empty without
+ */
+extern void MqKafkaGroupShownState(const char *group, int sql_members,
+								   const char **state, const char **protocol_type);
 
 /*
  * Failed authentications per client address (backoff.c): Failed and
@@ -329,6 +378,18 @@ extern int16 MqKafkaErrorOf(int sqlerrcode, int16 invalid_code);
  * another request created it meanwhile.  *message: why it failed, or NULL.
  */
 extern int16 MqKafkaAutoCreateTopic(const char *name, MemoryContext scratch, char **message);
+
+/*
+ * the groups layer's refusals of a group as Kafka's codes (a MqKafkaTryAdmin
+ * map, api_delete_groups.c): 42501 GROUP_AUTHORIZATION_FAILED, 55006
+ * NON_EMPTY_GROUP, 42704 GROUP_ID_NOT_FOUND, 42602 INVALID_GROUP_ID
+ */
+extern int16 MqKafkaGroupErrorOf(int sqlerrcode, void *arg);
+/* mq_delete_group(text, bool), whose EXECUTE deleting a group's offsets needs */
+extern Oid	MqKafkaDeleteGroupFunction(void);
+/* an array of group ids (DeleteGroups, DescribeGroups); NULL: malformed */
+extern char **MqKafkaReadGroupIds(MqKafkaReader *r, bool flex, int32 *ngroups);
+
 
 /* which of n names occur more than once (api_create_delete_topics.c) */
 extern bool *MqKafkaDuplicates(char *const *names, int n);

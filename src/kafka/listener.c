@@ -681,6 +681,7 @@ serve_client(Client *c, bool rerun)
 		if (!rerun)
 		{
 			memset(&c->req, 0, sizeof(c->req));
+			c->req.client_host = c->host;
 			c->req.received = GetCurrentTimestamp();
 			c->req.park_cxt = c->park_cxt;
 		}

@@ -58,6 +58,18 @@ kafka_groups_in_use(void)
 	return n;
 }
 
+/* the Kafka members the listener publishes now (external_members.c) */
+static int64
+kafka_members_in_use(void)
+{
+	int			n;
+	MqExternalMember *members = MqExternalMembersList(true, &n);
+
+	if (members)
+		pfree(members);
+	return n;
+}
+
 /*
  * mqlog.shared_memory: what each part of mqlog holds in shared memory at
  * this server's settings, so that a DBA can size mqlog.max_partitions and
@@ -90,6 +102,9 @@ mqlog_shared_memory(PG_FUNCTION_ARGS)
 		members_used},
 		{"Kafka listener's groups", mqlog_kafka_max_groups, MqGroupsExternalShmemSize(),
 		"mqlog.kafka_max_groups", kafka_groups_used},
+		{"Kafka listener's members", (int64) mqlog_kafka_max_groups * MQ_EXT_MEMBERS_PER_GROUP,
+			MqExternalMembersShmemSize(), "mqlog.kafka_max_groups (4 per group)",
+		kafka_members_in_use()},
 		{"cluster nodes, lease and apply workers", MQ_CLUSTER_MAX_NODES,
 		add_size(add_size(MqClusterShmemSize(), MqClusterLeaseShmemSize()), MqApplyShmemSize()), NULL, -1},
 	};

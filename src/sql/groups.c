@@ -507,6 +507,63 @@ mq_delete_group(PG_FUNCTION_ARGS)
  * mqlog.group_members
  * ------------------------------------------------------------------------ */
 
+/*
+ * The members of the groups the Kafka listener coordinates, as it
+ * publishes them (MqExternalMembersList): kind "kafka", the listener's
+ * pid, the group's protocol as assignor, the client's id and address, its
+ * subscription and assignment; for the groups the caller may use.
+ */
+static void
+kafka_group_members(ReturnSetInfo *rsinfo)
+{
+	int			n;
+	MqExternalMember *members = MqExternalMembersList(false, &n);
+	bool	   *visible = palloc(sizeof(bool) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+	{
+		MqExternalMember *m = &members[i];
+		Datum		values[12];
+		bool		nulls[12] = {0};
+		Datum	   *topics = palloc(sizeof(Datum) * Max(m->ntopics, 1));
+		Datum	   *assigned = palloc(sizeof(Datum) * Max(m->nassigned, 1));
+		const char *names[MQ_EXT_TOPICS_LEN / 2];
+		int			pos = 0;
+		int			j;
+
+		for (j = 0; j < i; j++)
+			if (strcmp(members[j].group, m->group) == 0)
+				break;
+		visible[i] = (j < i) ? visible[j] : MqGroupHasPrivilege(m->group, GetUserId());
+		if (!visible[i])
+			continue;
+		for (int t = 0; t < m->ntopics; t++)
+		{
+			names[t] = m->topics + pos;
+			pos += strlen(names[t]) + 1;
+		}
+		for (int t = 0; t < m->nsubscribed; t++)
+			topics[t] = CStringGetTextDatum(names[t]);
+		for (int a = 0; a < m->nassigned; a++)
+			assigned[a] = CStringGetTextDatum(psprintf("%s-%d", names[m->assigned[a].topic],
+													   m->assigned[a].partition));
+		values[0] = CStringGetTextDatum(m->group);
+		values[1] = CStringGetTextDatum(m->member_id);
+		values[2] = Int32GetDatum(m->pid);
+		values[3] = CStringGetTextDatum(m->protocol);
+		values[4] = Int32GetDatum(m->generation);
+		values[5] = PointerGetDatum(construct_array(topics, m->nsubscribed, TEXTOID, -1, false, TYPALIGN_INT));
+		values[6] = PointerGetDatum(construct_array(assigned, m->nassigned, TEXTOID, -1, false, TYPALIGN_INT));
+		values[7] = TimestampTzGetDatum(m->joined_at);
+		values[8] = TimestampTzGetDatum(m->last_seen);
+		values[9] = CStringGetTextDatum("kafka");
+		values[10] = CStringGetTextDatum(m->client_id);
+		values[11] = CStringGetTextDatum(m->client_host);
+		nulls[11] = m->client_host[0] == '\0';
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+}
+
 Datum
 mqlog_group_members(PG_FUNCTION_ARGS)
 {
@@ -522,8 +579,8 @@ mqlog_group_members(PG_FUNCTION_ARGS)
 	for (int i = 0; i < n; i++)
 	{
 		MqMemberInfo *m = &members[i];
-		Datum		values[9];
-		bool		nulls[9] = {0};
+		Datum		values[12];
+		bool		nulls[12] = {0};
 		int			j;
 		Datum	   *topics;
 		Datum	   *assigned;
@@ -552,8 +609,11 @@ mqlog_group_members(PG_FUNCTION_ARGS)
 		values[6] = PointerGetDatum(construct_array(assigned, m->nassigned, TEXTOID, -1, false, TYPALIGN_INT));
 		values[7] = TimestampTzGetDatum(m->joined_at);
 		values[8] = TimestampTzGetDatum(m->last_poll);
+		values[9] = CStringGetTextDatum("sql");
+		nulls[10] = nulls[11] = true;	/* the session's, from pg_stat_activity */
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	kafka_group_members(rsinfo);
 	return (Datum) 0;
 }
 

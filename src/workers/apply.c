@@ -753,12 +753,15 @@ write_offsets(void)
 		StringInfo	m = lfirst(lc);
 		MqOffsetMark mark;
 		char	   *group;
-		Datum		args[4];
-		Oid			types[4] = {TEXTOID, TEXTOID, INT4OID, INT8OID};
+		Datum		args[5];
+		char		nulls[5] = {' ', ' ', ' ', ' ', 'n'};
+		Oid			types[5] = {TEXTOID, TEXTOID, INT4OID, INT8OID, TEXTOID};
+		Size		end;
 		int			ret;
 
 		memcpy(&mark, m->data, sizeof(mark));
-		if (mark.group_len < 0 || sizeof(mark) + mark.group_len != (Size) m->len)
+		end = sizeof(mark) + mark.group_len;
+		if (mark.group_len < 0 || end > (Size) m->len)
 			continue;
 		group = pnstrdup(m->data + sizeof(mark), mark.group_len);
 		mark.uuid[sizeof(mark.uuid) - 1] = '\0';
@@ -766,6 +769,12 @@ write_offsets(void)
 		args[1] = CStringGetTextDatum(mark.uuid);
 		args[2] = Int32GetDatum(mark.partition);
 		args[3] = Int64GetDatum(mark.offset);
+		/* after the group: a Kafka commit's metadata string (offsets.c) */
+		if (end < (Size) m->len)
+		{
+			args[4] = PointerGetDatum(cstring_to_text_with_len(m->data + end, m->len - end));
+			nulls[4] = ' ';
+		}
 		if (mark.offset < 0)
 			ret = SPI_execute_with_args("DELETE FROM mqlog.committed_offset c"
 										" USING mqlog.replicated_topic rt"
@@ -773,16 +782,17 @@ write_offsets(void)
 										"   AND rt.uuid OPERATOR(pg_catalog.=) $2"
 										"   AND c.topic_id OPERATOR(pg_catalog.=) rt.topic_id"
 										"   AND c.\"partition\" OPERATOR(pg_catalog.=) $3",
-										3, types, args, NULL, false, 0);
+										3, types, args, nulls, false, 0);
 		else
 			ret = SPI_execute_with_args("INSERT INTO mqlog.committed_offset"
-										"       (group_id, topic_id, \"partition\", committed_offset)"
-										" SELECT $1, rt.topic_id, $3, $4 FROM mqlog.replicated_topic rt"
+										"       (group_id, topic_id, \"partition\", committed_offset, metadata)"
+										" SELECT $1, rt.topic_id, $3, $4, $5 FROM mqlog.replicated_topic rt"
 										"  WHERE rt.uuid OPERATOR(pg_catalog.=) $2"
 										" ON CONFLICT (group_id, topic_id, \"partition\")"
 										" DO UPDATE SET committed_offset = excluded.committed_offset,"
-										"               committed_at = pg_catalog.now()",
-										4, types, args, NULL, false, 0);
+										"               committed_at = pg_catalog.now(),"
+										"               metadata = excluded.metadata",
+										5, types, args, nulls, false, 0);
 		if (ret != SPI_OK_INSERT && ret != SPI_OK_DELETE)
 			elog(ERROR, "mqlog apply: writing a replicated committed offset failed");
 		pfree(m->data);

@@ -247,6 +247,12 @@ SCHEMAS = {
         f('assignments', '[]', sub=[
             f('member_id', 'str'),
             f('assignment', 'bytes')])]),
+    15: ('DescribeGroups', 5, (0, 5), [
+        f('groups', '[str]'),
+        f('include_authorized_operations', 'bool', '3+')]),
+    16: ('ListGroups', 3, (0, 5), [
+        f('states_filter', '[str]', '4+'),
+        f('types_filter', '[str]', '5+')]),
     17: ('SaslHandshake', 99, (0, 1), [
         f('mechanism', 'str')]),
     18: ('ApiVersions', 3, (0, 3), [
@@ -280,12 +286,6 @@ SCHEMAS = {
             f('configuration_keys', '[str]')]),
         f('include_synonyms', 'bool', '1+'),
         f('include_documentation', 'bool', '3+')]),
-    15: ('DescribeGroups', 5, (0, 5), [
-        f('groups', '[str]'),
-        f('include_authorized_operations', 'bool', '3+')]),
-    16: ('ListGroups', 3, (0, 5), [
-        f('states_filter', '[str]', '4+'),
-        f('types_filter', '[str]', '5+')]),
     21: ('DeleteRecords', 2, (0, 2), [
         f('topics', '[]', sub=[
             f('name', 'str'),
@@ -326,7 +326,7 @@ SCHEMAS = {
         f('validate_only', 'bool')]),
     36: ('SaslAuthenticate', 2, (0, 2), [
         f('auth_bytes', 'bytes')]),
-    47: ('OffsetDelete', 99, (0, 0), [
+    47: ('OffsetDelete', 1, (0, 1), [
         f('group_id', 'str'),
         f('topics', '[]', sub=[
             f('name', 'str'),
@@ -1126,6 +1126,10 @@ def valid_value(ctx, key, version, baseline=False):
         return {'group_id': group, 'generation_id': 1, 'member_id': 'nobody', 'group_instance_id': None,
                 'protocol_type': 'consumer', 'protocol_name': 'range',
                 'assignments': [{'member_id': 'nobody', 'assignment': b'\x00\x01' + b'\x00' * 8}]}
+    if key == 15:
+        return {'groups': [group, 'fuzz-commit'], 'include_authorized_operations': rng.randrange(2)}
+    if key == 16:
+        return {'states_filter': [] if rng.random() < 0.5 else ['Stable', 'empty'], 'types_filter': []}
     if key == 17:
         return {'mechanism': rng.choice(['PLAIN', 'SCRAM-SHA-256', 'GSSAPI'])}
     if key == 18:
@@ -1180,15 +1184,10 @@ def valid_value(ctx, key, version, baseline=False):
                        permission_type=3, operation=rng.choice([2, 3, 4, 8]))
             return {'creations': [acl]}
         return {'filters': [acl]}
-    if key == 15:
-        return {'groups': [group, 'fuzz-commit'], 'include_authorized_operations': 0}
-    if key == 16:
-        return {'states_filter': rng.choice([[], ['Stable'], ['Empty', 'PreparingRebalance']]), 'types_filter': []}
     if key == 42:
-        return {'groups_names': [rng.choice(['fuzz-g0', 'fuzz-g1', ctx.unique('fuzz-gone')])]}
+        return {'groups_names': [ctx.unique('fuzz-del'), group]}
     if key == 47:
-        return {'group_id': rng.choice(['fuzz-commit', group]), 'topics': [{'name': t, 'partitions': [
-                    {'partition_index': p}]}]}
+        return {'group_id': 'fuzz-commit', 'topics': [{'name': t, 'partitions': [{'partition_index': p}]}]}
     if key == 36:
         a = ctx.args
         user = a.sasl_user or 'nobody'

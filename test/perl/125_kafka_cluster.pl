@@ -25,7 +25,9 @@
 #  - the dead node comes back with the same broker id, listed again, and
 #    refuses Produce to the partition it no longer leads;
 #  - mq_elect_leader under a running producer: nothing acknowledged lost;
-#  - a reload of mqlog.kafka_advertised_listener reaches the others' Metadata.
+#  - a reload of mqlog.kafka_advertised_listener reaches the others' Metadata;
+#  - a Kafka commit's metadata string reaches the other nodes with its
+#    offset, and a reset's offset clears it there.
 use strict;
 use warnings;
 
@@ -328,6 +330,24 @@ ok(MqCluster::wait_until(sub {
 		  && (metadata('n1')->{brokers}{ $id{n3} } // '') eq "localhost:$kport3";
 	}, 30), 'a reload of n3\'s mqlog.kafka_advertised_listener reaches etcd, mqlog.nodes and Metadata on n1');
 is(metadata('n3')->{brokers}{ $id{n3} }, "localhost:$kport3", '... and n3\'s own Metadata');
+
+# a Kafka commit's metadata string travels with its offset to the other nodes
+my $group_admin = "$FindBin::RealBin/../kafka/group_admin.py";
+my ($ga_out, $ga_err);
+IPC::Run::run([ $python, $group_admin, $kafka{n3}, 'kp-commit', 'kmeta', 'kc', 1, 1, 'meta-rep' ],
+	'>', \$ga_out, '2>', \$ga_err, IPC::Run::timeout(120));
+like($ga_out // '', qr/"committed": true/, 'kafka-python commits kc/1 with a metadata string at n3')
+  or diag($ga_err);
+my $kmeta = q{SELECT c.committed_offset || ' ' || coalesce(c.metadata, '(none)') FROM mqlog.committed_offset c
+               JOIN mqlog.topic t USING (topic_id) WHERE c.group_id = 'kmeta' AND t.name = 'kc' AND c.partition = 1};
+foreach my $n ($n1, $n2)
+{
+	ok(MqCluster::wait_until(sub { q1($n, $kmeta) eq '1 meta-rep' }, 30),
+		$n->name . ': the offset arrives with its metadata') or diag(q1($n, $kmeta));
+}
+q1($n3, q{SELECT mq_reset_offsets('kmeta', 'kc', 'earliest')});
+ok(MqCluster::wait_until(sub { q1($n1, $kmeta) =~ /^\d+ \(none\)$/ }, 30),
+	'n1: a reset at n3 clears the metadata there too') or diag(q1($n1, $kmeta));
 
 $_->stop for @nodes;
 MqCluster::stop_etcd($etcd);

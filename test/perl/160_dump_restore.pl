@@ -9,7 +9,8 @@
 #     sealed segment was compacted (gaps in its offsets); a topic whose
 #     oldest segment retention dropped and whose log start
 #     mq_delete_records moved further; topic configs, topic and group
-#     grants, group owners, committed offsets;
+#     grants, group owners, committed offsets (with a Kafka commit's
+#     metadata string);
 # (b) pg_dump in plain SQL restored with psql (ON_ERROR_STOP), and pg_dump
 #     -Fc restored with pg_restore (--exit-on-error, and -j 2), each into a
 #     new database of a second server that preloads mqlog, and once into a
@@ -20,7 +21,7 @@
 #     timestamps, keys, values and headers, the same stored Kafka batches
 #     byte for byte (mq_fetch_kafka_batches), the same log start, high
 #     watermark and log end offset, segment chain, configs, grants, group
-#     owners and committed offsets; mq_verify is clean;
+#     owners and committed offsets with their metadata; mq_verify is clean;
 # (d) the log goes on: the next produce gets the old log end offset, a
 #     group's poll starts at its committed offset, a new topic gets a new
 #     topic id;
@@ -155,6 +156,8 @@ $src->safe_psql('app', q{
 	SELECT count(*) FROM mq_poll('g2', 'orders', 1);
 	SELECT mq_commit('g2');
 }, extra_params => [ '-U', 'bob' ]);
+# the metadata string a Kafka client's OffsetCommit would have left with g2's offsets
+$src->safe_psql('app', q{UPDATE mqlog.committed_offset SET metadata = 'kafka meta' WHERE group_id = 'g2'});
 
 my %leo_before = map { my ($p, $e) = split /\|/; ($p => $e) } split /\n/,
   $src->safe_psql('app', q{SELECT "partition", log_end_offset FROM mqlog.partitions WHERE topic = 'orders'});
@@ -216,6 +219,7 @@ my %checks = (
 	'topics' => q{SELECT topic, partitions, replication_factor, config, config_overrides, topic_id, created_at
 		  FROM mqlog.topics ORDER BY 1},
 	'committed offsets' => q{SELECT group_id, topic, "partition", committed_offset FROM mqlog.consumer_lag ORDER BY 1, 2, 3},
+	'commit metadata' => q{SELECT group_id, topic_id, "partition", metadata FROM mqlog.committed_offset ORDER BY 1, 2, 3},
 	'topic grants' => q{SELECT t.name, a.grantee::text, a.privs FROM mqlog.topic_acl a JOIN mqlog.topic t USING (topic_id) ORDER BY 1, 2},
 	'topic owners' => q{SELECT name, owner::text FROM mqlog.topic ORDER BY 1},
 	'groups' => q{SELECT g.group_id, g.owner::text, array(SELECT a.grantee::text FROM mqlog.group_acl a WHERE a.group_id = g.group_id ORDER BY 1)
