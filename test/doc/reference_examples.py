@@ -11,7 +11,7 @@ block right after a line `<!-- doc-test: skip, REASON -->`.
 
 Every example runs, in the order of the doc, on a server given by
 --host/--port, in the database of its `##` section (DATABASES; the rest in
-mqdoc_main), each created afresh with CREATE EXTENSION mqlog. Each session
+mqdoc_main; DB_MARK names another section's for one block), each created afresh with CREATE EXTENSION mqlog. Each session
 (`=>`, `A=>`, `B=>`, per database) is one psql process. Output is compared
 after masking what varies from run to run (MASKS: timestamps, process ids,
 LSNs, transaction ids), collapsing whitespace (column widths follow the
@@ -41,6 +41,10 @@ MARK = "__mqdoc_end_of_statement__"
 # cluster of nodes, a standby, or a server of another version), with the
 # reason: <!-- doc-test: skip, needs a cluster of three nodes -->
 SKIP_MARK = "<!-- doc-test: skip"
+# Put on the line before an example that continues the examples of another
+# `##` section, to run it in that section's database:
+# <!-- doc-test: database of Privileges -->
+DB_MARK = "<!-- doc-test: database of "
 
 # What differs between runs, masked on both sides.  A doc example that
 # shows such a value shows what it looked like once; the mask keeps it
@@ -61,6 +65,7 @@ def examples(path):
     """Yield (lineno, section, [(session, sql, expected_lines)]) per block."""
     section = None
     skip_next = False
+    db_of = None
     lines = open(path, encoding="utf-8").read().split("\n")
     i = 0
     while i < len(lines):
@@ -69,6 +74,8 @@ def examples(path):
             section = line[3:].strip()
         if line.startswith(SKIP_MARK):
             skip_next = True
+        if line.startswith(DB_MARK):
+            db_of = line[len(DB_MARK):].split("-->")[0].strip()
         if not line.startswith("```"):
             i += 1
             continue
@@ -85,7 +92,8 @@ def examples(path):
             skip_next = False
             yield start, section, None
             continue
-        yield start, section, parse_block(block)
+        yield start, db_of or section, parse_block(block)
+        db_of = None
 
 
 def ends_statement(line):
