@@ -973,17 +973,29 @@ MqGroupCommitOffset(const char *group, const char *member_id, int generation,
  * as Kafka's coordinator writes it.  The registry keeps SQL sessions out of
  * such a group while it has members (MqGroupHostExternally), so no SQL
  * member's conditional write races this one.
+ *
+ * Any offset from 0 up is taken, past the log end too, as Kafka's
+ * coordinator takes what a client commits without looking at the log (a
+ * consumer's Fetch there is OFFSET_OUT_OF_RANGE and its auto.offset.reset
+ * applies; kafka-consumer-groups --reset-offsets --to-offset and
+ * librdkafka's own tests commit such offsets).  mq_commit and mq_seek keep
+ * SQL positions inside the log; a SQL member that loads an offset past the
+ * log end waits there for the log to reach it.
  */
 void
 MqGroupCommitExternal(const char *group, MqTopic *topic, int32 partition, int64 offset)
 {
 	LOCKTAG		tag;
-
 	Oid			live = MqGroupAuthorize(group, MQ_GROUP_USE);
 
 	MqTopicCheckPrivilege(topic, MQ_PRIV_CONSUME);
 	MqCheckPartition(topic, partition);
-	MqCheckOffsetRange(topic, partition, offset, true);
+	if (offset < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("offset " INT64_FORMAT " is out of range for partition %d of topic \"%s\"",
+						offset, partition, topic->name),
+				 errdetail("A committed offset is 0 or more.")));
 	MqGroupPersistOwner(group, live);
 	handover_locktag(&tag, group, topic->topic_id, partition);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
