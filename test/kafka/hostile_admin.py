@@ -15,6 +15,9 @@ each connection authenticated with SASL PLAIN as USER/PASSWORD.
         for SECONDS, connection after connection from 127.0.0.7, a
         Metadata request before authenticating; then ApiVersions from the
         same address, timed
+  hostile_admin.py PORT - - plaintext-storm SECONDS
+        for SECONDS, from 4 threads, connection after connection sending
+        a plaintext frame to a TLS listener: how many connections
 
 Prints one JSON object.
 """
@@ -22,6 +25,7 @@ import json
 import socket
 import struct
 import sys
+import threading
 import time
 
 HOST = '127.0.0.1'
@@ -291,6 +295,29 @@ def preauth_storm(port, seconds):
     return {'connections': connections, 'api_versions_ms': int((time.time() - t) * 1000)}
 
 
+def plaintext_storm(port, seconds):
+    count = [0]
+
+    def storm():
+        end = time.time() + seconds
+        while time.time() < end:
+            try:
+                s = socket.create_connection((HOST, port), timeout=5)
+                count[0] += 1
+                s.sendall(i32(16) + b'x' * 16)
+                s.recv(10)
+                s.close()
+            except OSError:
+                pass
+
+    threads = [threading.Thread(target=storm) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {'connections': count[0]}
+
+
 def main():
     port, user, password, what = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     args = sys.argv[5:]
@@ -298,6 +325,8 @@ def main():
         out = bad_utf8(port, user, password, *args)
     elif what == 'probe':
         out = probe(port, user, password, *args)
+    elif what == 'plaintext-storm':
+        out = plaintext_storm(port, float(args[0]))
     elif what == 'preauth-storm':
         out = preauth_storm(port, float(args[0]))
     else:

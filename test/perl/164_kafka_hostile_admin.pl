@@ -20,7 +20,10 @@
 #  - a client reconnecting and sending Metadata before authenticating, for
 #    4 s: its address is held (backoff.c), so it gets at most a few dozen
 #    connections served and log lines (thousands a second before), while
-#    ApiVersions from the same address is answered at once.
+#    ApiVersions from the same address is answered at once;
+#  - a TLS listener: plaintext clients reconnecting at once for 3 s (failed
+#    handshakes, thousands a second) get at most 10 log lines a second and
+#    a count of the others; a TLS client is served meanwhile.
 use strict;
 use warnings;
 
@@ -131,4 +134,48 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity
 	'0', 'the listener holds no transaction open');
 
 $node->stop;
+
+# --- failed TLS handshakes, reconnecting -------------------------------------
+
+my $dir = PostgreSQL::Test::Utils::tempdir();
+my ($o, $e);
+IPC::Run::run([ 'openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
+		'-nodes', '-keyout', "$dir/server.key", '-out', "$dir/server.crt", '-days', '2',
+		'-subj', '/CN=localhost' ], '>', \$o, '2>', \$e)
+  or die "openssl: $e";
+chmod 0600, "$dir/server.key";
+my $tport = PostgreSQL::Test::Cluster::get_free_port();
+my $tls = kafka_node('hostile_tls', $tport,
+	"mqlog.kafka_ssl = on\nmqlog.kafka_ssl_cert_file = '$dir/server.crt'\nmqlog.kafka_ssl_key_file = '$dir/server.key'\n");
+$tls->safe_psql('postgres', 'CREATE EXTENSION mqlog; CREATE ROLE kafka_app LOGIN;');
+connect_listener($tport);
+$log_at = -s $tls->logfile;
+my $storm = IPC::Run::start([ '/usr/bin/python3', $script, $tport, '-', '-', 'plaintext-storm', 3 ],
+	'>', \my $storm_out, '2>', \my $storm_err);
+# a TLS client meanwhile (python's ssl module)
+my $tls_ok = 0;
+foreach (1 .. 3)
+{
+	my ($out, $err);
+	IPC::Run::run([ '/usr/bin/python3', '-c', qq{
+import socket, ssl, struct
+c = ssl.create_default_context(); c.check_hostname = False; c.verify_mode = ssl.CERT_NONE
+s = c.wrap_socket(socket.create_connection(('127.0.0.1', $tport), timeout=10))
+p = struct.pack('>hhih', 18, 0, 7, 2) + b'tc'
+s.sendall(struct.pack('>i', len(p)) + p)
+print('answered' if len(s.recv(4)) == 4 else 'closed')
+} ], '>', \$out, '2>', \$err, IPC::Run::timeout(30));
+	$tls_ok++ if ($out // '') eq "answered\n";
+	sleep 1;
+}
+$storm->finish;
+$r = decode_json($storm_out);
+is($tls_ok, 3, 'a TLS client is served while plaintext clients storm the TLS listener');
+ok(wait_for(10, sub { slurp_file($tls->logfile, $log_at) =~ /more TLS handshakes with Kafka clients failed and were not logged/ }),
+	'the failed handshakes past 10 a second are counted in the log');
+$lines = () = slurp_file($tls->logfile, $log_at) =~ /LOG:  TLS handshake with Kafka client \S+ failed/g;
+note("$r->{connections} plaintext connections in 3 s, $lines handshake lines");
+ok($r->{connections} > 100 && $lines <= 50,
+	"$r->{connections} failed handshakes in 3 s: $lines lines (10 a second at most)");
+$tls->stop;
 done_testing();
