@@ -88,14 +88,16 @@ SELECT (SELECT count(*) FROM mqlog.committed_offset
 
 # --- a role without rights on the group and the topic ---------------------
 
-my $before = $node->safe_psql('postgres', q{
+# the state a refused request must leave as it was
+my $state = q{
 SELECT string_agg(concat_ws(':', group_id, "partition", committed_offset, metadata), ',') FROM mqlog.committed_offset;
 SELECT config_overrides, partitions FROM mqlog.topics WHERE topic = 'orders';
 SELECT string_agg(concat_ws(':', "partition", log_start_offset, high_watermark), ',' ORDER BY "partition") FROM mqlog.partitions WHERE topic = 'orders';
 SELECT count(*) FROM mqlog.topic_acl;
 SELECT count(*) FROM mqlog.group_acl;
 SELECT count(*) FROM mqlog.topic;
-});
+};
+my $before = $node->safe_psql('postgres', $state);
 $r = hostile('hostile', 'hostile-secret', 'probe', 'billing', 'orders');
 is_deeply($r->{list_groups}, [ 0, [] ], 'ListGroups leaves out a group the role may not use');
 is($r->{$_}, 30, "$_ of a group the role may not use: GROUP_AUTHORIZATION_FAILED")
@@ -109,14 +111,7 @@ is($r->{$_}, 31, "CreateAcls $_ by a role that may not grant: CLUSTER_AUTHORIZAT
 is_deeply($r->{describe_acls}, [ 0, [] ], 'DescribeAcls shows the role no grant');
 is_deeply($r->{delete_acls}, [], 'DeleteAcls of every binding deletes none');
 is($r->{auto_create}, 29, 'auto-creation by a role that may not create topics: TOPIC_AUTHORIZATION_FAILED');
-is($node->safe_psql('postgres', q{
-SELECT string_agg(concat_ws(':', group_id, "partition", committed_offset, metadata), ',') FROM mqlog.committed_offset;
-SELECT config_overrides, partitions FROM mqlog.topics WHERE topic = 'orders';
-SELECT string_agg(concat_ws(':', "partition", log_start_offset, high_watermark), ',' ORDER BY "partition") FROM mqlog.partitions WHERE topic = 'orders';
-SELECT count(*) FROM mqlog.topic_acl;
-SELECT count(*) FROM mqlog.group_acl;
-SELECT count(*) FROM mqlog.topic;
-}), $before, 'offsets, the topic, its log, the grants and the topics are as they were');
+is($node->safe_psql('postgres', $state), $before, 'offsets, the topic, its log, the grants and the topics are as they were');
 
 # --- requests before authentication, reconnecting ---------------------------
 
