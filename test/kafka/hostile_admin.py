@@ -11,6 +11,9 @@ each connection authenticated with SASL PLAIN as USER/PASSWORD.
   hostile_admin.py PORT USER PASSWORD probe OWNED_GROUP OTHER_TOPIC
         what a role that may not use OWNED_GROUP nor touch OTHER_TOPIC gets
         from each group and admin API aimed at them, and the ACL APIs
+  hostile_admin.py PORT USER PASSWORD describe GROUP
+        DescribeGroups v2 of GROUP: its error, state and members, each as
+        [member id, client id, client host]
   hostile_admin.py PORT - - preauth-storm SECONDS
         for SECONDS, connection after connection from 127.0.0.7, a
         Metadata request before authenticating; then ApiVersions from the
@@ -278,6 +281,21 @@ def probe(port, user, password, group, topic):
     return out
 
 
+def describe(port, user, password, group):
+    s = connect(port, user, password)
+    r = request(s, 15, 2, arr([kstr(group)]))
+    r.i32()
+    r.i32()
+    code, _group, state, _ptype, _protocol = r.i16(), r.str(), r.str(), r.str(), r.str()
+    members = []
+    for _ in range(r.i32()):
+        members.append([r.str(), r.str(), r.str()])
+        for _ in range(2):                          # metadata, assignment
+            n = r.i32()
+            r.p += max(n, 0)
+    return {'error': code, 'state': state, 'members': members}
+
+
 def preauth_storm(port, seconds):
     connections = 0
     end = time.time() + seconds
@@ -325,6 +343,8 @@ def main():
         out = bad_utf8(port, user, password, *args)
     elif what == 'probe':
         out = probe(port, user, password, *args)
+    elif what == 'describe':
+        out = describe(port, user, password, *args)
     elif what == 'plaintext-storm':
         out = plaintext_storm(port, float(args[0]))
     elif what == 'preauth-storm':

@@ -17,6 +17,9 @@
 #    and DeleteAcls find nothing; auto-creation TOPIC_AUTHORIZATION_FAILED;
 #    and the group's offsets and metadata, the topic's configuration,
 #    partitions and log, and the grants are as they were;
+#  - DescribeGroups of a group of SQL sessions shows a session's client
+#    address as pg_stat_activity does: to its role (and whoever has its
+#    privileges or pg_read_all_stats), not to a grantee of the group;
 #  - a client reconnecting and sending Metadata before authenticating, for
 #    4 s: its address is held (backoff.c), so it gets at most a few dozen
 #    connections served and log lines (thousands a second before), while
@@ -38,7 +41,9 @@ use MqKafka qw(kafka_node connect_listener wait_for);
 
 my $script = dirname(__FILE__) . '/../kafka/hostile_admin.py';
 my $kport = PostgreSQL::Test::Cluster::get_free_port();
-my $node = kafka_node('hostile_admin', $kport, "mqlog.kafka_sasl_mechanisms = 'PLAIN'\n");
+# TCP too, for a SQL session with a client address
+my $node = kafka_node('hostile_admin', $kport,
+	"mqlog.kafka_sasl_mechanisms = 'PLAIN'\nlisten_addresses = '127.0.0.1'\n");
 $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION mqlog;
@@ -112,6 +117,26 @@ is_deeply($r->{describe_acls}, [ 0, [] ], 'DescribeAcls shows the role no grant'
 is_deeply($r->{delete_acls}, [], 'DeleteAcls of every binding deletes none');
 is($r->{auto_create}, 29, 'auto-creation by a role that may not create topics: TOPIC_AUTHORIZATION_FAILED');
 is($node->safe_psql('postgres', $state), $before, 'offsets, the topic, its log, the grants and the topics are as they were');
+
+# --- a SQL member's address ----------------------------------------------------
+
+$node->safe_psql('postgres', q{SET ROLE ops; SELECT mq_grant_group('live', 'hostile');});
+my $member = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', 'host=127.0.0.1 port=' . $node->port . ' dbname=postgres user=ops application_name=ops-app',
+	  '-c', q{SELECT count(*) FROM mq_poll('live', 'orders')}, '-c', 'SELECT pg_sleep(60)' ],
+	'>', \my $member_out, '2>', \my $member_err);
+ok(wait_for(30, sub { $node->safe_psql('postgres', q{SELECT count(*) FROM mqlog.group_members WHERE group_id = 'live'}) eq '1' }),
+	'a SQL session over TCP is a member of group live');
+$r = hostile('hostile', 'hostile-secret', 'describe', 'live');
+is_deeply($r->{members}, [ [ $r->{members}[0][0], 'ops-app', '' ] ],
+	'DescribeGroups by a grantee of the group: the member\'s application_name, not its address')
+  or diag(explain $r);
+is($node->safe_psql('postgres', q{SET ROLE hostile; SELECT coalesce(client_addr::text, 'null') FROM mqlog.group_members}),
+	'null', 'as mqlog.group_members (pg_stat_activity) shows it to that role');
+$r = hostile('ops', 'ops-secret', 'describe', 'live');
+is_deeply($r->{members}, [ [ $r->{members}[0][0], 'ops-app', '/127.0.0.1' ] ],
+	'DescribeGroups by the session\'s own role: its address');
+$member->kill_kill;
 
 # --- requests before authentication, reconnecting ---------------------------
 
