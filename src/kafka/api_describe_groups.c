@@ -11,10 +11,10 @@
  * of SQL sessions is Stable, of protocol type "consumer" and protocol its
  * members' assignor (mqlog.assignor); each member is its session
  * ("sql-<pid>"), with the session's application_name as client id and its
- * client address, its subscription and assignment encoded as Kafka's
- * consumer protocol encodes them (ConsumerProtocolSubscription and
- * ConsumerProtocolAssignment v0), so that tools decode them as a Kafka
- * member's.  A group with only offsets or an owner is Empty.  A group that
+ * client address (as pg_stat_activity shows it to the role), its
+ * subscription and assignment encoded as Kafka's consumer protocol encodes
+ * them (ConsumerProtocolSubscription and ConsumerProtocolAssignment v0),
+ * so that tools decode them as a Kafka member's.  A group with only offsets or an owner is Empty.  A group that
  * does not exist is Dead with no error, as Kafka answers; one the role may
  * not see is GROUP_AUTHORIZATION_FAILED, whether it exists or not.
  *
@@ -22,7 +22,10 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_authid.h"
 #include "common/ip.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/backend_status.h"
 #include "utils/memutils.h"
 
@@ -45,7 +48,13 @@ typedef struct DescribeUnit
 	StringInfo	out;			/* the group's entry after its error code */
 } DescribeUnit;
 
-/* a SQL session's application_name and "/address" (pg_stat_activity's) */
+/*
+ * a SQL session's application_name and "/address", as pg_stat_activity
+ * shows them to the request's role: the address only of a session of a
+ * role whose privileges it has, or with pg_read_all_stats (else "", as the
+ * view's null: a grantee of the group is not told where its owner's
+ * sessions connect from)
+ */
 static void
 session_client(int pid, const char **client_id, const char **client_host)
 {
@@ -63,6 +72,9 @@ session_client(int pid, const char **client_id, const char **client_host)
 			continue;
 		b = &l->backendStatus;
 		*client_id = pstrdup(b->st_appname);
+		if (!has_privs_of_role(GetUserId(), b->st_userid) &&
+			!has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS))
+			return;
 		if (b->st_clientaddr.salen == 0 || b->st_clientaddr.addr.ss_family == AF_UNIX ||
 			pg_getnameinfo_all(&b->st_clientaddr.addr, b->st_clientaddr.salen,
 							   host, sizeof(host), NULL, 0, NI_NUMERICHOST) != 0)

@@ -18,7 +18,8 @@
  * thousands a minute.  The price: a client that shares an address with
  * such a guesser (a NAT) is held as long; it is never refused.
  *
- * Requests of an API or version mqlog does not serve (unsupported.c) are
+ * Requests of an API or version mqlog does not serve (unsupported.c), and
+ * requests sent before SASL authentication that need it (request.c), are
  * counted the same way, in a table of their own, and hold the address's
  * next such request, on any connection: a client that reconnects at once
  * after each refusal (kafka-go 0.2.1 did, 125 times a second) gets one

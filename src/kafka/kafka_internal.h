@@ -114,7 +114,9 @@ typedef struct MqKafkaSession
 	MqKafkaScram scram_state;
 	const char *peer;			/* the client's address and port, for logs */
 	bool		violated;		/* it sent a request mqlog does not serve
-								 * (unsupported.c): count it (backoff.c) */
+								 * (unsupported.c), or one that needs
+								 * authentication before authenticating:
+								 * count it (backoff.c) */
 	bool		unsupported_logged; /* that is logged at LOG, once */
 } MqKafkaSession;
 
@@ -326,8 +328,16 @@ extern TimestampTz MqKafkaViolationHeldUntil(const char *address);
 extern MqKafkaOutcome MqKafkaUnsupported(MqKafkaRequest *req, const MqKafkaApi *api,
 										 StringInfo out);
 
-/* is the frame (after its size) a request MqKafkaUnsupported will answer? */
-extern bool MqKafkaFrameUnsupported(const char *frame, int len);
+/*
+ * is the frame (after its size) a request MqKafkaUnsupported will answer,
+ * or, from a connection still authenticating (before_auth), one that
+ * MqKafkaServe refuses before authentication?  Either is a violation
+ * (backoff.c).
+ */
+extern bool MqKafkaFrameUnsupported(const char *frame, int len, bool before_auth);
+
+/* may a request of this API key come before SASL authentication? */
+extern bool MqKafkaPreAuthApi(int16 api_key);
 
 /* serving a frame of a connection (request.c) */
 extern MqKafkaOutcome MqKafkaServe(const char *frame, int len, MqKafkaSession *session,

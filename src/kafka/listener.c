@@ -664,12 +664,15 @@ serve_client(Client *c, bool rerun)
 		}
 		/*
 		 * failed authentications from its address, or, for a request mqlog
-		 * does not serve, earlier ones from its address: wait (backoff.c).
+		 * does not serve or one before authenticating that needs it,
+		 * earlier ones from its address: wait (backoff.c).  (A bare SASL
+		 * token after SaslHandshake v0 is no request to look into.)
 		 * A new connection held so is not admitted: others may take its
 		 * slot.
 		 */
 		held = Max(authenticating(c) ? MqKafkaAuthHeldUntil(c->host) : 0,
-				   MqKafkaFrameUnsupported(c->in.data + 4, size) ?
+				   c->session.state != MQK_SASL_WAIT_RAW &&
+				   MqKafkaFrameUnsupported(c->in.data + 4, size, authenticating(c)) ?
 				   MqKafkaViolationHeldUntil(c->host) : 0);
 		if (held != 0)
 		{

@@ -9,6 +9,8 @@
  */
 #include "postgres.h"
 
+#include "mb/pg_wchar.h"
+
 #include "kafka/protocol.h"
 
 void
@@ -102,7 +104,11 @@ read_length(MqKafkaReader *r, bool flexible, bool wide)
 
 /*
  * A string, copied and NUL-terminated; NULL for a null string.  A zero
- * byte inside is malformed here: every string mqlog reads is a name.
+ * byte inside is malformed here, and so is a sequence not valid in the
+ * database's encoding (Kafka's strings are UTF-8): every string mqlog
+ * reads is a name or goes into a text column or a view (group ids, a
+ * commit's metadata, client ids), where PostgreSQL could not store it,
+ * and an invalid one stored would make a restore of its whole table fail.
  */
 char *
 MqKafkaReadString(MqKafkaReader *r, bool flexible, bool *isnull)
@@ -122,7 +128,8 @@ MqKafkaReadString(MqKafkaReader *r, bool flexible, bool *isnull)
 	}
 	if (!have(r, n))
 		return NULL;
-	if (memchr(r->data + r->pos, '\0', n) != NULL)
+	if (memchr(r->data + r->pos, '\0', n) != NULL ||
+		!pg_verifymbstr(r->data + r->pos, (int) n, true))
 	{
 		r->failed = true;
 		return NULL;

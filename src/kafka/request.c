@@ -323,6 +323,13 @@ finish_response(StringInfo out, int start, MqKafkaOutcome outcome)
 	return outcome;
 }
 
+bool
+MqKafkaPreAuthApi(int16 api_key)
+{
+	return api_key == MQK_API_VERSIONS || api_key == MQK_SASL_HANDSHAKE ||
+		api_key == MQK_SASL_AUTHENTICATE;
+}
+
 /*
  * Serve one frame (its 4-byte size already taken off) of a connection in
  * session's state.  On MQK_RESPOND (and MQK_RESPOND_CLOSE), out ends with
@@ -359,9 +366,14 @@ MqKafkaServe(const char *frame, int len, MqKafkaSession *session, MqKafkaRequest
 	if (api == NULL)
 		return MqKafkaUnsupported(req, NULL, out);	/* logs, and closes */
 	if (session->state != MQK_SASL_OFF && session->state != MQK_SASL_DONE &&
-		req->api_key != MQK_API_VERSIONS && req->api_key != MQK_SASL_HANDSHAKE &&
-		req->api_key != MQK_SASL_AUTHENTICATE)
+		!MqKafkaPreAuthApi(req->api_key))
 	{
+		/*
+		 * A violation, as an unsupported request is: a client that
+		 * reconnects and sends it again at once is held (backoff.c), or
+		 * it would write this line thousands of times a second
+		 */
+		session->violated = true;
 		ereport(LOG,
 				(errcode(ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION),
 				 errmsg("Kafka client \"%s\" sent a %s request before authenticating; closing its connection",

@@ -70,11 +70,14 @@
 #include "storage/latch.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "kafka/kafka_internal.h"
 
 /* the largest certificate chain a client may send */
 #define MAX_CERT_LIST	(32 * 1024)
+/* failed handshakes logged a second at most (handshake_failure_level) */
+#define HANDSHAKE_LOG_BURST 10
 
 /*
  * libpq/libpq.h's, declared here: that header pulls in libpq-be.h, which
@@ -359,6 +362,41 @@ note_certificate(MqKafkaTls *t)
 }
 
 /*
+ * The level of a failed handshake's line: LOG for the first
+ * HANDSHAKE_LOG_BURST of each second, DEBUG1 past them, counted and
+ * reported with the next second's first.  A failed handshake costs a
+ * client one connection and a few bytes: one reconnecting at once (a
+ * plaintext client, or a hostile one) wrote 4,800 lines a second.
+ */
+static int
+handshake_failure_level(void)
+{
+	static TimestampTz window = 0;
+	static int	logged = 0;
+	static int	skipped = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (TimestampDifferenceExceeds(window, now, 1000))
+	{
+		if (skipped > 0)
+			ereport(LOG,
+					(errcode(ERRCODE_PROTOCOL_VIOLATION),
+					 errmsg("%d more TLS handshakes with Kafka clients failed and were not logged (%d are logged a second at most)",
+							skipped, HANDSHAKE_LOG_BURST)));
+		window = now;
+		logged = 0;
+		skipped = 0;
+	}
+	if (logged < HANDSHAKE_LOG_BURST)
+	{
+		logged++;
+		return LOG;
+	}
+	skipped++;
+	return DEBUG1;
+}
+
+/*
  * After a call that returned n <= 0: true when it only waits for the
  * network (*needs says for which event), false when the connection is
  * closed or broken (errno set for the listener, the reason logged)
@@ -391,7 +429,7 @@ waits(MqKafkaTls *t, int n, uint32 *needs)
 	/* a peer that just went away: as quiet as a plaintext one */
 	if (!t->established &&
 		(err == SSL_ERROR_SSL && ERR_GET_REASON(e) != SSL_R_UNEXPECTED_EOF_WHILE_READING))
-		ereport(LOG,
+		ereport(handshake_failure_level(),
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
 				 errmsg("TLS handshake with Kafka client %s failed: %s", t->peer, ssl_error())));
 	else

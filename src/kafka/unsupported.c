@@ -224,7 +224,7 @@ MqKafkaUnsupported(MqKafkaRequest *req, const MqKafkaApi *api, StringInfo out)
 }
 
 bool
-MqKafkaFrameUnsupported(const char *frame, int len)
+MqKafkaFrameUnsupported(const char *frame, int len, bool before_auth)
 {
 	MqKafkaReader r;
 	int16		key;
@@ -237,7 +237,7 @@ MqKafkaFrameUnsupported(const char *frame, int len)
 	if (r.failed)
 		return false;
 	api = MqKafkaFindApi(key);
-	if (api == NULL)
+	if (api == NULL || (before_auth && !MqKafkaPreAuthApi(key)))
 		return true;
 	/* ApiVersions of a version too new is a probe, answered as Kafka does */
 	return key != MQK_API_VERSIONS &&

@@ -486,6 +486,8 @@ foreach my $t ('topic', 'segment', 'committed_offset', 'topic_acl', 'consumer_gr
 # The views are security barriers: a cheap leaky function of the attacker
 # in a WHERE clause sees only the rows the view lets through.
 $node->safe_psql('victim', q{SELECT count(*) FROM mq_poll('secret-group', 'secret', 1); SELECT mq_commit('secret-group');});
+# grants on them, to a role that is not the attacker: mqlog.grants must not show them
+$node->safe_psql('victim', q{SELECT mq_grant('secret', 'dbowner', 'consume'); SELECT mq_grant_group('secret-group', 'dbowner');});
 $node->safe_psql(
 	'victim', q{
 CREATE FUNCTION evil_a.leak(text) RETURNS bool LANGUAGE plpgsql COST 0.0000001
@@ -497,7 +499,9 @@ foreach my $q (
 	q{SELECT count(*) FROM mqlog.segments WHERE evil_a.leak(relation::text)},
 	q{SELECT count(*) FROM mqlog.groups WHERE evil_a.leak(group_id)},
 	q{SELECT count(*) FROM mqlog.group_members WHERE evil_a.leak(group_id)},
-	q{SELECT count(*) FROM mqlog.consumer_lag WHERE evil_a.leak(group_id || topic)})
+	q{SELECT count(*) FROM mqlog.consumer_lag WHERE evil_a.leak(group_id || topic)},
+	q{SELECT count(*) FROM mqlog.grants WHERE evil_a.leak(object)},
+	q{SELECT count(*) FROM mqlog.grant_list() g WHERE evil_a.leak(g.object)})
 {
 	my ($ret, $out, $err) = $node->psql('victim', $q, extra_params => [ '-U', 'attacker' ]);
 	is($ret, 0, "attacker runs: $q");
