@@ -14,9 +14,13 @@
  * client address (as pg_stat_activity shows it to the role), its
  * subscription and assignment encoded as Kafka's consumer protocol encodes
  * them (ConsumerProtocolSubscription and ConsumerProtocolAssignment v0),
- * so that tools decode them as a Kafka member's.  A group with only offsets or an owner is Empty.  A group that
- * does not exist is Dead with no error, as Kafka answers; one the role may
- * not see is GROUP_AUTHORIZATION_FAILED, whether it exists or not.
+ * so that tools decode them as a Kafka member's.  A group with only
+ * offsets or an owner is Empty.  A group that does not exist is Dead with
+ * no error, as Kafka answers; one that exists and the role may not use is
+ * GROUP_AUTHORIZATION_FAILED.  So a role learns whether a group name is
+ * taken, which mqlog's model implies anyway: a group nobody has is
+ * nobody's, and the role's own join would take it (Kafka answers the
+ * authorization error either way, its ACLs naming groups to come).
  *
  *-------------------------------------------------------------------------
  */
