@@ -3,8 +3,9 @@
 #
 #   scripts/install-deps.sh
 #
-# Idempotent: when every package is already installed it changes nothing and
-# does not touch the network.  Otherwise it must run as root; it then runs
+# Idempotent: when every package is already installed (and apt knows
+# librdkafka's source package, see below) it changes nothing and does not
+# touch the network.  Otherwise it must run as root; it then runs
 # `apt-get update` once and installs the missing packages non-interactively.
 set -euo pipefail
 
