@@ -3,8 +3,9 @@
 #
 #   scripts/install-deps.sh
 #
-# Idempotent: when every package is already installed it changes nothing and
-# does not touch the network.  Otherwise it must run as root; it then runs
+# Idempotent: when every package is already installed (and apt knows
+# librdkafka's source package, see below) it changes nothing and does not
+# touch the network.  Otherwise it must run as root; it then runs
 # `apt-get update` once and installs the missing packages non-interactively.
 set -euo pipefail
 
@@ -26,6 +27,7 @@ PACKAGES=(
     etcd-server etcd-client                 # etcd 3.4 for the cluster tests (test/perl/MqCluster.pm)
     libpq-dev libhiredis-dev pkg-config     # the benchmark's C driver (make bench-driver, bench/driver/)
     kcat librdkafka-dev python3-confluent-kafka  # Kafka clients for the listener's tests (test/perl/150_kafka.pl)
+    dpkg-dev libssl-dev                     # librdkafka's test suite: apt-get source, its build (test/librdkafka/run.sh)
 )
 
 is_installed() {
@@ -55,6 +57,36 @@ else
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# librdkafka's test suite (test/librdkafka/run.sh) is built from Debian's
+# source package, which `apt-get source` fetches from a deb-src entry:
+# when apt knows no source of librdkafka yet, add one for bookworm main,
+# beside the machine's deb entries, and read that entry's index alone.
+DEB_SRC_LIST=/etc/apt/sources.list.d/mqlog-deb-src.sources
+if [ -z "$(apt-cache showsrc librdkafka 2>/dev/null)" ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "install-deps: apt knows no source package of librdkafka: run this script as root to add a deb-src entry ($DEB_SRC_LIST)" >&2
+        exit 1
+    fi
+    if [ ! -f "$DEB_SRC_LIST" ]; then
+        echo "install-deps: adding $DEB_SRC_LIST (deb-src for bookworm main)"
+        cat >"$DEB_SRC_LIST" <<'EOF'
+# Added by mqlog's scripts/install-deps.sh: Debian's source packages, for
+# librdkafka's test suite (test/librdkafka/run.sh runs `apt-get source`).
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+    fi
+    apt-get update -qq -o Dir::Etc::sourcelist="$DEB_SRC_LIST" -o Dir::Etc::sourceparts=- \
+        -o APT::Get::List-Cleanup=0
+    if [ -z "$(apt-cache showsrc librdkafka 2>/dev/null)" ]; then
+        echo "install-deps: still no source package of librdkafka after adding $DEB_SRC_LIST" >&2
+        exit 1
+    fi
 fi
 
 # kafkajs (npm, not Debian) for the Kafka listener's tests

@@ -13,6 +13,10 @@
 #   Perl TAP    test/perl/*.pl with prove and PostgreSQL::Test::Cluster
 #   doc         doc/reference.md's examples, run in order on a cluster of our
 #               own and compared with the doc (test/doc/run.sh)
+#   librdkafka  librdkafka's own test suite (Debian's source package, tests/)
+#               against the Kafka listener of a server of our own
+#               (test/librdkafka/run.sh; the tests run and excluded are in
+#               test/librdkafka/tests.txt)
 # A test layer with no test files is skipped (and says so).  Every cluster
 # runs as the `postgres` OS user (PostgreSQL refuses root) from a copy of the
 # source tree in /tmp/mqlog-test.XXXXXX, so the checkout itself is never
@@ -26,6 +30,10 @@
 #                      (it is always kept after a failure)
 #   PROVE_FLAGS        extra flags for prove, e.g. --verbose
 #   PG_TEST_NOCLEAN    kept by PostgreSQL::Test::Cluster: leave its data dirs
+#   MQLOG_TEST_LAYERS  run only these test layers, comma-separated (pg_regress,
+#                      isolation, pgTAP, perl, doc, librdkafka); the build
+#                      and the crash check always run.  Default: all
+#   MQLOG_RDKAFKA_*    passed to test/librdkafka/run.sh (it says which)
 #
 # Perl TAP tests get TEMP_CONFIG=test/mqlog.conf, so every node a test creates
 # has mqlog preloaded (and the other test settings) unless the test overrides
@@ -57,6 +65,13 @@ record() { LAYERS+=("$1|$2|$3"); }
 
 banner() { printf '\n==== %s ====\n' "$*"; }
 
+# Is layer $1 to run (MQLOG_TEST_LAYERS)?
+wanted() {
+    [ -z "${MQLOG_TEST_LAYERS:-}" ] && return 0
+    case ",${MQLOG_TEST_LAYERS// /}," in *",$1,"*) return 0 ;; esac
+    return 1
+}
+
 IS_ROOT=0
 [ "$(id -u)" -eq 0 ] && IS_ROOT=1
 
@@ -84,15 +99,7 @@ show_file() {
 }
 
 # First port from $1 up on which nothing listens on 127.0.0.1.
-free_port() {
-    perl -MIO::Socket::INET -e '
-        for my $p ($ARGV[0] .. $ARGV[0] + 200) {
-            my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => $p,
-                                          Proto => "tcp", ReuseAddr => 1, Listen => 1);
-            if ($s) { close $s; print "$p\n"; exit 0; }
-        }
-        exit 1;' "$1"
-}
+free_port() { perl "$ROOT/scripts/free-port.pl" "$1"; }
 
 # Files prove/pg_prove reported as failing, from its "Test Summary Report":
 # a non-zero wait status, failed tests or parse errors (a report entry may
@@ -425,20 +432,42 @@ run_perl() {
 # Layer: the doc test (doc/reference.md's examples, test/doc/run.sh)
 # ---------------------------------------------------------------------------
 
+# A layer that is one script: NAME LOG COMMAND...  Its output is shown
+# and kept in $WORK/NAME.out, whose last line is the layer's note; after a
+# failure the end of LOG (its server's log) is shown too.
+script_layer() {
+    local name=$1 log=$2 rc
+    shift 2
+    "$@" 2>&1 | tee "$WORK/$name.out"
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" -eq 0 ]; then
+        record "$name" passed "$(tail -n 1 "$WORK/$name.out")"
+    else
+        record "$name" FAILED "$(tail -n 1 "$WORK/$name.out")"
+        show_file "$log" 60
+    fi
+}
+
 DOC_PORT_START=54339
 run_doc() {
-    local port dir=$WORK/doc rc
+    local port dir=$WORK/doc
     banner "doc: doc/reference.md's examples"
     port=$(free_port $DOC_PORT_START) || { record doc FAILED "no free port from $DOC_PORT_START"; return; }
     mkdir -p "$dir" && { [ $IS_ROOT -eq 0 ] || chown postgres:postgres "$dir"; }
-    as_pg "$SRC" test/doc/run.sh "$PG_BINDIR" "$dir" "$port" 2>&1 | tee "$WORK/doc.out"
-    rc=${PIPESTATUS[0]}
-    if [ "$rc" -eq 0 ]; then
-        record doc passed "$(tail -n 1 "$WORK/doc.out")"
-    else
-        record doc FAILED "$(tail -n 1 "$WORK/doc.out")"
-        show_file "$dir/server.log" 60
-    fi
+    script_layer doc "$dir/server.log" as_pg "$SRC" test/doc/run.sh "$PG_BINDIR" "$dir" "$port"
+}
+
+# ---------------------------------------------------------------------------
+# Layer: librdkafka's own test suite (test/librdkafka/run.sh), run as root
+# when we are: it fetches and builds the suite in its cache
+# (/var/cache/mqlog-librdkafka) and runs its server as postgres itself.
+# ---------------------------------------------------------------------------
+
+run_librdkafka() {
+    banner "librdkafka: librdkafka's test suite against the Kafka listener"
+    mkdir -p "$WORK/librdkafka"
+    script_layer librdkafka "$WORK/librdkafka/server.log" \
+        env PG_CONFIG="$PG_CONFIG" MQLOG_RDKAFKA_WORK="$WORK/librdkafka" "$SRC/test/librdkafka/run.sh"
 }
 
 # ---------------------------------------------------------------------------
@@ -470,11 +499,12 @@ check_crashes() {
 echo "mqlog tests: source $ROOT, work directory $WORK"
 if build; then
     record build passed "$("$PG_CONFIG" --version 2>/dev/null)"
-    run_regress
-    run_isolation
-    run_pgtap
-    run_perl
-    run_doc
+    wanted pg_regress && run_regress
+    wanted isolation && run_isolation
+    wanted pgTAP && run_pgtap
+    wanted perl && run_perl
+    wanted doc && run_doc
+    wanted librdkafka && run_librdkafka
     check_crashes
 else
     record build FAILED "later layers not run"

@@ -153,6 +153,19 @@ read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_
 				fp->error = code;
 			if (fp->error != MQK_NONE)
 				*any_error = true;
+			/*
+			 * Only the first partition that has records may overshoot with
+			 * its first batch, as in Kafka (which stops ignoring the limits
+			 * once it has read from a non-empty partition): after it, a
+			 * batch larger than what is left is not sent, or the response
+			 * passes fetch.max.bytes and a client that sized
+			 * receive.message.max.bytes by it drops the connection
+			 * (librdkafka's test 0082).  Kafka would send a cut batch the
+			 * client ignores; sending none is the same to the client, which
+			 * asks for the partition again.
+			 */
+			if (total > 0 && records->len - fp->records_at > u.budget)
+				records->len = fp->records_at;
 			fp->records_len = records->len - fp->records_at;
 			MqKafkaWatchBytes(req, fp->records_len);
 			total += fp->records_len;

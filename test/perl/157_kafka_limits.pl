@@ -12,7 +12,8 @@
 #  - batches that expand to 16 MB in all (under mqlog.kafka_max_request_memory)
 #    are still taken;
 #  - a Fetch of max_bytes 1 MB with a partition_max_bytes of 2 GB reads
-#    about 1 MB, not the partition's 10 MB;
+#    about 1 MB, not the partition's 10 MB; over three partitions of a
+#    600 kB batch each, only the first partition's batch;
 #  - an OffsetCommit naming one partition 20,000 times is worked for 500 ms
 #    and answered in full; a Produce of 600,000 entries (over the 500,000
 #    array elements a request may hold) closes its connection;
@@ -138,6 +139,27 @@ print $s frame(1, 4, pack('NNNNc', 0xffffffff, 0, 0, 1 << 20, 0) . pack('N', 1) 
 $answer = response($s);
 ok(defined $answer && length($answer) < 2.5 * (1 << 20),
 	'a Fetch of max_bytes 1 MB and partition_max_bytes 2 GB answers at most two 1 MB batches ('
+	  . length($answer // '') . ' bytes)');
+close $s;
+
+# the same over three partitions of one 600 kB batch each: only the first
+# partition with records may pass max_bytes with its first batch, as in
+# Kafka, and a later one whose batch does not fit in what is left sends
+# none (every partition's first batch made such an answer 1.8 MB, and
+# librdkafka, which sizes its receive buffer by fetch.max.bytes, dropped
+# the connection again and again: its test 0082)
+$node->safe_psql('postgres', q{
+SELECT mq_create_topic('big3', 3);
+SELECT mq_grant('big3', 'kafka_app', 'consume');
+SELECT mq_produce_batch('big3', array_fill(convert_to(repeat('v', 100000), 'UTF8'), ARRAY[6]), partition => p)
+  FROM generate_series(0, 2) p;
+});
+$s = connect_listener($kport);
+print $s frame(1, 4, pack('NNNNc', 0xffffffff, 0, 0, 1 << 20, 0) . pack('N', 1) . kstr('big3')
+	  . pack('N', 3) . join('', map { pack('N', $_) . pack('q>', 0) . pack('N', 0x7fffffff) } 0 .. 2));
+$answer = response($s);
+ok(defined $answer && length($answer) > 600_000 && length($answer) < (1 << 20),
+	'a Fetch of max_bytes 1 MB over three partitions of one 600 kB batch each answers the first batch only ('
 	  . length($answer // '') . ' bytes)');
 close $s;
 
