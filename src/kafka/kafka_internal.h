@@ -222,6 +222,19 @@ extern void MqKafkaGroupsTick(void);
 extern int16 MqKafkaGroupAccess(const char *group);
 /* GroupAccess's first checks: mqlog installed, a valid group id */
 extern int16 MqKafkaGroupIdError(const char *group);
+/* the lease a group with members here was claimed under (0: none here) */
+extern int64 MqKafkaGroupClaimedUnder(const char *group);
+
+/*
+ * Is this node a group's coordinator (coordinator.c)?  On a cluster, the
+ * node that holds the group's claim in etcd: NOT_COORDINATOR elsewhere
+ * (*holder: that node, when known), COORDINATOR_NOT_AVAILABLE when no
+ * node can be named now.  may_claim: a free group is claimed here (an
+ * etcd call, unless cached).  CoordinatesGroup: the check with a claim,
+ * for the offset and group admin requests.
+ */
+extern int16 MqKafkaCoordinatorError(const char *group, bool may_claim, char **holder);
+extern int16 MqKafkaCoordinatesGroup(const char *group);
 extern int16 MqKafkaGroupCommitCheck(const char *group, int32 generation,
 									 const char *member_id, bool *standalone);
 
