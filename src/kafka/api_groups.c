@@ -819,7 +819,7 @@ lookup_member(const char *group_id, const char *member_id, Group **g, Member **m
 	char	   *holder;
 
 	if (error == MQK_NONE)
-		error = MqKafkaCoordinatorError(group_id, false, &holder);
+		error = MqKafkaCoordinatorError(group_id, MQK_CLAIM_CHECK, &holder);
 	*g = find_group(group_id);
 	*m = find_member(*g, member_id);
 	if (error == MQK_NONE && *m == NULL)
@@ -873,7 +873,7 @@ MqKafkaFindCoordinator(MqKafkaRequest *req, StringInfo out)
 	/* on a cluster: the node that holds the group's claim, taken if free */
 	if (error == MQK_NONE)
 	{
-		error = MqKafkaCoordinatorError(key, true, &holder);
+		error = MqKafkaCoordinatorError(key, MQK_CLAIM_CACHED, &holder);
 		if (error == MQK_COORDINATOR_NOT_AVAILABLE)
 			message = "this node cannot tell the group's coordinator now (it holds no lease in etcd, or cannot reach etcd)";
 	}
@@ -1121,7 +1121,8 @@ MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out)
 	{
 		char	   *holder;
 
-		error = MqKafkaCoordinatorError(group_id, true, &holder);
+		error = MqKafkaCoordinatorError(group_id, g == NULL ? MQK_CLAIM_FRESH : MQK_CLAIM_CACHED,
+										&holder);
 	}
 	if (error == MQK_NONE &&
 		(session_timeout < MIN_SESSION_TIMEOUT_MS || session_timeout > MAX_SESSION_TIMEOUT_MS))

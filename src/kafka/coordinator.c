@@ -109,12 +109,13 @@ claim_group(void *arg)
  * cluster); else NOT_COORDINATOR, or COORDINATOR_NOT_AVAILABLE when no
  * node can be named now (this node has no lease or cannot reach etcd, or
  * etcd failed), with *holder the node that holds the claim when known
- * (NULL otherwise).  may_claim: the request may take a free group here
- * (an etcd call when the cache does not answer); without it only a group
- * with members here, or claimed here a moment ago, is this node's.
+ * (NULL otherwise).  The modes are kafka_internal.h's.  A group that
+ * starts here is claimed FRESH, not from the cache: the cluster worker may
+ * have let go of the claim seen a moment ago (it was idle), and another
+ * node taken it since; the group's members must not start here then.
  */
 int16
-MqKafkaCoordinatorError(const char *group, bool may_claim, char **holder)
+MqKafkaCoordinatorError(const char *group, MqKafkaClaimMode mode, char **holder)
 {
 	int64		lease;
 	TimestampTz now;
@@ -133,6 +134,8 @@ MqKafkaCoordinatorError(const char *group, bool may_claim, char **holder)
 	now = GetCurrentTimestamp();
 	if (claims != NULL)
 		c = hash_search(claims, group, HASH_FIND, NULL);
+	if (mode == MQK_CLAIM_FRESH)
+		c = NULL;
 	if (c != NULL && c->holder[0] == '\0' && c->lease == lease &&
 		!TimestampDifferenceExceeds(c->checked, now, SELF_FRESH_MS))
 		return MQK_NONE;
@@ -142,7 +145,7 @@ MqKafkaCoordinatorError(const char *group, bool may_claim, char **holder)
 		*holder = pstrdup(c->holder);
 		return MQK_NOT_COORDINATOR;
 	}
-	if (!may_claim)
+	if (mode == MQK_CLAIM_CHECK)
 		return MQK_NOT_COORDINATOR;
 	if (!MqClusterEtcdReached())
 		return MQK_COORDINATOR_NOT_AVAILABLE;
@@ -170,5 +173,5 @@ MqKafkaCoordinatesGroup(const char *group)
 {
 	char	   *holder;
 
-	return MqKafkaCoordinatorError(group, true, &holder);
+	return MqKafkaCoordinatorError(group, MQK_CLAIM_CACHED, &holder);
 }
