@@ -20,13 +20,13 @@
       sleeping DELAY_MS after each record (so that a test can act while
       records are in flight), until LOG.stop exists, then close()s.
 """
-import os
 import struct
 import sys
 import time
 
 from admin_clients import Reader
 from clients import raw_connect, raw_request, raw_string
+from groups import run_member
 
 SESSION = {'session.timeout.ms': 6000, 'heartbeat.interval.ms': 1000,
            'max.poll.interval.ms': 30000}
@@ -66,30 +66,9 @@ def raw_group(bootstrap, group, topic):
 
 
 def member(bootstrap, group, topic, logpath, delay_ms):
-    from confluent_kafka import Consumer, KafkaException
-    log = open(logpath, 'a', buffering=1)
-    conf = {'bootstrap.servers': bootstrap, 'group.id': group,
-            'enable.auto.commit': False, 'auto.offset.reset': 'earliest',
-            'enable.partition.eof': False}
-    conf.update(SESSION)
-    c = Consumer(conf)
+    from confluent_kafka import KafkaException
 
-    def on_assign(consumer, parts):
-        log.write('assigned %s\n' % ','.join(str(p.partition) for p in
-                                              sorted(parts, key=lambda p: p.partition)))
-
-    def on_revoke(consumer, parts):
-        log.write('revoked\n')
-
-    c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
-    stop = logpath + '.stop'
-    while not os.path.exists(stop):
-        m = c.poll(0.2)
-        if m is None:
-            continue
-        if m.error():
-            log.write('error %s\n' % m.error().name())
-            continue
+    def on_record(c, m, log):
         log.write('got %d %d %s\n' % (m.partition(), m.offset(), m.key().decode()))
         try:
             c.commit(message=m, asynchronous=False)
@@ -98,8 +77,8 @@ def member(bootstrap, group, topic, logpath, delay_ms):
             log.write('commit-failed %s\n' % e.args[0].name())
         if delay_ms > 0:
             time.sleep(delay_ms / 1000.0)
-    c.close()
-    log.write('closed\n')
+
+    run_member(bootstrap, group, topic, logpath, SESSION, on_record)
 
 
 def main():
