@@ -23,6 +23,10 @@
 #    not reached the survivors (committed offsets replicate after the
 #    commit: the members' logs against the survivors' mqlog.committed_offset
 #    right after the kill).
+#  - the new coordinator's node is cut off from etcd (its proxy killed)
+#    while the members consume: once its lease ends the other survivor
+#    takes the group, and keeps it when the cut node comes back (both
+#    name it); every record is still consumed at least once.
 # A failover or rebalance the test did not ask for is tolerated: the
 # exactly-once check of the first phase is relaxed to the same bound when
 # the members' logs show a rebalance during it.
@@ -46,10 +50,14 @@ my $topic = 'cg';
 my $per_phase = 100;    # records per partition in each phase
 
 my $etcd = MqCluster::start_etcd();
-my ($nodes, $kafka) = MqKafka::start_nodes($etcd, 3, "mqlog.acks_timeout = 5000\n");
+# each node reaches etcd through a proxy of its own, to cut one off
+my @proxies = map { MqCluster::start_proxy($etcd) } 1 .. 3;
+my ($nodes, $kafka) = MqKafka::start_nodes($etcd, 3, "mqlog.acks_timeout = 5000\n",
+	[ map { $_->{url} } @proxies ]);
 my @nodes = @$nodes;
 my %kafka = %$kafka;
 my %by_name = map { $_->name => $_ } @nodes;
+my %proxy = map { ("n$_" => $proxies[ $_ - 1 ]) } 1 .. 3;
 
 sub q1 { my ($n, $sql) = @_; return $n->safe_psql('postgres', $sql); }
 
@@ -71,14 +79,16 @@ my %node_of_id = map { split /\|/ } split /\n/, q1($nodes[0], q{SELECT broker_id
 q1($nodes[0], qq{SELECT mq_create_topic('$topic', 6, replication_factor => 3, config => '{"min.insync.replicas": 2}')});
 ok(MqCluster::wait_topic($_, $topic, 6), $_->name . " holds $topic") for @nodes;
 
-# records of a phase: key "<phase>-<p>-<i>", produced on each partition's leader
+# records of a phase: key "<phase>-<p>-<i>", produced on each partition's
+# leader as node $ask (n1 unless given) has it
 sub produce_phase
 {
-	my ($phase) = @_;
+	my ($phase, $ask) = @_;
+	$ask //= $nodes[0];
 	foreach my $p (0 .. 5)
 	{
 		my ($done) = MqCluster::wait_until(sub {
-				my $leader = q1($nodes[0], qq{SELECT leader FROM mqlog.partitions WHERE topic = '$topic' AND "partition" = $p});
+				my $leader = q1($ask, qq{SELECT leader FROM mqlog.partitions WHERE topic = '$topic' AND "partition" = $p});
 				my $n = $by_name{$leader} or return 0;
 				my ($rc) = $n->psql('postgres', qq{SET mqlog.acks = 'all';
 SELECT count(mq_produce('$topic', convert_to('v' || i, 'UTF8'), convert_to('$phase-$p-' || i, 'UTF8'), partition => $p))
@@ -306,6 +316,43 @@ ok(MqCluster::wait_until(sub { split_between('a', 'b') }, 60),
 	'the members rejoined the group on its new coordinator and split the partitions again');
 check_sql_refused($new_coord, \@alive) if $new_coord;
 
+# --- the coordinator's node loses its lease ---------------------------------------
+
+# records in flight again, on both survivors before the cut
+my $other = (grep { $_ ne $new_coord } @alive)[0];
+my $phase2 = tally();
+produce_phase('C', $by_name{$other});
+ok(MqCluster::wait_until(sub {
+		!grep { q1($by_name{$_}, qq{SELECT sum(log_end_offset) FROM mqlog.partitions WHERE topic = '$topic'}) ne 18 * $per_phase } @alive
+	}, 60), 'a third phase is on both survivors');
+ok(MqCluster::wait_until(sub { grep({ /^C-/ } keys %{ tally()->{got} }) >= 100 }, 90),
+	'the members have consumed part of it');
+my $t_cut = time();
+MqCluster::stop_proxy($proxy{$new_coord});
+note("$new_coord, the coordinator, cut off from etcd");
+ok(MqCluster::wait_until(sub { py($kafka{$other}, 'find-coordinator', $group) =~ /^0 (\d+) / && $node_of_id{$1} eq $other }, 60),
+	"once its lease has ended, $other takes the group");
+note(sprintf('%s named itself coordinator %.1f s after the cut', $other, time() - $t_cut));
+$proxy{$new_coord} = MqCluster::restart_proxy($proxy{$new_coord});
+ok(MqCluster::wait_alive($by_name{$other}, 2), "$new_coord is back in etcd");
+ok(MqCluster::wait_until(sub {
+		my %a = map { $_ => py($kafka{$_}, 'find-coordinator', $group) } @alive;
+		my %distinct = map { $_ => 1 } values %a;
+		return keys %distinct == 1 && (values %a)[0] =~ /^0 (\d+) / && $node_of_id{$1} eq $other;
+	}, 60), "... and both nodes name $other as the group's coordinator");
+ok(MqCluster::wait_until(sub { $t = tally(); missing($t, 'A', 'B', 'C') == 0 }, 180),
+	'every record of the third phase is consumed at least once') or diag(explain({ missing => missing($t, 'A', 'B', 'C') }));
+note(sprintf('phase 3: %d deliveries of %d records, %d not committed, %d revocations',
+		$t->{deliveries} - $phase2->{deliveries}, 6 * $per_phase,
+		$t->{uncommitted} - $phase2->{uncommitted}, $t->{rebalances} - $phase2->{rebalances}));
+ok(MqCluster::wait_until(sub { split_between('a', 'b') }, 60),
+	"the members split the partitions on $other");
+check_sql_refused($other, \@alive);
+if (slurp_file($by_name{$new_coord}->logfile) =~ /(Kafka consumer group "$group" is no longer coordinated on node[^\n]*)/)
+{
+	note("$new_coord: $1");
+}
+
 foreach my $name (qw(a b))
 {
 	open my $fh, '>', "$member{$name}{log}.stop" or die;
@@ -315,5 +362,6 @@ ok(MqCluster::wait_until(sub { !grep { !grep { $_ eq 'closed' } lines_of($_) } q
 $_->{h}->kill_kill for values %member;
 
 $by_name{$_}->stop for @alive;
+MqCluster::stop_proxy($_) for values %proxy;
 MqCluster::stop_etcd($etcd);
 done_testing();

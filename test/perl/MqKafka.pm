@@ -46,16 +46,18 @@ our $ADMIN = dirname(__FILE__) . '/../kafka/admin_clients.py';
 our $PYTHON = '/usr/bin/python3';
 
 # $count cluster nodes n1, n2, ... (not started), each with a Kafka
-# listener on a free loopback port serving as role kafka_app, plus $conf:
+# listener on a free loopback port serving as role kafka_app, plus $conf
+# (and reaching etcd at $endpoints->[i], if given, for node i+1: a proxy):
 # the nodes and {node name => its listener's host:port}
 sub new_nodes
 {
-	my ($etcd, $count, $conf) = @_;
+	my ($etcd, $count, $conf, $endpoints) = @_;
 	my (@nodes, %kafka);
 	foreach my $i (1 .. $count)
 	{
 		my $port = PostgreSQL::Test::Cluster::get_free_port();
-		push @nodes, MqCluster::new_node("n$i", $etcd, conf => qq{
+		push @nodes, MqCluster::new_node("n$i", $etcd,
+			($endpoints ? (endpoints => $endpoints->[ $i - 1 ]) : ()), conf => qq{
 mqlog.poll_recheck_interval = 100
 mqlog.kafka_listen = '127.0.0.1:$port'
 mqlog.kafka_role = 'kafka_app'
@@ -69,8 +71,8 @@ mqlog.kafka_role = 'kafka_app'
 # each, once every node sees all of them alive (a test each)
 sub start_nodes
 {
-	my ($etcd, $count, $conf) = @_;
-	my ($nodes, $kafka) = new_nodes($etcd, $count, $conf);
+	my ($etcd, $count, $conf, $endpoints) = @_;
+	my ($nodes, $kafka) = new_nodes($etcd, $count, $conf, $endpoints);
 	$_->start for @$nodes;
 	foreach my $n (@$nodes)
 	{
