@@ -32,7 +32,8 @@
  * SELF_FRESH_MS (well under the two idle rounds of a second the cluster
  * worker waits before it lets an unused claim go), another node's for
  * OTHER_FRESH_MS, so that clients retrying FindCoordinator cost etcd one
- * call per group a second.  No etcd call is made while this node holds no
+ * call per group a second, and there are at most MAX_CLAIMS_PER_SECOND
+ * calls a second in all (within_call_limit).  No etcd call is made while this node holds no
  * lease or last failed to reach etcd: the answer is then at once
  * COORDINATOR_NOT_AVAILABLE (FindCoordinator) or NOT_COORDINATOR.
  *
@@ -51,6 +52,7 @@
 #define SELF_FRESH_MS		500
 #define OTHER_FRESH_MS		1000
 #define MAX_CACHED_CLAIMS	1024
+#define MAX_CLAIMS_PER_SECOND	50
 
 typedef struct CachedClaim
 {
@@ -61,6 +63,43 @@ typedef struct CachedClaim
 } CachedClaim;
 
 static HTAB *claims = NULL;
+
+/* the etcd calls of the current second, and when the limit was last logged */
+static TimestampTz window_start = 0;
+static int	window_calls = 0;
+static TimestampTz limit_logged = 0;
+
+/*
+ * May the listener make one more etcd call now?  A client can name a new
+ * group in every FindCoordinator, and each would otherwise cost an etcd
+ * round trip here and a claim the cluster worker deletes one by one two
+ * seconds later, in the round that also renews the node's lease: so at
+ * most MAX_CLAIMS_PER_SECOND calls a second, the others answered
+ * COORDINATOR_NOT_AVAILABLE, which clients retry.
+ */
+static bool
+within_call_limit(TimestampTz now)
+{
+	if (TimestampDifferenceExceeds(window_start, now, 1000))
+	{
+		window_start = now;
+		window_calls = 0;
+	}
+	if (window_calls < MAX_CLAIMS_PER_SECOND)
+	{
+		window_calls++;
+		return true;
+	}
+	if (TimestampDifferenceExceeds(limit_logged, now, 60000))
+	{
+		ereport(LOG,
+				(errmsg("Kafka group requests made %d claims of consumer groups in etcd within a second; the next ones are answered COORDINATOR_NOT_AVAILABLE until the second is over",
+						MAX_CLAIMS_PER_SECOND),
+				 errdetail("Clients retry them.  This is logged at most once a minute.")));
+		limit_logged = now;
+	}
+	return false;
+}
 
 /* the cache, with room for one more entry; false: no room now */
 static bool
@@ -147,7 +186,7 @@ MqKafkaCoordinatorError(const char *group, MqKafkaClaimMode mode, char **holder)
 	}
 	if (mode == MQK_CLAIM_CHECK)
 		return MQK_NOT_COORDINATOR;
-	if (!MqClusterEtcdReached())
+	if (!MqClusterEtcdReached() || !within_call_limit(now))
 		return MQK_COORDINATOR_NOT_AVAILABLE;
 
 	call.group = group;

@@ -3,6 +3,10 @@
 
   cluster_groups.py BOOTSTRAP find-coordinator GROUP
       -> a raw FindCoordinator v1 of GROUP: "ERROR NODE_ID HOST:PORT"
+  cluster_groups.py BOOTSTRAP find-many PREFIX N
+      -> N raw FindCoordinator v1 of groups PREFIX-0 ... PREFIX-(N-1) on one
+         connection, one after the other: "ok K", "unavailable K" (the
+         counts of errors 0 and 15), "other K" and "seconds S" (how long)
   cluster_groups.py BOOTSTRAP raw-group GROUP TOPIC
       -> the error codes of raw requests about GROUP: "heartbeat E"
          (Heartbeat v0 of a made-up member), "offset_fetch E" (OffsetFetch
@@ -43,6 +47,21 @@ def find_coordinator(bootstrap, group):
     host = r.string()
     port = r.take('>i')
     print('%d %d %s:%d' % (error, node, host, port))
+
+
+def find_many(bootstrap, prefix, n):
+    s = raw_connect(bootstrap)
+    counts = {0: 0, 15: 0, 'other': 0}
+    began = time.time()
+    for i in range(n):
+        key = ('%s-%d' % (prefix, i)).encode()
+        r = Reader(raw_request(s, 10, 1, i, raw_string(key) + struct.pack('>b', 0)), 4)
+        r.take('>i')            # throttle_time_ms
+        e = r.take('>h')
+        counts[e if e in counts else 'other'] += 1
+    elapsed = time.time() - began
+    s.close()
+    print('ok %d\nunavailable %d\nother %d\nseconds %.3f' % (counts[0], counts[15], counts['other'], elapsed))
 
 
 def raw_group(bootstrap, group, topic):
@@ -86,6 +105,8 @@ def main():
     args = sys.argv[3:]
     if what == 'find-coordinator':
         find_coordinator(bootstrap, args[0])
+    elif what == 'find-many':
+        find_many(bootstrap, args[0], int(args[1]))
     elif what == 'raw-group':
         raw_group(bootstrap, args[0], args[1])
     elif what == 'member':

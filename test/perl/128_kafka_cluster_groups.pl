@@ -114,6 +114,26 @@ is($coord_addr, $kafka{$coord}, "... broker $coord_id, node $coord, at its liste
 my ($rc, $claim) = MqCluster::etcdctl($etcd, 'get', '--print-value-only', "/mqlog/$MqCluster::CLUSTER_NAME/groups/$group");
 like($claim, qr/"node":\s*"$coord"/, "... the node that holds the group's claim in etcd");
 
+# --- a client naming a new group in every FindCoordinator ------------------------
+
+# each would be an etcd call in the listener and a claim for the cluster
+# worker to delete: at most 50 calls a second, the rest answered
+# COORDINATOR_NOT_AVAILABLE (retriable); the claims go once idle
+my %flood = map { /^(\S+) (\S+)$/ } split /\n/, py($kafka{n3}, 'find-many', 'flood', 1000);
+is($flood{ok} + $flood{unavailable}, 1000, '1000 FindCoordinator of new groups at n3: each answered, or COORDINATOR_NOT_AVAILABLE')
+  or diag(explain(\%flood));
+my $limit = 50 * (int($flood{seconds}) + 2);
+cmp_ok($flood{ok}, '<=', $limit, "... $flood{ok} claimed in $flood{seconds} s, no more than 50 a second (and one second's more)");
+cmp_ok($flood{ok}, '>', 0, '... and some claimed');
+sub flood_claims
+{
+	my ($rc, $out) = MqCluster::etcdctl($etcd, 'get', '--prefix', '--keys-only', "/mqlog/$MqCluster::CLUSTER_NAME/groups/flood-");
+	return scalar(grep { /flood-/ } split /\n/, $out);
+}
+ok(MqCluster::wait_until(sub { flood_claims() == 0 }, 60), '... and n3 lets go of those claims, which have no members')
+  or diag(flood_claims() . ' claims left');
+is(py($kafka{n1}, 'find-coordinator', $group) =~ /^0 \d+ / ? 1 : 0, 1, 'n1 answers FindCoordinator meanwhile');
+
 # --- two members bootstrapped at different nodes form one group -----------------
 
 my $logdir = PostgreSQL::Test::Utils::tempdir;
