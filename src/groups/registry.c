@@ -856,7 +856,11 @@ claim_for_cluster(const char *group, MqTopic **topics, int ntopics)
 	return lease;
 }
 
-/* the names of the groups with members here, in any database (char *) */
+/*
+ * The names of the groups with members here, in any database (char *):
+ * SQL sessions, or Kafka clients the listener holds the group for
+ * (MqGroupHostExternally), whose claims the cluster worker keeps
+ */
 List *
 MqGroupsWithMembers(void)
 {
@@ -864,7 +868,8 @@ MqGroupsWithMembers(void)
 
 	LWLockAcquire(gs->lock, LW_SHARED);
 	for (int i = 0; i < gs->ngroups; i++)
-		if (gs->groups[i].in_use && group_member_count(&gs->groups[i]) > 0)
+		if (gs->groups[i].in_use &&
+			(gs->groups[i].external_pid != 0 || group_member_count(&gs->groups[i]) > 0))
 			names = lappend(names, pstrdup(gs->groups[i].name));
 	LWLockRelease(gs->lock);
 	return names;

@@ -112,6 +112,8 @@ MqKafkaDeleteGroups(MqKafkaRequest *req, StringInfo out)
 		if (error == MQK_NONE && MqKafkaOutOfTime(req, &attempted))
 			error = MQK_REQUEST_TIMED_OUT;
 		if (error == MQK_NONE)
+			error = MqKafkaCoordinatesGroup(names[i]);
+		if (error == MQK_NONE)
 			error = MqKafkaTryAdmin(delete_group, &u, MqKafkaGroupErrorOf, true, &message);
 		MqKafkaWriteString(out, flex, names[i]);
 		MqKafkaWriteInt16(out, error);

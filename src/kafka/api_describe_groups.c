@@ -245,6 +245,8 @@ MqKafkaDescribeGroups(MqKafkaRequest *req, StringInfo out)
 
 		if (error == MQK_NONE && MqKafkaOutOfTime(req, &attempted))
 			error = MQK_REQUEST_TIMED_OUT;
+		if (error == MQK_NONE)
+			error = MqKafkaCoordinatesGroup(names[i]);
 		old = MemoryContextSwitchTo(cxt);
 		initStringInfo(&entry);
 		u.out = &entry;

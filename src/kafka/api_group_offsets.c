@@ -284,6 +284,8 @@ MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out)
 
 	error = MqKafkaGroupAccess(group);
 	if (error == MQK_NONE)
+		error = MqKafkaCoordinatesGroup(group);
+	if (error == MQK_NONE)
 		error = MqKafkaGroupCommitCheck(group, generation, member_id, &standalone);
 	/* a commit of no member: the group must have no SQL members either */
 	if (error == MQK_NONE && standalone && !MqGroupHostExternally(group, 1, &full))
@@ -336,6 +338,8 @@ MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out)
 		return MQK_CLOSE;
 
 	error = MqKafkaGroupAccess(group);
+	if (error == MQK_NONE)
+		error = MqKafkaCoordinatesGroup(group);
 	if (error == MQK_NONE && all)
 	{
 		AllOffsets	a = {group, NULL, 0};
@@ -419,6 +423,8 @@ MqKafkaOffsetDelete(MqKafkaRequest *req, StringInfo out)
 		return MQK_CLOSE;
 
 	error = MqKafkaGroupIdError(group);
+	if (error == MQK_NONE)
+		error = MqKafkaCoordinatesGroup(group);
 	if (error == MQK_NONE)
 	{
 		check.group = group;

@@ -28,6 +28,13 @@
  * same name meanwhile; a join of a group that has SQL members is refused
  * with INCONSISTENT_GROUP_PROTOCOL.
  *
+ * On a cluster a group has one coordinator, the node that holds its claim
+ * in etcd (coordinator.c): FindCoordinator names that node's broker, and
+ * every group request reaching another node is answered NOT_COORDINATOR.
+ * A group started here records the lease it was claimed under; once the
+ * node holds another lease (the first ended: another node may have taken
+ * the group) its members here are dropped and find the coordinator again.
+ *
  * A JoinGroup or SyncGroup that must wait for the other members parks
  * (MQK_PARK), like a Fetch waiting for data: the listener serves the other
  * connections and runs the parked request again on its next turn.  Its
@@ -49,6 +56,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "cluster/metadata.h"
 #include "groups/groups.h"
 #include "kafka/kafka_internal.h"
 
@@ -111,6 +119,8 @@ typedef struct Group
 	List	   *pending;		/* PendingId *: ids given with MEMBER_ID_REQUIRED */
 	TimestampTz deadline;		/* of the rebalance in progress */
 	int			held;			/* the count MqGroupHostExternally was told */
+	int64		claimed_lease;	/* this node's lease when the group started
+								 * here (on a cluster; coordinator.c) */
 	uint64		published;		/* signature of what mqlog.group_members shows */
 } Group;
 
@@ -648,13 +658,43 @@ publish_if_changed(Group *g)
 	MemoryContextReset(publish_cxt);
 }
 
+/*
+ * A group claimed under a lease this node no longer holds (it lost etcd
+ * long enough for the lease to end, and registered again) may be another
+ * node's by now: its members here are dropped, and find their coordinator
+ * again (UNKNOWN_MEMBER_ID, then NOT_COORDINATOR at their next join).  A
+ * moment without any lease (a late keepalive) drops nothing.
+ */
+static void
+drop_if_lost(Group *g)
+{
+	int64		lease = MqClusterCurrentLease();
+
+	if (!MqClusterEnabled() || lease == 0 || g->claimed_lease == lease)
+		return;
+	ereport(LOG,
+			(errmsg("Kafka consumer group \"%s\" is no longer coordinated on node \"%s\": it was claimed under a lease the node has lost",
+					g->name, MqClusterNodeName()),
+			 errdetail("Its %d members here are dropped; they find the group's coordinator again and rejoin there.",
+					   list_length(g->members))));
+	while (g->members != NIL)
+		remove_member(g, linitial(g->members), "dropped (the group's claim was lost)");
+	list_free_deep(g->pending);
+	g->pending = NIL;
+	drop_if_unused(g);
+}
+
 void
 MqKafkaGroupsTick(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	ListCell   *lc;
 	List	   *empty = NIL;
+	List	   *all = list_copy(groups);
 
+	foreach(lc, all)
+		drop_if_lost(lfirst(lc));
+	list_free(all);
 	foreach(lc, groups)
 	{
 		Group	   *g = lfirst(lc);
@@ -768,12 +808,18 @@ MqKafkaGroupCommitCheck(const char *group, int32 generation, const char *member_
 	return MQK_NONE;
 }
 
-/* the group's use, then the member a SyncGroup, Heartbeat or LeaveGroup names */
+/*
+ * The group's use, whether it is coordinated here, then the member a
+ * SyncGroup, Heartbeat or LeaveGroup names
+ */
 static int16
 lookup_member(const char *group_id, const char *member_id, Group **g, Member **m)
 {
 	int16		error = MqKafkaGroupAccess(group_id);
+	char	   *holder;
 
+	if (error == MQK_NONE)
+		error = MqKafkaCoordinatorError(group_id, MQK_CLAIM_CHECK, &holder);
 	*g = find_group(group_id);
 	*m = find_member(*g, member_id);
 	if (error == MQK_NONE && *m == NULL)
@@ -781,8 +827,17 @@ lookup_member(const char *group_id, const char *member_id, Group **g, Member **m
 	return error;
 }
 
+/* the lease the group was claimed under here (coordinator.c); 0: not here */
+int64
+MqKafkaGroupClaimedUnder(const char *group)
+{
+	Group	   *g = find_group(group);
+
+	return g != NULL ? g->claimed_lease : 0;
+}
+
 /* ------------------------------------------------------------------------
- * FindCoordinator: this listener, for every group
+ * FindCoordinator: this listener alone, or on a cluster the claim holder's
  * ------------------------------------------------------------------------ */
 
 MqKafkaOutcome
@@ -797,6 +852,8 @@ MqKafkaFindCoordinator(MqKafkaRequest *req, StringInfo out)
 	char		host[256];
 	int			port;
 	int32		self = MqKafkaSelfBrokerId();
+	int32		broker = self;
+	char	   *holder = NULL;
 
 	if (v >= 1)
 		key_type = MqKafkaReadInt8(r);
@@ -813,12 +870,40 @@ MqKafkaFindCoordinator(MqKafkaRequest *req, StringInfo out)
 	if (error == MQK_NONE && self < 0)
 		error = MQK_COORDINATOR_NOT_AVAILABLE;
 	MqKafkaAdvertised(host, sizeof(host), &port);
+	/* on a cluster: the node that holds the group's claim, taken if free */
+	if (error == MQK_NONE)
+	{
+		error = MqKafkaCoordinatorError(key, MQK_CLAIM_CACHED, &holder);
+		if (error == MQK_COORDINATOR_NOT_AVAILABLE)
+			message = "this node cannot tell the group's coordinator now (it holds no lease in etcd, or cannot reach etcd)";
+	}
+	if (error == MQK_NOT_COORDINATOR)
+	{
+		int			nbrokers;
+		MqKafkaBroker *brokers = MqKafkaBrokers(&nbrokers);
+		const MqKafkaBroker *b = holder ? MqKafkaBrokerOf(brokers, nbrokers, holder) : NULL;
+
+		if (b != NULL && b->listed)
+		{
+			error = MQK_NONE;
+			broker = b->id;
+			strlcpy(host, b->host, sizeof(host));
+			port = b->port;
+		}
+		else
+		{
+			/* retriable: the claim ends with its node's lease */
+			error = MQK_COORDINATOR_NOT_AVAILABLE;
+			message = psprintf("consumer group \"%s\" is coordinated on node \"%s\", which has no Kafka listener that is alive",
+							   key, holder ? holder : "?");
+		}
+	}
 	if (v >= 1)
 		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
 	MqKafkaWriteInt16(out, error);
 	if (v >= 1)
 		MqKafkaWriteString(out, false, message);
-	MqKafkaWriteInt32(out, error == MQK_NONE ? self : -1);
+	MqKafkaWriteInt32(out, error == MQK_NONE ? broker : -1);
 	MqKafkaWriteString(out, false, error == MQK_NONE ? host : "");
 	MqKafkaWriteInt32(out, error == MQK_NONE ? port : -1);
 	return MQK_RESPOND;
@@ -875,6 +960,7 @@ new_group(const char *name)
 	strlcpy(g->name, name, MQ_GROUP_NAME_LEN);
 	g->state = G_EMPTY;
 	g->held = 1;				/* the caller's MqGroupHostExternally */
+	g->claimed_lease = MqClusterEnabled() ? MqClusterCurrentLease() : 0;
 	groups = lappend(groups, g);
 	MemoryContextSwitchTo(old);
 	return g;
@@ -1025,6 +1111,19 @@ MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out)
 	}
 
 	error = MqKafkaGroupAccess(group_id);
+	if (error == MQK_NONE && g != NULL)
+	{
+		drop_if_lost(g);
+		g = find_group(group_id);
+	}
+	/* on a cluster, a group joins at its coordinator, which claims it if free */
+	if (error == MQK_NONE)
+	{
+		char	   *holder;
+
+		error = MqKafkaCoordinatorError(group_id, g == NULL ? MQK_CLAIM_FRESH : MQK_CLAIM_CACHED,
+										&holder);
+	}
 	if (error == MQK_NONE &&
 		(session_timeout < MIN_SESSION_TIMEOUT_MS || session_timeout > MAX_SESSION_TIMEOUT_MS))
 		error = MQK_INVALID_SESSION_TIMEOUT;

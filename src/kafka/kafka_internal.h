@@ -224,6 +224,29 @@ extern void MqKafkaGroupsTick(void);
 extern int16 MqKafkaGroupAccess(const char *group);
 /* GroupAccess's first checks: mqlog installed, a valid group id */
 extern int16 MqKafkaGroupIdError(const char *group);
+/* the lease a group with members here was claimed under (0: none here) */
+extern int64 MqKafkaGroupClaimedUnder(const char *group);
+
+/*
+ * Is this node a group's coordinator (coordinator.c)?  On a cluster, the
+ * node that holds the group's claim in etcd: NOT_COORDINATOR elsewhere
+ * (*holder: that node, when known), COORDINATOR_NOT_AVAILABLE when no
+ * node can be named now.  How far it may go: CHECK, only a group with
+ * members here (or claimed a moment ago) is this node's; CACHED, a free
+ * group is claimed here (an etcd call, unless cached); FRESH, claimed
+ * or confirmed in etcd whatever the cache says (a group starting here).
+ * CoordinatesGroup: the check with a claim, for the offset and group
+ * admin requests.
+ */
+typedef enum MqKafkaClaimMode
+{
+	MQK_CLAIM_CHECK,
+	MQK_CLAIM_CACHED,
+	MQK_CLAIM_FRESH
+} MqKafkaClaimMode;
+
+extern int16 MqKafkaCoordinatorError(const char *group, MqKafkaClaimMode mode, char **holder);
+extern int16 MqKafkaCoordinatesGroup(const char *group);
 extern int16 MqKafkaGroupCommitCheck(const char *group, int32 generation,
 									 const char *member_id, bool *standalone);
 

@@ -36,13 +36,33 @@ SESSION = {'session.timeout.ms': 6000, 'heartbeat.interval.ms': 1000,
            'max.poll.interval.ms': 10000}
 
 
-def confluent_member(bootstrap, group, topic, logpath):
-    from confluent_kafka import Consumer, KafkaException
+def run_member(bootstrap, group, topic, logpath, session, on_record):
+    """a confluent-kafka subscribe() member of group, without auto-commit,
+    that writes "assigned P,P,...", "revoked", "error E" and at the end
+    "closed" lines to logpath, calls on_record(consumer, message, log) for
+    each record, and runs until logpath.stop exists"""
     log = open(logpath, 'a', buffering=1)
+    c = subscribed_member(bootstrap, group, topic, log, session)
+    stop = logpath + '.stop'
+    while not os.path.exists(stop):
+        m = c.poll(0.2)
+        if m is None:
+            continue
+        if m.error():
+            log.write('error %s\n' % m.error().name())
+            continue
+        on_record(c, m, log)
+    c.close()
+    log.write('closed\n')
+
+
+def subscribed_member(bootstrap, group, topic, log, session):
+    """run_member's consumer, subscribed"""
+    from confluent_kafka import Consumer
     conf = {'bootstrap.servers': bootstrap, 'group.id': group,
             'enable.auto.commit': False, 'auto.offset.reset': 'earliest',
             'enable.partition.eof': False}
-    conf.update(SESSION)
+    conf.update(session)
     c = Consumer(conf)
 
     def on_assign(consumer, parts):
@@ -53,22 +73,21 @@ def confluent_member(bootstrap, group, topic, logpath):
         log.write('revoked\n')
 
     c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
-    stop = logpath + '.stop'
-    while not os.path.exists(stop):
-        m = c.poll(0.2)
-        if m is None:
-            continue
-        if m.error():
-            log.write('error %s\n' % m.error().name())
-            continue
+    return c
+
+
+def confluent_member(bootstrap, group, topic, logpath):
+    from confluent_kafka import KafkaException
+
+    def on_record(c, m, log):
         try:
             c.commit(message=m, asynchronous=False)
         except KafkaException as e:
             log.write('commit-failed %s\n' % e.args[0].name())
-            continue
+            return
         log.write('record %d %d %s\n' % (m.partition(), m.offset(), m.key().decode()))
-    c.close()
-    log.write('closed\n')
+
+    run_member(bootstrap, group, topic, logpath, SESSION, on_record)
 
 
 def confluent_error(bootstrap, group, topic):

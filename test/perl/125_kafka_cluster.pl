@@ -44,18 +44,11 @@ use Time::HiRes qw(time);
 my ($script, $python) = ($MqKafka::SCRIPT, $MqKafka::PYTHON);
 
 my $etcd = MqCluster::start_etcd();
-my ($nodes, $kafka) = MqKafka::new_nodes($etcd, 3, "mqlog.acks_timeout = 3000\n");
+my ($nodes, $kafka) = MqKafka::start_nodes($etcd, 3, "mqlog.acks_timeout = 3000\n");
 my @nodes = @$nodes;
 my %kafka = %$kafka;
 my ($n1, $n2, $n3) = @nodes;
 my %by_name = map { $_->name => $_ } @nodes;
-$_->start for @nodes;
-foreach my $n (@nodes)
-{
-	MqCluster::create_extension($n);
-	$n->safe_psql('postgres', q{CREATE ROLE kafka_app LOGIN; GRANT mqlog_admin TO kafka_app;});
-}
-ok(MqCluster::wait_alive($_, 3), $_->name . ' sees three nodes') for @nodes;
 
 sub q1 { my ($n, $sql) = @_; return $n->safe_psql('postgres', $sql); }
 

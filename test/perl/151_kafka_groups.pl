@@ -78,16 +78,7 @@ sub produce
 		   FROM generate_series($from, $to) i");
 }
 
-sub slurp_lines
-{
-	my ($path) = @_;
-	return () unless -e $path;
-	open my $fh, '<', $path or die "$path: $!";
-	my @l = <$fh>;
-	close $fh;
-	chomp @l;
-	return @l;
-}
+sub slurp_lines { return MqKafka::log_lines(@_) }
 
 sub last_assigned
 {

@@ -4,6 +4,8 @@
 # socket, and a process's peak resident size.
 #
 #   my ($nodes, $kafka) = MqKafka::new_nodes($etcd, 3, "mqlog.acks_timeout = 3000\n");
+#   my ($nodes, $kafka) = MqKafka::start_nodes($etcd, 3);   # started, mqlog, kafka_app
+#   my @lines = MqKafka::log_lines($path);            # a client's log, () before it exists
 #   my $out = MqKafka::cluster_py('127.0.0.1:9092', 'raw-errors', 'kc', 0);
 #   my $answers = MqKafka::json_lines(MqKafka::admin_py('127.0.0.1:9092', 'confluent-alter', ...));
 #   my $md = MqKafka::metadata('127.0.0.1:9092');     # decoded JSON, {} if none
@@ -44,16 +46,18 @@ our $ADMIN = dirname(__FILE__) . '/../kafka/admin_clients.py';
 our $PYTHON = '/usr/bin/python3';
 
 # $count cluster nodes n1, n2, ... (not started), each with a Kafka
-# listener on a free loopback port serving as role kafka_app, plus $conf:
+# listener on a free loopback port serving as role kafka_app, plus $conf
+# (and reaching etcd at $endpoints->[i], if given, for node i+1: a proxy):
 # the nodes and {node name => its listener's host:port}
 sub new_nodes
 {
-	my ($etcd, $count, $conf) = @_;
+	my ($etcd, $count, $conf, $endpoints) = @_;
 	my (@nodes, %kafka);
 	foreach my $i (1 .. $count)
 	{
 		my $port = PostgreSQL::Test::Cluster::get_free_port();
-		push @nodes, MqCluster::new_node("n$i", $etcd, conf => qq{
+		push @nodes, MqCluster::new_node("n$i", $etcd,
+			($endpoints ? (endpoints => $endpoints->[ $i - 1 ]) : ()), conf => qq{
 mqlog.poll_recheck_interval = 100
 mqlog.kafka_listen = '127.0.0.1:$port'
 mqlog.kafka_role = 'kafka_app'
@@ -61,6 +65,34 @@ mqlog.kafka_role = 'kafka_app'
 		$kafka{"n$i"} = "127.0.0.1:$port";
 	}
 	return (\@nodes, \%kafka);
+}
+
+# new_nodes, started, with mqlog and role kafka_app (in mqlog_admin) on
+# each, once every node sees all of them alive (a test each)
+sub start_nodes
+{
+	my ($etcd, $count, $conf, $endpoints) = @_;
+	my ($nodes, $kafka) = new_nodes($etcd, $count, $conf, $endpoints);
+	$_->start for @$nodes;
+	foreach my $n (@$nodes)
+	{
+		MqCluster::create_extension($n);
+		$n->safe_psql('postgres', q{CREATE ROLE kafka_app LOGIN; GRANT mqlog_admin TO kafka_app;});
+	}
+	ok(MqCluster::wait_alive($_, $count), $_->name . " sees $count nodes") for @$nodes;
+	return ($nodes, $kafka);
+}
+
+# the lines of a client's log file (none before it exists), without newlines
+sub log_lines
+{
+	my ($path) = @_;
+	return () unless -e $path;
+	open my $fh, '<', $path or die "$path: $!";
+	my @l = <$fh>;
+	close $fh;
+	chomp @l;
+	return @l;
 }
 
 # cluster.py with these arguments: its output (its errors as a diag)
