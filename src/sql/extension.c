@@ -18,6 +18,7 @@
 #include "mqlog.h"
 #include "cluster/metadata.h"
 #include "log/partition.h"
+#include "log/producers.h"
 #include "groups/groups.h"
 #include "workers/workers.h"
 
@@ -90,6 +91,8 @@ mqlog_shared_memory(PG_FUNCTION_ARGS)
 		members_used},
 		{"Kafka listener's groups", mqlog_kafka_max_groups, MqGroupsExternalShmemSize(),
 		"mqlog.kafka_max_groups", kafka_groups_used},
+		{"idempotent producers", mqlog_max_producer_states, MqProducersShmemSize(),
+		"mqlog.max_producer_states", MqProducersInUse()},
 		{"cluster nodes, lease and apply workers", MQ_CLUSTER_MAX_NODES,
 		add_size(add_size(MqClusterShmemSize(), MqClusterLeaseShmemSize()), MqApplyShmemSize()), NULL, -1},
 	};

@@ -1,0 +1,246 @@
+# The idempotent producer (KIP-98) on the Kafka listener (doc/kafka.md,
+# "Idempotent producer"), with librdkafka (python3-confluent-kafka) and
+# raw requests whose batches kafka-python encodes (test/kafka/idempotence.py).
+#
+# Checks:
+#  - InitProducerId hands out distinct ids at epoch 0 (v1 and the flexible
+#    v4 librdkafka uses); a transactional id is COORDINATOR_NOT_AVAILABLE,
+#    an empty one INVALID_REQUEST; mqlog.shared_memory shows the states;
+#  - librdkafka with enable.idempotence and acks=all produces N records:
+#    each is stored exactly once, in order, in batches that carry the
+#    producer id;
+#  - the same batch sent twice is answered with its original base offset
+#    and stored once; an older batch of the last five too; a gap is
+#    OUT_OF_ORDER_SEQUENCE_NUMBER (45), an older epoch
+#    INVALID_PRODUCER_EPOCH (47), a new epoch not at sequence 0 is 45; an
+#    unknown producer is taken at any sequence (Kafka 2.5+); nothing
+#    refused is stored;
+#  - a topic that re-encodes batches (compression.type gzip) keeps the
+#    producer's fields, so its retries are recognized too;
+#  - SQL's mq_produce_kafka_batch goes through the same check: a duplicate
+#    returns the original offset, a gap is SQLSTATE MQ004, a rolled-back
+#    produce (and a rolled-back savepoint) does not advance the sequence,
+#    and a second session's batch of the same producer waits for the first
+#    session's transaction, then is judged by what it committed;
+#  - after kill -9 of the postmaster, retries of the last batches are still
+#    recognized (the state is rebuilt from the log) and not stored twice,
+#    a gap is still refused, and the producer goes on in sequence;
+#  - a retry older than mqlog.kafka_producer_state_window is not recognized
+#    after a restart (the documented bound);
+#  - librdkafka's idempotent producer keeps producing across a restart of
+#    the server under it: every record once, in order.
+use strict;
+use warnings;
+
+use File::Basename qw(dirname);
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use MqCrash;
+use MqKafka qw(kafka_node wait_for);
+
+my $script = dirname(__FILE__) . '/../kafka/idempotence.py';
+my $python = '/usr/bin/python3';
+my $kport = PostgreSQL::Test::Cluster::get_free_port();
+my $addr = "127.0.0.1:$kport";
+
+my $node = kafka_node('idem', $kport, "mqlog.max_producer_states = 1000\n");
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION mqlog;
+CREATE ROLE kafka_app LOGIN;
+SELECT mq_create_topic('idem', 1);
+SELECT mq_create_topic('raw', 1);
+SELECT mq_create_topic('recomp', 1, config => '{"compression.type": "gzip"}');
+SELECT mq_create_topic('sqlt', 1);
+SELECT mq_create_topic('window', 1);
+SELECT mq_create_topic('restart', 1);
+SELECT mq_grant(t, 'kafka_app', 'produce') FROM unnest(ARRAY['idem','raw','recomp','window','restart']) t;
+});
+
+sub py
+{
+	my (@args) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ $python, $script, @args ], '>', \$out, '2>', \$err, IPC::Run::timeout(300))
+	  or diag("idempotence.py @args: $err");
+	return $out;
+}
+
+# "ERROR BASE_OFFSET" lines of raw sends, joined by commas
+sub send_raw
+{
+	my ($topic, @groups) = @_;
+	my $out = py('send', $addr, $topic, 0, @groups);
+	return join(',', split /\n/, $out);
+}
+
+sub values_of
+{
+	my ($topic) = @_;
+	return $node->safe_psql('postgres',
+		qq{SELECT string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset") FROM mq_fetch('$topic', 0, 0, 100000)});
+}
+
+sub count_of
+{
+	my ($topic) = @_;
+	return $node->safe_psql('postgres', qq{SELECT count(*) FROM mq_fetch('$topic', 0, 0, 100000)});
+}
+
+sub new_pid
+{
+	my ($err, $pid, $epoch) = split ' ', py('initpid', $addr);
+	die "InitProducerId failed: $err" unless defined $err && $err == 0;
+	return $pid;
+}
+
+# ---------------------------------------------------------------------------
+# InitProducerId
+# ---------------------------------------------------------------------------
+my ($e1, $p1, $ep1) = split ' ', py('initpid', $addr);
+my ($e2, $p2, $ep2) = split ' ', py('initpid', $addr, 4);
+is("$e1 $ep1 $e2 $ep2", '0 0 0 0', 'InitProducerId v1 and v4 answer a producer id at epoch 0');
+ok($p1 > 0 && $p2 > 0 && $p1 != $p2, "producer ids are positive and distinct ($p1, $p2)");
+like(py('initpid-txn', $addr, 'tx-1'), qr/^15 -1 -1$/, 'a transactional id is COORDINATOR_NOT_AVAILABLE');
+like(py('initpid-txn', $addr, ''), qr/^42 -1 -1$/, 'an empty transactional id is INVALID_REQUEST');
+is($node->safe_psql('postgres',
+		q{SELECT entries || ' ' || (bytes > 0) FROM mqlog.shared_memory WHERE area = 'idempotent producers'}),
+	'1000 true', 'mqlog.shared_memory shows the producer states');
+
+# ---------------------------------------------------------------------------
+# librdkafka's idempotent producer
+# ---------------------------------------------------------------------------
+my $n = 300;
+my $out = py('confluent', $addr, 'idem', $n, 'c');
+like($out, qr/^delivered $n failed 0$/m, "librdkafka (enable.idempotence, acks=all) delivers $n records")
+  or diag($out);
+is(values_of('idem'), join(',', map { "c-$_" } 0 .. $n - 1), 'each record is stored once, in order');
+is($node->safe_psql('postgres',
+		q{SELECT count(DISTINCT substr(batch, 44, 8)) || ' ' || bool_and(substr(batch, 44, 8) <> '\\xffffffffffffffff'::bytea)
+		  FROM mq_fetch_kafka_batches('idem', 0, 0)}),
+	'1 true', 'the stored batches carry the producer id');
+
+# ---------------------------------------------------------------------------
+# Raw batches: duplicates, gaps, epochs
+# ---------------------------------------------------------------------------
+my $p = new_pid();
+is(send_raw('raw', $p, 0, 0, 5, 'a', 2), '0 0,0 0', 'a batch sent twice: both answered with base offset 0');
+is(count_of('raw'), 5, '... and stored once');
+is(send_raw('raw', $p, 0, 5, 5, 'a', 1, $p, 0, 0, 5, 'a', 1), '0 5,0 0',
+	'the next batch goes on; the first again is still recognized');
+is(send_raw('raw', $p, 0, 20, 5, 'a', 1), '45 -1', 'a gap is OUT_OF_ORDER_SEQUENCE_NUMBER');
+is(send_raw('raw', $p, 1, 3, 1, 'b', 1), '45 -1', 'a new epoch not starting at 0 is OUT_OF_ORDER_SEQUENCE_NUMBER');
+is(send_raw('raw', $p, 1, 0, 3, 'b', 1), '0 10', 'a new epoch at sequence 0 is appended');
+is(send_raw('raw', $p, 0, 10, 1, 'a', 1), '47 -1', 'the old epoch is INVALID_PRODUCER_EPOCH');
+is(send_raw('raw', $p, 0, 0, 5, 'a', 1), '47 -1', '... even for a batch it wrote');
+my $unknown = new_pid();
+is(send_raw('raw', $unknown, 0, 57, 2, 'u', 1), '0 13', 'an unknown producer is taken at any sequence (KIP-360)');
+is(send_raw('raw', $unknown, 0, 60, 1, 'u', 1), '45 -1', '... and then held to it');
+is(values_of('raw'), 'a-0,a-1,a-2,a-3,a-4,a-5,a-6,a-7,a-8,a-9,b-0,b-1,b-2,u-57,u-58',
+	'nothing refused or repeated was stored');
+
+my $rp = new_pid();
+is(send_raw('recomp', $rp, 0, 0, 4, 'r', 2, $rp, 0, 4, 1, 'r', 1), '0 0,0 0,0 4',
+	'a topic that re-encodes batches recognizes a retry too');
+is($node->safe_psql('postgres',
+		qq{SELECT count(*) || ' ' || bool_and(encode(substr(batch, 44, 8), 'hex') = lpad(to_hex(${rp}::bigint), 16, '0'))
+		   FROM mq_fetch_kafka_batches('recomp', 0, 0)}), '2 true',
+	'... and stores two batches, re-encoded with the producer id');
+
+# ---------------------------------------------------------------------------
+# SQL goes through the same check
+# ---------------------------------------------------------------------------
+my $sp = new_pid();
+sub batch_hex { return (py('batch', @_) =~ s/\s+//gr) }
+my $b0 = batch_hex($sp, 0, 0, 5, 's');
+my $b5 = batch_hex($sp, 0, 5, 5, 's');
+my $b10 = batch_hex($sp, 0, 10, 5, 's');
+my $b15 = batch_hex($sp, 0, 15, 5, 's');
+my $b20 = batch_hex($sp, 0, 20, 2, 's');
+my $b30 = batch_hex($sp, 0, 30, 1, 's');
+is($node->safe_psql('postgres', qq{SELECT mq_produce_kafka_batch('sqlt', 0, '\\x$b0')}), '0',
+	'mq_produce_kafka_batch appends a batch with a producer id');
+is($node->safe_psql('postgres', qq{SELECT mq_produce_kafka_batch('sqlt', 0, '\\x$b0')}), '0',
+	'... and answers its retry with the original offset');
+my ($ret, $stdout, $stderr) = $node->psql('postgres',
+	qq{\\set VERBOSITY verbose\nSELECT mq_produce_kafka_batch('sqlt', 0, '\\x$b10')});
+like($stderr, qr/MQ004.*out of order sequence number/, 'a gap from SQL is SQLSTATE MQ004');
+$node->safe_psql('postgres', qq{BEGIN; SELECT mq_produce_kafka_batch('sqlt', 0, '\\x$b5'); ROLLBACK;});
+is($node->safe_psql('postgres', qq{SELECT mq_produce_kafka_batch('sqlt', 0, '\\x$b5')}), '10',
+	'a rolled-back produce did not advance the sequence: the batch is appended again, after the hole');
+$node->safe_psql('postgres', qq{
+BEGIN;
+SELECT mq_produce_kafka_batch('sqlt', 0, '\\x$b10');
+SAVEPOINT s;
+SELECT mq_produce_kafka_batch('sqlt', 0, '\\x$b15');
+ROLLBACK TO s;
+SELECT mq_produce_kafka_batch('sqlt', 0, '\\x$b15');
+COMMIT;});
+is(values_of('sqlt'), join(',', map { "s-$_" } 0 .. 19), 'a rolled-back savepoint did not advance it either');
+
+# a second session's batch of the producer waits for the first's transaction
+my $open = $node->background_psql('postgres', on_error_stop => 1);
+$open->query_safe(qq{BEGIN; SELECT mq_produce_kafka_batch('sqlt', 0, '\\x$b20');});
+my ($wout, $werr) = ('', '');
+my $waiter = IPC::Run::start(
+	[ 'psql', '-X', '-A', '-t', '-d', $node->connstr('postgres'), '-c',
+		qq{SELECT mq_produce_kafka_batch('sqlt', 0, '\\x$b20')} ],
+	'>', \$wout, '2>', \$werr);
+ok(wait_for(60, sub {
+			$node->safe_psql('postgres',
+				q{SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'transactionid' AND query LIKE '%mq_produce_kafka_batch%'}) eq '1'
+		}), 'a second session retrying the batch waits for the transaction that appended it');
+my $first = $open->query_safe('SELECT 1; COMMIT;');
+$waiter->finish;
+is($wout =~ s/\s+//gr, '30', '... and is answered with its offset once it committed');
+$open->quit;
+($ret, $stdout, $stderr) = $node->psql('postgres', qq{SELECT mq_produce_kafka_batch('sqlt', 0, '\\x$b30')});
+like($stderr, qr/out of order sequence number/, 'the committed batch is the producer\'s last');
+
+# ---------------------------------------------------------------------------
+# kill -9: the state is rebuilt from the log
+# ---------------------------------------------------------------------------
+MqCrash::kill9_postmaster($node);
+$node->start;
+is(send_raw('raw', $p, 1, 0, 3, 'b', 1, $unknown, 0, 57, 2, 'u', 1), '0 10,0 13',
+	'after kill -9, retries of the last batches answer their original offsets');
+is(send_raw('recomp', $rp, 0, 0, 4, 'r', 1), '0 0', '... on a re-encoding topic too');
+is($node->safe_psql('postgres', qq{SELECT mq_produce_kafka_batch('sqlt', 0, '\\x$b15')}), '25',
+	'... and from SQL');
+is(send_raw('raw', $p, 1, 9, 1, 'b', 1), '45 -1', 'a gap is still refused');
+is(send_raw('raw', $p, 1, 3, 2, 'b', 1), '0 15', 'the producer goes on in sequence');
+is(send_raw('raw', $p, 0, 10, 1, 'a', 1), '47 -1', 'its old epoch is still fenced');
+is(count_of('raw'), 17, 'nothing was stored twice');
+
+# ---------------------------------------------------------------------------
+# The window: a retry older than it is not recognized after a restart
+# ---------------------------------------------------------------------------
+$node->append_conf('postgresql.conf', "mqlog.kafka_producer_state_window = '64kB'\n");
+my $wp = new_pid();
+is(send_raw('window', $wp, 0, 0, 1, 'w', 1), '0 0', 'a producer writes one batch');
+$node->safe_psql('postgres',
+	q{SELECT mq_produce('window', convert_to(repeat('x', 1000) || i, 'UTF8'), partition => 0) FROM generate_series(1, 200) i});
+is(send_raw('window', $wp, 0, 0, 1, 'w', 1), '0 0', 'its retry is recognized while the server runs');
+$node->restart;
+is(send_raw('window', $wp, 0, 0, 1, 'w', 1), '0 201',
+	'after a restart, a retry of a batch older than mqlog.kafka_producer_state_window is appended again');
+
+# ---------------------------------------------------------------------------
+# librdkafka across a restart of the server
+# ---------------------------------------------------------------------------
+my $go = $node->basedir . '/idem_go';
+my ($cout, $cerr) = ('', '');
+my $producer = IPC::Run::start([ $python, $script, 'confluent', $addr, 'restart', 400, 'k', 200 ],
+	'>', \$cout, '2>', \$cerr, init => sub { $ENV{IDEM_GO} = $go });
+ok(wait_for(120, sub { $producer->pump_nb; $cout =~ /waiting/ }), 'librdkafka produced the first 200 records');
+$node->restart;
+open(my $fh, '>', $go) or die "cannot create $go: $!";
+close $fh;
+$producer->finish;
+like($cout, qr/^delivered 400 failed 0$/m, 'and all 400 across the restart') or diag("$cout\n$cerr");
+is(values_of('restart'), join(',', map { "k-$_" } 0 .. 399), 'each once, in order');
+
+$node->stop;
+done_testing();
