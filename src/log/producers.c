@@ -96,6 +96,8 @@ static int	maxchanges = 0;
 
 static const MqProducerState unknown_state = {-1, 0};
 
+static void too_many_producers(void) pg_attribute_noreturn();
+
 /* ------------------------------------------------------------------------
  * Shared memory
  * ------------------------------------------------------------------------ */
@@ -188,6 +190,27 @@ new_entry(const MqProducerKey *key)
 	e->current = unknown_state;
 	dlist_push_tail(&shared->lru, &e->lru);
 	return e;
+}
+
+/* the partition's own entry (producer id -1); caller holds the lock */
+static ProducerEntry *
+find_marker(const MqProducerKey *key)
+{
+	MqProducerKey mkey = *key;
+
+	mkey.producer_id = -1;
+	return hash_search(producer_hash, &mkey, HASH_FIND, NULL);
+}
+
+static void
+too_many_producers(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("too many idempotent producers in flight"),
+			 errdetail("Every one of the mqlog.max_producer_states (%d) entries is held by a running transaction.",
+					   mqlog_max_producer_states),
+			 errhint("Raise mqlog.max_producer_states and restart the server.")));
 }
 
 /* ------------------------------------------------------------------------
@@ -295,16 +318,14 @@ reserve_change(void)
 MqProducerVerdict
 MqProducersCheck(MqProducerAppend *pa, int64 base)
 {
-	MqProducerKey mkey = pa->key;
 	TransactionId me = GetTopTransactionId();
 	ProducerEntry *marker;
 	ProducerEntry *e;
 	MqProducerVerdict v;
 
 	reserve_change();
-	mkey.producer_id = -1;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	marker = hash_search(producer_hash, &mkey, HASH_FIND, NULL);
+	marker = find_marker(&pa->key);
 	if (marker == NULL || marker->leader_epoch != pa->leader_epoch)
 	{
 		LWLockRelease(shared->lock);
@@ -385,12 +406,7 @@ MqProducersRefuse(const MqProducerAppend *pa, const char *topic)
 							   pa->epoch, pa->first_seq)));
 			break;
 		case MQ_PRODUCER_FULL:
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("too many idempotent producers in flight"),
-					 errdetail("Every one of the mqlog.max_producer_states (%d) entries is held by a running transaction.",
-							   mqlog_max_producer_states),
-					 errhint("Raise mqlog.max_producer_states and restart the server.")));
+			too_many_producers();
 			break;
 		default:
 			elog(ERROR, "mqlog: producer verdict %d is no refusal", (int) pa->verdict);
@@ -406,13 +422,11 @@ MqProducersRefuse(const MqProducerAppend *pa, const char *topic)
 bool
 MqProducersLoaded(const MqProducerKey *partition_key, int32 leader_epoch)
 {
-	MqProducerKey mkey = *partition_key;
 	ProducerEntry *marker;
 	bool		loaded;
 
-	mkey.producer_id = -1;
 	LWLockAcquire(shared->lock, LW_SHARED);
-	marker = hash_search(producer_hash, &mkey, HASH_FIND, NULL);
+	marker = find_marker(partition_key);
 	loaded = marker != NULL && marker->leader_epoch == leader_epoch;
 	LWLockRelease(shared->lock);
 	return loaded;
@@ -435,18 +449,13 @@ MqProducersInstall(const MqProducerKey *partition_key, int32 leader_epoch,
 
 	key.producer_id = -1;
 	LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-	marker = hash_search(producer_hash, &key, HASH_FIND, NULL);
+	marker = find_marker(&key);
 	if (marker == NULL)
 		marker = new_entry(&key);
 	if (marker == NULL)
 	{
 		LWLockRelease(shared->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many idempotent producers in flight"),
-				 errdetail("Every one of the mqlog.max_producer_states (%d) entries is held by a running transaction.",
-						   mqlog_max_producer_states),
-				 errhint("Raise mqlog.max_producer_states and restart the server.")));
+		too_many_producers();
 	}
 	gen = ++shared->generation;
 	marker->generation = gen;
