@@ -360,12 +360,23 @@ MqProducersCheck(MqProducerAppend *pa, int64 base)
 	}
 	if (v == MQ_PRODUCER_APPEND)
 	{
-		LocalChange *c = &changes[nchanges++];
+		SubTransactionId subid = GetCurrentSubTransactionId();
 
-		c->entry = e;
-		c->xid = me;
-		c->subid = GetCurrentSubTransactionId();
-		c->saved = e->current;
+		/*
+		 * What the entry was before this subtransaction changed it: once
+		 * is enough, so a SQL loop of batches of one producer keeps one
+		 * change, not one per batch.
+		 */
+		if (nchanges == 0 || changes[nchanges - 1].entry != e ||
+			changes[nchanges - 1].subid != subid || changes[nchanges - 1].xid != me)
+		{
+			LocalChange *c = &changes[nchanges++];
+
+			c->entry = e;
+			c->xid = me;
+			c->subid = subid;
+			c->saved = e->current;
+		}
 		MqProducerStateAdd(&e->current, pa->epoch, pa->first_seq,
 						   MqProducerSeqAdd(pa->first_seq, pa->count - 1),
 						   base, base + pa->count - 1);
