@@ -157,6 +157,9 @@ append_idempotent(MqTopic **topicp, int32 partition, StringInfo stored,
 
 		if (pa.verdict == MQ_PRODUCER_DUPLICATE)
 		{
+			ereport(DEBUG1,
+					(errmsg("batch of producer " INT64_FORMAT " (epoch %d, sequence %d) on partition %d of topic \"%s\" is a retry of offset " INT64_FORMAT ": not appended again",
+							pa.key.producer_id, pa.epoch, pa.first_seq, partition, (*topicp)->name, pa.dup_first)));
 			*n = (int) (pa.dup_last - pa.dup_first + 1);
 			return pa.dup_first;
 		}

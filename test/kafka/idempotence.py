@@ -25,7 +25,9 @@
       flushes; prints "delivered D failed F" and the producer's errors.
       With RESTART_AFTER, it waits after that many records for the file
       named by the environment's IDEM_GO to exist before going on (the test
-      restarts the listener meanwhile).
+      restarts the listener meanwhile).  The environment's IDEM_PACE_MS, if
+      set, is slept after each record, so that a run lasts while the test
+      cuts its connections.
 """
 import os
 import socket
@@ -139,7 +141,10 @@ def confluent(addr, topic, n, prefix, restart_after=None):
     p = Producer({"bootstrap.servers": addr, "enable.idempotence": True, "acks": "all",
                   "linger.ms": 5, "batch.num.messages": 7, "message.timeout.ms": 120000,
                   "retry.backoff.ms": 200, "error_cb": lambda e: errors.append("error_cb: %s" % e)})
+    pace = float(os.environ.get("IDEM_PACE_MS", "0")) / 1000.0
     for i in range(n):
+        if pace:
+            p.poll(pace)
         if restart_after is not None and i == restart_after:
             p.flush(60)
             go = os.environ["IDEM_GO"]

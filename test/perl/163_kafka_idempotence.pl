@@ -27,6 +27,10 @@
 #    a gap is still refused, and the producer goes on in sequence;
 #  - a retry older than mqlog.kafka_producer_state_window is not recognized
 #    after a restart (the documented bound);
+#  - librdkafka's idempotent producer through a TCP proxy that goes dark
+#    right after forwarding a request, three times mid-stream: the answers
+#    are lost, the retries are recognized, every record is there once, in
+#    order;
 #  - librdkafka's idempotent producer keeps producing across a restart of
 #    the server under it: every record once, in order.
 use strict;
@@ -37,6 +41,7 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use MqCluster;
 use MqCrash;
 use MqKafka qw(kafka_node wait_for);
 
@@ -226,6 +231,44 @@ is(send_raw('window', $wp, 0, 0, 1, 'w', 1), '0 0', 'its retry is recognized whi
 $node->restart;
 is(send_raw('window', $wp, 0, 0, 1, 'w', 1), '0 201',
 	'after a restart, a retry of a batch older than mqlog.kafka_producer_state_window is appended again');
+
+# ---------------------------------------------------------------------------
+# librdkafka through a TCP proxy that goes dark right after forwarding the
+# request holding a given record (MqCluster's trip wire), three times: the
+# request is served, its answer lost, and librdkafka sends it again on a
+# new connection; the retry is recognized (the server says so at DEBUG1)
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', q{SELECT mq_create_topic('cut', 1); SELECT mq_grant('cut', 'kafka_app', 'produce');});
+my $px = MqCluster::start_proxy({ port => $kport }, 1);
+my $paddr = "127.0.0.1:$px->{port}";
+$node->safe_psql('postgres', "ALTER SYSTEM SET mqlog.kafka_advertised_listener = '$paddr'");
+$node->safe_psql('postgres', "ALTER SYSTEM SET log_min_messages = 'debug1'");
+$node->reload;
+ok(wait_for(60, sub { (MqKafka::metadata($addr)->{brokers}{0} // '') eq $paddr }),
+	'the listener advertises the proxy');
+my $log_from = -s $node->logfile;
+my ($xout, $xerr) = ('', '');
+MqCluster::arm_proxy($px, 'x-300');
+my $cutter = IPC::Run::start([ $python, $script, 'confluent', $paddr, 'cut', 2000, 'x' ],
+	'>', \$xout, '2>', \$xerr, init => sub { $ENV{IDEM_PACE_MS} = 2 });
+my $cuts = 0;
+foreach my $at (700, 1200, undef)
+{
+	last unless wait_for(120, sub { MqCluster::proxy_tripped($px) });
+	$cuts++;
+	MqCluster::restart_proxy($px);
+	MqCluster::arm_proxy($px, "x-$at") if defined $at;
+}
+$cutter->finish;
+is($cuts, 3, 'the proxy went dark three times, each right after a request was forwarded');
+like($xout, qr/^delivered 2000 failed 0$/m, 'librdkafka delivered all 2000 records') or diag("$xout\n$xerr");
+is(values_of('cut'), join(',', map { "x-$_" } 0 .. 1999), 'each once, in order: no duplicate, no gap');
+my $retries = () = slurp_file($node->logfile, $log_from) =~ /topic "cut" is a retry of offset/g;
+ok($retries >= 1, "requests whose answers were lost came again and were recognized ($retries batches)");
+MqCluster::stop_proxy($px);
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET mqlog.kafka_advertised_listener');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET log_min_messages');
+$node->reload;
 
 # ---------------------------------------------------------------------------
 # librdkafka across a restart of the server
