@@ -67,6 +67,8 @@ MqKafkaErrorOf(int sqlerrcode, int16 invalid_code)
 			return MQK_NOT_LEADER_OR_FOLLOWER;
 		case ERRCODE_MQ_NOT_ENOUGH_REPLICAS:
 			return MQK_NOT_ENOUGH_REPLICAS;
+		case ERRCODE_LOCK_NOT_AVAILABLE:
+			return MQK_REQUEST_TIMED_OUT;	/* a wait given up: retriable */
 		case ERRCODE_MQ_OUT_OF_ORDER_SEQUENCE:
 			return MQK_OUT_OF_ORDER_SEQUENCE_NUMBER;
 		case ERRCODE_MQ_INVALID_PRODUCER_EPOCH:

@@ -137,14 +137,19 @@ charge(Size *budget, Size bytes, MqTopic *topic, int32 partition, const char *wh
  * changed (producers_load.c).  A retry of one of the producer's last five
  * batches returns the original's base offset, and *n becomes the
  * original's record count, so that acks=all waits for the original.
+ * nowait: a producer another transaction is writing to the partition is
+ * an error at once (55P03) instead of a wait for that transaction (the
+ * Kafka listener, which serves every client in one process, must not wait
+ * for a SQL session's transaction).
  */
 static int64
 append_idempotent(MqTopic **topicp, int32 partition, StringInfo stored,
-				  const MqBatchHeader *hdr, int32 leader_epoch, int *n)
+				  const MqBatchHeader *hdr, int32 leader_epoch, bool nowait, int *n)
 {
 	MqProducerAppend pa;
 
 	memset(&pa, 0, sizeof(pa));
+	pa.nowait = nowait;
 	MqProducerKeyOf(&pa.key, *topicp, partition, hdr->producer_id);
 	pa.epoch = hdr->producer_epoch;
 	pa.first_seq = hdr->base_sequence;
@@ -177,7 +182,7 @@ append_idempotent(MqTopic **topicp, int32 partition, StringInfo stored,
 
 int64
 MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
-				 int64 at_offset, int32 leader_epoch, Size *budget)
+				 int64 at_offset, int32 leader_epoch, Size *budget, bool producer_nowait)
 {
 	MqTopic    *topic = *topicp;
 	const char *why = MqBatchCheckKafka(kafka, len);
@@ -315,7 +320,7 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 	if (hdr.producer_id < 0 || at_offset >= 0)
 		base = MqPartitionAppend(topicp, partition, &stored, at_offset, leader_epoch, NULL);
 	else
-		base = append_idempotent(topicp, partition, &stored, &hdr, leader_epoch, &n);
+		base = append_idempotent(topicp, partition, &stored, &hdr, leader_epoch, producer_nowait, &n);
 	MemoryContextDelete(cxt);
 	MqReplicaAwaitAt(*topicp, partition, base + n);
 	return base;

@@ -504,7 +504,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 			{
 				LWLockRelease(&part->lock);
 				table_close(rel, NoLock);
-				if (v == MQ_PRODUCER_WAIT)
+				if (v == MQ_PRODUCER_WAIT && !producer->nowait)
 				{
 					XactLockTableWait(producer->wait_for, NULL, NULL, XLTW_None);
 					continue;

@@ -419,6 +419,15 @@ MqProducersRefuse(const MqProducerAppend *pa, const char *topic)
 		case MQ_PRODUCER_FULL:
 			too_many_producers();
 			break;
+		case MQ_PRODUCER_WAIT:
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("producer " INT64_FORMAT " is writing to partition %d of topic \"%s\" in another transaction",
+							pa->key.producer_id, pa->key.partition, topic),
+					 errdetail("Transaction %u has a batch of the producer on the partition that is not committed yet.",
+							   pa->wait_for),
+					 errhint("Retry once that transaction has ended.")));
+			break;
 		default:
 			elog(ERROR, "mqlog: producer verdict %d is no refusal", (int) pa->verdict);
 	}

@@ -82,6 +82,8 @@ typedef struct MqProducerAppend
 	int32		first_seq;
 	int32		count;
 	int32		leader_epoch;	/* the append's (-1: not a replicated topic) */
+	bool		nowait;			/* another transaction's pending batch: an
+								 * error (55P03), not a wait */
 	/* the outcome */
 	MqProducerVerdict verdict;
 	MqProducerState seen;		/* what the batch was checked against */

@@ -21,7 +21,8 @@
 #    returns the original offset, a gap is SQLSTATE MQ004, a rolled-back
 #    produce (and a rolled-back savepoint) does not advance the sequence,
 #    and a second session's batch of the same producer waits for the first
-#    session's transaction, then is judged by what it committed;
+#    session's transaction, then is judged by what it committed, while the
+#    Kafka listener does not wait: REQUEST_TIMED_OUT, retriable;
 #  - after kill -9 of the postmaster, retries of the last batches are still
 #    recognized (the state is rebuilt from the log) and not stored twice,
 #    a gap is still refused, and the producer goes on in sequence;
@@ -61,7 +62,7 @@ SELECT mq_create_topic('recomp', 1, config => '{"compression.type": "gzip"}');
 SELECT mq_create_topic('sqlt', 1);
 SELECT mq_create_topic('window', 1);
 SELECT mq_create_topic('restart', 1);
-SELECT mq_grant(t, 'kafka_app', 'produce') FROM unnest(ARRAY['idem','raw','recomp','window','restart']) t;
+SELECT mq_grant(t, 'kafka_app', 'produce') FROM unnest(ARRAY['idem','raw','recomp','sqlt','window','restart']) t;
 });
 
 sub py
@@ -197,6 +198,8 @@ ok(wait_for(60, sub {
 			$node->safe_psql('postgres',
 				q{SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'transactionid' AND query LIKE '%mq_produce_kafka_batch%'}) eq '1'
 		}), 'a second session retrying the batch waits for the transaction that appended it');
+is(send_raw('sqlt', $sp, 0, 22, 1, 's', 1), '7 -1',
+	'the Kafka listener does not wait for that transaction: REQUEST_TIMED_OUT (retriable), nothing stored');
 my $first = $open->query_safe('SELECT 1; COMMIT;');
 $waiter->finish;
 is($wout =~ s/\s+//gr, '30', '... and is answered with its offset once it committed');
