@@ -13,8 +13,8 @@
 #    and stored once; an older batch of the last five too; a gap is
 #    OUT_OF_ORDER_SEQUENCE_NUMBER (45), an older epoch
 #    INVALID_PRODUCER_EPOCH (47), a new epoch not at sequence 0 is 45; an
-#    unknown producer is taken at any sequence (Kafka 2.5+); nothing
-#    refused is stored;
+#    unknown producer is taken at any sequence (Kafka 2.5+); sequences wrap
+#    at 2^31-1; nothing refused is stored;
 #  - a topic that re-encodes batches (compression.type gzip) keeps the
 #    producer's fields, so its retries are recognized too;
 #  - SQL's mq_produce_kafka_batch goes through the same check: a duplicate
@@ -62,7 +62,8 @@ SELECT mq_create_topic('recomp', 1, config => '{"compression.type": "gzip"}');
 SELECT mq_create_topic('sqlt', 1);
 SELECT mq_create_topic('window', 1);
 SELECT mq_create_topic('restart', 1);
-SELECT mq_grant(t, 'kafka_app', 'produce') FROM unnest(ARRAY['idem','raw','recomp','sqlt','window','restart']) t;
+SELECT mq_create_topic('wrap', 1);
+SELECT mq_grant(t, 'kafka_app', 'produce') FROM unnest(ARRAY['idem','raw','recomp','sqlt','window','restart','wrap']) t;
 });
 
 sub py
@@ -146,6 +147,11 @@ is(send_raw('raw', $unknown, 0, 57, 2, 'u', 1), '0 13', 'an unknown producer is 
 is(send_raw('raw', $unknown, 0, 60, 1, 'u', 1), '45 -1', '... and then held to it');
 is(values_of('raw'), 'a-0,a-1,a-2,a-3,a-4,a-5,a-6,a-7,a-8,a-9,b-0,b-1,b-2,u-57,u-58',
 	'nothing refused or repeated was stored');
+
+my $wrp = new_pid();
+is(send_raw('wrap', $wrp, 0, 2147483646, 3, 'w', 1, $wrp, 0, 1, 2, 'w', 1, $wrp, 0, 2147483646, 3, 'w', 1, $wrp, 0, 4, 1, 'w', 1),
+	'0 0,0 3,0 0,45 -1',
+	'sequences wrap at 2^31-1 as Kafka\'s: a batch across it, the next from 1, the first again a retry, a gap refused');
 
 my $rp = new_pid();
 is(send_raw('recomp', $rp, 0, 0, 4, 'r', 2, $rp, 0, 4, 1, 'r', 1), '0 0,0 0,0 4',
