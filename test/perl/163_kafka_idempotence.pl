@@ -33,7 +33,9 @@
 #    are lost, the retries are recognized, every record is there once, in
 #    order;
 #  - librdkafka's idempotent producer keeps producing across a restart of
-#    the server under it: every record once, in order.
+#    the server under it: every record once, in order;
+#  - one backend loads a partition's producers while a second appender
+#    waits for the load, and is judged by what it loaded.
 use strict;
 use warnings;
 
@@ -293,6 +295,52 @@ close $fh;
 $producer->finish;
 like($cout, qr/^delivered 400 failed 0$/m, 'and all 400 across the restart') or diag("$cout\n$cerr");
 is(values_of('restart'), join(',', map { "k-$_" } 0 .. 399), 'each once, in order');
+
+# ---------------------------------------------------------------------------
+# One load, and a second appender waiting for it: after a restart, session
+# A's batch starts the partition's load, which is held (a lock on the
+# older segment it must read); session B's retry of a batch from before
+# the restart waits for A's load, then is recognized from what it loaded
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', "ALTER SYSTEM SET mqlog.kafka_producer_state_window = '64MB'");
+$node->safe_psql('postgres', q{
+SELECT mq_create_topic('conc', 1, config => '{"segment.bytes": 1048576}');
+SELECT mq_grant('conc', 'kafka_app', 'produce');});
+my $cp = new_pid();
+is(send_raw('conc', $cp, 0, 0, 5, 'c', 1), '0 0', 'a producer writes a batch to a topic of 1 MiB segments');
+$node->safe_psql('postgres', q{
+SELECT count(*) FROM mq_produce_batch('conc', (SELECT array_agg(convert_to(repeat('f', 1000) || i, 'UTF8')) FROM generate_series(1, 1500) i), partition => 0)});
+ok($node->poll_query_until('postgres',
+		q{SELECT count(*) = 2 AND bool_or(sealed) FROM mqlog.segments WHERE topic = 'conc'}),
+	'... then 1.5 MB more roll the log into a second segment, the first sealed');
+my $seg0 = $node->safe_psql('postgres',
+	q{SELECT relation FROM mqlog.segments WHERE topic = 'conc' ORDER BY base_offset LIMIT 1});
+$node->restart;
+my $holder = $node->background_psql('postgres', on_error_stop => 1);
+$holder->query_safe("BEGIN; LOCK TABLE $seg0 IN ACCESS EXCLUSIVE MODE;");
+my $c5 = batch_hex($cp, 0, 5, 5, 'c');
+my $c0 = batch_hex($cp, 0, 0, 5, 'c');
+my ($aout, $aerr, $bout, $berr) = ('', '', '', '');
+my $sa = IPC::Run::start([ 'psql', '-X', '-A', '-t', '-d', $node->connstr('postgres'), '-c',
+		qq{SELECT mq_produce_kafka_batch('conc', 0, '\\x$c5')} ], '>', \$aout, '2>', \$aerr);
+ok(wait_for(60, sub {
+			$node->safe_psql('postgres',
+				q{SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'relation' AND query LIKE '%mq_produce_kafka_batch%'}) eq '1'
+		}), 'session A loads the partition\'s producers and is held reading its older segment');
+my $sb = IPC::Run::start([ 'psql', '-X', '-A', '-t', '-d', $node->connstr('postgres'), '-c',
+		qq{SELECT mq_produce_kafka_batch('conc', 0, '\\x$c0')} ], '>', \$bout, '2>', \$berr);
+ok(wait_for(60, sub {
+			$node->safe_psql('postgres',
+				q{SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory' AND query LIKE '%mq_produce_kafka_batch%'}) eq '1'
+		}), 'session B waits for that load');
+$holder->query_safe('COMMIT;');
+$holder->quit;
+$sa->finish;
+$sb->finish;
+is($aout =~ s/\s+//gr, '1505', 'A\'s batch follows the producer\'s last, after the 1,500 records') or diag($aerr);
+is($bout =~ s/\s+//gr, '0', 'B\'s retry is recognized from what A loaded: its original offset') or diag($berr);
+is($node->safe_psql('postgres', q{SELECT count(*) FROM mq_fetch('conc', 0, 0, 100000, 100000000)}), '1510',
+	'... and stored once');
 
 $node->stop;
 done_testing();
