@@ -10,7 +10,7 @@
 
   idempotence.py batch PID EPOCH SEQ COUNT [PREFIX]
       Prints in hex one record batch v2 (kafka-python's encoder) of COUNT
-      records with values PREFIX-SEQ, PREFIX-SEQ+1, ... and producer id,
+      records with values (and keys) PREFIX-SEQ, PREFIX-SEQ+1, ... and producer id,
       epoch and base sequence as given.
 
   idempotence.py send HOST:PORT TOPIC PARTITION PID EPOCH SEQ COUNT [PREFIX]...
@@ -96,8 +96,8 @@ def batch(pid, epoch, seq, count, prefix):
                                   producer_id=pid, producer_epoch=epoch,
                                   base_sequence=seq, batch_size=1 << 30)
     for i in range(count):
-        b.append(i, timestamp=now + i, key=None,
-                 value=("%s-%d" % (prefix, seq + i)).encode(), headers=[])
+        v = ("%s-%d" % (prefix, seq + i)).encode()
+        b.append(i, timestamp=now + i, key=v, value=v, headers=[])
     return bytes(b.build())
 
 

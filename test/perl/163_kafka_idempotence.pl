@@ -65,7 +65,8 @@ SELECT mq_create_topic('sqlt', 1);
 SELECT mq_create_topic('window', 1);
 SELECT mq_create_topic('restart', 1);
 SELECT mq_create_topic('wrap', 1);
-SELECT mq_grant(t, 'kafka_app', 'produce') FROM unnest(ARRAY['idem','raw','recomp','sqlt','window','restart','wrap']) t;
+SELECT mq_create_topic('ccomp', 1, config => '{"cleanup.policy": "compact"}');
+SELECT mq_grant(t, 'kafka_app', 'produce') FROM unnest(ARRAY['idem','raw','recomp','sqlt','window','restart','wrap','ccomp']) t;
 });
 
 sub py
@@ -215,6 +216,27 @@ $open->quit;
 ($ret, $stdout, $stderr) = $node->psql('postgres', qq{SELECT mq_produce_kafka_batch('sqlt', 0, '\\x$b30')});
 like($stderr, qr/out of order sequence number/, 'the committed batch is the producer\'s last');
 
+# a compacted topic: a batch compaction keeps whole keeps its producer id
+my $kp = new_pid();
+is(send_raw('ccomp', $kp, 0, 0, 3, 'k', 1), '0 0', 'a producer writes a batch of three keys to a compacted topic');
+# another key written twice: compaction has a record to remove, and rewrites the segment
+$node->safe_psql('postgres', q{SELECT mq_produce('ccomp', 'old', key => 'k-9', partition => 0);
+SELECT mq_produce('ccomp', 'new', key => 'k-9', partition => 0);});
+$node->safe_psql('postgres', q{SELECT mq_alter_topic('ccomp', '{"segment.ms": 1}')});
+ok($node->poll_query_until('postgres', q{
+WITH pass AS MATERIALIZED (SELECT count(*) FROM mq_run_maintenance())
+SELECT (SELECT count(*) FROM pass) >= 0 AND EXISTS (
+  SELECT FROM mqlog.segment s JOIN mqlog.topic t USING (topic_id)
+   WHERE t.name = 'ccomp' AND s.compacted_at IS NOT NULL)}),
+	'... and its segment is rolled and compacted');
+is($node->safe_psql('postgres', q{SELECT string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset") FROM mq_fetch('ccomp', 0, 0)}),
+	'k-0,k-1,k-2,new', '... which removed the superseded record');
+$node->safe_psql('postgres', q{SELECT mq_alter_topic('ccomp', '{"segment.ms": null}')});
+is($node->safe_psql('postgres', qq{
+SELECT count(*) FROM mq_fetch_kafka_batches('ccomp', 0, 0)
+ WHERE encode(substr(batch, 44, 8), 'hex') = lpad(to_hex(${kp}::bigint), 16, '0')}), '1',
+	'the compacted segment\'s batch still carries the producer id');
+
 # ---------------------------------------------------------------------------
 # kill -9: the state is rebuilt from the log
 # ---------------------------------------------------------------------------
@@ -223,6 +245,7 @@ $node->start;
 is(send_raw('raw', $p, 1, 0, 3, 'b', 1, $unknown, 0, 57, 2, 'u', 1), '0 10,0 13',
 	'after kill -9, retries of the last batches answer their original offsets');
 is(send_raw('recomp', $rp, 0, 0, 4, 'r', 1), '0 0', '... on a re-encoding topic too');
+is(send_raw('ccomp', $kp, 0, 0, 3, 'k', 1), '0 0', '... and of a batch that compaction rewrote');
 is($node->safe_psql('postgres', qq{SELECT mq_produce_kafka_batch('sqlt', 0, '\\x$b15')}), '25',
 	'... and from SQL');
 is(send_raw('raw', $p, 1, 9, 1, 'b', 1), '45 -1', 'a gap is still refused');
