@@ -6,9 +6,9 @@
 #  - InitProducerId hands out distinct ids at epoch 0 (v1 and the flexible
 #    v4 librdkafka uses); a transactional id is COORDINATOR_NOT_AVAILABLE,
 #    an empty one INVALID_REQUEST; mqlog.shared_memory shows the states;
-#  - librdkafka with enable.idempotence and acks=all produces N records:
-#    each is stored exactly once, in order, in batches that carry the
-#    producer id;
+#  - librdkafka with enable.idempotence and acks=all produces N records,
+#    and kafkajs with idempotent: true 20: each is stored exactly once, in
+#    order, in batches that carry the producer id;
 #  - the same batch sent twice is answered with its original base offset
 #    and stored once; an older batch of the last five too; a gap is
 #    OUT_OF_ORDER_SEQUENCE_NUMBER (45), an older epoch
@@ -66,7 +66,8 @@ SELECT mq_create_topic('window', 1);
 SELECT mq_create_topic('restart', 1);
 SELECT mq_create_topic('wrap', 1);
 SELECT mq_create_topic('ccomp', 1, config => '{"cleanup.policy": "compact"}');
-SELECT mq_grant(t, 'kafka_app', 'produce') FROM unnest(ARRAY['idem','raw','recomp','sqlt','window','restart','wrap','ccomp']) t;
+SELECT mq_create_topic('js', 1);
+SELECT mq_grant(t, 'kafka_app', 'produce') FROM unnest(ARRAY['idem','raw','recomp','sqlt','window','restart','wrap','ccomp','js']) t;
 });
 
 sub py
@@ -131,6 +132,18 @@ is($node->safe_psql('postgres',
 		q{SELECT count(DISTINCT substr(batch, 44, 8)) || ' ' || bool_and(substr(batch, 44, 8) <> '\\xffffffffffffffff'::bytea)
 		  FROM mq_fetch_kafka_batches('idem', 0, 0)}),
 	'1 true', 'the stored batches carry the producer id');
+
+# kafkajs's idempotent producer (idempotent: true)
+my ($jok, $jout, $jerr) = ('', '', '');
+$jok = IPC::Run::run([ 'node', dirname(__FILE__) . '/../kafka/kafkajs_client.js', $addr, 'produce-idempotent', 'js', 20 ],
+	'>', \$jout, '2>', \$jerr, IPC::Run::timeout(120));
+is(join(',', map { /"offset":(\d+)/ ? $1 : '?' } split /\n/, $jout), join(',', 0 .. 19),
+	'kafkajs (idempotent: true) is told offsets 0 to 19') or diag($jerr);
+is(values_of('js'), join(',', map { "js-idem-$_" } 0 .. 19), '... each record stored once, in order');
+is($node->safe_psql('postgres',
+		q{SELECT count(*) FILTER (WHERE substr(batch, 44, 8) = '\\xffffffffffffffff'::bytea) || ' ' || count(*)
+		  FROM mq_fetch_kafka_batches('js', 0, 0)}),
+	'0 20', '... in 20 batches that carry its producer id');
 
 # ---------------------------------------------------------------------------
 # Raw batches: duplicates, gaps, epochs
