@@ -1844,6 +1844,37 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
         self.out.close()
 
     # ======================================= Kafka clients (issue 15)
+    def kafka_produce(self, Producer, bootstrap, name, n, value, idempotent, in_flight=1000000):
+        """n records of value to partition 0 of name, librdkafka batching
+        them (linger 5 ms), at most in_flight requests unanswered (what
+        idempotence limits librdkafka to: 5); the seconds it took until all
+        were acknowledged"""
+        errors = []
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all" if idempotent else 1,
+                      "batch.num.messages": 10000, "batch.size": 1000000,
+                      "queue.buffering.max.messages": 1000000, "queue.buffering.max.kbytes": 1048576,
+                      "max.in.flight.requests.per.connection": in_flight,
+                      "compression.type": "none", "enable.idempotence": idempotent})
+        t0 = time.perf_counter()
+        for i in range(n):
+            while True:
+                try:
+                    p.produce(name, value, partition=0,
+                              on_delivery=lambda err, msg: errors.append(err) if err else None)
+                    break
+                except BufferError:
+                    p.poll(0.01)
+            if i % 10000 == 0:
+                p.poll(0)
+        left = p.flush(120)
+        dt = time.perf_counter() - t0
+        if left or errors:
+            raise RuntimeError("%d records not delivered, %d errors (first: %s)" % (left, len(errors),
+                                                                                   errors[0] if errors else None))
+        if int(self.q1("SELECT mq_latest_offset(%s, 0)", (name,))) != n:
+            raise RuntimeError("the topic does not hold the %d records the client was told of" % n)
+        return dt
+
     def run_kafka(self, size):
         """Produce through a Kafka client (confluent-kafka, that is
         librdkafka's batching, linger 5 ms, acks=1, no compression) to one
@@ -1863,31 +1894,21 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
         bootstrap = "127.0.0.1:%d" % self.a.kafka_port
         n = self.cfg["c_records"][size]
         value = rand_values(1, size, random.Random(11))[0]
-        errors = []
-        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1,
-                      "batch.num.messages": 10000, "batch.size": 1000000,
-                      "queue.buffering.max.messages": 1000000, "queue.buffering.max.kbytes": 1048576,
-                      "compression.type": "none", "enable.idempotence": False})
-        t0 = time.perf_counter()
-        for i in range(n):
-            while True:
-                try:
-                    p.produce(name, value, partition=0,
-                              on_delivery=lambda err, msg: errors.append(err) if err else None)
-                    break
-                except BufferError:
-                    p.poll(0.01)
-            if i % 10000 == 0:
-                p.poll(0)
-        left = p.flush(120)
-        dt = time.perf_counter() - t0
-        if left or errors:
-            raise RuntimeError("%d records not delivered, %d errors (first: %s)" % (left, len(errors),
-                                                                                   errors[0] if errors else None))
-        if int(self.q1("SELECT mq_latest_offset(%s, 0)", (name,))) != n:
-            raise RuntimeError("the topic does not hold the %d records the client was told of" % n)
+        dt = self.kafka_produce(Producer, bootstrap, name, n, value, False)
         self.emit("mqlog", "kafka_produce", size, records_per_s=n / dt, mb_per_s=n * size / dt / 1e6,
                   records=n, client="confluent-kafka (librdkafka %s)" % __import__("confluent_kafka").libversion()[0])
+        # the same with enable.idempotence (acks=all: one node, the same
+        # commit), and its control: without it but with the 5 requests in
+        # flight idempotence allows; the two differ by what the
+        # producer-state check costs each batch
+        for workload, idempotent in (("kafka_produce_5_in_flight", False), ("kafka_produce_idempotent", True)):
+            other = "%s_%s" % (name, "idem" if idempotent else "five")
+            self.reset("mqlog", other)
+            self.q("SELECT mq_grant(%s, %s, 'produce')", (other, KAFKA_ROLE))
+            dt = self.kafka_produce(Producer, bootstrap, other, n, value, idempotent, in_flight=5)
+            self.emit("mqlog", workload, size, records_per_s=n / dt, mb_per_s=n * size / dt / 1e6, records=n,
+                      client="confluent-kafka (librdkafka), 5 in flight%s" % (", enable.idempotence" if idempotent else ""))
+            self.drop_quietly("mqlog", other)
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-kafka", "enable.auto.commit": False,
                       "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760,
                       "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 1048576})

@@ -195,6 +195,15 @@ CREATE TABLE mqlog.log_start (
     log_start_offset  bigint NOT NULL,
     PRIMARY KEY (topic_id, "partition")
 );
+/*
+ * Kafka producer ids (InitProducerId, kafka/api_init_producer_id.c): a
+ * sequence never hands a value out twice, and pg_dump keeps its position,
+ * so a restored log's producers are never confused with new ones.
+ */
+CREATE SEQUENCE mqlog.producer_id_seq AS bigint MINVALUE 1 NO CYCLE;
+COMMENT ON SEQUENCE mqlog.producer_id_seq IS 'internal: Kafka producer ids the listener hands out (the node''s broker id goes above them on a cluster)';
+REVOKE ALL ON SEQUENCE mqlog.producer_id_seq FROM PUBLIC;
+
 COMMENT ON TABLE mqlog.log_start IS 'log start offsets mq_delete_records moved (Kafka''s DeleteRecords); the records below are hidden, whole segments dropped';
 
 /*
@@ -1106,6 +1115,7 @@ REVOKE ALL ON mqlog.committed_offset FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('mqlog.topic',
     'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
 SELECT pg_catalog.pg_extension_config_dump('mqlog.topic_topic_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.producer_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('mqlog.segment',
     'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
 SELECT pg_catalog.pg_extension_config_dump('mqlog.log_start',

@@ -25,6 +25,7 @@
 #include "store/wal.h"
 #include "log/am.h"
 #include "log/partition.h"
+#include "log/producers.h"
 #include "acl/acl.h"
 #include "cluster/metadata.h"
 #include "groups/groups.h"
@@ -66,6 +67,7 @@ _PG_init(void)
 	shmem_startup_hook = mq_shmem_startup;
 	MqlogRegisterRmgr();
 	MqPartitionInitCallbacks();
+	MqProducersInitCallbacks();
 	MqPositionsInitCallbacks();
 	MqGroupsInitCallbacks();
 	MqClusterInitCallbacks();
@@ -99,6 +101,8 @@ mq_shmem_request(void)
 	RequestNamedLWLockTranche("mqlog", 1);
 	RequestNamedLWLockTranche("mqlog_groups", 1);
 	RequestAddinShmemSpace(MqApplyShmemSize());
+	RequestAddinShmemSpace(MqProducersShmemSize());
+	RequestNamedLWLockTranche("mqlog_producers", 1);
 	MqApplyRequestLWLocks();
 	RequestNamedLWLockTranche("mqlog_cluster", 1);
 	RequestAddinShmemSpace(MqExternalMembersShmemSize());
@@ -114,6 +118,7 @@ mq_shmem_startup(void)
 	MqPartitionShmemInit();
 	MqGroupsShmemInit();
 	MqApplyShmemInit();
+	MqProducersShmemInit();
 	MqClusterShmemInit();
 	MqClusterLeaseShmemInit();
 	MqExternalMembersShmemInit();

@@ -120,8 +120,9 @@ produce_partition(void *arg)
 		pp->error = MQK_CORRUPT_MESSAGE;
 		return;
 	}
+	/* never waiting for a SQL session's transaction of the same producer */
 	pp->base_offset = MqLogAppendKafka(&topic, pp->index, pp->records, pp->len, -1, -1,
-									   u->budget);
+									   u->budget, true);
 	pp->replicated = topic->replicas != NULL;
 	pp->log_append_time = topic->log_append_time ? MqKafkaTime(GetCurrentTimestamp()) : -1;
 	pp->log_start_offset = MqLogStartOffset(topic, pp->index);

@@ -206,6 +206,7 @@ extern MqKafkaOutcome MqKafkaCreatePartitions(MqKafkaRequest *req, StringInfo ou
 extern MqKafkaOutcome MqKafkaAlterConfigs(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaIncrementalAlterConfigs(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaDeleteRecords(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaInitProducerId(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaDescribeCluster(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaDescribeLogDirs(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaDeleteGroups(MqKafkaRequest *req, StringInfo out);

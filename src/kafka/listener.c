@@ -97,6 +97,12 @@
  *	- What a request may expand to (decompressed batches) is bounded by
  *	  mqlog.kafka_max_request_memory (api_produce.c), and freed after each
  *	  partition entry.
+ *	- An idempotent producer's batch costs a lookup in the producers'
+ *	  shared state (log/producers.c, mqlog.max_producer_states entries in
+ *	  all, the least recently used evicted); the first one to a partition
+ *	  after a restart reads the headers of at most
+ *	  mqlog.kafka_producer_state_window bytes of its log, once per
+ *	  partition.  InitProducerId costs one sequence value.
  *	- Answers not sent yet count against mqlog.kafka_max_buffered_size
  *	  too: a Fetch takes at most what is left (MqKafkaAnswerRoom), so
  *	  clients that do not read their answers cannot make the listener

@@ -39,6 +39,7 @@
 #include "utils/timestamp.h"
 
 #include "base/subxact.h"
+#include "log/producers.h"
 #include "log/topic.h"
 #include "acl/acl.h"
 #include "kafka/kafka_internal.h"
@@ -66,6 +67,12 @@ MqKafkaErrorOf(int sqlerrcode, int16 invalid_code)
 			return MQK_NOT_LEADER_OR_FOLLOWER;
 		case ERRCODE_MQ_NOT_ENOUGH_REPLICAS:
 			return MQK_NOT_ENOUGH_REPLICAS;
+		case ERRCODE_LOCK_NOT_AVAILABLE:
+			return MQK_REQUEST_TIMED_OUT;	/* a wait given up: retriable */
+		case ERRCODE_MQ_OUT_OF_ORDER_SEQUENCE:
+			return MQK_OUT_OF_ORDER_SEQUENCE_NUMBER;
+		case ERRCODE_MQ_INVALID_PRODUCER_EPOCH:
+			return MQK_INVALID_PRODUCER_EPOCH;
 		case ERRCODE_INVALID_BINARY_REPRESENTATION:
 		case ERRCODE_DATA_CORRUPTED:
 		case ERRCODE_CHARACTER_NOT_IN_REPERTOIRE:

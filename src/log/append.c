@@ -25,6 +25,8 @@
 #include "store/batch.h"
 #include "log/append.h"
 #include "log/partition.h"
+#include "log/producers.h"
+#include "log/producers_load.h"
 #include "log/replica.h"
 #include "log/topic.h"
 
@@ -90,7 +92,7 @@ MqLogAppend(MqTopic **topicp, int32 partition, MqRecord *records, int nrecords)
 	xid = GetCurrentTransactionId();
 	initStringInfo(&batch);
 	MqBatchBuild(&batch, records, nrecords, xid, batch_attributes(*topicp), false);
-	base = MqPartitionAppend(topicp, partition, &batch, -1, leader_epoch_of(*topicp, partition));
+	base = MqPartitionAppend(topicp, partition, &batch, -1, leader_epoch_of(*topicp, partition), NULL);
 	pfree(batch.data);
 	MqReplicaAwaitAt(*topicp, partition, base + nrecords);
 	return base;
@@ -127,9 +129,60 @@ charge(Size *budget, Size bytes, MqTopic *topic, int32 partition, const char *wh
 	*budget -= bytes;
 }
 
+/*
+ * A leader's append of a batch with a producer id (an idempotent
+ * producer's): checked against its producer's state under the partition
+ * lock, after the partition's producers are loaded from its log if this
+ * is the first such batch since start-up or since the leader epoch
+ * changed (producers_load.c).  A retry of one of the producer's last five
+ * batches returns the original's base offset, and *n becomes the
+ * original's record count, so that acks=all waits for the original.
+ * nowait: a producer another transaction is writing to the partition is
+ * an error at once (55P03) instead of a wait for that transaction (the
+ * Kafka listener, which serves every client in one process, must not wait
+ * for a SQL session's transaction).
+ */
+static int64
+append_idempotent(MqTopic **topicp, int32 partition, StringInfo stored,
+				  const MqBatchHeader *hdr, int32 leader_epoch, bool nowait, int *n)
+{
+	MqProducerAppend pa;
+
+	memset(&pa, 0, sizeof(pa));
+	pa.nowait = nowait;
+	MqProducerKeyOf(&pa.key, *topicp, partition, hdr->producer_id);
+	pa.epoch = hdr->producer_epoch;
+	pa.first_seq = hdr->base_sequence;
+	pa.count = hdr->last_offset_delta + 1;
+	pa.leader_epoch = leader_epoch;
+	/* a load, then the append; a load lost at once to eviction, once more */
+	for (int tries = 0;; tries++)
+	{
+		int64		base = MqPartitionAppend(topicp, partition, stored, -1, leader_epoch, &pa);
+
+		if (pa.verdict == MQ_PRODUCER_DUPLICATE)
+		{
+			ereport(DEBUG1,
+					(errmsg("batch of producer " INT64_FORMAT " (epoch %d, sequence %d) on partition %d of topic \"%s\" is a retry of offset " INT64_FORMAT ": not appended again",
+							pa.key.producer_id, pa.epoch, pa.first_seq, partition, (*topicp)->name, pa.dup_first)));
+			*n = (int) (pa.dup_last - pa.dup_first + 1);
+			return pa.dup_first;
+		}
+		if (pa.verdict != MQ_PRODUCER_NOT_LOADED)
+			return base;
+		if (tries == 3)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("the idempotent producers of partition %d of topic \"%s\" do not stay loaded",
+							partition, (*topicp)->name),
+					 errhint("Raise mqlog.max_producer_states and restart the server.")));
+		MqProducersLoad(topicp, partition, leader_epoch);
+	}
+}
+
 int64
 MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
-				 int64 at_offset, int32 leader_epoch, Size *budget)
+				 int64 at_offset, int32 leader_epoch, Size *budget, bool producer_nowait)
 {
 	MqTopic    *topic = *topicp;
 	const char *why = MqBatchCheckKafka(kafka, len);
@@ -167,6 +220,10 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 				 errhint("Produce in a PostgreSQL transaction instead; it gives the same atomicity.")));
 	if (MqBatchCodec(&hdr) > MQ_CODEC_ZSTD)
 		bad_kafka_batch(topic, partition, psprintf("its compression codec %d is unknown", MqBatchCodec(&hdr)));
+	if (hdr.producer_id >= 0 && (hdr.producer_epoch < 0 || hdr.base_sequence < 0))
+		bad_kafka_batch(topic, partition, "it has a producer id but no producer epoch or base sequence");
+	if (hdr.producer_id < -1)
+		bad_kafka_batch(topic, partition, "its producer id is negative");
 	/*
 	 * What decoding allocates, charged before it is: the record array (a
 	 * record takes 7 bytes at the least, its MqRecord 56), then what the
@@ -246,6 +303,8 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 		/* the new batch: about the records' size, before any compression */
 		charge(budget, dlen + MQ_BATCH_HEADER_SIZE, topic, partition, "re-encoded records");
 		MqBatchBuild(&stored, recs, n, GetCurrentTransactionId(), attrs, false);
+		if (hdr.producer_id >= 0)
+			MqBatchSetProducer(stored.data, hdr.producer_id, hdr.producer_epoch, hdr.base_sequence);
 	}
 	else
 		MqBatchWrapKafka(&stored, kafka, (uint32) len, GetCurrentTransactionId());
@@ -258,7 +317,10 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 	}
 	if (leader_epoch < 0)
 		leader_epoch = leader_epoch_of(topic, partition);
-	base = MqPartitionAppend(topicp, partition, &stored, at_offset, leader_epoch);
+	if (hdr.producer_id < 0 || at_offset >= 0)
+		base = MqPartitionAppend(topicp, partition, &stored, at_offset, leader_epoch, NULL);
+	else
+		base = append_idempotent(topicp, partition, &stored, &hdr, leader_epoch, producer_nowait, &n);
 	MemoryContextDelete(cxt);
 	MqReplicaAwaitAt(*topicp, partition, base + n);
 	return base;

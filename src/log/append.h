@@ -29,10 +29,15 @@ extern int64 MqLogAppend(MqTopic **topicp, int32 partition, MqRecord *records,
  * pass it is refused with ERRCODE_PROGRAM_LIMIT_EXCEEDED before it is
  * (the Kafka listener's mqlog.kafka_max_request_memory).  NULL: only what
  * one palloc can hold bounds it.
+ *
+ * A batch with a producer id is checked against its idempotent producer's
+ * state (log/producers.c); producer_nowait: if another transaction has a
+ * batch of that producer on the partition not yet committed, fail at once
+ * with 55P03 instead of waiting for that transaction to end.
  */
 extern int64 MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka,
 							  Size len, int64 at_offset, int32 leader_epoch,
-							  Size *budget);
+							  Size *budget, bool producer_nowait);
 
 /* a record as the topic's rules allow it (key on compacted topics, size) */
 extern void MqCheckRecord(MqTopic *topic, MqRecord *rec);

@@ -176,6 +176,18 @@ rewrite_batch(MqRecord *recs, int n, MqBatchHeader *hdr, void *arg)
 		resetStringInfo(&st->buf);
 		MqBatchBuild(&st->buf, keep, nkeep, GetCurrentTransactionId(),
 					 hdr->attributes & (MQ_ATTR_CODEC_MASK | MQ_ATTR_LOG_APPEND_TIME), true);
+
+		/*
+		 * A batch kept whole keeps its idempotent producer's id, epoch and
+		 * sequence, as Kafka's cleaner keeps them: the producers' state is
+		 * loaded from the log (log/producers_load.c).  One that lost
+		 * records no longer spans its sequences, and goes without them: its
+		 * producer is then unknown to a load, which takes its next batch
+		 * at any sequence.
+		 */
+		if (nkeep == n && hdr->producer_id >= 0)
+			MqBatchSetProducer(st->buf.data, hdr->producer_id, hdr->producer_epoch,
+							   hdr->base_sequence);
 		/*
 		 * The leader epoch the batch was written in, as Kafka's cleaner
 		 * keeps it: truncation after a failover reads epochs from the log

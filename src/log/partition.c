@@ -58,6 +58,7 @@
 #include "store/segment.h"
 #include "log/partition.h"
 #include "log/partition_internal.h"
+#include "log/producers.h"
 #include "log/topic.h"
 
 /* this backend's in-flight entries */
@@ -281,7 +282,11 @@ want_extension(MqPartition *part, MqTopic *topic, BlockNumber nblocks)
  * assign the next offset, as a produce does; otherwise the batch must start
  * exactly at the log end (a follower copying its leader).  leader_epoch >= 0
  * is stamped into the batch.  The caller holds an xid (the prefix names it)
- * and has checked the batch and the in-flight room.
+ * and has checked the batch and the in-flight room.  producer, for a
+ * leader's batch with a producer id, is checked under the lock: a
+ * duplicate returns its original's base offset without appending, and a
+ * partition whose producers are not loaded returns -1 (verdict
+ * MQ_PRODUCER_NOT_LOADED) for the caller to load them and call again.
  *
  * Every append goes through here, so the rules hold for all of them: the
  * partition lock serializes appenders, the in-flight entry is registered
@@ -292,7 +297,7 @@ want_extension(MqPartition *part, MqTopic *topic, BlockNumber nblocks)
  */
 int64
 MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
-				  int64 at_offset, int32 leader_epoch)
+				  int64 at_offset, int32 leader_epoch, MqProducerAppend *producer)
 {
 	MqTopic    *topic = *topicp;
 	MqBatchHeader hdr;
@@ -480,6 +485,38 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 					 errmsg("batch at offset " INT64_FORMAT " does not follow the end of partition %d of topic \"%s\"",
 							at_offset, partition, topic->name),
 					 errdetail("The log end offset is " INT64_FORMAT ".", base)));
+		}
+
+		/*
+		 * A leader's batch with a producer id: checked here, under the
+		 * lock, so that no other append of its producer comes between the
+		 * check and the write (producers.c).  Whatever is not an append
+		 * leaves the lock: a retry is answered with its original offset, a
+		 * refusal is an error, a producer another transaction is writing
+		 * waits for that transaction, and a partition whose producers are
+		 * not loaded goes back to the caller, which loads them.
+		 */
+		if (producer != NULL)
+		{
+			MqProducerVerdict v = MqProducersCheck(producer, base);
+
+			if (v != MQ_PRODUCER_APPEND)
+			{
+				LWLockRelease(&part->lock);
+				table_close(rel, NoLock);
+				if (v == MQ_PRODUCER_WAIT && !producer->nowait)
+				{
+					XactLockTableWait(producer->wait_for, NULL, NULL, XLTW_None);
+					continue;
+				}
+				if (spare_rel != NULL)
+					table_close(spare_rel, NoLock);
+				if (v == MQ_PRODUCER_DUPLICATE)
+					return producer->dup_first;
+				if (v == MQ_PRODUCER_NOT_LOADED)
+					return -1;
+				MqProducersRefuse(producer, topic->name);
+			}
 		}
 		MqBatchSetOffset(batch->data, base);
 		if (leader_epoch >= 0)

@@ -33,9 +33,11 @@
  * ------------------------------------------------------------------------ */
 
 struct MqTopic;
+struct MqProducerAppend;
 extern void MqPartitionCheckInflightRoom(MqPartition **parts, int nparts);
 extern int64 MqPartitionAppend(struct MqTopic **topicp, int32 partition, StringInfo batch,
-							   int64 at_offset, int32 leader_epoch);
+							   int64 at_offset, int32 leader_epoch,
+							   struct MqProducerAppend *producer);
 
 /* applied when this transaction commits (its segment switches: partition_roll.h) */
 extern void MqPartitionForgetAtCommit(Oid catalog_relid, int32 topic_id);

@@ -124,7 +124,7 @@ MqLogAppendReplica(MqTopic **topicp, int32 partition, const char *kafka, Size le
 
 		MqPartitionCheckInflightRoom(&part, 1);
 	}
-	(void) MqPartitionAppend(topicp, partition, &stored, hdr.base_offset, -1);
+	(void) MqPartitionAppend(topicp, partition, &stored, hdr.base_offset, -1, NULL);
 	pfree(stored.data);
 	return MQ_REPLICA_APPENDED;
 }

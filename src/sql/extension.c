@@ -18,6 +18,7 @@
 #include "mqlog.h"
 #include "cluster/metadata.h"
 #include "log/partition.h"
+#include "log/producers.h"
 #include "groups/groups.h"
 #include "workers/workers.h"
 
@@ -105,6 +106,8 @@ mqlog_shared_memory(PG_FUNCTION_ARGS)
 		{"Kafka listener's members", (int64) mqlog_kafka_max_groups * MQ_EXT_MEMBERS_PER_GROUP,
 			MqExternalMembersShmemSize(), "mqlog.kafka_max_groups (4 per group)",
 		kafka_members_in_use()},
+		{"idempotent producers", mqlog_max_producer_states, MqProducersShmemSize(),
+		"mqlog.max_producer_states", MqProducersInUse()},
 		{"cluster nodes, lease and apply workers", MQ_CLUSTER_MAX_NODES,
 		add_size(add_size(MqClusterShmemSize(), MqClusterLeaseShmemSize()), MqApplyShmemSize()), NULL, -1},
 	};

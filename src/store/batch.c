@@ -323,6 +323,24 @@ MqBatchBuild(StringInfo buf, MqRecord *records, int nrecords,
 	put32(k + 17, (int32) kafka_crc(k, kafka_len));
 }
 
+/*
+ * Give a batch built here (MqBatchBuild) the producer id, epoch and base
+ * sequence of the batch it re-encodes, as a broker's recompression keeps
+ * them: the log is where an idempotent producer's state is loaded from.
+ * The CRC covers them, so it is computed again.
+ */
+void
+MqBatchSetProducer(char *batch, int64 producer_id, int16 producer_epoch, int32 base_sequence)
+{
+	char	   *k = batch + MQ_PREFIX_SIZE;
+	uint32		kafka_len = (uint32) get32(k + 8) + MQ_KAFKA_LOG_OVERHEAD;
+
+	put64(k + 43, producer_id);
+	put16(k + 51, producer_epoch);
+	put32(k + 53, base_sequence);
+	put32(k + 17, (int32) kafka_crc(k, kafka_len));
+}
+
 void
 MqBatchSetOffset(char *batch, int64 base_offset)
 {

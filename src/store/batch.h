@@ -182,6 +182,8 @@ MqPgTime(int64 kafka_ms)
 extern void MqBatchBuild(StringInfo buf, MqRecord *records, int nrecords,
 						 TransactionId xid, int16 attributes, bool keep_offsets);
 extern void MqBatchSetOffset(char *batch, int64 base_offset);
+extern void MqBatchSetProducer(char *batch, int64 producer_id, int16 producer_epoch,
+							   int32 base_sequence);
 extern void MqBatchSetEpoch(char *batch, int32 leader_epoch);
 extern void MqBatchWrapKafka(StringInfo buf, const char *kafka, uint32 len,
 							 TransactionId xid);

@@ -1319,13 +1319,24 @@ MqReaderNextHeader(MqSegmentReader *reader, MqBatchHeader *hdr)
 int64
 MqSegmentFirstOffset(Relation rel)
 {
+	return MqSegmentOffsetAtBlock(rel, 0);
+}
+
+/*
+ * The offset of the batch that covers block blkno's first byte, or -1 past
+ * the segment's end: where a read of the segment's last bytes starts (the
+ * producers' loader reads a window of bytes at the log's end).
+ */
+int64
+MqSegmentOffsetAtBlock(Relation rel, BlockNumber blkno)
+{
 	MqSegmentReader reader;
 	int64		result = -1;
 	uint64		cover_lpos;
 
 	MqReaderInit(&reader, rel, 0);
-	if (reader.nblocks > 0)
-		result = page_cover(&reader, 0, &cover_lpos);
+	if (blkno < reader.nblocks)
+		result = page_cover(&reader, blkno, &cover_lpos);
 	MqReaderEnd(&reader);
 	return result;
 }

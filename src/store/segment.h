@@ -88,6 +88,7 @@ extern BlockNumber MqSegmentExtend(Relation rel, BlockNumber target, BlockNumber
 extern BlockNumber MqSegmentUsedBlocks(Relation rel);
 extern void MqSegmentRepairTail(Relation rel, MqSegmentTail *tail);
 extern int64 MqSegmentFirstOffset(Relation rel);
+extern int64 MqSegmentOffsetAtBlock(Relation rel, BlockNumber blkno);
 extern bool MqSegmentFirstTimestamp(Relation rel, TimestampTz *ts);
 
 /*

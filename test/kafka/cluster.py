@@ -30,6 +30,7 @@
          "create_topics E"
 """
 import json
+import os
 import struct
 import sys
 import time
@@ -83,10 +84,12 @@ def confluent_metadata(bootstrap):
 
 def produce(bootstrap, topic, partition, prefix, n, interval_ms):
     from confluent_kafka import Producer
+    # MQ_IDEMPOTENT=1 in the environment: an idempotent producer (KIP-98)
     p = Producer({'bootstrap.servers': bootstrap, 'acks': 'all', 'linger.ms': 5,
                   'message.timeout.ms': 30000, 'retry.backoff.ms': 200,
                   'topic.metadata.refresh.interval.ms': 1000,
-                  'socket.timeout.ms': 10000})
+                  'socket.timeout.ms': 10000,
+                  'enable.idempotence': os.environ.get('MQ_IDEMPOTENT') == '1'})
 
     def report(err, msg):
         if err is not None:

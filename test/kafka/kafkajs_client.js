@@ -6,6 +6,10 @@
 //       {"topic": ..., "partitions": N}
 //   node kafkajs_client.js BOOTSTRAP produce TOPIC CODEC N
 //       one line per record: key, value, partition, offset (CODEC: none, gzip)
+//   node kafkajs_client.js BOOTSTRAP produce-idempotent TOPIC N
+//       an idempotent producer (idempotent: true, acks all) sends N records
+//       js-idem-0 ... to partition 0, one send each; one line per record
+//       as for produce (test/perl/163_kafka_idempotence.pl)
 //   node kafkajs_client.js BOOTSTRAP consume TOPIC GROUP N
 //       a consumer of group GROUP subscribed to TOPIC from the beginning,
 //       committing as it goes; one line per record, until it has N (or 30 s)
@@ -58,6 +62,17 @@ async function produce(codec, n) {
 			topic, messages: [m],
 			compression: codec === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None,
 		});
+		out({ key: m.key, value: m.value, partition: r.partition, offset: Number(r.baseOffset) });
+	}
+	await producer.disconnect();
+}
+
+async function produceIdempotent(n) {
+	const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+	await producer.connect();
+	for (let i = 0; i < n; i++) {
+		const m = { key: `js-idem-${i}`, value: `js-idem-${i}` };
+		const [r] = await producer.send({ topic, acks: -1, messages: [{ ...m, partition: 0 }] });
 		out({ key: m.key, value: m.value, partition: r.partition, offset: Number(r.baseOffset) });
 	}
 	await producer.disconnect();
@@ -198,6 +213,8 @@ async function cluster() {
 		await metadata();
 	else if (mode === 'produce')
 		await produce(arg1, Number(arg2));
+	else if (mode === 'produce-idempotent')
+		await produceIdempotent(Number(arg1));
 	else if (mode === 'consume')
 		await consume(arg1, Number(arg2));
 	else

@@ -293,6 +293,11 @@ SCHEMAS = {
                 f('partition_index', 'int32'),
                 f('offset', 'int64')])]),
         f('timeout_ms', 'int32')]),
+    22: ('InitProducerId', 2, (0, 5), [
+        f('transactional_id', 'str'),
+        f('transaction_timeout_ms', 'int32'),
+        f('producer_id', 'int64', '3+'),
+        f('producer_epoch', 'int16', '3+')]),
     33: ('AlterConfigs', 2, (0, 2), [
         f('resources', '[]', sub=[
             f('resource_type', 'int8'),
@@ -1146,6 +1151,13 @@ def valid_value(ctx, key, version, baseline=False):
         return {'topics': [{'name': rng.choice([t, t, 'fuzz-none']), 'partitions': [
                     {'partition_index': p, 'offset': 0 if baseline else rng.choice([0, 0, 1, -1])}]}],
                 'timeout_ms': 5000}
+    if key == 22:
+        # an idempotent producer's request; now and then a transactional one
+        # (COORDINATOR_NOT_AVAILABLE) or a KIP-360 bump naming an old id
+        return {'transactional_id': None if baseline or rng.random() < 0.8 else rng.choice(['fuzz-tx', '']),
+                'transaction_timeout_ms': 60000,
+                'producer_id': -1 if baseline else rng.choice([-1, 1, 1 << 50]),
+                'producer_epoch': -1 if baseline else rng.choice([-1, 0, 32767])}
     if key == 33:
         return {'resources': [{'resource_type': rng.choice([2, 2, 4]), 'resource_name': t,
                                'configs': [{'name': 'segment.ms', 'value': '604800000'}]}],

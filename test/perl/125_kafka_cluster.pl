@@ -15,11 +15,13 @@
 #    records are on the leader and on both followers (SQL on each); a
 #    consumer bootstrapped at another node reads them (from the leader: the
 #    others refuse its fetches);
-#  - kill -9 of a leader while a producer (bootstrapped at a follower)
-#    produces: the elector fails the partition over, Metadata names the
-#    new leader at epoch 1 and no longer lists the dead broker, the producer
-#    goes on through the new leader, a new producer too, and a consumer
-#    reads every acknowledged record at the offset it was acknowledged at;
+#  - kill -9 of a leader while an idempotent producer (bootstrapped at a
+#    follower) produces: the elector fails the partition over, Metadata
+#    names the new leader at epoch 1 and no longer lists the dead broker,
+#    the producer goes on through the new leader, a new producer too, and a
+#    consumer reads every acknowledged record at the offset it was
+#    acknowledged at; each of the producer's records is there once, in
+#    order (the new leader rebuilt the producer's state from its log);
 #  - acks=all below min.insync.replicas is NOT_ENOUGH_REPLICAS; one the
 #    in-sync replicas do not acknowledge in time is REQUEST_TIMED_OUT;
 #  - the dead node comes back with the same broker id, listed again, and
@@ -204,6 +206,7 @@ ok(MqCluster::wait_until(sub { values_of($n1, 'kc', 1) eq join(',', map({ "a1-$_
 my $log = PostgreSQL::Test::Utils::tempdir('kafka') . '/producer.out';
 my $producer = MqCluster::fork_child(sub {
 	open(STDOUT, '>', $log) or die $!;
+	$ENV{MQ_IDEMPOTENT} = 1;    # enable.idempotence: the new leader rebuilds its state
 	exec($python, $script, $kafka{n3}, 'produce', 'kc', 0, 'f', 150, 40) or die "exec: $!";
 });
 sub producer_acks { my $t = -e $log ? slurp_file($log) : ''; my @a = $t =~ /^ack (\S+) (\d+)$/mg; return @a; }
@@ -257,6 +260,16 @@ is(scalar(@lost), 0, 'every acknowledged record is there, at the offset it was a
   or diag('lost: ' . join(' ', map { "$_=$all{$_}" } @lost));
 ok(MqCluster::wait_until(sub { values_of($by_name{$other}, 'kc', 0) eq values_of($by_name{$new_leader}, 'kc', 0) }, 30),
 	'... and the other follower holds the same records');
+{
+	my %seen;
+	my @f = grep { /^f-/ } split /,/, values_of($by_name{$new_leader}, 'kc', 0);
+	my @twice = grep { $seen{$_}++ } @f;
+	is(scalar(@twice), 0, 'the idempotent producer\'s records are each stored once across the failover')
+	  or diag("twice: @twice");
+	is(join(',', @f), join(',', map { "f-$_" } 0 .. 149), '... all of them, in order');
+	cmp_ok(q1($by_name{$new_leader}, q{SELECT count(*) FROM mq_fetch_kafka_batches('kc', 0, 0, 100000000)
+		WHERE substr(batch, 44, 8) <> '\\xffffffffffffffff'::bytea}), '>', 0, '... in batches that carry its producer id');
+}
 
 # acks=all below min.insync.replicas
 my $kc3_leader;
