@@ -808,6 +808,15 @@ MqKafkaGroupCommitCheck(const char *group, int32 generation, const char *member_
 	return MQK_NONE;
 }
 
+/* the lease the group was claimed under here (for coordinator.c); 0: not here */
+static int64
+claimed_under(const char *group)
+{
+	Group	   *g = find_group(group);
+
+	return g != NULL ? g->claimed_lease : 0;
+}
+
 /*
  * The group's use, whether it is coordinated here, then the member a
  * SyncGroup, Heartbeat or LeaveGroup names
@@ -819,7 +828,7 @@ lookup_member(const char *group_id, const char *member_id, Group **g, Member **m
 	char	   *holder;
 
 	if (error == MQK_NONE)
-		error = MqKafkaCoordinatorError(group_id, MQK_CLAIM_CHECK, &holder);
+		error = MqKafkaCoordinatorError(group_id, claimed_under(group_id), MQK_CLAIM_CHECK, &holder);
 	*g = find_group(group_id);
 	*m = find_member(*g, member_id);
 	if (error == MQK_NONE && *m == NULL)
@@ -827,13 +836,17 @@ lookup_member(const char *group_id, const char *member_id, Group **g, Member **m
 	return error;
 }
 
-/* the lease the group was claimed under here (coordinator.c); 0: not here */
-int64
-MqKafkaGroupClaimedUnder(const char *group)
+/*
+ * The check of a request about a group's offsets or the group itself
+ * (api_group_offsets.c, api_describe_groups.c, api_delete_groups.c): a
+ * free group is claimed here
+ */
+int16
+MqKafkaCoordinatesGroup(const char *group)
 {
-	Group	   *g = find_group(group);
+	char	   *holder;
 
-	return g != NULL ? g->claimed_lease : 0;
+	return MqKafkaCoordinatorError(group, claimed_under(group), MQK_CLAIM_CACHED, &holder);
 }
 
 /* ------------------------------------------------------------------------
@@ -873,7 +886,7 @@ MqKafkaFindCoordinator(MqKafkaRequest *req, StringInfo out)
 	/* on a cluster: the node that holds the group's claim, taken if free */
 	if (error == MQK_NONE)
 	{
-		error = MqKafkaCoordinatorError(key, MQK_CLAIM_CACHED, &holder);
+		error = MqKafkaCoordinatorError(key, claimed_under(key), MQK_CLAIM_CACHED, &holder);
 		if (error == MQK_COORDINATOR_NOT_AVAILABLE)
 			message = "this node cannot tell the group's coordinator now (it holds no lease in etcd, or cannot reach etcd)";
 	}
@@ -1121,7 +1134,8 @@ MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out)
 	{
 		char	   *holder;
 
-		error = MqKafkaCoordinatorError(group_id, g == NULL ? MQK_CLAIM_FRESH : MQK_CLAIM_CACHED,
+		error = MqKafkaCoordinatorError(group_id, g != NULL ? g->claimed_lease : 0,
+										g == NULL ? MQK_CLAIM_FRESH : MQK_CLAIM_CACHED,
 										&holder);
 	}
 	if (error == MQK_NONE &&

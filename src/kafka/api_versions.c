@@ -50,6 +50,14 @@ static const MqKafkaApi apis[] = {
 	{MQK_DESCRIBE_CLUSTER, 0, 1, 0, "DescribeCluster", MqKafkaDescribeCluster},
 };
 
+/* the APIs a connection may use before it has authenticated */
+bool
+MqKafkaPreAuthApi(int16 api_key)
+{
+	return api_key == MQK_API_VERSIONS || api_key == MQK_SASL_HANDSHAKE ||
+		api_key == MQK_SASL_AUTHENTICATE;
+}
+
 const MqKafkaApi *
 MqKafkaFindApi(int16 key)
 {

@@ -154,7 +154,8 @@ claim_group(void *arg)
  * node taken it since; the group's members must not start here then.
  */
 int16
-MqKafkaCoordinatorError(const char *group, MqKafkaClaimMode mode, char **holder)
+MqKafkaCoordinatorError(const char *group, int64 claimed_lease, MqKafkaClaimMode mode,
+						char **holder)
 {
 	int64		lease;
 	TimestampTz now;
@@ -168,7 +169,7 @@ MqKafkaCoordinatorError(const char *group, MqKafkaClaimMode mode, char **holder)
 	lease = MqClusterCurrentLease();
 	if (lease == 0)
 		return MQK_COORDINATOR_NOT_AVAILABLE;
-	if (MqKafkaGroupClaimedUnder(group) == lease)
+	if (claimed_lease == lease)
 		return MQK_NONE;
 	now = GetCurrentTimestamp();
 	if (claims != NULL)
@@ -204,13 +205,4 @@ MqKafkaCoordinatorError(const char *group, MqKafkaClaimMode mode, char **holder)
 	}
 	*holder = call.holder;
 	return call.holder == NULL ? MQK_NONE : MQK_NOT_COORDINATOR;
-}
-
-/* the check of a request about a group's offsets or the group itself */
-int16
-MqKafkaCoordinatesGroup(const char *group)
-{
-	char	   *holder;
-
-	return MqKafkaCoordinatorError(group, MQK_CLAIM_CACHED, &holder);
 }

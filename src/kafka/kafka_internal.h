@@ -175,8 +175,9 @@ typedef struct MqKafkaApi
 	MqKafkaHandler handler;
 } MqKafkaApi;
 
-/* the APIs served (api_versions.c) */
+/* the APIs served (api_versions.c); may one come before SASL authentication? */
 extern const MqKafkaApi *MqKafkaFindApi(int16 key);
+extern bool MqKafkaPreAuthApi(int16 api_key);
 
 /* handlers, one file per API family */
 extern MqKafkaOutcome MqKafkaApiVersions(MqKafkaRequest *req, StringInfo out);
@@ -225,8 +226,6 @@ extern void MqKafkaGroupsTick(void);
 extern int16 MqKafkaGroupAccess(const char *group);
 /* GroupAccess's first checks: mqlog installed, a valid group id */
 extern int16 MqKafkaGroupIdError(const char *group);
-/* the lease a group with members here was claimed under (0: none here) */
-extern int64 MqKafkaGroupClaimedUnder(const char *group);
 
 /*
  * Is this node a group's coordinator (coordinator.c)?  On a cluster, the
@@ -236,8 +235,10 @@ extern int64 MqKafkaGroupClaimedUnder(const char *group);
  * members here (or claimed a moment ago) is this node's; CACHED, a free
  * group is claimed here (an etcd call, unless cached); FRESH, claimed
  * or confirmed in etcd whatever the cache says (a group starting here).
- * CoordinatesGroup: the check with a claim, for the offset and group
- * admin requests.
+ * claimed_lease: the lease the group was claimed under by its members
+ * here (0: none), which api_groups.c knows.  CoordinatesGroup
+ * (api_groups.c): the check with a claim, for the offset and group admin
+ * requests.
  */
 typedef enum MqKafkaClaimMode
 {
@@ -246,7 +247,8 @@ typedef enum MqKafkaClaimMode
 	MQK_CLAIM_FRESH
 } MqKafkaClaimMode;
 
-extern int16 MqKafkaCoordinatorError(const char *group, MqKafkaClaimMode mode, char **holder);
+extern int16 MqKafkaCoordinatorError(const char *group, int64 claimed_lease,
+									 MqKafkaClaimMode mode, char **holder);
 extern int16 MqKafkaCoordinatesGroup(const char *group);
 extern int16 MqKafkaGroupCommitCheck(const char *group, int32 generation,
 									 const char *member_id, bool *standalone);
@@ -359,9 +361,6 @@ extern MqKafkaOutcome MqKafkaUnsupported(MqKafkaRequest *req, const MqKafkaApi *
  * (backoff.c).
  */
 extern bool MqKafkaFrameUnsupported(const char *frame, int len, bool before_auth);
-
-/* may a request of this API key come before SASL authentication? */
-extern bool MqKafkaPreAuthApi(int16 api_key);
 
 /* serving a frame of a connection (request.c) */
 extern MqKafkaOutcome MqKafkaServe(const char *frame, int len, MqKafkaSession *session,

@@ -330,13 +330,6 @@ finish_response(StringInfo out, int start, MqKafkaOutcome outcome)
 	return outcome;
 }
 
-bool
-MqKafkaPreAuthApi(int16 api_key)
-{
-	return api_key == MQK_API_VERSIONS || api_key == MQK_SASL_HANDSHAKE ||
-		api_key == MQK_SASL_AUTHENTICATE;
-}
-
 /*
  * Serve one frame (its 4-byte size already taken off) of a connection in
  * session's state.  On MQK_RESPOND (and MQK_RESPOND_CLOSE), out ends with
