@@ -21,7 +21,9 @@
  * Incremental fetch sessions (KIP-227) are not kept: session id 0 in
  * every answer tells the client to send full requests.  A replicated
  * partition is served where it is led only (NOT_LEADER_OR_FOLLOWER
- * elsewhere, MqKafkaCheckLeader).
+ * elsewhere, MqKafkaCheckLeader), and a partition's current_leader_epoch
+ * (v9+) is checked first (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH:
+ * MqKafkaCheckLeaderEpoch).
  *
  *-------------------------------------------------------------------------
  */
@@ -39,6 +41,7 @@
 typedef struct FetchPartition
 {
 	int32		index;
+	int32		current_leader_epoch;	/* -1: no check */
 	int64		offset;
 	int32		max_bytes;
 	/* the answer */
@@ -88,6 +91,9 @@ fetch_partition(void *arg)
 		fp->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
 		return;
 	}
+	if ((fp->error = MqKafkaCheckLeaderEpoch(topic, fp->index,
+											 fp->current_leader_epoch)) != MQK_NONE)
+		return;
 	if ((fp->error = MqKafkaCheckLeader(topic, fp->index)) != MQK_NONE)
 		return;
 	/*
@@ -238,8 +244,7 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 			FetchPartition *fp = &ft->partitions[p];
 
 			fp->index = MqKafkaReadInt32(r);
-			if (v >= 9)
-				(void) MqKafkaReadInt32(r); /* current_leader_epoch */
+			fp->current_leader_epoch = v >= 9 ? MqKafkaReadInt32(r) : -1;
 			fp->offset = MqKafkaReadInt64(r);
 			if (v >= 5)
 				(void) MqKafkaReadInt64(r); /* log_start_offset: followers' */

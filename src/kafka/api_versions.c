@@ -36,6 +36,7 @@ static const MqKafkaApi apis[] = {
 	{MQK_DELETE_TOPICS, 0, 3, 4, "DeleteTopics", MqKafkaDeleteTopics},
 	{MQK_DELETE_RECORDS, 0, 2, 2, "DeleteRecords", MqKafkaDeleteRecords},
 	{MQK_INIT_PRODUCER_ID, 0, 4, 2, "InitProducerId", MqKafkaInitProducerId},
+	{MQK_OFFSET_FOR_LEADER_EPOCH, 0, 4, 4, "OffsetForLeaderEpoch", MqKafkaOffsetForLeaderEpoch},
 	{MQK_DESCRIBE_ACLS, 0, 3, 2, "DescribeAcls", MqKafkaDescribeAcls},
 	{MQK_CREATE_ACLS, 0, 3, 2, "CreateAcls", MqKafkaCreateAcls},
 	{MQK_DELETE_ACLS, 0, 3, 2, "DeleteAcls", MqKafkaDeleteAcls},

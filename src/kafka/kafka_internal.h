@@ -212,6 +212,7 @@ extern MqKafkaOutcome MqKafkaDescribeCluster(MqKafkaRequest *req, StringInfo out
 extern MqKafkaOutcome MqKafkaDescribeLogDirs(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaDeleteGroups(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaOffsetDelete(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaOffsetForLeaderEpoch(MqKafkaRequest *req, StringInfo out);
 
 /*
  * The group coordinator (api_groups.c): the groups' state lives in the
@@ -551,6 +552,8 @@ extern int32 MqKafkaControllerId(const MqKafkaBroker *brokers, int nbrokers);
 extern const MqKafkaBroker *MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nbrokers,
 											const char *node);
 extern int16 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition);
+extern int32 MqKafkaLeaderEpoch(struct MqTopic *topic, int32 partition);
+extern int16 MqKafkaCheckLeaderEpoch(struct MqTopic *topic, int32 partition, int32 client_epoch);
 extern bool MqKafkaSeesClusterTopics(void);
 extern int16 MqKafkaClusterTopicError(const char *name);
 extern int16 MqKafkaMissingTopicError(const char *name, const char *what, char **message);
