@@ -66,6 +66,34 @@ typedef struct EpochUnit
 	EpochPartition *part;
 } EpochUnit;
 
+/*
+ * Where epoch ends in a partition this node leads, Kafka's way (see above):
+ * the end offset, -1 if none, and in *end_epoch the largest epoch at most
+ * epoch, -1 if none.  Fetch's diverging_epoch asks the same (api_fetch.c).
+ */
+int64
+MqKafkaEpochEnd(MqTopic *topic, int32 partition, int32 epoch, int32 *end_epoch)
+{
+	int32		current = MqKafkaLeaderEpoch(topic, partition);
+	int64		lso,
+				leo,
+				end;
+
+	*end_epoch = -1;
+	if (epoch < 0 || epoch > current)
+		return -1;				/* no such epoch yet */
+	if (epoch == current)
+	{
+		MqPartitionLogEnd(topic, partition, &lso, &leo);
+		*end_epoch = current;
+		return leo;
+	}
+	end = MqLogEpochEnd(topic, partition, epoch, end_epoch);
+	if (*end_epoch < 0)
+		*end_epoch = epoch;		/* older than every batch */
+	return end;
+}
+
 /* one partition, in a subtransaction (MqKafkaTryInScratch) */
 static void
 epoch_end(void *arg)
@@ -73,9 +101,6 @@ epoch_end(void *arg)
 	EpochUnit  *u = arg;
 	EpochPartition *ep = u->part;
 	MqTopic    *topic = MqKafkaTopic(u->topic, MQ_PRIV_DESCRIBE, &ep->error);
-	int32		current;
-	int64		lso,
-				leo;
 
 	if (topic == NULL)
 		return;
@@ -88,20 +113,7 @@ epoch_end(void *arg)
 											 ep->current_leader_epoch)) != MQK_NONE ||
 		(ep->error = MqKafkaCheckLeader(topic, ep->partition)) != MQK_NONE)
 		return;
-
-	current = MqKafkaLeaderEpoch(topic, ep->partition);
-	if (ep->leader_epoch < 0 || ep->leader_epoch > current)
-		return;					/* -1, -1: no such epoch yet */
-	if (ep->leader_epoch == current)
-	{
-		MqPartitionLogEnd(topic, ep->partition, &lso, &leo);
-		ep->end_epoch = current;
-		ep->end_offset = leo;
-		return;
-	}
-	ep->end_offset = MqLogEpochEnd(topic, ep->partition, ep->leader_epoch, &ep->end_epoch);
-	if (ep->end_epoch < 0)
-		ep->end_epoch = ep->leader_epoch;	/* older than every batch */
+	ep->end_offset = MqKafkaEpochEnd(topic, ep->partition, ep->leader_epoch, &ep->end_epoch);
 }
 
 MqKafkaOutcome

@@ -18,7 +18,7 @@
  */
 static const MqKafkaApi apis[] = {
 	{MQK_PRODUCE, 3, 8, 9, "Produce", MqKafkaProduce},
-	{MQK_FETCH, 4, 11, 12, "Fetch", MqKafkaFetch},
+	{MQK_FETCH, 4, 12, 12, "Fetch", MqKafkaFetch},
 	{MQK_LIST_OFFSETS, 0, 5, 6, "ListOffsets", MqKafkaListOffsets},
 	{MQK_METADATA, 0, 9, 9, "Metadata", MqKafkaMetadata},
 	{MQK_OFFSET_COMMIT, 0, 7, 8, "OffsetCommit", MqKafkaOffsetCommit},

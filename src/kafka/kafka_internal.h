@@ -554,6 +554,14 @@ extern const MqKafkaBroker *MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nb
 extern int16 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition);
 extern int32 MqKafkaLeaderEpoch(struct MqTopic *topic, int32 partition);
 extern int16 MqKafkaCheckLeaderEpoch(struct MqTopic *topic, int32 partition, int32 client_epoch);
+
+/*
+ * Where a leader epoch ends in a partition this node leads, as
+ * OffsetForLeaderEpoch answers (api_offset_for_leader_epoch.c): the end
+ * offset and in *end_epoch the largest epoch at most epoch; -1 and -1 for
+ * an epoch not seen yet
+ */
+extern int64 MqKafkaEpochEnd(struct MqTopic *topic, int32 partition, int32 epoch, int32 *end_epoch);
 extern bool MqKafkaSeesClusterTopics(void);
 extern int16 MqKafkaClusterTopicError(const char *name);
 extern int16 MqKafkaMissingTopicError(const char *name, const char *what, char **message);

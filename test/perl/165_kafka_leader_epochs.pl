@@ -1,6 +1,6 @@
 # Leader epochs as Kafka clients use them (KIP-320, doc/kafka.md "Leader
-# epochs"), with raw frames (Metadata v7, ListOffsets v4, Fetch v9,
-# OffsetForLeaderEpoch v0-v3) and confluent-kafka:
+# epochs"), with raw frames (Metadata v7, ListOffsets v4, Fetch v9 and
+# v12, OffsetForLeaderEpoch v0-v3) and confluent-kafka:
 #  - a single node: every partition is at epoch 0 in Metadata and
 #    ListOffsets; a current_leader_epoch of 0 or -1 is served, 1 (newer)
 #    is UNKNOWN_LEADER_EPOCH in Fetch, ListOffsets and OffsetForLeaderEpoch
@@ -19,7 +19,9 @@
 #    ISR had shrunk to the leader): a record read from the old leader at
 #    epoch 0 is gone from the new leader's log, and OffsetForLeaderEpoch of
 #    epoch 0 at the new leader answers the truncation point, below the
-#    reader's position, which is how a KIP-320 client detects it.
+#    reader's position, which is how a KIP-320 client detects it, and a
+#    Fetch v12 from that position with last_fetched_epoch 0 answers
+#    diverging_epoch with it instead of records.
 use strict;
 use warnings;
 
@@ -43,16 +45,73 @@ my ($script, $python) = ($MqKafka::SCRIPT, $MqKafka::PYTHON);
 # --- raw requests ----------------------------------------------------------
 
 # a request on a new connection to host:port, its answer after the correlation id
+# (flexible: request header v2, and the answer's header tags are skipped)
 sub ask
 {
-	my ($hostport, $key, $version, $body) = @_;
+	my ($hostport, $key, $version, $body, $flexible) = @_;
 	my ($port) = $hostport =~ /:(\d+)$/;
 	my $s = connect_listener($port);
-	print $s frame($key, $version, $body);
+	if ($flexible)
+	{
+		my $payload = pack('nnN', $key, $version, 7) . kstr('raw') . "\0" . $body;
+		print $s pack('N', length $payload) . $payload;
+	}
+	else
+	{
+		print $s frame($key, $version, $body);
+	}
 	my $answer = response($s);
 	close $s;
 	die "no answer to API $key v$version at $hostport" unless defined $answer;
-	return substr($answer, 4);
+	return substr($answer, $flexible ? 5 : 4);
+}
+
+# Fetch v12 (flexible) of one partition from an offset, with the epoch of
+# the last record the client read: "error high_watermark records_bytes",
+# then " diverging EPOCH END_OFFSET" when the answer has one
+sub fetch12
+{
+	my ($hostport, $topic, $p, $current, $offset, $last_epoch) = @_;
+	my $body = pack('l>l>l>l>c', -1, 0, 1, 1 << 20, 0) . pack('l>l>', 0, -1)
+	  . pack('C', 2) . pack('C', length($topic) + 1) . $topic . pack('C', 2)
+	  . pack('l>l>q>l>q>l>', $p, $current, $offset, $last_epoch, -1, 1 << 20) . "\0" . "\0"
+	  . pack('C', 1)       # forgotten topics: none
+	  . pack('C', 1)       # rack_id ''
+	  . "\0";
+	my $r = reader(ask($hostport, 1, 12, $body, 1));
+	$r->{take}->('l>');    # throttle
+	my $top = $r->{take}->('s>');
+	$r->{take}->('l>');    # session
+	return "top $top" if $top;
+	$r->{uvarint}->();
+	$r->{bytes}->($r->{uvarint}->() - 1);
+	$r->{uvarint}->();
+	$r->{take}->('l>');    # partition
+	my $err = $r->{take}->('s>');
+	my $hw = $r->{take}->('q>');
+	$r->{take}->('q>');    # last stable
+	$r->{take}->('q>');    # log start
+	my $naborted = $r->{uvarint}->() - 1;
+	$r->{bytes}->(16 * $naborted + $naborted) if $naborted > 0;
+	$r->{take}->('l>');    # preferred read replica
+	my $len = $r->{uvarint}->() - 1;
+	$r->{bytes}->($len) if $len > 0;
+	my $answer = "$err $hw " . ($len < 0 ? 0 : $len);
+	foreach (1 .. $r->{uvarint}->())
+	{
+		my ($tag, $size) = ($r->{uvarint}->(), $r->{uvarint}->());
+		if ($tag == 0)
+		{
+			my ($e, $end) = ($r->{take}->('l>'), $r->{take}->('q>'));
+			$r->{uvarint}->();
+			$answer .= " diverging $e $end";
+		}
+		else
+		{
+			$r->{bytes}->($size);
+		}
+	}
+	return $answer;
 }
 
 # a reader over an answer: take('N') etc., str() for a Kafka string
@@ -74,6 +133,16 @@ sub reader
 		my $v = substr($buf, $pos, $len);
 		$pos += $len;
 		return $v;
+	};
+	$r{uvarint} = sub {
+		my ($v, $shift) = (0, 0);
+		while (1)
+		{
+			my $b = ord(substr($buf, $pos++, 1));
+			$v |= ($b & 0x7f) << $shift;
+			return $v unless $b & 0x80;
+			$shift += 7;
+		}
 	};
 	$r{bytes} = sub {
 		my $v = substr($buf, $pos, $_[0]);
@@ -186,6 +255,10 @@ is(list_offsets($single, 'le1', 0, 1, -1), UNKNOWN_EPOCH . ' -1 -1', '... with c
 like(fetch($single, 'le1', 0, 0, 0), qr/^0 5 [1-9]\d*$/, 'Fetch v9 with current_leader_epoch 0 is served, with records');
 like(fetch($single, 'le1', 0, -1, 0), qr/^0 5 [1-9]\d*$/, '... and with -1 (no check)');
 is(fetch($single, 'le1', 0, 1, 0), UNKNOWN_EPOCH . ' -1 0', '... with 1 (newer): UNKNOWN_LEADER_EPOCH, no records');
+like(fetch12($single, 'le1', 0, 0, 5, 0), qr/^0 5 0$/, 'Fetch v12 from offset 5 after a record of epoch 0: no divergence, nothing new');
+like(fetch12($single, 'le1', 0, 0, 2, -1), qr/^0 5 [1-9]\d*$/, '... from offset 2 without a last fetched epoch: records');
+is(fetch12($single, 'le1', 0, 0, 2, 3), '1 -1 0', '... with last_fetched_epoch 3, which this log never had: OFFSET_OUT_OF_RANGE');
+is(fetch12($single, 'le1', 0, 1, 2, 0), UNKNOWN_EPOCH . ' -1 0', '... at current_leader_epoch 1: UNKNOWN_LEADER_EPOCH');
 is(epoch_end($single, 'le1', 0, 0, 0), '0 0 5', 'OffsetForLeaderEpoch v3 of epoch 0: epoch 0 ends at the log end (5)');
 is(epoch_end($single, 'le1', 1, -1, 0), '0 0 0', '... of an empty partition: at 0');
 is(epoch_end($single, 'le1', 0, -1, 3), '0 -1 -1', '... of epoch 3, not seen yet: -1, -1');
@@ -298,6 +371,11 @@ is(epoch_end($kafka{$new}, 'le', 0, -1, 0), '0 0 10', 'OffsetForLeaderEpoch of e
 is(epoch_end($kafka{$new}, 'le', 0, -1, 1), '0 1 20', '... epoch 1, the current one, at the log end');
 is(list_offsets($kafka{$new}, 'le', 0, 1, -2), '0 0 0', 'ListOffsets v4 earliest: offset 0 of epoch 0');
 is(list_offsets($kafka{$new}, 'le', 0, 1, -1), '0 20 1', '... latest: offset 20 at epoch 1');
+like(fetch12($kafka{$new}, 'le', 0, 1, 10, 0), qr/^0 20 [1-9]\d*$/,
+	'Fetch v12 from offset 10 after a record of epoch 0: no divergence (epoch 0 ends at 10), records');
+is(fetch12($kafka{$new}, 'le', 0, 1, 12, 0), '0 20 0 diverging 0 10',
+	'... from offset 12 after a record of epoch 0: diverging_epoch {0, 10}, no records');
+like(fetch12($kafka{$new}, 'le', 0, 1, 12, 1), qr/^0 20 [1-9]\d*$/, '... from offset 12 after a record of epoch 1: records');
 {
 	my @b;
 	fetch($kafka{$new}, 'le', 0, 1, 10, \@b);
@@ -319,6 +397,8 @@ q1($n2, q{SELECT mq_produce_text('lu', 'u3', partition => 0)});
 is(values_of($n2, 'lu'), 'u1,u3', 'lu/0 on n2 lost u2, which only n1 had');
 is(epoch_end($kafka{n2}, 'lu', 0, 1, 0), '0 0 1',
 	'OffsetForLeaderEpoch of epoch 0 (of the last record the reader had) at n2: it ends at 1, below the reader\'s position 2: truncation detected');
+is(fetch12($kafka{n2}, 'lu', 0, 1, 2, 0), '0 2 0 diverging 0 1',
+	'a Fetch v12 at n2 from the reader\'s position 2 after its record of epoch 0: diverging_epoch {0, 1}, the truncation point');
 is(epoch_end($kafka{n2}, 'lu', 0, 1, 1), '0 1 2', '... and epoch 1 runs from there to the log end');
 {
 	my @b;
