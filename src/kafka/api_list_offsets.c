@@ -54,20 +54,12 @@ list_partition(void *arg)
 {
 	OffsetsUnit *u = arg;
 	OffsetsPartition *op = u->part;
-	MqTopic    *topic = MqKafkaTopic(u->topic, MQ_PRIV_DESCRIBE, &op->error);
+	MqTopic    *topic = MqKafkaLedPartition(u->topic, MQ_PRIV_DESCRIBE, op->index,
+											op->current_leader_epoch, &op->error);
 	int64		lso,
 				hw;
 
 	if (topic == NULL)
-		return;
-	if (op->index < 0 || op->index >= topic->partitions)
-	{
-		op->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
-		return;
-	}
-	if ((op->error = MqKafkaCheckLeaderEpoch(topic, op->index,
-											 op->current_leader_epoch)) != MQK_NONE ||
-		(op->error = MqKafkaCheckLeader(topic, op->index)) != MQK_NONE)
 		return;
 	if (op->timestamp == EARLIEST)
 		op->offset = MqLogStartOffset(topic, op->index);

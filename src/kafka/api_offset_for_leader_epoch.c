@@ -100,18 +100,10 @@ epoch_end(void *arg)
 {
 	EpochUnit  *u = arg;
 	EpochPartition *ep = u->part;
-	MqTopic    *topic = MqKafkaTopic(u->topic, MQ_PRIV_DESCRIBE, &ep->error);
+	MqTopic    *topic = MqKafkaLedPartition(u->topic, MQ_PRIV_DESCRIBE, ep->partition,
+											ep->current_leader_epoch, &ep->error);
 
 	if (topic == NULL)
-		return;
-	if (ep->partition < 0 || ep->partition >= topic->partitions)
-	{
-		ep->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
-		return;
-	}
-	if ((ep->error = MqKafkaCheckLeaderEpoch(topic, ep->partition,
-											 ep->current_leader_epoch)) != MQK_NONE ||
-		(ep->error = MqKafkaCheckLeader(topic, ep->partition)) != MQK_NONE)
 		return;
 	ep->end_offset = MqKafkaEpochEnd(topic, ep->partition, ep->leader_epoch, &ep->end_epoch);
 }

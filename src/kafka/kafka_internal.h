@@ -554,6 +554,8 @@ extern const MqKafkaBroker *MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nb
 extern int16 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition);
 extern int32 MqKafkaLeaderEpoch(struct MqTopic *topic, int32 partition);
 extern int16 MqKafkaCheckLeaderEpoch(struct MqTopic *topic, int32 partition, int32 client_epoch);
+extern struct MqTopic *MqKafkaLedPartition(const char *name, int priv, int32 partition,
+										   int32 client_epoch, int16 *error);
 
 /*
  * Where a leader epoch ends in a partition this node leads, as
