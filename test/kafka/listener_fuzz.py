@@ -1102,8 +1102,11 @@ def valid_value(ctx, key, version, baseline=False):
                 'min_bytes': 1, 'max_bytes': 1 << 20, 'isolation_level': rng.randrange(2),
                 'session_id': 0, 'session_epoch': -1,
                 'topics': [{'topic': t, 'partitions': [
-                    {'partition': p, 'current_leader_epoch': -1, 'fetch_offset': rng.choice([0, 0, 5, 1 << 40]),
-                     'last_fetched_epoch': -1, 'log_start_offset': -1, 'partition_max_bytes': 65536}]}],
+                    {'partition': p, 'current_leader_epoch': -1 if baseline else rng.choice([-1, -1, 0, 1]),
+                     'fetch_offset': rng.choice([0, 0, 5, 1 << 40]),
+                     # KIP-320: epoch 0 diverges past the log end, 3 is OFFSET_OUT_OF_RANGE
+                     'last_fetched_epoch': -1 if baseline else rng.choice([-1, -1, 0, 3]),
+                     'log_start_offset': -1, 'partition_max_bytes': 65536}]}],
                 'forgotten_topics_data': [], 'rack_id': ''}
     if key == 2:
         return {'replica_id': -1, 'isolation_level': rng.randrange(2),
