@@ -229,6 +229,24 @@ sub epoch_end
 	return "$err $e $end";
 }
 
+# OffsetForLeaderEpoch v4 (flexible) of one partition: "error epoch end_offset"
+sub epoch_end4
+{
+	my ($hostport, $topic, $p, $current, $epoch) = @_;
+	my $body = pack('l>', -1) . pack('C', 2) . pack('C', length($topic) + 1) . $topic . pack('C', 2)
+	  . pack('l>l>l>', $p, $current, $epoch) . "\0\0\0";
+	my $r = reader(ask($hostport, 23, 4, $body, 1));
+	$r->{take}->('l>');    # throttle
+	$r->{uvarint}->();
+	$r->{bytes}->($r->{uvarint}->() - 1);
+	$r->{uvarint}->();
+	my $err = $r->{take}->('s>');
+	$r->{take}->('l>');    # partition
+	my $e = $r->{take}->('l>');
+	my $end = $r->{take}->('q>');
+	return "$err $e $end";
+}
+
 # --- one node ----------------------------------------------------------------
 
 my $kport = PostgreSQL::Test::Cluster::get_free_port();
@@ -265,6 +283,8 @@ is(epoch_end($single, 'le1', 0, -1, 3), '0 -1 -1', '... of epoch 3, not seen yet
 is(epoch_end($single, 'le1', 0, -1, -1), '0 -1 -1', '... of epoch -1: -1, -1');
 is(epoch_end($single, 'le1', 0, 1, 0), UNKNOWN_EPOCH . ' -1 -1', '... with current_leader_epoch 1: UNKNOWN_LEADER_EPOCH');
 is(epoch_end($single, 'le1', 0, 0, 0, 2), '0 0 5', '... v2 answers the same');
+is(epoch_end4($single, 'le1', 0, 0, 0), '0 0 5', '... and v4 (flexible)');
+is(epoch_end4($single, 'le1', 0, 1, 0), UNKNOWN_EPOCH . ' -1 -1', '... v4 with current_leader_epoch 1: UNKNOWN_LEADER_EPOCH');
 is(epoch_end($single, 'le1', 0, 0, 0, 0), '0 - 5', '... and v0, without the epoch');
 is(epoch_end($single, 'le1', 7, -1, 0), '3 -1 -1', '... of a partition le1 does not have: UNKNOWN_TOPIC_OR_PARTITION');
 is(epoch_end($single, 'nosuch', 0, -1, 0), '3 -1 -1', '... of a topic no node has: UNKNOWN_TOPIC_OR_PARTITION');
