@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * api_fetch.c
- *		Fetch (key 1, v4-v12, flexible from v12): the stored batches of each partition sent
- *		as they are stored, minus mqlog's prefix (MqLogReadKafkaBatches,
- *		the read behind mq_fetch_kafka_batches).
+ *		Fetch (key 1, v4-v12, flexible from v12): the stored batches of
+ *		each partition sent as they are stored, minus mqlog's prefix
+ *		(MqLogReadKafkaBatches, the read behind mq_fetch_kafka_batches).
  *
  * read_committed (isolation 1) reads below the last stable offset and
  * leaves the batches of aborted transactions out, so the aborted
@@ -304,6 +304,7 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 			fp->current_leader_epoch = v >= 9 ? MqKafkaReadInt32(r) : -1;
 			fp->offset = MqKafkaReadInt64(r);
 			fp->last_fetched_epoch = v >= 12 ? MqKafkaReadInt32(r) : -1;
+			fp->diverging_epoch = -1;
 			if (v >= 5)
 				(void) MqKafkaReadInt64(r); /* log_start_offset: followers' */
 			fp->max_bytes = MqKafkaReadInt32(r);
