@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * api_fetch.c
- *		Fetch (key 1, v4-v11): the stored batches of each partition sent
- *		as they are stored, minus mqlog's prefix (MqLogReadKafkaBatches,
- *		the read behind mq_fetch_kafka_batches).
+ *		Fetch (key 1, v4-v12, flexible from v12): the stored batches of
+ *		each partition sent as they are stored, minus mqlog's prefix
+ *		(MqLogReadKafkaBatches, the read behind mq_fetch_kafka_batches).
  *
  * read_committed (isolation 1) reads below the last stable offset and
  * leaves the batches of aborted transactions out, so the aborted
@@ -21,7 +21,15 @@
  * Incremental fetch sessions (KIP-227) are not kept: session id 0 in
  * every answer tells the client to send full requests.  A replicated
  * partition is served where it is led only (NOT_LEADER_OR_FOLLOWER
- * elsewhere, MqKafkaCheckLeader).
+ * elsewhere, MqKafkaCheckLeader), and a partition's current_leader_epoch
+ * (v9+) is checked first (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH:
+ * MqKafkaCheckLeaderEpoch).  A partition's last_fetched_epoch (v12+, -1:
+ * none) is checked as Kafka's leader checks it (KIP-320, Partition's
+ * readRecords): when the epoch ends here (MqKafkaEpochEnd) below the fetch
+ * offset, or an older epoch is the largest at most it, the log the client
+ * read has diverged from this one, and the answer is diverging_epoch (that
+ * epoch and its end) without records, for the client to truncate to; an
+ * epoch this log cannot place is OFFSET_OUT_OF_RANGE.
  *
  *-------------------------------------------------------------------------
  */
@@ -39,10 +47,14 @@
 typedef struct FetchPartition
 {
 	int32		index;
+	int32		current_leader_epoch;	/* -1: no check */
 	int64		offset;
+	int32		last_fetched_epoch; /* -1: none */
 	int32		max_bytes;
 	/* the answer */
 	int16		error;
+	int32		diverging_epoch;	/* -1: none, else diverging_end too */
+	int64		diverging_end;
 	int64		high_watermark;
 	int64		last_stable;
 	int64		log_start;
@@ -73,6 +85,30 @@ append_batch(void *arg, const MqBatchHeader *hdr, const char *kafka, Size len)
 	appendBinaryStringInfo((StringInfo) arg, kafka, (int) len);
 }
 
+/*
+ * Has the log the client read diverged from this one (see above)?  true:
+ * answered, with diverging_epoch or an error
+ */
+static bool
+diverged(MqTopic *topic, FetchPartition *fp)
+{
+	int32		end_epoch;
+	int64		end = MqKafkaEpochEnd(topic, fp->index, fp->last_fetched_epoch, &end_epoch);
+
+	if (end < 0 || end_epoch < 0 || fp->offset < MqLogStartOffset(topic, fp->index))
+		fp->error = MQK_OFFSET_OUT_OF_RANGE;
+	else if (end_epoch < fp->last_fetched_epoch || end < fp->offset)
+	{
+		fp->diverging_epoch = end_epoch;
+		fp->diverging_end = end;
+		MqPartitionOffsets(topic, fp->index, &fp->last_stable, &fp->high_watermark);
+		fp->log_start = MqLogStartOffset(topic, fp->index);
+	}
+	else
+		return false;
+	return true;
+}
+
 /* one partition, in a subtransaction (MqKafkaTry) */
 static void
 fetch_partition(void *arg)
@@ -88,7 +124,12 @@ fetch_partition(void *arg)
 		fp->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
 		return;
 	}
+	if ((fp->error = MqKafkaCheckLeaderEpoch(topic, fp->index,
+											 fp->current_leader_epoch)) != MQK_NONE)
+		return;
 	if ((fp->error = MqKafkaCheckLeader(topic, fp->index)) != MQK_NONE)
+		return;
+	if (fp->last_fetched_epoch >= 0 && diverged(topic, fp))
 		return;
 	/*
 	 * A partition whose first segment is still to be made reads as empty
@@ -133,6 +174,7 @@ read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_
 				continue;
 			}
 			fp->error = MQK_NONE;
+			fp->diverging_epoch = -1;
 			fp->records_at = records->len;
 			fp->high_watermark = fp->last_stable = fp->log_start = -1;
 			u.req = req;
@@ -151,8 +193,8 @@ read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_
 			code = MqKafkaTry(fetch_partition, &u, MQK_OFFSET_OUT_OF_RANGE, records);
 			if (code != MQK_NONE)
 				fp->error = code;
-			if (fp->error != MQK_NONE)
-				*any_error = true;
+			if (fp->error != MQK_NONE || fp->diverging_epoch >= 0)
+				*any_error = true;	/* to tell at once */
 			/*
 			 * Only the first partition that has records may overshoot with
 			 * its first batch, as in Kafka (which stops ignoring the limits
@@ -174,6 +216,26 @@ read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_
 }
 
 /*
+ * A partition's tagged fields (v12+): diverging_epoch (tag 0, an
+ * EpochEndOffset: epoch, end_offset, its own tags) when it has one
+ */
+static void
+write_partition_tags(StringInfo out, bool flex, const FetchPartition *fp)
+{
+	if (!flex || fp->diverging_epoch < 0)
+	{
+		MqKafkaWriteTags(out, flex);
+		return;
+	}
+	MqKafkaWriteUVarint(out, 1);	/* one tagged field */
+	MqKafkaWriteUVarint(out, 0);	/* tag 0 */
+	MqKafkaWriteUVarint(out, 4 + 8 + 1);	/* its size */
+	MqKafkaWriteInt32(out, fp->diverging_epoch);
+	MqKafkaWriteInt64(out, fp->diverging_end);
+	MqKafkaWriteTags(out, flex);
+}
+
+/*
  * The broker's own bounds on what a client asks: a response of at most
  * Kafka's default fetch.max.bytes (55 MiB; still at least one batch, as
  * Kafka answers), and no more than the listener's buffers have room for
@@ -191,6 +253,7 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 {
 	MqKafkaReader *r = &req->body;
 	int16		v = req->api_version;
+	bool		flex = req->flexible;
 	int32		max_wait;
 	int32		min_bytes;
 	int32		max_bytes;
@@ -220,7 +283,7 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 		session_id = MqKafkaReadInt32(r);
 		epoch = MqKafkaReadInt32(r);
 	}
-	ntopics = MqKafkaReadArrayLen(r, false, 6);
+	ntopics = MqKafkaReadArrayLen(r, flex, flex ? 2 : 6);
 	if (ntopics < 0)
 		return MQK_CLOSE;
 	topics = palloc0(sizeof(FetchTopic) * (ntopics + 1));
@@ -228,8 +291,8 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 	{
 		FetchTopic *ft = &topics[t];
 
-		ft->name = MqKafkaReadString(r, false, NULL);
-		ft->npartitions = MqKafkaReadArrayLen(r, false, 16);
+		ft->name = MqKafkaReadString(r, flex, NULL);
+		ft->npartitions = MqKafkaReadArrayLen(r, flex, 16);
 		if (ft->name == NULL || ft->npartitions < 0)
 			return MQK_CLOSE;
 		ft->partitions = palloc0(sizeof(FetchPartition) * (ft->npartitions + 1));
@@ -238,30 +301,35 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 			FetchPartition *fp = &ft->partitions[p];
 
 			fp->index = MqKafkaReadInt32(r);
-			if (v >= 9)
-				(void) MqKafkaReadInt32(r); /* current_leader_epoch */
+			fp->current_leader_epoch = v >= 9 ? MqKafkaReadInt32(r) : -1;
 			fp->offset = MqKafkaReadInt64(r);
+			fp->last_fetched_epoch = v >= 12 ? MqKafkaReadInt32(r) : -1;
+			fp->diverging_epoch = -1;
 			if (v >= 5)
 				(void) MqKafkaReadInt64(r); /* log_start_offset: followers' */
 			fp->max_bytes = MqKafkaReadInt32(r);
+			MqKafkaSkipTags(r, flex);
 		}
+		MqKafkaSkipTags(r, flex);
 	}
 	if (v >= 7)
 	{
-		int32		nforgotten = MqKafkaReadArrayLen(r, false, 6);
+		int32		nforgotten = MqKafkaReadArrayLen(r, flex, flex ? 2 : 6);
 
 		for (int i = 0; i < nforgotten && !r->failed; i++)
 		{
 			int32		nidx;
 
-			(void) MqKafkaReadString(r, false, NULL);
-			nidx = MqKafkaReadArrayLen(r, false, 4);
+			(void) MqKafkaReadString(r, flex, NULL);
+			nidx = MqKafkaReadArrayLen(r, flex, 4);
 			for (int j = 0; j < nidx && !r->failed; j++)
 				(void) MqKafkaReadInt32(r);
+			MqKafkaSkipTags(r, flex);
 		}
 	}
 	if (v >= 11)
-		(void) MqKafkaReadString(r, false, NULL);	/* rack_id */
+		(void) MqKafkaReadString(r, flex, NULL);	/* rack_id */
+	MqKafkaSkipTags(r, flex);	/* cluster_id (v12+, KRaft followers') */
 	if (r->failed)
 		return MQK_CLOSE;
 
@@ -309,14 +377,15 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 	}
 	if (top_error != MQK_NONE)
 	{
-		MqKafkaWriteArrayLen(out, false, 0);
+		MqKafkaWriteArrayLen(out, flex, 0);
+		MqKafkaWriteTags(out, flex);
 		return MQK_RESPOND;
 	}
-	MqKafkaWriteArrayLen(out, false, ntopics);
+	MqKafkaWriteArrayLen(out, flex, ntopics);
 	for (int t = 0; t < ntopics; t++)
 	{
-		MqKafkaWriteString(out, false, topics[t].name);
-		MqKafkaWriteArrayLen(out, false, topics[t].npartitions);
+		MqKafkaWriteString(out, flex, topics[t].name);
+		MqKafkaWriteArrayLen(out, flex, topics[t].npartitions);
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
 			FetchPartition *fp = &topics[t].partitions[p];
@@ -328,11 +397,14 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 			if (v >= 5)
 				MqKafkaWriteInt64(out, fp->log_start);
 			/* aborted transactions: none to list (see above) */
-			MqKafkaWriteArrayLen(out, false, isolation == 1 ? 0 : -1);
+			MqKafkaWriteArrayLen(out, flex, isolation == 1 ? 0 : -1);
 			if (v >= 11)
 				MqKafkaWriteInt32(out, -1); /* preferred_read_replica */
-			MqKafkaWriteBytes(out, false, records.data + fp->records_at, fp->records_len);
+			MqKafkaWriteBytes(out, flex, records.data + fp->records_at, fp->records_len);
+			write_partition_tags(out, flex, fp);
 		}
+		MqKafkaWriteTags(out, flex);
 	}
+	MqKafkaWriteTags(out, flex);
 	return MQK_RESPOND;
 }

@@ -8,11 +8,19 @@
  *		behind mq_offsets_for_times).  A replicated partition is answered
  *		where it is led only (NOT_LEADER_OR_FOLLOWER elsewhere).
  *
+ * Leader epochs (v4+, KIP-320): the request's current_leader_epoch is
+ * checked (MqKafkaCheckLeaderEpoch), and the answer carries the epoch of
+ * the offset found, as Kafka's: the current leader epoch for the latest
+ * offset (Kafka's leader-epoch cache holds the leader's epoch from its
+ * election on), the epoch of the batch that holds the offset otherwise
+ * (the current one for an empty log).  A single-node topic's is 0.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "store/batch.h"
+#include "log/epochs.h"
 #include "log/partition.h"
 #include "log/records.h"
 #include "log/topic.h"
@@ -25,11 +33,13 @@
 typedef struct OffsetsPartition
 {
 	int32		index;
+	int32		current_leader_epoch;	/* -1: no check */
 	int64		timestamp;
 	/* the answer */
 	int16		error;
 	int64		found_timestamp;
 	int64		offset;
+	int32		leader_epoch;	/* of the offset */
 } OffsetsPartition;
 
 typedef struct OffsetsUnit
@@ -44,18 +54,12 @@ list_partition(void *arg)
 {
 	OffsetsUnit *u = arg;
 	OffsetsPartition *op = u->part;
-	MqTopic    *topic = MqKafkaTopic(u->topic, MQ_PRIV_DESCRIBE, &op->error);
+	MqTopic    *topic = MqKafkaLedPartition(u->topic, MQ_PRIV_DESCRIBE, op->index,
+											op->current_leader_epoch, &op->error);
 	int64		lso,
 				hw;
 
 	if (topic == NULL)
-		return;
-	if (op->index < 0 || op->index >= topic->partitions)
-	{
-		op->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
-		return;
-	}
-	if ((op->error = MqKafkaCheckLeader(topic, op->index)) != MQK_NONE)
 		return;
 	if (op->timestamp == EARLIEST)
 		op->offset = MqLogStartOffset(topic, op->index);
@@ -74,6 +78,17 @@ list_partition(void *arg)
 	}
 	else
 		op->error = MQK_INVALID_REQUEST;	/* no such special timestamp */
+
+	if (op->offset < 0)
+		return;					/* no offset at or after that time */
+	op->leader_epoch = MqKafkaLeaderEpoch(topic, op->index);
+	if (topic->replicas != NULL && op->timestamp != LATEST)
+	{
+		int32		at = MqLogEpochAt(topic, op->index, op->offset);
+
+		if (at >= 0)
+			op->leader_epoch = at;
+	}
 }
 
 MqKafkaOutcome
@@ -106,8 +121,7 @@ MqKafkaListOffsets(MqKafkaRequest *req, StringInfo out)
 		for (int p = 0; p < nparts[t] && !r->failed; p++)
 		{
 			parts[t][p].index = MqKafkaReadInt32(r);
-			if (v >= 4)
-				(void) MqKafkaReadInt32(r); /* current_leader_epoch */
+			parts[t][p].current_leader_epoch = v >= 4 ? MqKafkaReadInt32(r) : -1;
 			parts[t][p].timestamp = MqKafkaReadInt64(r);
 			if (v == 0)
 				(void) MqKafkaReadInt32(r); /* max_num_offsets: one is given */
@@ -131,11 +145,15 @@ MqKafkaListOffsets(MqKafkaRequest *req, StringInfo out)
 
 			op->offset = -1;
 			op->found_timestamp = -1;
+			op->leader_epoch = -1;
 			code = MqKafkaTry(list_partition, &u, MQK_INVALID_REQUEST, NULL);
 			if (code != MQK_NONE)
 				op->error = code;
 			if (op->error != MQK_NONE)
+			{
 				op->offset = -1;
+				op->leader_epoch = -1;
+			}
 			MqKafkaWriteInt32(out, op->index);
 			MqKafkaWriteInt16(out, op->error);
 			if (v == 0)
@@ -149,7 +167,7 @@ MqKafkaListOffsets(MqKafkaRequest *req, StringInfo out)
 				MqKafkaWriteInt64(out, op->found_timestamp);
 				MqKafkaWriteInt64(out, op->offset);
 				if (v >= 4)
-					MqKafkaWriteInt32(out, -1); /* leader_epoch */
+					MqKafkaWriteInt32(out, op->leader_epoch);
 			}
 		}
 	}

@@ -7,7 +7,7 @@
  *		describe.  A single-node topic is led by this broker.  A replicated
  *		partition is led by its leader node's broker, with its replicas and
  *		in-sync replicas as broker ids and the leader epoch (v7+) from this
- *		node's copy of etcd; while the leader is unknown, dead or has no
+ *		node's copy of etcd (a single-node topic's is 0); while the leader is unknown, dead or has no
  *		listener, it has no leader (LEADER_NOT_AVAILABLE) and the client
  *		asks again.  The controller is the listed broker of the lowest id
  *		(Kafka's controller_id: not the elector of cluster/failover.c).
@@ -89,7 +89,7 @@ write_partition(StringInfo out, MqKafkaRequest *req, MqReplicaInfo *ri, int p,
 	MqKafkaWriteInt32(out, p);
 	MqKafkaWriteInt32(out, leader ? leader->id : -1);
 	if (v >= 7)
-		MqKafkaWriteInt32(out, ri ? ri->leader_epoch : -1);
+		MqKafkaWriteInt32(out, ri ? ri->leader_epoch : 0);	/* MqKafkaLeaderEpoch */
 	if (ri == NULL)
 	{
 		/* this node alone: replica and in sync */

@@ -18,7 +18,7 @@
  */
 static const MqKafkaApi apis[] = {
 	{MQK_PRODUCE, 3, 8, 9, "Produce", MqKafkaProduce},
-	{MQK_FETCH, 4, 11, 12, "Fetch", MqKafkaFetch},
+	{MQK_FETCH, 4, 12, 12, "Fetch", MqKafkaFetch},
 	{MQK_LIST_OFFSETS, 0, 5, 6, "ListOffsets", MqKafkaListOffsets},
 	{MQK_METADATA, 0, 9, 9, "Metadata", MqKafkaMetadata},
 	{MQK_OFFSET_COMMIT, 0, 7, 8, "OffsetCommit", MqKafkaOffsetCommit},
@@ -36,6 +36,7 @@ static const MqKafkaApi apis[] = {
 	{MQK_DELETE_TOPICS, 0, 3, 4, "DeleteTopics", MqKafkaDeleteTopics},
 	{MQK_DELETE_RECORDS, 0, 2, 2, "DeleteRecords", MqKafkaDeleteRecords},
 	{MQK_INIT_PRODUCER_ID, 0, 4, 2, "InitProducerId", MqKafkaInitProducerId},
+	{MQK_OFFSET_FOR_LEADER_EPOCH, 0, 4, 4, "OffsetForLeaderEpoch", MqKafkaOffsetForLeaderEpoch},
 	{MQK_DESCRIBE_ACLS, 0, 3, 2, "DescribeAcls", MqKafkaDescribeAcls},
 	{MQK_CREATE_ACLS, 0, 3, 2, "CreateAcls", MqKafkaCreateAcls},
 	{MQK_DELETE_ACLS, 0, 3, 2, "DeleteAcls", MqKafkaDeleteAcls},

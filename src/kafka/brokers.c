@@ -110,6 +110,58 @@ MqKafkaCheckLeader(struct MqTopic *topic, int32 partition)
 }
 
 /*
+ * A partition's leader epoch as Kafka clients see it (KIP-320): a
+ * replicated partition's is the epoch of its leadership in this node's
+ * copy of etcd, bumped at each election (sql/elect.c, cluster/failover.c),
+ * the epoch its leader writes into each batch; a single-node topic's is
+ * 0, for ever, so that clients keep their epoch logic on (-1 turns it off).
+ */
+int32
+MqKafkaLeaderEpoch(struct MqTopic *topic, int32 partition)
+{
+	return topic->replicas ? topic->replicas[partition].leader_epoch : 0;
+}
+
+/*
+ * A request's current_leader_epoch against this node's (Kafka's
+ * checkCurrentLeaderEpoch): -1 asks for no check; an older one is
+ * FENCED_LEADER_EPOCH (the client's metadata is stale: it asks for new
+ * metadata), a newer one UNKNOWN_LEADER_EPOCH (this node has not learnt of
+ * that election yet: the client retries).
+ */
+int16
+MqKafkaCheckLeaderEpoch(struct MqTopic *topic, int32 partition, int32 client_epoch)
+{
+	int32		epoch = MqKafkaLeaderEpoch(topic, partition);
+
+	if (client_epoch < 0 || client_epoch == epoch)
+		return MQK_NONE;
+	return client_epoch < epoch ? MQK_FENCED_LEADER_EPOCH : MQK_UNKNOWN_LEADER_EPOCH;
+}
+
+/*
+ * A partition to read where it is led (ListOffsets, OffsetForLeaderEpoch):
+ * its topic, or NULL with *error set, checked in Kafka's order: the topic
+ * (MqKafkaTopic, with priv), the partition (UNKNOWN_TOPIC_OR_PARTITION),
+ * the client's epoch (MqKafkaCheckLeaderEpoch), then that this node leads
+ * it (MqKafkaCheckLeader).
+ */
+struct MqTopic *
+MqKafkaLedPartition(const char *name, int priv, int32 partition, int32 client_epoch,
+					int16 *error)
+{
+	MqTopic    *topic = MqKafkaTopic(name, priv, error);
+
+	if (topic == NULL)
+		return NULL;
+	if (partition < 0 || partition >= topic->partitions)
+		*error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
+	else if ((*error = MqKafkaCheckLeaderEpoch(topic, partition, client_epoch)) == MQK_NONE)
+		*error = MqKafkaCheckLeader(topic, partition);
+	return *error == MQK_NONE ? topic : NULL;
+}
+
+/*
  * May the request's role learn of the replicated topics this node holds no
  * copy of?  Their grants are on the nodes that hold them (grants do not
  * replicate), so only a role that may describe every topic on every node

@@ -212,6 +212,7 @@ extern MqKafkaOutcome MqKafkaDescribeCluster(MqKafkaRequest *req, StringInfo out
 extern MqKafkaOutcome MqKafkaDescribeLogDirs(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaDeleteGroups(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaOffsetDelete(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaOffsetForLeaderEpoch(MqKafkaRequest *req, StringInfo out);
 
 /*
  * The group coordinator (api_groups.c): the groups' state lives in the
@@ -551,6 +552,18 @@ extern int32 MqKafkaControllerId(const MqKafkaBroker *brokers, int nbrokers);
 extern const MqKafkaBroker *MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nbrokers,
 											const char *node);
 extern int16 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition);
+extern int32 MqKafkaLeaderEpoch(struct MqTopic *topic, int32 partition);
+extern int16 MqKafkaCheckLeaderEpoch(struct MqTopic *topic, int32 partition, int32 client_epoch);
+extern struct MqTopic *MqKafkaLedPartition(const char *name, int priv, int32 partition,
+										   int32 client_epoch, int16 *error);
+
+/*
+ * Where a leader epoch ends in a partition this node leads, as
+ * OffsetForLeaderEpoch answers (api_offset_for_leader_epoch.c): the end
+ * offset and in *end_epoch the largest epoch at most epoch; -1 and -1 for
+ * an epoch not seen yet
+ */
+extern int64 MqKafkaEpochEnd(struct MqTopic *topic, int32 partition, int32 epoch, int32 *end_epoch);
 extern bool MqKafkaSeesClusterTopics(void);
 extern int16 MqKafkaClusterTopicError(const char *name);
 extern int16 MqKafkaMissingTopicError(const char *name, const char *what, char **message);

@@ -12,7 +12,8 @@
  * offsets, a few batch headers per step (a seek through the page covers,
  * store/segment.c), so it costs O(log n) header reads, done once each time
  * a follower starts to follow a leader (workers/apply.c) and once for each
- * such question a leader answers (sql/replica_leader.c).
+ * such question a leader answers (sql/replica_leader.c), a Kafka client's
+ * OffsetForLeaderEpoch included (kafka/api_offset_for_leader_epoch.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -48,6 +49,17 @@ MqLogLastEpoch(MqTopic *topic, int32 partition)
 	MqPartitionLogEnd(topic, partition, &lso, &leo);
 	if (leo <= MqLogStartOffset(topic, partition) ||
 		!batch_after(topic, partition, leo - 1, &hdr))
+		return -1;
+	return hdr.leader_epoch;
+}
+
+int32
+MqLogEpochAt(MqTopic *topic, int32 partition, int64 offset)
+{
+	MqBatchHeader hdr;
+
+	if (offset < MqLogStartOffset(topic, partition) ||
+		!batch_after(topic, partition, offset, &hdr) || hdr.base_offset > offset)
 		return -1;
 	return hdr.leader_epoch;
 }

@@ -14,6 +14,9 @@
 /* the epoch of the log's last batch; -1 for an empty log */
 extern int32 MqLogLastEpoch(MqTopic *topic, int32 partition);
 
+/* the epoch of the batch that holds offset; -1: no batch holds it */
+extern int32 MqLogEpochAt(MqTopic *topic, int32 partition, int64 offset);
+
 /*
  * Kafka's OffsetForLeaderEpoch: the largest epoch at most epoch that the
  * log holds batches of (-1: none), and where it ends: the first offset of a

@@ -274,6 +274,14 @@ SCHEMAS = {
     20: ('DeleteTopics', 4, (0, 5), [
         f('topic_names', '[str]'),
         f('timeout_ms', 'int32')]),
+    23: ('OffsetForLeaderEpoch', 4, (0, 4), [
+        f('replica_id', 'int32', '3+'),
+        f('topics', '[]', sub=[
+            f('topic', 'str'),
+            f('partitions', '[]', sub=[
+                f('partition', 'int32'),
+                f('current_leader_epoch', 'int32', '2+'),
+                f('leader_epoch', 'int32')])])]),
     29: ('DescribeAcls', 2, (0, 3), ACL_FILTER),
     30: ('CreateAcls', 2, (0, 3), [
         f('creations', '[]', sub=ACL_FILTER)]),
@@ -1094,8 +1102,11 @@ def valid_value(ctx, key, version, baseline=False):
                 'min_bytes': 1, 'max_bytes': 1 << 20, 'isolation_level': rng.randrange(2),
                 'session_id': 0, 'session_epoch': -1,
                 'topics': [{'topic': t, 'partitions': [
-                    {'partition': p, 'current_leader_epoch': -1, 'fetch_offset': rng.choice([0, 0, 5, 1 << 40]),
-                     'last_fetched_epoch': -1, 'log_start_offset': -1, 'partition_max_bytes': 65536}]}],
+                    {'partition': p, 'current_leader_epoch': -1 if baseline else rng.choice([-1, -1, 0, 1]),
+                     'fetch_offset': rng.choice([0, 0, 5, 1 << 40]),
+                     # KIP-320: epoch 0 diverges past the log end, 3 is OFFSET_OUT_OF_RANGE
+                     'last_fetched_epoch': -1 if baseline else rng.choice([-1, -1, 0, 3]),
+                     'log_start_offset': -1, 'partition_max_bytes': 65536}]}],
                 'forgotten_topics_data': [], 'rack_id': ''}
     if key == 2:
         return {'replica_id': -1, 'isolation_level': rng.randrange(2),
@@ -1158,6 +1169,13 @@ def valid_value(ctx, key, version, baseline=False):
                 'transaction_timeout_ms': 60000,
                 'producer_id': -1 if baseline else rng.choice([-1, 1, 1 << 50]),
                 'producer_epoch': -1 if baseline else rng.choice([-1, 0, 32767])}
+    if key == 23:
+        # a single-node topic is epoch 0: -1 skips the check, 1 is newer
+        # (UNKNOWN_LEADER_EPOCH); epoch 0 ends at the log end, 5 is unknown
+        return {'replica_id': -1,
+                'topics': [{'topic': rng.choice([t, t, 'fuzz-none']), 'partitions': [
+                    {'partition': p, 'current_leader_epoch': -1 if baseline else rng.choice([-1, 0, 1]),
+                     'leader_epoch': 0 if baseline else rng.choice([0, 0, -1, 5])}]}]}
     if key == 33:
         return {'resources': [{'resource_type': rng.choice([2, 2, 4]), 'resource_name': t,
                                'configs': [{'name': 'segment.ms', 'value': '604800000'}]}],
