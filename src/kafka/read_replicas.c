@@ -43,6 +43,8 @@
  */
 #include "postgres.h"
 
+#include "utils/memutils.h"
+
 #include "cluster/metadata.h"
 #include "log/partition.h"
 #include "log/topic.h"
@@ -79,7 +81,9 @@ MqKafkaCheckFetchReplica(MqTopic *topic, int32 partition, bool replica_aware, bo
  * On the partition's leader: the broker id of the follower a consumer in
  * rack should fetch from at offset, or -1 to read from the leader (no
  * rack given, the leader in that rack, no in-sync follower there whose
- * log reaches offset, or a single-node topic).
+ * log reaches offset, or a single-node topic).  The broker list it reads
+ * (a copy of the node list, up to some 100 kB) is freed before it
+ * returns: a Fetch of thousands of partitions asks once for each.
  */
 int32
 MqKafkaPreferredReplica(MqTopic *topic, int32 partition, int64 offset, const char *rack)
@@ -91,16 +95,19 @@ MqKafkaPreferredReplica(MqTopic *topic, int32 partition, int64 offset, const cha
 	int			nbrokers;
 	int32		best = -1;
 	MqFollowerProgress best_fp = {0};
+	MemoryContext scratch;
+	MemoryContext old;
 
 	if (rack == NULL || rack[0] == '\0' || topic->replicas == NULL ||
-		MqTopicPartitionPending(topic, partition))
+		strcmp(mqlog_node_rack, rack) == 0 || MqTopicPartitionPending(topic, partition))
 		return -1;
 	ri = &topic->replicas[partition];
+	part = MqTopicPartition(topic, partition);
+	scratch = AllocSetContextCreate(CurrentMemoryContext, "Kafka preferred read replica",
+									ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(scratch);
 	brokers = MqKafkaBrokers(&nbrokers);
 	self = MqKafkaBrokerOf(brokers, nbrokers, NULL);
-	if (self != NULL && self->rack != NULL && strcmp(self->rack, rack) == 0)
-		return -1;
-	part = MqTopicPartition(topic, partition);
 	for (int i = 0; i < ri->nisr; i++)
 	{
 		const MqKafkaBroker *b = MqKafkaBrokerOf(brokers, nbrokers, ri->isr[i]);
@@ -120,6 +127,8 @@ MqKafkaPreferredReplica(MqTopic *topic, int32 partition, int64 offset, const cha
 			best_fp = fp;
 		}
 	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(scratch);
 	return best;
 }
 

@@ -15,9 +15,10 @@
          the partition, one every INTERVAL_MS (0: all at once); a line
          "ack VALUE OFFSET" as each is acknowledged (flushed at once), or
          "fail VALUE ERROR"; then "done"
-  cluster.py BOOTSTRAP consume TOPIC PARTITION N
+  cluster.py BOOTSTRAP consume TOPIC PARTITION N [RACK]
       -> confluent-kafka, assigned from the beginning: "OFFSET VALUE" per
-         record until N arrived (or 30 s passed)
+         record until N arrived (or 30 s passed); with RACK, as client.rack
+         (KIP-392: a leader may send it to a follower in that rack)
   cluster.py BOOTSTRAP raw-errors TOPIC PARTITION
       -> the error codes of a raw Produce v3 (acks -1, one record), Fetch v4
          and ListOffsets v1 of the partition: "produce E", "fetch E",
@@ -105,11 +106,14 @@ def produce(bootstrap, topic, partition, prefix, n, interval_ms):
     print('done', flush=True)
 
 
-def consume(bootstrap, topic, partition, n):
+def consume(bootstrap, topic, partition, n, rack=None):
     from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
-    c = Consumer({'bootstrap.servers': bootstrap, 'group.id': 'unused',
-                  'enable.auto.commit': False, 'enable.partition.eof': False,
-                  'topic.metadata.refresh.interval.ms': 1000})
+    conf = {'bootstrap.servers': bootstrap, 'group.id': 'unused',
+            'enable.auto.commit': False, 'enable.partition.eof': False,
+            'topic.metadata.refresh.interval.ms': 1000}
+    if rack is not None:
+        conf.update({'client.rack': rack, 'client.id': 'rack-' + rack})
+    c = Consumer(conf)
     c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
     got = 0
     deadline = time.time() + 30
@@ -215,7 +219,7 @@ def main():
         produce(bootstrap, args[0], int(args[1]), args[2], int(args[3]),
                 int(args[4]) if len(args) > 4 else 0)
     elif what == 'consume':
-        consume(bootstrap, args[0], int(args[1]), int(args[2]))
+        consume(bootstrap, args[0], int(args[1]), int(args[2]), *args[3:4])
     elif what == 'raw-errors':
         raw_errors(bootstrap, args[0], int(args[1]))
     elif what == 'raw-admin':

@@ -8,15 +8,12 @@ test/perl/166_kafka_follower_fetch.pl).
          empty) of one partition, min_bytes 1, max_wait_ms 0 unless given:
          {"error", "hw", "lso", "log_start", "preferred" (v11, else -1),
           "batches": [[base offset, last offset], ...]}
-  follower_fetch.py BOOTSTRAP consume TOPIC N RACK
-      -> confluent-kafka with client.rack RACK, every partition assigned
-         from the beginning: "got N distinct D" once N records arrived (or
-         after 60 s), then "done"
+
+(A consumer with client.rack is cluster.py's consume.)
 """
 import json
 import struct
 import sys
-import time
 
 from admin_clients import Reader
 from clients import raw_connect, raw_request, raw_string
@@ -89,31 +86,6 @@ def fetch(bootstrap, version, topic, partition, offset, rack, isolation, max_wai
     print(json.dumps(out, sort_keys=True))
 
 
-def consume(bootstrap, topic, n, rack):
-    from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
-    c = Consumer({'bootstrap.servers': bootstrap, 'group.id': 'unused-follower-fetch',
-                  'client.id': 'follower-fetch', 'client.rack': rack,
-                  'enable.auto.commit': False, 'enable.partition.eof': False,
-                  'fetch.wait.max.ms': 200, 'topic.metadata.refresh.interval.ms': 1000})
-    md = c.list_topics(topic, timeout=15)
-    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in md.topics[topic].partitions])
-    seen = {}
-    got = 0
-    deadline = time.time() + 60
-    while got < n and time.time() < deadline:
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        if m.error():
-            print('error %s' % m.error(), flush=True)
-            continue
-        got += 1
-        seen[(m.partition(), m.offset())] = m.value()
-    c.close()
-    print('got %d distinct %d' % (got, len(seen)), flush=True)
-    print('done', flush=True)
-
-
 if __name__ == '__main__':
     boot, what = sys.argv[1], sys.argv[2]
     if what == 'racks':
@@ -122,7 +94,5 @@ if __name__ == '__main__':
         a = sys.argv[3:]
         fetch(boot, int(a[0]), a[1], int(a[2]), int(a[3]), a[4],
               int(a[5]) if len(a) > 5 else 0, int(a[6]) if len(a) > 6 else 0)
-    elif what == 'consume':
-        consume(boot, sys.argv[3], int(sys.argv[4]), sys.argv[5])
     else:
         sys.exit('unknown command %s' % what)
