@@ -95,6 +95,9 @@ foreach my $n (sort keys %kafka)
 		}, 30), "Metadata at $n names every broker's rack")
 	  or diag(explain($got));
 }
+my $racks_sql = q{SELECT string_agg(node || '=' || coalesce(rack, '-'), ',' ORDER BY node) FROM mqlog.nodes};
+ok(MqCluster::wait_until(sub { q1($nodes[2], $racks_sql) eq 'n1=a,n2=b,n3=c' }, 30),
+	"mqlog.nodes shows each node's rack");
 my ($rc, $record) = MqCluster::etcdctl($etcd, 'get', '--print-value-only', "/mqlog/$MqCluster::CLUSTER_NAME/nodes/n2");
 like($record, qr/"rack":\s*"b"/, "n2's record in etcd carries its rack");
 
@@ -259,6 +262,23 @@ my @served = grep { /Kafka client "rack-$rack{$follower}" fetched partition 0 of
   split /\n/, substr(slurp_file($by_name{$follower}->logfile), $log_at);
 cmp_ok(scalar @served, '>', 0, "... served by follower $follower (" . scalar(@served) . ' fetches with records in its DEBUG1 log)');
 q1($by_name{$follower}, q{ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()});
+
+# --- the rack changes at a reload; a bad one is refused -------------------------
+
+my $log3 = -s $nodes[2]->logfile;
+q1($nodes[2], q{ALTER SYSTEM SET mqlog.node_rack = 'c2'; SELECT pg_reload_conf()});
+my $got;
+ok(MqCluster::wait_until(sub {
+		$got = eval { decode_json(py($kafka{n1}, 'racks')) } // {};
+		($got->{ $id{n3} } // '') eq 'c2';
+	}, 30), "a reload of n3's mqlog.node_rack: n1's Metadata names rack c2 for broker $id{n3}")
+  or diag(explain($got));
+ok(MqCluster::wait_log($nodes[2], qr/node "n3" now advertises Kafka listener "[^"]*" in rack "c2"/, $log3),
+	"... n3's cluster worker wrote its record again (logged)");
+my ($bad_rc, $bad_out, $bad_err) = $nodes[2]->psql('postgres',
+	"ALTER SYSTEM SET mqlog.node_rack = '" . ('r' x 64) . "'");
+like($bad_err, qr/invalid value for parameter "mqlog.node_rack".*\n.*A rack is at most 63 characters/,
+	'a rack of 64 characters is refused');
 
 $_->stop for @nodes;
 MqCluster::stop_etcd($etcd);
