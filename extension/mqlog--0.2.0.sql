@@ -1067,15 +1067,16 @@ COMMENT ON VIEW mqlog.partitions IS 'every partition the current role may descri
 /* behind mqlog.nodes: the node list the cluster worker keeps in shared memory, never a call to etcd */
 CREATE FUNCTION mqlog.cluster_nodes(OUT node text, OUT conninfo text, OUT alive bool,
                                     OUT is_self bool, OUT last_seen timestamptz,
-                                    OUT broker_id int, OUT kafka_listener text)
+                                    OUT broker_id int, OUT kafka_listener text, OUT rack text)
     RETURNS SETOF record
     LANGUAGE c VOLATILE AS 'MODULE_PATHNAME', 'mqlog_cluster_nodes';
 COMMENT ON FUNCTION mqlog.cluster_nodes() IS 'the nodes of the cluster as this node last read them from etcd (conninfo only for mqlog_admin)';
 
 CREATE VIEW mqlog.nodes AS
-    SELECT n.node, n.conninfo, n.alive, n.is_self, n.last_seen, n.broker_id, n.kafka_listener
+    SELECT n.node, n.conninfo, n.alive, n.is_self, n.last_seen, n.broker_id, n.kafka_listener,
+           n.rack
       FROM mqlog.cluster_nodes() n;
-COMMENT ON VIEW mqlog.nodes IS 'the nodes of the cluster (empty on a single node): alive while their etcd lease lives; conninfo shown to mqlog_admin only; each node''s Kafka broker id and listener';
+COMMENT ON VIEW mqlog.nodes IS 'the nodes of the cluster (empty on a single node): alive while their etcd lease lives; conninfo shown to mqlog_admin only; each node''s Kafka broker id, listener and rack (mqlog.node_rack)';
 
 GRANT SELECT ON mqlog.topics, mqlog.segments, mqlog.partitions, mqlog.nodes TO PUBLIC;
 

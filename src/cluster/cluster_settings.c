@@ -4,13 +4,15 @@
  *		The cluster's settings (doc/replication.md): where etcd is
  *		(mqlog.etcd_endpoints, mqlog.etcd_timeout, mqlog.etcd_lease_ttl),
  *		who this node is (mqlog.cluster_name, mqlog.node_name,
- *		mqlog.node_conninfo) and which database holds the replicated topics
- *		(mqlog.cluster_database), with their checks.
+ *		mqlog.node_conninfo, mqlog.node_rack) and which database holds the
+ *		replicated topics (mqlog.cluster_database), with their checks.
  *
  * Who the node is and where etcd is are fixed at server start: the cluster
  * worker is registered only when endpoints are set, and a node's name is
  * its identity in every replica list, so changing it on a running node
- * would orphan its replicas.
+ * would orphan its replicas.  The rack may change at a reload: the cluster
+ * worker writes the node's record again (workers/cluster_node.c), and
+ * leaders choose replicas for consumers by the new one within a second.
  *
  *-------------------------------------------------------------------------
  */
@@ -27,6 +29,7 @@ char	   *mqlog_cluster_name = NULL;
 char	   *mqlog_node_name = NULL;
 char	   *mqlog_node_conninfo = NULL;
 char	   *mqlog_cluster_database = NULL;
+char	   *mqlog_node_rack = NULL;
 int			mqlog_etcd_lease_ttl = 3;
 int			mqlog_etcd_timeout = 2000;
 
@@ -64,6 +67,33 @@ check_name(char **newval, void **extra, GucSource source)
 	return true;
 }
 
+/*
+ * GUC check hook of mqlog.node_rack: Kafka's broker.rack is any string,
+ * which Metadata hands to clients and consumers compare with their
+ * client.rack; here at most 63 bytes of printable ASCII, so that it fits
+ * the node list's shared copy and reads the same in every log and client.
+ */
+static bool
+check_rack(char **newval, void **extra, GucSource source)
+{
+	const char *s = *newval;
+
+	if (s == NULL)
+		return true;
+	if (strlen(s) >= MQ_NODE_RACK_LEN)
+	{
+		GUC_check_errdetail("A rack is at most %d characters.", MQ_NODE_RACK_LEN - 1);
+		return false;
+	}
+	for (const char *p = s; *p; p++)
+		if (*p < 0x20 || *p > 0x7e)
+		{
+			GUC_check_errdetail("A rack is made of printable ASCII characters.");
+			return false;
+		}
+	return true;
+}
+
 void
 MqClusterDefineSettings(void)
 {
@@ -92,6 +122,11 @@ MqClusterDefineSettings(void)
 							   NULL,
 							   &mqlog_cluster_database, "postgres",
 							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("mqlog.node_rack",
+							   "This node's rack (Kafka's broker.rack); empty: none.",
+							   "Published in etcd with the node's record and in Kafka's Metadata; a leader sends a consumer whose client.rack names the rack of an in-sync follower to that follower (KIP-392).",
+							   &mqlog_node_rack, "",
+							   PGC_SIGHUP, 0, check_rack, NULL, NULL);
 	DefineCustomIntVariable("mqlog.etcd_lease_ttl",
 							"Time-to-live of this node's etcd lease: a node that stops is seen as gone this long after.",
 							"The lease is renewed every third of it.  Takes effect at the next lease.",

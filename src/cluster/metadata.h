@@ -9,9 +9,10 @@
  * doc/replication.md):
  *
  *	nodes/<node>			{"name","conninfo","started_at","sysid","broker_id",
- *							 "kafka"}, under the node's lease: present while
- *							it is alive ("kafka": its Kafka listener's
- *							advertised host:port, absent without a listener)
+ *							 "kafka","rack"}, under the node's lease: present
+ *							while it is alive ("kafka": its Kafka listener's
+ *							advertised host:port, absent without a listener;
+ *							"rack": mqlog.node_rack, absent when empty)
  *	members/<node>			the same, without a lease: every node ever seen
  *	broker_ids/<id>			{"node"}: Kafka broker id <id> (1, 2, ...) is
  *							that node's, for good (never deleted by mqlog;
@@ -38,6 +39,7 @@
 #define MQ_NODE_NAME_LEN		64	/* 63 bytes and the NUL */
 #define MQ_NODE_CONNINFO_LEN	1024
 #define MQ_NODE_KAFKA_LEN		256 /* host:port of a Kafka listener */
+#define MQ_NODE_RACK_LEN		64	/* mqlog.node_rack: 63 bytes and the NUL */
 
 /* one node, as etcd last listed it */
 typedef struct MqClusterNode
@@ -47,6 +49,7 @@ typedef struct MqClusterNode
 	int32		broker_id;		/* its Kafka broker id; -1: none known */
 	char		kafka[MQ_NODE_KAFKA_LEN];	/* its Kafka listener, host:port;
 											 * "": none */
+	char		rack[MQ_NODE_RACK_LEN]; /* its mqlog.node_rack; "": none */
 	bool		alive;			/* holds a key under a live lease */
 	bool		is_self;
 	TimestampTz last_seen;		/* last time it was seen alive; 0: never */
@@ -61,6 +64,7 @@ extern char *mqlog_cluster_name;
 extern char *mqlog_node_name;
 extern char *mqlog_node_conninfo;
 extern char *mqlog_cluster_database;
+extern char *mqlog_node_rack;
 extern void MqClusterDefineSettings(void);
 extern void MqClusterCheckSettings(void);
 

@@ -12,9 +12,11 @@
  * The cluster worker refreshes the shared copy every second; nothing a
  * session runs on a view waits for etcd.
  *
- * A node's record also says where its Kafka listener is and which Kafka
- * broker id it has (MqClusterAssignBrokerId), so that every node's
- * listener can name the leader of a replicated partition in Metadata.
+ * A node's record also says where its Kafka listener is, which Kafka
+ * broker id it has (MqClusterAssignBrokerId) and its rack
+ * (mqlog.node_rack, Kafka's broker.rack), so that every node's listener
+ * can name the leader of a replicated partition in Metadata, and a
+ * leader can send a consumer to a follower in its rack (KIP-392).
  *
  *-------------------------------------------------------------------------
  */
@@ -139,6 +141,8 @@ MqClusterNodeJson(int32 broker_id)
 		appendStringInfo(&buf, ",\"broker_id\":%d", broker_id);
 	if (kafka[0] != '\0')
 		MqJsonAppendField(&buf, false, "kafka", kafka);
+	if (mqlog_node_rack != NULL && mqlog_node_rack[0] != '\0')
+		MqJsonAppendField(&buf, false, "rack", mqlog_node_rack);
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
 }
@@ -261,6 +265,7 @@ add_node_kv(List *nodes, MqEtcdKv *kv, const char *prefix, bool alive)
 	JsonbContainer *record;
 	char	   *conninfo;
 	char	   *kafka;
+	char	   *rack;
 	int32		broker_id;
 
 	if (name[0] == '\0' || strlen(name) >= MQ_NODE_NAME_LEN || strchr(name, '/'))
@@ -284,6 +289,7 @@ add_node_kv(List *nodes, MqEtcdKv *kv, const char *prefix, bool alive)
 	record = MqJsonTryParse(kv->value);
 	conninfo = MqJsonString(record, "conninfo");
 	kafka = MqJsonString(record, "kafka");
+	rack = MqJsonString(record, "rack");
 	broker_id = parse_broker_id(MqJsonText(record, "broker_id"));
 	/* the live key is the newer word on how to reach the node */
 	if (conninfo && (alive || n->conninfo[0] == '\0'))
@@ -292,6 +298,7 @@ add_node_kv(List *nodes, MqEtcdKv *kv, const char *prefix, bool alive)
 	{
 		n->broker_id = broker_id;
 		strlcpy(n->kafka, kafka ? kafka : "", MQ_NODE_KAFKA_LEN);
+		strlcpy(n->rack, rack ? rack : "", MQ_NODE_RACK_LEN);
 	}
 	if (alive)
 		n->alive = true;

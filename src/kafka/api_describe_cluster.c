@@ -98,7 +98,7 @@ MqKafkaDescribeCluster(MqKafkaRequest *req, StringInfo out)
 		MqKafkaWriteInt32(out, brokers[i].id);
 		MqKafkaWriteString(out, true, brokers[i].host);
 		MqKafkaWriteInt32(out, brokers[i].port);
-		MqKafkaWriteString(out, true, NULL);	/* rack */
+		MqKafkaWriteString(out, true, brokers[i].rack);
 		MqKafkaWriteTags(out, true);
 	}
 	MqKafkaWriteInt32(out, PG_INT32_MIN);	/* cluster_authorized_operations */

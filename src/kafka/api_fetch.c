@@ -20,16 +20,19 @@
  * (listener.c).
  * Incremental fetch sessions (KIP-227) are not kept: session id 0 in
  * every answer tells the client to send full requests.  A replicated
- * partition is served where it is led only (NOT_LEADER_OR_FOLLOWER
- * elsewhere, MqKafkaCheckLeader), and a partition's current_leader_epoch
- * (v9+) is checked first (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH:
- * MqKafkaCheckLeaderEpoch).  A partition's last_fetched_epoch (v12+, -1:
- * none) is checked as Kafka's leader checks it (KIP-320, Partition's
- * readRecords): when the epoch ends here (MqKafkaEpochEnd) below the fetch
- * offset, or an older epoch is the largest at most it, the log the client
- * read has diverged from this one, and the answer is diverging_epoch (that
- * epoch and its end) without records, for the client to truncate to; an
- * epoch this log cannot place is OFFSET_OUT_OF_RANGE.
+ * partition is served where it is led, and from v11 by its followers too
+ * (up to their high watermark), where a leader sends a consumer whose
+ * rack_id names a follower's rack (preferred_read_replica, KIP-392:
+ * read_replicas.c); elsewhere NOT_LEADER_OR_FOLLOWER.  A partition's
+ * current_leader_epoch (v9+) is checked first (FENCED_LEADER_EPOCH,
+ * UNKNOWN_LEADER_EPOCH: MqKafkaCheckLeaderEpoch).  On the leader, a
+ * partition's last_fetched_epoch (v12+, -1: none) is checked as Kafka's
+ * leader checks it (KIP-320, Partition's readRecords): when the epoch ends
+ * here (MqKafkaEpochEnd) below the fetch offset, or an older epoch is the
+ * largest at most it, the log the client read has diverged from this one,
+ * and the answer is diverging_epoch (that epoch and its end) without
+ * records, for the client to truncate to; an epoch this log cannot place is
+ * OFFSET_OUT_OF_RANGE.
  *
  *-------------------------------------------------------------------------
  */
@@ -58,6 +61,7 @@ typedef struct FetchPartition
 	int64		high_watermark;
 	int64		last_stable;
 	int64		log_start;
+	int32		preferred;		/* preferred_read_replica; -1: none */
 	int			records_at;		/* its batches: where in the request's */
 	int			records_len;	/* records buffer, and how many bytes */
 } FetchPartition;
@@ -75,6 +79,7 @@ typedef struct FetchUnit
 	const char *topic;
 	FetchPartition *part;
 	bool		committed;
+	const char *rack;			/* the request's rack_id */
 	int64		budget;
 	StringInfo	records;		/* every partition's batches, one after another */
 } FetchUnit;
@@ -116,6 +121,8 @@ fetch_partition(void *arg)
 	FetchUnit  *u = arg;
 	FetchPartition *fp = u->part;
 	MqTopic    *topic = MqKafkaTopic(u->topic, MQ_PRIV_CONSUME, &fp->error);
+	bool		follower;
+	int			had = u->records->len;
 
 	if (topic == NULL)
 		return;
@@ -127,9 +134,11 @@ fetch_partition(void *arg)
 	if ((fp->error = MqKafkaCheckLeaderEpoch(topic, fp->index,
 											 fp->current_leader_epoch)) != MQK_NONE)
 		return;
-	if ((fp->error = MqKafkaCheckLeader(topic, fp->index)) != MQK_NONE)
+	if ((fp->error = MqKafkaCheckFetchReplica(topic, fp->index, u->req->api_version >= 11,
+											  &follower)) != MQK_NONE)
 		return;
-	if (fp->last_fetched_epoch >= 0 && diverged(topic, fp))
+	/* the leader's history decides a divergence (a follower's may be behind) */
+	if (!follower && fp->last_fetched_epoch >= 0 && diverged(topic, fp))
 		return;
 	/*
 	 * A partition whose first segment is still to be made reads as empty
@@ -142,20 +151,28 @@ fetch_partition(void *arg)
 	MqCheckOffsetRange(topic, fp->index, fp->offset, false);
 	MqPartitionOffsets(topic, fp->index, &fp->last_stable, &fp->high_watermark);
 	fp->log_start = MqLogStartOffset(topic, fp->index);
+	/* a follower in the client's rack: no records, the client goes there */
+	if (!follower &&
+		(fp->preferred = MqKafkaPreferredReplica(topic, fp->index, fp->offset, u->rack)) >= 0)
+		return;
 	if (u->budget > 0)
 		(void) MqLogReadKafkaBatches(topic, fp->index, fp->offset, u->budget, u->committed,
 									 append_batch, u->records);
+	if (follower)
+		MqKafkaNoteFollowerFetch(u->req, u->topic, fp->index, fp->offset, fp->high_watermark,
+								 u->records->len - had);
 }
 
 /*
  * Every partition the request names, into records (a probe, watch.c:
  * only those that moved since the parked run, counting for the others
  * the bytes they had then); the bytes found in all, *any_error if a
- * partition has an error to tell
+ * partition has an error or a preferred read replica to tell (either is
+ * answered at once, as Kafka does)
  */
 static int64
 read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_bytes,
-				bool committed, StringInfo records, bool *any_error)
+				bool committed, const char *rack, StringInfo records, bool *any_error)
 {
 	int64		total = 0;
 
@@ -177,10 +194,12 @@ read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_
 			fp->diverging_epoch = -1;
 			fp->records_at = records->len;
 			fp->high_watermark = fp->last_stable = fp->log_start = -1;
+			fp->preferred = -1;
 			u.req = req;
 			u.topic = topics[t].name;
 			u.part = fp;
 			u.committed = committed;
+			u.rack = rack;
 			u.records = records;
 			/*
 			 * What max_bytes leaves, and no more than the partition's own
@@ -193,7 +212,7 @@ read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_
 			code = MqKafkaTry(fetch_partition, &u, MQK_OFFSET_OUT_OF_RANGE, records);
 			if (code != MQK_NONE)
 				fp->error = code;
-			if (fp->error != MQK_NONE || fp->diverging_epoch >= 0)
+			if (fp->error != MQK_NONE || fp->diverging_epoch >= 0 || fp->preferred >= 0)
 				*any_error = true;	/* to tell at once */
 			/*
 			 * Only the first partition that has records may overshoot with
@@ -268,6 +287,7 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 	int16		top_error = MQK_NONE;
 	bool		may_park;
 	int			nparts = 0;
+	char	   *rack = NULL;
 
 	(void) MqKafkaReadInt32(r); /* replica_id: consumers only */
 	max_wait = MqKafkaReadInt32(r);
@@ -328,7 +348,7 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 		}
 	}
 	if (v >= 11)
-		(void) MqKafkaReadString(r, flex, NULL);	/* rack_id */
+		rack = MqKafkaReadString(r, flex, NULL);	/* rack_id */
 	MqKafkaSkipTags(r, flex);	/* cluster_id (v12+, KRaft followers') */
 	if (r->failed)
 		return MQK_CLOSE;
@@ -349,16 +369,16 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 		MqKafkaWatchBegin(req, may_park, true, nparts))
 	{
 		/* a parked Fetch's probe: stays parked unless what moved answers it */
-		total = read_partitions(req, topics, ntopics, max_bytes, isolation == 1, &records,
-								&any_error);
+		total = read_partitions(req, topics, ntopics, max_bytes, isolation == 1, rack,
+								&records, &any_error);
 		if (!any_error && total < min_bytes && GetCurrentTimestamp() < req->wake_at)
 			return MQK_PARK;
 		resetStringInfo(&records);
 		(void) MqKafkaWatchBegin(req, may_park, false, nparts);
 	}
 	if (top_error == MQK_NONE)
-		total = read_partitions(req, topics, ntopics, max_bytes, isolation == 1, &records,
-								&any_error);
+		total = read_partitions(req, topics, ntopics, max_bytes, isolation == 1, rack,
+								&records, &any_error);
 
 	/* wait for min_bytes, unless there is an error to tell or time is up */
 	if (top_error == MQK_NONE && !any_error && total < min_bytes && !req->final &&
@@ -399,7 +419,7 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 			/* aborted transactions: none to list (see above) */
 			MqKafkaWriteArrayLen(out, flex, isolation == 1 ? 0 : -1);
 			if (v >= 11)
-				MqKafkaWriteInt32(out, -1); /* preferred_read_replica */
+				MqKafkaWriteInt32(out, fp->preferred);
 			MqKafkaWriteBytes(out, flex, records.data + fp->records_at, fp->records_len);
 			write_partition_tags(out, flex, fp);
 		}

@@ -415,7 +415,7 @@ MqKafkaMetadata(MqKafkaRequest *req, StringInfo out)
 		MqKafkaWriteString(out, flex, brokers[i].host);
 		MqKafkaWriteInt32(out, brokers[i].port);
 		if (v >= 1)
-			MqKafkaWriteString(out, flex, NULL);	/* rack */
+			MqKafkaWriteString(out, flex, brokers[i].rack);
 		MqKafkaWriteTags(out, flex);
 	}
 	if (v >= 2)

@@ -64,6 +64,7 @@ MqKafkaBrokers(int *nbrokers)
 		MqKafkaAdvertised(b[n].host, sizeof(b[n].host), &b[n].port);
 		b[n].alive = true;
 		b[n].listed = true;
+		b[n].rack = mqlog_node_rack[0] != '\0' ? pstrdup(mqlog_node_rack) : NULL;
 		n++;
 	}
 	foreach(lc, nodes)
@@ -77,6 +78,7 @@ MqKafkaBrokers(int *nbrokers)
 		b[n].alive = node->alive;
 		b[n].listed = node->alive && node->kafka[0] != '\0' &&
 			MqKafkaSplitAddress(node->kafka, b[n].host, sizeof(b[n].host), &b[n].port);
+		b[n].rack = node->rack[0] != '\0' ? node->rack : NULL;
 		n++;
 	}
 	qsort(b, n, sizeof(MqKafkaBroker), broker_cmp);
@@ -96,8 +98,9 @@ MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nbrokers, const char *node)
 }
 
 /*
- * May this listener serve reads of a partition (Fetch, ListOffsets)?  A
- * single-node topic: yes.  A replicated partition: only where it is led,
+ * May this listener serve reads of a partition (ListOffsets; Fetch before
+ * v11, read_replicas.c has the later ones)?  A single-node topic: yes.  A
+ * replicated partition: only where it is led,
  * as a Kafka broker answers a consumer that asks a follower, so that a
  * client with old metadata (after a failover or mq_elect_leader) asks for
  * new metadata and goes to the leader.  Produce has the same answer from

@@ -537,6 +537,7 @@ typedef struct MqKafkaBroker
 	int			port;
 	bool		alive;
 	bool		listed;			/* in Metadata: alive, with a listener */
+	const char *rack;			/* its mqlog.node_rack; NULL: none */
 } MqKafkaBroker;
 
 extern int32 MqKafkaSelfBrokerId(void);
@@ -564,6 +565,14 @@ extern struct MqTopic *MqKafkaLedPartition(const char *name, int priv, int32 par
  * an epoch not seen yet
  */
 extern int64 MqKafkaEpochEnd(struct MqTopic *topic, int32 partition, int32 epoch, int32 *end_epoch);
+
+/* fetching from followers, KIP-392 (read_replicas.c) */
+extern int16 MqKafkaCheckFetchReplica(struct MqTopic *topic, int32 partition, bool replica_aware,
+									  bool *follower);
+extern int32 MqKafkaPreferredReplica(struct MqTopic *topic, int32 partition, int64 offset,
+									 const char *rack);
+extern void MqKafkaNoteFollowerFetch(MqKafkaRequest *req, const char *topic, int32 partition,
+									 int64 offset, int64 high_watermark, int bytes);
 extern bool MqKafkaSeesClusterTopics(void);
 extern int16 MqKafkaClusterTopicError(const char *name);
 extern int16 MqKafkaMissingTopicError(const char *name, const char *what, char **message);

@@ -36,8 +36,8 @@ mqlog_cluster_nodes(PG_FUNCTION_ARGS)
 	foreach(lc, MqClusterSharedNodes())
 	{
 		MqClusterNode *n = lfirst(lc);
-		Datum		values[7];
-		bool		nulls[7] = {0};
+		Datum		values[8];
+		bool		nulls[8] = {0};
 
 		values[0] = CStringGetTextDatum(n->name);
 		if (show_conninfo && n->conninfo[0])
@@ -54,6 +54,8 @@ mqlog_cluster_nodes(PG_FUNCTION_ARGS)
 		nulls[5] = n->broker_id < 0;
 		values[6] = CStringGetTextDatum(n->kafka);
 		nulls[6] = n->kafka[0] == '\0';
+		values[7] = CStringGetTextDatum(n->rack);
+		nulls[7] = n->rack[0] == '\0';
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -21,8 +21,9 @@
  * lease; a key of another node keeps this one out, with a WARNING, until
  * that lease ends.  Before it first registers it takes the node's Kafka
  * broker id (MqClusterAssignBrokerId), which goes into the node's record
- * with its Kafka listener; when a reload changes the listener's advertised
- * address, the record is written again under the same lease.  Every
+ * with its Kafka listener and rack; when a reload changes the listener's
+ * advertised address or the rack, the record is written again under the
+ * same lease.  Every
  * second it reads the node list into shared memory.  At a clean shutdown
  * it revokes its lease, so the node is gone at once.
  *
@@ -123,7 +124,7 @@ try_register(TimestampTz now)
 
 /*
  * A reload changed what this node's record says (its Kafka listener's
- * advertised address): write it again, under the lease that holds the key.
+ * advertised address, its rack): write it again, under the lease that holds the key.
  * The key is this node's while its lease lives, so a plain put is enough;
  * with the lease gone etcd refuses it, and the next keepalive registers
  * again.
@@ -144,8 +145,8 @@ refresh_record(void)
 		pfree(registered_value);
 	registered_value = MemoryContextStrdup(TopMemoryContext, value);
 	ereport(LOG,
-			(errmsg("mqlog cluster: node \"%s\" now advertises Kafka listener \"%s\"",
-					mqlog_node_name, MqClusterKafkaListener())));
+			(errmsg("mqlog cluster: node \"%s\" now advertises Kafka listener \"%s\" in rack \"%s\"",
+					mqlog_node_name, MqClusterKafkaListener(), mqlog_node_rack)));
 	return true;
 }
 

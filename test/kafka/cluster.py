@@ -15,9 +15,11 @@
          the partition, one every INTERVAL_MS (0: all at once); a line
          "ack VALUE OFFSET" as each is acknowledged (flushed at once), or
          "fail VALUE ERROR"; then "done"
-  cluster.py BOOTSTRAP consume TOPIC PARTITION N [SECONDS]
+  cluster.py BOOTSTRAP consume TOPIC PARTITION N [SECONDS [RACK]]
       -> confluent-kafka, assigned from the beginning: "OFFSET VALUE" per
-         record until N arrived (or SECONDS, 30 by default, passed)
+         record until N arrived (or SECONDS, 30 by default, passed); with
+         RACK, as client.rack (KIP-392: a leader may send it to a follower
+         in that rack)
   cluster.py BOOTSTRAP raw-errors TOPIC PARTITION
       -> the error codes of a raw Produce v3 (acks -1, one record), Fetch v4
          and ListOffsets v1 of the partition: "produce E", "fetch E",
@@ -105,11 +107,14 @@ def produce(bootstrap, topic, partition, prefix, n, interval_ms):
     print('done', flush=True)
 
 
-def consume(bootstrap, topic, partition, n, seconds=30):
+def consume(bootstrap, topic, partition, n, seconds=30, rack=None):
     from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
-    c = Consumer({'bootstrap.servers': bootstrap, 'group.id': 'unused',
-                  'enable.auto.commit': False, 'enable.partition.eof': False,
-                  'topic.metadata.refresh.interval.ms': 1000})
+    conf = {'bootstrap.servers': bootstrap, 'group.id': 'unused',
+            'enable.auto.commit': False, 'enable.partition.eof': False,
+            'topic.metadata.refresh.interval.ms': 1000}
+    if rack is not None:
+        conf.update({'client.rack': rack, 'client.id': 'rack-' + rack})
+    c = Consumer(conf)
     c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
     got = 0
     deadline = time.time() + seconds
@@ -216,7 +221,7 @@ def main():
                 int(args[4]) if len(args) > 4 else 0)
     elif what == 'consume':
         consume(bootstrap, args[0], int(args[1]), int(args[2]),
-                int(args[3]) if len(args) > 3 else 30)
+                int(args[3]) if len(args) > 3 else 30, *args[4:5])
     elif what == 'raw-errors':
         raw_errors(bootstrap, args[0], int(args[1]))
     elif what == 'raw-admin':
