@@ -146,7 +146,7 @@ CREATE TABLE mqlog.topic (
 COMMENT ON TABLE mqlog.topic IS 'one row per topic; config holds the overrides, mqlog.topics shows the effective values';
 
 CREATE TABLE mqlog.segment (
-    topic_id     int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    topic_id     int NOT NULL,
     "partition"  int NOT NULL,
     base_offset  bigint NOT NULL,
     relid        regclass NOT NULL,  -- a regclass: pg_dump writes the name, a restore finds the new relation
@@ -190,7 +190,7 @@ CREATE TRIGGER segment_replaced AFTER UPDATE OF relid ON mqlog.segment
 
 /* mq_delete_records: a partition's log start offset, where it is above its first segment's base */
 CREATE TABLE mqlog.log_start (
-    topic_id          int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    topic_id          int NOT NULL,
     "partition"       int NOT NULL,
     log_start_offset  bigint NOT NULL,
     PRIMARY KEY (topic_id, "partition")
@@ -216,7 +216,7 @@ COMMENT ON TABLE mqlog.log_start IS 'log start offsets mq_delete_records moved (
  * follower's apply worker reads replica_state.
  */
 CREATE TABLE mqlog.replicated_topic (
-    topic_id      int PRIMARY KEY REFERENCES mqlog.topic ON DELETE CASCADE,
+    topic_id      int PRIMARY KEY,
     uuid          text NOT NULL,
     created_by    text NOT NULL,
     mod_revision  bigint NOT NULL
@@ -224,7 +224,7 @@ CREATE TABLE mqlog.replicated_topic (
 COMMENT ON TABLE mqlog.replicated_topic IS 'the local topics whose metadata lives in etcd (multi-node replication), with their etcd identity';
 
 CREATE TABLE mqlog.replica_state (
-    topic_id      int REFERENCES mqlog.topic ON DELETE CASCADE,
+    topic_id      int,
     "partition"   int,
     replicas      text[] NOT NULL,
     leader        text NOT NULL,
@@ -265,7 +265,7 @@ REVOKE ALL ON mqlog.cluster_partition FROM PUBLIC;
  * grantee 0 is PUBLIC.
  */
 CREATE TABLE mqlog.topic_acl (
-    topic_id  int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    topic_id  int NOT NULL,
     grantee   regrole NOT NULL,
     privs     int NOT NULL CHECK (privs > 0 AND privs < 16),
     PRIMARY KEY (topic_id, grantee)
@@ -280,7 +280,7 @@ CREATE TABLE mqlog.consumer_group (
 COMMENT ON TABLE mqlog.consumer_group IS 'the owner of every consumer group: the role that first joined, committed, reset or granted on it';
 
 CREATE TABLE mqlog.group_acl (
-    group_id  text NOT NULL REFERENCES mqlog.consumer_group ON DELETE CASCADE,
+    group_id  text NOT NULL,
     grantee   regrole NOT NULL,
     PRIMARY KEY (group_id, grantee)
 );
@@ -501,6 +501,7 @@ END
 $$;
 COMMENT ON FUNCTION mqlog._check_topic_name(text) IS 'internal: Kafka''s topic naming rule';
 
+
 /* Segment relation name: <topic>-<partition>-<base offset, 20 digits>, shortened with the topic id when longer than NAMEDATALEN allows. */
 CREATE FUNCTION mqlog._segment_relname(topic_id int, name text, part int, base_offset bigint) RETURNS text
     LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -567,7 +568,7 @@ COMMENT ON FUNCTION mqlog._create_segment(int, text, int, bigint) IS 'internal: 
  * so a restore of a dump taken midway finishes the creation.
  */
 CREATE TABLE mqlog.pending_partition (
-    topic_id     int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    topic_id     int NOT NULL,
     "partition"  int NOT NULL,
     PRIMARY KEY (topic_id, "partition")
 );
@@ -1088,7 +1089,7 @@ GRANT SELECT ON mqlog.topics, mqlog.segments, mqlog.partitions, mqlog.nodes TO P
 
 CREATE TABLE mqlog.committed_offset (
     group_id          text NOT NULL,
-    topic_id          int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    topic_id          int NOT NULL,
     "partition"       int NOT NULL,
     committed_offset  bigint NOT NULL,
     committed_at      timestamptz NOT NULL DEFAULT now(),
@@ -1098,6 +1099,101 @@ CREATE TABLE mqlog.committed_offset (
 COMMENT ON TABLE mqlog.committed_offset IS 'the committed position (next offset to read) of every group on every partition';
 COMMENT ON COLUMN mqlog.committed_offset.metadata IS 'the metadata string of the Kafka OffsetCommit that wrote the offset (null: none; every other write of the offset clears it)';
 REVOKE ALL ON mqlog.committed_offset FROM PUBLIC;
+
+/*
+ * References inside the catalog.  A topic's rows in segment, log_start,
+ * pending_partition, replicated_topic, replica_state, topic_acl and
+ * committed_offset, and a group's rows in group_acl, name their topic or
+ * group without a foreign key: pg_dump writes the data of an extension's
+ * configuration tables as entries that depend on their tables only, so
+ * pg_restore -j loads them in any order, and a foreign key check of a
+ * child loaded before its parent failed the restore.  What the foreign
+ * keys did, these triggers do:
+ *
+ * - the cascade: deleting a topic (mq_drop_topic, a replicated topic's
+ *   drop by the cluster sync) or a group's owner row (mq_delete_group)
+ *   deletes its rows in the other tables, in the deleting transaction;
+ * - the parent's lock: a row inserted for a topic or group that the
+ *   inserting statement sees takes a key share lock on its parent, as a
+ *   foreign key check does, so a concurrent drop waits for the insert (and
+ *   then deletes the new row) or the insert waits for the drop and fails.
+ *
+ * A row whose parent the statement does not see at all is accepted: that
+ * is pg_restore loading a child table before its parent.  mqlog itself
+ * inserts rows only for a topic or group it has just looked up (the one
+ * window left: a topic dropped and committed between that look-up and the
+ * insert's statement leaves a row naming a topic id that is never used
+ * again, which every view joins away).  mqlog never changes a row's topic
+ * or group, so the triggers watch inserts only (and the offset commit's
+ * update without the executor stays possible, groups/offsets.c).
+ */
+CREATE FUNCTION mqlog._catalog_child_inserted() RETURNS trigger
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF TG_ARGV[0] = 'topic' THEN
+        IF EXISTS (SELECT FROM mqlog.topic t WHERE t.topic_id = NEW.topic_id) THEN
+            PERFORM FROM mqlog.topic t WHERE t.topic_id = NEW.topic_id FOR KEY SHARE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'topic % was dropped concurrently', NEW.topic_id
+                    USING ERRCODE = 'foreign_key_violation', TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
+            END IF;
+        END IF;
+    ELSIF EXISTS (SELECT FROM mqlog.consumer_group g WHERE g.group_id = NEW.group_id) THEN
+        PERFORM FROM mqlog.consumer_group g WHERE g.group_id = NEW.group_id FOR KEY SHARE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'consumer group "%" was deleted concurrently', NEW.group_id
+                USING ERRCODE = 'foreign_key_violation', TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION mqlog._catalog_child_inserted() IS 'internal: locks the topic or group a catalog row is inserted for, as a foreign key check would (a parent not there yet is pg_restore''s)';
+
+CREATE FUNCTION mqlog._topic_deleted() RETURNS trigger
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    DELETE FROM mqlog.segment s WHERE s.topic_id = OLD.topic_id;
+    DELETE FROM mqlog.log_start l WHERE l.topic_id = OLD.topic_id;
+    DELETE FROM mqlog.pending_partition pp WHERE pp.topic_id = OLD.topic_id;
+    DELETE FROM mqlog.replicated_topic r WHERE r.topic_id = OLD.topic_id;
+    DELETE FROM mqlog.replica_state r WHERE r.topic_id = OLD.topic_id;
+    DELETE FROM mqlog.topic_acl a WHERE a.topic_id = OLD.topic_id;
+    DELETE FROM mqlog.committed_offset c WHERE c.topic_id = OLD.topic_id;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mqlog._topic_deleted() IS 'internal: deletes a deleted topic''s rows in the other catalog tables';
+
+CREATE FUNCTION mqlog._group_deleted() RETURNS trigger
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    DELETE FROM mqlog.group_acl a WHERE a.group_id = OLD.group_id;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mqlog._group_deleted() IS 'internal: deletes a deleted group owner row''s grants';
+
+CREATE TRIGGER topic_deleted AFTER DELETE ON mqlog.topic
+    FOR EACH ROW EXECUTE FUNCTION mqlog._topic_deleted();
+CREATE TRIGGER group_deleted AFTER DELETE ON mqlog.consumer_group
+    FOR EACH ROW EXECUTE FUNCTION mqlog._group_deleted();
+CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.segment
+    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('topic');
+CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.log_start
+    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('topic');
+CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.pending_partition
+    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('topic');
+CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.replicated_topic
+    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('topic');
+CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.replica_state
+    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('topic');
+CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.topic_acl
+    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('topic');
+CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.committed_offset
+    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('topic');
+CREATE TRIGGER group_child_inserted BEFORE INSERT ON mqlog.group_acl
+    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('group');
 
 /*
  * Backup and restore (doc/reference.md#backup-and-restore): pg_dump writes

@@ -504,7 +504,7 @@ MqGroupHasPrivilege(const char *group, Oid role)
 
 /*
  * mq_delete_group: the group's recorded owner goes, and its grants with it
- * (group_acl cascades); returns whether there was one.
+ * (the group_deleted trigger deletes them); returns whether there was one.
  */
 bool
 MqGroupDropOwnership(const char *group)
