@@ -144,6 +144,8 @@ CREATE TABLE mqlog.topic (
     owner               regrole NOT NULL    -- the role that created it (a regrole: pg_dump writes its name)
 ) WITH (user_catalog_table = true);
 COMMENT ON TABLE mqlog.topic IS 'one row per topic; config holds the overrides, mqlog.topics shows the effective values';
+/* Kafka's collision rule, against concurrent creators (mqlog._check_topic_collision) */
+CREATE UNIQUE INDEX topic_name_collision ON mqlog.topic ((pg_catalog.translate(name, '.', '_')));
 
 CREATE TABLE mqlog.segment (
     topic_id     int NOT NULL,
@@ -501,6 +503,43 @@ END
 $$;
 COMMENT ON FUNCTION mqlog._check_topic_name(text) IS 'internal: Kafka''s topic naming rule';
 
+/*
+ * Kafka's two rules on a new topic's name beyond its characters, which
+ * mq_create_topic, CreateTopics and auto-creation all keep, since a topic
+ * is the same to SQL and to Kafka clients:
+ *
+ * - __consumer_offsets and __transaction_state are the names of Kafka's
+ *   internal topics.  mqlog has none (groups' offsets are
+ *   mqlog.committed_offset, and there are no transactions' state topic),
+ *   and a topic of such a name would be taken by Kafka tools (Burrow,
+ *   kafka-consumer-groups' offset readers) for Kafka's own: refused.
+ * - Two names that differ only in '.' and '_' collide: Kafka refuses the
+ *   second (INVALID_TOPIC_EXCEPTION, "Topic 'a.b' collides with existing
+ *   topics: a_b") because its metric names turn '.' into '_'.  The unique
+ *   index topic_name_collision keeps it against concurrent creators.
+ */
+CREATE FUNCTION mqlog._check_topic_collision(name text) RETURNS void
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    other text;
+BEGIN
+    IF name IN ('__consumer_offsets', '__transaction_state') THEN
+        RAISE EXCEPTION 'topic name "%" is reserved', name
+            USING ERRCODE = 'reserved_name',
+                  DETAIL = 'It is the name of one of Kafka''s internal topics; mqlog has no such topic (consumer group offsets are in mqlog.committed_offset), and Kafka clients and tools would take a topic of that name for Kafka''s own.';
+    END IF;
+    SELECT t.name INTO other FROM mqlog.topic t
+     WHERE translate(t.name, '.', '_') = translate(_check_topic_collision.name, '.', '_')
+       AND t.name <> _check_topic_collision.name
+     ORDER BY t.name LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'topic "%" collides with existing topic "%"', name, other
+            USING ERRCODE = 'invalid_name',
+                  DETAIL = 'As in Kafka, two topic names that differ only in "." and "_" cannot both exist: Kafka''s metric names turn "." into "_".';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mqlog._check_topic_collision(text) IS 'internal: refuses a new topic name Kafka reserves, or one that collides with a topic''s modulo "." and "_"';
 
 /* Segment relation name: <topic>-<partition>-<base offset, 20 digits>, shortened with the topic id when longer than NAMEDATALEN allows. */
 CREATE FUNCTION mqlog._segment_relname(topic_id int, name text, part int, base_offset bigint) RETURNS text
@@ -667,14 +706,22 @@ BEGIN
         RAISE EXCEPTION 'topic "%" already exists', name
             USING ERRCODE = 'duplicate_object';
     END IF;
+    PERFORM mqlog._check_topic_collision(name);
     BEGIN
         INSERT INTO mqlog.topic (name, partitions, replication_factor, config, owner)
             VALUES (name, partitions, replication_factor, cfg, owner)
             RETURNING topic_id INTO tid;
     EXCEPTION WHEN unique_violation THEN
-        /* a concurrent mq_create_topic of the same name committed first */
-        RAISE EXCEPTION 'topic "%" already exists', name
-            USING ERRCODE = 'duplicate_object';
+        /*
+         * A concurrent mq_create_topic committed first: of the same name,
+         * or of one that collides with it (topic_name_collision).
+         */
+        IF EXISTS (SELECT FROM mqlog.topic t WHERE t.name = _create_topic.name) THEN
+            RAISE EXCEPTION 'topic "%" already exists', name
+                USING ERRCODE = 'duplicate_object';
+        END IF;
+        PERFORM mqlog._check_topic_collision(name);
+        RAISE;
     END;
     /* a bounded batch of first segments here, the rest by the worker (see mqlog.pending_partition) */
     FOR p IN 0 .. least(partitions, mqlog._drop_batch()) - 1 LOOP
