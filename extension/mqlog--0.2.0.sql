@@ -1176,69 +1176,63 @@ REVOKE ALL ON mqlog.committed_offset FROM PUBLIC;
  */
 CREATE FUNCTION mqlog._catalog_child_inserted() RETURNS trigger
     LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    parent text;
+    seen bool;
+    locked bool;
 BEGIN
     IF TG_ARGV[0] = 'topic' THEN
-        IF EXISTS (SELECT FROM mqlog.topic t WHERE t.topic_id = NEW.topic_id) THEN
-            PERFORM FROM mqlog.topic t WHERE t.topic_id = NEW.topic_id FOR KEY SHARE;
-            IF NOT FOUND THEN
-                RAISE EXCEPTION 'topic % was dropped concurrently', NEW.topic_id
-                    USING ERRCODE = 'foreign_key_violation', TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
-            END IF;
-        END IF;
-    ELSIF EXISTS (SELECT FROM mqlog.consumer_group g WHERE g.group_id = NEW.group_id) THEN
-        PERFORM FROM mqlog.consumer_group g WHERE g.group_id = NEW.group_id FOR KEY SHARE;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'consumer group "%" was deleted concurrently', NEW.group_id
-                USING ERRCODE = 'foreign_key_violation', TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
-        END IF;
+        parent := format('topic %s', NEW.topic_id);
+        seen := EXISTS (SELECT FROM mqlog.topic t WHERE t.topic_id = NEW.topic_id);
+        locked := seen AND EXISTS (SELECT FROM mqlog.topic t WHERE t.topic_id = NEW.topic_id FOR KEY SHARE);
+    ELSE
+        parent := format('consumer group "%s"', NEW.group_id);
+        seen := EXISTS (SELECT FROM mqlog.consumer_group g WHERE g.group_id = NEW.group_id);
+        locked := seen AND EXISTS (SELECT FROM mqlog.consumer_group g WHERE g.group_id = NEW.group_id FOR KEY SHARE);
+    END IF;
+    IF seen AND NOT locked THEN
+        RAISE EXCEPTION '% was dropped concurrently', parent
+            USING ERRCODE = 'foreign_key_violation', TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
     END IF;
     RETURN NEW;
 END
 $$;
 COMMENT ON FUNCTION mqlog._catalog_child_inserted() IS 'internal: locks the topic or group a catalog row is inserted for, as a foreign key check would (a parent not there yet is pg_restore''s)';
 
-CREATE FUNCTION mqlog._topic_deleted() RETURNS trigger
+CREATE FUNCTION mqlog._catalog_parent_deleted() RETURNS trigger
     LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    DELETE FROM mqlog.segment s WHERE s.topic_id = OLD.topic_id;
-    DELETE FROM mqlog.log_start l WHERE l.topic_id = OLD.topic_id;
-    DELETE FROM mqlog.pending_partition pp WHERE pp.topic_id = OLD.topic_id;
-    DELETE FROM mqlog.replicated_topic r WHERE r.topic_id = OLD.topic_id;
-    DELETE FROM mqlog.replica_state r WHERE r.topic_id = OLD.topic_id;
-    DELETE FROM mqlog.topic_acl a WHERE a.topic_id = OLD.topic_id;
-    DELETE FROM mqlog.committed_offset c WHERE c.topic_id = OLD.topic_id;
+    IF TG_TABLE_NAME = 'consumer_group' THEN
+        DELETE FROM mqlog.group_acl a WHERE a.group_id = OLD.group_id;
+    ELSE
+        DELETE FROM mqlog.segment s WHERE s.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.log_start l WHERE l.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.pending_partition pp WHERE pp.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.replicated_topic r WHERE r.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.replica_state r WHERE r.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.topic_acl a WHERE a.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.committed_offset c WHERE c.topic_id = OLD.topic_id;
+    END IF;
     RETURN NULL;
 END
 $$;
-COMMENT ON FUNCTION mqlog._topic_deleted() IS 'internal: deletes a deleted topic''s rows in the other catalog tables';
-
-CREATE FUNCTION mqlog._group_deleted() RETURNS trigger
-    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    DELETE FROM mqlog.group_acl a WHERE a.group_id = OLD.group_id;
-    RETURN NULL;
-END
-$$;
-COMMENT ON FUNCTION mqlog._group_deleted() IS 'internal: deletes a deleted group owner row''s grants';
+COMMENT ON FUNCTION mqlog._catalog_parent_deleted() IS 'internal: deletes a deleted topic''s (group owner row''s) rows in the other catalog tables';
 
 CREATE TRIGGER topic_deleted AFTER DELETE ON mqlog.topic
-    FOR EACH ROW EXECUTE FUNCTION mqlog._topic_deleted();
+    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_parent_deleted();
 CREATE TRIGGER group_deleted AFTER DELETE ON mqlog.consumer_group
-    FOR EACH ROW EXECUTE FUNCTION mqlog._group_deleted();
-CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.segment
-    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('topic');
-CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.log_start
-    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('topic');
-CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.pending_partition
-    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('topic');
-CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.replicated_topic
-    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('topic');
-CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.replica_state
-    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('topic');
-CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.topic_acl
-    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('topic');
-CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.committed_offset
-    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('topic');
+    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_parent_deleted();
+DO $$
+DECLARE
+    child text;
+BEGIN
+    FOREACH child IN ARRAY ARRAY['segment', 'log_start', 'pending_partition', 'replicated_topic',
+                                 'replica_state', 'topic_acl', 'committed_offset'] LOOP
+        EXECUTE format('CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.%I'
+                       ' FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted(''topic'')', child);
+    END LOOP;
+END
+$$;
 CREATE TRIGGER group_child_inserted BEFORE INSERT ON mqlog.group_acl
     FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('group');
 

@@ -188,7 +188,7 @@ $dst->safe_psql('postgres', 'CREATE DATABASE r_jobs');
 command_ok([ 'pg_restore', '--exit-on-error', '-j', '2', '-d', $dst->connstr('r_jobs'), "$dir/app.dump" ],
 	'custom dump restored with pg_restore -j 2, no error');
 # each table's data in its own job, many at once, in whatever order they come
-for my $i (1 .. 3)
+for my $i (1 .. 8)
 {
 	$dst->safe_psql('postgres', "CREATE DATABASE r_jobs$i");
 	command_ok([ 'pg_restore', '--exit-on-error', '-j', '8', '-d', $dst->connstr("r_jobs$i"), "$dir/app.dump" ],
