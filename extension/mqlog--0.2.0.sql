@@ -515,8 +515,12 @@ COMMENT ON FUNCTION mqlog._check_topic_name(text) IS 'internal: Kafka''s topic n
  *   kafka-consumer-groups' offset readers) for Kafka's own: refused.
  * - Two names that differ only in '.' and '_' collide: Kafka refuses the
  *   second (INVALID_TOPIC_EXCEPTION, "Topic 'a.b' collides with existing
- *   topics: a_b") because its metric names turn '.' into '_'.  The unique
- *   index topic_name_collision keeps it against concurrent creators.
+ *   topics: a_b") because its metric names turn '.' into '_'.  Checked
+ *   against this node's topics and, on a cluster, the replicated topics of
+ *   its copy of the cluster's directory (mqlog.cluster_partition).  The
+ *   unique index topic_name_collision keeps it against concurrent creators
+ *   on this node; two nodes creating colliding replicated names at the
+ *   same moment are not stopped (etcd keys each name alone).
  */
 CREATE FUNCTION mqlog._check_topic_collision(name text) RETURNS void
     LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -528,10 +532,15 @@ BEGIN
             USING ERRCODE = 'reserved_name',
                   DETAIL = 'It is the name of one of Kafka''s internal topics; mqlog has no such topic (consumer group offsets are in mqlog.committed_offset), and Kafka clients and tools would take a topic of that name for Kafka''s own.';
     END IF;
-    SELECT t.name INTO other FROM mqlog.topic t
-     WHERE translate(t.name, '.', '_') = translate(_check_topic_collision.name, '.', '_')
-       AND t.name <> _check_topic_collision.name
-     ORDER BY t.name LIMIT 1;
+    /* this node's topics, and the cluster's replicated ones held elsewhere */
+    SELECT o.name INTO other
+      FROM (SELECT t.name FROM mqlog.topic t
+             WHERE translate(t.name, '.', '_') = translate(_check_topic_collision.name, '.', '_')
+            UNION
+            SELECT c.topic FROM mqlog.cluster_partition c
+             WHERE translate(c.topic, '.', '_') = translate(_check_topic_collision.name, '.', '_')) o
+     WHERE o.name <> _check_topic_collision.name
+     ORDER BY o.name LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'topic "%" collides with existing topic "%"', name, other
             USING ERRCODE = 'invalid_name',

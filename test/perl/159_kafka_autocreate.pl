@@ -262,6 +262,12 @@ is_deeply(metadata(1, 1, '__consumer_offsets', '__transaction_state'),
 is(topic_count(), $n, '... nothing created');
 my ($sql_ret, $sql_out, $sql_err) = $node->psql('postgres', q{SELECT mq_create_topic('dotted.name')});
 like($sql_err, qr/topic "dotted\.name" collides with existing topic "dotted_name"/, 'mq_create_topic refuses the collision too');
+# a replicated topic of the cluster held elsewhere (a row of this node's
+# copy of the directory, as the cluster sync writes it) collides too
+q1(q{INSERT INTO mqlog.cluster_partition VALUES ('far.away', 0, 'u-1', '{n2}', 'n2', 0, '{n2}', 1)});
+($sql_ret, $sql_out, $sql_err) = $node->psql('postgres', q{SELECT mq_create_topic('far_away')});
+like($sql_err, qr/topic "far_away" collides with existing topic "far\.away"/, 'and with a replicated topic of the cluster held elsewhere');
+q1(q{DELETE FROM mqlog.cluster_partition});
 ($sql_ret, $sql_out, $sql_err) = $node->psql('postgres', q{SELECT mq_create_topic('__consumer_offsets')});
 like($sql_err, qr/topic name "__consumer_offsets" is reserved/, 'and Kafka\'s internal names');
 is(topic_count(), $n, '... nothing created');
