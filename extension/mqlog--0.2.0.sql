@@ -144,9 +144,11 @@ CREATE TABLE mqlog.topic (
     owner               regrole NOT NULL    -- the role that created it (a regrole: pg_dump writes its name)
 ) WITH (user_catalog_table = true);
 COMMENT ON TABLE mqlog.topic IS 'one row per topic; config holds the overrides, mqlog.topics shows the effective values';
+/* Kafka's collision rule, against concurrent creators (mqlog._check_topic_collision) */
+CREATE UNIQUE INDEX topic_name_collision ON mqlog.topic ((pg_catalog.translate(name, '.', '_')));
 
 CREATE TABLE mqlog.segment (
-    topic_id     int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    topic_id     int NOT NULL,
     "partition"  int NOT NULL,
     base_offset  bigint NOT NULL,
     relid        regclass NOT NULL,  -- a regclass: pg_dump writes the name, a restore finds the new relation
@@ -190,7 +192,7 @@ CREATE TRIGGER segment_replaced AFTER UPDATE OF relid ON mqlog.segment
 
 /* mq_delete_records: a partition's log start offset, where it is above its first segment's base */
 CREATE TABLE mqlog.log_start (
-    topic_id          int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    topic_id          int NOT NULL,
     "partition"       int NOT NULL,
     log_start_offset  bigint NOT NULL,
     PRIMARY KEY (topic_id, "partition")
@@ -216,7 +218,7 @@ COMMENT ON TABLE mqlog.log_start IS 'log start offsets mq_delete_records moved (
  * follower's apply worker reads replica_state.
  */
 CREATE TABLE mqlog.replicated_topic (
-    topic_id      int PRIMARY KEY REFERENCES mqlog.topic ON DELETE CASCADE,
+    topic_id      int PRIMARY KEY,
     uuid          text NOT NULL,
     created_by    text NOT NULL,
     mod_revision  bigint NOT NULL
@@ -224,7 +226,7 @@ CREATE TABLE mqlog.replicated_topic (
 COMMENT ON TABLE mqlog.replicated_topic IS 'the local topics whose metadata lives in etcd (multi-node replication), with their etcd identity';
 
 CREATE TABLE mqlog.replica_state (
-    topic_id      int REFERENCES mqlog.topic ON DELETE CASCADE,
+    topic_id      int,
     "partition"   int,
     replicas      text[] NOT NULL,
     leader        text NOT NULL,
@@ -265,7 +267,7 @@ REVOKE ALL ON mqlog.cluster_partition FROM PUBLIC;
  * grantee 0 is PUBLIC.
  */
 CREATE TABLE mqlog.topic_acl (
-    topic_id  int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    topic_id  int NOT NULL,
     grantee   regrole NOT NULL,
     privs     int NOT NULL CHECK (privs > 0 AND privs < 16),
     PRIMARY KEY (topic_id, grantee)
@@ -280,7 +282,7 @@ CREATE TABLE mqlog.consumer_group (
 COMMENT ON TABLE mqlog.consumer_group IS 'the owner of every consumer group: the role that first joined, committed, reset or granted on it';
 
 CREATE TABLE mqlog.group_acl (
-    group_id  text NOT NULL REFERENCES mqlog.consumer_group ON DELETE CASCADE,
+    group_id  text NOT NULL,
     grantee   regrole NOT NULL,
     PRIMARY KEY (group_id, grantee)
 );
@@ -501,6 +503,53 @@ END
 $$;
 COMMENT ON FUNCTION mqlog._check_topic_name(text) IS 'internal: Kafka''s topic naming rule';
 
+/*
+ * Kafka's two rules on a new topic's name beyond its characters, which
+ * mq_create_topic, CreateTopics and auto-creation all keep, since a topic
+ * is the same to SQL and to Kafka clients:
+ *
+ * - __consumer_offsets and __transaction_state are the names of Kafka's
+ *   internal topics.  mqlog has none (groups' offsets are
+ *   mqlog.committed_offset, and there are no transactions' state topic),
+ *   and a topic of such a name would be taken by Kafka tools (Burrow,
+ *   kafka-consumer-groups' offset readers) for Kafka's own: refused.
+ * - Two names that differ only in '.' and '_' collide: Kafka refuses the
+ *   second (INVALID_TOPIC_EXCEPTION, "Topic 'a.b' collides with existing
+ *   topics: a_b") because its metric names turn '.' into '_'.  Checked
+ *   against this node's topics and, on a cluster, the replicated topics of
+ *   its copy of the cluster's directory (mqlog.cluster_partition).  The
+ *   unique index topic_name_collision keeps it against concurrent creators
+ *   on this node; two nodes creating colliding replicated names at the
+ *   same moment are not stopped (etcd keys each name alone).
+ */
+CREATE FUNCTION mqlog._check_topic_collision(name text) RETURNS void
+    LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    other text;
+BEGIN
+    IF name IN ('__consumer_offsets', '__transaction_state') THEN
+        RAISE EXCEPTION 'topic name "%" is reserved', name
+            USING ERRCODE = 'reserved_name',
+                  DETAIL = 'It is the name of one of Kafka''s internal topics; mqlog has no such topic (consumer group offsets are in mqlog.committed_offset), and Kafka clients and tools would take a topic of that name for Kafka''s own.';
+    END IF;
+    /* this node's topics, and the cluster's replicated ones held elsewhere */
+    SELECT o.name INTO other
+      FROM (SELECT t.name FROM mqlog.topic t
+             WHERE translate(t.name, '.', '_') = translate(_check_topic_collision.name, '.', '_')
+            UNION
+            SELECT c.topic FROM mqlog.cluster_partition c
+             WHERE translate(c.topic, '.', '_') = translate(_check_topic_collision.name, '.', '_')) o
+     WHERE o.name <> _check_topic_collision.name
+     ORDER BY o.name LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'topic "%" collides with existing topic "%"', name, other
+            USING ERRCODE = 'invalid_name',
+                  DETAIL = 'As in Kafka, two topic names that differ only in "." and "_" cannot both exist: Kafka''s metric names turn "." into "_".';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION mqlog._check_topic_collision(text) IS 'internal: refuses a new topic name Kafka reserves, or one that collides with a topic''s modulo "." and "_"';
+
 /* Segment relation name: <topic>-<partition>-<base offset, 20 digits>, shortened with the topic id when longer than NAMEDATALEN allows. */
 CREATE FUNCTION mqlog._segment_relname(topic_id int, name text, part int, base_offset bigint) RETURNS text
     LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -567,7 +616,7 @@ COMMENT ON FUNCTION mqlog._create_segment(int, text, int, bigint) IS 'internal: 
  * so a restore of a dump taken midway finishes the creation.
  */
 CREATE TABLE mqlog.pending_partition (
-    topic_id     int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    topic_id     int NOT NULL,
     "partition"  int NOT NULL,
     PRIMARY KEY (topic_id, "partition")
 );
@@ -666,14 +715,22 @@ BEGIN
         RAISE EXCEPTION 'topic "%" already exists', name
             USING ERRCODE = 'duplicate_object';
     END IF;
+    PERFORM mqlog._check_topic_collision(name);
     BEGIN
         INSERT INTO mqlog.topic (name, partitions, replication_factor, config, owner)
             VALUES (name, partitions, replication_factor, cfg, owner)
             RETURNING topic_id INTO tid;
     EXCEPTION WHEN unique_violation THEN
-        /* a concurrent mq_create_topic of the same name committed first */
-        RAISE EXCEPTION 'topic "%" already exists', name
-            USING ERRCODE = 'duplicate_object';
+        /*
+         * A concurrent mq_create_topic committed first: of the same name,
+         * or of one that collides with it (topic_name_collision).
+         */
+        IF EXISTS (SELECT FROM mqlog.topic t WHERE t.name = _create_topic.name) THEN
+            RAISE EXCEPTION 'topic "%" already exists', name
+                USING ERRCODE = 'duplicate_object';
+        END IF;
+        PERFORM mqlog._check_topic_collision(name);
+        RAISE;
     END;
     /* a bounded batch of first segments here, the rest by the worker (see mqlog.pending_partition) */
     FOR p IN 0 .. least(partitions, mqlog._drop_batch()) - 1 LOOP
@@ -1089,7 +1146,7 @@ GRANT SELECT ON mqlog.topics, mqlog.segments, mqlog.partitions, mqlog.nodes TO P
 
 CREATE TABLE mqlog.committed_offset (
     group_id          text NOT NULL,
-    topic_id          int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    topic_id          int NOT NULL,
     "partition"       int NOT NULL,
     committed_offset  bigint NOT NULL,
     committed_at      timestamptz NOT NULL DEFAULT now(),
@@ -1099,6 +1156,95 @@ CREATE TABLE mqlog.committed_offset (
 COMMENT ON TABLE mqlog.committed_offset IS 'the committed position (next offset to read) of every group on every partition';
 COMMENT ON COLUMN mqlog.committed_offset.metadata IS 'the metadata string of the Kafka OffsetCommit that wrote the offset (null: none; every other write of the offset clears it)';
 REVOKE ALL ON mqlog.committed_offset FROM PUBLIC;
+
+/*
+ * References inside the catalog.  A topic's rows in segment, log_start,
+ * pending_partition, replicated_topic, replica_state, topic_acl and
+ * committed_offset, and a group's rows in group_acl, name their topic or
+ * group without a foreign key: pg_dump writes the data of an extension's
+ * configuration tables as entries that depend on their tables only, so
+ * pg_restore -j loads them in any order, and a foreign key check of a
+ * child loaded before its parent failed the restore.  What the foreign
+ * keys did, these triggers do:
+ *
+ * - the cascade: deleting a topic (mq_drop_topic, a replicated topic's
+ *   drop by the cluster sync) or a group's owner row (mq_delete_group)
+ *   deletes its rows in the other tables, in the deleting transaction;
+ * - the parent's lock: a row inserted for a topic or group that the
+ *   inserting statement sees takes a key share lock on its parent, as a
+ *   foreign key check does, so a concurrent drop waits for the insert (and
+ *   then deletes the new row) or the insert waits for the drop and fails.
+ *
+ * A row whose parent the statement does not see at all is accepted: that
+ * is pg_restore loading a child table before its parent.  mqlog itself
+ * inserts rows only for a topic or group it has just looked up (the one
+ * window left: a topic dropped and committed between that look-up and the
+ * insert's statement leaves a row naming a topic id that is never used
+ * again, which every view joins away).  mqlog never changes a row's topic
+ * or group, so the triggers watch inserts only (and the offset commit's
+ * update without the executor stays possible, groups/offsets.c).
+ */
+CREATE FUNCTION mqlog._catalog_child_inserted() RETURNS trigger
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    parent text;
+    seen bool;
+    locked bool;
+BEGIN
+    IF TG_ARGV[0] = 'topic' THEN
+        parent := format('topic %s', NEW.topic_id);
+        seen := EXISTS (SELECT FROM mqlog.topic t WHERE t.topic_id = NEW.topic_id);
+        locked := seen AND EXISTS (SELECT FROM mqlog.topic t WHERE t.topic_id = NEW.topic_id FOR KEY SHARE);
+    ELSE
+        parent := format('consumer group "%s"', NEW.group_id);
+        seen := EXISTS (SELECT FROM mqlog.consumer_group g WHERE g.group_id = NEW.group_id);
+        locked := seen AND EXISTS (SELECT FROM mqlog.consumer_group g WHERE g.group_id = NEW.group_id FOR KEY SHARE);
+    END IF;
+    IF seen AND NOT locked THEN
+        RAISE EXCEPTION '% was dropped concurrently', parent
+            USING ERRCODE = 'foreign_key_violation', TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION mqlog._catalog_child_inserted() IS 'internal: locks the topic or group a catalog row is inserted for, as a foreign key check would (a parent not there yet is pg_restore''s)';
+
+CREATE FUNCTION mqlog._catalog_parent_deleted() RETURNS trigger
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF TG_TABLE_NAME = 'consumer_group' THEN
+        DELETE FROM mqlog.group_acl a WHERE a.group_id = OLD.group_id;
+    ELSE
+        DELETE FROM mqlog.segment s WHERE s.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.log_start l WHERE l.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.pending_partition pp WHERE pp.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.replicated_topic r WHERE r.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.replica_state r WHERE r.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.topic_acl a WHERE a.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.committed_offset c WHERE c.topic_id = OLD.topic_id;
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION mqlog._catalog_parent_deleted() IS 'internal: deletes a deleted topic''s (group owner row''s) rows in the other catalog tables';
+
+CREATE TRIGGER topic_deleted AFTER DELETE ON mqlog.topic
+    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_parent_deleted();
+CREATE TRIGGER group_deleted AFTER DELETE ON mqlog.consumer_group
+    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_parent_deleted();
+DO $$
+DECLARE
+    child text;
+BEGIN
+    FOREACH child IN ARRAY ARRAY['segment', 'log_start', 'pending_partition', 'replicated_topic',
+                                 'replica_state', 'topic_acl', 'committed_offset'] LOOP
+        EXECUTE format('CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.%I'
+                       ' FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted(''topic'')', child);
+    END LOOP;
+END
+$$;
+CREATE TRIGGER group_child_inserted BEFORE INSERT ON mqlog.group_acl
+    FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted('group');
 
 /*
  * Backup and restore (doc/reference.md#backup-and-restore): pg_dump writes

@@ -235,20 +235,28 @@ MqTopicChangeAcl(MqTopic *topic, Oid grantee, int privs, bool grant)
  * The grants a query of mqlog's catalog finds that the current role may
  * revoke: those of the objects it owns (or has the owner's privileges of),
  * all of them for mqlog_admin.  The query takes the object's name ($1 text,
- * null: every object) and the grantee ($2 oid, null: every grantee) and
+ * null: every object), the grantee ($2 oid, null: every grantee), and a
+ * page's start and size (rows after ($3 text, $4 oid) in its order of
+ * object and grantee, $3 null: from the first; LIMIT $5, null: all), and
  * returns the object's name, the grantee, the privileges (MQ_PRIV_*) and
  * the owner; it runs as the extension owner, the catalog's only reader.
+ * A page must cost what it reads, not the whole listing: the queries walk
+ * the objects by their name's index and each object's grants by the
+ * grant table's primary key (a lateral join, the grantee's lower bound an
+ * index condition), never sorting all rows (a page of 1,000 of 400,000
+ * grants of one topic: 180 ms as a join and a sort, 1.5 ms so).
  * Who may see a grant is who may change it, as Kafka's DescribeAcls needs
  * the cluster's Describe.  A list of MqGrant in the caller's context.
  */
 List *
-MqGrantsOf(const char *query, const char *object, bool any_grantee, Oid grantee)
+MqGrantsOf(const char *query, const char *object, bool any_grantee, Oid grantee,
+		   MqGrantPage *page)
 {
 	Oid			role = GetUserId();
 	MemoryContext cxt = CurrentMemoryContext;
-	Oid			types[2] = {TEXTOID, OIDOID};
-	Datum		vals[2];
-	char		nulls[2] = {' ', ' '};
+	Oid			types[5] = {TEXTOID, OIDOID, TEXTOID, OIDOID, INT8OID};
+	Datum		vals[5];
+	char		nulls[5] = {' ', ' ', 'n', ' ', 'n'};
 	List	   *grants = NIL;
 	MqSpi		spi;
 
@@ -258,9 +266,35 @@ MqGrantsOf(const char *query, const char *object, bool any_grantee, Oid grantee)
 		nulls[0] = 'n';
 	if (any_grantee)
 		nulls[1] = 'n';
+	vals[3] = ObjectIdGetDatum(InvalidOid);
+	if (page != NULL)
+	{
+		if (page->object != NULL)
+		{
+			vals[2] = CStringGetTextDatum(page->object);
+			vals[3] = ObjectIdGetDatum(page->grantee);
+			nulls[2] = ' ';
+		}
+		vals[4] = Int64GetDatum(page->limit);
+		nulls[4] = ' ';
+	}
 	MqSpiBegin(&spi, true);
-	if (SPI_execute_with_args(query, 2, types, vals, nulls, true, 0) != SPI_OK_SELECT)
+	if (SPI_execute_with_args(query, 5, types, vals, nulls, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "mqlog: listing grants failed");
+	if (page != NULL)
+	{
+		page->done = SPI_processed < (uint64) page->limit;
+		if (SPI_processed > 0)
+		{
+			HeapTuple	last = SPI_tuptable->vals[SPI_processed - 1];
+			bool		isnull;
+			MemoryContext old = MemoryContextSwitchTo(cxt);
+
+			page->object = SPI_getvalue(last, SPI_tuptable->tupdesc, 1);
+			page->grantee = DatumGetObjectId(SPI_getbinval(last, SPI_tuptable->tupdesc, 2, &isnull));
+			MemoryContextSwitchTo(old);
+		}
+	}
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
@@ -286,13 +320,19 @@ MqGrantsOf(const char *query, const char *object, bool any_grantee, Oid grantee)
 
 /* the topic grants the current role may revoke (MqGrantsOf) */
 List *
-MqTopicGrants(const char *topic, bool any_grantee, Oid grantee)
+MqTopicGrants(const char *topic, bool any_grantee, Oid grantee, MqGrantPage *page)
 {
 	return MqGrantsOf("SELECT t.name, a.grantee::pg_catalog.oid, a.privs, t.owner::pg_catalog.oid"
-					  " FROM mqlog.topic_acl a JOIN mqlog.topic t"
-					  " ON t.topic_id OPERATOR(pg_catalog.=) a.topic_id"
+					  " FROM mqlog.topic t CROSS JOIN LATERAL ("
+					  "  SELECT a.grantee, a.privs FROM mqlog.topic_acl a"
+					  "   WHERE a.topic_id OPERATOR(pg_catalog.=) t.topic_id"
+					  "     AND ($2 IS NULL OR a.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) $2)"
+					  "     AND a.grantee::pg_catalog.oid OPERATOR(pg_catalog.>=)"
+					  "         CASE WHEN t.name OPERATOR(pg_catalog.=) $3 THEN $4 ELSE 0::pg_catalog.oid END"
+					  "     AND (t.name OPERATOR(pg_catalog.=) $3 AND a.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) $4) IS NOT TRUE"
+					  "   ORDER BY a.grantee::pg_catalog.oid LIMIT $5) a"
 					  " WHERE ($1 IS NULL OR t.name OPERATOR(pg_catalog.=) $1)"
-					  " AND ($2 IS NULL OR a.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) $2)"
-					  " ORDER BY t.name, a.grantee::pg_catalog.oid",
-					  topic, any_grantee, grantee);
+					  " AND ($3 IS NULL OR t.name OPERATOR(pg_catalog.>=) $3)"
+					  " ORDER BY t.name, a.grantee::pg_catalog.oid LIMIT $5",
+					  topic, any_grantee, grantee, page);
 }

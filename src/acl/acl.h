@@ -43,12 +43,29 @@ typedef struct MqGrant
 } MqGrant;
 
 /*
- * The grants the current role may revoke, of one object (NULL: all) and
- * one grantee (any_grantee: all): MqGrantsOf runs the query a module gives
- * for its own catalog table; MqTopicGrants is the topics'
+ * A page of grants: at most limit rows of the catalog after (object,
+ * grantee) in the listing's order (object NULL: from the first), which
+ * MqGrantsOf moves to the last row it read, and sets done once there is
+ * no more.  A caller with a time bound (Kafka's DescribeAcls) reads a
+ * listing page by page; a NULL page reads it all.
  */
-extern List *MqGrantsOf(const char *query, const char *object, bool any_grantee, Oid grantee);
-extern List *MqTopicGrants(const char *topic, bool any_grantee, Oid grantee);
+typedef struct MqGrantPage
+{
+	char	   *object;
+	Oid			grantee;
+	int			limit;
+	bool		done;
+} MqGrantPage;
+
+/*
+ * The grants the current role may revoke, of one object (NULL: all) and
+ * one grantee (any_grantee: all), all of them or one page: MqGrantsOf
+ * runs the query a module gives for its own catalog table; MqTopicGrants
+ * is the topics'
+ */
+extern List *MqGrantsOf(const char *query, const char *object, bool any_grantee, Oid grantee,
+						MqGrantPage *page);
+extern List *MqTopicGrants(const char *topic, bool any_grantee, Oid grantee, MqGrantPage *page);
 
 /* DROP ROLE, REASSIGN OWNED and DROP OWNED on mqlog's owners and grants (roles.c) */
 extern void MqAclInitHooks(void);

@@ -290,7 +290,8 @@ extern bool MqGroupHasPrivilege(const char *group, Oid role);
 /* mq_grant_group, mq_revoke_group: a group nobody owns becomes the granter's */
 extern void MqGroupGrant(const char *group, Oid grantee, bool grant);
 /* the group grants the current role may revoke (acl.h's MqGrant) */
-extern List *MqGroupGrants(const char *group, bool any_grantee, Oid grantee);
+struct MqGrantPage;				/* acl/acl.h */
+extern List *MqGroupGrants(const char *group, bool any_grantee, Oid grantee, struct MqGrantPage *page);
 
 /* ------------------------------------------------------------------------
  * Positions and commits (positions.c)

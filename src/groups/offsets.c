@@ -232,8 +232,9 @@ write_offset(int q, const char *group, int32 topic_id, int32 partition,
  * REPEATABLE READ or SERIALIZABLE is a serialization failure.  The row is
  * changed with CatalogTupleUpdate (heap update, WAL, index entries when
  * not HOT).  What that bypasses is the executor's triggers, rules and
- * row security: the table's own foreign key trigger checks topic_id,
- * which an offset update never changes, so it would not fire; a table
+ * row security: the table's own trigger (the topic's lock, see
+ * "References inside the catalog" in the install script) watches inserts
+ * only, as an offset update never changes topic_id; a table
  * given other UPDATE triggers, rules or row security (a DBA's audit,
  * test/perl's history of writes) is updated by the UPDATE itself (*done
  * false).  So is a table given a CHECK constraint, a stored generated

@@ -485,15 +485,21 @@ MqGroupGrant(const char *group, Oid grantee, bool grant)
  * privileges are MQ_PRIV_ALL.
  */
 List *
-MqGroupGrants(const char *group, bool any_grantee, Oid grantee)
+MqGroupGrants(const char *group, bool any_grantee, Oid grantee, MqGrantPage *page)
 {
 	return MqGrantsOf(psprintf("SELECT g.group_id, a.grantee::pg_catalog.oid, %d, g.owner::pg_catalog.oid"
-					  " FROM mqlog.group_acl a JOIN mqlog.consumer_group g"
-					  " ON g.group_id OPERATOR(pg_catalog.=) a.group_id"
+					  " FROM mqlog.consumer_group g CROSS JOIN LATERAL ("
+					  "  SELECT a.grantee FROM mqlog.group_acl a"
+					  "   WHERE a.group_id OPERATOR(pg_catalog.=) g.group_id"
+					  "     AND ($2 IS NULL OR a.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) $2)"
+					  "     AND a.grantee::pg_catalog.oid OPERATOR(pg_catalog.>=)"
+					  "         CASE WHEN g.group_id OPERATOR(pg_catalog.=) $3 THEN $4 ELSE 0::pg_catalog.oid END"
+					  "     AND (g.group_id OPERATOR(pg_catalog.=) $3 AND a.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) $4) IS NOT TRUE"
+					  "   ORDER BY a.grantee::pg_catalog.oid LIMIT $5) a"
 					  " WHERE ($1 IS NULL OR g.group_id OPERATOR(pg_catalog.=) $1)"
-					  " AND ($2 IS NULL OR a.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) $2)"
-					  " ORDER BY g.group_id, a.grantee::pg_catalog.oid", MQ_PRIV_ALL),
-					  group, any_grantee, grantee);
+					  " AND ($3 IS NULL OR g.group_id OPERATOR(pg_catalog.>=) $3)"
+					  " ORDER BY g.group_id, a.grantee::pg_catalog.oid LIMIT $5", MQ_PRIV_ALL),
+					  group, any_grantee, grantee, page);
 }
 
 bool
@@ -504,7 +510,7 @@ MqGroupHasPrivilege(const char *group, Oid role)
 
 /*
  * mq_delete_group: the group's recorded owner goes, and its grants with it
- * (group_acl cascades); returns whether there was one.
+ * (the group_deleted trigger deletes them); returns whether there was one.
  */
 bool
 MqGroupDropOwnership(const char *group)

@@ -31,9 +31,11 @@
  * Kafka answers a principal without Alter on the cluster; it describes the
  * grants it could revoke and no others (MqGrantsOf), the rows SQL's view
  * mqlog.grants shows it.  Each creation and
- * each deletion is a subtransaction of the request's transaction, for at
+ * each deletion is a subtransaction of the request's transaction, and a
+ * filter's listing reads the catalog a page of grants at a time, for at
  * most MQK_REQUEST_TIME_MS in all (the rest are answered REQUEST_TIMED_OUT
- * untouched); a filter costs one read of each catalog table it can match.
+ * untouched: a DescribeAcls whose filter matches more than that time can
+ * read is REQUEST_TIMED_OUT, with a message to narrow it).
  *
  *-------------------------------------------------------------------------
  */
@@ -257,57 +259,82 @@ filter_reaches(const Binding *f, int8 resource)
 }
 
 /*
- * The bindings of the stored grants that the filter matches, among those
- * the role may see, as Changes revoking each: a grant of every privilege
- * is one ALL binding, another one binding per privilege
+ * One page of the grants of a resource type (MqGrantsOf) that the filter
+ * matches, appended to *out as Changes revoking each: a grant of every
+ * privilege is one ALL binding, another one binding per privilege
  */
-static List *
-matching(const Binding *f)
+static void
+page_matching(const Binding *f, int8 kind, bool any_grantee, Oid grantee, MqGrantPage *page,
+			  List **out)
+{
+	List	   *grants = kind == RES_TOPIC ? MqTopicGrants(f->name, any_grantee, grantee, page)
+		: MqGroupGrants(f->name, any_grantee, grantee, page);
+	ListCell   *lc;
+
+	foreach(lc, grants)
+	{
+		MqGrant    *g = lfirst(lc);
+
+		for (int i = 0; i < lengthof(op_map); i++)
+		{
+			const OpMap *m = &op_map[i];
+			bool		listed;
+			Change	   *c;
+
+			if (m->resource != kind)
+				continue;
+			listed = (g->privs == MQ_PRIV_ALL) ? (m->privs == MQ_PRIV_ALL)
+				: (m->privs != MQ_PRIV_ALL && (g->privs & m->privs) != 0);
+			if (!listed || (f->operation != OP_ANY && f->operation != m->operation))
+				continue;
+			c = palloc0(sizeof(Change));
+			c->resource = kind;
+			c->name = g->object;
+			c->grantee = g->grantee;
+			c->operation = m->operation;
+			c->privs = m->privs;
+			*out = lappend(*out, c);
+		}
+	}
+	list_free(grants);
+}
+
+/*
+ * The bindings of the stored grants that the filter matches, among those
+ * the role may see, in *out.  The grants are read GRANT_PAGE catalog rows
+ * at a time, each page a unit of the request's time (MqKafkaOutOfTime):
+ * a filter that matches more than that time can read (a million grants)
+ * holds the listener no longer, nor more memory than a page and the
+ * bindings read by then.  False when the time was up before the listing
+ * was whole.
+ */
+#define GRANT_PAGE 1000
+
+static bool
+matching(MqKafkaRequest *req, const Binding *f, int *attempted, List **out)
 {
 	static const int8 kinds[] = {RES_TOPIC, RES_GROUP};
 	bool		any_grantee = (f->principal == NULL);
 	Oid			grantee = InvalidOid;
 	char	   *why;
-	List	   *out = NIL;
 
+	*out = NIL;
 	if (!any_grantee && !principal_grantee(f->principal, &grantee, &why))
-		return NIL;				/* no grant is to such a principal */
+		return true;			/* no grant is to such a principal */
 	for (int k = 0; k < lengthof(kinds); k++)
 	{
-		List	   *grants;
-		ListCell   *lc;
+		MqGrantPage page = {.limit = GRANT_PAGE};
 
 		if (!filter_reaches(f, kinds[k]))
 			continue;
-		grants = kinds[k] == RES_TOPIC ? MqTopicGrants(f->name, any_grantee, grantee)
-			: MqGroupGrants(f->name, any_grantee, grantee);
-		foreach(lc, grants)
+		while (!page.done)
 		{
-			MqGrant    *g = lfirst(lc);
-
-			for (int i = 0; i < lengthof(op_map); i++)
-			{
-				const OpMap *m = &op_map[i];
-				bool		listed;
-				Change	   *c;
-
-				if (m->resource != kinds[k])
-					continue;
-				listed = (g->privs == MQ_PRIV_ALL) ? (m->privs == MQ_PRIV_ALL)
-					: (m->privs != MQ_PRIV_ALL && (g->privs & m->privs) != 0);
-				if (!listed || (f->operation != OP_ANY && f->operation != m->operation))
-					continue;
-				c = palloc0(sizeof(Change));
-				c->resource = kinds[k];
-				c->name = g->object;
-				c->grantee = g->grantee;
-				c->operation = m->operation;
-				c->privs = m->privs;
-				out = lappend(out, c);
-			}
+			if (MqKafkaOutOfTime(req, attempted))
+				return false;
+			page_matching(f, kinds[k], any_grantee, grantee, &page, out);
 		}
 	}
-	return out;
+	return true;
 }
 
 /*
@@ -411,9 +438,12 @@ run_change(MqKafkaRequest *req, Change *c, int *attempted)
 
 /*
  * A filter's bindings in *found, or its error (none: mqlog's absence) and
- * *message.  With attempted, the listing counts as a unit of the request's
- * time: a DeleteAcls of thousands of filters reads the catalog for
- * MQK_REQUEST_TIME_MS at most.
+ * *message.  The listing counts as units of the request's time, a unit
+ * per page of grants read (matching): a DescribeAcls that matches a
+ * million grants, or a DeleteAcls of thousands of filters, reads the
+ * catalog for MQK_REQUEST_TIME_MS at most.  A filter whose listing the
+ * time cut short is REQUEST_TIMED_OUT with none of its bindings, so a
+ * DeleteAcls revokes nothing for it.
  */
 static int16
 filter_run(MqKafkaRequest *req, const Binding *filter, char *none, int *attempted,
@@ -424,12 +454,18 @@ filter_run(MqKafkaRequest *req, const Binding *filter, char *none, int *attempte
 		return MQK_SECURITY_DISABLED;
 	if ((*message = filter_invalid(filter)) != NULL)
 		return MQK_INVALID_REQUEST;
-	if (attempted && MqKafkaOutOfTime(req, attempted))
+	if (MqKafkaOutOfTime(req, attempted))
 	{
 		*message = pstrdup(NOT_ATTEMPTED);
 		return MQK_REQUEST_TIMED_OUT;
 	}
-	*found = matching(filter);
+	if (!matching(req, filter, attempted, found))
+	{
+		*found = NIL;
+		*message = psprintf("the filter matches more grants than the request's time (%d ms) could read: narrow it to a resource name or a principal",
+							MQK_REQUEST_TIME_MS);
+		return MQK_REQUEST_TIMED_OUT;
+	}
 	return MQK_NONE;
 }
 
@@ -480,11 +516,12 @@ MqKafkaDescribeAcls(MqKafkaRequest *req, StringInfo out)
 	List	   *found;
 	int			nfound;
 	int			nresources = 0;
+	int			attempted = 0;
 
 	read_binding(req, &filter);
 	if (req->body.failed)
 		return MQK_CLOSE;
-	code = filter_run(req, &filter, no_grants(), NULL, &message, &found);
+	code = filter_run(req, &filter, no_grants(), &attempted, &message, &found);
 
 	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
 	MqKafkaWriteInt16(out, code);

@@ -296,7 +296,10 @@ create_error(int sqlerrcode, void *arg)
 		case ERRCODE_DUPLICATE_OBJECT:
 			return MQK_TOPIC_ALREADY_EXISTS;
 		case ERRCODE_INVALID_NAME:
-			return MQK_INVALID_TOPIC_EXCEPTION;
+			return MQK_INVALID_TOPIC_EXCEPTION;	/* also a name colliding modulo '.'/'_' */
+		case ERRCODE_RESERVED_NAME:
+			/* a Kafka internal topic's name: as Kafka refuses __cluster_metadata */
+			return MQK_INVALID_REQUEST;
 		case ERRCODE_LOCK_NOT_AVAILABLE:
 			return MQK_REQUEST_TIMED_OUT;	/* lock_timeout */
 		default:
@@ -475,8 +478,10 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
 /*
  * Metadata's auto-creation: name as CreateTopics would create it with -1
  * partitions and -1 replicas, as the request's role (so a role that may
- * not create topics is TOPIC_AUTHORIZATION_FAILED, an invalid name
- * INVALID_TOPIC_EXCEPTION, and neither creates anything).  A topic of
+ * not create topics is TOPIC_AUTHORIZATION_FAILED, an invalid name or one
+ * that collides with a topic's modulo '.' and '_' INVALID_TOPIC_EXCEPTION,
+ * a Kafka internal topic's name INVALID_REQUEST, and none of them creates
+ * anything).  A topic of
  * that name that another request created meanwhile (it committed while
  * this one waited on the name's unique index, or it is in etcd) is
  * TOPIC_ALREADY_EXISTS, which the caller takes as success: Kafka's

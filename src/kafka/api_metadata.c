@@ -224,6 +224,17 @@ auto_create_topic(MqKafkaRequest *req, MetaTopic *t, int *attempted, MemoryConte
 	}
 	else if (t->error == MQK_REQUEST_TIMED_OUT)
 		t->error = MQK_LEADER_NOT_AVAILABLE;	/* being created by another */
+	else if (t->error == MQK_INVALID_REQUEST)
+	{
+		/*
+		 * __consumer_offsets or __transaction_state: Kafka makes these as
+		 * its coordinators' internal topics, never a client's ordinary
+		 * one, and mqlog has neither (mqlog._check_topic_collision).  A
+		 * topic that does not exist and will not be created: as Kafka
+		 * answers with auto-creation off.
+		 */
+		t->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
+	}
 	else
 		ereport(DEBUG1,
 				(errmsg("Kafka client \"%s\" could not auto-create topic \"%s\": %s",

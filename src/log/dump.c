@@ -170,12 +170,17 @@ restore_begin(Oid relid)
 			restore.next = base;
 		if (sealed && next_offset >= 0)
 			restore.limit = next_offset;
-		/* a partition's active segment: its tail is read again from disk */
+		/*
+		 * A partition's active segment: its tail is read again from disk.
+		 * A parallel restore (pg_restore -j) may load the chain's row before
+		 * the topic's: then no partition of the topic has state to forget.
+		 */
 		if (!sealed)
 		{
-			MqTopic    *topic = MqTopicLookupById(topic_id);
+			MqTopic    *topic = MqTopicFindById(topic_id);
 
-			MqPartitionForgetTail(MqTopicPartition(topic, partition));
+			if (topic != NULL)
+				MqPartitionForgetTail(MqTopicPartition(topic, partition));
 		}
 	}
 	initStringInfo(&restore.buf);

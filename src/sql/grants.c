@@ -133,7 +133,7 @@ mqlog_grant_list(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
 	InitMaterializedSRF(fcinfo, 0);
-	put_grants(rsinfo, "topic", MqTopicGrants(NULL, true, InvalidOid));
-	put_grants(rsinfo, "group", MqGroupGrants(NULL, true, InvalidOid));
+	put_grants(rsinfo, "topic", MqTopicGrants(NULL, true, InvalidOid, NULL));
+	put_grants(rsinfo, "group", MqGroupGrants(NULL, true, InvalidOid, NULL));
 	return (Datum) 0;
 }

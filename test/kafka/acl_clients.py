@@ -26,6 +26,12 @@ a filter's name, principal and host may be null. One JSON object per line.
       -> "answered N timed_out T seconds S": a DeleteAcls v1 of COUNT
          filters that match nothing, how many filters were answered, how
          many REQUEST_TIMED_OUT, and how long it took
+  acl_clients.py BOOTSTRAP raw-describe-stall
+      -> {"error", "message", "bindings", "seconds", "other_seconds"}: a
+         DescribeAcls v1 of every binding on one connection and, just
+         after it, an ApiVersions on another: the DescribeAcls's answer,
+         how many bindings it listed and when it came, and when the other
+         connection's answer came (both from the DescribeAcls's sending)
   acl_clients.py BOOTSTRAP raw-hostile
       -> "truncated closed|answered", "absurd closed|answered" (a creation
          count of two billion), then "alive" if a DescribeAcls on a new
@@ -459,6 +465,35 @@ def raw_many(bootstrap, count):
     print('answered %d timed_out %d seconds %.2f' % (answered, timed_out, took))
 
 
+def raw_describe_stall(bootstrap):
+    import time
+    a, b = connect(bootstrap), connect(bootstrap)
+    a.settimeout(120)
+    b.settimeout(120)
+    body = w_binding([1, None, 1, None, None, 1, 1], 1)
+    header = struct.pack('>hhi', 29, 1, 1) + w_string('stall', False)
+    began = time.time()
+    a.sendall(struct.pack('>i', len(header) + len(body)) + header + body)
+    time.sleep(0.05)                       # the listener reads it first
+    other = struct.pack('>hhi', 18, 0, 2) + w_string('stall', False)
+    b.sendall(struct.pack('>i', len(other)) + other)
+    recv_all(b, struct.unpack('>i', recv_all(b, 4))[0])
+    other_seconds = time.time() - began
+    data = recv_all(a, struct.unpack('>i', recv_all(a, 4))[0])
+    seconds = time.time() - began
+    r = Reader(data, False)
+    r.take('i')
+    r.take('i')
+    code, message, n = r.take('h'), r.string(), 0
+    for _ in range(r.array()):
+        r.take('b'), r.string(), r.take('b')
+        for _ in range(r.array()):
+            r.string(), r.string(), r.take('b'), r.take('b')
+            n += 1
+    out({'error': code, 'message': message, 'bindings': n,
+         'seconds': seconds, 'other_seconds': other_seconds})
+
+
 def main():
     bootstrap, mode = sys.argv[1], sys.argv[2]
     args = sys.argv[3:]
@@ -468,6 +503,8 @@ def main():
         raw_many(bootstrap, int(args[0]))
     elif mode == 'raw-hostile':
         raw_hostile(bootstrap)
+    elif mode == 'raw-describe-stall':
+        raw_describe_stall(bootstrap)
     elif mode.startswith('rdkafka-'):
         getattr(RdKafka(bootstrap), mode[len('rdkafka-'):])(json.loads(args[0]))
     elif mode.startswith('kafka-python-'):

@@ -178,6 +178,24 @@ like($after, qr/^c_good\|2\|/m, 'c_good is in mqlog.topics');
 $after =~ s/^c_good\|.*\n//m;
 is($after, $before, 'and the failed ones changed nothing (c_orders keeps its config and partitions)');
 
+# Kafka's rules beyond the characters of a name: '.' and '_' collide (its
+# metric names), and the names of its internal topics are not a client's
+$before = catalog();
+$r = admin('confluent-create', encode_json([
+	{ name => 'c.good' },
+	{ name => 'c.orders' },
+	{ name => '__consumer_offsets' },
+	{ name => '__transaction_state' } ]));
+is(answer_of($r, 'c.good')->{error}, 17, 'c.good beside c_good: INVALID_TOPIC_EXCEPTION');
+like(answer_of($r, 'c.good')->{message}, qr/topic "c\.good" collides with existing topic "c_good"/,
+	'with a message naming the topic it collides with');
+is(answer_of($r, 'c.orders')->{error}, 17, 'c.orders beside c_orders: INVALID_TOPIC_EXCEPTION');
+is(answer_of($r, '__consumer_offsets')->{error}, 42, '__consumer_offsets: INVALID_REQUEST, as Kafka for its internal names');
+like(answer_of($r, '__consumer_offsets')->{message}, qr/topic name "__consumer_offsets" is reserved/,
+	'saying the name is reserved');
+is(answer_of($r, '__transaction_state')->{error}, 42, '__transaction_state: INVALID_REQUEST');
+is(catalog(), $before, 'none of them created anything');
+
 # kafka-python sends what confluent's client refuses to: its own checks
 $before = catalog();
 $r = admin('kafka-python-create', encode_json([

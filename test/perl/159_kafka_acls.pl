@@ -339,6 +339,42 @@ is($answered, 100000, 'a DeleteAcls of 100,000 filters is answered filter by fil
 ok($late > 0, "the filters past the request's 500 ms are REQUEST_TIMED_OUT ($late of them)");
 ok($secs < 20, "and the answer came in $secs s");
 note("DeleteAcls of 100,000 filters: $late timed out, answered in $secs s");
+
+# DescribeAcls of every binding when there are 400,000 grants: it reads
+# them a page at a time for the request's 500 ms at most, then answers
+# REQUEST_TIMED_OUT (narrow the filter), and a request of another
+# connection waits no longer than that.  (The grants are rows for roles
+# that are bare oids, loaded without the catalog's triggers.)
+my $audit_filter = [ $TOPIC, 'audit', $LITERAL, undef, undef, $ANY, $ANY ];
+my $audit_before = scalar @{ bindings(raw('ops', 1, 'describe', $audit_filter)) };
+$node->safe_psql('postgres', q{
+SET session_replication_role = replica;
+INSERT INTO mqlog.topic_acl (topic_id, grantee, privs)
+SELECT t.topic_id, (1000000 + g)::oid::regrole, 2
+  FROM mqlog.topic t, generate_series(1, 2500) g WHERE t.name = 'audit'});
+is(scalar @{ bindings(raw('ops', 1, 'describe', $audit_filter)) }, $audit_before + 2500,
+	'DescribeAcls of 2,500 grants more, read in pages of 1,000: every one listed once');
+$node->safe_psql('postgres', q{
+SET session_replication_role = replica;
+INSERT INTO mqlog.topic_acl (topic_id, grantee, privs)
+SELECT t.topic_id, (1000000 + g)::oid::regrole, 2
+  FROM mqlog.topic t, generate_series(2501, 400000) g WHERE t.name = 'audit'});
+{
+	my $r = run_as('ops', $python, $acls, $bootstrap, 'raw-describe-stall')->[0];
+	is($r->{error}, 7, 'DescribeAcls of 400,000 grants: REQUEST_TIMED_OUT');
+	like($r->{message}, qr/narrow it to a resource name or a principal/, 'saying how to ask');
+	is($r->{bindings}, 0, 'with no bindings (not a partial list)');
+	cmp_ok($r->{seconds}, '<', 3, sprintf('answered in %.2f s', $r->{seconds}));
+	cmp_ok($r->{other_seconds}, '<', 3, sprintf('another connection\'s ApiVersions waited %.2f s', $r->{other_seconds}));
+	note(sprintf('DescribeAcls of 400,000 grants: answered in %.2f s, the other connection in %.2f s',
+		$r->{seconds}, $r->{other_seconds}));
+	# a narrow filter is served as before
+	$r = raw('ops', 1, 'describe', [ $TOPIC, 'audit', $LITERAL, 'User:app', undef, $ANY, $ANY ]);
+	is($r->[0]{error}, 0, 'a filter naming the topic and principal: answered');
+}
+$node->safe_psql('postgres', q{
+SET session_replication_role = replica;
+DELETE FROM mqlog.topic_acl WHERE grantee::oid > 1000000});
 is( $node->safe_psql('postgres',
 		q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mqlog kafka listener'}),
 	$pid, 'the same listener process');

@@ -244,6 +244,49 @@ is(topic_count(), $n + 2, 'two topics more');
 is_deeply(metadata(1, 1, 'bad name'), { 'bad name' => [ 17, 0, undef ] }, 'an invalid name: INVALID_TOPIC_EXCEPTION');
 is(topic_count(), $n + 2, '... nothing created');
 
+# Kafka's rules beyond the characters: a name that collides with a topic's
+# modulo '.' and '_' is INVALID_TOPIC_EXCEPTION, and Kafka's internal
+# topics are never a client's ordinary topic (mqlog has none of them: the
+# answer is as for a topic that does not exist and will not be created)
+q1(q{SELECT mq_create_topic('dotted_name')});
+$n = topic_count();
+is_deeply(metadata(4, 1, 'dotted.name', 'dotted_name'), { 'dotted.name' => [ 17, 0, undef ], 'dotted_name' => [ 0, 1, 0 ] },
+	'dotted.name beside dotted_name: INVALID_TOPIC_EXCEPTION (and dotted_name described)');
+is_deeply(metadata(1, 1, '__consumer_offsets', '__transaction_state'),
+	{ '__consumer_offsets' => [ 3, 0, undef ], '__transaction_state' => [ 3, 0, undef ] },
+	'__consumer_offsets and __transaction_state: UNKNOWN_TOPIC_OR_PARTITION, not created');
+{
+	my ($ok, $out, $err) = kcat_produce('dotted.name', 'x');
+	ok(!$ok, 'kcat cannot produce to dotted.name') or diag($err);
+}
+is(topic_count(), $n, '... nothing created');
+my ($sql_ret, $sql_out, $sql_err) = $node->psql('postgres', q{SELECT mq_create_topic('dotted.name')});
+like($sql_err, qr/topic "dotted\.name" collides with existing topic "dotted_name"/, 'mq_create_topic refuses the collision too');
+# a replicated topic of the cluster held elsewhere (a row of this node's
+# copy of the directory, as the cluster sync writes it) collides too
+q1(q{INSERT INTO mqlog.cluster_partition VALUES ('far.away', 0, 'u-1', '{n2}', 'n2', 0, '{n2}', 1)});
+($sql_ret, $sql_out, $sql_err) = $node->psql('postgres', q{SELECT mq_create_topic('far_away')});
+like($sql_err, qr/topic "far_away" collides with existing topic "far\.away"/, 'and with a replicated topic of the cluster held elsewhere');
+q1(q{DELETE FROM mqlog.cluster_partition});
+($sql_ret, $sql_out, $sql_err) = $node->psql('postgres', q{SELECT mq_create_topic('__consumer_offsets')});
+like($sql_err, qr/topic name "__consumer_offsets" is reserved/, 'and Kafka\'s internal names');
+is(topic_count(), $n, '... nothing created');
+{
+	# a SQL transaction creating race.dot, still open: the listener's
+	# creation of race_dot waits on the collision index, 500 ms at most,
+	# then the collision once it commits
+	my $bg = $node->background_psql('postgres', on_error_stop => 1);
+	$bg->query_safe(q{BEGIN; SELECT mq_create_topic('race.dot')});
+	is_deeply(metadata(4, 1, 'race_dot'), { race_dot => [ 5, 0, undef ] },
+		'race_dot while race.dot is being created: LEADER_NOT_AVAILABLE');
+	$bg->query_safe('COMMIT');
+	$bg->quit;
+	is_deeply(metadata(4, 1, 'race_dot'), { race_dot => [ 17, 0, undef ] }, '... then INVALID_TOPIC_EXCEPTION');
+	is(q1(q{SELECT string_agg(topic, ',') FROM mqlog.topics WHERE topic LIKE 'race_dot' OR topic = 'race.dot'}),
+		'race.dot', '... race.dot alone was created');
+}
+$n = topic_count();
+
 # --- concurrent creators -----------------------------------------------------------
 
 {
