@@ -577,6 +577,9 @@ extern MqKafkaBroker *MqKafkaBrokers(int *nbrokers);
  */
 extern char *MqKafkaClusterId(void);
 extern int32 MqKafkaControllerId(const MqKafkaBroker *brokers, int nbrokers);
+/* the listed brokers, as Metadata and DescribeCluster answer them */
+extern void MqKafkaWriteBrokers(StringInfo out, const MqKafkaBroker *brokers, int nbrokers,
+								bool flex, bool with_rack);
 extern const MqKafkaBroker *MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nbrokers,
 											const char *node);
 extern int16 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition);
