@@ -45,6 +45,10 @@ import time
 
 from kwire import kstr, raw_request
 
+# the classic string of kwire.py, by the name the clients that import it
+# from here use (cluster.py)
+raw_string = kstr
+
 BASE_TS = 1700000000000
 SASL_USER = os.environ.get('MQK_SASL_USER')
 SASL_PASSWORD = os.environ.get('MQK_SASL_PASSWORD')

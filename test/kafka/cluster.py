@@ -35,8 +35,8 @@ import struct
 import sys
 import time
 
-from clients import raw_connect
-from kwire import Reader, kstr, raw_request
+from admin_clients import Reader
+from clients import raw_connect, raw_request, raw_string
 
 
 def int32s(r):
@@ -132,7 +132,7 @@ def raw_errors(bootstrap, topic, partition):
                                   batch_size=1 << 20)
     b.append(0, timestamp=int(time.time() * 1000), key=None, value=b'raw', headers=[])
     batch = bytes(b.build())
-    t = kstr(topic.encode())
+    t = raw_string(topic.encode())
     s = raw_connect(bootstrap)
     # Produce v3: transactional_id null, acks -1, timeout, [topic [partition records]]
     body = struct.pack('>hhi', -1, -1, 10000) + struct.pack('>i', 1) + t + \
@@ -168,11 +168,11 @@ def raw_errors(bootstrap, topic, partition):
 
 
 def raw_admin(bootstrap, topic, partition):
-    t = kstr(topic.encode())
+    t = raw_string(topic.encode())
     s = raw_connect(bootstrap)
     # OffsetCommit v2: group, generation -1, member "", retention -1, [topic [partition offset metadata]]
-    body = kstr(b'g126') + struct.pack('>i', -1) + kstr(b'') + struct.pack('>q', -1) + \
-        struct.pack('>i', 1) + t + struct.pack('>iiq', 1, partition, 1) + kstr(b'')
+    body = raw_string(b'g126') + struct.pack('>i', -1) + raw_string(b'') + struct.pack('>q', -1) + \
+        struct.pack('>i', 1) + t + struct.pack('>iiq', 1, partition, 1) + raw_string(b'')
     r = Reader(raw_request(s, 8, 2, 1, body))
     r.take('>i')
     r.take('>i')
