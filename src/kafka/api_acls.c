@@ -554,41 +554,81 @@ MqKafkaDescribeAcls(MqKafkaRequest *req, StringInfo out)
 	return MQK_RESPOND;
 }
 
-MqKafkaOutcome
-MqKafkaCreateAcls(MqKafkaRequest *req, StringInfo out)
+/* one CreateAcls creation's result: the binding made, or why not */
+static void
+write_creation(StringInfo out, MqKafkaRequest *req, const Binding *binding, char *none,
+			   int *attempted)
+{
+	Change		c = {0};
+
+	if ((c.error = creation_of(binding, &c, &c.message)) == MQK_NONE)
+	{
+		if (none)
+		{
+			c.error = MQK_SECURITY_DISABLED;
+			c.message = none;
+		}
+		else
+			run_change(req, &c, attempted);
+	}
+	MqKafkaWriteInt16(out, c.error);
+	MqKafkaWriteString(out, req->flexible, c.message);
+}
+
+/*
+ * One DeleteAcls filter's result: each binding the filter matched,
+ * revoked on its own, with the outcome of each
+ */
+static void
+write_deletion(StringInfo out, MqKafkaRequest *req, const Binding *filter, char *none,
+			   int *attempted)
+{
+	bool		f = req->flexible;
+	char	   *message;
+	List	   *found;
+	int16		code = filter_run(req, filter, none, attempted, &message, &found);
+	ListCell   *lc;
+
+	foreach(lc, found)
+		run_change(req, lfirst(lc), attempted);
+	MqKafkaWriteInt16(out, code);
+	MqKafkaWriteString(out, f, message);
+	MqKafkaWriteArrayLen(out, f, list_length(found));
+	foreach(lc, found)
+	{
+		Change	   *c = lfirst(lc);
+
+		MqKafkaWriteInt16(out, c->error);
+		MqKafkaWriteString(out, f, c->message);
+		write_binding_of(out, req, c, true);
+		MqKafkaWriteTags(out, f);
+	}
+}
+
+/*
+ * CreateAcls and DeleteAcls alike: a list of bindings (filters, for a
+ * deletion), each answered in its turn, all within the request's time
+ */
+static MqKafkaOutcome
+change_acls(MqKafkaRequest *req, StringInfo out, bool deleting)
 {
 	bool		f = req->flexible;
 	int32		n;
 	Binding    *bindings = read_bindings(req, &n);
-	Change	   *changes;
 	char	   *none;
 	int			attempted = 0;
 
 	if (bindings == NULL)
 		return MQK_CLOSE;
-	changes = palloc0(sizeof(Change) * (n + 1));
 	none = no_grants();
-	for (int i = 0; i < n; i++)
-	{
-		Change	   *c = &changes[i];
-
-		if ((c->error = creation_of(&bindings[i], c, &c->message)) != MQK_NONE)
-			continue;
-		if (none)
-		{
-			c->error = MQK_SECURITY_DISABLED;
-			c->message = none;
-		}
-		else
-			run_change(req, c, &attempted);
-	}
-
 	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
 	MqKafkaWriteArrayLen(out, f, n);
 	for (int i = 0; i < n; i++)
 	{
-		MqKafkaWriteInt16(out, changes[i].error);
-		MqKafkaWriteString(out, f, changes[i].message);
+		if (deleting)
+			write_deletion(out, req, &bindings[i], none, &attempted);
+		else
+			write_creation(out, req, &bindings[i], none, &attempted);
 		MqKafkaWriteTags(out, f);
 	}
 	MqKafkaWriteTags(out, f);
@@ -596,44 +636,13 @@ MqKafkaCreateAcls(MqKafkaRequest *req, StringInfo out)
 }
 
 MqKafkaOutcome
+MqKafkaCreateAcls(MqKafkaRequest *req, StringInfo out)
+{
+	return change_acls(req, out, false);
+}
+
+MqKafkaOutcome
 MqKafkaDeleteAcls(MqKafkaRequest *req, StringInfo out)
 {
-	bool		f = req->flexible;
-	int32		n;
-	Binding    *filters = read_bindings(req, &n);
-	char	   *none;
-	int			attempted = 0;
-
-	if (filters == NULL)
-		return MQK_CLOSE;
-
-	none = no_grants();
-	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
-	MqKafkaWriteArrayLen(out, f, n);
-	for (int i = 0; i < n; i++)
-	{
-		char	   *message;
-		List	   *found;
-		int16		code = filter_run(req, &filters[i], none, &attempted, &message, &found);
-		ListCell   *lc;
-
-		/* each binding the filter matched, revoked on its own */
-		foreach(lc, found)
-			run_change(req, lfirst(lc), &attempted);
-		MqKafkaWriteInt16(out, code);
-		MqKafkaWriteString(out, f, message);
-		MqKafkaWriteArrayLen(out, f, list_length(found));
-		foreach(lc, found)
-		{
-			Change	   *c = lfirst(lc);
-
-			MqKafkaWriteInt16(out, c->error);
-			MqKafkaWriteString(out, f, c->message);
-			write_binding_of(out, req, c, true);
-			MqKafkaWriteTags(out, f);
-		}
-		MqKafkaWriteTags(out, f);
-	}
-	MqKafkaWriteTags(out, f);
-	return MQK_RESPOND;
+	return change_acls(req, out, true);
 }

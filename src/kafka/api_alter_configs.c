@@ -312,10 +312,7 @@ alter_configs(MqKafkaRequest *req, StringInfo out, bool incremental)
 	char	  **keys;
 	bool	   *dup;
 	bool		validate_only;
-	MemoryContext scratch;
-	MqKafkaTopicSet known;
-	int			attempted = 0;
-	Oid			fn;
+	MqKafkaAdminWalk walk;
 	static const Oid alter_args[] = {TEXTOID, JSONBOID};
 
 	if (n < 0)
@@ -352,10 +349,8 @@ alter_configs(MqKafkaRequest *req, StringInfo out, bool incremental)
 	if (r->failed)
 		return MQK_CLOSE;
 
-	fn = MqKafkaExtensionFunction("mq_alter_topic", lengthof(alter_args), alter_args);
-	MqKafkaKnownTopics(&known);
-	scratch = AllocSetContextCreate(CurrentMemoryContext, "Kafka AlterConfigs resource",
-									ALLOCSET_DEFAULT_SIZES);
+	MqKafkaAdminBegin(&walk, req, "mq_alter_topic", lengthof(alter_args), alter_args,
+					  "Kafka AlterConfigs resource");
 	dup = MqKafkaDuplicates(keys, n);
 	for (int i = 0; i < n; i++)
 	{
@@ -370,16 +365,9 @@ alter_configs(MqKafkaRequest *req, StringInfo out, bool incremental)
 		precheck_resource(res);
 		if (res->error != MQK_NONE)
 			continue;
-		if (!OidIsValid(fn) || !MqKafkaKnownTopic(&known, res->name))
-			res->error = MqKafkaMissingTopicError(res->name, "alter it", &res->message);
-		else if (MqKafkaOutOfTime(req, &attempted))
-			res->error = MQK_REQUEST_TIMED_OUT;
-		else
-		{
-			res->fn = fn;
-			res->error = MqKafkaTryInScratch(alter_topic, res, alter_error, !validate_only, scratch,
-											 &res->message);
-		}
+		res->fn = walk.fn;
+		res->error = MqKafkaAdminTry(&walk, res->name, "alter it", alter_topic, res, alter_error,
+									 !validate_only, &res->message);
 	}
 
 	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */

@@ -254,6 +254,48 @@ MqKafkaTryInScratch(void (*fn) (void *arg), void *arg, int16 (*map) (int sqlerrc
 	return code;
 }
 
+/*
+ * The walk the topic admin handlers make over a request's units (a topic,
+ * a resource, a partition), which every one of them makes alike: the SQL
+ * function and the topics held here are looked up once, and each unit
+ * runs in the one scratch context, within the request's time.
+ */
+void
+MqKafkaAdminBegin(MqKafkaAdminWalk *walk, MqKafkaRequest *req, const char *function,
+				  int nargs, const Oid *argtypes, const char *unit)
+{
+	walk->req = req;
+	walk->fn = MqKafkaExtensionFunction(function, nargs, argtypes);
+	MqKafkaKnownTopics(&walk->known);
+	walk->scratch = AllocSetContextCreate(CurrentMemoryContext, "Kafka admin unit",
+										  ALLOCSET_DEFAULT_SIZES);
+	/* a context's name must be a constant: the unit's kind is its identifier */
+	MemoryContextSetIdentifier(walk->scratch, unit);
+	walk->attempted = 0;
+}
+
+int16
+MqKafkaAdminMissing(MqKafkaAdminWalk *walk, const char *topic, const char *what, char **message)
+{
+	if (OidIsValid(walk->fn) && MqKafkaKnownTopic(&walk->known, topic))
+		return MQK_NONE;
+	return MqKafkaMissingTopicError(topic, what, message);
+}
+
+int16
+MqKafkaAdminTry(MqKafkaAdminWalk *walk, const char *topic, const char *what,
+				void (*fn) (void *arg), void *arg, int16 (*map) (int sqlerrcode, void *arg),
+				bool keep, char **message)
+{
+	int16		code = MqKafkaAdminMissing(walk, topic, what, message);
+
+	if (code != MQK_NONE)
+		return code;
+	if (MqKafkaOutOfTime(walk->req, &walk->attempted))
+		return MQK_REQUEST_TIMED_OUT;
+	return MqKafkaTryInScratch(fn, arg, map, keep, walk->scratch, message);
+}
+
 /* one topic's creation, in a subtransaction (MqKafkaTryInScratch) */
 static void
 create_topic(void *arg)
@@ -534,9 +576,7 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 	DeleteTopic *topics;
 	char	  **names;
 	bool	   *dup;
-	MemoryContext scratch;
-	MqKafkaTopicSet known;
-	Oid			fn;
+	MqKafkaAdminWalk walk;
 	static const Oid drop_args[] = {TEXTOID};
 
 	if (n < 0)
@@ -550,10 +590,8 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 	if (r->failed)
 		return MQK_CLOSE;
 
-	fn = MqKafkaExtensionFunction("mq_drop_topic", lengthof(drop_args), drop_args);
-	MqKafkaKnownTopics(&known);
-	scratch = AllocSetContextCreate(CurrentMemoryContext, "Kafka DeleteTopics topic",
-									ALLOCSET_DEFAULT_SIZES);
+	MqKafkaAdminBegin(&walk, req, "mq_drop_topic", lengthof(drop_args), drop_args,
+					  "Kafka DeleteTopics topic");
 	dup = MqKafkaDuplicates(names, n);
 	for (int i = 0; i < n; i++)
 	{
@@ -562,19 +600,13 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 
 		if (dup[i])
 			t->error = MQK_INVALID_REQUEST;
-		else if (!OidIsValid(fn))
+		else if (!OidIsValid(walk.fn))
 			t->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
-		else if (!MqKafkaKnownTopic(&known, t->name))
+		/* a replicated topic held elsewhere is dropped where it is held */
+		else if ((t->error = MqKafkaAdminMissing(&walk, t->name, NULL, NULL)) == MQK_NONE)
 		{
-			/* a replicated topic held elsewhere is dropped where it is held */
-			t->error = MqKafkaClusterTopicError(t->name);
-			if (t->error == MQK_NONE)
-				t->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
-		}
-		else
-		{
-			t->fn = fn;
-			t->error = MqKafkaTryInScratch(delete_topic, t, NULL, true, scratch, &message);
+			t->fn = walk.fn;
+			t->error = MqKafkaTryInScratch(delete_topic, t, NULL, true, walk.scratch, &message);
 		}
 	}
 

@@ -133,10 +133,7 @@ MqKafkaCreatePartitions(MqKafkaRequest *req, StringInfo out)
 	char	  **names;
 	bool	   *dup;
 	bool		validate_only;
-	MemoryContext scratch;
-	MqKafkaTopicSet known;
-	int			attempted = 0;
-	Oid			fn;
+	MqKafkaAdminWalk walk;
 	static const Oid add_args[] = {TEXTOID, INT4OID};
 
 	if (n < 0)
@@ -172,10 +169,8 @@ MqKafkaCreatePartitions(MqKafkaRequest *req, StringInfo out)
 	if (r->failed)
 		return MQK_CLOSE;
 
-	fn = MqKafkaExtensionFunction("mq_add_partitions", lengthof(add_args), add_args);
-	MqKafkaKnownTopics(&known);
-	scratch = AllocSetContextCreate(CurrentMemoryContext, "Kafka CreatePartitions topic",
-									ALLOCSET_DEFAULT_SIZES);
+	MqKafkaAdminBegin(&walk, req, "mq_add_partitions", lengthof(add_args), add_args,
+					  "Kafka CreatePartitions topic");
 	dup = MqKafkaDuplicates(names, n);
 	for (int i = 0; i < n; i++)
 	{
@@ -186,15 +181,11 @@ MqKafkaCreatePartitions(MqKafkaRequest *req, StringInfo out)
 			t->error = MQK_INVALID_REQUEST;
 			t->message = psprintf("topic \"%s\" is named more than once in the request", t->name);
 		}
-		else if (!OidIsValid(fn) || !MqKafkaKnownTopic(&known, t->name))
-			t->error = MqKafkaMissingTopicError(t->name, "add its partitions", &t->message);
-		else if (MqKafkaOutOfTime(req, &attempted))
-			t->error = MQK_REQUEST_TIMED_OUT;
 		else
 		{
-			t->fn = fn;
-			t->error = MqKafkaTryInScratch(grow_topic, t, grow_error, !validate_only, scratch,
-										   &t->message);
+			t->fn = walk.fn;
+			t->error = MqKafkaAdminTry(&walk, t->name, "add its partitions", grow_topic, t,
+									   grow_error, !validate_only, &t->message);
 		}
 	}
 

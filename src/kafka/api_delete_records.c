@@ -98,10 +98,7 @@ MqKafkaDeleteRecords(MqKafkaRequest *req, StringInfo out)
 	bool		flex = req->flexible;
 	int32		n = MqKafkaReadArrayLen(r, flex, flex ? 3 : 6);
 	DeleteTopicRecords *topics;
-	MemoryContext scratch;
-	MqKafkaTopicSet known;
-	int			attempted = 0;
-	Oid			fn;
+	MqKafkaAdminWalk walk;
 	static const Oid delete_args[] = {TEXTOID, INT4OID, INT8OID};
 
 	if (n < 0)
@@ -129,38 +126,29 @@ MqKafkaDeleteRecords(MqKafkaRequest *req, StringInfo out)
 	if (r->failed)
 		return MQK_CLOSE;
 
-	fn = MqKafkaExtensionFunction("mq_delete_records", lengthof(delete_args), delete_args);
-	MqKafkaKnownTopics(&known);
-	scratch = AllocSetContextCreate(CurrentMemoryContext, "Kafka DeleteRecords partition",
-									ALLOCSET_DEFAULT_SIZES);
+	MqKafkaAdminBegin(&walk, req, "mq_delete_records", lengthof(delete_args), delete_args,
+					  "Kafka DeleteRecords partition");
 	for (int i = 0; i < n; i++)
 	{
 		DeleteTopicRecords *t = &topics[i];
-		int16		topic_error = MQK_NONE;
+		int16		topic_error = MqKafkaAdminMissing(&walk, t->name, NULL, NULL);
 
-		if (!OidIsValid(fn) || !MqKafkaKnownTopic(&known, t->name))
-			topic_error = MqKafkaMissingTopicError(t->name, NULL, NULL);
 		for (int p = 0; p < t->npartitions; p++)
 		{
 			DeletePartition *part = &t->partitions[p];
-			DeleteUnit	u = {t->name, part, fn};
-			char	   *message;
+			DeleteUnit	u = {t->name, part, walk.fn};
+			char	   *message = NULL;
+			int16		code = topic_error;
 
 			part->low_watermark = -1;
-			if (topic_error != MQK_NONE)
-				part->error = topic_error;
-			else if (MqKafkaOutOfTime(req, &attempted))
-				part->error = MQK_REQUEST_TIMED_OUT;
-			else
+			/* a partition the topic lacks: the unit sets its error itself */
+			if (code == MQK_NONE)
+				code = MqKafkaAdminTry(&walk, t->name, NULL, delete_records, &u, delete_error,
+									   true, &message);
+			if (code != MQK_NONE)
 			{
-				int16		code = MqKafkaTryInScratch(delete_records, &u, delete_error, true, scratch,
-													   &message);
-
-				if (code != MQK_NONE)
-				{
-					part->error = code;
-					part->low_watermark = -1;
-				}
+				part->error = code;
+				part->low_watermark = -1;
 			}
 		}
 	}

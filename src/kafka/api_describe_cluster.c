@@ -57,7 +57,6 @@ MqKafkaDescribeCluster(MqKafkaRequest *req, StringInfo out)
 	int8		endpoint_type = ENDPOINT_BROKERS;
 	MqKafkaBroker *brokers;
 	int			nbrokers;
-	int			nlisted = 0;
 
 	(void) MqKafkaReadInt8(r);	/* include_cluster_authorized_operations */
 	if (v >= 1)
@@ -82,25 +81,13 @@ MqKafkaDescribeCluster(MqKafkaRequest *req, StringInfo out)
 		return MQK_RESPOND;
 	}
 	brokers = MqKafkaBrokers(&nbrokers);
-	for (int i = 0; i < nbrokers; i++)
-		nlisted += brokers[i].listed;
 	MqKafkaWriteInt16(out, MQK_NONE);
 	MqKafkaWriteString(out, true, NULL);	/* error_message */
 	if (v >= 1)
 		MqKafkaWriteInt8(out, endpoint_type);
 	MqKafkaWriteString(out, true, MqKafkaClusterId());
 	MqKafkaWriteInt32(out, MqKafkaControllerId(brokers, nbrokers));
-	MqKafkaWriteArrayLen(out, true, nlisted);
-	for (int i = 0; i < nbrokers; i++)
-	{
-		if (!brokers[i].listed)
-			continue;
-		MqKafkaWriteInt32(out, brokers[i].id);
-		MqKafkaWriteString(out, true, brokers[i].host);
-		MqKafkaWriteInt32(out, brokers[i].port);
-		MqKafkaWriteString(out, true, brokers[i].rack);
-		MqKafkaWriteTags(out, true);
-	}
+	MqKafkaWriteBrokers(out, brokers, nbrokers, true, true);
 	MqKafkaWriteInt32(out, PG_INT32_MIN);	/* cluster_authorized_operations */
 	MqKafkaWriteTags(out, true);
 	return MQK_RESPOND;

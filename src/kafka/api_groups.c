@@ -26,7 +26,9 @@
  * a group has members here the groups layer knows it is held
  * (MqGroupHostExternally), so that SQL sessions cannot join a group of the
  * same name meanwhile; a join of a group that has SQL members is refused
- * with INCONSISTENT_GROUP_PROTOCOL.
+ * with INCONSISTENT_GROUP_PROTOCOL.  What mqlog.group_members shows of the
+ * groups is group_members.c's: the tick hands it a snapshot of each group
+ * that moved (publish_if_changed), and it never calls back here.
  *
  * On a cluster a group has one coordinator, the node that holds its claim
  * in etcd (coordinator.c): FindCoordinator names that node's broker, and
@@ -58,6 +60,7 @@
 
 #include "cluster/metadata.h"
 #include "groups/groups.h"
+#include "kafka/group_members.h"
 #include "kafka/kafka_internal.h"
 
 #define MIN_SESSION_TIMEOUT_MS	1000
@@ -508,102 +511,8 @@ remove_member(Group *g, Member *m, const char *why)
 }
 
 /* ------------------------------------------------------------------------
- * What mqlog.group_members shows of the groups (groups/external_members.c)
+ * What mqlog.group_members shows of the groups (group_members.c)
  * ------------------------------------------------------------------------ */
-
-static MemoryContext publish_cxt = NULL;
-
-/* the index of a topic name in the entry's topics, added if new; -1: no room */
-static int
-topic_index(MqExternalMember *e, const char *name)
-{
-	int			pos = 0;
-	int			len = strlen(name);
-
-	for (int i = 0; i < e->ntopics; i++)
-	{
-		if (strcmp(e->topics + pos, name) == 0)
-			return i;
-		pos += strlen(e->topics + pos) + 1;
-	}
-	if (pos + len + 1 > MQ_EXT_TOPICS_LEN)
-	{
-		e->truncated = true;
-		return -1;
-	}
-	memcpy(e->topics + pos, name, len + 1);
-	return e->ntopics++;
-}
-
-/*
- * The topics of a member's subscription, from Kafka's consumer protocol
- * encoding (ConsumerProtocolSubscription, whose topics come first in every
- * version), in the current memory context; metadata of another protocol
- * type names none
- */
-static List *
-subscription_topics(const char *metadata, int metadata_len)
-{
-	MqKafkaReader r;
-	int32		n;
-	List	   *topics = NIL;
-
-	if (metadata == NULL || metadata_len <= 0)
-		return NIL;
-	MqKafkaReaderInit(&r, metadata, metadata_len);
-	(void) MqKafkaReadInt16(&r);
-	n = MqKafkaReadArrayLen(&r, false, 2);
-	for (int i = 0; i < n && !r.failed; i++)
-	{
-		char	   *name = MqKafkaReadString(&r, false, NULL);
-
-		if (name != NULL)
-			topics = lappend(topics, name);
-	}
-	return topics;
-}
-
-/*
- * A member's subscription and assignment (ConsumerProtocolAssignment,
- * whose topics come first in every version too)
- */
-static void
-decode_consumer(MqExternalMember *e, const char *metadata, int metadata_len,
-				const char *assignment, int assignment_len)
-{
-	MqKafkaReader r;
-	int32		n;
-	ListCell   *lc;
-
-	foreach(lc, subscription_topics(metadata, metadata_len))
-		(void) topic_index(e, lfirst(lc));
-	e->nsubscribed = e->ntopics;
-	if (assignment == NULL || assignment_len <= 0)
-		return;
-	MqKafkaReaderInit(&r, assignment, assignment_len);
-	(void) MqKafkaReadInt16(&r);
-	n = MqKafkaReadArrayLen(&r, false, 6);
-	for (int i = 0; i < n && !r.failed; i++)
-	{
-		char	   *name = MqKafkaReadString(&r, false, NULL);
-		int32		np = MqKafkaReadArrayLen(&r, false, 4);
-		int			t = name ? topic_index(e, name) : -1;
-
-		for (int p = 0; p < np && !r.failed; p++)
-		{
-			int32		partition = MqKafkaReadInt32(&r);
-
-			if (t < 0 || e->nassigned >= MQ_EXT_ASSIGNED)
-			{
-				e->truncated = true;
-				continue;
-			}
-			e->assigned[e->nassigned].topic = t;
-			e->assigned[e->nassigned].partition = partition;
-			e->nassigned++;
-		}
-	}
-}
 
 /*
  * Publish the group's members if anything the view shows moved since the
@@ -615,8 +524,6 @@ publish_if_changed(Group *g)
 {
 	uint64		sig = ((uint64) g->generation << 8) ^ (uint64) g->state;
 	MqKafkaGroupInfo info;
-	MqExternalMember *entries;
-	MemoryContext old;
 	ListCell   *lc;
 
 	foreach(lc, g->members)
@@ -629,33 +536,9 @@ publish_if_changed(Group *g)
 	if (sig == g->published)
 		return;
 	g->published = sig;
-	if (publish_cxt == NULL)
-		publish_cxt = AllocSetContextCreate(TopMemoryContext, "mqlog kafka group publishing",
-											ALLOCSET_SMALL_SIZES);
-	old = MemoryContextSwitchTo(publish_cxt);
 	(void) MqKafkaGroupInfoOf(g->name, &info);
-	entries = palloc0(sizeof(MqExternalMember) * Max(info.nmembers, 1));
-	for (int i = 0; i < info.nmembers; i++)
-	{
-		MqKafkaGroupMember *m = &info.members[i];
-		MqExternalMember *e = &entries[i];
-
-		strlcpy(e->member_id, m->member_id, MQ_MEMBER_ID_LEN);
-		strlcpy(e->client_id, m->client_id, MQ_EXT_CLIENT_LEN);
-		/* without Kafka's "/": the view's client_addr is an inet */
-		strlcpy(e->client_host, m->client_host[0] == '/' ? m->client_host + 1 : m->client_host,
-				MQ_EXT_CLIENT_LEN);
-		strlcpy(e->protocol, g->protocol ? g->protocol : "", MQ_EXT_PROTOCOL_LEN);
-		e->generation = info.generation;
-		e->joined_at = m->joined_at;
-		e->last_seen = m->last_seen;
-		/* the assignment once synced, else none yet */
-		decode_consumer(e, m->metadata, m->metadata_len,
-						m->assignment, m->assignment_len);
-	}
-	(void) MqExternalMembersPublish(g->name, entries, info.nmembers);
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(publish_cxt);
+	MqKafkaPublishGroupMembers(g->name, g->protocol, &info);
+	pfree(info.members);
 }
 
 /*
@@ -1465,7 +1348,7 @@ MqKafkaGroupSubscribes(const char *group, const char *topic)
 	{
 		ListCell   *lc;
 
-		foreach(lc, subscription_topics(info.members[i].metadata, info.members[i].metadata_len))
+		foreach(lc, MqKafkaSubscriptionTopics(info.members[i].metadata, info.members[i].metadata_len))
 			if (strcmp(lfirst(lc), topic) == 0)
 				return true;
 	}

@@ -389,7 +389,6 @@ MqKafkaMetadata(MqKafkaRequest *req, StringInfo out)
 	bool		allow_create = true;	/* v0-v3: always, as Kafka */
 	MqKafkaBroker *brokers;
 	int			nbrokers;
-	int			nlisted = 0;
 	int32		controller;
 	MetaTopic  *topics;
 	int			count = 0;
@@ -415,20 +414,7 @@ MqKafkaMetadata(MqKafkaRequest *req, StringInfo out)
 		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
 	brokers = MqKafkaBrokers(&nbrokers);
 	controller = MqKafkaControllerId(brokers, nbrokers);
-	for (int i = 0; i < nbrokers; i++)
-		nlisted += brokers[i].listed;
-	MqKafkaWriteArrayLen(out, flex, nlisted);
-	for (int i = 0; i < nbrokers; i++)
-	{
-		if (!brokers[i].listed)
-			continue;
-		MqKafkaWriteInt32(out, brokers[i].id);
-		MqKafkaWriteString(out, flex, brokers[i].host);
-		MqKafkaWriteInt32(out, brokers[i].port);
-		if (v >= 1)
-			MqKafkaWriteString(out, flex, brokers[i].rack);
-		MqKafkaWriteTags(out, flex);
-	}
+	MqKafkaWriteBrokers(out, brokers, nbrokers, flex, v >= 1);
 	if (v >= 2)
 		MqKafkaWriteString(out, flex, MqKafkaClusterId());
 	if (v >= 1)

@@ -222,6 +222,29 @@ MqKafkaClusterId(void)
 	return psprintf("mqlog-" UINT64_FORMAT, GetSystemIdentifier());
 }
 
+/* each listed broker with its rack (NULL: none); with_rack: the version has the field */
+void
+MqKafkaWriteBrokers(StringInfo out, const MqKafkaBroker *brokers, int nbrokers, bool flex,
+					bool with_rack)
+{
+	int			nlisted = 0;
+
+	for (int i = 0; i < nbrokers; i++)
+		nlisted += brokers[i].listed;
+	MqKafkaWriteArrayLen(out, flex, nlisted);
+	for (int i = 0; i < nbrokers; i++)
+	{
+		if (!brokers[i].listed)
+			continue;
+		MqKafkaWriteInt32(out, brokers[i].id);
+		MqKafkaWriteString(out, flex, brokers[i].host);
+		MqKafkaWriteInt32(out, brokers[i].port);
+		if (with_rack)
+			MqKafkaWriteString(out, flex, brokers[i].rack);
+		MqKafkaWriteTags(out, flex);
+	}
+}
+
 /* the lowest listed broker (MqKafkaBrokers lists them in id order) */
 int32
 MqKafkaControllerId(const MqKafkaBroker *brokers, int nbrokers)

@@ -464,6 +464,35 @@ extern int16 MqKafkaTryInScratch(void (*fn) (void *arg), void *arg,
 								 bool keep, MemoryContext scratch, char **message);
 
 /*
+ * A topic admin request's walk over its units (api_create_delete_topics.c):
+ * Begin looks up the SQL function (fn: InvalidOid when mqlog is not
+ * installed) and the topics held here, and makes the scratch context
+ * (unit, a constant string, names what it holds).  Missing: MQK_NONE for a topic the function can
+ * act on here, else its error (MqKafkaMissingTopicError).  Try: a unit
+ * on the topic (the unit's fn set to walk->fn by its caller), in scratch
+ * (MqKafkaTryInScratch), unless the topic is missing or the request is
+ * out of time (REQUEST_TIMED_OUT).
+ */
+typedef struct MqKafkaAdminWalk
+{
+	MqKafkaRequest *req;
+	Oid			fn;
+	MqKafkaTopicSet known;
+	MemoryContext scratch;
+	int			attempted;		/* units tried (MqKafkaOutOfTime) */
+} MqKafkaAdminWalk;
+
+extern void MqKafkaAdminBegin(MqKafkaAdminWalk *walk, MqKafkaRequest *req,
+							  const char *function, int nargs, const Oid *argtypes,
+							  const char *unit);
+extern int16 MqKafkaAdminMissing(MqKafkaAdminWalk *walk, const char *topic,
+								 const char *what, char **message);
+extern int16 MqKafkaAdminTry(MqKafkaAdminWalk *walk, const char *topic, const char *what,
+							 void (*fn) (void *arg), void *arg,
+							 int16 (*map) (int sqlerrcode, void *arg),
+							 bool keep, char **message);
+
+/*
  * A manual replica assignment of CreateTopics or CreatePartitions: one
  * partition's broker ids (brokers.c).  MqKafkaAssignmentRefusal: NULL when
  * mqlog can honour the assignments as given (each partition on this
@@ -550,6 +579,9 @@ extern MqKafkaBroker *MqKafkaBrokers(int *nbrokers);
  */
 extern char *MqKafkaClusterId(void);
 extern int32 MqKafkaControllerId(const MqKafkaBroker *brokers, int nbrokers);
+/* the listed brokers, as Metadata and DescribeCluster answer them */
+extern void MqKafkaWriteBrokers(StringInfo out, const MqKafkaBroker *brokers, int nbrokers,
+								bool flex, bool with_rack);
 extern const MqKafkaBroker *MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nbrokers,
 											const char *node);
 extern int16 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition);

@@ -49,7 +49,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from clients import (SASL_MECHANISM, SASL_PASSWORD, SASL_USER,  # noqa: E402
-                     kafka_python, raw_connect, raw_request)
+                     kafka_python, raw_connect)
+from kwire import Reader, frame, karray, kstr, raw_request, read_frame  # noqa: E402
 
 TIMEOUT_MS = 30000
 
@@ -280,68 +281,12 @@ def kp_delete(bootstrap, specs):
 # raw frames: the flexible versions, and hostile ones
 # ------------------------------------------------------------------------
 
-class Reader:
-    def __init__(self, data, flexible):
-        self.d, self.p, self.flex = data, 0, flexible
-
-    def take(self, fmt):
-        v = struct.unpack_from('>' + fmt, self.d, self.p)[0]
-        self.p += struct.calcsize(fmt)
-        return v
-
-    def uvarint(self):
-        shift = v = 0
-        while True:
-            b = self.d[self.p]
-            self.p += 1
-            v |= (b & 0x7f) << shift
-            if not b & 0x80:
-                return v
-            shift += 7
-
-    def string(self):
-        n = self.uvarint() - 1 if self.flex else self.take('h')
-        if n < 0:
-            return None
-        s = self.d[self.p:self.p + n].decode()
-        self.p += n
-        return s
-
-    def array(self):
-        return self.uvarint() - 1 if self.flex else self.take('i')
-
-    def tags(self):
-        if self.flex:
-            for _ in range(self.uvarint()):
-                self.uvarint()
-                self.p += self.uvarint()
-
-
-def uvarint(n):
-    b = b''
-    while n >= 0x80:
-        b += bytes([(n & 0x7f) | 0x80])
-        n >>= 7
-    return b + bytes([n])
-
-
-def w_string(s, flex):
-    if s is None:
-        return uvarint(0) if flex else struct.pack('>h', -1)
-    b = s.encode()
-    return (uvarint(len(b) + 1) if flex else struct.pack('>h', len(b))) + b
-
-
-def w_array(n, flex):
-    return uvarint(n + 1) if flex else struct.pack('>i', n)
-
-
 def w_binding(spec, version):
     flex = version >= 2
-    b = struct.pack('>b', spec[0]) + w_string(spec[1], flex)
+    b = struct.pack('>b', spec[0]) + kstr(spec[1], flex)
     if version >= 1:
         b += struct.pack('>b', spec[2])
-    b += w_string(spec[3], flex) + w_string(spec[4], flex) + struct.pack('>bb', spec[5], spec[6])
+    b += kstr(spec[3], flex) + kstr(spec[4], flex) + struct.pack('>bb', spec[5], spec[6])
     return b + (b'\x00' if flex else b'')
 
 
@@ -350,7 +295,7 @@ def connect(bootstrap):
     SaslAuthenticate v0) when the environment asks for it"""
     s = raw_connect(bootstrap)
     if SASL_USER is not None:
-        raw_request(s, 17, 1, 1, w_string('PLAIN', False))
+        raw_request(s, 17, 1, 1, kstr('PLAIN', False))
         token = b'\0' + SASL_USER.encode() + b'\0' + SASL_PASSWORD.encode()
         got = raw_request(s, 36, 0, 2, struct.pack('>i', len(token)) + token)
         if got is None or struct.unpack_from('>h', got, 4)[0] != 0:
@@ -365,13 +310,13 @@ def raw(bootstrap, version, what, arg):
     if what == 'describe':
         body = w_binding(spec, version)    # its tags are the request's
     else:
-        body = w_array(len(spec), flex) + b''.join(w_binding(s, version) for s in spec)
+        body = karray(len(spec), flex) + b''.join(w_binding(s, version) for s in spec)
         body += b'\x00' if flex else b''
     s = connect(bootstrap)
     data = raw_request(s, key, version, 1, body, flexible=flex)
     if data is None:
         raise SystemExit('the connection closed instead of answering')
-    r = Reader(data, flex)
+    r = Reader(data, flexible=flex)
     r.take('i')                            # correlation id
     r.tags()                               # response header v1
     r.take('i')                            # throttle_time_ms
@@ -403,14 +348,13 @@ def raw(bootstrap, version, what, arg):
             out({'filter': i, 'error': code, 'message': message, 'matched': matched})
             r.tags()
     r.tags()
-    if r.p != len(data):
-        raise SystemExit('%d bytes left over in the answer' % (len(data) - r.p))
+    if r.left():
+        raise SystemExit('%d bytes left over in the answer' % r.left())
 
 
 def closed_or_answered(bootstrap, key, version, body):
     s = connect(bootstrap)
-    header = struct.pack('>hhi', key, version, 7) + w_string('hostile', False)
-    s.sendall(struct.pack('>i', len(header) + len(body)) + header + body)
+    s.sendall(frame(key, version, body, 7, 'hostile'))
     s.settimeout(10)
     try:
         got = s.recv(4)
@@ -428,28 +372,15 @@ def raw_hostile(bootstrap):
         print('alive')
 
 
-def recv_all(s, n):
-    """n bytes (a socket with a timeout may return fewer at a time)"""
-    got = b''
-    while len(got) < n:
-        more = s.recv(n - len(got))
-        if not more:
-            raise SystemExit('the connection closed after %d of %d bytes' % (len(got), n))
-        got += more
-    return got
-
-
 def raw_many(bootstrap, count):
     import time
     one = w_binding([2, 'no-such-topic', 3, 'User:*', '*', 3, 3], 1)
     s = connect(bootstrap)
     s.settimeout(120)
-    header = struct.pack('>hhi', 31, 1, 1) + w_string('many', False)
     body = struct.pack('>i', count) + one * count
     began = time.time()
-    s.sendall(struct.pack('>i', len(header) + len(body)) + header + body)
-    size = struct.unpack('>i', recv_all(s, 4))[0]
-    data = recv_all(s, size)
+    s.sendall(frame(31, 1, body, 1, 'many'))
+    data = read_frame(s)
     took = time.time() - began
     r = Reader(data, False)
     r.take('i')
@@ -471,17 +402,15 @@ def raw_describe_stall(bootstrap):
     a.settimeout(120)
     b.settimeout(120)
     body = w_binding([1, None, 1, None, None, 1, 1], 1)
-    header = struct.pack('>hhi', 29, 1, 1) + w_string('stall', False)
     began = time.time()
-    a.sendall(struct.pack('>i', len(header) + len(body)) + header + body)
+    a.sendall(frame(29, 1, body, 1, 'stall'))
     time.sleep(0.05)                       # the listener reads it first
-    other = struct.pack('>hhi', 18, 0, 2) + w_string('stall', False)
-    b.sendall(struct.pack('>i', len(other)) + other)
-    recv_all(b, struct.unpack('>i', recv_all(b, 4))[0])
+    b.sendall(frame(18, 0, b'', 2, 'stall'))
+    read_frame(b)
     other_seconds = time.time() - began
-    data = recv_all(a, struct.unpack('>i', recv_all(a, 4))[0])
+    data = read_frame(a)
     seconds = time.time() - began
-    r = Reader(data, False)
+    r = Reader(data)
     r.take('i')
     r.take('i')
     code, message, n = r.take('h'), r.string(), 0

@@ -75,14 +75,13 @@ The other admin APIs (test/perl/159_kafka_admin_apis.pl):
 """
 import json
 import os
-import socket
 import struct
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clients import (confluent_config, kafka_python, raw_connect,  # noqa: E402
-                     raw_request, raw_string)
+from clients import confluent_config, kafka_python, raw_connect  # noqa: E402
+from kwire import TAGS, Reader, carr, cstr, kstr, raw_request  # noqa: E402
 
 TIMEOUT = 30
 
@@ -225,30 +224,10 @@ def kafka_python_describe(bootstrap, rtype, name, keys):
     a.close()
 
 
-class Reader:
-    """a response read field by field (classic encoding)"""
-
-    def __init__(self, data, pos=0):
-        self.data, self.pos = data, pos
-
-    def take(self, fmt):
-        v = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return v[0] if len(v) == 1 else v
-
-    def string(self):
-        n = self.take('>h')
-        if n < 0:
-            return None
-        v = self.data[self.pos:self.pos + n].decode()
-        self.pos += n
-        return v
-
-
 def raw_describe_v0(bootstrap, topic, key):
     s = raw_connect(bootstrap)
-    body = struct.pack('>i', 1) + struct.pack('>b', 2) + raw_string(topic.encode()) \
-        + struct.pack('>i', 1) + raw_string(key.encode())
+    body = struct.pack('>i', 1) + struct.pack('>b', 2) + kstr(topic.encode()) \
+        + struct.pack('>i', 1) + kstr(key.encode())
     r = Reader(raw_request(s, 32, 0, 1, body), 4)    # after the correlation id
     r.take('>i')        # throttle_time_ms
     for _ in range(r.take('>i')):
@@ -268,7 +247,7 @@ def create_body(topics, version, assign=None):
     """a CreateTopics body: topics [(name, partitions, replication)]"""
     body = struct.pack('>i', len(topics))
     for name, parts, repl in topics:
-        body += raw_string(name.encode()) + struct.pack('>ih', parts, repl)
+        body += kstr(name.encode()) + struct.pack('>ih', parts, repl)
         if assign:
             # partition 0 on broker 5, which a single node does not have
             body += struct.pack('>i', 1) + struct.pack('>ii', 0, 1) + struct.pack('>i', 5)
@@ -313,7 +292,7 @@ def raw_hostile(bootstrap):
 
     # a count of two billion topics in a frame of a few bytes
     s = raw_connect(bootstrap)
-    body = struct.pack('>i', 0x7fffffff) + raw_string(b'x') + struct.pack('>ih', 1, 1)
+    body = struct.pack('>i', 0x7fffffff) + kstr(b'x') + struct.pack('>ih', 1, 1)
     print('absurd %s' % closed(raw_request(s, 19, 4, 1, body), s))
     s.close()
 
@@ -326,7 +305,7 @@ def raw_hostile(bootstrap):
     resp = raw_request(s, 19, 4, 2, create_body([('placed_both', 2, 1)], 4, assign=True))
     (_n, err, msg), = create_answers(resp, 4)
     print('assignment-counts %d %s' % (err, msg))
-    resource = struct.pack('>b', 2) + raw_string(b'visible') + struct.pack('>i', -1)
+    resource = struct.pack('>b', 2) + kstr(b'visible') + struct.pack('>i', -1)
     r = Reader(raw_request(s, 32, 1, 3, struct.pack('>i', 2) + resource * 2 + b'\x00'), 4)
     r.take('>i')        # throttle_time_ms
     errors = []
@@ -484,63 +463,10 @@ def kafka_python_log_dirs(bootstrap, spec):
     a.close()
 
 
-def uvarint(n):
-    b = b''
-    while n >= 0x80:
-        b += bytes([(n & 0x7f) | 0x80])
-        n >>= 7
-    return b + bytes([n])
-
-
-def cstr(v):
-    """a compact string (None: null)"""
-    if v is None:
-        return b'\x00'
-    v = v.encode()
-    return uvarint(len(v) + 1) + v
-
-
-def carr(n):
-    return uvarint(n + 1)
-
-
-TAGS = b'\x00'
-
-
-class FlexReader(Reader):
-    """a response read field by field, flexible encoding"""
-
-    def uvarint(self):
-        v, shift = 0, 0
-        while True:
-            b = self.data[self.pos]
-            self.pos += 1
-            v |= (b & 0x7f) << shift
-            if b < 0x80:
-                return v
-            shift += 7
-
-    def string(self):
-        n = self.uvarint() - 1
-        if n < 0:
-            return None
-        v = self.data[self.pos:self.pos + n].decode()
-        self.pos += n
-        return v
-
-    def array(self):
-        return self.uvarint() - 1
-
-    def tags(self):
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.pos += self.uvarint()
-
-
 def flex_request(s, key, version, corr, body):
     """a flexible request's response, after its header (v1: its tags)"""
     resp = raw_request(s, key, version, corr, body, flexible=True)
-    r = FlexReader(resp, 4)
+    r = Reader(resp, 4, flexible=True)
     r.tags()
     return r
 
@@ -638,15 +564,15 @@ def raw_flexible(bootstrap, topic, count):
 
 
 def raw_admin_hostile(bootstrap):
-    absurd = struct.pack('>i', 0x7fffffff) + raw_string(b'x') + struct.pack('>i', 1)
+    absurd = struct.pack('>i', 0x7fffffff) + kstr(b'x') + struct.pack('>i', 1)
     frames = {
-        'partitions': (37, 1, struct.pack('>i', 1) + raw_string(b't') + struct.pack('>i', 3)),
-        'alter': (33, 1, struct.pack('>i', 1) + b'\x02' + raw_string(b't') + struct.pack('>i', 2)),
-        'incremental': (44, 0, struct.pack('>i', 1) + b'\x02' + raw_string(b't') + struct.pack('>i', 1)
-                        + raw_string(b'retention.ms')),
-        'delete-records': (21, 1, struct.pack('>i', 1) + raw_string(b't') + struct.pack('>i', 1)
+        'partitions': (37, 1, struct.pack('>i', 1) + kstr(b't') + struct.pack('>i', 3)),
+        'alter': (33, 1, struct.pack('>i', 1) + b'\x02' + kstr(b't') + struct.pack('>i', 2)),
+        'incremental': (44, 0, struct.pack('>i', 1) + b'\x02' + kstr(b't') + struct.pack('>i', 1)
+                        + kstr(b'retention.ms')),
+        'delete-records': (21, 1, struct.pack('>i', 1) + kstr(b't') + struct.pack('>i', 1)
                            + struct.pack('>i', 0)),
-        'log-dirs': (35, 1, struct.pack('>i', 1) + raw_string(b't') + struct.pack('>i', 5)),
+        'log-dirs': (35, 1, struct.pack('>i', 1) + kstr(b't') + struct.pack('>i', 5)),
     }
     for name, (key, version, body) in sorted(frames.items()):
         s = raw_connect(bootstrap)
@@ -656,7 +582,7 @@ def raw_admin_hostile(bootstrap):
         print('%s-absurd %s' % (name, 'closed' if raw_request(s, key, version, 1, absurd) is None else 'answered'))
         s.close()
     s = raw_connect(bootstrap)
-    resource = b'\x02' + raw_string(b'twice') + struct.pack('>i', 0)
+    resource = b'\x02' + kstr(b'twice') + struct.pack('>i', 0)
     r = Reader(raw_request(s, 33, 1, 1, struct.pack('>i', 2) + resource * 2 + b'\x00'), 4)
     r.take('>i')
     errors = []
@@ -675,7 +601,7 @@ def raw_many_deletes(bootstrap, topic, n):
     "codes CODE=COUNT... seconds S" """
     s = raw_connect(bootstrap)
     s.settimeout(120)
-    body = struct.pack('>i', 1) + raw_string(topic.encode()) + struct.pack('>i', n) \
+    body = struct.pack('>i', 1) + kstr(topic.encode()) + struct.pack('>i', n) \
         + b''.join(struct.pack('>iq', 0, i + 1) for i in range(n)) + struct.pack('>i', 5000)
     hdr = struct.pack('>hhih', 21, 1, 1, 3) + b'raw'
     t0 = time.time()

@@ -41,31 +41,18 @@ import time
 
 from kafka.record.util import calc_crc32c
 
+import kwire
+from kwire import kstr, read_frame
+
 HOST = '127.0.0.1'
 
 
-def kstr(s):
-    return struct.pack('>h', len(s)) + s
-
-
 def frame(key, version, body, corr=1):
-    payload = struct.pack('>hhi', key, version, corr) + kstr(b'attack') + body
-    return struct.pack('>i', len(payload)) + payload
-
-
-def recv_exact(sock, n):
-    buf = b''
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError('closed')
-        buf += chunk
-    return buf
+    return kwire.frame(key, version, body, corr, 'attack')
 
 
 def response(sock):
-    size = struct.unpack('>i', recv_exact(sock, 4))[0]
-    return recv_exact(sock, size)
+    return read_frame(sock)
 
 
 def authenticate(sock):

@@ -43,6 +43,12 @@ import struct
 import sys
 import time
 
+from kwire import kstr, raw_request
+
+# the classic string of kwire.py, by the name the clients that import it
+# from here use (cluster.py)
+raw_string = kstr
+
 BASE_TS = 1700000000000
 SASL_USER = os.environ.get('MQK_SASL_USER')
 SASL_PASSWORD = os.environ.get('MQK_SASL_PASSWORD')
@@ -243,27 +249,9 @@ def kafka_python_topic_error(bootstrap, topic):
     c.close()
 
 
-def raw_request(s, key, version, corr, body, flexible=False):
-    """one request on socket s (header v1, or v2 if flexible); the response
-    after its size, or None when the connection closed instead"""
-    hdr = struct.pack('>hhih', key, version, corr, len(b'raw')) + b'raw'
-    if flexible:
-        hdr += b'\x00'      # no tagged fields
-    s.sendall(struct.pack('>i', len(hdr) + len(body)) + hdr + body)
-    head = s.recv(4, socket.MSG_WAITALL)
-    if len(head) < 4:
-        return None
-    size = struct.unpack('>i', head)[0]
-    return s.recv(size, socket.MSG_WAITALL)
-
-
 def raw_connect(bootstrap):
     host, port = bootstrap.rsplit(':', 1)
     return socket.create_connection((host, int(port)), timeout=10)
-
-
-def raw_string(v):
-    return struct.pack('>h', len(v)) + v
 
 
 def raw_sasl_errors(bootstrap):
@@ -277,7 +265,7 @@ def raw_sasl_errors(bootstrap):
     def after(s):
         return 'closed' if s.recv(1) == b'' else 'open'
     s = raw_connect(bootstrap)
-    resp = raw_request(s, 17, 1, 1, raw_string(b'GSSAPI'))
+    resp = raw_request(s, 17, 1, 1, kstr(b'GSSAPI'))
     err, n = struct.unpack('>hi', resp[4:10])
     mechs, pos = [], 10
     for _ in range(n):
@@ -294,7 +282,7 @@ def raw_sasl_errors(bootstrap):
     s.close()
 
     s = raw_connect(bootstrap)
-    resp = raw_request(s, 17, 1, 1, raw_string(b'PLAIN'))
+    resp = raw_request(s, 17, 1, 1, kstr(b'PLAIN'))
     token = ('\0%s\0%s' % (SASL_USER, SASL_PASSWORD)).encode()
     body = bytes([len(token) + 1]) + token + b'\x00'  # compact bytes, no tags
     resp = raw_request(s, 36, 2, 2, body, flexible=True)
@@ -317,10 +305,10 @@ def raw_before_auth(bootstrap):
     print('api_versions error %d keys %s' % (err, ' '.join(map(str, sorted(keys)))))
     print('closed' if request(3, 1, 2, struct.pack('>i', -1)) is None else 'answered')
     s.close()
-    admin = [('create_topics', 19, 4, struct.pack('>i', 1) + raw_string(b'pre-auth')
+    admin = [('create_topics', 19, 4, struct.pack('>i', 1) + kstr(b'pre-auth')
               + struct.pack('>ihii', 1, 1, 0, 0) + struct.pack('>i', 5000) + b'\x00'),
-             ('delete_topics', 20, 3, struct.pack('>i', 1) + raw_string(b'pre-auth') + struct.pack('>i', 5000)),
-             ('describe_configs', 32, 2, struct.pack('>ib', 1, 2) + raw_string(b'pre-auth')
+             ('delete_topics', 20, 3, struct.pack('>i', 1) + kstr(b'pre-auth') + struct.pack('>i', 5000)),
+             ('describe_configs', 32, 2, struct.pack('>ib', 1, 2) + kstr(b'pre-auth')
               + struct.pack('>i', -1) + b'\x00')]
     for name, key, version, body in admin:
         s = raw_connect(bootstrap)

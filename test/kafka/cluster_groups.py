@@ -28,8 +28,8 @@ import struct
 import sys
 import time
 
-from admin_clients import Reader
-from clients import raw_connect, raw_request, raw_string
+from clients import raw_connect
+from kwire import Reader, kstr, raw_request
 from groups import run_member
 
 SESSION = {'session.timeout.ms': 6000, 'heartbeat.interval.ms': 1000,
@@ -38,7 +38,7 @@ SESSION = {'session.timeout.ms': 6000, 'heartbeat.interval.ms': 1000,
 
 def find_coordinator(bootstrap, group):
     s = raw_connect(bootstrap)
-    r = Reader(raw_request(s, 10, 1, 1, raw_string(group.encode()) + struct.pack('>b', 0)), 4)
+    r = Reader(raw_request(s, 10, 1, 1, kstr(group.encode()) + struct.pack('>b', 0)), 4)
     s.close()
     r.take('>i')                # throttle_time_ms
     error = r.take('>h')
@@ -55,7 +55,7 @@ def find_many(bootstrap, prefix, n):
     began = time.time()
     for i in range(n):
         key = ('%s-%d' % (prefix, i)).encode()
-        r = Reader(raw_request(s, 10, 1, i, raw_string(key) + struct.pack('>b', 0)), 4)
+        r = Reader(raw_request(s, 10, 1, i, kstr(key) + struct.pack('>b', 0)), 4)
         r.take('>i')            # throttle_time_ms
         e = r.take('>h')
         counts[e if e in counts else 'other'] += 1
@@ -66,10 +66,10 @@ def find_many(bootstrap, prefix, n):
 
 def raw_group(bootstrap, group, topic):
     s = raw_connect(bootstrap)
-    g = raw_string(group.encode())
-    r = Reader(raw_request(s, 12, 0, 1, g + struct.pack('>i', 1) + raw_string(b'nobody')), 4)
+    g = kstr(group.encode())
+    r = Reader(raw_request(s, 12, 0, 1, g + struct.pack('>i', 1) + kstr(b'nobody')), 4)
     print('heartbeat %d' % r.take('>h'))
-    body = g + struct.pack('>i', 1) + raw_string(topic.encode()) + struct.pack('>ii', 1, 0)
+    body = g + struct.pack('>i', 1) + kstr(topic.encode()) + struct.pack('>ii', 1, 0)
     r = Reader(raw_request(s, 9, 1, 2, body), 4)
     r.take('>i')                # topics
     r.string()

@@ -15,18 +15,16 @@ import socket
 import struct
 import sys
 
+from kwire import kstr
+
 
 def header(key, ver, corr=1, client=b'fuzz', flexible=False):
-    h = struct.pack('>hhi', key, ver, corr) + struct.pack('>h', len(client)) + client
+    h = struct.pack('>hhi', key, ver, corr) + kstr(client)
     return h + (b'\x00' if flexible else b'')
 
 
 def frame(payload):
     return struct.pack('>i', len(payload)) + payload
-
-
-def kstr(s):
-    return struct.pack('>h', len(s)) + s
 
 
 def valid_bodies(topic):

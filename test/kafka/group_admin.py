@@ -48,6 +48,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from clients import kafka_python, raw_connect  # noqa: E402
+from kwire import Reader, karray, kstr, raw_request  # noqa: E402
 
 TIMEOUT = 30
 
@@ -142,76 +143,8 @@ def cf_list(bootstrap):
 
 # ---- raw requests: the versions Debian's Python clients do not send ----------
 
-class Reader:
-    def __init__(self, data, flexible):
-        self.d, self.p, self.flex = data, 0, flexible
-
-    def take(self, fmt):
-        v = struct.unpack_from(fmt, self.d, self.p)[0]
-        self.p += struct.calcsize(fmt)
-        return v
-
-    def uvarint(self):
-        shift = result = 0
-        while True:
-            b = self.d[self.p]
-            self.p += 1
-            result |= (b & 0x7f) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-
-    def length(self):
-        return self.uvarint() - 1 if self.flex else self.take('>i')
-
-    def string(self):
-        n = self.uvarint() - 1 if self.flex else self.take('>h')
-        if n < 0:
-            return None
-        s = self.d[self.p:self.p + n].decode()
-        self.p += n
-        return s
-
-    def tags(self):
-        if self.flex:
-            for _ in range(self.uvarint()):
-                self.uvarint()
-                self.p += self.uvarint()
-
-
-def uvarint(n):
-    b = b''
-    while n >= 0x80:
-        b += bytes([(n & 0x7f) | 0x80])
-        n >>= 7
-    return b + bytes([n])
-
-
-def wstring(s, flex):
-    s = s.encode()
-    return (uvarint(len(s) + 1) if flex else struct.pack('>h', len(s))) + s
-
-
-def warray(n, flex):
-    return uvarint(n + 1) if flex else struct.pack('>i', n)
-
-
-def raw_request(s, key, version, corr, body, flexible=False):
-    """one request (header v1, or v2 if flexible); its response after the
-    size, read whole however large, or None if the connection closed"""
-    hdr = struct.pack('>hhih', key, version, corr, 3) + b'raw' + (b'\x00' if flexible else b'')
-    s.sendall(struct.pack('>i', len(hdr) + len(body)) + hdr + body)
-    buf = b''
-    while len(buf) < 4 or len(buf) < 4 + struct.unpack('>i', buf[:4])[0]:
-        chunk = s.recv(1 << 20)
-        if not chunk:
-            return None
-        buf += chunk
-    return buf[4:]
-
-
 def response_body(resp, flex):
-    r = Reader(resp, flex)
+    r = Reader(resp, flexible=flex)
     r.take('>i')            # correlation id
     r.tags()                # response header v1
     return r
@@ -222,7 +155,7 @@ def raw_list(bootstrap, version, states):
     flex = v >= 3
     body = b''
     if v >= 4:
-        body += warray(len(states), flex) + b''.join(wstring(s, flex) for s in states)
+        body += karray(len(states), flex) + b''.join(kstr(s, flex) for s in states)
     if flex:
         body += b'\x00'
     s = raw_connect(bootstrap)
@@ -230,7 +163,7 @@ def raw_list(bootstrap, version, states):
     if v >= 1:
         r.take('>i')        # throttle_time_ms
     out({'error': r.take('>h')})
-    for _ in range(r.length()):
+    for _ in range(r.array()):
         g = {'group': r.string(), 'protocol_type': r.string()}
         g['state'] = r.string() if v >= 4 else None
         r.tags()
@@ -240,7 +173,7 @@ def raw_list(bootstrap, version, states):
 def raw_fetch_all(bootstrap, group, version):
     v = int(version)
     flex = v >= 6
-    body = wstring(group, flex) + warray(-1, flex)
+    body = kstr(group, flex) + karray(-1, flex)
     if v >= 7:
         body += b'\x00'     # require_stable
     if flex:
@@ -250,9 +183,9 @@ def raw_fetch_all(bootstrap, group, version):
     if v >= 3:
         r.take('>i')
     parts = []
-    for _ in range(r.length()):
+    for _ in range(r.array()):
         topic = r.string()
-        for _ in range(r.length()):
+        for _ in range(r.array()):
             p = {'topic': topic, 'partition': r.take('>i'), 'offset': r.take('>q')}
             if v >= 5:
                 r.take('>i')
@@ -267,25 +200,25 @@ def raw_fetch_all(bootstrap, group, version):
 
 
 def raw_delete(bootstrap, groups):
-    body = warray(len(groups), False) + b''.join(wstring(g, False) for g in groups)
+    body = karray(len(groups), False) + b''.join(kstr(g, False) for g in groups)
     s = raw_connect(bootstrap)
     r = response_body(raw_request(s, 42, 1, 1, body), False)
     r.take('>i')
-    for _ in range(r.length()):
+    for _ in range(r.array()):
         out({'group': r.string(), 'error': r.take('>h')})
 
 
 def raw_offset_delete(bootstrap, group, topic, partitions):
-    body = (wstring(group, False) + warray(1, False) + wstring(topic, False)
-            + warray(len(partitions), False)
+    body = (kstr(group, False) + karray(1, False) + kstr(topic, False)
+            + karray(len(partitions), False)
             + b''.join(struct.pack('>i', int(p)) for p in partitions))
     s = raw_connect(bootstrap)
     r = response_body(raw_request(s, 47, 0, 1, body), False)
     out({'error': r.take('>h')})
     r.take('>i')
-    for _ in range(r.length()):
+    for _ in range(r.array()):
         t = r.string()
-        for _ in range(r.length()):
+        for _ in range(r.array()):
             out({'topic': t, 'partition': r.take('>i'), 'error': r.take('>h')})
 
 

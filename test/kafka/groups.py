@@ -32,6 +32,8 @@ import struct
 import sys
 import time
 
+from kwire import Reader, frame, kbytes, kstr, read_frame
+
 SESSION = {'session.timeout.ms': 6000, 'heartbeat.interval.ms': 1000,
            'max.poll.interval.ms': 10000}
 
@@ -137,61 +139,16 @@ class Conn:
 
     def send(self, key, version, body):
         self.corr += 1
-        hdr = struct.pack('>hhi', key, version, self.corr) + s16(b'raw')
-        frame = hdr + body
-        self.sock.sendall(struct.pack('>i', len(frame)) + frame)
+        self.sock.sendall(frame(key, version, body, self.corr))
 
     def recv(self, timeout=30):
         self.sock.settimeout(timeout)
-        size = struct.unpack('>i', self.exact(4))[0]
-        data = self.exact(size)
-        return Reader(data[4:])     # past the correlation id
-
-    def exact(self, n):
-        buf = b''
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise SystemExit('connection closed')
-            buf += chunk
-        return buf
-
-
-class Reader:
-    def __init__(self, data):
-        self.data, self.pos = data, 0
-
-    def take(self, fmt):
-        v = struct.unpack_from(fmt, self.data, self.pos)[0]
-        self.pos += struct.calcsize(fmt)
-        return v
-
-    def string(self):
-        n = self.take('>h')
-        if n < 0:
-            return None
-        v = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return v.decode()
-
-    def bytes(self):
-        n = self.take('>i')
-        v = self.data[self.pos:self.pos + max(n, 0)]
-        self.pos += max(n, 0)
-        return v
-
-
-def s16(b):
-    return struct.pack('>h', len(b)) + b
-
-
-def b32(b):
-    return struct.pack('>i', len(b)) + b
+        return Reader(read_frame(self.sock), 4)     # past the correlation id
 
 
 def join_v4(group, member):
-    return (s16(group) + struct.pack('>ii', 6000, 6000) + s16(member) + s16(b'consumer') +
-            struct.pack('>i', 1) + s16(b'range') + b32(b'meta-' + (member or b'new')))
+    return (kstr(group) + struct.pack('>ii', 6000, 6000) + kstr(member) + kstr(b'consumer') +
+            struct.pack('>i', 1) + kstr(b'range') + kbytes(b'meta-' + (member or b'new')))
 
 
 def read_join(r):
@@ -206,7 +163,7 @@ def read_join(r):
 
 
 def heartbeat(c, group, gen, member):
-    c.send(12, 1, s16(group) + struct.pack('>i', gen) + s16(member))
+    c.send(12, 1, kstr(group) + struct.pack('>i', gen) + kstr(member))
     r = c.recv()
     r.take('>i')
     return r.take('>h')
@@ -226,15 +183,15 @@ def raw(bootstrap, group, topic):
     out.append('heartbeat-completing %d' % heartbeat(c1, group, gen, m1.encode()))
     out.append('heartbeat-old-generation %d' % heartbeat(c1, group, gen + 5, m1.encode()))
     out.append('heartbeat-unknown-member %d' % heartbeat(c1, group, gen, b'nobody'))
-    c1.send(14, 1, s16(group) + struct.pack('>i', gen) + s16(m1.encode()) +
-            struct.pack('>i', 1) + s16(m1.encode()) + b32(b'assignment-1'))
+    c1.send(14, 1, kstr(group) + struct.pack('>i', gen) + kstr(m1.encode()) +
+            struct.pack('>i', 1) + kstr(m1.encode()) + kbytes(b'assignment-1'))
     r = c1.recv()
     r.take('>i')
     out.append('sync %d %s' % (r.take('>h'), r.bytes().decode()))
     out.append('heartbeat-stable %d' % heartbeat(c1, group, gen, m1.encode()))
     # a JoinGroup v0 of another protocol type is refused at once
-    c2.send(11, 0, s16(group) + struct.pack('>i', 6000) + s16(b'') + s16(b'other') +
-            struct.pack('>i', 1) + s16(b'x') + b32(b''))
+    c2.send(11, 0, kstr(group) + struct.pack('>i', 6000) + kstr(b'') + kstr(b'other') +
+            struct.pack('>i', 1) + kstr(b'x') + kbytes(b''))
     r = c2.recv()
     out.append('join-other-protocol-type %d' % r.take('>h'))
     # a second member: its join parks, the first connection is still answered
@@ -253,19 +210,19 @@ def raw(bootstrap, group, topic):
         'first' if leader2 == m1 else leader2, len(members1), len(members2)))
     gen = gen1
     # the follower's sync waits for the leader's
-    c2.send(14, 1, s16(group) + struct.pack('>i', gen) + s16(m2.encode()) + struct.pack('>i', 0))
-    c1.send(14, 1, s16(group) + struct.pack('>i', gen) + s16(m1.encode()) +
-            struct.pack('>i', 2) + s16(m1.encode()) + b32(b'for-1') + s16(m2.encode()) +
-            b32(b'for-2'))
+    c2.send(14, 1, kstr(group) + struct.pack('>i', gen) + kstr(m2.encode()) + struct.pack('>i', 0))
+    c1.send(14, 1, kstr(group) + struct.pack('>i', gen) + kstr(m1.encode()) +
+            struct.pack('>i', 2) + kstr(m1.encode()) + kbytes(b'for-1') + kstr(m2.encode()) +
+            kbytes(b'for-2'))
     for name, c in (('leader', c1), ('follower', c2)):
         r = c.recv()
         r.take('>i')
         out.append('sync-%s %d %s' % (name, r.take('>h'), r.bytes().decode()))
     # offsets: a member's commit, a stale generation's, a fetch
     def commit(c, gen, member, offset):
-        c.send(8, 2, s16(group) + struct.pack('>i', gen) + s16(member) +
-               struct.pack('>q', -1) + struct.pack('>i', 1) + s16(topic) +
-               struct.pack('>i', 1) + struct.pack('>iq', 0, offset) + s16(b''))
+        c.send(8, 2, kstr(group) + struct.pack('>i', gen) + kstr(member) +
+               struct.pack('>q', -1) + struct.pack('>i', 1) + kstr(topic) +
+               struct.pack('>i', 1) + struct.pack('>iq', 0, offset) + kstr(b''))
         r = c.recv()        # v2: no throttle_time_ms
         r.take('>i')
         r.string()
@@ -275,7 +232,7 @@ def raw(bootstrap, group, topic):
     out.append('commit %d' % commit(c1, gen, m1.encode(), 3))
     out.append('commit-old-generation %d' % commit(c1, gen - 1, m1.encode(), 9))
     out.append('commit-unknown-member %d' % commit(c1, gen, b'nobody', 9))
-    c1.send(9, 1, s16(group) + struct.pack('>i', 1) + s16(topic) + struct.pack('>ii', 1, 0))
+    c1.send(9, 1, kstr(group) + struct.pack('>i', 1) + kstr(topic) + struct.pack('>ii', 1, 0))
     r = c1.recv()
     r.take('>i')
     r.string()
@@ -286,7 +243,7 @@ def raw(bootstrap, group, topic):
     out.append('fetch %d %d' % (off, r.take('>h')))
     # past the log end, as Kafka's coordinator takes it; a negative one is refused
     out.append('commit-past-end %d' % commit(c1, gen, m1.encode(), 1000000))
-    c1.send(9, 1, s16(group) + struct.pack('>i', 1) + s16(topic) + struct.pack('>ii', 1, 0))
+    c1.send(9, 1, kstr(group) + struct.pack('>i', 1) + kstr(topic) + struct.pack('>ii', 1, 0))
     r = c1.recv()
     r.take('>i')
     r.string()
@@ -298,13 +255,13 @@ def raw(bootstrap, group, topic):
     out.append('commit-negative %d' % commit(c1, gen, m1.encode(), -5))
     out.append('commit-back %d' % commit(c1, gen, m1.encode(), 3))
     # leaving: the other one is told to rejoin
-    c2.send(13, 1, s16(group) + s16(m2.encode()))
+    c2.send(13, 1, kstr(group) + kstr(m2.encode()))
     r = c2.recv()
     r.take('>i')
     out.append('leave %d' % r.take('>h'))
     out.append('heartbeat-after-leave %d' % heartbeat(c1, group, gen, m1.encode()))
     out.append('heartbeat-left-member %d' % heartbeat(c1, group, gen, m2.encode()))
-    c1.send(13, 1, s16(group) + s16(m1.encode()))
+    c1.send(13, 1, kstr(group) + kstr(m1.encode()))
     c1.recv()
     print('\n'.join(out))
 

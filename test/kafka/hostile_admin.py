@@ -26,92 +26,23 @@ Prints one JSON object.
 """
 import json
 import socket
-import struct
 import sys
 import threading
 import time
 
+from kwire import Closed, Reader, frame, i8, i32, i64, kstr, read_frame
+
 HOST = '127.0.0.1'
-
-
-def i8(v):
-    return struct.pack('>b', v)
-
-
-def i16(v):
-    return struct.pack('>h', v)
-
-
-def i32(v):
-    return struct.pack('>i', v)
-
-
-def i64(v):
-    return struct.pack('>q', v)
-
-
-def kstr(s):
-    if s is None:
-        return i16(-1)
-    if isinstance(s, str):
-        s = s.encode()
-    return i16(len(s)) + s
 
 
 def arr(items):
     return i32(-1) if items is None else i32(len(items)) + b''.join(items)
 
 
-class Reader:
-    def __init__(self, b):
-        self.b, self.p = b, 0
-
-    def take(self, fmt):
-        v = struct.unpack_from(fmt, self.b, self.p)[0]
-        self.p += struct.calcsize(fmt)
-        return v
-
-    def i8(self):
-        return self.take('>b')
-
-    def i16(self):
-        return self.take('>h')
-
-    def i32(self):
-        return self.take('>i')
-
-    def i64(self):
-        return self.take('>q')
-
-    def str(self):
-        n = self.i16()
-        if n < 0:
-            return None
-        v = self.b[self.p:self.p + n]
-        self.p += n
-        return v.decode('utf-8', 'replace')
-
-
-class Closed(Exception):
-    pass
-
-
-def recv_exact(s, n):
-    buf = b''
-    while len(buf) < n:
-        c = s.recv(n - len(buf))
-        if not c:
-            raise Closed()
-        buf += c
-    return buf
-
-
 def request(s, key, version, body, corr=7):
-    payload = i16(key) + i16(version) + i32(corr) + kstr('hostile') + body
-    s.sendall(i32(len(payload)) + payload)
+    s.sendall(frame(key, version, body, corr, 'hostile'))
     try:
-        n = struct.unpack('>i', recv_exact(s, 4))[0]
-        r = Reader(recv_exact(s, n))
+        r = Reader(read_frame(s))
     except (ConnectionResetError, socket.timeout):
         raise Closed()
     assert r.i32() == corr
@@ -126,7 +57,7 @@ def connect(port, user, password, source=None):
         token = b'\0' + user.encode() + b'\0' + password.encode()
         r = request(s, 36, 0, i32(len(token)) + token)
         code = r.i16()
-        assert code == 0, 'authentication failed: %d %s' % (code, r.str())
+        assert code == 0, 'authentication failed: %d %s' % (code, r.string('replace'))
     return s
 
 
@@ -135,7 +66,7 @@ def commit(s, group, topic, metadata):
     body = (kstr(group) + i32(-1) + kstr('') + i64(-1)
             + arr([kstr(topic) + arr([i32(0) + i64(0) + kstr(metadata)])]))
     r = request(s, 8, 2, body)
-    return [[r.str(), [[r.i32(), r.i16()] for _ in range(r.i32())]] for _ in range(r.i32())]
+    return [[r.string('replace'), [[r.i32(), r.i16()] for _ in range(r.i32())]] for _ in range(r.i32())]
 
 
 def offset_fetch(s, group, topics=None):
@@ -146,11 +77,11 @@ def offset_fetch(s, group, topics=None):
     r.i32()
     out = []
     for _ in range(r.i32()):
-        t = r.str()
+        t = r.string('replace')
         for _ in range(r.i32()):
             p, off = r.i32(), r.i64()
             r.i32()
-            out.append([t, p, off, r.str(), r.i16()])
+            out.append([t, p, off, r.string('replace'), r.i16()])
     return r.i16(), out
 
 
@@ -165,20 +96,20 @@ def binding(resource, name, principal, operation, version=1):
 def create_acls(s, bindings):
     r = request(s, 30, 1, arr([binding(*b) for b in bindings]))
     r.i32()
-    return [[r.i16(), r.str()] for _ in range(r.i32())]
+    return [[r.i16(), r.string('replace')] for _ in range(r.i32())]
 
 
 def describe_acls(s):
     """DescribeAcls v1 of every binding: [resource, name, principal, operation]"""
     r = request(s, 29, 1, binding(1, None, None, 1))
     r.i32()
-    code, _ = r.i16(), r.str()
+    code, _ = r.i16(), r.string('replace')
     out = []
     for _ in range(r.i32()):
-        res, name = r.i8(), r.str()
+        res, name = r.i8(), r.string('replace')
         r.i8()
         for _ in range(r.i32()):
-            principal, _host, op, _perm = r.str(), r.str(), r.i8(), r.i8()
+            principal, _host, op, _perm = r.string('replace'), r.string('replace'), r.i8(), r.i8()
             out.append([res, name, principal, op])
     return code, out
 
@@ -190,11 +121,11 @@ def delete_acls_all(s):
     out = []
     for _ in range(r.i32()):
         r.i16()
-        r.str()
+        r.string('replace')
         for _ in range(r.i32()):
-            code, _msg, res, name = r.i16(), r.str(), r.i8(), r.str()
+            code, _msg, res, name = r.i16(), r.string('replace'), r.i8(), r.string('replace')
             r.i8()
-            principal, _host, op, _perm = r.str(), r.str(), r.i8(), r.i8()
+            principal, _host, op, _perm = r.string('replace'), r.string('replace'), r.i8(), r.i8()
             out.append([code, res, name, principal, op])
     return out
 
@@ -225,7 +156,7 @@ def probe(port, user, password, group, topic):
     r = request(s, 16, 2, b'')                      # ListGroups v2
     r.i32()
     code = r.i16()
-    out['list_groups'] = [code, [[r.str(), r.str()][0] for _ in range(r.i32())]]
+    out['list_groups'] = [code, [[r.string('replace'), r.string('replace')][0] for _ in range(r.i32())]]
     r = request(s, 15, 2, arr([kstr(group)]))       # DescribeGroups v2
     r.i32()
     r.i32()
@@ -237,7 +168,7 @@ def probe(port, user, password, group, topic):
     r = request(s, 42, 1, arr([kstr(group)]))       # DeleteGroups v1
     r.i32()
     r.i32()
-    r.str()
+    r.string('replace')
     out['delete_group'] = r.i16()
     # AlterConfigs v1 and IncrementalAlterConfigs v0 of the topic
     r = request(s, 33, 1, arr([i8(2) + kstr(topic) + arr([kstr('retention.ms') + kstr('1')])]) + i8(0))
@@ -251,12 +182,12 @@ def probe(port, user, password, group, topic):
     r = request(s, 37, 1, arr([kstr(topic) + i32(4) + i32(-1)]) + i32(10000) + i8(0))   # CreatePartitions v1
     r.i32()
     r.i32()
-    r.str()
+    r.string('replace')
     out['create_partitions'] = r.i16()
     r = request(s, 21, 1, arr([kstr(topic) + arr([i32(0) + i64(-1)])]) + i32(10000))   # DeleteRecords v1
     r.i32()
     r.i32()
-    r.str()
+    r.string('replace')
     r.i32()
     r.i32()
     r.i64()
@@ -271,10 +202,10 @@ def probe(port, user, password, group, topic):
     r.i32()
     for _ in range(r.i32()):
         r.i32()
-        r.str()
+        r.string('replace')
         r.i32()
-        r.str()
-    r.str()
+        r.string('replace')
+    r.string('replace')
     r.i32()
     r.i32()
     out['auto_create'] = r.i16()
@@ -286,13 +217,13 @@ def describe(port, user, password, group):
     r = request(s, 15, 2, arr([kstr(group)]))
     r.i32()
     r.i32()
-    code, _group, state, _ptype, _protocol = r.i16(), r.str(), r.str(), r.str(), r.str()
+    code, _group = r.i16(), r.string('replace')
+    state, _ptype, _protocol = r.string('replace'), r.string('replace'), r.string('replace')
     members = []
     for _ in range(r.i32()):
-        members.append([r.str(), r.str(), r.str()])
-        for _ in range(2):                          # metadata, assignment
-            n = r.i32()
-            r.p += max(n, 0)
+        members.append([r.string('replace'), r.string('replace'), r.string('replace')])
+        r.bytes()                                   # metadata
+        r.bytes()                                   # assignment
     return {'error': code, 'state': state, 'members': members}
 
 

@@ -37,31 +37,12 @@ import time
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-
-def kstr(s):
-    if s is None:
-        return struct.pack(">h", -1)
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
+from kwire import frame, kstr, read_frame
 
 
 def request(sock, key, version, body, corr=1):
-    payload = struct.pack(">hhi", key, version, corr) + kstr("idem") + body
-    sock.sendall(struct.pack(">i", len(payload)) + payload)
-    head = recv_exact(sock, 4)
-    size = struct.unpack(">i", head)[0]
-    data = recv_exact(sock, size)
-    return data[4:]                      # after the correlation id
-
-
-def recv_exact(sock, n):
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise SystemExit("connection closed")
-        out += chunk
-    return out
+    sock.sendall(frame(key, version, body, corr, "idem"))
+    return read_frame(sock)[4:]          # after the correlation id
 
 
 def connect(addr):
@@ -78,10 +59,8 @@ def initpid(addr, version=1, txn=None):
         if version >= 3:
             body += struct.pack(">qh", -1, -1)
         body += b"\x00"
-        payload = struct.pack(">hhi", 22, version, 1) + kstr("idem") + b"\x00" + body
-        s.sendall(struct.pack(">i", len(payload)) + payload)
-        size = struct.unpack(">i", recv_exact(s, 4))[0]
-        data = recv_exact(s, size)[5:]   # correlation id, response header tags
+        s.sendall(frame(22, version, body, 1, "idem", flexible=True))
+        data = read_frame(s)[5:]         # correlation id, response header tags
     else:
         data = request(s, 22, version, kstr(txn) + struct.pack(">i", 60000))
     _, err, pid, epoch = struct.unpack(">ihqh", data[:16])

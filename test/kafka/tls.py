@@ -43,6 +43,8 @@ import sys
 import threading
 import time
 
+from kwire import Closed, frame, raw_request, read_frame
+
 
 def connect(bootstrap):
     host, port = bootstrap.rsplit(':', 1)
@@ -54,26 +56,6 @@ def tls_connect(bootstrap, ca, cert=None, key=None):
     if cert:
         ctx.load_cert_chain(cert, key)
     return ctx.wrap_socket(connect(bootstrap), server_hostname=bootstrap.rsplit(':', 1)[0])
-
-
-def recv_exact(s, n):
-    data = b''
-    while len(data) < n:
-        chunk = s.recv(n - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return data
-
-
-def request(s, key, version, corr, body):
-    """one request (header v1); the response after its size, None if closed"""
-    hdr = struct.pack('>hhih', key, version, corr, 3) + b'raw'
-    s.sendall(struct.pack('>i', len(hdr) + len(body)) + hdr + body)
-    head = recv_exact(s, 4)
-    if head is None:
-        return None
-    return recv_exact(s, struct.unpack('>i', head)[0])
 
 
 def client_hello(ca):
@@ -115,7 +97,7 @@ def stall(bootstrap, ca, seconds):
     partial.sendall(hello[:len(hello) // 2])
     start = time.time()
     watchdog = tls_connect(bootstrap, ca)
-    request(watchdog, 18, 0, 0, b'')
+    raw_request(watchdog, 18, 0, 0, b'')
     latencies = []
     stop = threading.Event()
 
@@ -123,7 +105,7 @@ def stall(bootstrap, ca, seconds):
         corr = 1
         while not stop.is_set():
             t0 = time.time()
-            if request(watchdog, 3, 1, corr, struct.pack('>i', -1)) is None:
+            if raw_request(watchdog, 3, 1, corr, struct.pack('>i', -1)) is None:
                 latencies.append((t0, None))
                 return
             latencies.append((t0, time.time() - t0))
@@ -161,7 +143,7 @@ def hold(bootstrap, ca, n):
     conns = []
     for i in range(n):
         s = tls_connect(bootstrap, ca)
-        if request(s, 18, 0, i, b'') is None:
+        if raw_request(s, 18, 0, i, b'') is None:
             raise SystemExit('connection %d closed' % i)
         conns.append(s)
     print('ready', flush=True)
@@ -171,13 +153,13 @@ def hold(bootstrap, ca, n):
 def across(bootstrap, ca):
     s = tls_connect(bootstrap, ca)
     s.settimeout(30)
-    if request(s, 18, 0, 0, b'') is None:
+    if raw_request(s, 18, 0, 0, b'') is None:
         raise SystemExit('closed at once')
     print('ready', flush=True)
     corr = 1
     for _ in sys.stdin:
         try:
-            answer = request(s, 3, 1, corr, struct.pack('>i', -1))
+            answer = raw_request(s, 3, 1, corr, struct.pack('>i', -1))
         except (ssl.SSLError, OSError):
             answer = None
         print('answered' if answer is not None else 'closed', flush=True)
@@ -204,10 +186,10 @@ def hellos(bootstrap, n):
 def metadata(bootstrap, ca, cert=None, key=None):
     try:
         s = tls_connect(bootstrap, ca, cert, key)
-        if request(s, 18, 0, 1, b'') is None:
+        if raw_request(s, 18, 0, 1, b'') is None:
             print('api_versions closed')
             return
-        print('metadata %s' % ('closed' if request(s, 3, 1, 2, struct.pack('>i', -1)) is None
+        print('metadata %s' % ('closed' if raw_request(s, 3, 1, 2, struct.pack('>i', -1)) is None
                                else 'answered'))
     except (ssl.SSLError, ConnectionResetError, BrokenPipeError) as e:
         print('refused: %s' % e)
@@ -218,17 +200,15 @@ def pipelined(bootstrap, ca):
     names = b''.join(struct.pack('>h', 8) + (b'nope%04d' % i) for i in range(8000))
     frames = b''
     for corr, key, version, body in ((1, 3, 1, struct.pack('>i', 8000) + names), (2, 18, 0, b'')):
-        hdr = struct.pack('>hhih', key, version, corr, 3) + b'raw'
-        frames += struct.pack('>i', len(hdr) + len(body)) + hdr + body
+        frames += frame(key, version, body, corr)
     s.sendall(frames)
     s.settimeout(10)
     got = []
     try:
         for _ in range(2):
-            head = recv_exact(s, 4)
-            body = recv_exact(s, struct.unpack('>i', head)[0])
+            body = read_frame(s)
             got.append(struct.unpack('>i', body[:4])[0])
-    except (socket.timeout, TypeError):
+    except (socket.timeout, Closed):
         pass
     print('both answered' if got == [1, 2] else 'second unanswered' if got == [1] else 'got %r' % got)
 
@@ -236,7 +216,7 @@ def pipelined(bootstrap, ca):
 def plaintext(bootstrap):
     s = connect(bootstrap)
     try:
-        print('closed' if request(s, 18, 0, 1, b'') is None else 'answered')
+        print('closed' if raw_request(s, 18, 0, 1, b'') is None else 'answered')
     except (ConnectionResetError, BrokenPipeError):
         print('closed')
 
