@@ -167,6 +167,8 @@ extern void MqClusterCheckReplicationFactor(int replication_factor);
 extern void MqClusterCreateTopic(const char *name);
 extern bool MqClusterTopicIsReplicated(int topic_id);
 extern void MqClusterDropTopic(const char *name, int topic_id);
+extern void MqClusterDropTopicByUuid(const char *name, const char *uuid);
+extern char *MqClusterTopicConfig(const char *name);
 extern void MqClusterAddPartitions(const char *name, int old_count);
 extern void MqClusterAlterTopic(const char *name, const char *change);
 extern void MqClusterStoreLocal(int topic_id, const MqTopicMeta *t, List *parts);

@@ -15,7 +15,8 @@
  * of the same name) aborts the commit.  What is left is a commit that
  * fails after the etcd write; the cluster worker of the creating node
  * deletes such topics from etcd after a grace period (workers/cluster_sync.c).
- * mq_drop_topic of a replicated topic deletes its keys the same way.
+ * mq_drop_topic of a replicated topic deletes its keys the same way, also
+ * on a node that holds no replica of it (MqClusterDropTopicByUuid).
  *
  *-------------------------------------------------------------------------
  */
@@ -550,15 +551,50 @@ void
 MqClusterDropTopic(const char *name, int topic_id)
 {
 	char	   *uuid = replicated_uuid(topic_id);
-	PendingOp	op = {0};
 
 	if (uuid == NULL)
 		return;
+	MqClusterDropTopicByUuid(name, uuid);
+}
+
+/*
+ * The etcd drop of the replicated topic name of this uuid, at commit (a
+ * topic of another uuid there by then is left alone, write_drop): for a
+ * topic held here (MqClusterDropTopic) and for one this node holds no
+ * replica of, whose uuid is this node's copy of etcd's
+ * (mqlog.cluster_partition): its keys are all there is to drop, and the
+ * nodes that hold it drop their copies when they see them gone, as after
+ * a drop at one of them.  The caller checked the privilege.
+ */
+void
+MqClusterDropTopicByUuid(const char *name, const char *uuid)
+{
+	PendingOp	op = {0};
+
 	require_cluster(name, "drop");
 	op.create = false;
 	op.topic = (char *) name;
-	op.uuid = uuid;
+	op.uuid = (char *) uuid;
 	queue_op(&op);
+}
+
+/*
+ * A replicated topic's config as etcd has it now (a fresh read, bounded
+ * by mqlog.etcd_timeout), as a JSON object of Kafka's names: what every
+ * node that holds the topic copies into its catalog (MqClusterStoreLocal),
+ * for a node that holds no replica of it.  UNDEFINED_OBJECT when etcd has
+ * no such topic.
+ */
+char *
+MqClusterTopicConfig(const char *name)
+{
+	MqEtcdKv	kv;
+
+	if (!MqEtcdGet(MqClusterKey("topics/%s", name), &kv, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("replicated topic \"%s\" is not in etcd", name)));
+	return MqTopicMetaParse(kv.value, kv.mod_revision)->config;
 }
 
 /*

@@ -559,10 +559,14 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 			t->error = MQK_INVALID_REQUEST;
 		else if (!OidIsValid(fn))
 			t->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
-		else if (!MqKafkaKnownTopic(&known, t->name))
+		else if (!MqKafkaKnownTopic(&known, t->name) &&
+				 (t->error = MqKafkaClusterTopicError(t->name)) != MQK_NOT_LEADER_OR_FOLLOWER)
 		{
-			/* a replicated topic held elsewhere is dropped where it is held */
-			t->error = MqKafkaClusterTopicError(t->name);
+			/*
+			 * no such topic, or a replicated one held elsewhere that the
+			 * role may not see (brokers.c); one it may see is dropped by
+			 * mq_drop_topic from here too, through etcd
+			 */
 			if (t->error == MQK_NONE)
 				t->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
 		}

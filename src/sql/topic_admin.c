@@ -14,7 +14,8 @@
  *
  * A topic with a replication factor above 1 is also a cluster object: its
  * creation and drop are checked against etcd here and written there when
- * the transaction commits (cluster/topics.c).
+ * the transaction commits (cluster/topics.c); one that this node holds no
+ * replica of can be dropped here too, by mqlog_admin (drop_held_elsewhere).
  *
  *-------------------------------------------------------------------------
  */
@@ -137,12 +138,44 @@ mq_add_partitions(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/*
+ * mq_drop_topic of a name this node has no topic of, but that is a
+ * replicated topic of the cluster held by other nodes (this node's copy of
+ * etcd, mqlog.cluster_partition): its etcd keys go at commit, and the
+ * nodes that hold it drop their copies (cluster/topics.c).  The topic's
+ * grants and owner are rows of the nodes that hold it, which this node
+ * cannot read, so the one role that may drop it here is one that may drop
+ * every topic on every node: a member of mqlog_admin (or a superuser).
+ * False when name is no such topic.
+ */
+static bool
+drop_held_elsewhere(const char *name)
+{
+	List	   *found;
+
+	if (!MqClusterEnabled() || (found = MqClusterDirectoryRead(name)) == NIL)
+		return false;
+	if (!MqIsAdmin(GetUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for topic \"%s\"", name),
+				 errdetail("This node holds no replica of replicated topic \"%s\", nor its grants: only a member of mqlog_admin may drop it here.", name),
+				 errhint("Drop it at a node that holds it.")));
+	PreventCommandIfReadOnly("mq_drop_topic");
+	MqClusterDropTopicByUuid(name, ((MqClusterTopic *) linitial(found))->meta->uuid);
+	return true;
+}
+
 Datum
 mq_drop_topic(PG_FUNCTION_ARGS)
 {
 	static const Oid types[] = {TEXTOID};
+	MqTopic    *topic;
 
-	MqTopic    *topic = check_alter(fcinfo);
+	if (!PG_ARGISNULL(0) && MqTopicLookup(text_to_cstring(PG_GETARG_TEXT_PP(0)), true) == NULL &&
+		drop_held_elsewhere(text_to_cstring(PG_GETARG_TEXT_PP(0))))
+		PG_RETURN_VOID();
+	topic = check_alter(fcinfo);
 
 	/* a replicated topic's etcd keys go when the drop commits */
 	MqClusterDropTopic(topic->name, topic->topic_id);
