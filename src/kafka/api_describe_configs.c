@@ -304,8 +304,7 @@ MqKafkaDescribeConfigs(MqKafkaRequest *req, StringInfo out)
 				if (code == MQK_NOT_LEADER_OR_FOLLOWER)
 				{
 					elsewhere = !MqKafkaOutOfTime(req, &attempted);
-					if (!elsewhere)
-						res->error = MQK_REQUEST_TIMED_OUT;
+					res->error = elsewhere ? MQK_NONE : MQK_REQUEST_TIMED_OUT;
 				}
 			}
 			if (topic != NULL || elsewhere)
