@@ -171,6 +171,7 @@ extern void MqClusterDropTopicByUuid(const char *name, const char *uuid);
 extern char *MqClusterTopicConfig(const char *name);
 extern void MqClusterAddPartitions(const char *name, int old_count);
 extern void MqClusterAlterTopic(const char *name, const char *change);
+extern void MqClusterAlterTopicByUuid(const char *name, const char *uuid, const char *change);
 extern void MqClusterStoreLocal(int topic_id, const MqTopicMeta *t, List *parts);
 extern void MqClusterInitCallbacks(void);
 extern void MqClusterTopicMetaNew(MqTopicMeta *t);

@@ -12,6 +12,10 @@
 #    and DeleteTopics of it are TOPIC_AUTHORIZATION_FAILED (not
 #    NOT_LEADER_OR_FOLLOWER), and nothing is dropped; mq_drop_topic from
 #    SQL on n3 as that role is refused too (insufficient_privilege);
+#  - AlterConfigs (confluent-kafka) and IncrementalAlterConfigs (kafka-python)
+#    at the controller n3: the holders take the config from etcd; an
+#    invalid value is INVALID_CONFIG; refused to the role outside
+#    mqlog_admin;
 #  - DeleteTopics at the controller (confluent-kafka, kafka-python), as
 #    mqlog_admin: the topics are gone from etcd and from every node;
 #  - mq_drop_topic from SQL on n3 drops a topic held by n1 and n2; rolled
@@ -106,16 +110,37 @@ ok(MqCluster::wait_until(sub { describe_at($n3, 'fwd1')->[0]{error} == 29 }, 30)
 	'a role outside mqlog_admin: DescribeConfigs of fwd1 at n3 is TOPIC_AUTHORIZATION_FAILED');
 $r = client($n3, 'kafka-python-delete', 'fwd1');
 is($r->[0]{error}, 29, '... and DeleteTopics of it');
+$r = client($n3, 'confluent-alter', 'topic', 'fwd1', encode_json({ 'retention.ms' => '1000' }));
+is($r->[0]{error}, 29, '... and AlterConfigs of it');
 my ($rc, $stdout, $stderr) = $n3->psql('postgres', q{SET ROLE kafka_plain; SELECT mq_drop_topic('fwd1')});
 like($stderr, qr/permission denied for topic "fwd1".*only a member of mqlog_admin may drop it here/s,
 	'mq_drop_topic from SQL on n3 as that role: refused');
 sleep 2;
 is(q1($n3, q{SELECT count(*) FROM mqlog.cluster_partition WHERE topic = 'fwd1'}) . ' '
-	  . q1($n1, q{SELECT count(*) FROM mqlog.topic WHERE name = 'fwd1'}),
-	'1 1', 'fwd1 is still there, in etcd and on n1');
+	  . q1($n1, q{SELECT count(*) || ' ' || (config->>'retention.ms') FROM mqlog.topic WHERE name = 'fwd1' GROUP BY config}),
+	'1 1 7200000', 'fwd1 is still there, in etcd and on n1, its config unchanged');
 $n3->append_conf('postgresql.conf', "mqlog.kafka_role = 'kafka_app'\n");
 $n3->reload;
 ok(MqCluster::wait_until(sub { describe_at($n3, 'fwd1')->[0]{error} == 0 }, 30), 'mqlog_admin again on n3');
+
+# --- AlterConfigs and IncrementalAlterConfigs at the controller -----------------
+sub config_on
+{
+	my ($n, $t, $key) = @_;
+	return q1($n, qq{SELECT coalesce(config->>'$key', 'none') FROM mqlog.topic WHERE name = '$t'});
+}
+$r = client($n3, 'confluent-alter', 'topic', 'fwd1', encode_json({ 'retention.ms' => '3600000' }));
+is($r->[0]{error}, 0, 'confluent-kafka AlterConfigs of fwd1 at the controller n3');
+ok(MqCluster::wait_until(sub { config_on($_, 'fwd1', 'retention.ms') eq '3600000' }, 30),
+	$_->name . ' has the new config') for ($n1, $n2);
+$r = client($n3, 'kafka-python-incremental', 'fwd1', encode_json([ [ 'cleanup.policy', 2, 'compact' ] ]));
+is($r->[0]{error}, 0, 'kafka-python IncrementalAlterConfigs (APPEND cleanup.policy compact) of fwd1 at n3');
+ok(MqCluster::wait_until(sub { config_on($_, 'fwd1', 'cleanup.policy') eq 'compact,delete' }, 30),
+	$_->name . ' has cleanup.policy compact,delete: compact appended to the default') for ($n1, $n2);
+is(config_on($n1, 'fwd1', 'retention.ms'), '3600000', '... and keeps retention.ms');
+$r = client($n3, 'kafka-python-incremental', 'fwd1', encode_json([ [ 'retention.ms', 0, 'soon' ] ]));
+is($r->[0]{error}, 40, 'a bad value: INVALID_CONFIG');
+same_answer('fwd1', 'after AlterConfigs at n3');
 
 # --- DeleteTopics at the controller, which holds no replica --------------------
 sub gone
