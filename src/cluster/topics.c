@@ -15,7 +15,8 @@
  * of the same name) aborts the commit.  What is left is a commit that
  * fails after the etcd write; the cluster worker of the creating node
  * deletes such topics from etcd after a grace period (workers/cluster_sync.c).
- * mq_drop_topic of a replicated topic deletes its keys the same way.
+ * mq_drop_topic of a replicated topic deletes its keys the same way, also
+ * on a node that holds no replica of it (MqClusterDropTopicByUuid).
  *
  *-------------------------------------------------------------------------
  */
@@ -550,15 +551,50 @@ void
 MqClusterDropTopic(const char *name, int topic_id)
 {
 	char	   *uuid = replicated_uuid(topic_id);
-	PendingOp	op = {0};
 
 	if (uuid == NULL)
 		return;
+	MqClusterDropTopicByUuid(name, uuid);
+}
+
+/*
+ * The etcd drop of the replicated topic name of this uuid, at commit (a
+ * topic of another uuid there by then is left alone, write_drop): for a
+ * topic held here (MqClusterDropTopic) and for one this node holds no
+ * replica of, whose uuid is this node's copy of etcd's
+ * (mqlog.cluster_partition): its keys are all there is to drop, and the
+ * nodes that hold it drop their copies when they see them gone, as after
+ * a drop at one of them.  The caller checked the privilege.
+ */
+void
+MqClusterDropTopicByUuid(const char *name, const char *uuid)
+{
+	PendingOp	op = {0};
+
 	require_cluster(name, "drop");
 	op.create = false;
 	op.topic = (char *) name;
-	op.uuid = uuid;
+	op.uuid = (char *) uuid;
 	queue_op(&op);
+}
+
+/*
+ * A replicated topic's config as etcd has it now (a fresh read, bounded
+ * by mqlog.etcd_timeout), as a JSON object of Kafka's names: what every
+ * node that holds the topic copies into its catalog (MqClusterStoreLocal),
+ * for a node that holds no replica of it.  UNDEFINED_OBJECT when etcd has
+ * no such topic.
+ */
+char *
+MqClusterTopicConfig(const char *name)
+{
+	MqEtcdKv	kv;
+
+	if (!MqEtcdGet(MqClusterKey("topics/%s", name), &kv, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("replicated topic \"%s\" is not in etcd", name)));
+	return MqTopicMetaParse(kv.value, kv.mod_revision)->config;
 }
 
 /*
@@ -569,6 +605,7 @@ MqClusterDropTopic(const char *name, int topic_id)
 static MqTopicMeta *
 read_etcd_topic(const char *name, const char *uuid, int partitions)
 {
+	/* partitions -1: any count (a topic held elsewhere, config only) */
 	MqEtcdKv	kv;
 	MqTopicMeta *t;
 
@@ -577,7 +614,8 @@ read_etcd_topic(const char *name, const char *uuid, int partitions)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("replicated topic \"%s\" is not in etcd", name)));
 	t = MqTopicMetaParse(kv.value, kv.mod_revision);
-	if (t->uuid == NULL || strcmp(t->uuid, uuid) != 0 || t->partitions != partitions)
+	if (t->uuid == NULL || strcmp(t->uuid, uuid) != 0 ||
+		(partitions >= 0 && t->partitions != partitions))
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("replicated topic \"%s\" changed in etcd meanwhile", name),
@@ -639,19 +677,17 @@ MqClusterAddPartitions(const char *name, int old_count)
 }
 
 /*
- * The etcd half of mq_alter_topic for a replicated topic, after the local
- * catalog took the change: the topic key gets this node's new config at
- * commit, compared with the revision read here, and every other node's
- * sync worker copies it into its own catalog (workers/cluster_sync.c), so that
- * retention, min.insync.replicas and replica.lag.time.max.ms are the same
- * on every replica, as a Kafka topic's config is one for all brokers.
+ * A replicated topic's config change, on etcd's config (not this node's
+ * copy of it, which may be behind another node's alter; an earlier alter
+ * of this transaction is the base for a later one), queued for commit:
+ * mqlog._alter_topic's merge (mqlog._apply_config_change), also written to
+ * the catalog row topic_id when this node holds the topic (0: it does
+ * not), whose partitions etcd must still have (-1: any).
  */
-void
-MqClusterAlterTopic(const char *name, const char *change)
+static void
+alter_in_etcd(const char *name, const char *uuid, int topic_id, int partitions,
+			  const char *change)
 {
-	MqTopicMeta row = {0};
-	int			topic_id = read_topic_row(name, &row);
-	char	   *uuid = replicated_uuid(topic_id);
 	MqTopicMeta *t;
 	PendingOp	op = {0};
 	PendingOp  *earlier = NULL;
@@ -661,16 +697,9 @@ MqClusterAlterTopic(const char *name, const char *change)
 	Datum		values[3];
 	char	   *config;
 	MemoryContext outer = CurrentMemoryContext;
+	bool		ok;
 
-	if (uuid == NULL)
-		return;
 	require_cluster(name, "alter");
-
-	/*
-	 * The change applies to the cluster's config, not to this node's copy
-	 * of it, which may be behind another node's alter; an earlier alter of
-	 * this transaction is the base for a later one.
-	 */
 	foreach(lc, pending)
 	{
 		PendingOp  *p = lfirst(lc);
@@ -679,19 +708,24 @@ MqClusterAlterTopic(const char *name, const char *change)
 			earlier = p;
 	}
 	t = earlier ? MqTopicMetaParse(earlier->topic_value, earlier->topic_rev) :
-		read_etcd_topic(name, uuid, row.partitions);
+		read_etcd_topic(name, uuid, partitions);
 
-	/* mqlog._alter_topic's merge (mqlog._apply_config_change), on etcd's config */
 	MqSpiBegin(&spi, true);
 	values[0] = CStringGetTextDatum(t->config);
 	values[1] = CStringGetTextDatum(change);
 	values[2] = Int32GetDatum(topic_id);
-	if (SPI_execute_with_args("UPDATE mqlog.topic t SET config = mqlog._apply_config_change("
-							  " $1::pg_catalog.jsonb, $2::pg_catalog.jsonb, mqlog._validate_config($2::pg_catalog.jsonb))"
-							  " WHERE t.topic_id OPERATOR(pg_catalog.=) $3"
-							  " RETURNING t.config::pg_catalog.text",
-							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE_RETURNING ||
-		SPI_processed != 1)
+	if (topic_id != 0)
+		ok = SPI_execute_with_args("UPDATE mqlog.topic t SET config = mqlog._apply_config_change("
+								   " $1::pg_catalog.jsonb, $2::pg_catalog.jsonb, mqlog._validate_config($2::pg_catalog.jsonb))"
+								   " WHERE t.topic_id OPERATOR(pg_catalog.=) $3"
+								   " RETURNING t.config::pg_catalog.text",
+								   3, types, values, NULL, false, 0) == SPI_OK_UPDATE_RETURNING;
+	else
+		ok = SPI_execute_with_args("SELECT mqlog._apply_config_change("
+								   " $1::pg_catalog.jsonb, $2::pg_catalog.jsonb, mqlog._validate_config($2::pg_catalog.jsonb))"
+								   "::pg_catalog.text",
+								   2, types, values, NULL, false, 0) == SPI_OK_SELECT;
+	if (!ok || SPI_processed != 1)
 		elog(ERROR, "mqlog: could not merge the config of topic \"%s\"", name);
 	config = MemoryContextStrdup(outer, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 	MqSpiEnd(&spi);
@@ -707,10 +741,43 @@ MqClusterAlterTopic(const char *name, const char *change)
 	}
 	op.kind = OP_ALTER;
 	op.topic = (char *) name;
-	op.uuid = uuid;
+	op.uuid = (char *) uuid;
 	op.topic_value = MqTopicMetaJson(t);
 	op.topic_rev = t->mod_revision;
 	queue_op(&op);
+}
+
+/*
+ * The etcd half of mq_alter_topic for a replicated topic, after the local
+ * catalog took the change: the topic key gets this node's new config at
+ * commit, compared with the revision read here, and every other node's
+ * sync worker copies it into its own catalog (workers/cluster_sync.c), so that
+ * retention, min.insync.replicas and replica.lag.time.max.ms are the same
+ * on every replica, as a Kafka topic's config is one for all brokers.
+ */
+void
+MqClusterAlterTopic(const char *name, const char *change)
+{
+	MqTopicMeta row = {0};
+	int			topic_id = read_topic_row(name, &row);
+	char	   *uuid = replicated_uuid(topic_id);
+
+	if (uuid == NULL)
+		return;
+	alter_in_etcd(name, uuid, topic_id, row.partitions, change);
+}
+
+/*
+ * mq_alter_topic of a replicated topic this node holds no replica of (the
+ * topic of this uuid, as mqlog.cluster_partition has it): the same change
+ * of etcd's config at commit, with no catalog row here to take it; the
+ * nodes that hold the topic copy it as after an alter at one of them.  The
+ * caller checked the privilege.
+ */
+void
+MqClusterAlterTopicByUuid(const char *name, const char *uuid, const char *change)
+{
+	alter_in_etcd(name, uuid, 0, -1, change);
 }
 
 /* ------------------------------------------------------------------------

@@ -19,7 +19,9 @@
  * Who may change a topic's config is who may call mq_alter_topic
  * (EXECUTE) on a topic it may alter (the function's check), checked
  * first: a role that may not gets TOPIC_AUTHORIZATION_FAILED whatever
- * else is wrong.  An unknown key or a bad value is the function's own
+ * else is wrong.  A replicated topic this node holds no replica of is
+ * altered through etcd by mq_alter_topic too, by mqlog_admin only (the
+ * role that sees such topics, brokers.c), on the config etcd has.  An unknown key or a bad value is the function's own
  * check (mqlog._validate_config), INVALID_CONFIG with its message.
  * validate_only is the same change in a subtransaction rolled back.
  *
@@ -44,6 +46,7 @@
 
 #include "acl/acl.h"
 #include "base/spi.h"
+#include "cluster/metadata.h"
 #include "log/topic.h"
 #include "kafka/kafka_internal.h"
 
@@ -76,6 +79,7 @@ typedef struct AlterResource
 	int32		nconfigs;
 	AlterEntry *configs;
 	bool		incremental;
+	bool		elsewhere;		/* a replicated topic held elsewhere */
 	Oid			fn;
 	/* the answer */
 	int16		error;
@@ -148,13 +152,14 @@ list_has(List *items, const char *item)
 
 /*
  * The value an APPEND or SUBTRACT leaves a list config of the topic with:
- * its effective value now (the default if it has no override) with the
+ * its effective value now (the default if it has no override; etcd's
+ * config for a topic held elsewhere) with the
  * given items added where absent, or taken away.  A key that is not a list
  * is refused as Kafka refuses it; an unknown key is passed on as a SET, for
  * mqlog._validate_config to refuse with its list of keys.
  */
 static char *
-list_op(const char *topic, AlterEntry *e)
+list_op(AlterResource *res, AlterEntry *e)
 {
 	StringInfoData buf;
 	List	   *current;
@@ -179,8 +184,13 @@ list_op(const char *topic, AlterEntry *e)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%d values for config \"%s\" are too many", list_length(given), e->name),
 				 errhint("Valid values are: delete, compact.")));
-	effective = owner_value("SELECT mqlog.effective_config(t.config) OPERATOR(pg_catalog.->>) '" LIST_CONFIG "'"
-							" FROM mqlog.topic t WHERE t.name OPERATOR(pg_catalog.=) $1", topic);
+	if (res->elsewhere)
+		effective = owner_value("SELECT mqlog.effective_config($1::pg_catalog.jsonb)"
+								" OPERATOR(pg_catalog.->>) '" LIST_CONFIG "'",
+								MqClusterTopicConfig(res->name));
+	else
+		effective = owner_value("SELECT mqlog.effective_config(t.config) OPERATOR(pg_catalog.->>) '" LIST_CONFIG "'"
+								" FROM mqlog.topic t WHERE t.name OPERATOR(pg_catalog.=) $1", res->name);
 	current = list_items(effective ? effective : "");
 	foreach(lc, current)
 		if (e->op == OP_APPEND || !list_has(given, lfirst(lc)))
@@ -212,8 +222,12 @@ alter_topic(void *arg)
 	Datum		change;
 
 	MqKafkaCheckExecute(res->fn);
-	topic = MqTopicLookup(res->name, false);
-	MqTopicCheckPrivilege(topic, MQ_PRIV_ALTER);
+	if (!res->elsewhere)
+	{
+		/* held elsewhere: mq_alter_topic's own check (mqlog_admin) */
+		topic = MqTopicLookup(res->name, false);
+		MqTopicCheckPrivilege(topic, MQ_PRIV_ALTER);
+	}
 
 	for (int i = 0; i < res->nconfigs; i++)
 	{
@@ -223,7 +237,7 @@ alter_topic(void *arg)
 		if (e->op == OP_DELETE)
 			values[i] = NULL;
 		else if (e->op == OP_APPEND || e->op == OP_SUBTRACT)
-			values[i] = list_op(res->name, e);
+			values[i] = list_op(res, e);
 		else
 			values[i] = e->value;
 	}
@@ -351,6 +365,7 @@ alter_configs(MqKafkaRequest *req, StringInfo out, bool incremental)
 
 	MqKafkaAdminBegin(&walk, req, "mq_alter_topic", lengthof(alter_args), alter_args,
 					  "Kafka AlterConfigs resource");
+	walk.elsewhere_ok = true;
 	dup = MqKafkaDuplicates(keys, n);
 	for (int i = 0; i < n; i++)
 	{
@@ -365,6 +380,8 @@ alter_configs(MqKafkaRequest *req, StringInfo out, bool incremental)
 		precheck_resource(res);
 		if (res->error != MQK_NONE)
 			continue;
+		/* a replicated topic held elsewhere, to a role that sees it: in etcd */
+		res->elsewhere = MqKafkaAdminHeldElsewhere(&walk, res->name);
 		res->fn = walk.fn;
 		res->error = MqKafkaAdminTry(&walk, res->name, "alter it", alter_topic, res, alter_error,
 									 !validate_only, &res->message);

@@ -272,6 +272,7 @@ MqKafkaAdminBegin(MqKafkaAdminWalk *walk, MqKafkaRequest *req, const char *funct
 	/* a context's name must be a constant: the unit's kind is its identifier */
 	MemoryContextSetIdentifier(walk->scratch, unit);
 	walk->attempted = 0;
+	walk->elsewhere_ok = false;
 }
 
 int16
@@ -279,7 +280,22 @@ MqKafkaAdminMissing(MqKafkaAdminWalk *walk, const char *topic, const char *what,
 {
 	if (OidIsValid(walk->fn) && MqKafkaKnownTopic(&walk->known, topic))
 		return MQK_NONE;
+	if (walk->elsewhere_ok && MqKafkaAdminHeldElsewhere(walk, topic))
+		return MQK_NONE;
 	return MqKafkaMissingTopicError(topic, what, message);
+}
+
+/*
+ * A replicated topic this node holds no replica of, that the request's
+ * role may learn of (brokers.c: NOT_LEADER_OR_FOLLOWER): the handlers
+ * that set elsewhere_ok (DeleteTopics, AlterConfigs) change it through
+ * etcd, as mq_drop_topic and mq_alter_topic do from here
+ */
+bool
+MqKafkaAdminHeldElsewhere(MqKafkaAdminWalk *walk, const char *topic)
+{
+	return OidIsValid(walk->fn) && !MqKafkaKnownTopic(&walk->known, topic) &&
+		MqKafkaClusterTopicError(topic) == MQK_NOT_LEADER_OR_FOLLOWER;
 }
 
 int16
@@ -592,6 +608,7 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 
 	MqKafkaAdminBegin(&walk, req, "mq_drop_topic", lengthof(drop_args), drop_args,
 					  "Kafka DeleteTopics topic");
+	walk.elsewhere_ok = true;
 	dup = MqKafkaDuplicates(names, n);
 	for (int i = 0; i < n; i++)
 	{
@@ -602,7 +619,7 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 			t->error = MQK_INVALID_REQUEST;
 		else if (!OidIsValid(walk.fn))
 			t->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
-		/* a replicated topic held elsewhere is dropped where it is held */
+		/* a replicated topic held elsewhere is dropped through etcd (elsewhere_ok) */
 		else if ((t->error = MqKafkaAdminMissing(&walk, t->name, NULL, NULL)) == MQK_NONE)
 		{
 			t->fn = walk.fn;

@@ -8,7 +8,12 @@
  *
  * A topic is described to a role that may describe it, as Metadata lists
  * it (MqKafkaTopic with MQ_PRIV_DESCRIBE): a role that cannot see a topic
- * there cannot read its configuration here either.  Each key the topic
+ * there cannot read its configuration here either.  A replicated topic
+ * this node holds no replica of (mqlog.cluster_partition) is described,
+ * to a role that sees such topics (MqKafkaSeesClusterTopics: mqlog_admin),
+ * from its config in etcd, read now: the config every node that holds it
+ * copies into its catalog, so the answer is the one such a node gives.
+ * Each etcd read is a unit of MqKafkaOutOfTime.  Each key the topic
  * overrides is TOPIC_CONFIG, every other DEFAULT_CONFIG; none is read-only
  * (mq_alter_topic changes them all) and none is sensitive.  Synonyms, when
  * asked for, are the override and the default beneath it, most specific
@@ -28,9 +33,11 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 
 #include "base/spi.h"
+#include "cluster/metadata.h"
 #include "log/topic.h"
 #include "kafka/kafka_internal.h"
 
@@ -58,7 +65,8 @@ typedef struct ConfigResource
 	char	   *name;
 	int32		nkeys;			/* -1: all of them */
 	char	  **keys;
-	int32		topic_id;		/* a topic the role may describe */
+	int32		topic_id;		/* a topic the role may describe; 0: held
+								 * elsewhere, its config from etcd */
 	MemoryContext answer_cxt;	/* where the entries go */
 	/* the answer */
 	int16		error;
@@ -97,9 +105,23 @@ add_entry(ConfigResource *res, const char *name, const char *value, const char *
 /*
  * A topic's every config key with its effective value, in a
  * subtransaction (MqKafkaTryAdmin): read as the extension owner once the
- * role was found to be allowed to describe the topic.  The entries go to
+ * role was found to be allowed to describe the topic; topic_id 0 is a
+ * replicated topic this node holds no replica of, read from etcd.  The entries go to
  * res->answer_cxt, not to SPI's memory (which SPI_finish frees).
  */
+/*
+ * Every config key of a topic whose config (t.config, a JSON object of the
+ * overrides) is the row of FROM: its effective value, its default, and
+ * whether the topic overrides it
+ */
+#define CONFIG_QUERY(from) \
+	"SELECT d.key," \
+	" COALESCE(t.config OPERATOR(pg_catalog.->) d.key, d.value)" \
+	" OPERATOR(pg_catalog.#>>) '{}'," \
+	" d.value OPERATOR(pg_catalog.#>>) '{}'," \
+	" t.config OPERATOR(pg_catalog.?) d.key" \
+	" FROM " from ", pg_catalog.jsonb_each(mqlog.config_defaults()) d ORDER BY d.key"
+
 static void
 describe_topic(void *arg)
 {
@@ -109,14 +131,18 @@ describe_topic(void *arg)
 	MqSpi		spi;
 
 	MqSpiBegin(&spi, true);
-	if (SPI_execute_with_args("SELECT d.key,"
-							  " COALESCE(t.config OPERATOR(pg_catalog.->) d.key, d.value)"
-							  " OPERATOR(pg_catalog.#>>) '{}',"
-							  " d.value OPERATOR(pg_catalog.#>>) '{}',"
-							  " t.config OPERATOR(pg_catalog.?) d.key"
-							  " FROM mqlog.topic t, pg_catalog.jsonb_each(mqlog.config_defaults()) d"
-							  " WHERE t.topic_id OPERATOR(pg_catalog.=) $1 ORDER BY d.key",
-							  1, &type, &value, NULL, true, 0) != SPI_OK_SELECT)
+	if (res->topic_id == 0)
+	{
+		/* a replicated topic held elsewhere: its config in etcd */
+		type = TEXTOID;
+		value = CStringGetTextDatum(MqClusterTopicConfig(res->name));
+		if (SPI_execute_with_args(CONFIG_QUERY("(SELECT $1::pg_catalog.jsonb AS config) t"),
+								  1, &type, &value, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "mqlog: the config of topic \"%s\" could not be read", res->name);
+	}
+	else if (SPI_execute_with_args(CONFIG_QUERY("(SELECT t.config FROM mqlog.topic t"
+												" WHERE t.topic_id OPERATOR(pg_catalog.=) $1) t"),
+								   1, &type, &value, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "mqlog: the config of topic \"%s\" could not be read", res->name);
 	res->entries = MemoryContextAllocZero(res->answer_cxt, sizeof(ConfigEntry) * (SPI_processed + 1));
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -204,6 +230,7 @@ MqKafkaDescribeConfigs(MqKafkaRequest *req, StringInfo out)
 	bool	   *dup;
 	MemoryContext scratch;
 	MqKafkaTopicSet known;
+	int			attempted = 0;
 
 	if (n < 0)
 		return MQK_CLOSE;
@@ -260,6 +287,7 @@ MqKafkaDescribeConfigs(MqKafkaRequest *req, StringInfo out)
 			 */
 			MemoryContext outer = MemoryContextSwitchTo(scratch);
 			MqTopic    *topic = NULL;
+			bool		elsewhere = false;
 
 			res->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
 			message = NULL;
@@ -267,15 +295,21 @@ MqKafkaDescribeConfigs(MqKafkaRequest *req, StringInfo out)
 				topic = MqKafkaTopic(res->name, MQ_PRIV_DESCRIBE, &res->error);
 			else if ((code = MqKafkaClusterTopicError(res->name)) != MQK_NONE)
 			{
-				/* its config is kept by the nodes that hold it (brokers.c) */
+				/*
+				 * a replicated topic held elsewhere, to a role that may see
+				 * it (brokers.c): its config is the cluster's, in etcd, one
+				 * read each, for as long as the request may take
+				 */
 				res->error = code;
 				if (code == MQK_NOT_LEADER_OR_FOLLOWER)
-					message = psprintf("topic \"%s\" has no replica on this node: describe it at a node that holds one",
-									   res->name);
+				{
+					elsewhere = !MqKafkaOutOfTime(req, &attempted);
+					res->error = elsewhere ? MQK_NONE : MQK_REQUEST_TIMED_OUT;
+				}
 			}
-			if (topic != NULL)
+			if (topic != NULL || elsewhere)
 			{
-				res->topic_id = topic->topic_id;
+				res->topic_id = topic ? topic->topic_id : 0;
 				res->answer_cxt = outer;
 				code = MqKafkaTryAdmin(describe_topic, res, NULL, true, &message);
 				if (code != MQK_NONE)

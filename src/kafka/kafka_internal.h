@@ -480,6 +480,8 @@ typedef struct MqKafkaAdminWalk
 	MqKafkaTopicSet known;
 	MemoryContext scratch;
 	int			attempted;		/* units tried (MqKafkaOutOfTime) */
+	bool		elsewhere_ok;	/* a replicated topic held elsewhere is done
+								 * through etcd (MqKafkaAdminHeldElsewhere) */
 } MqKafkaAdminWalk;
 
 extern void MqKafkaAdminBegin(MqKafkaAdminWalk *walk, MqKafkaRequest *req,
@@ -487,6 +489,7 @@ extern void MqKafkaAdminBegin(MqKafkaAdminWalk *walk, MqKafkaRequest *req,
 							  const char *unit);
 extern int16 MqKafkaAdminMissing(MqKafkaAdminWalk *walk, const char *topic,
 								 const char *what, char **message);
+extern bool MqKafkaAdminHeldElsewhere(MqKafkaAdminWalk *walk, const char *topic);
 extern int16 MqKafkaAdminTry(MqKafkaAdminWalk *walk, const char *topic, const char *what,
 							 void (*fn) (void *arg), void *arg,
 							 int16 (*map) (int sqlerrcode, void *arg),

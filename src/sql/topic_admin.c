@@ -14,7 +14,9 @@
  *
  * A topic with a replication factor above 1 is also a cluster object: its
  * creation and drop are checked against etcd here and written there when
- * the transaction commits (cluster/topics.c).
+ * the transaction commits (cluster/topics.c); one that this node holds no
+ * replica of can be altered and dropped here too, by mqlog_admin
+ * (held_elsewhere).
  *
  *-------------------------------------------------------------------------
  */
@@ -92,6 +94,39 @@ check_alter(FunctionCallInfo fcinfo)
 }
 
 /*
+ * mq_drop_topic or mq_alter_topic (what) of a name this node has no topic
+ * of, but that is a replicated topic of the cluster held by other nodes
+ * (this node's copy of etcd, mqlog.cluster_partition): its uuid there, for
+ * the change to go to etcd at commit (cluster/topics.c), whence the nodes
+ * that hold it take it.  The topic's grants and owner are rows of the
+ * nodes that hold it, which this node cannot read, so the one role that
+ * may change it here is one that may change every topic on every node: a
+ * member of mqlog_admin (or a superuser).  NULL when name (argument 0) is
+ * no such topic, or this node has a topic of the name.
+ */
+static char *
+held_elsewhere(FunctionCallInfo fcinfo, const char *what)
+{
+	char	   *name;
+	List	   *found;
+
+	if (PG_ARGISNULL(0) || !MqClusterEnabled())
+		return NULL;
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	if (MqTopicLookup(name, true) != NULL || (found = MqClusterDirectoryRead(name)) == NIL)
+		return NULL;
+	if (!MqIsAdmin(GetUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for topic \"%s\"", name),
+				 errdetail("This node holds no replica of replicated topic \"%s\", nor its grants: only a member of mqlog_admin may %s it here.",
+						   name, what),
+				 errhint("%s it at a node that holds it.", strcmp(what, "drop") == 0 ? "Drop" : "Alter")));
+	PreventCommandIfReadOnly(what);
+	return ((MqClusterTopic *) linitial(found))->meta->uuid;
+}
+
+/*
  * Who may create topics is the EXECUTE privilege on mq_create_topic
  * (granted to mqlog_admin); the creator owns the topic.
  */
@@ -112,14 +147,23 @@ Datum
 mq_alter_topic(PG_FUNCTION_ARGS)
 {
 	static const Oid types[] = {TEXTOID, JSONBOID};
+	char	   *uuid = held_elsewhere(fcinfo, "alter");
+	char	   *change = PG_ARGISNULL(1) ? "{}" :
+		JsonbToCString(NULL, &PG_GETARG_JSONB_P(1)->root, VARSIZE(PG_GETARG_JSONB_P(1)));
+	MqTopic    *topic;
+	char	   *name;
 
-	MqTopic    *topic = check_alter(fcinfo);
-	char	   *name = pstrdup(topic->name);
-
+	if (uuid != NULL)
+	{
+		/* held elsewhere: etcd's config changed at commit, nothing here */
+		MqClusterAlterTopicByUuid(text_to_cstring(PG_GETARG_TEXT_PP(0)), uuid, change);
+		PG_RETURN_VOID();
+	}
+	topic = check_alter(fcinfo);
+	name = pstrdup(topic->name);
 	call_internal("SELECT mqlog._alter_topic($1, $2)", fcinfo, 2, types, InvalidOid);
 	/* a replicated topic: its config in etcd at commit, for every node */
-	MqClusterAlterTopic(name, PG_ARGISNULL(1) ? "{}" :
-						JsonbToCString(NULL, &PG_GETARG_JSONB_P(1)->root, VARSIZE(PG_GETARG_JSONB_P(1))));
+	MqClusterAlterTopic(name, change);
 	PG_RETURN_VOID();
 }
 
@@ -141,8 +185,15 @@ Datum
 mq_drop_topic(PG_FUNCTION_ARGS)
 {
 	static const Oid types[] = {TEXTOID};
+	MqTopic    *topic;
+	char	   *uuid = held_elsewhere(fcinfo, "drop");
 
-	MqTopic    *topic = check_alter(fcinfo);
+	if (uuid != NULL)
+	{
+		MqClusterDropTopicByUuid(text_to_cstring(PG_GETARG_TEXT_PP(0)), uuid);
+		PG_RETURN_VOID();
+	}
+	topic = check_alter(fcinfo);
 
 	/* a replicated topic's etcd keys go when the drop commits */
 	MqClusterDropTopic(topic->name, topic->topic_id);

@@ -18,6 +18,11 @@ One JSON object per line on stdout.
       config (kafka-python asks for synonyms, DescribeConfigs v2; confluent
       does not); confluent's keys are filtered here, kafka-python's by the
       broker
+  admin_clients.py BOOTSTRAP kafka-python-describe-at BROKER TOPIC
+      DescribeConfigs (its highest version, with synonyms) of TOPIC sent by
+      kafka-python's client to broker id BROKER, whichever the admin client
+      would pick (test/perl/168_kafka_cluster_forwarded_admin.pl compares
+      brokers' answers); -> as kafka-python-describe
   admin_clients.py BOOTSTRAP raw-describe-v0 TOPIC KEY
       -> {"error", "name", "value", "read_only", "is_default", "sensitive"}
          (DescribeConfigs v0, which has is_default instead of a source)
@@ -217,6 +222,21 @@ def kafka_python_describe(bootstrap, rtype, name, keys):
     t = ConfigResourceType.TOPIC if rtype == 'topic' else ConfigResourceType.BROKER
     resp = a.describe_configs([ConfigResource(t, name, configs=dict.fromkeys(keys) or None)], include_synonyms=True)[0]
     for code, msg, _rtype, _rname, entries in resp.resources:
+        out({'error': code, 'message': msg})
+        for cname, value, read_only, source, sensitive, synonyms in entries:
+            out({'name': cname, 'value': value, 'source': source, 'read_only': read_only,
+                 'sensitive': sensitive, 'synonyms': [list(s) for s in synonyms]})
+    a.close()
+
+
+def kafka_python_describe_at(bootstrap, broker, name):
+    from kafka.protocol.admin import DescribeConfigsRequest
+    a = kafka_python_admin(bootstrap)
+    version = a._matching_api_version(DescribeConfigsRequest)
+    f = a._send_request_to_node(broker, DescribeConfigsRequest[version](
+        resources=[(2, name, None)], include_synonyms=True))
+    a._wait_for_futures([f])
+    for code, msg, _rtype, _rname, entries in f.value.resources:
         out({'error': code, 'message': msg})
         for cname, value, read_only, source, sensitive, synonyms in entries:
             out({'name': cname, 'value': value, 'source': source, 'read_only': read_only,
@@ -641,6 +661,8 @@ def main():
         confluent_describe(bootstrap, args[0], args[1], args[2:])
     elif what == 'kafka-python-describe':
         kafka_python_describe(bootstrap, args[0], args[1], args[2:])
+    elif what == 'kafka-python-describe-at':
+        kafka_python_describe_at(bootstrap, int(args[0]), args[1])
     elif what == 'raw-describe-v0':
         raw_describe_v0(bootstrap, args[0], args[1])
     elif what == 'raw-create-v0':

@@ -24,10 +24,11 @@
       -> the error codes of a raw Produce v3 (acks -1, one record), Fetch v4
          and ListOffsets v1 of the partition: "produce E", "fetch E",
          "list_offsets E"
-  cluster.py BOOTSTRAP raw-admin TOPIC PARTITION
+  cluster.py BOOTSTRAP raw-admin TOPIC PARTITION [DELETED]
       -> the error codes of a raw OffsetCommit v2 (no member) of the
-         partition, DescribeConfigs v1, DeleteTopics v1 and CreateTopics v0
-         (1 partition, replication factor 1) of the topic:
+         partition, DescribeConfigs v1, DeleteTopics v1 (of DELETED when
+         given, else of the topic) and CreateTopics v0 (1 partition,
+         replication factor 1) of the topic:
          "offset_commit E", "describe_configs E", "delete_topics E",
          "create_topics E"
 """
@@ -172,7 +173,7 @@ def raw_errors(bootstrap, topic, partition):
     s.close()
 
 
-def raw_admin(bootstrap, topic, partition):
+def raw_admin(bootstrap, topic, partition, deleted=None):
     t = raw_string(topic.encode())
     s = raw_connect(bootstrap)
     # OffsetCommit v2: group, generation -1, member "", retention -1, [topic [partition offset metadata]]
@@ -193,7 +194,8 @@ def raw_admin(bootstrap, topic, partition):
     r.take('>i')
     print('describe_configs %d' % r.take('>h'))
     # DeleteTopics v1: [name], timeout
-    r = Reader(raw_request(s, 20, 1, 3, struct.pack('>i', 1) + t + struct.pack('>i', 5000)))
+    d = raw_string(deleted.encode()) if deleted else t
+    r = Reader(raw_request(s, 20, 1, 3, struct.pack('>i', 1) + d + struct.pack('>i', 5000)))
     r.take('>i')
     r.take('>i')
     r.take('>i')
@@ -225,7 +227,7 @@ def main():
     elif what == 'raw-errors':
         raw_errors(bootstrap, args[0], int(args[1]))
     elif what == 'raw-admin':
-        raw_admin(bootstrap, args[0], int(args[1]))
+        raw_admin(bootstrap, args[0], int(args[1]), args[2] if len(args) > 2 else None)
     else:
         raise SystemExit('unknown command %s' % what)
 
