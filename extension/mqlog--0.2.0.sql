@@ -1100,6 +1100,62 @@ COMMENT ON COLUMN mqlog.committed_offset.metadata IS 'the metadata string of the
 REVOKE ALL ON mqlog.committed_offset FROM PUBLIC;
 
 /*
+ * The Kafka transaction coordinator's state (src/kafka/txn_coordinator.c,
+ * doc/kafka.md#transactions): one row per transactional.id, the partitions
+ * and the offsets of its open transaction.  EndTxn writes the markers, applies
+ * or drops the offsets and ends the transaction in one PostgreSQL
+ * transaction, so a crash leaves a Kafka transaction open or ended, never
+ * half-ended.  Only the listener (as the extension owner) writes them.
+ */
+CREATE TABLE mqlog.kafka_transaction (
+    transactional_id  text PRIMARY KEY,
+    producer_id       bigint NOT NULL,
+    producer_epoch    smallint NOT NULL,
+    state             text NOT NULL DEFAULT 'Empty'
+        CHECK (state IN ('Empty', 'Ongoing', 'PrepareCommit', 'PrepareAbort',
+                         'CompleteCommit', 'CompleteAbort')),
+    timeout_ms        int NOT NULL,
+    started_at        timestamptz,
+    groups            text[] NOT NULL DEFAULT '{}',
+    owner             regrole NOT NULL
+);
+COMMENT ON TABLE mqlog.kafka_transaction IS 'internal: the Kafka transaction coordinator, one row per transactional.id (its producer id and epoch, its state, the groups of its open transaction)';
+REVOKE ALL ON mqlog.kafka_transaction FROM PUBLIC;
+
+CREATE TABLE mqlog.kafka_transaction_partition (
+    transactional_id  text NOT NULL REFERENCES mqlog.kafka_transaction ON DELETE CASCADE,
+    topic_id          int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    "partition"       int NOT NULL,
+    first_offset      bigint,
+    PRIMARY KEY (transactional_id, topic_id, "partition")
+);
+COMMENT ON TABLE mqlog.kafka_transaction_partition IS 'internal: the partitions of each open Kafka transaction, with the first offset it wrote there (null: none yet)';
+REVOKE ALL ON mqlog.kafka_transaction_partition FROM PUBLIC;
+
+CREATE TABLE mqlog.kafka_transaction_offset (
+    transactional_id  text NOT NULL REFERENCES mqlog.kafka_transaction ON DELETE CASCADE,
+    group_id          text NOT NULL,
+    topic_id          int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    "partition"       int NOT NULL,
+    committed_offset  bigint NOT NULL,
+    metadata          text,
+    PRIMARY KEY (transactional_id, group_id, topic_id, "partition")
+);
+COMMENT ON TABLE mqlog.kafka_transaction_offset IS 'internal: offsets a Kafka transaction committed with TxnOffsetCommit, moved to mqlog.committed_offset at its COMMIT and dropped at its ABORT';
+REVOKE ALL ON mqlog.kafka_transaction_offset FROM PUBLIC;
+
+CREATE TABLE mqlog.kafka_aborted_transaction (
+    topic_id          int NOT NULL REFERENCES mqlog.topic ON DELETE CASCADE,
+    "partition"       int NOT NULL,
+    producer_id       bigint NOT NULL,
+    first_offset      bigint NOT NULL,
+    last_offset       bigint NOT NULL,
+    PRIMARY KEY (topic_id, "partition", first_offset)
+);
+COMMENT ON TABLE mqlog.kafka_aborted_transaction IS 'internal: per partition, each aborted Kafka transaction''s producer id, first offset and ABORT marker offset (Kafka''s aborted transaction index): what read_committed Fetch returns and what mq_fetch and mq_poll skip';
+REVOKE ALL ON mqlog.kafka_aborted_transaction FROM PUBLIC;
+
+/*
  * Backup and restore (doc/reference.md#backup-and-restore): pg_dump writes
  * the rows of these catalog tables (and the topic id sequence's position)
  * as the data of the extension's configuration tables, and pg_restore
@@ -1130,6 +1186,14 @@ SELECT pg_catalog.pg_extension_config_dump('mqlog.topic_acl',
 SELECT pg_catalog.pg_extension_config_dump('mqlog.committed_offset',
     'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
 SELECT pg_catalog.pg_extension_config_dump('mqlog.consumer_group', '');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.kafka_transaction',
+    'WHERE owner IN (SELECT a.oid FROM pg_catalog.pg_roles a)');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.kafka_transaction_partition',
+    'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.kafka_transaction_offset',
+    'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.kafka_aborted_transaction',
+    'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
 SELECT pg_catalog.pg_extension_config_dump('mqlog.group_acl',
     'WHERE grantee = 0 OR grantee IN (SELECT a.oid FROM pg_catalog.pg_roles a)');
 /* orphans still waiting for the sweep: pg_dump writes their relations too */

@@ -873,6 +873,8 @@ mqlog_kafka_main(Datum main_arg)
 
 		/* the groups' session timeouts and rebalance deadlines */
 		MqKafkaGroupsTick();
+		/* Kafka transactions past transaction.timeout.ms are aborted */
+		MqKafkaTxnTick();
 
 		/*
 		 * Parked requests: prepare to sleep before looking again, so that a

@@ -1,0 +1,182 @@
+#!/usr/bin/python3
+"""Kafka transactions against mqlog's Kafka listener with confluent-kafka
+(librdkafka), for 164_kafka_transactions.pl.
+
+  transactions.py commit HOST:PORT TOPIC TXN_ID N PREFIX
+  transactions.py abort HOST:PORT TOPIC TXN_ID N PREFIX
+      A transactional producer writes N records PREFIX-0 ... to partition 0
+      in one transaction, flushes, and commits (or aborts) it; prints "ok"
+      or the error.
+
+  transactions.py consume HOST:PORT TOPIC ISOLATION
+      A consumer (isolation.level ISOLATION, no group) reads partition 0
+      from the start to its end; prints each value on a line.
+
+  transactions.py fenced HOST:PORT TOPIC TXN_ID
+      Producer A begins a transaction and writes a record; producer B
+      initializes the same transactional id (fencing A, whose transaction
+      is aborted); A's commit fails: prints "fenced" when librdkafka calls
+      the error fatal and names it _FENCED or PRODUCER_FENCED /
+      INVALID_PRODUCER_EPOCH, else the error.  B then commits B-0: "ok".
+
+  transactions.py open HOST:PORT TOPIC TXN_ID N PREFIX TIMEOUT_MS
+      Begins a transaction with transaction.timeout.ms TIMEOUT_MS, writes N
+      records, flushes, prints "open" and waits for a line on stdin; then
+      tries to commit and prints "ok" or the error (and whether it is fatal).
+
+  transactions.py loop HOST:PORT IN OUT GROUP TXN_ID [STOP_AFTER]
+      Consume-transform-produce: reads IN (read_committed, group GROUP) and
+      for each record writes "out-VALUE" to OUT and the record's next offset
+      with send_offsets_to_transaction, one transaction per record, until IN
+      has nothing more; with STOP_AFTER, exits abruptly (os._exit) after
+      that many records while the next transaction is open.  Prints the
+      count done.
+"""
+import os
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+
+def producer(addr, txn_id, extra=None):
+    conf = {"bootstrap.servers": addr, "transactional.id": txn_id,
+            "enable.idempotence": True, "acks": "all", "linger.ms": 5}
+    conf.update(extra or {})
+    p = Producer(conf)
+    p.init_transactions(30)
+    return p
+
+
+def error_name(e):
+    err = e.args[0] if e.args else e
+    if isinstance(err, KafkaError):
+        return "%s fatal=%s abortable=%s" % (err.name(), err.fatal(), err.txn_requires_abort())
+    return str(e)
+
+
+def write(addr, topic, txn_id, n, prefix, commit):
+    p = producer(addr, txn_id)
+    p.begin_transaction()
+    for i in range(n):
+        p.produce(topic, value=("%s-%d" % (prefix, i)).encode(), partition=0)
+    p.flush(30)
+    try:
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+        print("ok")
+    except KafkaException as e:
+        print(error_name(e))
+
+
+def consume(addr, topic, isolation):
+    c = Consumer({"bootstrap.servers": addr, "group.id": "txn-reader-%d" % os.getpid(),
+                  "isolation.level": isolation, "enable.auto.commit": False,
+                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        m = c.poll(1.0)
+        if m is None:
+            continue
+        if m.error():
+            if m.error().code() == KafkaError._PARTITION_EOF:
+                break
+            print("error %s" % m.error())
+            break
+        print(m.value().decode())
+    c.close()
+
+
+def fenced(addr, topic, txn_id):
+    a = producer(addr, txn_id)
+    a.begin_transaction()
+    a.produce(topic, value=b"A-0", partition=0)
+    a.flush(30)
+    b = producer(addr, txn_id)
+    try:
+        a.produce(topic, value=b"A-1", partition=0)
+        a.flush(10)
+        a.commit_transaction(30)
+        print("A committed")
+    except KafkaException as e:
+        err = e.args[0]
+        if err.fatal() and ("FENCED" in err.name() or err.code() == KafkaError.INVALID_PRODUCER_EPOCH):
+            print("fenced")
+        else:
+            print(error_name(e))
+    b.begin_transaction()
+    b.produce(topic, value=b"B-0", partition=0)
+    b.flush(30)
+    b.commit_transaction(30)
+    print("ok")
+
+
+def open_txn(addr, topic, txn_id, n, prefix, timeout_ms):
+    p = producer(addr, txn_id, {"transaction.timeout.ms": timeout_ms})
+    p.begin_transaction()
+    for i in range(n):
+        p.produce(topic, value=("%s-%d" % (prefix, i)).encode(), partition=0)
+    p.flush(30)
+    print("open", flush=True)
+    sys.stdin.readline()
+    try:
+        p.commit_transaction(30)
+        print("ok")
+    except KafkaException as e:
+        print(error_name(e))
+    sys.stdout.flush()
+
+
+def loop(addr, src, dst, group, txn_id, stop_after=None):
+    c = Consumer({"bootstrap.servers": addr, "group.id": group,
+                  "isolation.level": "read_committed", "enable.auto.commit": False,
+                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    c.subscribe([src])
+    p = producer(addr, txn_id)
+    done = 0
+    idle_until = time.time() + 60
+    while time.time() < idle_until:
+        m = c.poll(1.0)
+        if m is None:
+            continue
+        if m.error():
+            if m.error().code() == KafkaError._PARTITION_EOF:
+                break
+            continue
+        p.begin_transaction()
+        p.produce(dst, value=b"out-" + m.value(), partition=0)
+        if stop_after is not None and done == stop_after:
+            p.flush(30)
+            print(done, flush=True)
+            os._exit(0)
+        p.send_offsets_to_transaction(
+            [TopicPartition(m.topic(), m.partition(), m.offset() + 1)],
+            c.consumer_group_metadata(), 30)
+        p.commit_transaction(30)
+        done += 1
+    print(done)
+    c.close()
+
+
+def main():
+    cmd = sys.argv[1]
+    a = sys.argv[2:]
+    if cmd in ("commit", "abort"):
+        write(a[0], a[1], a[2], int(a[3]), a[4], cmd == "commit")
+    elif cmd == "consume":
+        consume(a[0], a[1], a[2])
+    elif cmd == "fenced":
+        fenced(a[0], a[1], a[2])
+    elif cmd == "open":
+        open_txn(a[0], a[1], a[2], int(a[3]), a[4], int(a[5]))
+    elif cmd == "loop":
+        loop(a[0], a[1], a[2], a[3], a[4], int(a[5]) if len(a) > 5 else None)
+    else:
+        sys.exit("unknown command " + cmd)
+
+
+if __name__ == "__main__":
+    main()

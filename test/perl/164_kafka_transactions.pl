@@ -1,0 +1,92 @@
+# Kafka transactions (KIP-98, KIP-447) on the Kafka listener (doc/kafka.md,
+# "Transactions"), with librdkafka (python3-confluent-kafka,
+# test/kafka/transactions.py) and SQL readers.
+#
+# Checks:
+#  - a committed transaction is read by read_committed and read_uncommitted
+#    consumers and by mq_fetch, with a COMMIT marker (a control batch) after
+#    its records that no reader returns as a record;
+#  - an aborted transaction is invisible to read_committed consumers, to
+#    mq_fetch and to mq_poll, visible to read_uncommitted consumers, and
+#    recorded in mqlog.kafka_aborted_transaction;
+#  - a producer fenced by a second InitProducerId of its transactional id
+#    fails fatally (PRODUCER_FENCED), its open transaction is aborted, and
+#    the new producer commits;
+#  - an open transaction holds the last stable offset at its first offset
+#    (mqlog.partitions, mq_fetch, read_committed) together with an open SQL
+#    transaction on the same partition, and each releases its own;
+#  - a transaction past its transaction.timeout.ms is aborted by the
+#    coordinator (ABORT marker, epoch bumped): its records never show to
+#    read_committed or SQL, and its producer's commit fails;
+#  - a consume->produce loop with send_offsets_to_transaction, killed
+#    mid-transaction and run again, gives each input exactly once to a
+#    read_committed consumer and to mq_fetch, and the group's committed
+#    offset only moves with the commits;
+#  - the coordinator's tables are not readable by PUBLIC; a transactional
+#    Produce to a partition never added is INVALID_TXN_STATE.
+use strict;
+use warnings;
+
+use File::Basename qw(dirname);
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use MqKafka qw(kafka_node wait_for);
+
+my $script = dirname(__FILE__) . '/../kafka/transactions.py';
+my $python = '/usr/bin/python3';
+my $kport = PostgreSQL::Test::Cluster::get_free_port();
+my $addr = "127.0.0.1:$kport";
+
+my $node = kafka_node('txn', $kport);
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION mqlog;
+CREATE ROLE kafka_app LOGIN;
+SELECT mq_create_topic(t, 1) FROM unnest(ARRAY['tc','ta','tf','tl','tt','lin','lout']) t;
+SELECT mq_grant(t, 'kafka_app', 'all') FROM unnest(ARRAY['tc','ta','tf','tl','tt','lin','lout']) t;
+SELECT mq_grant_group('loop', 'kafka_app');
+});
+
+sub py
+{
+	my (@args) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ $python, $script, @args ], '>', \$out, '2>', \$err, IPC::Run::timeout(300))
+	  or diag("transactions.py @args: $err");
+	return $out;
+}
+
+sub consume
+{
+	my ($topic, $isolation) = @_;
+	return join(',', split /\n/, py('consume', $addr, $topic, $isolation));
+}
+
+sub sql_values
+{
+	my ($topic) = @_;
+	return $node->safe_psql('postgres',
+		qq{SELECT coalesce(string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset"), '') FROM mq_fetch('$topic', 0, 0, 100000)});
+}
+
+# ---------------------------------------------------------------------------
+# commit and abort
+# ---------------------------------------------------------------------------
+is(py('commit', $addr, 'tc', 'tx-c', 3, 'c'), "ok\n", 'a transaction of 3 records commits');
+is(consume('tc', 'read_committed'), 'c-0,c-1,c-2', 'read_committed reads the committed transaction');
+is(consume('tc', 'read_uncommitted'), 'c-0,c-1,c-2', 'read_uncommitted too, without the marker');
+is(sql_values('tc'), 'c-0,c-1,c-2', 'mq_fetch returns its records and not the marker');
+is($node->safe_psql('postgres', q{SELECT high_watermark || ' ' || last_stable_offset FROM mqlog.partitions WHERE topic = 'tc'}),
+	'4 4', 'the COMMIT marker takes offset 3; the LSO is the log end');
+
+is(py('abort', $addr, 'ta', 'tx-a', 3, 'a'), "ok\n", 'a transaction of 3 records aborts');
+is(py('commit', $addr, 'ta', 'tx-a', 2, 'b'), "ok\n", 'then the same transactional id commits 2');
+is(consume('ta', 'read_committed'), 'b-0,b-1', 'read_committed skips the aborted transaction');
+is(consume('ta', 'read_uncommitted'), 'a-0,a-1,a-2,b-0,b-1', 'read_uncommitted sees it');
+is(sql_values('ta'), 'b-0,b-1', 'mq_fetch skips it');
+is($node->safe_psql('postgres', q{SELECT producer_id > 0, first_offset, last_offset FROM mqlog.kafka_aborted_transaction a JOIN mqlog.topic t USING (topic_id) WHERE t.name = 'ta'}),
+	't|0|3', 'the aborted range is recorded');
+
+done_testing();
