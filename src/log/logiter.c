@@ -33,6 +33,7 @@
 
 #include "store/batch.h"
 #include "store/segment.h"
+#include "log/kafka_aborted.h"
 #include "log/logiter.h"
 #include "log/partition.h"
 #include "log/topic.h"
@@ -247,6 +248,16 @@ next_batch(MqLogIter *it)
 			it->done = true;
 			break;
 		}
+		/* a Kafka transaction's abort hides its batches as an abort does */
+		if (it->fate == MQ_FATE_VISIBLE && (it->flags & MQ_ITER_HIDE_KAFKA_ABORTED) &&
+			(it->hdr.attributes & MQ_ATTR_TRANSACTIONAL) && it->topic != NULL)
+		{
+			if (it->kafka_aborted == NULL)
+				it->kafka_aborted = MemoryContextAllocZero(MemoryContextGetParent(it->cxt),
+														   sizeof(MqKafkaAborted));
+			if (MqKafkaBatchAborted(it->kafka_aborted, it->topic->topic_id, it->partition, &it->hdr))
+				it->fate = MQ_FATE_INVISIBLE;
+		}
 		if (it->fate == MQ_FATE_INVISIBLE)
 		{
 			it->next = Max(it->next, MqBatchNextOffset(&it->hdr));
@@ -435,7 +446,7 @@ MqLogReadKafkaBatches(MqTopic *topic, int32 partition, int64 from, int64 max_byt
 	MqPartitionOffsets(topic, partition, &lso, &hw);
 	if (committed)
 	{
-		MqLogIterBegin(&it, topic, partition, from, lso, MQ_ITER_BYTES);
+		MqLogIterBegin(&it, topic, partition, from, lso, MQ_ITER_BYTES | MQ_ITER_HIDE_KAFKA_ABORTED);
 		it.max_bytes = max_bytes;
 	}
 	else

@@ -22,6 +22,9 @@
 #define MQ_ITER_BYTES		0x08	/* read each batch's bytes (raw, CRC) */
 #define MQ_ITER_NO_CRC		0x10	/* the caller checks CRCs itself, on the
 									 * pages (never the batch cache) */
+#define MQ_ITER_HIDE_KAFKA_ABORTED	0x20	/* skip the batches of aborted
+											 * Kafka transactions (SQL
+											 * readers, read_committed) */
 
 typedef struct MqLogIter
 {
@@ -65,6 +68,8 @@ typedef struct MqLogIter
 	int64		bytes;
 	int64		next;			/* offset after what was returned or skipped */
 	int64		invisible_records;	/* records of aborted batches passed */
+	struct MqKafkaAborted *kafka_aborted;	/* MQ_ITER_HIDE_KAFKA_ABORTED: its
+											 * window, made at need */
 
 } MqLogIter;
 

@@ -89,4 +89,69 @@ is(sql_values('ta'), 'b-0,b-1', 'mq_fetch skips it');
 is($node->safe_psql('postgres', q{SELECT producer_id > 0, first_offset, last_offset FROM mqlog.kafka_aborted_transaction a JOIN mqlog.topic t USING (topic_id) WHERE t.name = 'ta'}),
 	't|0|3', 'the aborted range is recorded');
 
+
+my $polled = $node->safe_psql('postgres', q{
+SELECT coalesce(string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset"), '') FROM mq_poll('pollg', ARRAY['ta'], 100);
+});
+is((split /\n/, $polled)[-1], 'b-0,b-1', 'mq_poll skips it');
+
+# ---------------------------------------------------------------------------
+# fencing
+# ---------------------------------------------------------------------------
+is(py('fenced', $addr, 'tf', 'tx-f'), "fenced\nok\n",
+	'a producer fenced by a new InitProducerId of its id fails fatally; the new one commits');
+is(consume('tf', 'read_committed'), 'B-0', "the fenced producer's transaction was aborted");
+is(consume('tf', 'read_uncommitted'), 'A-0,B-0', 'its record is in the log, aborted');
+is($node->safe_psql('postgres', q{SELECT producer_epoch || ' ' || state FROM mqlog.kafka_transaction WHERE transactional_id = 'tx-f'}),
+	'1 CompleteCommit', 'the coordinator bumped the epoch once and the new producer committed');
+
+# ---------------------------------------------------------------------------
+# the LSO: an open Kafka transaction and an open SQL transaction
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', q{SELECT mq_produce('tl', 0, NULL, 'sql-0'::bytea)});
+my ($in, $out, $err) = ('', '', '');
+my $open = IPC::Run::start([ $python, $script, 'open', $addr, 'tl', 'tx-l', 2, 'k', 60000 ],
+	'<', \$in, '>', \$out, '2>', \$err, IPC::Run::timeout(300));
+wait_for(60, sub { $open->pump_nb; $out =~ /open/ }) or diag("open: $err");
+my $sql = $node->background_psql('postgres');
+$sql->query_safe(q{BEGIN; SELECT mq_produce('tl', 0, NULL, 'sql-1'::bytea)});
+$node->safe_psql('postgres', q{SELECT mq_produce('tl', 0, NULL, 'sql-2'::bytea)});
+is($node->safe_psql('postgres', q{SELECT high_watermark || ' ' || last_stable_offset FROM mqlog.partitions WHERE topic = 'tl'}),
+	'5 1', 'the open Kafka transaction holds the LSO at its first offset (1) before the SQL one (3)');
+is(sql_values('tl'), 'sql-0', 'mq_fetch stops there');
+is(consume('tl', 'read_committed'), 'sql-0', 'and so does read_committed');
+is(consume('tl', 'read_uncommitted'), 'sql-0,k-0,k-1,sql-1,sql-2', 'read_uncommitted reads past it');
+$in .= "go\n";
+wait_for(60, sub { $open->pump_nb; $out =~ /open\n(ok|.+)\n/ });
+like($out, qr/open\nok\n/, 'the Kafka transaction commits');
+is($node->safe_psql('postgres', q{SELECT high_watermark || ' ' || last_stable_offset FROM mqlog.partitions WHERE topic = 'tl'}),
+	'6 3', 'the LSO moves to the open SQL transaction\'s offset');
+$sql->query_safe('COMMIT');
+$sql->quit;
+$open->finish;
+is($node->safe_psql('postgres', q{SELECT high_watermark || ' ' || last_stable_offset FROM mqlog.partitions WHERE topic = 'tl'}),
+	'6 6', 'and to the log end once it commits');
+is(sql_values('tl'), 'sql-0,k-0,k-1,sql-1,sql-2', 'mq_fetch reads all, in offset order');
+
+# ---------------------------------------------------------------------------
+# transaction.timeout.ms
+# ---------------------------------------------------------------------------
+($in, $out, $err) = ('', '', '');
+$open = IPC::Run::start([ $python, $script, 'open', $addr, 'tt', 'tx-t', 2, 't', 2000 ],
+	'<', \$in, '>', \$out, '2>', \$err, IPC::Run::timeout(300));
+wait_for(60, sub { $open->pump_nb; $out =~ /open/ }) or diag("open: $err");
+ok(wait_for(60, sub {
+	$node->safe_psql('postgres', q{SELECT state FROM mqlog.kafka_transaction WHERE transactional_id = 'tx-t'}) eq 'CompleteAbort' }),
+	'the coordinator aborts the transaction past its transaction.timeout.ms');
+is($node->safe_psql('postgres', q{SELECT producer_epoch FROM mqlog.kafka_transaction WHERE transactional_id = 'tx-t'}),
+	'1', 'and bumps the epoch');
+$in .= "go\n";
+wait_for(60, sub { $open->pump_nb; $out =~ /open\n.+\n/ });
+$open->finish;
+unlike($out, qr/open\nok\n/, 'the timed-out producer cannot commit') or diag($out);
+is(sql_values('tt'), '', 'mq_fetch shows none of its records');
+is(consume('tt', 'read_committed'), '', 'nor does read_committed');
+ok($node->log_contains(qr/Kafka transaction "tx-t" of producer \d+ passed its transaction.timeout.ms/),
+	'the server log says so');
+
 done_testing();
