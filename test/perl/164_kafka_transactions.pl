@@ -108,14 +108,14 @@ is($node->safe_psql('postgres', q{SELECT producer_epoch || ' ' || state FROM mql
 # ---------------------------------------------------------------------------
 # the LSO: an open Kafka transaction and an open SQL transaction
 # ---------------------------------------------------------------------------
-$node->safe_psql('postgres', q{SELECT mq_produce('tl', 0, NULL, 'sql-0'::bytea)});
+$node->safe_psql('postgres', q{SELECT mq_produce('tl', 'sql-0'::bytea, "partition" => 0)});
 my ($in, $out, $err) = ('', '', '');
 my $open = IPC::Run::start([ $python, $script, 'open', $addr, 'tl', 'tx-l', 2, 'k', 60000 ],
 	'<', \$in, '>', \$out, '2>', \$err, IPC::Run::timeout(300));
 wait_for(60, sub { $open->pump_nb; $out =~ /open/ }) or diag("open: $err");
 my $sql = $node->background_psql('postgres');
-$sql->query_safe(q{BEGIN; SELECT mq_produce('tl', 0, NULL, 'sql-1'::bytea)});
-$node->safe_psql('postgres', q{SELECT mq_produce('tl', 0, NULL, 'sql-2'::bytea)});
+$sql->query_safe(q{BEGIN; SELECT mq_produce('tl', 'sql-1'::bytea, "partition" => 0)});
+$node->safe_psql('postgres', q{SELECT mq_produce('tl', 'sql-2'::bytea, "partition" => 0)});
 is($node->safe_psql('postgres', q{SELECT high_watermark || ' ' || last_stable_offset FROM mqlog.partitions WHERE topic = 'tl'}),
 	'5 1', 'the open Kafka transaction holds the LSO at its first offset (1) before the SQL one (3)');
 is(sql_values('tl'), 'sql-0', 'mq_fetch stops there');
