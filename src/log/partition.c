@@ -239,11 +239,16 @@ void
 MqPartitionHoldKafkaTransaction(MqTopic *topic, int32 partition, int64 producer_id,
 								int64 offset)
 {
-	MqPartition *part = MqTopicPartition(topic, partition);
+	MqPartition *part;
 	MqInflight *entry;
 	dlist_mutable_iter it;
 	bool		placed = false;
+	int64		lso,
+				leo;
 
+	/* the partition's tail, read into its entry if it was not yet */
+	MqPartitionLogEnd(topic, partition, &lso, &leo);
+	part = MqTopicPartition(topic, partition);
 	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
 	if (find_kafka_hold(part, producer_id) != NULL || offset >= part->next_offset)
 	{

@@ -148,13 +148,13 @@ def loop(addr, src, dst, group, txn_id, stop_after=None):
             continue
         p.begin_transaction()
         p.produce(dst, value=b"out-" + m.value(), partition=0)
+        p.send_offsets_to_transaction(
+            [TopicPartition(m.topic(), m.partition(), m.offset() + 1)],
+            c.consumer_group_metadata(), 30)
         if stop_after is not None and done == stop_after:
             p.flush(30)
             print(done, flush=True)
             os._exit(0)
-        p.send_offsets_to_transaction(
-            [TopicPartition(m.topic(), m.partition(), m.offset() + 1)],
-            c.consumer_group_metadata(), 30)
         p.commit_transaction(30)
         done += 1
     print(done)

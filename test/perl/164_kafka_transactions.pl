@@ -154,4 +154,48 @@ is(consume('tt', 'read_committed'), '', 'nor does read_committed');
 ok($node->log_contains(qr/Kafka transaction "tx-t" of producer \d+ passed its transaction.timeout.ms/),
 	'the server log says so');
 
+
+# ---------------------------------------------------------------------------
+# consume -> produce, exactly once, with a kill mid-transaction
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', q{SELECT mq_produce('lin', ('in-' || i)::bytea, "partition" => 0) FROM generate_series(0, 9) i});
+my $first = py('loop', $addr, 'lin', 'lout', 'loop', 'tx-loop', 4);
+is($first, "4\n", 'the loop commits 4 transactions, then dies inside the 5th');
+is($node->safe_psql('postgres', q{SELECT committed_offset FROM mqlog.committed_offset c JOIN mqlog.topic t USING (topic_id) WHERE c.group_id = 'loop' AND t.name = 'lin'}),
+	'4', "the group's offset is the last committed transaction's (TxnOffsetCommit applies at COMMIT)");
+is($node->safe_psql('postgres', q{SELECT count(*) FROM mqlog.kafka_transaction_offset}), '1',
+	"the open transaction's offset waits in kafka_transaction_offset");
+my $second = py('loop', $addr, 'lin', 'lout', 'loop', 'tx-loop');
+is($second, "6\n", 'run again with the same transactional id, it fences the dead one and does the other 6');
+my $expect = join(',', map { "out-in-$_" } 0 .. 9);
+is(consume('lout', 'read_committed'), $expect, 'each input is in the output exactly once for read_committed');
+is(sql_values('lout'), $expect, 'and for mq_fetch');
+like(consume('lout', 'read_uncommitted'), qr/^out-in-0,out-in-1,out-in-2,out-in-3,out-in-4,out-in-4,/,
+	"read_uncommitted also sees the dead producer's aborted record");
+is($node->safe_psql('postgres', q{SELECT committed_offset FROM mqlog.committed_offset c JOIN mqlog.topic t USING (topic_id) WHERE c.group_id = 'loop' AND t.name = 'lin'}),
+	'10', "the group's offset is past every input");
+is($node->safe_psql('postgres', q{SELECT count(*) FROM mqlog.kafka_transaction_offset}), '0',
+	"the aborted transaction's offset was dropped");
+
+# ---------------------------------------------------------------------------
+# privileges, a restart with a transaction open
+# ---------------------------------------------------------------------------
+my ($ok, $stdout, $stderr) = $node->psql('postgres', 'SELECT count(*) FROM mqlog.kafka_transaction',
+	extra_params => [ '-U', 'kafka_app' ]);
+like($stderr, qr/permission denied/, 'the coordinator table is not readable by PUBLIC');
+
+($in, $out, $err) = ('', '', '');
+$open = IPC::Run::start([ $python, $script, 'open', $addr, 'tl', 'tx-r', 1, 'r', 600000 ],
+	'<', \$in, '>', \$out, '2>', \$err, IPC::Run::timeout(300));
+wait_for(60, sub { $open->pump_nb; $out =~ /open/ }) or diag("open: $err");
+$open->kill_kill;
+$node->safe_psql('postgres', q{SELECT mq_produce('tl', 'sql-3'::bytea, "partition" => 0)});
+is($node->safe_psql('postgres', q{SELECT high_watermark || ' ' || last_stable_offset FROM mqlog.partitions WHERE topic = 'tl'}),
+	'8 6', 'an open transaction holds the LSO at its first offset');
+$node->restart;
+ok(wait_for(60, sub {
+	$node->safe_psql('postgres', q{SELECT last_stable_offset FROM mqlog.partitions WHERE topic = 'tl'}) eq '6' }),
+	'after a restart the listener puts the hold back');
+is(sql_values('tl'), 'sql-0,k-0,k-1,sql-1,sql-2', 'mq_fetch still stops before the open transaction');
+
 done_testing();
