@@ -67,6 +67,10 @@ typedef struct LocalInflight
 	MqPartition *part;
 	MqInflight *entry;
 	SubTransactionId subid;
+	int64		adopted;		/* a Kafka transaction's hold this transaction
+								 * took over with its marker (-1: none): it
+								 * goes back to the Kafka transaction if the
+								 * marker's transaction aborts */
 } LocalInflight;
 
 static LocalInflight *local = NULL;
@@ -140,6 +144,7 @@ add_local(MqPartition *part, MqInflight *entry)
 	local[nlocal].part = part;
 	local[nlocal].entry = entry;
 	local[nlocal].subid = GetCurrentSubTransactionId();
+	local[nlocal].adopted = -1;
 	nlocal++;
 }
 
@@ -229,6 +234,7 @@ adopt_kafka_hold(MqPartition *part, int64 producer_id, int64 offset)
 	nlocal--;
 	entry->producer_id = -1;
 	add_local(part, entry);
+	local[nlocal - 1].adopted = producer_id;
 }
 
 /*
@@ -310,8 +316,16 @@ MqPartitionCheckInflightRoom(MqPartition **parts, int nparts)
 }
 
 static void
-release_entry(LocalInflight *li, bool wake)
+release_entry(LocalInflight *li, bool wake, bool commit)
 {
+	/* a marker that did not commit: the Kafka transaction holds on */
+	if (!commit && li->adopted >= 0)
+	{
+		LWLockAcquire(&li->part->lock, LW_EXCLUSIVE);
+		li->entry->producer_id = li->adopted;
+		LWLockRelease(&li->part->lock);
+		return;
+	}
 	LWLockAcquire(&li->part->lock, LW_EXCLUSIVE);
 	dlist_delete(&li->entry->node);
 	LWLockRelease(&li->part->lock);
@@ -325,16 +339,20 @@ release_entry(LocalInflight *li, bool wake)
 		ConditionVariableBroadcast(&li->part->cv);
 }
 
-/* Release entries of the given subtransaction, or all when subid is invalid. */
+/*
+ * Release entries of the given subtransaction, or all when subid is
+ * invalid; commit: the transaction committed (else a Kafka transaction's
+ * hold it took over goes back to it).
+ */
 static void
-release_inflight(SubTransactionId subid, bool wake)
+release_inflight(SubTransactionId subid, bool wake, bool commit)
 {
 	int			keep = 0;
 
 	for (int i = 0; i < nlocal; i++)
 	{
 		if (subid == InvalidSubTransactionId || local[i].subid == subid)
-			release_entry(&local[i], wake);
+			release_entry(&local[i], wake, commit);
 		else
 			local[keep++] = local[i];
 	}
@@ -746,11 +764,11 @@ refuse_prepare(void)
 
 /* This transaction's in-flight entries go, and waiting polls look again. */
 static void
-release_at_xact_end(void)
+release_at_xact_end(bool commit)
 {
 	if (nlocal > 0)
 	{
-		release_inflight(InvalidSubTransactionId, true);
+		release_inflight(InvalidSubTransactionId, true, commit);
 		ConditionVariableBroadcast(&mqlog_partition_shmem->data_cv);
 	}
 }
@@ -771,7 +789,7 @@ mq_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-			release_at_xact_end();
+			release_at_xact_end(true);
 			MqReaderAtXactEnd();
 			MqPartitionSwitchesAtXactEnd(true);
 			apply_forgets(true);
@@ -788,7 +806,7 @@ mq_xact_callback(XactEvent event, void *arg)
 			 * the LSO may move past records that others committed meanwhile,
 			 * so waiting polls are woken as by a commit.
 			 */
-			release_at_xact_end();
+			release_at_xact_end(false);
 			MqReaderAtXactEnd();
 			if (xact_end_hook)
 				xact_end_hook(false);
@@ -808,7 +826,7 @@ release_at_subxact_abort(SubTransactionId subid)
 {
 	int			before = nlocal;
 
-	release_inflight(subid, true);
+	release_inflight(subid, true, false);
 	/* as at abort: the LSO may have moved */
 	if (nlocal != before)
 		ConditionVariableBroadcast(&mqlog_partition_shmem->data_cv);
@@ -846,7 +864,7 @@ mq_backend_exit(int code, Datum arg)
 {
 	LWLockReleaseAll();
 	if (mqlog_partition_shmem != NULL)
-		release_inflight(InvalidSubTransactionId, true);
+		release_inflight(InvalidSubTransactionId, true, false);
 }
 
 void
