@@ -20,10 +20,7 @@
 
 typedef struct AddOffsets
 {
-	const char *txn_id;
-	int64		producer_id;
-	int16		epoch;
-	bool		fenced_code;
+	MqKafkaTxnProducer p;
 	const char *group;
 } AddOffsets;
 
@@ -35,7 +32,7 @@ add_group(void *arg)
 
 	if (error != MQK_NONE)
 		return error;
-	return MqKafkaTxnAddGroup(a->txn_id, a->producer_id, a->epoch, a->fenced_code, a->group);
+	return MqKafkaTxnAddGroup(a->p.txn_id, a->p.producer_id, a->p.epoch, a->p.fenced_code, a->group);
 }
 
 MqKafkaOutcome
@@ -45,21 +42,11 @@ MqKafkaAddOffsetsToTxn(MqKafkaRequest *req, StringInfo out)
 	int16		v = req->api_version;
 	bool		flex = v >= 3;
 	AddOffsets	a;
-	int16		error;
 
-	a.txn_id = MqKafkaReadString(r, flex, NULL);
-	a.producer_id = MqKafkaReadInt64(r);
-	a.epoch = MqKafkaReadInt16(r);
+	MqKafkaTxnReadProducer(r, flex, v, 2, &a.p);
 	a.group = MqKafkaReadString(r, flex, NULL);
-	a.fenced_code = v >= 2;
 	MqKafkaSkipTags(r, flex);
-	if (r->failed || a.txn_id == NULL || a.group == NULL)
+	if (r->failed || a.group == NULL)
 		return MQK_CLOSE;
-
-	error = MqKafkaTxnRun(add_group, &a);
-
-	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
-	MqKafkaWriteInt16(out, error);
-	MqKafkaWriteTags(out, flex);
-	return MQK_RESPOND;
+	return MqKafkaTxnAnswer(out, flex, MqKafkaTxnRun(add_group, &a));
 }

@@ -28,27 +28,11 @@
 #include "log/topic.h"
 #include "kafka/kafka_internal.h"
 
-typedef struct AddPartition
-{
-	int32		index;
-	int16		error;
-} AddPartition;
-
-typedef struct AddTopic
-{
-	char	   *name;
-	int32		npartitions;
-	AddPartition *partitions;
-} AddTopic;
-
 typedef struct AddRequest
 {
-	const char *txn_id;
-	int64		producer_id;
-	int16		epoch;
-	bool		fenced_code;
-	AddTopic   *topic;
-	AddPartition *part;
+	MqKafkaTxnProducer p;
+	MqKafkaTxnTopic *topic;
+	MqKafkaTxnPartition *part;
 	bool		add;			/* false: check only */
 } AddRequest;
 
@@ -57,7 +41,7 @@ check_producer(void *arg)
 {
 	AddRequest *a = arg;
 
-	return MqKafkaTxnCheck(a->txn_id, a->producer_id, a->epoch, a->fenced_code);
+	return MqKafkaTxnCheck(a->p.txn_id, a->p.producer_id, a->p.epoch, a->p.fenced_code);
 }
 
 /* one partition: checked as the role, then (add) into the transaction */
@@ -74,12 +58,12 @@ add_partition(void *arg)
 		return MQK_UNKNOWN_TOPIC_OR_PARTITION;
 	if (!a->add)
 		return MQK_NONE;
-	return MqKafkaTxnAddPartition(a->txn_id, topic, a->part->index);
+	return MqKafkaTxnAddPartition(a->p.txn_id, topic, a->part->index);
 }
 
 /* every partition not answered yet gets error */
 static void
-answer_rest(AddTopic *topics, int ntopics, int16 error)
+answer_rest(MqKafkaTxnTopic *topics, int ntopics, int16 error)
 {
 	for (int t = 0; t < ntopics; t++)
 		for (int p = 0; p < topics[t].npartitions; p++)
@@ -89,7 +73,7 @@ answer_rest(AddTopic *topics, int ntopics, int16 error)
 
 /* check (add false) or add every partition; false: one failed */
 static bool
-run_partitions(MqKafkaRequest *req, AddRequest *a, AddTopic *topics, int ntopics, bool add)
+run_partitions(MqKafkaRequest *req, AddRequest *a, MqKafkaTxnTopic *topics, int ntopics, bool add)
 {
 	int			attempted = 0;
 	bool		ok = true;
@@ -98,7 +82,7 @@ run_partitions(MqKafkaRequest *req, AddRequest *a, AddTopic *topics, int ntopics
 	for (int t = 0; t < ntopics; t++)
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
-			AddPartition *ap = &topics[t].partitions[p];
+			MqKafkaTxnPartition *ap = &topics[t].partitions[p];
 
 			if (MqKafkaOutOfTime(req, &attempted))
 			{
@@ -123,31 +107,28 @@ MqKafkaAddPartitionsToTxn(MqKafkaRequest *req, StringInfo out)
 	bool		flex = v >= 3;
 	AddRequest	a;
 	int32		ntopics;
-	AddTopic   *topics;
+	MqKafkaTxnTopic *topics;
 	int16		error;
 
 	memset(&a, 0, sizeof(a));
-	a.txn_id = MqKafkaReadString(r, flex, NULL);
-	a.producer_id = MqKafkaReadInt64(r);
-	a.epoch = MqKafkaReadInt16(r);
-	a.fenced_code = v >= 2;
+	MqKafkaTxnReadProducer(r, flex, v, 2, &a.p);
 	ntopics = MqKafkaReadArrayLen(r, flex, 2);
 	if (ntopics < 0 || r->failed)
 		return MQK_CLOSE;
-	topics = palloc0(sizeof(AddTopic) * (ntopics + 1));
+	topics = palloc0(sizeof(MqKafkaTxnTopic) * (ntopics + 1));
 	for (int t = 0; t < ntopics && !r->failed; t++)
 	{
 		topics[t].name = MqKafkaReadString(r, flex, NULL);
 		topics[t].npartitions = MqKafkaReadArrayLen(r, flex, 4);
 		if (topics[t].name == NULL || topics[t].npartitions < 0)
 			return MQK_CLOSE;
-		topics[t].partitions = palloc0(sizeof(AddPartition) * (topics[t].npartitions + 1));
+		topics[t].partitions = palloc0(sizeof(MqKafkaTxnPartition) * (topics[t].npartitions + 1));
 		for (int p = 0; p < topics[t].npartitions; p++)
 			topics[t].partitions[p].index = MqKafkaReadInt32(r);
 		MqKafkaSkipTags(r, flex);
 	}
 	MqKafkaSkipTags(r, flex);
-	if (r->failed || a.txn_id == NULL)
+	if (r->failed)
 		return MQK_CLOSE;
 
 	error = MqKafkaTxnRun(check_producer, &a);
@@ -158,20 +139,5 @@ MqKafkaAddPartitionsToTxn(MqKafkaRequest *req, StringInfo out)
 	else
 		(void) run_partitions(req, &a, topics, ntopics, true);
 
-	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
-	MqKafkaWriteArrayLen(out, flex, ntopics);
-	for (int t = 0; t < ntopics; t++)
-	{
-		MqKafkaWriteString(out, flex, topics[t].name);
-		MqKafkaWriteArrayLen(out, flex, topics[t].npartitions);
-		for (int p = 0; p < topics[t].npartitions; p++)
-		{
-			MqKafkaWriteInt32(out, topics[t].partitions[p].index);
-			MqKafkaWriteInt16(out, topics[t].partitions[p].error);
-			MqKafkaWriteTags(out, flex);
-		}
-		MqKafkaWriteTags(out, flex);
-	}
-	MqKafkaWriteTags(out, flex);
-	return MQK_RESPOND;
+	return MqKafkaTxnAnswerPartitions(out, flex, topics, ntopics);
 }

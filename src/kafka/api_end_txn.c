@@ -21,10 +21,7 @@
 
 typedef struct EndTxn
 {
-	const char *txn_id;
-	int64		producer_id;
-	int16		epoch;
-	bool		fenced_code;
+	MqKafkaTxnProducer p;
 	bool		commit;
 } EndTxn;
 
@@ -33,7 +30,7 @@ end_txn(void *arg)
 {
 	EndTxn	   *e = arg;
 
-	return MqKafkaTxnEnd(e->txn_id, e->producer_id, e->epoch, e->fenced_code, e->commit);
+	return MqKafkaTxnEnd(e->p.txn_id, e->p.producer_id, e->p.epoch, e->p.fenced_code, e->commit);
 }
 
 MqKafkaOutcome
@@ -43,21 +40,11 @@ MqKafkaEndTxn(MqKafkaRequest *req, StringInfo out)
 	int16		v = req->api_version;
 	bool		flex = v >= 3;
 	EndTxn		e;
-	int16		error;
 
-	e.txn_id = MqKafkaReadString(r, flex, NULL);
-	e.producer_id = MqKafkaReadInt64(r);
-	e.epoch = MqKafkaReadInt16(r);
+	MqKafkaTxnReadProducer(r, flex, v, 2, &e.p);
 	e.commit = MqKafkaReadInt8(r) != 0;
-	e.fenced_code = v >= 2;
 	MqKafkaSkipTags(r, flex);
-	if (r->failed || e.txn_id == NULL)
+	if (r->failed)
 		return MQK_CLOSE;
-
-	error = MqKafkaTxnRun(end_txn, &e);
-
-	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
-	MqKafkaWriteInt16(out, error);
-	MqKafkaWriteTags(out, flex);
-	return MQK_RESPOND;
+	return MqKafkaTxnAnswer(out, flex, MqKafkaTxnRun(end_txn, &e));
 }

@@ -33,21 +33,6 @@
 
 #define MAX_METADATA_BYTES 4096
 
-typedef struct TxnOffsetPartition
-{
-	int32		index;
-	int64		offset;
-	char	   *metadata;
-	int16		error;
-} TxnOffsetPartition;
-
-typedef struct TxnOffsetTopic
-{
-	char	   *name;
-	int32		npartitions;
-	TxnOffsetPartition *partitions;
-} TxnOffsetTopic;
-
 typedef struct TxnOffsetCommit
 {
 	const char *txn_id;
@@ -56,7 +41,7 @@ typedef struct TxnOffsetCommit
 	int16		epoch;
 	bool		fenced_code;
 	const char *topic;
-	TxnOffsetPartition *part;
+	MqKafkaTxnPartition *part;
 } TxnOffsetCommit;
 
 static int16
@@ -96,7 +81,7 @@ MqKafkaTxnOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	bool		flex = v >= 3;
 	TxnOffsetCommit c;
 	int32		ntopics;
-	TxnOffsetTopic *topics;
+	MqKafkaTxnTopic *topics;
 	int16		error;
 	int			attempted = 0;
 
@@ -115,17 +100,17 @@ MqKafkaTxnOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	ntopics = MqKafkaReadArrayLen(r, flex, 2);
 	if (ntopics < 0 || r->failed)
 		return MQK_CLOSE;
-	topics = palloc0(sizeof(TxnOffsetTopic) * (ntopics + 1));
+	topics = palloc0(sizeof(MqKafkaTxnTopic) * (ntopics + 1));
 	for (int t = 0; t < ntopics && !r->failed; t++)
 	{
 		topics[t].name = MqKafkaReadString(r, flex, NULL);
 		topics[t].npartitions = MqKafkaReadArrayLen(r, flex, 14);
 		if (topics[t].name == NULL || topics[t].npartitions < 0)
 			return MQK_CLOSE;
-		topics[t].partitions = palloc0(sizeof(TxnOffsetPartition) * (topics[t].npartitions + 1));
+		topics[t].partitions = palloc0(sizeof(MqKafkaTxnPartition) * (topics[t].npartitions + 1));
 		for (int p = 0; p < topics[t].npartitions && !r->failed; p++)
 		{
-			TxnOffsetPartition *tp = &topics[t].partitions[p];
+			MqKafkaTxnPartition *tp = &topics[t].partitions[p];
 
 			tp->index = MqKafkaReadInt32(r);
 			tp->offset = MqKafkaReadInt64(r);
@@ -144,7 +129,7 @@ MqKafkaTxnOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	for (int t = 0; t < ntopics; t++)
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
-			TxnOffsetPartition *tp = &topics[t].partitions[p];
+			MqKafkaTxnPartition *tp = &topics[t].partitions[p];
 
 			if (error != MQK_NONE)
 				tp->error = error;
@@ -158,20 +143,5 @@ MqKafkaTxnOffsetCommit(MqKafkaRequest *req, StringInfo out)
 			}
 		}
 
-	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
-	MqKafkaWriteArrayLen(out, flex, ntopics);
-	for (int t = 0; t < ntopics; t++)
-	{
-		MqKafkaWriteString(out, flex, topics[t].name);
-		MqKafkaWriteArrayLen(out, flex, topics[t].npartitions);
-		for (int p = 0; p < topics[t].npartitions; p++)
-		{
-			MqKafkaWriteInt32(out, topics[t].partitions[p].index);
-			MqKafkaWriteInt16(out, topics[t].partitions[p].error);
-			MqKafkaWriteTags(out, flex);
-		}
-		MqKafkaWriteTags(out, flex);
-	}
-	MqKafkaWriteTags(out, flex);
-	return MQK_RESPOND;
+	return MqKafkaTxnAnswerPartitions(out, flex, topics, ntopics);
 }

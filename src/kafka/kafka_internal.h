@@ -221,6 +221,36 @@ extern MqKafkaOutcome MqKafkaTxnOffsetCommit(MqKafkaRequest *req, StringInfo out
  * INVALID_PRODUCER_EPOCH).
  */
 extern bool MqKafkaTxnRefused(void);
+
+/* what the transaction APIs share (txn_protocol.c) */
+typedef struct MqKafkaTxnProducer
+{
+	const char *txn_id;
+	int64		producer_id;
+	int16		epoch;
+	bool		fenced_code;
+} MqKafkaTxnProducer;
+
+typedef struct MqKafkaTxnPartition
+{
+	int32		index;
+	int64		offset;			/* TxnOffsetCommit's */
+	char	   *metadata;		/* TxnOffsetCommit's */
+	int16		error;
+} MqKafkaTxnPartition;
+
+typedef struct MqKafkaTxnTopic
+{
+	char	   *name;
+	int32		npartitions;
+	MqKafkaTxnPartition *partitions;
+} MqKafkaTxnTopic;
+
+extern void MqKafkaTxnReadProducer(MqKafkaReader *r, bool flex, int16 version, int16 fenced_from,
+								   MqKafkaTxnProducer *p);
+extern MqKafkaOutcome MqKafkaTxnAnswer(StringInfo out, bool flex, int16 error);
+extern MqKafkaOutcome MqKafkaTxnAnswerPartitions(StringInfo out, bool flex,
+												 const MqKafkaTxnTopic *topics, int ntopics);
 extern int16 MqKafkaTxnRun(int16 (*fn) (void *arg), void *arg);
 extern int16 MqKafkaTxnInitProducer(const char *txn_id, int32 timeout_ms, int64 given_id,
 									int16 given_epoch, bool fenced_code,

@@ -31,8 +31,16 @@
       has nothing more; with STOP_AFTER, exits abruptly (os._exit) after
       that many records while the next transaction is open.  Prints the
       count done.
+
+  transactions.py raw HOST:PORT TOPIC TXN_ID
+      Raw requests (kafka-python's batch encoder): a transactional batch to
+      a partition not added, and without a transactional id;
+      AddPartitionsToTxn with an unknown topic beside a good one, then the
+      good one; a transactional batch; EndTxn of an unknown id, of an old
+      epoch, commit, commit again, abort.  Prints NAME=ERROR_CODE pairs.
 """
 import os
+import struct
 import sys
 import time
 
@@ -161,6 +169,60 @@ def loop(addr, src, dst, group, txn_id, stop_after=None):
     c.close()
 
 
+def raw(addr, topic, txn_id):
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    from idempotence import connect, kstr, request
+
+    s = connect(addr)
+    data = request(s, 22, 1, kstr(txn_id) + struct.pack(">i", 60000))
+    _, err, pid, epoch = struct.unpack(">ihqh", data[:16])
+    out = ["init=%d" % err]
+
+    def batch(seq):
+        b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True,
+                                      producer_id=pid, producer_epoch=epoch,
+                                      base_sequence=seq, batch_size=1 << 30)
+        b.append(0, timestamp=int(time.time() * 1000), key=None, value=b"raw-%d" % seq, headers=[])
+        return bytes(b.build())
+
+    def produce(txn, records):
+        body = (kstr(txn) + struct.pack(">hi", -1, 30000) + struct.pack(">i", 1) + kstr(topic)
+                + struct.pack(">i", 1) + struct.pack(">i", 0)
+                + struct.pack(">i", len(records)) + records)
+        d = request(s, 0, 7, body)
+        pos = 4 + 2 + struct.unpack(">h", d[4:6])[0] + 4
+        return struct.unpack(">ihq", d[pos:pos + 14])[1]
+
+    def add_partitions(topics):
+        body = kstr(txn_id) + struct.pack(">qh", pid, epoch) + struct.pack(">i", len(topics))
+        for t in topics:
+            body += kstr(t) + struct.pack(">ii", 1, 0)
+        d = request(s, 24, 0, body)
+        pos, errs = 8, []
+        for _ in topics:
+            pos += 2 + struct.unpack(">h", d[pos:pos + 2])[0] + 4
+            errs.append(struct.unpack(">ih", d[pos:pos + 6])[1])
+            pos += 6
+        return errs
+
+    def end(txn, e, commit):
+        d = request(s, 26, 0, kstr(txn) + struct.pack(">qhb", pid, e, 1 if commit else 0))
+        return struct.unpack(">ih", d[:6])[1]
+
+    out.append("not_added=%d" % produce(txn_id, batch(0)))
+    out.append("no_txn_id=%d" % produce(None, batch(0)))
+    errs = add_partitions(["no-such-topic", topic])
+    out.append("add_unknown=%d add_beside=%d" % tuple(errs))
+    out.append("add=%d" % add_partitions([topic])[0])
+    out.append("produce=%d" % produce(txn_id, batch(0)))
+    out.append("end_unknown=%d" % end(txn_id + "-none", epoch, True))
+    out.append("end_old_epoch=%d" % end(txn_id, epoch - 1, True))
+    out.append("commit=%d" % end(txn_id, epoch, True))
+    out.append("commit_again=%d" % end(txn_id, epoch, True))
+    out.append("abort_after=%d" % end(txn_id, epoch, False))
+    print(" ".join(out))
+
+
 def main():
     cmd = sys.argv[1]
     a = sys.argv[2:]
@@ -172,6 +234,8 @@ def main():
         fenced(a[0], a[1], a[2])
     elif cmd == "open":
         open_txn(a[0], a[1], a[2], int(a[3]), a[4], int(a[5]))
+    elif cmd == "raw":
+        raw(a[0], a[1], a[2])
     elif cmd == "loop":
         loop(a[0], a[1], a[2], a[3], a[4], int(a[5]) if len(a) > 5 else None)
     else:

@@ -156,6 +156,17 @@ ok($node->log_contains(qr/Kafka transaction "tx-t" of producer \d+ passed its tr
 
 
 # ---------------------------------------------------------------------------
+# raw requests: what the coordinator refuses
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', q{SELECT mq_create_topic('traw', 1); SELECT mq_grant('traw', 'kafka_app', 'all')});
+is(py('raw', $addr, 'traw', 'tx-raw'),
+	"init=0 not_added=48 no_txn_id=48 add_unknown=3 add_beside=55 add=0 produce=0 end_unknown=49 end_old_epoch=47 commit=0 commit_again=0 abort_after=48\n",
+	'a transactional batch to a partition not added, or without a transactional id, is INVALID_TXN_STATE; '
+	  . 'an unknown topic fails AddPartitionsToTxn and leaves the other OPERATION_NOT_ATTEMPTED; EndTxn of an unknown id is '
+	  . 'INVALID_PRODUCER_ID_MAPPING, of an old epoch INVALID_PRODUCER_EPOCH (v0), a repeated commit is answered again, an abort after it INVALID_TXN_STATE');
+is(sql_values('traw'), 'raw-0', 'only the admitted batch is stored');
+
+# ---------------------------------------------------------------------------
 # consume -> produce, exactly once, with a kill mid-transaction
 # ---------------------------------------------------------------------------
 $node->safe_psql('postgres', q{SELECT mq_produce('lin', ('in-' || i)::bytea, "partition" => 0) FROM generate_series(0, 9) i});
