@@ -10,8 +10,9 @@
  *		committed finds every marker and offset durable.
  *
  * Bounds: one marker per partition of the transaction, which holds at
- * most mqlog.max_inflight_partitions of them, and at most 10,000 offsets:
- * the one request this listener serves meanwhile is bounded by them.
+ * most mqlog.max_inflight_partitions of them, and at most 1,000 offsets
+ * (each with at most 4 kB of metadata, read into memory at once): the one
+ * request this listener serves meanwhile is bounded by them.
  *
  *-------------------------------------------------------------------------
  */

@@ -21,7 +21,7 @@
  * the commit whatever the group did meanwhile).
  *
  * Bounds: partitions run for at most MQK_REQUEST_TIME_MS, the rest are
- * REQUEST_TIMED_OUT; a transaction holds at most 10,000 offsets.
+ * REQUEST_TIMED_OUT; a transaction holds at most 1,000 offsets.
  *
  *-------------------------------------------------------------------------
  */

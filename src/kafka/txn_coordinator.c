@@ -65,7 +65,7 @@
 #include "kafka/kafka_internal.h"
 
 #define MQK_TXN_MAX_GROUPS		100
-#define MQK_TXN_MAX_OFFSETS		10000
+#define MQK_TXN_MAX_OFFSETS		1000
 #define MQK_TXN_EXPIRE_BATCH	16
 /* Kafka's transaction.max.timeout.ms default: 15 minutes */
 #define MQK_TXN_MAX_TIMEOUT_MS	900000
