@@ -23,7 +23,10 @@
 #    read_committed consumer and to mq_fetch, and the group's committed
 #    offset only moves with the commits;
 #  - the coordinator's tables are not readable by PUBLIC; a transactional
-#    Produce to a partition never added is INVALID_TXN_STATE.
+#    Produce to a partition never added is INVALID_TXN_STATE, and the other
+#    refusals of raw requests are Kafka's;
+#  - kafkajs's transaction() aborts and commits the same way;
+#  - a restart with a transaction open keeps its hold on the LSO.
 use strict;
 use warnings;
 
@@ -165,6 +168,20 @@ is(py('raw', $addr, 'traw', 'tx-raw'),
 	  . 'an unknown topic fails AddPartitionsToTxn and leaves the other OPERATION_NOT_ATTEMPTED; EndTxn of an unknown id is '
 	  . 'INVALID_PRODUCER_ID_MAPPING, of an old epoch INVALID_PRODUCER_EPOCH (v0), a repeated commit is answered again, an abort after it INVALID_TXN_STATE');
 is(sql_values('traw'), 'raw-0', 'only the admitted batch is stored');
+
+# ---------------------------------------------------------------------------
+# kafkajs's transactional producer
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', q{SELECT mq_create_topic('tjs', 1); SELECT mq_grant('tjs', 'kafka_app', 'all')});
+foreach my $end ('abort', 'commit')
+{
+	my ($jout, $jerr) = ('', '');
+	IPC::Run::run([ 'node', dirname(__FILE__) . '/../kafka/kafkajs_client.js', $addr, 'produce-transaction', 'tjs', 3, $end ],
+		'>', \$jout, '2>', \$jerr, IPC::Run::timeout(120));
+	like($jout, qr/"ended":"$end"/, "kafkajs's transaction() ends with $end") or diag($jerr);
+}
+is(sql_values('tjs'), 'js-txn-0,js-txn-1,js-txn-2', "mq_fetch has kafkajs's committed transaction, not its aborted one");
+is(consume('tjs', 'read_committed'), 'js-txn-0,js-txn-1,js-txn-2', 'and so has read_committed');
 
 # ---------------------------------------------------------------------------
 # consume -> produce, exactly once, with a kill mid-transaction
