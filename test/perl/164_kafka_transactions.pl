@@ -226,4 +226,19 @@ ok(wait_for(60, sub {
 	'after a restart the listener puts the hold back');
 is(sql_values('tl'), 'sql-0,k-0,k-1,sql-1,sql-2', 'mq_fetch still stops before the open transaction');
 
+# ---------------------------------------------------------------------------
+# pg_dump carries the coordinator's state: a restored database still hides
+# the aborted transaction and still holds the open one's offsets
+# ---------------------------------------------------------------------------
+my $dump = PostgreSQL::Test::Utils::tempdir() . '/txn.sql';
+command_ok([ 'pg_dump', '-d', $node->connstr('postgres'), '-f', $dump ], 'pg_dump of a database with Kafka transactions');
+$node->safe_psql('postgres', 'CREATE DATABASE restored');
+command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('restored'), '-f', $dump ],
+	'restored with psql');
+is($node->safe_psql('restored',
+		q{SELECT coalesce(string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset"), '') FROM mq_fetch('ta', 0, 0, 100)}),
+	'b-0,b-1', 'the restored database hides the aborted transaction from mq_fetch');
+is($node->safe_psql('restored', q{SELECT count(*) FROM mqlog.kafka_transaction WHERE state = 'Ongoing'}),
+	'1', 'and keeps the open transaction (tx-r)');
+
 done_testing();
