@@ -25,6 +25,16 @@
  * INVALID_RECORD (a record the topic's rules refuse, such as a keyless
  * record on a compacted topic).
  *
+ * A batch with the transactional bit is a Kafka transaction's: the
+ * transaction coordinator (txn_coordinator.c) must have its partition in
+ * the producer's open transaction, named by the request's
+ * transactional_id (else INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING,
+ * or INVALID_PRODUCER_EPOCH for a fenced producer); its first batch on a
+ * partition is recorded there, and holds the partition's last stable
+ * offset until the transaction's marker (log/partition.c).  On an mqlog
+ * cluster a request with a transactional_id is
+ * TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+ *
  * Memory: the batches stay in the frame; what decoding one needs (its
  * decompressed records, its record array, a re-encoded batch) is charged
  * to the request's budget, mqlog.kafka_max_request_memory, before it is

@@ -38,6 +38,10 @@
       AddPartitionsToTxn with an unknown topic beside a good one, then the
       good one; a transactional batch; EndTxn of an unknown id, of an old
       epoch, commit, commit again, abort.  Prints NAME=ERROR_CODE pairs.
+
+  transactions.py findcoord HOST:PORT KEY
+      FindCoordinator v1 with key type 1 (a transactional id); prints
+      "ERROR_CODE ERROR_MESSAGE".
 """
 import os
 import struct
@@ -223,6 +227,15 @@ def raw(addr, topic, txn_id):
     print(" ".join(out))
 
 
+def findcoord(addr, key):
+    from idempotence import connect, kstr, request
+
+    d = request(connect(addr), 10, 1, kstr(key) + struct.pack(">b", 1))
+    err = struct.unpack(">h", d[4:6])[0]
+    mlen = struct.unpack(">h", d[6:8])[0]
+    print(err, d[8:8 + mlen].decode() if mlen > 0 else "")
+
+
 def main():
     cmd = sys.argv[1]
     a = sys.argv[2:]
@@ -234,6 +247,8 @@ def main():
         fenced(a[0], a[1], a[2])
     elif cmd == "open":
         open_txn(a[0], a[1], a[2], int(a[3]), a[4], int(a[5]))
+    elif cmd == "findcoord":
+        findcoord(a[0], a[1])
     elif cmd == "raw":
         raw(a[0], a[1], a[2])
     elif cmd == "loop":

@@ -26,7 +26,11 @@
 #    Produce to a partition never added is INVALID_TXN_STATE, and the other
 #    refusals of raw requests are Kafka's;
 #  - kafkajs's transaction() aborts and commits the same way;
-#  - a restart with a transaction open keeps its hold on the LSO.
+#  - a restart with a transaction open keeps its hold on the LSO;
+#  - pg_dump and restore keep the coordinator's state;
+#  - on an mqlog cluster (etcd configured) FindCoordinator of a
+#    transactional id and a transactional InitProducerId are
+#    TRANSACTIONAL_ID_AUTHORIZATION_FAILED with the reason.
 use strict;
 use warnings;
 
@@ -240,5 +244,22 @@ is($node->safe_psql('restored',
 	'b-0,b-1', 'the restored database hides the aborted transaction from mq_fetch');
 is($node->safe_psql('restored', q{SELECT count(*) FROM mqlog.kafka_transaction WHERE state = 'Ongoing'}),
 	'1', 'and keeps the open transaction (tx-r)');
+
+is(py('findcoord', $addr, 'tx-c'), "0 \n", 'FindCoordinator of a transactional id names this listener');
+
+# ---------------------------------------------------------------------------
+# on an mqlog cluster (etcd configured; none needs to answer for this),
+# transactions are refused with a fatal error that says why
+# ---------------------------------------------------------------------------
+my $cport = PostgreSQL::Test::Cluster::get_free_port();
+my $cnode = kafka_node('txnc', $cport, "mqlog.etcd_endpoints = 'http://127.0.0.1:9'\nmqlog.node_name = 'c1'\nmqlog.node_conninfo = 'host=127.0.0.1 port=1'\nmqlog.etcd_timeout = 500\n");
+$cnode->safe_psql('postgres', 'CREATE EXTENSION mqlog; CREATE ROLE kafka_app LOGIN;');
+is(py('findcoord', "127.0.0.1:$cport", 'tx-c'), "53 Kafka transactions are not served on an mqlog cluster\n",
+	'on a cluster FindCoordinator of a transactional id is TRANSACTIONAL_ID_AUTHORIZATION_FAILED');
+my ($iout, $ierr) = ('', '');
+IPC::Run::run([ $python, dirname(__FILE__) . '/../kafka/idempotence.py', 'initpid-txn', "127.0.0.1:$cport", 'tx-c' ],
+	'>', \$iout, '2>', \$ierr, IPC::Run::timeout(120));
+is($iout, "53 -1 -1\n", 'and so is a transactional InitProducerId') or diag($ierr);
+$cnode->stop('immediate');
 
 done_testing();
