@@ -99,7 +99,7 @@ typedef struct TxnOffset
 	char	   *metadata;
 } TxnOffset;
 
-/* a query with text, int4, int8 and int2 arguments, as the owner */
+/* a query (the caller is inside MqSpiBegin as the owner); ERROR if it fails */
 static int
 run(const char *sql, int nargs, Oid *types, Datum *values, bool read_only)
 {
@@ -207,8 +207,8 @@ MqKafkaTxnRefused(void)
  * The checks every request of a transaction passes (Kafka's
  * TransactionCoordinator): the id is known and this role's, the producer
  * id is the id's, the epoch its current one.  An older epoch is a fenced
- * producer: PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH for a version
- * before fenced_from (Kafka answers the older versions so).
+ * producer: PRODUCER_FENCED if fenced_code (the request's version knows
+ * it), else INVALID_PRODUCER_EPOCH, as Kafka answers the older versions.
  */
 static int16
 check(const char *txn_id, int64 producer_id, int16 epoch, bool fenced_code, TxnRow *t)
@@ -420,7 +420,7 @@ MqKafkaTxnInitProducer(const char *txn_id, int32 timeout_ms, int64 given_id, int
 
 /*
  * AddPartitionsToTxn's check, before any partition is looked at: the
- * producer's, and room for n more partitions.
+ * producer's (each partition's room is MqKafkaTxnAddPartition's).
  */
 int16
 MqKafkaTxnCheck(const char *txn_id, int64 producer_id, int16 epoch, bool fenced_code)
