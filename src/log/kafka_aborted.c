@@ -71,7 +71,8 @@ load_window(MqKafkaAborted *w, int32 topic_id, int32 partition, int64 from)
 }
 
 bool
-MqKafkaBatchAborted(MqKafkaAborted *w, int32 topic_id, int32 partition, const MqBatchHeader *hdr)
+MqKafkaBatchAborted(MqKafkaAborted *w, int32 topic_id, int32 partition, const MqBatchHeader *hdr,
+					int64 *first_offset)
 {
 	if (!(hdr->attributes & MQ_ATTR_TRANSACTIONAL) || (hdr->attributes & MQ_ATTR_CONTROL) ||
 		hdr->producer_id < 0)
@@ -81,6 +82,10 @@ MqKafkaBatchAborted(MqKafkaAborted *w, int32 topic_id, int32 partition, const Mq
 	for (int i = 0; i < w->n; i++)
 		if (w->producer_id[i] == hdr->producer_id && w->first_offset[i] <= hdr->base_offset &&
 			hdr->base_offset < w->last_offset[i])
+		{
+			if (first_offset)
+				*first_offset = w->first_offset[i];
 			return true;
+		}
 	return false;
 }

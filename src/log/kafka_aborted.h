@@ -28,9 +28,10 @@ typedef struct MqKafkaAborted
 
 /*
  * Is the batch (below the LSO) one of an aborted Kafka transaction?  w
- * (zeroed by the caller at first) is loaded from the catalog as needed.
+ * (zeroed by the caller at first) is loaded from the catalog as needed;
+ * *first_offset (if not NULL): where that transaction began.
  */
 extern bool MqKafkaBatchAborted(MqKafkaAborted *w, int32 topic_id, int32 partition,
-								const MqBatchHeader *hdr);
+								const MqBatchHeader *hdr, int64 *first_offset);
 
 #endif							/* MQLOG_KAFKA_ABORTED_H */

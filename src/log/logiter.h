@@ -84,13 +84,18 @@ extern void MqLogIterEnd(MqLogIter *it);
 /*
  * A partition's stored batches as Kafka's Fetch serves them (the stored
  * bytes minus mqlog's prefix), for mq_fetch_kafka_batches and the Kafka
- * listener.
+ * listener.  aborted, for a committed read: the batches of aborted Kafka
+ * transactions are returned, and aborted is told each such transaction
+ * (its producer id and first offset, once each) for Kafka's
+ * aborted_transactions list; NULL: they are left out.
  */
 typedef void (*MqKafkaBatchSink) (void *arg, const MqBatchHeader *hdr,
 								  const char *kafka, Size len);
+typedef void (*MqKafkaAbortedSink) (void *arg, int64 producer_id, int64 first_offset);
 extern int	MqLogReadKafkaBatches(MqTopic *topic, int32 partition, int64 from,
 								  int64 max_bytes, bool committed,
-								  MqKafkaBatchSink sink, void *arg);
+								  MqKafkaBatchSink sink, MqKafkaAbortedSink aborted,
+								  void *arg);
 
 /* the one offset-range check */
 extern void MqCheckOffsetRange(MqTopic *topic, int32 partition, int64 offset,

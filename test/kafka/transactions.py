@@ -39,6 +39,11 @@
       good one; a transactional batch; EndTxn of an unknown id, of an old
       epoch, commit, commit again, abort.  Prints NAME=ERROR_CODE pairs.
 
+  transactions.py fetch HOST:PORT TOPIC ISOLATION
+      A raw Fetch v4 of partition 0 from offset 0 (ISOLATION 0 or 1);
+      prints "aborted=PID:FIRST,... first_batch=OFFSET" (aborted=null for
+      a null list).
+
   transactions.py findcoord HOST:PORT KEY
       FindCoordinator v1 with key type 1 (a transactional id); prints
       "ERROR_CODE ERROR_MESSAGE".
@@ -227,6 +232,26 @@ def raw(addr, topic, txn_id):
     print(" ".join(out))
 
 
+def fetch(addr, topic, isolation):
+    from idempotence import connect, kstr, request
+
+    body = (struct.pack(">iiiib", -1, 0, 1, 1 << 20, int(isolation)) + struct.pack(">i", 1) + kstr(topic)
+            + struct.pack(">i", 1) + struct.pack(">iqi", 0, 0, 1 << 20))
+    d = request(connect(addr), 1, 4, body)
+    pos = 4 + 4                                     # throttle, topics count
+    pos += 2 + struct.unpack(">h", d[pos:pos + 2])[0] + 4
+    pos += 4 + 2 + 8 + 8                            # index, error, hw, lso
+    n = struct.unpack(">i", d[pos:pos + 4])[0]
+    pos += 4
+    aborted = []
+    for _ in range(max(n, 0)):
+        aborted.append("%d:%d" % struct.unpack(">qq", d[pos:pos + 16]))
+        pos += 16
+    rlen = struct.unpack(">i", d[pos:pos + 4])[0]
+    first = struct.unpack(">q", d[pos + 4:pos + 12])[0] if rlen > 0 else -1
+    print("aborted=%s first_batch=%d" % ("null" if n < 0 else ",".join(aborted), first))
+
+
 def findcoord(addr, key):
     from idempotence import connect, kstr, request
 
@@ -247,6 +272,8 @@ def main():
         fenced(a[0], a[1], a[2])
     elif cmd == "open":
         open_txn(a[0], a[1], a[2], int(a[3]), a[4], int(a[5]))
+    elif cmd == "fetch":
+        fetch(a[0], a[1], a[2])
     elif cmd == "findcoord":
         findcoord(a[0], a[1])
     elif cmd == "raw":

@@ -93,6 +93,10 @@ is(py('commit', $addr, 'ta', 'tx-a', 2, 'b'), "ok\n", 'then the same transaction
 is(consume('ta', 'read_committed'), 'b-0,b-1', 'read_committed skips the aborted transaction');
 is(consume('ta', 'read_uncommitted'), 'a-0,a-1,a-2,b-0,b-1', 'read_uncommitted sees it');
 is(sql_values('ta'), 'b-0,b-1', 'mq_fetch skips it');
+my $ta_pid = $node->safe_psql('postgres', q{SELECT producer_id FROM mqlog.kafka_transaction WHERE transactional_id = 'tx-a'});
+is(py('fetch', $addr, 'ta', 1), "aborted=$ta_pid:0 first_batch=0\n",
+	'a read_committed Fetch sends the aborted batch and names its transaction in aborted_transactions, for the client to filter');
+is(py('fetch', $addr, 'ta', 0), "aborted=null first_batch=0\n", 'read_uncommitted gets no list');
 is($node->safe_psql('postgres', q{SELECT producer_id > 0, first_offset, last_offset FROM mqlog.kafka_aborted_transaction a JOIN mqlog.topic t USING (topic_id) WHERE t.name = 'ta'}),
 	't|0|3', 'the aborted range is recorded');
 
