@@ -1158,6 +1158,65 @@ COMMENT ON COLUMN mqlog.committed_offset.metadata IS 'the metadata string of the
 REVOKE ALL ON mqlog.committed_offset FROM PUBLIC;
 
 /*
+ * The Kafka transaction coordinator's state (src/kafka/txn_coordinator.c,
+ * doc/kafka.md#transactions): one row per transactional.id, the partitions
+ * and the offsets of its open transaction.  EndTxn writes the markers, applies
+ * or drops the offsets and ends the transaction in one PostgreSQL
+ * transaction, so a crash leaves a Kafka transaction open or ended, never
+ * half-ended.  Only the listener (as the extension owner) writes them.  They
+ * name their topic without a foreign key (the triggers below do the
+ * cascade), and a transactional id's partition and offset rows are deleted
+ * by the coordinator when its transaction ends (its row is never deleted).
+ */
+CREATE TABLE mqlog.kafka_transaction (
+    transactional_id  text PRIMARY KEY,
+    producer_id       bigint NOT NULL,
+    producer_epoch    smallint NOT NULL,
+    state             text NOT NULL DEFAULT 'Empty'
+        CHECK (state IN ('Empty', 'Ongoing', 'PrepareCommit', 'PrepareAbort',
+                         'CompleteCommit', 'CompleteAbort')),
+    timeout_ms        int NOT NULL,
+    started_at        timestamptz,
+    groups            text[] NOT NULL DEFAULT '{}',
+    owner             regrole NOT NULL
+);
+COMMENT ON TABLE mqlog.kafka_transaction IS 'internal: the Kafka transaction coordinator, one row per transactional.id (its producer id and epoch, its state, the groups of its open transaction)';
+REVOKE ALL ON mqlog.kafka_transaction FROM PUBLIC;
+
+CREATE TABLE mqlog.kafka_transaction_partition (
+    transactional_id  text NOT NULL,
+    topic_id          int NOT NULL,
+    "partition"       int NOT NULL,
+    first_offset      bigint,
+    PRIMARY KEY (transactional_id, topic_id, "partition")
+);
+COMMENT ON TABLE mqlog.kafka_transaction_partition IS 'internal: the partitions of each open Kafka transaction, with the first offset it wrote there (null: none yet)';
+REVOKE ALL ON mqlog.kafka_transaction_partition FROM PUBLIC;
+
+CREATE TABLE mqlog.kafka_transaction_offset (
+    transactional_id  text NOT NULL,
+    group_id          text NOT NULL,
+    topic_id          int NOT NULL,
+    "partition"       int NOT NULL,
+    committed_offset  bigint NOT NULL,
+    metadata          text,
+    PRIMARY KEY (transactional_id, group_id, topic_id, "partition")
+);
+COMMENT ON TABLE mqlog.kafka_transaction_offset IS 'internal: offsets a Kafka transaction committed with TxnOffsetCommit, moved to mqlog.committed_offset at its COMMIT and dropped at its ABORT';
+REVOKE ALL ON mqlog.kafka_transaction_offset FROM PUBLIC;
+
+CREATE TABLE mqlog.kafka_aborted_transaction (
+    topic_id          int NOT NULL,
+    "partition"       int NOT NULL,
+    producer_id       bigint NOT NULL,
+    first_offset      bigint NOT NULL,
+    last_offset       bigint NOT NULL,
+    PRIMARY KEY (topic_id, "partition", first_offset)
+);
+COMMENT ON TABLE mqlog.kafka_aborted_transaction IS 'internal: per partition, each aborted Kafka transaction''s producer id, first offset and ABORT marker offset (Kafka''s aborted transaction index): what read_committed Fetch returns and what mq_fetch and mq_poll skip';
+REVOKE ALL ON mqlog.kafka_aborted_transaction FROM PUBLIC;
+
+/*
  * References inside the catalog.  A topic's rows in segment, log_start,
  * pending_partition, replicated_topic, replica_state, topic_acl and
  * committed_offset, and a group's rows in group_acl, name their topic or
@@ -1222,6 +1281,9 @@ BEGIN
         DELETE FROM mqlog.replica_state r WHERE r.topic_id = OLD.topic_id;
         DELETE FROM mqlog.topic_acl a WHERE a.topic_id = OLD.topic_id;
         DELETE FROM mqlog.committed_offset c WHERE c.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.kafka_transaction_partition k WHERE k.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.kafka_transaction_offset k WHERE k.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.kafka_aborted_transaction k WHERE k.topic_id = OLD.topic_id;
     END IF;
     RETURN NULL;
 END
@@ -1237,7 +1299,9 @@ DECLARE
     child text;
 BEGIN
     FOREACH child IN ARRAY ARRAY['segment', 'log_start', 'pending_partition', 'replicated_topic',
-                                 'replica_state', 'topic_acl', 'committed_offset'] LOOP
+                                 'replica_state', 'topic_acl', 'committed_offset',
+                                 'kafka_transaction_partition', 'kafka_transaction_offset',
+                                 'kafka_aborted_transaction'] LOOP
         EXECUTE format('CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.%I'
                        ' FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted(''topic'')', child);
     END LOOP;
@@ -1277,6 +1341,14 @@ SELECT pg_catalog.pg_extension_config_dump('mqlog.topic_acl',
 SELECT pg_catalog.pg_extension_config_dump('mqlog.committed_offset',
     'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
 SELECT pg_catalog.pg_extension_config_dump('mqlog.consumer_group', '');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.kafka_transaction',
+    'WHERE owner IN (SELECT a.oid FROM pg_catalog.pg_roles a)');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.kafka_transaction_partition',
+    'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.kafka_transaction_offset',
+    'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.kafka_aborted_transaction',
+    'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
 SELECT pg_catalog.pg_extension_config_dump('mqlog.group_acl',
     'WHERE grantee = 0 OR grantee IN (SELECT a.oid FROM pg_catalog.pg_roles a)');
 /* orphans still waiting for the sweep: pg_dump writes their relations too */

@@ -5,11 +5,14 @@
  *		each partition sent as they are stored, minus mqlog's prefix
  *		(MqLogReadKafkaBatches, the read behind mq_fetch_kafka_batches).
  *
- * read_committed (isolation 1) reads below the last stable offset and
- * leaves the batches of aborted transactions out, so the aborted
- * transactions list is always empty: mqlog's batches are written by SQL
- * transactions, not by Kafka's transactional producers, and carry no
- * producer id or control batch a client could filter by.
+ * read_committed (isolation 1) reads below the last stable offset (which
+ * an open Kafka transaction holds at its first offset, as an open SQL
+ * transaction does) and leaves the batches of aborted SQL transactions
+ * out: they carry no producer id or control batch a client could filter
+ * by.  The batches of aborted Kafka transactions are sent, and the
+ * aborted transactions list names each of their transactions once
+ * (producer id, first offset: log/kafka_aborted.c), so the client filters
+ * them as Kafka's do; bounded by the batches sent.
  * read_uncommitted (0) reads up to the high watermark, batches of
  * transactions still in flight included, as Kafka's does.
  *
@@ -64,6 +67,10 @@ typedef struct FetchPartition
 	int32		preferred;		/* preferred_read_replica; -1: none */
 	int			records_at;		/* its batches: where in the request's */
 	int			records_len;	/* records buffer, and how many bytes */
+	/* read_committed: the aborted Kafka transactions among its batches */
+	int			naborted;
+	int			maxaborted;
+	int64	   *aborted;		/* producer id, first offset; pairs */
 } FetchPartition;
 
 typedef struct FetchTopic
@@ -87,7 +94,32 @@ typedef struct FetchUnit
 static void
 append_batch(void *arg, const MqBatchHeader *hdr, const char *kafka, Size len)
 {
-	appendBinaryStringInfo((StringInfo) arg, kafka, (int) len);
+	FetchUnit  *u = arg;
+
+	appendBinaryStringInfo(u->records, kafka, (int) len);
+}
+
+/*
+ * An aborted Kafka transaction among the partition's batches, for the
+ * answer's aborted_transactions: once each (at most one per batch sent)
+ */
+static void
+note_aborted(void *arg, int64 producer_id, int64 first_offset)
+{
+	FetchPartition *fp = ((FetchUnit *) arg)->part;
+
+	for (int i = 0; i < fp->naborted; i++)
+		if (fp->aborted[2 * i] == producer_id && fp->aborted[2 * i + 1] == first_offset)
+			return;
+	if (fp->naborted == fp->maxaborted)
+	{
+		fp->maxaborted = Max(8, fp->maxaborted * 2);
+		fp->aborted = fp->aborted ? repalloc(fp->aborted, sizeof(int64) * 2 * fp->maxaborted)
+			: palloc(sizeof(int64) * 2 * fp->maxaborted);
+	}
+	fp->aborted[2 * fp->naborted] = producer_id;
+	fp->aborted[2 * fp->naborted + 1] = first_offset;
+	fp->naborted++;
 }
 
 /*
@@ -157,7 +189,7 @@ fetch_partition(void *arg)
 		return;
 	if (u->budget > 0)
 		(void) MqLogReadKafkaBatches(topic, fp->index, fp->offset, u->budget, u->committed,
-									 append_batch, u->records);
+									 append_batch, u->committed ? note_aborted : NULL, u);
 	if (follower)
 		MqKafkaNoteFollowerFetch(u->req, u->topic, fp->index, fp->offset, fp->high_watermark,
 								 u->records->len - had);
@@ -192,6 +224,7 @@ read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_
 			}
 			fp->error = MQK_NONE;
 			fp->diverging_epoch = -1;
+			fp->naborted = 0;
 			fp->records_at = records->len;
 			fp->high_watermark = fp->last_stable = fp->log_start = -1;
 			fp->preferred = -1;
@@ -214,6 +247,8 @@ read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_
 				fp->error = code;
 			if (fp->error != MQK_NONE || fp->diverging_epoch >= 0 || fp->preferred >= 0)
 				*any_error = true;	/* to tell at once */
+			if (records->len == fp->records_at)
+				fp->naborted = 0;	/* nothing sent: nothing to filter */
 			/*
 			 * Only the first partition that has records may overshoot with
 			 * its first batch, as in Kafka (which stops ignoring the limits
@@ -226,7 +261,10 @@ read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_
 			 * asks for the partition again.
 			 */
 			if (total > 0 && records->len - fp->records_at > u.budget)
+			{
 				records->len = fp->records_at;
+				fp->naborted = 0;
+			}
 			fp->records_len = records->len - fp->records_at;
 			MqKafkaWatchBytes(req, fp->records_len);
 			total += fp->records_len;
@@ -416,8 +454,14 @@ MqKafkaFetch(MqKafkaRequest *req, StringInfo out)
 			MqKafkaWriteInt64(out, fp->last_stable);
 			if (v >= 5)
 				MqKafkaWriteInt64(out, fp->log_start);
-			/* aborted transactions: none to list (see above) */
-			MqKafkaWriteArrayLen(out, flex, isolation == 1 ? 0 : -1);
+			/* read_committed: the aborted Kafka transactions sent (see above) */
+			MqKafkaWriteArrayLen(out, flex, isolation == 1 ? fp->naborted : -1);
+			for (int a = 0; isolation == 1 && a < fp->naborted; a++)
+			{
+				MqKafkaWriteInt64(out, fp->aborted[2 * a]);
+				MqKafkaWriteInt64(out, fp->aborted[2 * a + 1]);
+				MqKafkaWriteTags(out, flex);
+			}
 			if (v >= 11)
 				MqKafkaWriteInt32(out, fp->preferred);
 			MqKafkaWriteBytes(out, flex, records.data + fp->records_at, fp->records_len);

@@ -755,10 +755,17 @@ MqKafkaFindCoordinator(MqKafkaRequest *req, StringInfo out)
 		key_type = MqKafkaReadInt8(r);
 	if (r->failed)
 		return MQK_CLOSE;
-	if (key_type != 0)
+	if (key_type == 1 && MqKafkaTxnRefused())
 	{
-		error = MQK_COORDINATOR_NOT_AVAILABLE;
-		message = "Kafka transactions are not served by mqlog";
+		error = MQK_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+		message = "Kafka transactions are not served on an mqlog cluster";
+	}
+	else if (key_type == 1)
+		error = (key == NULL || key[0] == '\0') ? MQK_INVALID_REQUEST : MQK_NONE;
+	else if (key_type != 0)
+	{
+		error = MQK_INVALID_REQUEST;
+		message = "unknown coordinator key type";
 	}
 	else
 		error = MqKafkaGroupAccess(key);
@@ -766,8 +773,11 @@ MqKafkaFindCoordinator(MqKafkaRequest *req, StringInfo out)
 	if (error == MQK_NONE && self < 0)
 		error = MQK_COORDINATOR_NOT_AVAILABLE;
 	MqKafkaAdvertised(host, sizeof(host), &port);
-	/* on a cluster: the node that holds the group's claim, taken if free */
-	if (error == MQK_NONE)
+	/*
+	 * on a cluster: the node that holds the group's claim, taken if free;
+	 * a transactional id's coordinator is this node (single node only)
+	 */
+	if (error == MQK_NONE && key_type == 0)
 	{
 		error = MqKafkaCoordinatorError(key, claimed_under(key), MQK_CLAIM_CACHED, &holder);
 		if (error == MQK_COORDINATOR_NOT_AVAILABLE)

@@ -2,8 +2,9 @@
  *
  * api_init_producer_id.c
  *		InitProducerId (key 22, v0-v4, flexible from v2): a producer id for
- *		an idempotent producer (KIP-98).  What the id buys is checked by
- *		every Produce, per partition, in log/producers.c.
+ *		an idempotent producer (KIP-98), or a transactional producer's id
+ *		and epoch from the transaction coordinator.  What the id buys is
+ *		checked by every Produce, per partition, in log/producers.c.
  *
  * Ids come from the sequence mqlog.producer_id_seq of the listener's
  * database, with this node's broker id in the high bits on a cluster:
@@ -15,14 +16,16 @@
  * the nodes of a cluster without asking etcd for each one.  A single node
  * is broker 0: its ids are the sequence's values.
  *
- * Every producer gets epoch 0 of a new id.  An idempotent producer that
- * asks again (librdkafka does so to reset its sequences after a fatal
- * gap, KIP-360) is given a new id, as Kafka's broker gives one to a
- * request without a transactional id whatever producer id and epoch v3+
- * name.  A transactional id is for a transaction coordinator, which mqlog
- * does not serve yet: the answer is COORDINATOR_NOT_AVAILABLE, as for
- * FindCoordinator of key type 1 (an empty transactional id is
- * INVALID_REQUEST, as Kafka's).
+ * Every idempotent producer gets epoch 0 of a new id.  An idempotent
+ * producer that asks again (librdkafka does so to reset its sequences
+ * after a fatal gap, KIP-360) is given a new id, as Kafka's broker gives
+ * one to a request without a transactional id whatever producer id and
+ * epoch v3+ name.  A transactional id is the transaction coordinator's
+ * (txn_coordinator.c): its producer id, with the epoch bumped, the old
+ * epoch's producer fenced and its open transaction aborted (an empty
+ * transactional id is INVALID_REQUEST, as Kafka's; on an mqlog cluster,
+ * TRANSACTIONAL_ID_AUTHORIZATION_FAILED: transactions are not served
+ * there).
  *
  * Privilege: any role the listener serves may have an id (Kafka 3.0's
  * KIP-679 gives IDEMPOTENT_WRITE to every producer that may write any
@@ -73,6 +76,42 @@ next_producer_id(void *arg)
 	id->producer_id = ((int64) id->broker_id << MQ_PRODUCER_ID_BITS) | v;
 }
 
+/* a new id for the transaction coordinator (in its subtransaction) */
+static int64
+new_producer_id(void)
+{
+	NewId		id = {MqKafkaSelfBrokerId(), -1};
+
+	if (RecoveryInProgress() || id.broker_id < 0 || id.broker_id > MQ_PRODUCER_BROKER_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("this node cannot hand out Kafka producer ids now")));
+	next_producer_id(&id);
+	return id.producer_id;
+}
+
+typedef struct TxnInit
+{
+	const char *txn_id;
+	int32		timeout_ms;
+	int64		given_id;
+	int16		given_epoch;
+	bool		fenced_code;
+	int16		error;
+	int64		producer_id;
+	int16		epoch;
+} TxnInit;
+
+static void
+init_transactional(void *arg)
+{
+	TxnInit    *ti = arg;
+
+	ti->error = MqKafkaTxnInitProducer(ti->txn_id, ti->timeout_ms, ti->given_id, ti->given_epoch,
+									   ti->fenced_code, new_producer_id, &ti->producer_id,
+									   &ti->epoch);
+}
+
 MqKafkaOutcome
 MqKafkaInitProducerId(MqKafkaRequest *req, StringInfo out)
 {
@@ -83,21 +122,38 @@ MqKafkaInitProducerId(MqKafkaRequest *req, StringInfo out)
 	char	   *txn_id = MqKafkaReadString(r, flexible, &no_txn);
 	NewId		id = {MqKafkaSelfBrokerId(), -1};
 	int16		error = MQK_NONE;
+	TxnInit		ti;
+	int16		epoch = 0;
 
-	(void) MqKafkaReadInt32(r); /* transaction_timeout_ms */
+	memset(&ti, 0, sizeof(ti));
+	ti.txn_id = txn_id;
+	ti.timeout_ms = MqKafkaReadInt32(r);
+	ti.given_id = -1;
 	if (v >= 3)
 	{
-		(void) MqKafkaReadInt64(r); /* producer_id: a new one is given */
-		(void) MqKafkaReadInt16(r); /* producer_epoch */
+		/* an idempotent producer is given a new id whatever it names */
+		ti.given_id = MqKafkaReadInt64(r);
+		ti.given_epoch = MqKafkaReadInt16(r);
 	}
+	ti.fenced_code = v >= 4;
 	MqKafkaSkipTags(r, flexible);
 	if (r->failed)
 		return MQK_CLOSE;
 
 	if (!no_txn && txn_id[0] == '\0')
 		error = MQK_INVALID_REQUEST;
+	else if (!no_txn && MqKafkaTxnRefused())
+		error = MQK_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+	else if (!no_txn && RecoveryInProgress())
+		error = MQK_COORDINATOR_NOT_AVAILABLE;
 	else if (!no_txn)
-		error = MQK_COORDINATOR_NOT_AVAILABLE;	/* no transactions yet */
+	{
+		error = MqKafkaTry(init_transactional, &ti, MQK_UNKNOWN_SERVER_ERROR, NULL);
+		if (error == MQK_NONE)
+			error = ti.error;
+		id.producer_id = ti.producer_id;
+		epoch = ti.epoch;
+	}
 	else if (RecoveryInProgress() || id.broker_id < 0 || id.broker_id > MQ_PRODUCER_BROKER_MAX)
 		error = MQK_COORDINATOR_NOT_AVAILABLE;
 	else
@@ -106,7 +162,7 @@ MqKafkaInitProducerId(MqKafkaRequest *req, StringInfo out)
 	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
 	MqKafkaWriteInt16(out, error);
 	MqKafkaWriteInt64(out, error == MQK_NONE ? id.producer_id : -1);
-	MqKafkaWriteInt16(out, error == MQK_NONE ? 0 : -1);
+	MqKafkaWriteInt16(out, error == MQK_NONE ? epoch : -1);
 	MqKafkaWriteTags(out, flexible);
 	return MQK_RESPOND;
 }

@@ -25,6 +25,16 @@
  * INVALID_RECORD (a record the topic's rules refuse, such as a keyless
  * record on a compacted topic).
  *
+ * A batch with the transactional bit is a Kafka transaction's: the
+ * transaction coordinator (txn_coordinator.c) must have its partition in
+ * the producer's open transaction, named by the request's
+ * transactional_id (else INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING,
+ * or INVALID_PRODUCER_EPOCH for a fenced producer); its first batch on a
+ * partition is recorded there, and holds the partition's last stable
+ * offset until the transaction's marker (log/partition.c).  On an mqlog
+ * cluster a request with a transactional_id is
+ * TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+ *
  * Memory: the batches stay in the frame; what decoding one needs (its
  * decompressed records, its record array, a re-encoded batch) is charged
  * to the request's budget, mqlog.kafka_max_request_memory, before it is
@@ -93,7 +103,44 @@ typedef struct ProduceUnit
 	ProduceTopic *topic;
 	ProducePartition *part;
 	Size	   *budget;			/* what the request's batches may still take */
+	const char *txn_id;			/* the request's transactional id, or NULL */
 } ProduceUnit;
+
+/* a big-endian field of a Kafka batch's header */
+static uint64
+batch_field(const char *records, int at, int size)
+{
+	uint64		v = 0;
+
+	for (int i = 0; i < size; i++)
+		v = (v << 8) | (uint8) records[at + i];
+	return v;
+}
+
+/*
+ * A batch with the transactional bit: the coordinator must have the
+ * partition in its producer's open transaction (txn_coordinator.c).
+ * Returns its error, MQK_NONE to append; *first: the transaction's first
+ * batch on the partition.
+ */
+static int16
+check_transactional(ProduceUnit *u, MqTopic *topic, int64 *producer_id, bool *first)
+{
+	const char *b = u->part->records;
+	int16		attributes;
+
+	*producer_id = -1;
+	if (u->part->len < MQ_KAFKA_HEADER_SIZE)
+		return MQK_NONE;		/* the append answers CORRUPT_MESSAGE */
+	attributes = (int16) batch_field(b, 21, 2);
+	if (!(attributes & MQ_ATTR_TRANSACTIONAL) || (attributes & MQ_ATTR_CONTROL))
+		return MQK_NONE;
+	if (u->txn_id == NULL)
+		return MQK_INVALID_TXN_STATE;	/* a transactional batch outside a transaction */
+	*producer_id = (int64) batch_field(b, 43, 8);
+	return MqKafkaTxnCheckProduce(u->txn_id, *producer_id, (int16) batch_field(b, 51, 2),
+								  topic, u->part->index, first);
+}
 
 /* one partition's batch, in a subtransaction (MqKafkaTry) */
 static void
@@ -102,6 +149,8 @@ produce_partition(void *arg)
 	ProduceUnit *u = arg;
 	ProducePartition *pp = u->part;
 	MqTopic    *topic = MqKafkaTopic(u->topic->name, MQ_PRIV_PRODUCE, &pp->error);
+	int64		txn_producer;
+	bool		first = false;
 
 	if (topic == NULL)
 		return;
@@ -120,9 +169,14 @@ produce_partition(void *arg)
 		pp->error = MQK_CORRUPT_MESSAGE;
 		return;
 	}
+	pp->error = check_transactional(u, topic, &txn_producer, &first);
+	if (pp->error != MQK_NONE)
+		return;
 	/* never waiting for a SQL session's transaction of the same producer */
 	pp->base_offset = MqLogAppendKafka(&topic, pp->index, pp->records, pp->len, -1, -1,
-									   u->budget, true);
+									   u->budget, true, txn_producer >= 0);
+	if (txn_producer >= 0 && first)
+		MqKafkaTxnNoteWrite(u->txn_id, topic, pp->index, pp->base_offset);
 	pp->replicated = topic->replicas != NULL;
 	pp->log_append_time = topic->log_append_time ? MqKafkaTime(GetCurrentTimestamp()) : -1;
 	pp->log_start_offset = MqLogStartOffset(topic, pp->index);
@@ -173,6 +227,7 @@ MqKafkaProduce(MqKafkaRequest *req, StringInfo out)
 	MqKafkaReader *r = &req->body;
 	int16		v = req->api_version;
 	bool		transactional;
+	char	   *txn_id;
 	int16		acks;
 	int32		ntopics;
 	ProduceTopic *topics;
@@ -185,7 +240,7 @@ MqKafkaProduce(MqKafkaRequest *req, StringInfo out)
 	int			spent = 0;		/* entries refused for the memory budget */
 	int			late = 0;		/* entries refused for the time budget */
 
-	(void) MqKafkaReadString(r, false, &transactional);
+	txn_id = MqKafkaReadString(r, false, &transactional);
 	transactional = !transactional;
 	acks = MqKafkaReadInt16(r);
 	(void) MqKafkaReadInt32(r); /* timeout_ms: the commit's own bounds apply */
@@ -213,8 +268,8 @@ MqKafkaProduce(MqKafkaRequest *req, StringInfo out)
 
 	if (acks != 0 && acks != 1 && acks != -1)
 		refusal = MQK_INVALID_REQUIRED_ACKS;
-	else if (transactional)
-		refusal = MQK_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;	/* no transactions */
+	else if (transactional && MqKafkaTxnRefused())
+		refusal = MQK_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;	/* not on a cluster */
 	else
 		(void) set_config_option("mqlog.acks", acks == -1 ? "all" : "1",
 								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
@@ -226,7 +281,7 @@ MqKafkaProduce(MqKafkaRequest *req, StringInfo out)
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
 			ProducePartition *pp = &topics[t].partitions[p];
-			ProduceUnit u = {&topics[t], pp, &budget};
+			ProduceUnit u = {&topics[t], pp, &budget, transactional ? txn_id : NULL};
 			int16		code;
 
 			pp->base_offset = -1;

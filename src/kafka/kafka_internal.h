@@ -209,6 +209,70 @@ extern MqKafkaOutcome MqKafkaIncrementalAlterConfigs(MqKafkaRequest *req, String
 extern MqKafkaOutcome MqKafkaDeleteRecords(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaInitProducerId(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaDescribeCluster(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaAddPartitionsToTxn(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaAddOffsetsToTxn(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaEndTxn(MqKafkaRequest *req, StringInfo out);
+extern MqKafkaOutcome MqKafkaTxnOffsetCommit(MqKafkaRequest *req, StringInfo out);
+
+/*
+ * The transaction coordinator (txn_coordinator.c): each call runs in the
+ * request's (sub)transaction and answers a Kafka error code.  fenced_code:
+ * the request's version knows PRODUCER_FENCED (else an older epoch is
+ * INVALID_PRODUCER_EPOCH).
+ */
+extern bool MqKafkaTxnRefused(void);
+
+/* what the transaction APIs share (txn_protocol.c) */
+typedef struct MqKafkaTxnProducer
+{
+	const char *txn_id;
+	int64		producer_id;
+	int16		epoch;
+	bool		fenced_code;
+} MqKafkaTxnProducer;
+
+typedef struct MqKafkaTxnPartition
+{
+	int32		index;
+	int64		offset;			/* TxnOffsetCommit's */
+	char	   *metadata;		/* TxnOffsetCommit's */
+	int16		error;
+} MqKafkaTxnPartition;
+
+typedef struct MqKafkaTxnTopic
+{
+	char	   *name;
+	int32		npartitions;
+	MqKafkaTxnPartition *partitions;
+} MqKafkaTxnTopic;
+
+extern void MqKafkaTxnReadProducer(MqKafkaReader *r, bool flex, int16 version, int16 fenced_from,
+								   MqKafkaTxnProducer *p);
+extern MqKafkaOutcome MqKafkaTxnAnswer(StringInfo out, bool flex, int16 error);
+extern MqKafkaOutcome MqKafkaTxnAnswerPartitions(StringInfo out, bool flex,
+												 const MqKafkaTxnTopic *topics, int ntopics);
+extern int16 MqKafkaTxnRun(int16 (*fn) (void *arg), void *arg);
+extern int16 MqKafkaTxnInitProducer(const char *txn_id, int32 timeout_ms, int64 given_id,
+									int16 given_epoch, bool fenced_code,
+									int64 (*new_id) (void), int64 *producer_id, int16 *epoch);
+extern int16 MqKafkaTxnCheck(const char *txn_id, int64 producer_id, int16 epoch, bool fenced_code);
+extern int16 MqKafkaTxnAddPartition(const char *txn_id, struct MqTopic *topic, int32 partition);
+extern int16 MqKafkaTxnAddGroup(const char *txn_id, int64 producer_id, int16 epoch,
+								bool fenced_code, const char *group);
+extern int16 MqKafkaTxnCheckGroup(const char *txn_id, int64 producer_id, int16 epoch,
+								  bool fenced_code, const char *group);
+extern void MqKafkaTxnStoreOffset(const char *txn_id, const char *group, struct MqTopic *topic,
+								  int32 partition, int64 offset, const char *metadata);
+extern int16 MqKafkaTxnEnd(const char *txn_id, int64 producer_id, int16 epoch, bool fenced_code,
+						   bool commit);
+extern int16 MqKafkaTxnCheckProduce(const char *txn_id, int64 producer_id, int16 epoch,
+									struct MqTopic *topic, int32 partition, bool *first);
+extern void MqKafkaTxnNoteWrite(const char *txn_id, struct MqTopic *topic, int32 partition,
+								int64 offset);
+extern int	MqKafkaTxnExpire(void);
+extern void MqKafkaTxnRestoreHolds(void);
+/* the listener's turn: restored holds, then timeouts (once a second) */
+extern void MqKafkaTxnTick(void);
 extern MqKafkaOutcome MqKafkaDescribeLogDirs(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaDeleteGroups(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaOffsetDelete(MqKafkaRequest *req, StringInfo out);

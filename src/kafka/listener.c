@@ -103,6 +103,12 @@
  *	  after a restart reads the headers of at most
  *	  mqlog.kafka_producer_state_window bytes of its log, once per
  *	  partition.  InitProducerId costs one sequence value.
+ *	- A Kafka transaction (txn_coordinator.c) holds at most
+ *	  mqlog.max_inflight_partitions partitions, 100 groups and 1,000
+ *	  pending offsets; its EndTxn writes a marker a partition and reads
+ *	  the offsets at once (4 MB at most); the timeout pass aborts at most
+ *	  16 transactions a turn, once a second.  A read that meets
+ *	  transactional batches holds one window of 256 aborted ranges.
  *	- Answers not sent yet count against mqlog.kafka_max_buffered_size
  *	  too: a Fetch takes at most what is left (MqKafkaAnswerRoom), so
  *	  clients that do not read their answers cannot make the listener
@@ -873,6 +879,8 @@ mqlog_kafka_main(Datum main_arg)
 
 		/* the groups' session timeouts and rebalance deadlines */
 		MqKafkaGroupsTick();
+		/* Kafka transactions past transaction.timeout.ms are aborted */
+		MqKafkaTxnTick();
 
 		/*
 		 * Parked requests: prepare to sleep before looking again, so that a

@@ -180,9 +180,57 @@ append_idempotent(MqTopic **topicp, int32 partition, StringInfo stored,
 	}
 }
 
+/*
+ * A Kafka transaction's end in one partition: a control batch (Kafka's
+ * EndTransactionMarker) of the transaction's producer id and epoch, with
+ * the transactional and control bits, no sequence (-1), and one record
+ * whose key is version 0 and the type (0 ABORT, 1 COMMIT) and whose value
+ * is version 0 and the coordinator epoch, as Kafka's broker writes it.  It
+ * is not checked against the idempotent producer's sequences (a marker
+ * takes none), and the partition releases the transaction's hold on its
+ * last stable offset when the marker's PostgreSQL transaction ends
+ * (MqPartitionAppend).  Returns the marker's offset.
+ */
+int64
+MqLogAppendControl(MqTopic **topicp, int32 partition, int64 producer_id,
+				   int16 producer_epoch, bool commit, int32 coordinator_epoch)
+{
+	StringInfoData batch;
+	char		key[4];
+	char		value[6];
+	MqRecord	rec;
+	int64		base;
+
+	MqTopicCheckLeader(*topicp, partition);
+	key[0] = 0;
+	key[1] = 0;					/* version 0 */
+	key[2] = 0;
+	key[3] = commit ? 1 : 0;
+	value[0] = 0;
+	value[1] = 0;				/* version 0 */
+	value[2] = (char) ((uint32) coordinator_epoch >> 24);
+	value[3] = (char) ((uint32) coordinator_epoch >> 16);
+	value[4] = (char) ((uint32) coordinator_epoch >> 8);
+	value[5] = (char) coordinator_epoch;
+	memset(&rec, 0, sizeof(rec));
+	rec.ts = GetCurrentTimestamp();
+	rec.key = key;
+	rec.keylen = sizeof(key);
+	rec.value = value;
+	rec.valuelen = sizeof(value);
+	initStringInfo(&batch);
+	MqBatchBuild(&batch, &rec, 1, GetCurrentTransactionId(),
+				 MQ_ATTR_TRANSACTIONAL | MQ_ATTR_CONTROL, false);
+	MqBatchSetProducer(batch.data, producer_id, producer_epoch, -1);
+	base = MqPartitionAppend(topicp, partition, &batch, -1, leader_epoch_of(*topicp, partition), NULL);
+	pfree(batch.data);
+	return base;
+}
+
 int64
 MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
-				 int64 at_offset, int32 leader_epoch, Size *budget, bool producer_nowait)
+				 int64 at_offset, int32 leader_epoch, Size *budget, bool producer_nowait,
+				 bool transactional_ok)
 {
 	MqTopic    *topic = *topicp;
 	const char *why = MqBatchCheckKafka(kafka, len);
@@ -213,10 +261,11 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 		bad_kafka_batch(topic, partition, "its header is malformed");
 	if (hdr.attributes & MQ_ATTR_CONTROL)
 		bad_kafka_batch(topic, partition, "it is a control batch, which only a broker writes");
-	if (hdr.attributes & MQ_ATTR_TRANSACTIONAL)
+	/* a Kafka transaction's batch: its coordinator said it may (api_produce.c) */
+	if ((hdr.attributes & MQ_ATTR_TRANSACTIONAL) && (!transactional_ok || hdr.producer_id < 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("transactional Kafka batches are not supported"),
+				 errmsg("transactional Kafka batches are taken only from a Kafka producer in a transaction"),
 				 errhint("Produce in a PostgreSQL transaction instead; it gives the same atomicity.")));
 	if (MqBatchCodec(&hdr) > MQ_CODEC_ZSTD)
 		bad_kafka_batch(topic, partition, psprintf("its compression codec %d is unknown", MqBatchCodec(&hdr)));
@@ -292,7 +341,7 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 	if (reencode)
 	{
 		TimestampTz now = GetCurrentTimestamp();
-		int16		attrs = batch_attributes(topic);
+		int16		attrs = batch_attributes(topic) | (hdr.attributes & MQ_ATTR_TRANSACTIONAL);
 
 		if (topic->log_append_time)
 			for (int i = 0; i < n; i++)

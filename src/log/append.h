@@ -34,10 +34,18 @@ extern int64 MqLogAppend(MqTopic **topicp, int32 partition, MqRecord *records,
  * state (log/producers.c); producer_nowait: if another transaction has a
  * batch of that producer on the partition not yet committed, fail at once
  * with 55P03 instead of waiting for that transaction to end.
+ * transactional_ok: a batch with the transactional bit is taken (the Kafka
+ * listener, once the transaction's coordinator has admitted it); every
+ * other caller refuses one.
  */
 extern int64 MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka,
 							  Size len, int64 at_offset, int32 leader_epoch,
-							  Size *budget, bool producer_nowait);
+							  Size *budget, bool producer_nowait,
+							  bool transactional_ok);
+
+/* a Kafka transaction's COMMIT or ABORT marker (a control batch) */
+extern int64 MqLogAppendControl(MqTopic **topicp, int32 partition, int64 producer_id,
+								int16 producer_epoch, bool commit, int32 coordinator_epoch);
 
 /* a record as the topic's rules allow it (key on compacted topics, size) */
 extern void MqCheckRecord(MqTopic *topic, MqRecord *rec);

@@ -33,6 +33,7 @@
 
 #include "store/batch.h"
 #include "store/segment.h"
+#include "log/kafka_aborted.h"
 #include "log/logiter.h"
 #include "log/partition.h"
 #include "log/topic.h"
@@ -247,6 +248,16 @@ next_batch(MqLogIter *it)
 			it->done = true;
 			break;
 		}
+		/* a Kafka transaction's abort hides its batches as an abort does */
+		if (it->fate == MQ_FATE_VISIBLE && (it->flags & MQ_ITER_HIDE_KAFKA_ABORTED) &&
+			(it->hdr.attributes & MQ_ATTR_TRANSACTIONAL) && it->topic != NULL)
+		{
+			if (it->kafka_aborted == NULL)
+				it->kafka_aborted = MemoryContextAllocZero(MemoryContextGetParent(it->cxt),
+														   sizeof(MqKafkaAborted));
+			if (MqKafkaBatchAborted(it->kafka_aborted, it->topic->topic_id, it->partition, &it->hdr, NULL))
+				it->fate = MQ_FATE_INVISIBLE;
+		}
 		if (it->fate == MQ_FATE_INVISIBLE)
 		{
 			it->next = Max(it->next, MqBatchNextOffset(&it->hdr));
@@ -416,27 +427,38 @@ MqLogIterEnd(MqLogIter *it)
  * whole however large, as Kafka's Fetch does (KIP-74), the next while
  * max_bytes of stored bytes allows.  committed: batches of committed
  * transactions below the last stable offset (Kafka's read_committed;
- * aborted ones are left out, since they carry no Kafka transaction
- * markers a client could filter them by).  Otherwise up to the high
+ * the batches of aborted SQL transactions are left out, since they carry
+ * no Kafka transaction markers a client could filter them by; those of
+ * aborted Kafka transactions are left out too, or, with aborted, sent and
+ * their transactions told to aborted, as Kafka's aborted_transactions
+ * list names them, consecutive batches of one transaction once).
+ * Otherwise up to the high
  * watermark, with the batches of transactions still in flight too (Kafka's
  * read_uncommitted), but never one already known to have aborted.
  * Returns the number of batches handed over.
  */
 int
 MqLogReadKafkaBatches(MqTopic *topic, int32 partition, int64 from, int64 max_bytes,
-					  bool committed, MqKafkaBatchSink sink, void *arg)
+					  bool committed, MqKafkaBatchSink sink, MqKafkaAbortedSink aborted,
+					  void *arg)
 {
 	int64		lso,
 				hw;
 	MqLogIter	it;
 	int			n = 0;
 	int64		bytes = 0;
+	MqKafkaAborted *window = NULL;
+	int64		told_producer = -1;
+	int64		told_first = -1;
 
 	MqPartitionOffsets(topic, partition, &lso, &hw);
 	if (committed)
 	{
-		MqLogIterBegin(&it, topic, partition, from, lso, MQ_ITER_BYTES);
+		MqLogIterBegin(&it, topic, partition, from, lso,
+					   MQ_ITER_BYTES | (aborted ? 0 : MQ_ITER_HIDE_KAFKA_ABORTED));
 		it.max_bytes = max_bytes;
+		if (aborted)
+			window = palloc0(sizeof(MqKafkaAborted));
 	}
 	else
 	{
@@ -452,6 +474,19 @@ MqLogReadKafkaBatches(MqTopic *topic, int32 partition, int64 from, int64 max_byt
 			if (n > 0 && bytes + it.hdr.length > max_bytes)
 				break;
 			bytes += it.hdr.length;
+		}
+		/* a Kafka transaction's aborted batch: the client is told, and skips it */
+		if (window && (it.hdr.attributes & MQ_ATTR_TRANSACTIONAL))
+		{
+			int64		first;
+
+			if (MqKafkaBatchAborted(window, topic->topic_id, partition, &it.hdr, &first) &&
+				(it.hdr.producer_id != told_producer || first != told_first))
+			{
+				aborted(arg, it.hdr.producer_id, first);
+				told_producer = it.hdr.producer_id;
+				told_first = first;
+			}
 		}
 		sink(arg, &it.hdr, it.stored + MQ_PREFIX_SIZE, it.hdr.length - MQ_PREFIX_SIZE);
 		n++;

@@ -22,6 +22,9 @@
 #define MQ_ITER_BYTES		0x08	/* read each batch's bytes (raw, CRC) */
 #define MQ_ITER_NO_CRC		0x10	/* the caller checks CRCs itself, on the
 									 * pages (never the batch cache) */
+#define MQ_ITER_HIDE_KAFKA_ABORTED	0x20	/* skip the batches of aborted
+											 * Kafka transactions (SQL
+											 * readers, read_committed) */
 
 typedef struct MqLogIter
 {
@@ -65,6 +68,8 @@ typedef struct MqLogIter
 	int64		bytes;
 	int64		next;			/* offset after what was returned or skipped */
 	int64		invisible_records;	/* records of aborted batches passed */
+	struct MqKafkaAborted *kafka_aborted;	/* MQ_ITER_HIDE_KAFKA_ABORTED: its
+											 * window, made at need */
 
 } MqLogIter;
 
@@ -79,13 +84,18 @@ extern void MqLogIterEnd(MqLogIter *it);
 /*
  * A partition's stored batches as Kafka's Fetch serves them (the stored
  * bytes minus mqlog's prefix), for mq_fetch_kafka_batches and the Kafka
- * listener.
+ * listener.  aborted, for a committed read: the batches of aborted Kafka
+ * transactions are returned, and aborted is told each such transaction
+ * (its producer id and first offset, once each) for Kafka's
+ * aborted_transactions list; NULL: they are left out.
  */
 typedef void (*MqKafkaBatchSink) (void *arg, const MqBatchHeader *hdr,
 								  const char *kafka, Size len);
+typedef void (*MqKafkaAbortedSink) (void *arg, int64 producer_id, int64 first_offset);
 extern int	MqLogReadKafkaBatches(MqTopic *topic, int32 partition, int64 from,
 								  int64 max_bytes, bool committed,
-								  MqKafkaBatchSink sink, void *arg);
+								  MqKafkaBatchSink sink, MqKafkaAbortedSink aborted,
+								  void *arg);
 
 /* the one offset-range check */
 extern void MqCheckOffsetRange(MqTopic *topic, int32 partition, int64 offset,

@@ -67,6 +67,10 @@ typedef struct LocalInflight
 	MqPartition *part;
 	MqInflight *entry;
 	SubTransactionId subid;
+	int64		adopted;		/* a Kafka transaction's hold this transaction
+								 * took over with its marker (-1: none): it
+								 * goes back to the Kafka transaction if the
+								 * marker's transaction aborts */
 } LocalInflight;
 
 static LocalInflight *local = NULL;
@@ -97,14 +101,28 @@ MqPartitionLso(MqPartition *part, int64 *high_watermark)
 	return lso;
 }
 
-/*
- * Called by the appender holding part->lock exclusively, before it writes
- * the batch starting at offset.
- */
-static void
-register_inflight(MqPartition *part, int64 offset)
+/* an unused entry of the pool */
+static MqInflight *
+take_entry(void)
 {
 	MqInflight *entry;
+
+	SpinLockAcquire(&mqlog_partition_shmem->free_lock);
+	if (dlist_is_empty(&mqlog_partition_shmem->free_list))
+		entry = NULL;
+	else
+		entry = dlist_container(MqInflight, node, dlist_pop_head_node(&mqlog_partition_shmem->free_list));
+	SpinLockRelease(&mqlog_partition_shmem->free_lock);
+	if (entry == NULL)
+		elog(ERROR, "mqlog in-flight append pool exhausted");
+	entry->producer_id = -1;
+	return entry;
+}
+
+/* entry (in part's list) is this backend's, released at its transaction's end */
+static void
+add_local(MqPartition *part, MqInflight *entry)
+{
 	static bool exit_hook_set = false;
 
 	/* exit callbacks do not survive the fork from the postmaster */
@@ -113,11 +131,6 @@ register_inflight(MqPartition *part, int64 offset)
 		before_shmem_exit(mq_backend_exit, 0);
 		exit_hook_set = true;
 	}
-
-	for (int i = 0; i < nlocal; i++)
-		if (local[i].part == part)
-			return;				/* an earlier offset already holds the LSO */
-
 	if (nlocal == maxlocal)
 	{
 		int			newmax = Max(16, maxlocal * 2);
@@ -128,24 +141,144 @@ register_inflight(MqPartition *part, int64 offset)
 			local = repalloc(local, sizeof(LocalInflight) * newmax);
 		maxlocal = newmax;
 	}
-	if (nlocal >= mqlog_max_inflight)
-		too_many_partitions();
-
-	SpinLockAcquire(&mqlog_partition_shmem->free_lock);
-	if (dlist_is_empty(&mqlog_partition_shmem->free_list))
-		entry = NULL;
-	else
-		entry = dlist_container(MqInflight, node, dlist_pop_head_node(&mqlog_partition_shmem->free_list));
-	SpinLockRelease(&mqlog_partition_shmem->free_lock);
-	if (entry == NULL)
-		elog(ERROR, "mqlog in-flight append pool exhausted");
-
-	entry->offset = offset;
-	dlist_push_tail(&part->inflight, &entry->node);
 	local[nlocal].part = part;
 	local[nlocal].entry = entry;
 	local[nlocal].subid = GetCurrentSubTransactionId();
+	local[nlocal].adopted = -1;
 	nlocal++;
+}
+
+/*
+ * Called by the appender holding part->lock exclusively, before it writes
+ * the batch starting at offset.
+ */
+static void
+register_inflight(MqPartition *part, int64 offset)
+{
+	MqInflight *entry;
+
+	for (int i = 0; i < nlocal; i++)
+		if (local[i].part == part)
+			return;				/* an earlier offset already holds the LSO */
+	if (nlocal >= mqlog_max_inflight)
+		too_many_partitions();
+	/* the local array has room before the entry is taken: no leak on error */
+	add_local(part, NULL);
+	nlocal--;
+	entry = take_entry();
+	entry->offset = offset;
+	dlist_push_tail(&part->inflight, &entry->node);
+	add_local(part, entry);
+}
+
+/* the hold of producer_id's open Kafka transaction on part, if any */
+static MqInflight *
+find_kafka_hold(MqPartition *part, int64 producer_id)
+{
+	dlist_iter	it;
+
+	dlist_foreach(it, &part->inflight)
+	{
+		MqInflight *e = dlist_container(MqInflight, node, it.cur);
+
+		if (e->producer_id == producer_id)
+			return e;
+	}
+	return NULL;
+}
+
+/*
+ * A Kafka transaction's batch at offset (part->lock held exclusively):
+ * the transaction's first batch on the partition leaves an entry of no
+ * backend's at its offset, which holds the LSO there until the
+ * transaction's marker (Kafka's "first offset of an open transaction").
+ * Its offset is the log end, so the list stays in offset order.  A
+ * PostgreSQL transaction whose batch it was may roll back: the hold then
+ * stays on a hole until the marker, which costs readers only the wait.
+ */
+static void
+hold_kafka_transaction(MqPartition *part, int64 producer_id, int64 offset)
+{
+	MqInflight *entry;
+
+	if (find_kafka_hold(part, producer_id) != NULL)
+		return;
+	entry = take_entry();
+	entry->offset = offset;
+	entry->producer_id = producer_id;
+	dlist_push_tail(&part->inflight, &entry->node);
+}
+
+/*
+ * A Kafka transaction's marker at offset (part->lock held exclusively):
+ * the transaction's hold becomes the marker's PostgreSQL transaction's own
+ * entry, released when that transaction ends, so the LSO passes the Kafka
+ * transaction's batches only once its marker (and, for an abort, the
+ * aborted range that hides them) is committed.  Without a hold (a
+ * transaction that wrote nothing here, or a restart lost it) the marker
+ * is registered as any append.
+ */
+static void
+adopt_kafka_hold(MqPartition *part, int64 producer_id, int64 offset)
+{
+	MqInflight *entry = find_kafka_hold(part, producer_id);
+
+	if (entry == NULL)
+	{
+		register_inflight(part, offset);
+		return;
+	}
+	if (nlocal >= mqlog_max_inflight)
+		too_many_partitions();
+	add_local(part, NULL);
+	nlocal--;
+	entry->producer_id = -1;
+	add_local(part, entry);
+	local[nlocal - 1].adopted = producer_id;
+}
+
+/*
+ * After a restart, the holds of the Kafka transactions still open (their
+ * coordinator's table says where each began): put back in offset order.
+ */
+void
+MqPartitionHoldKafkaTransaction(MqTopic *topic, int32 partition, int64 producer_id,
+								int64 offset)
+{
+	MqPartition *part;
+	MqInflight *entry;
+	dlist_mutable_iter it;
+	bool		placed = false;
+	int64		lso,
+				leo;
+
+	/* the partition's tail, read into its entry if it was not yet */
+	MqPartitionLogEnd(topic, partition, &lso, &leo);
+	part = MqTopicPartition(topic, partition);
+	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+	if (find_kafka_hold(part, producer_id) != NULL || offset >= part->next_offset)
+	{
+		LWLockRelease(&part->lock);
+		return;
+	}
+	entry = take_entry();		/* an error releases the lock with the rest */
+	entry->offset = offset;
+	entry->producer_id = producer_id;
+	dlist_foreach_modify(it, &part->inflight)
+	{
+		MqInflight *e = dlist_container(MqInflight, node, it.cur);
+
+		if (e->offset > offset)
+		{
+			dlist_insert_before(&e->node, &entry->node);
+			placed = true;
+			break;
+		}
+	}
+	if (!placed)
+		dlist_push_tail(&part->inflight, &entry->node);
+	LWLockRelease(&part->lock);
+	note_change(part);
 }
 
 static void
@@ -183,8 +316,16 @@ MqPartitionCheckInflightRoom(MqPartition **parts, int nparts)
 }
 
 static void
-release_entry(LocalInflight *li, bool wake)
+release_entry(LocalInflight *li, bool wake, bool commit)
 {
+	/* a marker that did not commit: the Kafka transaction holds on */
+	if (!commit && li->adopted >= 0)
+	{
+		LWLockAcquire(&li->part->lock, LW_EXCLUSIVE);
+		li->entry->producer_id = li->adopted;
+		LWLockRelease(&li->part->lock);
+		return;
+	}
 	LWLockAcquire(&li->part->lock, LW_EXCLUSIVE);
 	dlist_delete(&li->entry->node);
 	LWLockRelease(&li->part->lock);
@@ -198,16 +339,20 @@ release_entry(LocalInflight *li, bool wake)
 		ConditionVariableBroadcast(&li->part->cv);
 }
 
-/* Release entries of the given subtransaction, or all when subid is invalid. */
+/*
+ * Release entries of the given subtransaction, or all when subid is
+ * invalid; commit: the transaction committed (else a Kafka transaction's
+ * hold it took over goes back to it).
+ */
 static void
-release_inflight(SubTransactionId subid, bool wake)
+release_inflight(SubTransactionId subid, bool wake, bool commit)
 {
 	int			keep = 0;
 
 	for (int i = 0; i < nlocal; i++)
 	{
 		if (subid == InvalidSubTransactionId || local[i].subid == subid)
-			release_entry(&local[i], wake);
+			release_entry(&local[i], wake, commit);
 		else
 			local[keep++] = local[i];
 	}
@@ -521,7 +666,14 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		MqBatchSetOffset(batch->data, base);
 		if (leader_epoch >= 0)
 			MqBatchSetEpoch(batch->data, leader_epoch);
-		register_inflight(part, base);
+		if (hdr.attributes & MQ_ATTR_CONTROL)
+			adopt_kafka_hold(part, hdr.producer_id, base);
+		else
+		{
+			register_inflight(part, base);
+			if ((hdr.attributes & MQ_ATTR_TRANSACTIONAL) && hdr.producer_id >= 0)
+				hold_kafka_transaction(part, hdr.producer_id, base);
+		}
 
 		part->dirty = true;
 		nblocks = MqSegmentAppend(rel, topic->topic_id, partition, part->end_lpos,
@@ -612,11 +764,11 @@ refuse_prepare(void)
 
 /* This transaction's in-flight entries go, and waiting polls look again. */
 static void
-release_at_xact_end(void)
+release_at_xact_end(bool commit)
 {
 	if (nlocal > 0)
 	{
-		release_inflight(InvalidSubTransactionId, true);
+		release_inflight(InvalidSubTransactionId, true, commit);
 		ConditionVariableBroadcast(&mqlog_partition_shmem->data_cv);
 	}
 }
@@ -637,7 +789,7 @@ mq_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-			release_at_xact_end();
+			release_at_xact_end(true);
 			MqReaderAtXactEnd();
 			MqPartitionSwitchesAtXactEnd(true);
 			apply_forgets(true);
@@ -654,7 +806,7 @@ mq_xact_callback(XactEvent event, void *arg)
 			 * the LSO may move past records that others committed meanwhile,
 			 * so waiting polls are woken as by a commit.
 			 */
-			release_at_xact_end();
+			release_at_xact_end(false);
 			MqReaderAtXactEnd();
 			if (xact_end_hook)
 				xact_end_hook(false);
@@ -674,7 +826,7 @@ release_at_subxact_abort(SubTransactionId subid)
 {
 	int			before = nlocal;
 
-	release_inflight(subid, true);
+	release_inflight(subid, true, false);
 	/* as at abort: the LSO may have moved */
 	if (nlocal != before)
 		ConditionVariableBroadcast(&mqlog_partition_shmem->data_cv);
@@ -712,7 +864,7 @@ mq_backend_exit(int code, Datum arg)
 {
 	LWLockReleaseAll();
 	if (mqlog_partition_shmem != NULL)
-		release_inflight(InvalidSubTransactionId, true);
+		release_inflight(InvalidSubTransactionId, true, false);
 }
 
 void

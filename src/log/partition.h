@@ -35,6 +35,9 @@
 struct MqTopic;
 struct MqProducerAppend;
 extern void MqPartitionCheckInflightRoom(MqPartition **parts, int nparts);
+/* an open Kafka transaction's hold on the LSO, put back after a restart */
+extern void MqPartitionHoldKafkaTransaction(struct MqTopic *topic, int32 partition,
+											int64 producer_id, int64 offset);
 extern int64 MqPartitionAppend(struct MqTopic **topicp, int32 partition, StringInfo batch,
 							   int64 at_offset, int32 leader_epoch,
 							   struct MqProducerAppend *producer);

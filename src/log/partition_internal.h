@@ -108,6 +108,10 @@ typedef struct MqInflight
 {
 	dlist_node	node;			/* in MqPartition.inflight, or the free list */
 	int64		offset;
+	int64		producer_id;	/* -1: a PostgreSQL transaction's append;
+								 * else the hold of the open Kafka
+								 * transaction of this producer id, which no
+								 * backend owns (partition.c) */
 } MqInflight;
 
 typedef struct MqShared

@@ -432,7 +432,7 @@ MqReadPartition(MqTopic *topic, int32 partition, int64 from_offset,
 		out->topic = out->sink ? text_in_context(out->sink->cxt, topic->name)
 			: cstring_to_text(topic->name);
 	}
-	MqLogIterBegin(&it, topic, partition, from_offset, lso, MQ_ITER_RECORDS);
+	MqLogIterBegin(&it, topic, partition, from_offset, lso, MQ_ITER_RECORDS | MQ_ITER_HIDE_KAFKA_ABORTED);
 	it.max_records = max_records;
 	it.batch_max_records = batch_max_records;
 	it.max_bytes = max_bytes;

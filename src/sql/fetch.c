@@ -121,7 +121,7 @@ mq_fetch_kafka_batches(PG_FUNCTION_ARGS)
 	MqCheckOffsetRange(topic, partition, from, false);
 	InitMaterializedSRF(fcinfo, 0);
 	(void) MqLogReadKafkaBatches(topic, partition, from, max_bytes, true,
-								 put_kafka_batch, fcinfo->resultinfo);
+								 put_kafka_batch, NULL, fcinfo->resultinfo);
 	return (Datum) 0;
 }
 

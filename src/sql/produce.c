@@ -576,7 +576,7 @@ mq_produce_kafka_batch(PG_FUNCTION_ARGS)
 	MqTopicCheckPrivilege(topic, MQ_PRIV_PRODUCE);
 	MqCheckPartition(topic, partition);
 	PG_RETURN_INT64(MqLogAppendKafka(&topic, partition, VARDATA_ANY(batch),
-									 VARSIZE_ANY_EXHDR(batch), -1, -1, NULL, false));
+									 VARSIZE_ANY_EXHDR(batch), -1, -1, NULL, false, false));
 }
 
 Datum

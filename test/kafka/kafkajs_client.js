@@ -10,6 +10,11 @@
 //       an idempotent producer (idempotent: true, acks all) sends N records
 //       js-idem-0 ... to partition 0, one send each; one line per record
 //       as for produce (test/perl/163_kafka_idempotence.pl)
+//   node kafkajs_client.js BOOTSTRAP produce-transaction TOPIC N commit|abort
+//       a transactional producer (transactionalId js-txn-TOPIC) sends N
+//       records js-txn-0 ... to partition 0 in one transaction and commits
+//       or aborts it; prints {"ended": "commit"|"abort"}
+//       (test/perl/164_kafka_transactions.pl)
 //   node kafkajs_client.js BOOTSTRAP consume TOPIC GROUP N
 //       a consumer of group GROUP subscribed to TOPIC from the beginning,
 //       committing as it goes; one line per record, until it has N (or 30 s)
@@ -75,6 +80,21 @@ async function produceIdempotent(n) {
 		const [r] = await producer.send({ topic, acks: -1, messages: [{ ...m, partition: 0 }] });
 		out({ key: m.key, value: m.value, partition: r.partition, offset: Number(r.baseOffset) });
 	}
+	await producer.disconnect();
+}
+
+async function produceTransaction(n, end) {
+	const producer = kafka.producer({ transactionalId: `js-txn-${topic}`, idempotent: true,
+		maxInFlightRequests: 1 });
+	await producer.connect();
+	const txn = await producer.transaction();
+	for (let i = 0; i < n; i++)
+		await txn.send({ topic, acks: -1, messages: [{ key: `js-txn-${i}`, value: `js-txn-${i}`, partition: 0 }] });
+	if (end === 'commit')
+		await txn.commit();
+	else
+		await txn.abort();
+	out({ ended: end });
 	await producer.disconnect();
 }
 
@@ -215,6 +235,8 @@ async function cluster() {
 		await produce(arg1, Number(arg2));
 	else if (mode === 'produce-idempotent')
 		await produceIdempotent(Number(arg1));
+	else if (mode === 'produce-transaction')
+		await produceTransaction(Number(arg1), arg2);
 	else if (mode === 'consume')
 		await consume(arg1, Number(arg2));
 	else

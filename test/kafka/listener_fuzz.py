@@ -306,6 +306,38 @@ SCHEMAS = {
         f('transaction_timeout_ms', 'int32'),
         f('producer_id', 'int64', '3+'),
         f('producer_epoch', 'int16', '3+')]),
+    24: ('AddPartitionsToTxn', 3, (0, 3), [
+        f('transactional_id', 'str'),
+        f('producer_id', 'int64'),
+        f('producer_epoch', 'int16'),
+        f('topics', '[]', sub=[
+            f('name', 'str'),
+            f('partitions', '[int32]')])]),
+    25: ('AddOffsetsToTxn', 3, (0, 3), [
+        f('transactional_id', 'str'),
+        f('producer_id', 'int64'),
+        f('producer_epoch', 'int16'),
+        f('group_id', 'str')]),
+    26: ('EndTxn', 3, (0, 3), [
+        f('transactional_id', 'str'),
+        f('producer_id', 'int64'),
+        f('producer_epoch', 'int16'),
+        f('committed', 'bool')]),
+    28: ('TxnOffsetCommit', 3, (0, 3), [
+        f('transactional_id', 'str'),
+        f('group_id', 'str'),
+        f('producer_id', 'int64'),
+        f('producer_epoch', 'int16'),
+        f('generation_id', 'int32', '3+'),
+        f('member_id', 'str', '3+'),
+        f('group_instance_id', 'str', '3+'),
+        f('topics', '[]', sub=[
+            f('name', 'str'),
+            f('partitions', '[]', sub=[
+                f('partition_index', 'int32'),
+                f('committed_offset', 'int64'),
+                f('committed_leader_epoch', 'int32', '2+'),
+                f('committed_metadata', 'str')])])]),
     33: ('AlterConfigs', 2, (0, 2), [
         f('resources', '[]', sub=[
             f('resource_type', 'int8'),
@@ -1164,7 +1196,7 @@ def valid_value(ctx, key, version, baseline=False):
                 'timeout_ms': 5000}
     if key == 22:
         # an idempotent producer's request; now and then a transactional one
-        # (COORDINATOR_NOT_AVAILABLE) or a KIP-360 bump naming an old id
+        # (the coordinator's) or a KIP-360 bump naming an old id
         return {'transactional_id': None if baseline or rng.random() < 0.8 else rng.choice(['fuzz-tx', '']),
                 'transaction_timeout_ms': 60000,
                 'producer_id': -1 if baseline else rng.choice([-1, 1, 1 << 50]),
@@ -1176,6 +1208,24 @@ def valid_value(ctx, key, version, baseline=False):
                 'topics': [{'topic': rng.choice([t, t, 'fuzz-none']), 'partitions': [
                     {'partition': p, 'current_leader_epoch': -1 if baseline else rng.choice([-1, 0, 1]),
                      'leader_epoch': 0 if baseline else rng.choice([0, 0, -1, 5])}]}]}
+    if key in (24, 25, 26, 28):
+        # a transactional producer's requests, for ids and epochs the
+        # coordinator mostly does not know (INVALID_PRODUCER_ID_MAPPING),
+        # now and then fuzz-tx's, which InitProducerId may have made
+        txn = {'transactional_id': rng.choice(['fuzz-tx', 'fuzz-tx', ctx.unique('fuzz-tx'), '']),
+               'producer_id': rng.choice([-1, 1, 2, 1 << 50]), 'producer_epoch': rng.choice([-1, 0, 1, 32767])}
+        if key == 24:
+            txn['topics'] = [{'name': rng.choice([t, 'fuzz-none']), 'partitions': [p]}]
+        elif key == 25:
+            txn['group_id'] = rng.choice(['fuzz-g0', ''])
+        elif key == 26:
+            txn['committed'] = rng.randrange(2)
+        else:
+            txn.update({'group_id': 'fuzz-g0', 'generation_id': -1, 'member_id': '', 'group_instance_id': None,
+                        'topics': [{'name': t, 'partitions': [
+                            {'partition_index': p, 'committed_offset': rng.randrange(100),
+                             'committed_leader_epoch': -1, 'committed_metadata': ''}]}]})
+        return txn
     if key == 33:
         return {'resources': [{'resource_type': rng.choice([2, 2, 4]), 'resource_name': t,
                                'configs': [{'name': 'segment.ms', 'value': '604800000'}]}],
