@@ -21,7 +21,8 @@
 #  - with mqlog.kafka_auth_timeout and mqlog.kafka_idle_timeout among the
 #    settings, set here to 3 s and 5 s, connections that send nothing are
 #    closed within the first, connections idle after authenticating (after
-#    a request, without SASL) within the second (2 s of slack), and the
+#    a request, without SASL) within the second (2 s of slack, more when
+#    the load average passes the cores: listener_fuzz.py's idle_slack), and the
 #    fuzzer opens others in their place all along;
 #  - afterwards the same listener process serves, holding no transaction,
 #    and no server process died.
