@@ -1,14 +1,15 @@
 # MqFaults: producers that record what each of their commits became, and
 # a checker over every replica, for the fault tests on a cluster
 # (140_failover_faults.pl, 145_etcd_quorum.pl, 146_nodes_lost.pl,
-# 147_oneway.pl, 148_full_disk.pl), for a topic of any number of
-# partitions.
+# 147_oneway.pl, 148_full_disk.pl; 167_kafka_faults.pl checks the logs
+# of Kafka producers with it), for a topic of any number of partitions.
 #
 #   my $f = MqFaults->new(etcd => $etcd, nodes => \@nodes, topic => 'q', partitions => 2);
 #   $f->start_producers([ 'A', 'acks' ], [ 'B', 'acks' ], [ 'X', 'abort' ]);
 #   ... faults ...
 #   $f->stop_producers;
 #   $f->check;                      # the tests of the checker
+#   $f->add_log('k1', $file);       # records of a producer run elsewhere
 #
 # Each value a producer writes is recorded with what became of it:
 #   ok       the commit returned success with no WARNING: acknowledged
@@ -225,12 +226,21 @@ sub stop_producers
 	is(MqCluster::wait_child($_->{pid}, 60), 0, "producer $_->{id} ends") for @{ $self->{producers} };
 }
 
+# Records of a producer the test runs itself (a Kafka client of
+# 167_kafka_faults.pl), logged in the format of _producer's file: read by
+# results, and so checked by check, as this module's own producers' are.
+sub add_log
+{
+	my ($self, $id, $file) = @_;
+	push @{ $self->{logs} }, { id => $id, file => $file };
+}
+
 # the producers' records so far: value -> {p, status, node, offset, t0, t1, why}
 sub results
 {
 	my ($self) = @_;
 	my %r;
-	foreach my $pr (@{ $self->{producers} })
+	foreach my $pr (@{ $self->{producers} }, @{ $self->{logs} // [] })
 	{
 		open(my $f, '<', $pr->{file}) or next;
 		while (my $line = <$f>)

@@ -1,0 +1,125 @@
+"""Kafka clients of the fault test with Kafka clients
+(test/perl/167_kafka_faults.pl): producers and consumer-group members that
+run until a stop file exists, logging what became of every record.
+
+  faults.py BOOTSTRAPS producer TOPIC PARTITIONS ID LOG INTERVAL_MS
+      An idempotent confluent-kafka producer (enable.idempotence, acks=all,
+      librdkafka's retries) bootstrapped at BOOTSTRAPS (comma-separated).
+      Record i has key and value "ID-i" and goes to partition i % PARTITIONS,
+      one every INTERVAL_MS, with at most 200 unanswered.  Appends one line
+      per record to LOG, flushed as it comes, in MqFaults.pm's format:
+        KEY <tab> P <tab> STATUS <tab> ? <tab> OFFSET <tab> T0 <tab> T1 <tab> WHY
+      STATUS "ok" (acknowledged, at OFFSET) or "unknown" (its delivery
+      failed: with idempotence it may still be stored, once); T0 when it
+      was handed to the client, T1 when its answer came.  Once LOG.stop
+      exists it stops producing, flushes for up to 60 s, purges what is left
+      (each purged record logged "unknown") and writes LOG.done.
+  faults.py BOOTSTRAP member GROUP TOPIC LOG
+      A read_committed subscribe() member of GROUP bootstrapped at BOOTSTRAP,
+      committing synchronously after every record.  Appends to LOG, each
+      line starting with time.time():
+        T assigned P,P,...    (every assignment)
+        T revoked
+        T got P O KEY         (a record delivered, before its commit)
+        T committed P O       (its commit succeeded)
+        T commit-failed ERROR (it did not: the record may come again)
+        T error ERROR
+        T closed
+      until LOG.stop exists, then close()s.
+"""
+import os
+import sys
+import time
+
+from groups import subscribed_member
+
+SESSION = {'session.timeout.ms': 6000, 'heartbeat.interval.ms': 1000,
+           'max.poll.interval.ms': 30000, 'isolation.level': 'read_committed',
+           'topic.metadata.refresh.interval.ms': 1000}
+
+
+def producer(bootstraps, topic, partitions, ident, logpath, interval_ms):
+    from confluent_kafka import Producer
+    # message.timeout.ms: a record still unanswered after 30 s fails
+    # (logged "unknown"), far above a failover's few seconds
+    p = Producer({'bootstrap.servers': bootstraps, 'acks': 'all',
+                  'enable.idempotence': True, 'linger.ms': 5,
+                  'message.timeout.ms': 30000, 'retry.backoff.ms': 200,
+                  'socket.timeout.ms': 10000,
+                  'topic.metadata.refresh.interval.ms': 1000})
+    log = open(logpath, 'a', buffering=1)
+    sent = {}
+
+    def report(err, msg):
+        key = msg.key().decode()
+        t0 = sent.pop(key, 0.0)
+        if err is None:
+            fields = (key, msg.partition(), 'ok', '?', msg.offset(), '%.3f' % t0,
+                      '%.3f' % time.time(), '')
+        else:
+            fields = (key, msg.partition(), 'unknown', '?', '', '%.3f' % t0,
+                      '%.3f' % time.time(), str(err).replace('\t', ' ')[:200])
+        log.write('\t'.join(str(f) for f in fields) + '\n')
+
+    stop = logpath + '.stop'
+    i = 0
+    while not os.path.exists(stop):
+        key = '%s-%d' % (ident, i)
+        sent[key] = time.time()
+        p.produce(topic, key=key, value=key, partition=i % partitions, on_delivery=report)
+        i += 1
+        p.poll(interval_ms / 1000.0)
+        while len(p) > 200 and not os.path.exists(stop):
+            p.poll(0.1)
+    p.flush(60)
+    p.purge()
+    p.flush(0)
+    log.close()
+    open(logpath + '.done', 'w').close()
+
+
+class StampedLog:
+    """a log file whose every line starts with time.time()"""
+
+    def __init__(self, path):
+        self.f = open(path, 'a', buffering=1)
+
+    def write(self, text):
+        self.f.write('%.3f %s' % (time.time(), text))
+
+
+def member(bootstrap, group, topic, logpath):
+    from confluent_kafka import KafkaException
+    log = StampedLog(logpath)
+    c = subscribed_member(bootstrap, group, topic, log, SESSION)
+    stop = logpath + '.stop'
+    while not os.path.exists(stop):
+        m = c.poll(0.2)
+        if m is None:
+            continue
+        if m.error():
+            log.write('error %s\n' % m.error().name())
+            continue
+        log.write('got %d %d %s\n' % (m.partition(), m.offset(), m.key().decode()))
+        try:
+            c.commit(message=m, asynchronous=False)
+            log.write('committed %d %d\n' % (m.partition(), m.offset()))
+        except KafkaException as e:
+            log.write('commit-failed %s\n' % e.args[0].name())
+    c.close()
+    log.write('closed\n')
+
+
+def main():
+    bootstrap, what = sys.argv[1], sys.argv[2]
+    args = sys.argv[3:]
+    if what == 'producer':
+        producer(bootstrap, args[0], int(args[1]), args[2], args[3], int(args[4]))
+    elif what == 'member':
+        member(bootstrap, args[0], args[1], args[2])
+    else:
+        sys.exit('unknown command ' + what)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,342 @@
+# Kafka clients under faults (doc/kafka.md, "Several nodes"; issue 34's
+# Jepsen-style test, issue 33's cluster item), on one real etcd and three
+# real nodes with a Kafka listener each, each node reaching etcd through a
+# TCP proxy of its own (as 128 and 140): two idempotent confluent-kafka
+# producers (enable.idempotence, acks=all, librdkafka's retries),
+# bootstrapped at all three nodes, write unique keys to a replicated topic
+# (3 partitions, replication factor 3, min.insync.replicas 2), logging
+# every acknowledged record (key, partition, offset) and every failure
+# (test/kafka/faults.py); a read_committed consumer group of two members,
+# bootstrapped at n1 and at n2, consumes throughout, logging every delivery
+# and every synchronous commit.  Meanwhile, for MQLOG_FAULT_SECONDS (75 by
+# default), faults in turn: kill -9 of the current leader of a partition
+# (restarted once another node leads), and a leader cut off from etcd (its
+# proxy killed, restored once another node leads); each waits for the
+# cluster to be whole again before the next, whatever failovers it did not
+# ask for happened meanwhile.  Then, with every node back and caught up:
+#  - MqFaults.pm's checker over every partition on every replica: every
+#    acknowledged record there exactly once, at its acknowledged offset; no
+#    key twice in the log (idempotence: librdkafka's retries across the
+#    failovers stored once); offsets contiguous; the replicas
+#    byte-identical (mqlog._replica_batches: offset, committed flag, md5 of
+#    each batch) up to the high watermark; mq_verify clean;
+#  - records whose delivery failed and that were stored anyway (allowed:
+#    the answer was lost, not the write) are counted apart;
+#  - the group saw every acknowledged record at least once, each delivery
+#    the record stored at that offset, and each member's deliveries of a
+#    partition in increasing offset order between two assignments; the
+#    records delivered twice are no more than the deliveries whose commit
+#    did not succeed plus the records re-delivered below an acknowledged
+#    commit (a resumption below the highest offset a member had committed
+#    for the partition: a commit the coordinator acknowledged and lost with
+#    its node, committed offsets replicating after the commit), both
+#    counted from the members' logs.
+# Prints a summary: records acknowledged, failed, failed but stored; faults
+# injected; failovers seen (leader epochs in etcd); duplicates; time.
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+use IPC::Run;
+use MqCluster;
+use MqFaults;
+use MqKafka;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+my $SECONDS = $ENV{MQLOG_FAULT_SECONDS} // 75;
+my $PARTS = 3;
+my $topic = 'kf';
+my $group = 'kfg';
+my $T_START = time();
+my $python = $MqKafka::PYTHON;
+my $script = "$FindBin::RealBin/../kafka/faults.py";
+
+my $etcd = MqCluster::start_etcd();
+my @proxies = map { MqCluster::start_proxy($etcd) } 1 .. 3;
+my ($nodes, $kafka) = MqKafka::start_nodes($etcd, 3, "mqlog.acks_timeout = 5000\n",
+	[ map { $_->{url} } @proxies ]);
+my @nodes = @$nodes;
+my %kafka = %$kafka;
+my %by_name = map { $_->name => $_ } @nodes;
+my %proxy = map { ("n$_" => $proxies[ $_ - 1 ]) } 1 .. 3;
+my @names = sort keys %by_name;
+my $all = join(',', map { $kafka{$_} } @names);
+
+sub q1 { my ($n, $sql) = @_; return $n->safe_psql('postgres', $sql); }
+
+q1($nodes[0], qq{SELECT mq_create_topic('$topic', $PARTS, replication_factor => 3,
+           config => '{"min.insync.replicas": 2, "replica.lag.time.max.ms": 2500}')});
+ok(MqCluster::wait_topic($_, $topic, $PARTS), $_->name . " holds $topic") for @nodes;
+
+my $f = MqFaults->new(etcd => $etcd, nodes => \@nodes, topic => $topic, partitions => $PARTS);
+ok(MqCluster::wait_until(sub { $f->healthy }, 60), 'every partition has three in-sync replicas');
+my %epoch0 = map { $_ => $f->part_meta($_)->{leader_epoch} } $f->partitions;
+
+# --- the clients -------------------------------------------------------------
+
+my $dir = PostgreSQL::Test::Utils::tempdir('kclients');
+my %client;
+
+sub start_client
+{
+	my ($name, @args) = @_;
+	my $log = "$dir/$name.log";
+	$client{$name} = { log => $log, h => IPC::Run::start(
+			[ $python, $script, @args, $log ], '>', "$dir/$name.out", '2>', "$dir/$name.err") };
+	return $log;
+}
+
+sub lines_of { my ($name) = @_; return MqKafka::log_lines($client{$name}{log}); }
+
+# the producers' lines end with INTERVAL_MS, given after the log
+foreach my $id (qw(k1 k2))
+{
+	my $log = "$dir/$id.log";
+	$client{$id} = { log => $log, h => IPC::Run::start(
+			[ $python, $script, $all, 'producer', $topic, $PARTS, $id, $log, 15 ],
+			'>', "$dir/$id.out", '2>', "$dir/$id.err") };
+	$f->add_log($id, $log);
+}
+start_client('a', $kafka{n1}, 'member', $group, $topic);
+start_client('b', $kafka{n2}, 'member', $group, $topic);
+
+ok(MqCluster::wait_until(sub { $f->acked_count >= 100 }, 60), 'the producers are acknowledged')
+  or diag(slurp_file("$dir/k1.err"));
+ok(MqCluster::wait_until(sub { grep({ / got / } lines_of('a'), lines_of('b')) >= 50 }, 90),
+	'the group consumes');
+
+# --- faults, for $SECONDS ---------------------------------------------------------
+
+# true once etcd names, for each partition of @parts, a leader other than
+# $victim at an epoch above the one it had
+sub moved_off
+{
+	my ($victim, $epoch) = @_;
+	foreach my $p (keys %$epoch)
+	{
+		my $m = $f->part_meta($p) or return 0;
+		return 0 if $m->{leader} eq $victim || $m->{leader_epoch} <= $epoch->{$p};
+	}
+	return 1;
+}
+
+my (@faults, $n_faults);
+$n_faults = 0;
+my $t_faults = time();
+my $round = 0;
+while (time() < $t_faults + $SECONDS)
+{
+	$round++;
+	ok(MqCluster::wait_until(sub { $f->healthy }, 120), "fault $round: the cluster is whole before it")
+	  or last;
+	# the leader of a partition in turn: etcd's, at this moment
+	my $p = $round % $PARTS;
+	my $victim = $f->part_meta($p)->{leader};
+	my %epoch = map { my $m = $f->part_meta($_); $m->{leader} eq $victim ? ($_ => $m->{leader_epoch}) : () } $f->partitions;
+	my $kind = $round % 2 ? 'kill' : 'cut';
+	my $acked = $f->acked_count;
+	my $t0 = time();
+	if ($kind eq 'kill')
+	{
+		$by_name{$victim}->kill9;
+	}
+	else
+	{
+		MqCluster::stop_proxy($proxy{$victim});
+	}
+	$n_faults++;
+	my $moved = MqCluster::wait_until(sub { moved_off($victim, \%epoch) }, 60);
+	my $t_moved = time();
+	ok($moved, sprintf('fault %d: %s of %s (leader of %s): another node leads (%.1f s)',
+					   $round, $kind eq 'kill' ? 'kill -9' : 'etcd cut', $victim,
+					   join(',', sort keys %epoch), $t_moved - $t0));
+	# the producers go on at the new leaders before the victim is back
+	ok(MqCluster::wait_until(sub { $f->acked_count >= $acked + 30 }, 60),
+		"fault $round: records are acknowledged with $victim down");
+	if ($kind eq 'kill')
+	{
+		ok(MqCluster::wait_until(sub { $by_name{$victim}->start(fail_ok => 1) }, 30),
+			"fault $round: $victim starts again");
+	}
+	else
+	{
+		$proxy{$victim} = MqCluster::restart_proxy($proxy{$victim});
+	}
+	push @faults, { kind => $kind, victim => $victim, parts => [ sort keys %epoch ],
+					moved => $t_moved - $t0, t0 => $t0 };
+}
+ok(MqCluster::wait_until(sub { $f->healthy }, 120), 'after the faults, every node is back in every ISR');
+my $t_end_faults = time();
+cmp_ok($n_faults, '>=', 2, "faults injected: $n_faults in " . sprintf('%.0f s', $t_end_faults - $t_faults));
+
+# --- the producers end; the checker ---------------------------------------------
+
+foreach my $id (qw(k1 k2))
+{
+	PostgreSQL::Test::Utils::append_to_file("$dir/$id.log.stop", "stop\n");
+}
+ok(MqCluster::wait_until(sub { -e "$dir/k1.log.done" && -e "$dir/k2.log.done" }, 120),
+	'the producers flush and end') or diag(slurp_file("$dir/k1.err") . slurp_file("$dir/k2.err"));
+my $res = $f->results;
+my $producer_errors = join('', map { slurp_file("$dir/$_.err") } qw(k1 k2));
+is(scalar(keys %$res), scalar(() = map { lines_of($_) } qw(k1 k2)), 'each record is logged once by its producer');
+
+# the checker of MqFaults.pm: the acknowledged records exactly once at
+# their offsets, no key twice, the replicas byte-identical
+my %count = %{ $f->check };
+
+# records whose delivery failed but that were stored: allowed (their
+# answer was lost), and with idempotence once at most (the checker's "no
+# value twice")
+my %stored;
+foreach my $p ($f->partitions)
+{
+	foreach my $row (split /\n/, q1($nodes[0], qq{
+SELECT "offset" || '|' || convert_from(key, 'UTF8')
+  FROM mq_fetch('$topic', $p, mq_earliest_offset('$topic', $p), 1000000)}))
+	{
+		my ($o, $k) = split /\|/, $row, 2;
+		$stored{$p}{$o} = $k;
+	}
+}
+my $stored_total = 0;
+$stored_total += keys %{ $stored{$_} } for keys %stored;
+my @failed = grep { $res->{$_}{status} ne 'ok' } keys %$res;
+my %stored_key = map { my $p = $_; map { $stored{$p}{$_} => 1 } keys %{ $stored{$p} } } keys %stored;
+my @failed_stored = grep { $stored_key{$_} } @failed;
+my %why;
+$why{ $res->{$_}{why} =~ s/\d+/N/gr }++ for @failed;
+note(sprintf('records failed: %d, of which stored anyway: %d (%s)', scalar(@failed), scalar(@failed_stored),
+			 join('; ', map { "$why{$_} x $_" } sort keys %why)));
+is(scalar(grep { !$res->{$_} } keys %stored_key), 0, 'every record in the log was produced by the producers');
+
+# --- the group ----------------------------------------------------------------------
+
+my @acked = grep { $res->{$_}{status} eq 'ok' } keys %$res;
+my $t;
+
+# deliveries, per member: [time, p, o, key] in log order, with the
+# assignments between them; commits; the counts of the bound
+sub tally
+{
+	my (%got, %deliv);
+	my ($deliveries, $uncommitted, $revokes) = (0, 0, 0);
+	my @events;
+	foreach my $name (qw(a b))
+	{
+		my @l = lines_of($name);
+		for my $i (0 .. $#l)
+		{
+			my ($ts, $rest) = split / /, $l[$i], 2;
+			next unless defined $rest;
+			if ($rest =~ /^got (\d+) (\d+) (\S+)$/)
+			{
+				$deliveries++;
+				$got{$3}++;
+				my $next = (split / /, $l[ $i + 1 ] // '', 2)[1] // '';
+				$uncommitted++ unless $next eq "committed $1 $2";
+				push @events, [ $ts, $name, 'got', $1, $2, $3 ];
+			}
+			elsif ($rest =~ /^committed (\d+) (\d+)$/)
+			{
+				push @events, [ $ts, $name, 'committed', $1, $2 ];
+			}
+			elsif ($rest =~ /^(assigned|revoked)/)
+			{
+				$revokes++ if $1 eq 'revoked';
+				push @events, [ $ts, $name, $1 ];
+			}
+		}
+	}
+	return { got => \%got, deliveries => $deliveries, uncommitted => $uncommitted,
+			 revokes => $revokes, events => \@events };
+}
+
+ok(MqCluster::wait_until(sub { $t = tally(); !grep { !$t->{got}{$_} } @acked }, 180),
+	'the group saw every acknowledged record at least once')
+  or diag(scalar(grep { !$t->{got}{$_} } @acked) . ' of ' . scalar(@acked) . ' not seen');
+foreach my $name (qw(a b))
+{
+	PostgreSQL::Test::Utils::append_to_file("$client{$name}{log}.stop", "stop\n");
+}
+ok(MqCluster::wait_until(sub { !grep { !grep { / closed$/ } lines_of($_) } qw(a b) }, 60), 'the members close()');
+$t = tally();
+
+# each delivery is the record stored at its offset; per member, offsets
+# of a partition increase between two assignments; a resumption of a
+# partition below what was committed for it is a lost commit
+my (@wrong, @disorder);
+my %per_member = (a => 0, b => 0);
+my $below_commit = 0;
+my %committed_next;				# p -> the highest committed offset + 1, any member so far
+my %last;						# member -> p -> the last offset delivered since its assignment
+foreach my $e (sort { $a->[0] <=> $b->[0] } @{ $t->{events} })
+{
+	my ($ts, $name, $what, $p, $o, $key) = @$e;
+	if ($what eq 'assigned' || $what eq 'revoked')
+	{
+		$last{$name} = {};
+	}
+	elsif ($what eq 'committed')
+	{
+		$committed_next{$p} = $o + 1 if $o + 1 > ($committed_next{$p} // 0);
+	}
+	else
+	{
+		$per_member{$name}++;
+		push @wrong, "$name: $key at $p/$o, stored there: " . ($stored{$p}{$o} // 'nothing')
+		  unless ($stored{$p}{$o} // '') eq $key;
+		if (defined $last{$name}{$p})
+		{
+			push @disorder, "$name: $p/$o after $p/$last{$name}{$p}" if $o <= $last{$name}{$p};
+		}
+		else
+		{
+			# the first record of a partition since an assignment: from the
+			# committed offset, which may be below the highest committed
+			$below_commit += $committed_next{$p} - $o if $o < ($committed_next{$p} // 0);
+		}
+		$last{$name}{$p} = $o;
+	}
+}
+is(scalar(@wrong), 0, 'each delivery is the record stored at its partition and offset')
+  or diag(MqFaults::_first20(@wrong));
+is(scalar(@disorder), 0, "each member's deliveries of a partition are in offset order between assignments")
+  or diag(MqFaults::_first20(@disorder));
+ok($per_member{a} > 0 && $per_member{b} > 0, "both members consumed ($per_member{a} and $per_member{b} deliveries)");
+my $dups = $t->{deliveries} - keys %{ $t->{got} };
+cmp_ok($dups, '<=', $t->{uncommitted} + $below_commit,
+	"$dups deliveries of a record seen before, no more than the $t->{uncommitted} whose commit did not succeed "
+	  . "and the $below_commit resumed below an acknowledged commit");
+
+# --- the summary -----------------------------------------------------------------------
+
+my $failovers = 0;
+foreach my $p ($f->partitions)
+{
+	$failovers += $f->part_meta($p)->{leader_epoch} - $epoch0{$p};
+}
+my %kinds;
+$kinds{ $_->{kind} }++ for @faults;
+my @moved = sort { $a <=> $b } map { $_->{moved} } @faults;
+note(sprintf('faults: %d (%d kill -9, %d etcd cuts) in %.0f s; victims %s; another leader after median %.1f s, max %.1f s',
+			 $n_faults, $kinds{kill} // 0, $kinds{cut} // 0, $t_end_faults - $t_faults,
+			 join(',', map { $_->{victim} } @faults), $moved[ int($#moved / 2) ] // -1, $moved[-1] // -1));
+note(sprintf('failovers seen: %d leader epochs in etcd over %d partitions (%d asked for, at least)',
+			 $failovers, $PARTS, scalar(map { @{ $_->{parts} } } @faults)));
+note(sprintf('records: %d acknowledged, %d failed (%d of them stored anyway), %d in the log',
+			 scalar(@acked), scalar(@failed), scalar(@failed_stored), $stored_total));
+note(sprintf('group: %d deliveries of %d records, %d delivered again; %d commits not succeeded, %d resumed below an acknowledged commit, %d revocations',
+			 $t->{deliveries}, scalar(keys %{ $t->{got} }), $dups, $t->{uncommitted}, $below_commit, $t->{revokes}));
+note(sprintf('test took %.0f s', time() - $T_START));
+cmp_ok(scalar(@acked), '>', 500, 'more than 500 records acknowledged');
+
+$_->{h}->kill_kill for values %client;
+$_->stop for @nodes;
+MqCluster::stop_proxy($_) for values %proxy;
+MqCluster::stop_etcd($etcd);
+done_testing();
