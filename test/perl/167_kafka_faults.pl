@@ -57,7 +57,9 @@ my $script = "$FindBin::RealBin/../kafka/faults.py";
 
 my $etcd = MqCluster::start_etcd();
 my @proxies = map { MqCluster::start_proxy($etcd) } 1 .. 3;
-my ($nodes, $kafka) = MqKafka::start_nodes($etcd, 3, "mqlog.acks_timeout = 5000\n",
+# DEBUG1: the line of each retried batch the idempotent producers' state
+# recognized (log/append.c), counted in the summary
+my ($nodes, $kafka) = MqKafka::start_nodes($etcd, 3, "mqlog.acks_timeout = 5000\nlog_min_messages = debug1\n",
 	[ map { $_->{url} } @proxies ]);
 my @nodes = @$nodes;
 my %kafka = %$kafka;
@@ -272,6 +274,7 @@ $t = tally();
 my (@wrong, @disorder);
 my %per_member = (a => 0, b => 0);
 my $below_commit = 0;
+my @resumed;					# what made up $below_commit
 my %committed_next;				# p -> the highest committed offset + 1, any member so far
 my %last;						# member -> p -> the last offset delivered since its assignment
 foreach my $e (sort { $a->[0] <=> $b->[0] } @{ $t->{events} })
@@ -298,7 +301,14 @@ foreach my $e (sort { $a->[0] <=> $b->[0] } @{ $t->{events} })
 		{
 			# the first record of a partition since an assignment: from the
 			# committed offset, which may be below the highest committed
-			$below_commit += $committed_next{$p} - $o if $o < ($committed_next{$p} // 0);
+			if ($o < ($committed_next{$p} // 0))
+			{
+				$below_commit += $committed_next{$p} - $o;
+				my ($fault) = grep { $_->{t0} < $ts } reverse @faults;
+				push @resumed, sprintf('%s resumed partition %d at %d, %d below its acknowledged commit, %.1f s after the %s',
+									   $name, $p, $o, $committed_next{$p} - $o, $ts - ($fault ? $fault->{t0} : $T_START),
+									   $fault ? "$fault->{kind} of $fault->{victim}" : 'start');
+			}
 		}
 		$last{$name}{$p} = $o;
 	}
@@ -332,6 +342,29 @@ note(sprintf('records: %d acknowledged, %d failed (%d of them stored anyway), %d
 			 scalar(@acked), scalar(@failed), scalar(@failed_stored), $stored_total));
 note(sprintf('group: %d deliveries of %d records, %d delivered again; %d commits not succeeded, %d resumed below an acknowledged commit, %d revocations',
 			 $t->{deliveries}, scalar(keys %{ $t->{got} }), $dups, $t->{uncommitted}, $below_commit, $t->{revokes}));
+# librdkafka takes a new producer id (or bumps its epoch) when it cannot
+# tell what became of a batch; once per producer means it never had to
+my $pids = q1($nodes[0], qq{
+SELECT count(DISTINCT substr(b.batch, 44, 8)) || '|' || count(DISTINCT substr(b.batch, 44, 10))
+  FROM mqlog.topic t, generate_series(0, $PARTS - 1) p, mqlog._replica_batches(t.topic_id, p, 0, 1000000000) b
+ WHERE t.name = '$topic'});
+my ($n_pids, $n_pid_epochs) = split /\|/, $pids;
+note("producer ids in the log: $n_pids, producer id and epoch pairs: $n_pid_epochs (2 producers)");
+note($_) for @resumed;
+# a batch stored on the leader whose answer the producer did not get (a
+# kill, an acks timeout, a lease lost while it waited) and that it sent
+# again: answered with its first offset, not stored twice
+my $retries = 0;
+foreach my $n (@nodes)
+{
+	$retries += () = slurp_file($n->logfile) =~ /on partition \d+ of topic "$topic" is a retry of offset/g;
+}
+my $warned = 0;
+foreach my $n (@nodes)
+{
+	$warned += () = slurp_file($n->logfile) =~ /WARNING:  (?:terminating the wait|this node's lease in etcd lapsed while it waited|the postmaster died while the transaction waited)[^\n]*topic "$topic"/g;
+}
+note("batches committed on a leader that answered otherwise (WARNING logged): $warned; retries recognized by the producers' state (DEBUG1 logged): $retries");
 note(sprintf('test took %.0f s', time() - $T_START));
 cmp_ok(scalar(@acked), '>', 500, 'more than 500 records acknowledged');
 
