@@ -31,7 +31,8 @@ import os
 import sys
 import time
 
-from groups import subscribed_member
+from cluster_groups import commit_each
+from groups import run_member
 
 SESSION = {'session.timeout.ms': 6000, 'heartbeat.interval.ms': 1000,
            'max.poll.interval.ms': 30000, 'isolation.level': 'read_committed',
@@ -89,25 +90,8 @@ class StampedLog:
 
 
 def member(bootstrap, group, topic, logpath):
-    from confluent_kafka import KafkaException
-    log = StampedLog(logpath)
-    c = subscribed_member(bootstrap, group, topic, log, SESSION)
-    stop = logpath + '.stop'
-    while not os.path.exists(stop):
-        m = c.poll(0.2)
-        if m is None:
-            continue
-        if m.error():
-            log.write('error %s\n' % m.error().name())
-            continue
-        log.write('got %d %d %s\n' % (m.partition(), m.offset(), m.key().decode()))
-        try:
-            c.commit(message=m, asynchronous=False)
-            log.write('committed %d %d\n' % (m.partition(), m.offset()))
-        except KafkaException as e:
-            log.write('commit-failed %s\n' % e.args[0].name())
-    c.close()
-    log.write('closed\n')
+    run_member(bootstrap, group, topic, logpath, SESSION, commit_each(0),
+               log=StampedLog(logpath))
 
 
 def main():
