@@ -2,9 +2,12 @@
 (test/perl/167_kafka_faults.pl): producers and consumer-group members that
 run until a stop file exists, logging what became of every record.
 
-  faults.py BOOTSTRAPS producer TOPIC PARTITIONS ID LOG INTERVAL_MS
+  faults.py BOOTSTRAPS producer TOPIC PARTITIONS ID LOG INTERVAL_MS TIMEOUT_MS
       An idempotent confluent-kafka producer (enable.idempotence, acks=all,
-      librdkafka's retries) bootstrapped at BOOTSTRAPS (comma-separated).
+      librdkafka's retries) bootstrapped at BOOTSTRAPS (comma-separated),
+      whose records fail when unanswered for TIMEOUT_MS (message.timeout.ms:
+      shorter than a failover, some fail, and librdkafka then bumps its
+      epoch or takes a new producer id before it goes on).
       Record i has key and value "ID-i" and goes to partition i % PARTITIONS,
       one every INTERVAL_MS, with at most 200 unanswered.  Appends one line
       per record to LOG, flushed as it comes, in MqFaults.pm's format:
@@ -39,13 +42,11 @@ SESSION = {'session.timeout.ms': 6000, 'heartbeat.interval.ms': 1000,
            'topic.metadata.refresh.interval.ms': 1000}
 
 
-def producer(bootstraps, topic, partitions, ident, logpath, interval_ms):
+def producer(bootstraps, topic, partitions, ident, logpath, interval_ms, timeout_ms):
     from confluent_kafka import Producer
-    # message.timeout.ms: a record still unanswered after 30 s fails
-    # (logged "unknown"), far above a failover's few seconds
     p = Producer({'bootstrap.servers': bootstraps, 'acks': 'all',
                   'enable.idempotence': True, 'linger.ms': 5,
-                  'message.timeout.ms': 30000, 'retry.backoff.ms': 200,
+                  'message.timeout.ms': timeout_ms, 'retry.backoff.ms': 200,
                   'socket.timeout.ms': 10000,
                   'topic.metadata.refresh.interval.ms': 1000})
     log = open(logpath, 'a', buffering=1)
@@ -98,7 +99,7 @@ def main():
     bootstrap, what = sys.argv[1], sys.argv[2]
     args = sys.argv[3:]
     if what == 'producer':
-        producer(bootstrap, args[0], int(args[1]), args[2], args[3], int(args[4]))
+        producer(bootstrap, args[0], int(args[1]), args[2], args[3], int(args[4]), int(args[5]))
     elif what == 'member':
         member(bootstrap, args[0], args[1], args[2])
     else:
