@@ -19,7 +19,9 @@
 #  - MqFaults.pm's checker over every partition on every replica: every
 #    acknowledged record there exactly once, at its acknowledged offset; no
 #    key twice in the log (idempotence: librdkafka's retries across the
-#    failovers stored once); offsets contiguous; the replicas
+#    failovers stored once), but for a failed record of the 4 s producer
+#    under two producer epochs (librdkafka's, see below); offsets
+#    contiguous; the replicas
 #    byte-identical (mqlog._replica_batches: offset, committed flag, md5 of
 #    each batch) up to the high watermark; mq_verify clean;
 #  - records whose delivery failed and that were stored anyway (allowed:
@@ -32,7 +34,9 @@
 #    commit (a resumption below the highest offset a member had committed
 #    for the partition: a commit the coordinator acknowledged and lost with
 #    its node, committed offsets replicating after the commit), both
-#    counted from the members' logs.
+#    counted from the members' logs, and each such resumption follows a
+#    fault of the group's coordinator (its claim in etcd) or a move of the
+#    group.
 # Prints a summary: records acknowledged, failed, failed but stored; faults
 # injected; failovers seen (leader epochs in etcd); duplicates; time.
 use strict;
