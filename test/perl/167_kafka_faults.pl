@@ -172,9 +172,9 @@ while (time() < $t_faults + $SECONDS)
 	$n_faults++;
 	my $moved = MqCluster::wait_until(sub { moved_off($victim, \%epoch) }, 60);
 	my $t_moved = time();
-	ok($moved, sprintf('fault %d: %s of %s (leader of %s): another node leads (%.1f s)',
+	ok($moved, sprintf('fault %d: %s of %s (leader of %s; the group coordinated on %s): another node leads (%.1f s)',
 					   $round, $kind eq 'kill' ? 'kill -9' : 'etcd cut', $victim,
-					   join(',', sort keys %epoch), $t_moved - $t0));
+					   join(',', sort keys %epoch), $coord || 'none', $t_moved - $t0));
 	# the producers go on at the new leaders before the victim is back
 	ok(MqCluster::wait_until(sub { $f->acked_count >= $acked + 30 }, 60),
 		"fault $round: records are acknowledged with $victim down");
@@ -359,6 +359,7 @@ my $below_commit = 0;
 my @resumed;					# what made up $below_commit
 my @unexplained;				# ... not after a fault of the coordinator's node
 my %committed_next;				# p -> the highest committed offset + 1, any member so far
+my %committed_at;				# p -> when that commit was acknowledged
 my %last;						# member -> p -> the last offset delivered since its assignment
 foreach my $e (sort { $a->[0] <=> $b->[0] } @{ $t->{events} })
 {
@@ -369,7 +370,11 @@ foreach my $e (sort { $a->[0] <=> $b->[0] } @{ $t->{events} })
 	}
 	elsif ($what eq 'committed')
 	{
-		$committed_next{$p} = $o + 1 if $o + 1 > ($committed_next{$p} // 0);
+		if ($o + 1 > ($committed_next{$p} // 0))
+		{
+			$committed_next{$p} = $o + 1;
+			$committed_at{$p} = $ts;
+		}
 	}
 	else
 	{
@@ -387,16 +392,23 @@ foreach my $e (sort { $a->[0] <=> $b->[0] } @{ $t->{events} })
 			if ($o < ($committed_next{$p} // 0))
 			{
 				$below_commit += $committed_next{$p} - $o;
+				# the faults from the commit's acknowledgement (less a second:
+				# the member logs it after the answer, which the fault may
+				# follow at once) to the resumption; one of them must have
+				# lost it
+				my @between = grep { $_->{t0} >= $committed_at{$p} - 1 && $_->{t0} < $ts } @faults;
+				my ($hit) = grep { $_->{victim} eq $_->{coord} } @between;
+				my ($moved) = grep { $_->{coord} ne ($_->{coord_after} // '') } @between;
 				my ($fault) = grep { $_->{t0} < $ts } reverse @faults;
-				my $why = !$fault ? 'no fault before it'
-				  : $fault->{victim} eq $fault->{coord} ? "the $fault->{kind} of $fault->{victim}, the coordinator"
-				  : $fault->{coord} ne ($fault->{coord_after} // '') ? "the group moving from $fault->{coord} to " . ($fault->{coord_after} // '?')
+				my $why = $hit ? "the $hit->{kind} of $hit->{victim}, the coordinator"
+				  : $moved ? "the group moving from $moved->{coord} to " . ($moved->{coord_after} // '?') . " across the $moved->{kind} of $moved->{victim}"
 				  : '';
 				my $line = sprintf('%s resumed partition %d at %d, %d below its acknowledged commit, %.1f s after the %s of %s',
 								   $name, $p, $o, $committed_next{$p} - $o, $ts - ($fault ? $fault->{t0} : $T_START),
 								   $fault ? ($fault->{kind}, $fault->{victim}) : ('start', '-'));
 				push @resumed, $line . ($why ? ": lost with $why" : '');
-				push @unexplained, $line unless $why && $fault;
+				push @unexplained, $line . sprintf(' (its commit acknowledged %.1f s before the resumption)', $ts - $committed_at{$p})
+				  unless $why;
 			}
 		}
 		$last{$name}{$p} = $o;
