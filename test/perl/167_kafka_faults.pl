@@ -255,7 +255,7 @@ is(scalar(grep { !$res->{$_} } keys %stored_key), 0, 'every record in the log wa
 # the keys stored twice: each copy's batch producer id and epoch, and
 # sequence of the record
 my @twice_wrong;
-my $twice = 0;
+my ($twice, $twice_acked) = (0, 0);
 foreach my $p ($f->partitions)
 {
 	my %where;
@@ -280,6 +280,7 @@ SELECT b.base_offset, (get_byte(b.batch, 23)::bigint << 24) | (get_byte(b.batch,
 		my $line = "$k in partition $p: " . join(', ', map { "offset $_->[0] (producer id and epoch $_->[1], sequence $_->[2])" } @copies)
 		  . ($res->{$k}{status} eq 'ok' ? ", acknowledged at $res->{$k}{offset}" : ", failed: $res->{$k}{why}");
 		note("stored twice: $line");
+		$twice_acked++ if $res->{$k}{status} eq 'ok';
 		my %pid_epoch = map { $_->[1] => 1 } @copies;
 		push @twice_wrong, $line
 		  if $k !~ /^k2-/ || keys %pid_epoch != @copies
@@ -445,8 +446,8 @@ note(sprintf('faults: %d (%d kill -9, %d etcd cuts) in %.0f s; victims %s; anoth
 			 join(',', map { $_->{victim} } @faults), $moved[ int($#moved / 2) ] // -1, $moved[-1] // -1));
 note(sprintf('failovers seen: %d leader epochs in etcd over %d partitions (%d asked for, at least)',
 			 $failovers, $PARTS, scalar(map { @{ $_->{parts} } } @faults)));
-note(sprintf('records: %d acknowledged, %d failed (%d of them stored anyway), %d in the log',
-			 scalar(@acked), scalar(@failed), scalar(@failed_stored), $stored_total));
+note(sprintf('records: %d acknowledged, %d failed (%d of them stored anyway), %d in the log; keys stored twice: %d (%d of them acknowledged), all under two producer epochs of k2',
+			 scalar(@acked), scalar(@failed), scalar(@failed_stored), $stored_total, $twice, $twice_acked));
 note(sprintf('group: %d deliveries of %d records, %d delivered again; %d commits not succeeded, %d resumed below an acknowledged commit, %d revocations',
 			 $t->{deliveries}, scalar(keys %{ $t->{got} }), $dups, $t->{uncommitted}, $below_commit, $t->{revokes}));
 # librdkafka takes a new producer id (or bumps its epoch) when it cannot
