@@ -14,9 +14,12 @@ run until a stop file exists, logging what became of every record.
         KEY <tab> P <tab> STATUS <tab> ? <tab> OFFSET <tab> T0 <tab> T1 <tab> WHY
       STATUS "ok" (acknowledged, at OFFSET) or "unknown" (its delivery
       failed: with idempotence it may still be stored, once); T0 when it
-      was handed to the client, T1 when its answer came.  Once LOG.stop
-      exists it stops producing, flushes for up to 60 s, purges what is left
-      (each purged record logged "unknown") and writes LOG.done.
+      was handed to the client, T1 when its answer came.  A fatal error
+      (librdkafka's idempotent producer ends on some) is printed, "fatal
+      ERROR", what was not answered is logged "unknown", and a new producer
+      goes on.  Once LOG.stop exists it stops producing, flushes for up to
+      60 s, purges what is left (each purged record logged "unknown") and
+      writes LOG.done.
   faults.py BOOTSTRAP member GROUP TOPIC LOG
       A read_committed subscribe() member of GROUP bootstrapped at BOOTSTRAP,
       committing synchronously after every record.  Appends to LOG, each
@@ -43,39 +46,71 @@ SESSION = {'session.timeout.ms': 6000, 'heartbeat.interval.ms': 1000,
 
 
 def producer(bootstraps, topic, partitions, ident, logpath, interval_ms, timeout_ms):
-    from confluent_kafka import Producer
-    p = Producer({'bootstrap.servers': bootstraps, 'acks': 'all',
-                  'enable.idempotence': True, 'linger.ms': 5,
-                  'message.timeout.ms': timeout_ms, 'retry.backoff.ms': 200,
-                  'socket.timeout.ms': 10000,
-                  'topic.metadata.refresh.interval.ms': 1000})
+    from confluent_kafka import KafkaException, Producer
+    conf = {'bootstrap.servers': bootstraps, 'acks': 'all',
+            'enable.idempotence': True, 'linger.ms': 5,
+            'message.timeout.ms': timeout_ms, 'retry.backoff.ms': 200,
+            'socket.timeout.ms': 10000,
+            'topic.metadata.refresh.interval.ms': 1000}
+    p = Producer(conf)
     log = open(logpath, 'a', buffering=1)
-    sent = {}
+    sent = {}                   # key -> (partition, T0), until its answer
+
+    def line(key, part, status, offset, t0, why):
+        fields = (key, part, status, '?', offset, '%.3f' % t0, '%.3f' % time.time(),
+                  why.replace('\t', ' ')[:200])
+        log.write('\t'.join(str(f) for f in fields) + '\n')
 
     def report(err, msg):
         key = msg.key().decode()
-        t0 = sent.pop(key, 0.0)
+        part, t0 = sent.pop(key, (msg.partition(), 0.0))
         if err is None:
-            fields = (key, msg.partition(), 'ok', '?', msg.offset(), '%.3f' % t0,
-                      '%.3f' % time.time(), '')
+            line(key, part, 'ok', msg.offset(), t0, '')
         else:
-            fields = (key, msg.partition(), 'unknown', '?', '', '%.3f' % t0,
-                      '%.3f' % time.time(), str(err).replace('\t', ' ')[:200])
-        log.write('\t'.join(str(f) for f in fields) + '\n')
+            line(key, part, 'unknown', '', t0, str(err))
+
+    def unanswered(why):
+        for key, (part, t0) in sorted(sent.items()):
+            line(key, part, 'unknown', '', t0, why)
+        sent.clear()
+
+    def restart(p, e):
+        # A fatal error ends a librdkafka producer: its own, as when it
+        # sends the next sequence before the epoch bump that a record it
+        # timed out calls for, and the broker rightly answers
+        # OUT_OF_ORDER_SEQUENCE_NUMBER (test/perl/167_kafka_faults.pl).
+        # What it had not answered is unknown; a new producer (a new
+        # producer id) goes on, as an application would.
+        print('fatal %s' % e, flush=True)
+        try:
+            p.purge()
+            p.flush(0)
+        except KafkaException:
+            pass
+        unanswered('fatal: %s' % e)
+        return Producer(conf)
 
     stop = logpath + '.stop'
     i = 0
     while not os.path.exists(stop):
         key = '%s-%d' % (ident, i)
-        sent[key] = time.time()
-        p.produce(topic, key=key, value=key, partition=i % partitions, on_delivery=report)
-        i += 1
-        p.poll(interval_ms / 1000.0)
-        while len(p) > 200 and not os.path.exists(stop):
-            p.poll(0.1)
-    p.flush(60)
-    p.purge()
-    p.flush(0)
+        try:
+            p.produce(topic, key=key, value=key, partition=i % partitions, on_delivery=report)
+            # answers come only from poll() and flush(), in this thread
+            sent[key] = (i % partitions, time.time())
+            i += 1
+            p.poll(interval_ms / 1000.0)
+            while len(p) > 200 and not os.path.exists(stop):
+                p.poll(0.1)
+        except KafkaException as e:
+            p = restart(p, e)
+    try:
+        p.flush(60)
+        p.purge()
+        p.flush(0)
+    except KafkaException as e:
+        print('fatal %s' % e, flush=True)
+    unanswered('not answered at the end')
     log.close()
     open(logpath + '.done', 'w').close()
 
