@@ -84,7 +84,10 @@ def raw_group(bootstrap, group, topic):
     s.close()
 
 
-def member(bootstrap, group, topic, logpath, delay_ms):
+def commit_each(delay_ms):
+    """run_member's on_record that logs "got P O KEY", commits the record
+    synchronously and logs "committed P O" or "commit-failed ERROR", then
+    sleeps delay_ms (also test/kafka/faults.py's)"""
     from confluent_kafka import KafkaException
 
     def on_record(c, m, log):
@@ -96,8 +99,11 @@ def member(bootstrap, group, topic, logpath, delay_ms):
             log.write('commit-failed %s\n' % e.args[0].name())
         if delay_ms > 0:
             time.sleep(delay_ms / 1000.0)
+    return on_record
 
-    run_member(bootstrap, group, topic, logpath, SESSION, on_record)
+
+def member(bootstrap, group, topic, logpath, delay_ms):
+    run_member(bootstrap, group, topic, logpath, SESSION, commit_each(delay_ms))
 
 
 def main():

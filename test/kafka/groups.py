@@ -38,12 +38,14 @@ SESSION = {'session.timeout.ms': 6000, 'heartbeat.interval.ms': 1000,
            'max.poll.interval.ms': 10000}
 
 
-def run_member(bootstrap, group, topic, logpath, session, on_record):
+def run_member(bootstrap, group, topic, logpath, session, on_record, log=None):
     """a confluent-kafka subscribe() member of group, without auto-commit,
     that writes "assigned P,P,...", "revoked", "error E" and at the end
-    "closed" lines to logpath, calls on_record(consumer, message, log) for
-    each record, and runs until logpath.stop exists"""
-    log = open(logpath, 'a', buffering=1)
+    "closed" lines to logpath (or to log, an object with write(), if
+    given), calls on_record(consumer, message, log) for each record, and
+    runs until logpath.stop exists"""
+    if log is None:
+        log = open(logpath, 'a', buffering=1)
     c = subscribed_member(bootstrap, group, topic, log, session)
     stop = logpath + '.stop'
     while not os.path.exists(stop):

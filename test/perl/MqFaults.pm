@@ -1,14 +1,15 @@
 # MqFaults: producers that record what each of their commits became, and
 # a checker over every replica, for the fault tests on a cluster
 # (140_failover_faults.pl, 145_etcd_quorum.pl, 146_nodes_lost.pl,
-# 147_oneway.pl, 148_full_disk.pl), for a topic of any number of
-# partitions.
+# 147_oneway.pl, 148_full_disk.pl; 167_kafka_faults.pl checks the logs
+# of Kafka producers with it), for a topic of any number of partitions.
 #
 #   my $f = MqFaults->new(etcd => $etcd, nodes => \@nodes, topic => 'q', partitions => 2);
 #   $f->start_producers([ 'A', 'acks' ], [ 'B', 'acks' ], [ 'X', 'abort' ]);
 #   ... faults ...
 #   $f->stop_producers;
 #   $f->check;                      # the tests of the checker
+#   $f->add_log('k1', $file);       # records of a producer run elsewhere
 #
 # Each value a producer writes is recorded with what became of it:
 #   ok       the commit returned success with no WARNING: acknowledged
@@ -35,7 +36,9 @@ use Time::HiRes qw(usleep time);
 # (8000), seconds (the producers' own bound, 300: a backstop only, the
 # stop file ends them), move_pause_ms (100: how long a producer waits
 # before it tries the next node, when a node refused it without naming
-# the leader or did not answer).
+# the leader or did not answer); twice_ok (a sub: true for a value the
+# checker lets stand more than once in a partition, which the test checks
+# itself; if acknowledged, one of its copies must be at its offset).
 sub new
 {
 	my ($class, %opt) = @_;
@@ -225,12 +228,21 @@ sub stop_producers
 	is(MqCluster::wait_child($_->{pid}, 60), 0, "producer $_->{id} ends") for @{ $self->{producers} };
 }
 
+# Records of a producer the test runs itself (a Kafka client of
+# 167_kafka_faults.pl), logged in the format of _producer's file: read by
+# results, and so checked by check, as this module's own producers' are.
+sub add_log
+{
+	my ($self, $id, $file) = @_;
+	push @{ $self->{logs} }, { id => $id, file => $file };
+}
+
 # the producers' records so far: value -> {p, status, node, offset, t0, t1, why}
 sub results
 {
 	my ($self) = @_;
 	my %r;
-	foreach my $pr (@{ $self->{producers} })
+	foreach my $pr (@{ $self->{producers} }, @{ $self->{logs} // [] })
 	{
 		open(my $f, '<', $pr->{file}) or next;
 		while (my $line = <$f>)
@@ -397,7 +409,7 @@ SELECT "offset" || '|' || convert_from(value, 'UTF8')
 				my ($off, $v) = @$r;
 				$unordered++ if $off <= $prev_off;
 				$prev_off = $off;
-				$dups++ if $seen{$v}++;
+				$dups++ if $seen{$v}++ && !($self->{twice_ok} && $self->{twice_ok}->($v));
 				push @never_seen, "$v\@$off (" . ($res->{$v} ? $res->{$v}{status} : 'left uncommitted by the test') . ')'
 				  if $never{$v};
 				$foreign++ if $res->{$v} && $res->{$v}{p} != $p;
@@ -415,7 +427,8 @@ SELECT "offset" || '|' || convert_from(value, 'UTF8')
 			{
 				my @where = map { $_->[0] } grep { $_->[1] eq $v } @rows;
 				push @missing, "$v: acknowledged at offset $acked{$v}{offset} by $acked{$v}{node}, found at (@where)"
-				  unless @where == 1 && $where[0] eq $acked{$v}{offset};
+				  unless grep({ $_ eq $acked{$v}{offset} } @where)
+				  && (@where == 1 || ($self->{twice_ok} && $self->{twice_ok}->($v)));
 			}
 			is(scalar(@missing), 0, "$name, partition $p: every acknowledged value is there once, at the offset its produce returned")
 			  or diag(_first20(sort @missing));
