@@ -143,28 +143,6 @@ MqKafkaCheckLeaderEpoch(struct MqTopic *topic, int32 partition, int32 client_epo
 }
 
 /*
- * A partition to read where it is led (ListOffsets, OffsetForLeaderEpoch):
- * its topic, or NULL with *error set, checked in Kafka's order: the topic
- * (MqKafkaTopic, with priv), the partition (UNKNOWN_TOPIC_OR_PARTITION),
- * the client's epoch (MqKafkaCheckLeaderEpoch), then that this node leads
- * it (MqKafkaCheckLeader).
- */
-struct MqTopic *
-MqKafkaLedPartition(const char *name, int priv, int32 partition, int32 client_epoch,
-					int16 *error)
-{
-	MqTopic    *topic = MqKafkaTopic(name, priv, error);
-
-	if (topic == NULL)
-		return NULL;
-	if (partition < 0 || partition >= topic->partitions)
-		*error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
-	else if ((*error = MqKafkaCheckLeaderEpoch(topic, partition, client_epoch)) == MQK_NONE)
-		*error = MqKafkaCheckLeader(topic, partition);
-	return *error == MQK_NONE ? topic : NULL;
-}
-
-/*
  * May the request's role learn of the replicated topics this node holds no
  * copy of?  Their grants are on the nodes that hold them (grants do not
  * replicate), so only a role that may describe every topic on every node

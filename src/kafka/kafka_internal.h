@@ -615,6 +615,8 @@ extern uint64 MqKafkaAbortCount(void);
  * MqKafkaClusterTopicError)
  */
 extern struct MqTopic *MqKafkaTopic(const char *name, int priv, int16 *error);
+extern struct MqTopic *MqKafkaLedPartition(const char *name, int priv, int32 partition,
+										   int32 client_epoch, int16 *error);
 
 /* this listener's advertised address (Metadata) */
 extern void MqKafkaAdvertised(char *host, int hostlen, int *port);
@@ -654,8 +656,6 @@ extern const MqKafkaBroker *MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nb
 extern int16 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition);
 extern int32 MqKafkaLeaderEpoch(struct MqTopic *topic, int32 partition);
 extern int16 MqKafkaCheckLeaderEpoch(struct MqTopic *topic, int32 partition, int32 client_epoch);
-extern struct MqTopic *MqKafkaLedPartition(const char *name, int priv, int32 partition,
-										   int32 client_epoch, int16 *error);
 
 /*
  * Where a leader epoch ends in a partition this node leads, as
