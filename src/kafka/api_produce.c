@@ -96,6 +96,7 @@ typedef struct ProduceAnswer
 	int32		ntopics;
 	ProduceTopic *topics;
 	uint64		acks_not_reached;	/* MqReplicaAcksNotReached before */
+	uint64		acks_isr_below; /* MqReplicaAcksIsrBelow before */
 } ProduceAnswer;
 
 typedef struct ProduceUnit
@@ -188,6 +189,9 @@ write_answer(MqKafkaRequest *req, StringInfo out)
 {
 	ProduceAnswer *a = req->after_commit_arg;
 	bool		not_reached = MqReplicaAcksNotReached() != a->acks_not_reached;
+	/* Kafka's answer when the ISR shrank below min.insync.replicas meanwhile */
+	int16		not_reached_error = MqReplicaAcksIsrBelow() != a->acks_isr_below ?
+		MQK_NOT_ENOUGH_REPLICAS_AFTER_APPEND : MQK_REQUEST_TIMED_OUT;
 
 	MqKafkaWriteArrayLen(out, false, a->ntopics);
 	for (int t = 0; t < a->ntopics; t++)
@@ -202,7 +206,7 @@ write_answer(MqKafkaRequest *req, StringInfo out)
 
 			if (not_reached && pp->replicated && pp->error == MQK_NONE)
 			{
-				pp->error = MQK_REQUEST_TIMED_OUT;
+				pp->error = not_reached_error;
 				pp->base_offset = -1;
 			}
 			MqKafkaWriteInt32(out, pp->index);
@@ -333,6 +337,7 @@ MqKafkaProduce(MqKafkaRequest *req, StringInfo out)
 	answer->ntopics = ntopics;
 	answer->topics = topics;
 	answer->acks_not_reached = MqReplicaAcksNotReached();
+	answer->acks_isr_below = MqReplicaAcksIsrBelow();
 	req->after_commit = write_answer;
 	req->after_commit_arg = answer;
 	return MQK_RESPOND;

@@ -203,6 +203,25 @@ MqPartitionSetIsr(MqPartition *part, int32 epoch, List *names)
 		if (part->nisr < MQ_MAX_REPLICATION_FACTOR)
 			strlcpy(part->isr[part->nisr++], lfirst(lc), NAMEDATALEN);
 	LWLockRelease(&part->lock);
+	/* acks=all waiters look again: a shrink may end their wait */
+	ConditionVariableBroadcast(&part->cv);
+}
+
+/*
+ * Whether this leadership's own ISR round (MqPartitionSetIsr) has left
+ * fewer than min_isr in-sync replicas: an acks=all wait can no longer be
+ * met, as Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND says.  False while the
+ * round has not spoken for leader epoch epoch.
+ */
+bool
+MqPartitionIsrBelow(MqPartition *part, int32 epoch, int min_isr)
+{
+	bool		below;
+
+	LWLockAcquire(&part->lock, LW_SHARED);
+	below = part->nisr > 0 && part->isr_epoch == epoch && part->nisr < min_isr;
+	LWLockRelease(&part->lock);
+	return below;
 }
 
 /*

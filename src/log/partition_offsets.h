@@ -25,6 +25,7 @@ extern int64 MqPartitionAdvanceHighWatermark(MqPartition *part, int64 hw);
 extern int64 MqPartitionUpdateHighWatermark(MqPartition *part, const struct MqReplicaInfo *ri,
 											int min_isr);
 extern void MqPartitionSetIsr(MqPartition *part, int32 epoch, List *names);
+extern bool MqPartitionIsrBelow(MqPartition *part, int32 epoch, int min_isr);
 extern void MqPartitionReportFollower(MqPartition *part, const char *node, int64 leo,
 									  int32 epoch);
 extern bool MqPartitionFollowerProgress(MqPartition *part, const char *node,

@@ -261,6 +261,15 @@ MqReplicaAcksNotReached(void)
 	return acks_not_reached;
 }
 
+/* ... of which ended because the ISR fell below min.insync.replicas */
+static uint64 acks_isr_below = 0;
+
+uint64
+MqReplicaAcksIsrBelow(void)
+{
+	return acks_isr_below;
+}
+
 static void
 ack_warning(MqAckWait *w, int64 hw, const char *why)
 {
@@ -313,6 +322,13 @@ await_acks(void)
 			hw = MqPartitionUpdateHighWatermark(w->part, &w->ri, w->min_isr);
 			if (hw >= w->end_offset)
 				break;
+			/* the ISR round shrank it below min.insync.replicas: Kafka fails the wait at once */
+			if (stop_why == NULL && MqPartitionIsrBelow(w->part, w->ri.leader_epoch, w->min_isr))
+			{
+				acks_isr_below++;
+				ack_warning(w, hw, "the in-sync replicas fell below min.insync.replicas while the transaction waited for them");
+				break;
+			}
 			/* a leader that may have been replaced acknowledges nothing more */
 			if (stop_why == NULL &&
 				MqClusterLeaderFence((const char *const *) w->ri.isr, w->ri.nisr, w->unclean) != NULL)

@@ -47,6 +47,8 @@ extern void MqReplicaAwaitAt(MqTopic *topic, int32 partition, int64 end_offset);
  * Kafka listener) compares it before and after a commit.
  */
 extern uint64 MqReplicaAcksNotReached(void);
+/* ... of which ended because the leader's ISR fell below min.insync.replicas */
+extern uint64 MqReplicaAcksIsrBelow(void);
 
 /* log the partition's LSO into the WAL for the followers' streams */
 extern int64 MqLogMarkLso(MqTopic *topic, int32 partition);
