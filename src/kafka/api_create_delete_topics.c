@@ -273,6 +273,9 @@ MqKafkaAdminBegin(MqKafkaAdminWalk *walk, MqKafkaRequest *req, const char *funct
 	MemoryContextSetIdentifier(walk->scratch, unit);
 	walk->attempted = 0;
 	walk->elsewhere_ok = false;
+	/* an admin unit takes exclusive locks: it may wait longer (MQK_LOCK_WAIT_MS) */
+	(void) set_config_option("lock_timeout", CppAsString2(MQK_REQUEST_TIME_MS), PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
 }
 
 int16
@@ -602,7 +605,7 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 	for (int i = 0; i < n && !r->failed; i++)
 		if ((topics[i].name = names[i] = MqKafkaReadString(r, false, NULL)) == NULL)
 			return MQK_CLOSE;
-	(void) MqKafkaReadInt32(r); /* timeout_ms: a drop is whole at commit */
+	(void) MqKafkaReadInt32(r); /* timeout_ms: a drop is whole at commit; MQK_REQUEST_TIME_MS bounds the request */
 	if (r->failed)
 		return MQK_CLOSE;
 
@@ -619,11 +622,11 @@ MqKafkaDeleteTopics(MqKafkaRequest *req, StringInfo out)
 			t->error = MQK_INVALID_REQUEST;
 		else if (!OidIsValid(walk.fn))
 			t->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
-		/* a replicated topic held elsewhere is dropped through etcd (elsewhere_ok) */
-		else if ((t->error = MqKafkaAdminMissing(&walk, t->name, NULL, NULL)) == MQK_NONE)
+		else
 		{
+			/* a replicated topic held elsewhere is dropped through etcd (elsewhere_ok) */
 			t->fn = walk.fn;
-			t->error = MqKafkaTryInScratch(delete_topic, t, NULL, true, walk.scratch, &message);
+			t->error = MqKafkaAdminTry(&walk, t->name, NULL, delete_topic, t, NULL, true, &message);
 		}
 	}
 

@@ -442,6 +442,19 @@ extern MqKafkaOutcome MqKafkaServe(const char *frame, int len, MqKafkaSession *s
  * not done.
  */
 #define MQK_REQUEST_TIME_MS 500
+
+/*
+ * How long a request may wait for a lock another transaction holds
+ * (lock_timeout, set for each request's transaction): the listener serves
+ * every connection in one process, so a request that waited for a SQL
+ * session's open transaction (an uncommitted mq_drop_topic, a LOCK TABLE
+ * on a segment, a row of mqlog.committed_offset) would stall every
+ * client until it ended.  A wait past it is an ERROR with 55P03: a
+ * partition's unit answers REQUEST_TIMED_OUT (retriable), anything else
+ * closes the connection.  The admin APIs, which take exclusive locks
+ * themselves, wait up to MQK_REQUEST_TIME_MS (MqKafkaAdminBegin).
+ */
+#define MQK_LOCK_WAIT_MS 50
 extern bool MqKafkaOutOfTime(MqKafkaRequest *req, int *attempted);
 
 /*

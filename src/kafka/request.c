@@ -33,6 +33,7 @@
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -262,6 +263,9 @@ run_once(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out, ErrorData *
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		MemoryContextSwitchTo(outer);
+		/* no request waits long for a lock: every other client waits with it */
+		(void) set_config_option("lock_timeout", CppAsString2(MQK_LOCK_WAIT_MS), PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
 		if (api->key == MQK_SASL_AUTHENTICATE)
 		{
 			PushActiveSnapshot(GetTransactionSnapshot());
