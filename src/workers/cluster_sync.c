@@ -309,6 +309,23 @@ drop_local(LocalTopic *lt)
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
 
+	/*
+	 * The name as it was when the round read it: the topic may have been
+	 * dropped here since, and the name taken by another (its uuid is not
+	 * lt's).  The row lock keeps it so until the drop.
+	 */
+	{
+		Oid			t2[2] = {INT4OID, TEXTOID};
+		Datum		v2[2] = {Int32GetDatum(lt->topic_id), CStringGetTextDatum(lt->uuid)};
+
+		if (SPI_execute_with_args("SELECT 1 FROM mqlog.replicated_topic"
+								  " WHERE topic_id OPERATOR(pg_catalog.=) $1"
+								  "   AND uuid OPERATOR(pg_catalog.=) $2 FOR UPDATE",
+								  2, t2, v2, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "mqlog cluster sync: reading topic \"%s\" failed", lt->name);
+		if (SPI_processed == 0)
+			return;
+	}
 	MqAnnounceDdl(lt->topic_id);
 	values[0] = CStringGetTextDatum(lt->name);
 	if (SPI_execute_with_args("SELECT mqlog._drop_topic($1)", 1, types, values, NULL, false, 0) != SPI_OK_SELECT)
@@ -519,6 +536,7 @@ static void
 sync_round(void)
 {
 	List	   *etcd_topics;
+	List	   *local_before;
 	List	   *local_topics;
 	ListCell   *lc;
 	TimestampTz now = GetCurrentTimestamp();
@@ -529,9 +547,18 @@ sync_round(void)
 	/* local state only: followers keep following while etcd is away */
 	ensure_apply_workers();
 	MqCheckpointHighWatermarks();
-	/* etcd first: a topic is in etcd before it commits locally anywhere */
+	/*
+	 * A topic is in etcd before it commits locally anywhere.  So the local
+	 * topics a drop is decided from are read before etcd (one committed
+	 * then is in what etcd says next, unless it was dropped there), and
+	 * those the rest is decided from after it (one in etcd but not in them
+	 * has not committed here yet).  With the second read alone, a topic
+	 * created here between the two reads looked dropped from etcd, and
+	 * was dropped here 130 ms after its creation (168, under load).
+	 */
 	unit_failed = false;
 	read_from = MqClusterClock();
+	local_before = read_local_topics();
 	etcd_topics = read_etcd_topics();
 	local_topics = read_local_topics();
 
@@ -584,7 +611,7 @@ sync_round(void)
 		}
 	}
 
-	foreach(lc, local_topics)
+	foreach(lc, local_before)
 	{
 		LocalTopic *lt = lfirst(lc);
 		EtcdTopic  *et;
