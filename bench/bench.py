@@ -1982,6 +1982,16 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
                 p.returncode, (p.stderr + p.stdout).strip()[-400:]))
         return m
 
+    def kafka_topic(self, name):
+        """A fresh one-partition topic that the listener's role
+        (mqlog.kafka_role, created here if need be) may produce to and
+        consume from."""
+        self.reset("mqlog", name)
+        self.q("DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%s') THEN "
+               "CREATE ROLE %s NOLOGIN; END IF; END$$" % (KAFKA_ROLE, KAFKA_ROLE))
+        self.q("SELECT mq_grant(%s, %s, 'produce'), mq_grant(%s, %s, 'consume')",
+               (name, KAFKA_ROLE, name, KAFKA_ROLE))
+
     def run_kafka_c(self, size):
         """The Kafka client in C: librdkafka's own benchmark,
         rdkafka_performance, built from Debian's example source.  -P: the
@@ -1996,11 +2006,7 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
         The mode's rounds of each (a produce round appends to the topic,
         each consume round reads the first c_records again), the median."""
         name = "kc_mqlog_%d" % size
-        self.reset("mqlog", name)
-        self.q("DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%s') THEN "
-               "CREATE ROLE %s NOLOGIN; END IF; END$$" % (KAFKA_ROLE, KAFKA_ROLE))
-        self.q("SELECT mq_grant(%s, %s, 'produce'), mq_grant(%s, %s, 'consume')",
-               (name, KAFKA_ROLE, name, KAFKA_ROLE))
+        self.kafka_topic(name)
         n = self.cfg["c_records"][size]
         prod = ["-P", "-t", name, "-p", "0", "-s", str(size), "-c", str(n), "-a", "1", "-z", "none",
                 "-X", "linger.ms=5", "-X", "batch.num.messages=10000", "-X", "batch.size=1000000",
@@ -2058,11 +2064,7 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
         much as the server's, which the floor-less rows say."""
         from confluent_kafka import Consumer, Producer, TopicPartition  # Debian's python3-confluent-kafka
         name = "k_mqlog_%d" % size
-        self.reset("mqlog", name)
-        self.q("DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%s') THEN "
-               "CREATE ROLE %s NOLOGIN; END IF; END$$" % (KAFKA_ROLE, KAFKA_ROLE))
-        self.q("SELECT mq_grant(%s, %s, 'produce'), mq_grant(%s, %s, 'consume')",
-               (name, KAFKA_ROLE, name, KAFKA_ROLE))
+        self.kafka_topic(name)
         bootstrap = "127.0.0.1:%d" % self.a.kafka_port
         n = self.cfg["c_records"][size]
         value = rand_values(1, size, random.Random(11))[0]
