@@ -1309,6 +1309,11 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
             c.close()
         off = self.cluster_off.get(size)
         base = out["rf1"][0]["records_per_s"]
+        # the cluster-off row lies between two rf 1 rows with the settings
+        # on: their mean is what it is compared with, so that a load that
+        # grows or shrinks over the run does not decide the ratio
+        ons = [x for x in (self.rf1_before.get(size), base) if x]
+        on = sum(ons) / len(ons)
         for label, rf, acks in confs:
             res, wal, warns = out[label]
             self.emit("mqlog_" + label, "replicated_produce", size, wal_bytes_per_record=wal,
@@ -1316,10 +1321,25 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
                       min_insync_replicas=2 if rf == 3 else None, leader="n1", elected_by_hand=(t3 != "n1"),
                       ack_warnings=warns[:3] if warns else None, warnings=len(warns),
                       ratio_to_rf1=round(res["records_per_s"] / base, 4) if rf == 3 else None,
-                      ratio_to_cluster_off=round(res["records_per_s"] / off, 4) if off and rf == 1 else None,
+                      ratio_to_cluster_off=round(on / off, 4) if off and rf == 1 else None,
+                      rf1_before_cluster_off=self.rf1_before.get(size) if rf == 1 else None,
                       walsenders=res["walsenders"], **self.driven(res))
         for name in ("r_rf1_%d" % size, "r_rf3_%d" % size):
             self.drop_quietly("mqlog", name)
+
+    def run_rf1_before(self):
+        """rf 1 on n1 with the cluster on, before run_cluster_off, as
+        repl_drive measures it: the first of the two rows that bracket
+        the cluster-off row.  Sets self.rf1_before."""
+        for size in VALUE_SIZES:
+            name = "r_rf1b_%d" % size
+            self.repl_topic(name, 1, port=self.a.pgport)
+            res, wal, _ = self.repl_drive("rf1 before the cluster-off row", name, size, "1")
+            self.rf1_before[size] = res["records_per_s"]
+            self.emit("mqlog_rf1_before_off", "replicated_produce", size, wal_bytes_per_record=wal,
+                      replication_factor=1, acks="1", cluster=True, leader="n1",
+                      walsenders=res["walsenders"], **self.driven(res))
+            self.drop("mqlog", name)
 
     def run_cluster_off(self):
         """n1 restarted with its cluster settings off (a single server,
@@ -1426,7 +1446,9 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
         self.admin.close()
         self.admin = self.connect()
         self.cluster_off = {}
-        log("== replication: n1 with its cluster settings off")
+        self.rf1_before = {}
+        log("== replication: rf 1 on n1, then n1 with its cluster settings off")
+        self.guarded("mqlog", "replication", 0, self.run_rf1_before)
         self.guarded("mqlog", "replication", 0, self.run_cluster_off)
         for size in VALUE_SIZES:
             log("== replication, value %d bytes" % size)

@@ -569,16 +569,19 @@ def replication_md(res, level="##"):
     L.append("One etcd and three PostgreSQL nodes on 127.0.0.1 (scripts/cluster-lib.sh), the same settings "
              "as above, each node's WAL warmed as the single server's. Every row is node n1's batched produce "
              "measured as the single-node rows are: the C driver, %d records a call, the mode's record count and "
-             "seconds, its rounds back to back after a checkpoint, the median. First n1 restarted with its "
+             "seconds, its rounds back to back after a checkpoint, the median. First rf 1 on n1 (in brackets "
+             "in the table); then n1 restarted with its "
              "cluster settings off (`mqlog.etcd_endpoints = ''`, a single server; n2, n3 and etcd up and idle) "
-             "and a topic of its own; then n1 restarted with them on, and one-partition topics led by n1: rf 1; "
+             "and a topic of its own; then n1 restarted with them on, and one-partition topics led by n1: rf 1 "
+             "again (`rf 1 ÷ cluster off` compares the mean of the two rf 1 rows with the cluster-off row); "
              "rf 3 with `min.insync.replicas` 2, produced with `mqlog.acks = 'all'` (the commit returns once "
              "both followers hold the batch) and with acks=1 (what the followers' load costs the leader "
              "without the wait). The walsenders column counts n1's walsenders (the other nodes' apply "
              "workers streaming its WAL) before and after the row's rounds." % (
                  prod[0].get("batch", 1000) if prod else 1000))
     L.append("")
-    L.append("| value | rf 1, cluster off, records/s | rf 1, acks=1, records/s | rf 1 ÷ cluster off | "
+    L.append("| value | rf 1, cluster off, records/s | rf 1, acks=1, records/s (before the cluster-off row) | "
+             "rf 1 ÷ cluster off | "
              "rf 3, acks=all, records/s | rf 3 acks=all ÷ rf 1 | rf 3, acks=1, records/s | rf 3 acks=1 ÷ rf 1 | "
              "rounds off / rf 1 / rf 3 acks=all | leader WAL bytes/record off / rf 1 / rf 3 | "
              "walsenders on n1 off / rf 1 |")
@@ -587,6 +590,7 @@ def replication_md(res, level="##"):
     rounds = lambda r: ", ".join(fmt(x) for x in r.get("rounds") or []) or "—"  # noqa: E731
     for vb in (100, 1024):
         r0 = res.get("mqlog_rf1_cluster_off", "replicated_produce", vb) or {}
+        rb = res.get("mqlog_rf1_before_off", "replicated_produce", vb) or {}
         r1 = res.get("mqlog_rf1", "replicated_produce", vb) or {}
         r3 = res.get("mqlog_rf3", "replicated_produce", vb) or {}
         r31 = res.get("mqlog_rf3_acks1", "replicated_produce", vb) or {}
@@ -595,8 +599,9 @@ def replication_md(res, level="##"):
         o, a, b, c = (r0.get("records_per_s"), r1.get("records_per_s"), r3.get("records_per_s"),
                       r31.get("records_per_s"))
         wsn = lambda r: "→".join(str(x) for x in r.get("walsenders") or []) or "—"  # noqa: E731
-        L.append("| %d B | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s | %s / %s |" % (
-            vb, fmt(o), fmt(a), pc(a, o), fmt(b), pc(b, a), fmt(c), pc(c, a), rounds(r0), rounds(r1), rounds(r3),
+        L.append("| %d B | %s | %s%s | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s | %s / %s |" % (
+            vb, fmt(o), fmt(a), " (%s)" % fmt(rb["records_per_s"]) if rb.get("records_per_s") else "",
+            pc(rf1_on(res, vb), o), fmt(b), pc(b, a), fmt(c), pc(c, a), rounds(r0), rounds(r1), rounds(r3),
             fmt(r0.get("wal_bytes_per_record"), 1), fmt(r1.get("wal_bytes_per_record"), 1),
             fmt(r3.get("wal_bytes_per_record"), 1), wsn(r0), wsn(r1)))
         if r3.get("ack_warnings"):
@@ -629,6 +634,14 @@ def replication_md(res, level="##"):
     if errs:
         L.append("")
     return L
+
+
+def rf1_on(res, vb=100):
+    """rf 1 on the cluster node, to compare with the cluster-off row: the
+    mean of the rows measured before and after it, or the one there is."""
+    ons = [x for x in (res.val("mqlog_rf1_before_off", "replicated_produce", "records_per_s", vb),
+                       res.val("mqlog_rf1", "replicated_produce", "records_per_s", vb)) if x]
+    return sum(ons) / len(ons) if ons else None
 
 
 def only_header(res, workload):
@@ -879,7 +892,8 @@ def targets35(res, parts=("kafka", "replication")):
              5, ("-C", "mq_poll + mq_commit"), False)
     if "replication" in parts:
         r1 = res.val("mqlog_rf1", "replicated_produce", "records_per_s")
-        goal("rf 1 on a cluster node ≥ 85% of the same node with the cluster settings off", r1,
+        goal("rf 1 on a cluster node (the mean of the rows before and after) ≥ 85% of the same node with the "
+             "cluster settings off", rf1_on(res),
              res.val("mqlog_rf1_cluster_off", "replicated_produce", "records_per_s"), 0.85,
              ("cluster on", "cluster off"))
         goal("rf 3 acks=all batched ≥ 75% of rf 1 on the same cluster",
