@@ -54,12 +54,28 @@ $(BENCH_DRIVER): $(BENCH_DRIVER_SRC) $(wildcard bench/driver/*.h)
 		$(shell pkg-config --cflags $(BENCH_DRIVER_PKG)) \
 		-o $@ $(BENCH_DRIVER_SRC) $(shell pkg-config --libs $(BENCH_DRIVER_PKG))
 
+# The benchmark's C Kafka client: librdkafka's own rdkafka_performance,
+# built from the example source Debian's librdkafka-dev ships, against the
+# installed library.  The example includes librdkafka's internal rd.h and
+# rdtime.h for a clock and a few macros; bench/rdkafka/src has our own
+# small versions of them (the -I makes both its "rd.h" and "../src/rd.h"
+# find them).  Not our code: -Wall, but no -Werror.
+BENCH_RDKAFKA     = bench/rdkafka/rdkafka_performance
+BENCH_RDKAFKA_SRC = /usr/share/doc/librdkafka-dev/examples/rdkafka_performance.c
+EXTRA_CLEAN      += $(BENCH_RDKAFKA)
+
+$(BENCH_RDKAFKA): $(BENCH_RDKAFKA_SRC) $(wildcard bench/rdkafka/src/*.h)
+	$(CC) -std=gnu11 -O2 -g -Wall -Ibench/rdkafka/src \
+		-I$(shell pkg-config --variable=includedir rdkafka)/librdkafka \
+		-o $@ $(BENCH_RDKAFKA_SRC) $(shell pkg-config --libs rdkafka)
+
 # bench/run.sh reads PG_CONFIG from the environment: pass it on when it
 # was given (make bench PG_CONFIG=...), else run.sh keeps its default.
-.PHONY: bench bench-driver
+.PHONY: bench bench-driver bench-rdkafka
 bench-driver: $(BENCH_DRIVER)
+bench-rdkafka: $(BENCH_RDKAFKA)
 
-bench: $(BENCH_DRIVER)
+bench: $(BENCH_DRIVER) $(BENCH_RDKAFKA)
 	$(if $(filter command line environment,$(origin PG_CONFIG)),PG_CONFIG=$(PG_CONFIG)) \
 		$(srcdir)/bench/run.sh $(if $(QUICK),--quick,)
 

@@ -51,26 +51,28 @@ VALUE_SIZES = [100, 1024]
 ALPHABET = (string.ascii_letters + string.digits).encode()
 
 MODES = {
-    # records: per batched-produce run of the Python client and of the
-    # replication workload; the C driver's batched produce goes on for
-    # batch_s seconds and at least c_records records (by value size), and
-    # its consume reads c_records of them (at most what was produced);
+    # records: per batched-produce run of the Python client; the C
+    # driver's batched produce goes on for batch_s seconds and at least
+    # c_records records (by value size), and its consume reads c_records
+    # of them (at most what was produced); the replication workload's
+    # rows and the Kafka clients' use the same;
     # single_s: seconds of single-record produce; rounds: driver runs of
     # each measurement, back to back, the median reported; latency
     # samples, total sustained seconds, sample period; failover_kills:
     # leaders killed by the failover workload; scale_partitions and
-    # scale_groups: the topics and groups of the scale run; warm_wal_mb:
+    # scale_groups: the topics and groups of the scale run; repl_lag_n:
+    # samples of the replication lag; warm_wal_mb:
     # WAL written and recycled before the first measurement (warm_wal)
     "quick": dict(warm_wal_mb=2048, records=10000, batch_s=2, c_records={100: 400000, 1024: 100000}, single_s=2, rounds=1,
-                  latency_n=150, sustained_s=60, sample_s=2, repl_rounds=1, repl_lag_n=40, repl_max_s=10,
+                  latency_n=150, sustained_s=60, sample_s=2, repl_lag_n=40,
                   failover_kills=3, scale_partitions=[1, 100, 1000], scale_groups=[1, 10, 100]),
     "full": dict(warm_wal_mb=3072, records=200000, batch_s=5, c_records={100: 2000000, 1024: 400000}, single_s=5, rounds=3,
-                 latency_n=1000, sustained_s=600, sample_s=5, repl_rounds=3, repl_lag_n=100, repl_max_s=30,
+                 latency_n=1000, sustained_s=600, sample_s=5, repl_lag_n=100,
                  failover_kills=5, scale_partitions=[1, 100, 1000, 10000], scale_groups=[1, 10, 100]),
     # issue 5's soak: 10 minutes each of mqlog (worker-driven retention) and
     # the heap log (DELETE after consume); run with --workloads sustained
     "soak": dict(warm_wal_mb=2048, records=10000, batch_s=2, c_records={100: 400000, 1024: 100000}, single_s=2, rounds=1,
-                 latency_n=150, sustained_s=1200, sample_s=10, repl_rounds=1, repl_lag_n=40, repl_max_s=10,
+                 latency_n=150, sustained_s=1200, sample_s=10, repl_lag_n=40,
                  failover_kills=3, scale_partitions=[1, 100, 1000], scale_groups=[1, 10, 100]),
 }
 BATCH = 1000          # records per batched-produce call
@@ -455,7 +457,7 @@ class Bench:
         return "host=%s port=%s user=postgres dbname=%s application_name=mqbench" % (
             self.a.pghost, self.a.pgport, self.a.dbname)
 
-    def drive(self, system, workload, target, size, **opts):
+    def drive(self, system, workload, target, size, conninfo=None, **opts):
         """Run bench/driver/mqbench once: the timed client work of one
         system and workload, every client with a connection of its own
         (doc/benchmarks.md says how it works).  Returns its JSON object;
@@ -467,7 +469,7 @@ class Bench:
                 raise RuntimeError("redis-server did not start")
             cmd += ["--redis-host", "127.0.0.1", "--redis-port", str(self.a.redis_port)]
         else:
-            cmd += ["--conninfo", self.conninfo()]
+            cmd += ["--conninfo", conninfo or self.conninfo()]
         for k, v in opts.items():
             if v is True:           # a flag (--spread)
                 cmd.append("--" + k.replace("_", "-"))
@@ -481,6 +483,10 @@ class Bench:
         r = json.loads(lines[-1])
         if r.get("error") or p.returncode != 0:
             raise RuntimeError("mqbench: %s" % r.get("error", "exit %d" % p.returncode))
+        # libpq's default notice processor prints the server's WARNINGs
+        # (an acks=all commit whose wait ended short of the in-sync
+        # replicas) on the driver's stderr
+        r["warnings"] = [line.strip() for line in p.stderr.splitlines() if line.startswith("WARNING:")]
         return r
 
     DRIVER_FIELDS = ("driver", "libpq_version", "records", "calls", "seconds", "call_p50_ms", "call_p99_ms",
@@ -1183,86 +1189,177 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
             cur.execute("SET mqlog.acks = '%s'" % acks)
         return c
 
-    @staticmethod
-    def ack_warnings(conn):
-        w = [n.strip() for n in conn.notices if "in-sync replicas" in n]
-        del conn.notices[:]
-        return w
+    def node_conninfo(self, port, acks):
+        """The driver's conninfo for the node of port, with mqlog.acks set
+        for its session."""
+        return "host=%s port=%d user=postgres dbname=%s application_name=mqbench options='-c mqlog.acks=%s'" % (
+            self.a.pghost, port, self.a.dbname, acks)
 
-    def repl_produce(self, name, port, acks, lits, calls):
-        """calls batched produce calls on one leader, as run_produce_batch
-        does (same literals, same statement), or fewer (at least 5) when
-        they take longer than the mode's repl_max_s: (records/s, WAL
-        bytes/record, acks=all warnings, records)."""
-        sql = self.produce_batch_sql("mqlog", name)
-        adm = self.connect(port=port)
-        conn = self.acks_conn(port, acks)
-        self.q("CHECKPOINT", conn=adm)
-        w0 = self.q1("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint", conn=adm)
-        t0 = time.perf_counter()
-        done = 0
-        with conn.cursor() as cur:
-            for i in range(calls):
-                vl, kl = lits[i % len(lits)][:2]
-                cur.execute(sql, (vl, kl))
-                cur.fetchall()
-                done += 1
-                if done >= 5 and time.perf_counter() - t0 > self.cfg["repl_max_s"]:
-                    break
-        dt = time.perf_counter() - t0
-        w1 = self.q1("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint", conn=adm)
-        warn = self.ack_warnings(conn)
-        conn.close()
-        adm.close()
-        rec = done * BATCH
-        return rec / dt, (w1 - w0) / rec, warn, rec
+    def node_restart(self, i, cluster_on):
+        """Restart node n<i> with its cluster settings on or off: off is
+        mqlog.etcd_endpoints = '' in postgresql.auto.conf (ALTER SYSTEM),
+        which makes mqlog run the node as a single server; on resets it.
+        Stopped and started by scripts/cluster-lib.sh (cl_stop_postmaster
+        by the pid in cluster.env, cl_start_node, which records the new
+        pid there for run.sh's cl_stop).  With the settings on, waits for
+        every node to see the three alive again."""
+        port = self.a.cluster_ports[i - 1]
+        c = self.connect(port=port)
+        self.q("ALTER SYSTEM RESET mqlog.etcd_endpoints" if cluster_on else
+               "ALTER SYSTEM SET mqlog.etcd_endpoints = ''", conn=c)
+        c.close()
+        if port == self.a.pgport:
+            self.admin.close()
+        lib = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "cluster-lib.sh")
+        env = dict(os.environ, CL_DIR=self.a.cluster_dir, CL_BINDIR=self.a.cluster_bindir)
+        r = subprocess.run(["bash", "-c", '. "$0" && cl_load && cl_stop_postmaster "${CL_PID[$1]}" "n$1" && '
+                            'cl_start_node "$1"', lib, str(i)], env=env, capture_output=True, text=True, timeout=180)
+        if r.returncode != 0:
+            raise RuntimeError("restart of n%d with the cluster settings %s failed: %s" % (
+                i, "on" if cluster_on else "off", (r.stdout + r.stderr).strip()[-500:]))
+        log("    n%d restarted with the cluster settings %s: %s" % (i, "on" if cluster_on else "off",
+                                                                      r.stdout.strip().replace("\n", "; ")))
+        self.wait("n%d to accept connections" % i, lambda: self.fo_try("n%d" % i, "SELECT 1") == 1)
+        if port == self.a.pgport:
+            self.admin = self.connect()
+        if self.fo_q1("n%d" % i, "SELECT current_setting('mqlog.etcd_endpoints') <> ''") != cluster_on:
+            raise RuntimeError("n%d: mqlog.etcd_endpoints is not what the restart set" % i)
+        if cluster_on:
+            for p in self.a.cluster_ports:
+                c = self.connect(port=p)
+                self.wait("the node of port %d to see three alive nodes" % p, lambda: self.q1(
+                    "SELECT count(*) FILTER (WHERE alive) FROM mqlog.nodes", conn=c) == 3, timeout=120)
+                c.close()
+            # the other nodes' walsenders on it decode what it wrote with
+            # the settings off before they reach the present: wait for
+            # that, or the first measurement with the settings on pays it
+            c = self.connect(port=port)
+            end = self.q1("SELECT pg_current_wal_lsn()::text", conn=c)
+            try:
+                self.wait("n%d's walsenders to stream its WAL up to %s" % (i, end), lambda: self.q1(
+                    "SELECT count(*) FROM pg_stat_replication WHERE replay_lsn >= %s::pg_lsn", (end,), conn=c)
+                    >= len(self.a.cluster_ports) - 1, timeout=60)
+            except RuntimeError as e:
+                log("    %s; measuring anyway" % e)
+            c.close()
 
-    def run_replication_produce(self, size, lits):
-        calls = self.cfg["records"] // BATCH
-        rounds = self.cfg["repl_rounds"]
-        t3, p3, fol = self.repl_topic("r_rf3_%d" % size, 3)
-        # the rf1 topic on the same node: the comparison is of one leader
-        _, p1, _ = self.repl_topic("r_rf1_%d" % size, 1, port=p3)
+    def lead_on_n1(self, name):
+        """Make n1 the leader of partition 0 of the replicated topic name
+        (mq_elect_leader on its leader) if another node leads it, so that
+        every replicated_produce row is the same node's."""
+        for _ in range(10):
+            leader = self.q1("SELECT leader FROM mqlog.partitions WHERE topic = %s", (name,))
+            if leader == "n1":
+                return
+            try:
+                c = self.connect(port=self.node_port(leader))
+                self.q("SELECT mq_elect_leader(%s, 0, 'n1')", (name,), conn=c)
+                c.close()
+            except psycopg2.Error as e:
+                log("    mq_elect_leader(%s, 0, n1) on %s: %s" % (name, leader, str(e).strip().splitlines()[0]))
+            time.sleep(1)
+        raise RuntimeError("n1 does not lead %s" % name)
+
+    def repl_drive(self, label, name, size, acks):
+        """The single-node batched produce, run against the topic name
+        on n1: the driver, BATCH records a call, the mode's c_records
+        and batch_s, its rounds back to back, after a checkpoint; acks
+        as the session's mqlog.acks.  (result, WAL bytes per record,
+        WARNINGs the driver's sessions got)."""
+        warns = []
+
+        def one():
+            r = self.drive("mqlog", "produce_batch", name, size, conninfo=self.node_conninfo(self.a.pgport, acks),
+                           records=self.cfg["c_records"][size], seconds=self.cfg["batch_s"], batch=BATCH)
+            warns.extend(r.pop("warnings", []))
+            return r
+        # the other nodes' apply workers stream n1's WAL through its
+        # walsenders (one per follower node, whatever the topic): counted
+        # before and after, so a row says whether they were there
+        ws = "SELECT count(*) FROM pg_stat_replication"
+        w0 = self.q1(ws)
+        res, wal, _ = self.measured("mqlog", name, lambda: self.rounds(one))
+        res["walsenders"] = [w0, self.q1(ws)]
+        log("    %s acks=%s: %.0f records/s (rounds %s, walsenders on n1 %s)" % (
+            label, acks, res["records_per_s"], res["rounds"], res["walsenders"]))
+        return res, wal, warns
+
+    def run_replication_produce(self, size):
+        """rf 1 and rf 3 on a node of the cluster (n1), measured as the
+        single-node batched produce is (repl_drive), beside the same
+        node with its cluster settings off (measured first, for both
+        value sizes, by run_replication)."""
+        t3 = self.repl_topic("r_rf3_%d" % size, 3)[0]
+        self.lead_on_n1("r_rf3_%d" % size)
+        self.repl_topic("r_rf1_%d" % size, 1, port=self.a.pgport)
         # rf 1 acks=1 and rf 3 acks=all are the comparison; rf 3 acks=1
         # tells what the followers' load costs the leader without the wait
         confs = [("rf1", 1, "1"), ("rf3", 3, "all"), ("rf3_acks1", 3, "1")]
-        runs = {c[0]: [] for c in confs}
-        wal = {c[0]: [] for c in confs}
-        recs = {c[0]: [] for c in confs}
-        warns = []
-        # warm-up: one call each, not measured (the first acks=all commit
-        # also finds out that the followers stream)
-        self.repl_produce("r_rf1_%d" % size, p1, "1", lits, 1)
-        self.repl_produce("r_rf3_%d" % size, p3, "all", lits, 1)
-        for r in range(rounds):
-            for label, rf, acks in (confs if r % 2 == 0 else confs[::-1]):
-                rps, wpr, w, n = self.repl_produce("r_rf%d_%d" % (rf, size), p3, acks, lits, calls)
-                log("    round %d %s acks=%s: %.0f records/s (%d records)" % (r + 1, label, acks, rps, n))
-                runs[label].append(rps)
-                recs[label].append(n)
-                wal[label].append(wpr)
-                warns += w
+        out = {}
+        for label, rf, acks in confs:
+            out[label] = self.repl_drive(label, "r_rf%d_%d" % (rf, size), size, acks)
         # the followers end with every record: the high watermark is the
         # log end offset on each of them
-        c = self.connect(port=p3)
-        end = self.q1("SELECT log_end_offset FROM mqlog.partitions WHERE topic = %s", ("r_rf3_%d" % size,), conn=c)
-        c.close()
-        for fp in fol:
+        end = self.q1("SELECT log_end_offset FROM mqlog.partitions WHERE topic = %s", ("r_rf3_%d" % size,))
+        for fp in [p for p in self.a.cluster_ports if p != self.a.pgport]:
             c = self.connect(port=fp)
             self.wait("the follower on port %d to reach offset %d" % (fp, end), lambda: self.q1(
                 "SELECT high_watermark FROM mqlog.partitions WHERE topic = %s", ("r_rf3_%d" % size,),
                 conn=c) >= end, timeout=120)
             c.close()
-        base = statistics.median(runs["rf1"])
+        off = self.cluster_off.get(size)
+        base = out["rf1"][0]["records_per_s"]
+        # the cluster-off row lies between two rf 1 rows with the settings
+        # on: their mean is what it is compared with, so that a load that
+        # grows or shrinks over the run does not decide the ratio
+        ons = [x for x in (self.rf1_before.get(size), base) if x]
+        on = sum(ons) / len(ons)
         for label, rf, acks in confs:
-            med = statistics.median(runs[label])
-            self.emit("mqlog_" + label, "replicated_produce", size, records_per_s=med,
-                      mb_per_s=med * size / 1e6, wal_bytes_per_record=statistics.median(wal[label]),
-                      replication_factor=rf, acks=acks,
-                      min_insync_replicas=2 if rf == 3 else None, leader=t3,
-                      rounds=[round(x, 1) for x in runs[label]], batch=BATCH, records=recs[label],
-                      ack_warnings=warns if label == "rf3" else None,
-                      ratio_to_rf1=round(med / base, 4) if rf == 3 else None)
+            res, wal, warns = out[label]
+            self.emit("mqlog_" + label, "replicated_produce", size, wal_bytes_per_record=wal,
+                      replication_factor=rf, acks=acks, cluster=True,
+                      min_insync_replicas=2 if rf == 3 else None, leader="n1", elected_by_hand=(t3 != "n1"),
+                      ack_warnings=warns[:3] if warns else None, warnings=len(warns),
+                      ratio_to_rf1=round(res["records_per_s"] / base, 4) if rf == 3 else None,
+                      ratio_to_cluster_off=round(on / off, 4) if off and rf == 1 else None,
+                      rf1_before_cluster_off=self.rf1_before.get(size) if rf == 1 else None,
+                      walsenders=res["walsenders"], **self.driven(res))
+        for name in ("r_rf1_%d" % size, "r_rf3_%d" % size):
+            self.drop_quietly("mqlog", name)
+
+    def run_rf1_before(self):
+        """rf 1 on n1 with the cluster on, before run_cluster_off, as
+        repl_drive measures it: the first of the two rows that bracket
+        the cluster-off row.  Sets self.rf1_before."""
+        for size in VALUE_SIZES:
+            name = "r_rf1b_%d" % size
+            self.repl_topic(name, 1, port=self.a.pgport)
+            res, wal, _ = self.repl_drive("rf1 before the cluster-off row", name, size, "1")
+            self.rf1_before[size] = res["records_per_s"]
+            self.emit("mqlog_rf1_before_off", "replicated_produce", size, wal_bytes_per_record=wal,
+                      replication_factor=1, acks="1", cluster=True, leader="n1",
+                      walsenders=res["walsenders"], **self.driven(res))
+            self.drop("mqlog", name)
+
+    def run_cluster_off(self):
+        """n1 restarted with its cluster settings off (a single server,
+        the other two nodes and etcd still up, idle), the rf 1 batched
+        produce of both value sizes measured there as repl_drive does,
+        then n1 restarted with them on.  Sets self.cluster_off."""
+        self.node_restart(1, cluster_on=False)
+        try:
+            for size in VALUE_SIZES:
+                name = "r_off_%d" % size
+                self.reset("mqlog", name)
+                res, wal, _ = self.repl_drive("cluster off, rf1", name, size, "1")
+                self.cluster_off[size] = res["records_per_s"]
+                self.emit("mqlog_rf1_cluster_off", "replicated_produce", size, wal_bytes_per_record=wal,
+                          replication_factor=1, acks="1", cluster=False, leader="n1",
+                          note="n1 restarted with mqlog.etcd_endpoints = '' (a single server); "
+                               "n2, n3 and etcd up and idle", walsenders=res["walsenders"], **self.driven(res))
+                self.drop("mqlog", name)
+        finally:
+            self.node_restart(1, cluster_on=True)
 
     def run_replication_lag(self, size):
         """One record at a time, acks=1, on the rf3 topic's leader; from
@@ -1340,10 +1437,22 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
     def run_replication(self):
         if not self.a.cluster_ports or len(self.a.cluster_ports) < 3:
             raise RuntimeError("the replication workload needs --cluster-ports of three nodes")
+        # the nodes' WAL warmed as the single server's is (warm_wal), each
+        # node's: a follower pays for its new WAL files as a leader does
+        for p in self.a.cluster_ports:
+            self.admin.close()
+            self.admin = self.connect(port=p)
+            self.guarded("mqlog", "replication", 0, self.warm_wal)
+        self.admin.close()
+        self.admin = self.connect()
+        self.cluster_off = {}
+        self.rf1_before = {}
+        log("== replication: rf 1 on n1, then n1 with its cluster settings off")
+        self.guarded("mqlog", "replication", 0, self.run_rf1_before)
+        self.guarded("mqlog", "replication", 0, self.run_cluster_off)
         for size in VALUE_SIZES:
             log("== replication, value %d bytes" % size)
-            lits = self.batch_literals(self.cfg["records"], size, size)
-            self.guarded("mqlog", "replication", size, lambda: self.run_replication_produce(size, lits))
+            self.guarded("mqlog", "replication", size, lambda: self.run_replication_produce(size))
         self.guarded("mqlog", "replication", 100, lambda: self.run_replication_lag(100))
 
     # ========================================================== failover
@@ -1822,6 +1931,7 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
             self.run_scale()
         if "kafka" in self.workloads and "mqlog" in systems and self.a.kafka_port:
             for size in VALUE_SIZES:
+                self.guarded("mqlog", "kafka", size, lambda: self.run_kafka_c(size))
                 self.guarded("mqlog", "kafka", size, lambda: self.run_kafka(size))
         if "sustained" not in self.workloads:
             log("== done in %.0f s" % (time.time() - t0))
@@ -1875,6 +1985,96 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
             raise RuntimeError("the topic does not hold the %d records the client was told of" % n)
         return dt
 
+    RDK_PRODUCED = re.compile(r"% (\d+) messages produced \((\d+) bytes\), (\d+) delivered "
+                              r"\(offset (-?\d+), (\d+) failed\) in (\d+)ms: (\d+) msgs/s and ([\d.]+) MB/s")
+    RDK_CONSUMED = re.compile(r"% (\d+) messages \((\d+) bytes\) consumed in (\d+)ms: (\d+) msgs/s "
+                              r"\(([\d.]+) MB/s\)")
+
+    def rdkafka_performance(self, args, pattern):
+        """Run librdkafka's rdkafka_performance (make bench-rdkafka) with
+        args and return the match of pattern in its summary line; raise
+        with its output when there is none."""
+        cmd = [self.a.rdkafka_perf, "-b", "127.0.0.1:%d" % self.a.kafka_port] + args
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        m = None
+        for line in p.stdout.splitlines():
+            m = pattern.search(line) or m
+        if not m:
+            raise RuntimeError("rdkafka_performance exited with %d and no summary: %s" % (
+                p.returncode, (p.stderr + p.stdout).strip()[-400:]))
+        return m
+
+    def kafka_topic(self, name):
+        """A fresh one-partition topic that the listener's role
+        (mqlog.kafka_role, created here if need be) may produce to and
+        consume from."""
+        self.reset("mqlog", name)
+        self.q("DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%s') THEN "
+               "CREATE ROLE %s NOLOGIN; END IF; END$$" % (KAFKA_ROLE, KAFKA_ROLE))
+        self.q("SELECT mq_grant(%s, %s, 'produce'), mq_grant(%s, %s, 'consume')",
+               (name, KAFKA_ROLE, name, KAFKA_ROLE))
+
+    def run_kafka_c(self, size):
+        """The Kafka client in C: librdkafka's own benchmark,
+        rdkafka_performance, built from Debian's example source.  -P: the
+        mode's c_records records of `size` bytes (the count of the
+        driver's batched produce and of the Python client here) to
+        partition 0 with acks=1, with the Python producer's batching
+        settings (linger 5 ms, up to 10,000 records a batch, no
+        compression); the rate is the tool's, from its first produce() to
+        the last delivery report.  Then -C: a consumer of partition 0 from
+        offset 0 (no group) until it has the same count, with the Python
+        consumer's fetch settings; its clock starts at the first record.
+        The mode's rounds of each (a produce round appends to the topic,
+        each consume round reads the first c_records again), the median."""
+        name = "kc_mqlog_%d" % size
+        self.kafka_topic(name)
+        n = self.cfg["c_records"][size]
+        prod = ["-P", "-t", name, "-p", "0", "-s", str(size), "-c", str(n), "-a", "1", "-z", "none",
+                "-X", "linger.ms=5", "-X", "batch.num.messages=10000", "-X", "batch.size=1000000",
+                "-X", "queue.buffering.max.messages=1000000", "-X", "queue.buffering.max.kbytes=1048576"]
+        cons = ["-C", "-t", name, "-p", "0", "-o", "beginning", "-c", str(n),
+                "-X", "fetch.max.bytes=52428800", "-X", "max.partition.fetch.bytes=10485760",
+                "-X", "fetch.wait.max.ms=100"]
+        client = "rdkafka_performance (librdkafka %s, C)" % self.librdkafka_version()
+
+        def produce():
+            m = self.rdkafka_performance(prod, self.RDK_PRODUCED)
+            sent, delivered, failed = int(m.group(1)), int(m.group(3)), int(m.group(5))
+            if delivered != n or failed or sent != n:
+                raise RuntimeError("rdkafka_performance -P: %d of %d records delivered, %d failed" % (
+                    delivered, n, failed))
+            return dict(records=n, seconds=int(m.group(6)) / 1000.0, records_per_s=float(m.group(7)),
+                        mb_per_s=float(m.group(8)))
+
+        def consume():
+            m = self.rdkafka_performance(cons, self.RDK_CONSUMED)
+            if int(m.group(1)) < n:
+                raise RuntimeError("rdkafka_performance -C: %s of %d records" % (m.group(1), n))
+            return dict(records=n, seconds=int(m.group(3)) / 1000.0, records_per_s=float(m.group(4)),
+                        mb_per_s=float(m.group(5)))
+        res, wal, disk = self.measured("mqlog", name, lambda: self.rounds(produce))
+        if int(self.q1("SELECT mq_latest_offset(%s, 0)", (name,))) != res["total_records"]:
+            raise RuntimeError("the topic does not hold the %d records the tool was told of" % res["total_records"])
+        self.emit("mqlog", "kafka_c_produce", size, wal_bytes_per_record=wal, disk_bytes_per_record=disk,
+                  client=client, acks="1", partitions=1,
+                  **{k: res[k] for k in ("records_per_s", "mb_per_s", "records", "seconds", "rounds",
+                                         "total_records")})
+        res = self.rounds(consume)
+        self.emit("mqlog", "kafka_c_consume", size, client=client, partitions=1,
+                  **{k: res[k] for k in ("records_per_s", "mb_per_s", "records", "seconds", "rounds",
+                                         "total_records")})
+        self.drop_quietly("mqlog", name)
+
+    @staticmethod
+    def librdkafka_version():
+        """The installed librdkafka's version, as dpkg knows it."""
+        try:
+            return subprocess.run(["dpkg-query", "-W", "-f=${Version}", "librdkafka1"], capture_output=True,
+                                  text=True, timeout=10).stdout.strip() or "?"
+        except (OSError, subprocess.SubprocessError):
+            return "?"
+
     def run_kafka(self, size):
         """Produce through a Kafka client (confluent-kafka, that is
         librdkafka's batching, linger 5 ms, acks=1, no compression) to one
@@ -1886,11 +2086,7 @@ END $$""" % (n // CONSUME_BATCH, name, size // 32 + 1, size, CONSUME_BATCH, name
         much as the server's, which the floor-less rows say."""
         from confluent_kafka import Consumer, Producer, TopicPartition  # Debian's python3-confluent-kafka
         name = "k_mqlog_%d" % size
-        self.reset("mqlog", name)
-        self.q("DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%s') THEN "
-               "CREATE ROLE %s NOLOGIN; END IF; END$$" % (KAFKA_ROLE, KAFKA_ROLE))
-        self.q("SELECT mq_grant(%s, %s, 'produce'), mq_grant(%s, %s, 'consume')",
-               (name, KAFKA_ROLE, name, KAFKA_ROLE))
+        self.kafka_topic(name)
         bootstrap = "127.0.0.1:%d" % self.a.kafka_port
         n = self.cfg["c_records"][size]
         value = rand_values(1, size, random.Random(11))[0]
@@ -2102,6 +2298,9 @@ def main():
     ap.add_argument("--work", required=True, help="scratch directory (the JSON workload's values file)")
     ap.add_argument("--driver", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "driver", "mqbench"),
                     help="the C driver (make bench-driver builds it)")
+    ap.add_argument("--rdkafka-perf", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "rdkafka",
+                                                            "rdkafka_performance"),
+                    help="librdkafka's rdkafka_performance (make bench-rdkafka builds it): the kafka workload's C client")
     ap.add_argument("--out", required=True, help="JSON lines output")
     ap.add_argument("--append", action="store_true", help="append to --out instead of rewriting it")
     ap.add_argument("--rounds", type=int, default=0,

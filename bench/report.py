@@ -290,8 +290,10 @@ def markdown(res, source):
     if drv:
         lv = drv.get("libpq_version") or 0
         L.append("- client of the rate rows: `bench/driver/mqbench` (C; libpq %d.%d with binary parameters and "
-                 "results and pipeline mode; hiredis for Redis), one connection per client thread; the latency, "
-                 "sustained and replication rows, and those labelled \"a typical Python client\", use psycopg2" % (
+                 "results and pipeline mode; hiredis for Redis), one connection per client thread, also for the "
+                 "replication rows' produce; the latency, sustained, replication lag and failover rows, and those "
+                 "labelled \"a typical Python client\", use psycopg2; the Kafka rows librdkafka (C, and from "
+                 "Python)" % (
                      lv // 10000, lv % 10000))
         nr = max(len(r.get("rounds") or [1]) for r in res.rows if r.get("client") == "mqbench")
         if nr > 1:
@@ -440,6 +442,7 @@ def markdown(res, source):
     L += scale_md(res)
     L += kafka_md(res)
 
+    L += targets_md("## Goals of issue 35 (100-byte values, ratios of this run)", targets35(res))
     L += targets_md("## Targets of issue 13 (100-byte values, C driver)", targets13(res))
     L += targets_md("## Targets of issue 6 (100-byte values)", targets(res))
     errs = [r for r in res.rows if r.get("error")]
@@ -553,8 +556,10 @@ def python_md(res):
 
 
 def replication_md(res, level="##"):
-    """The replication workload: rf3 acks=all beside rf1 acks=1 on the same
-    leader, and the follower's lag.  Empty when it did not run."""
+    """The replication workload: rf 1 on a cluster node beside the same
+    node with its cluster settings off, rf 3 acks=all beside rf 1 on the
+    same leader, all measured as the single-node batched produce; and
+    the follower's lag.  Empty when it did not run."""
     prod = [r for r in res.rows if r.get("workload") == "replicated_produce"]
     lag = res.get("mqlog_rf3", "replication_lag", 100)
     errs = [r for r in res.rows if r.get("workload") == "replication" and r.get("error")]
@@ -562,36 +567,47 @@ def replication_md(res, level="##"):
         return []
     L = ["%s Replication: three nodes on this machine" % level, ""]
     L.append("One etcd and three PostgreSQL nodes on 127.0.0.1 (scripts/cluster-lib.sh), the same settings "
-             "as above; one-partition topics with the same leader, the same client, batches of %d and values "
-             "as in the batched produce. rf 3 has `min.insync.replicas` 2 and is produced with "
-             "`SET mqlog.acks = 'all'`, rf 1 with acks=1. Median of the rounds; each round produces the "
-             "mode's record count once per configuration, or stops after the mode's time cap (quick 10 s, "
-             "full 30 s, at least 5 calls): records per round %s." % (
-                 prod[0].get("batch", 1000) if prod else 1000,
-                 "; ".join("%s %d B: %s" % (r["system"].replace("mqlog_", ""), r["value_bytes"],
-                                            ", ".join(fmt(x) for x in r.get("records") or []))
-                           for r in prod if isinstance(r.get("records"), list)) or "—"))
+             "as above, each node's WAL warmed as the single server's. Every row is node n1's batched produce "
+             "measured as the single-node rows are: the C driver, %d records a call, the mode's record count and "
+             "seconds, its rounds back to back after a checkpoint, the median. First rf 1 on n1 (in brackets "
+             "in the table); then n1 restarted with its "
+             "cluster settings off (`mqlog.etcd_endpoints = ''`, a single server; n2, n3 and etcd up and idle) "
+             "and a topic of its own; then n1 restarted with them on, and one-partition topics led by n1: rf 1 "
+             "again (`rf 1 ÷ cluster off` compares the mean of the two rf 1 rows with the cluster-off row); "
+             "rf 3 with `min.insync.replicas` 2, produced with `mqlog.acks = 'all'` (the commit returns once "
+             "both followers hold the batch) and with acks=1 (what the followers' load costs the leader "
+             "without the wait). The walsenders column counts n1's walsenders (the other nodes' apply "
+             "workers streaming its WAL) before and after the row's rounds." % (
+                 prod[0].get("batch", 1000) if prod else 1000))
     L.append("")
-    L.append("| value | rf 1, acks=1, records/s | rf 3, acks=all, records/s | rf 3 acks=all ÷ rf 1 | "
-             "rf 3, acks=1, records/s | rf 3 acks=1 ÷ rf 1 | rounds rf 1 / rf 3 acks=all | "
-             "leader WAL bytes/record rf 1 / rf 3 |")
-    L.append("|---|---|---|---|---|---|---|---|")
+    L.append("| value | rf 1, cluster off, records/s | rf 1, acks=1, records/s (before the cluster-off row) | "
+             "rf 1 ÷ cluster off | "
+             "rf 3, acks=all, records/s | rf 3 acks=all ÷ rf 1 | rf 3, acks=1, records/s | rf 3 acks=1 ÷ rf 1 | "
+             "rounds off / rf 1 / rf 3 acks=all | leader WAL bytes/record off / rf 1 / rf 3 | "
+             "walsenders on n1 off / rf 1 |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|")
     pc = lambda x, y: "%.1f%%" % (100 * x / y) if x and y else "—"  # noqa: E731
+    rounds = lambda r: ", ".join(fmt(x) for x in r.get("rounds") or []) or "—"  # noqa: E731
     for vb in (100, 1024):
+        r0 = res.get("mqlog_rf1_cluster_off", "replicated_produce", vb) or {}
+        rb = res.get("mqlog_rf1_before_off", "replicated_produce", vb) or {}
         r1 = res.get("mqlog_rf1", "replicated_produce", vb) or {}
         r3 = res.get("mqlog_rf3", "replicated_produce", vb) or {}
         r31 = res.get("mqlog_rf3_acks1", "replicated_produce", vb) or {}
-        if not r1 and not r3:
+        if not r1 and not r3 and not r0:
             continue
-        a, b, c = r1.get("records_per_s"), r3.get("records_per_s"), r31.get("records_per_s")
-        L.append("| %d B | %s | %s | %s | %s | %s | %s / %s | %s / %s |" % (
-            vb, fmt(a), fmt(b), pc(b, a), fmt(c), pc(c, a),
-            ", ".join(fmt(x) for x in r1.get("rounds", [])) or "—",
-            ", ".join(fmt(x) for x in r3.get("rounds", [])) or "—",
-            fmt(r1.get("wal_bytes_per_record"), 1), fmt(r3.get("wal_bytes_per_record"), 1)))
+        o, a, b, c = (r0.get("records_per_s"), r1.get("records_per_s"), r3.get("records_per_s"),
+                      r31.get("records_per_s"))
+        wsn = lambda r: "→".join(str(x) for x in r.get("walsenders") or []) or "—"  # noqa: E731
+        L.append("| %d B | %s | %s%s | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s | %s / %s |" % (
+            vb, fmt(o), fmt(a), " (%s)" % fmt(rb["records_per_s"]) if rb.get("records_per_s") else "",
+            pc(rf1_on(res, vb), o), fmt(b), pc(b, a), fmt(c), pc(c, a), rounds(r0), rounds(r1), rounds(r3),
+            fmt(r0.get("wal_bytes_per_record"), 1), fmt(r1.get("wal_bytes_per_record"), 1),
+            fmt(r3.get("wal_bytes_per_record"), 1), wsn(r0), wsn(r1)))
         if r3.get("ack_warnings"):
             L.append("")
-            L.append("acks=all warnings (%d B): %s" % (vb, "; ".join(r3["ack_warnings"][:3])))
+            L.append("acks=all warnings (%d B, %d in all): %s" % (vb, r3.get("warnings", 0),
+                                                                  "; ".join(r3["ack_warnings"][:3])))
     L.append("")
     L.append("Kafka's published figure for the same comparison is about 51% (rf 3 acks=all against rf 1).")
     L.append("")
@@ -620,6 +636,14 @@ def replication_md(res, level="##"):
     return L
 
 
+def rf1_on(res, vb=100):
+    """rf 1 on the cluster node, to compare with the cluster-off row: the
+    mean of the rows measured before and after it, or the one there is."""
+    ons = [x for x in (res.val("mqlog_rf1_before_off", "replicated_produce", "records_per_s", vb),
+                       res.val("mqlog_rf1", "replicated_produce", "records_per_s", vb)) if x]
+    return sum(ons) / len(ons) if ons else None
+
+
 def only_header(res, workload):
     """The head of a report of one cluster workload (run.sh --only W)."""
     m = res.meta
@@ -639,7 +663,9 @@ def only_header(res, workload):
 
 
 def replication_only(res):
-    return "\n".join(only_header(res, "replication") + replication_md(res))
+    return "\n".join(only_header(res, "replication") + replication_md(res) +
+                     targets_md("## Goals of issue 35 (100-byte values, ratios of this run)",
+                                targets35(res, ("replication",))))
 
 
 def failover_md(res, level="##"):
@@ -760,25 +786,69 @@ def scale_md(res, level="##"):
 
 
 def kafka_md(res, level="##"):
-    """Kafka clients through mqlog's listener (issue 15): confluent-kafka's
-    produce and consume beside the driver's mq_produce_batch and mq_poll of
-    the same run.  Empty when the kafka workload did not run."""
+    """Kafka clients through mqlog's listener: librdkafka's own C
+    benchmark (rdkafka_performance, issue 35) beside the driver's
+    mq_produce_batch, mq_poll + mq_commit and the WAL floor of the same
+    run, with their ratios; then confluent-kafka from Python (issue 15),
+    what a Python application sees.  Empty when the kafka workload did
+    not run."""
     rows = [r for r in res.rows if r.get("workload", "").startswith("kafka")]
     if not rows:
         return []
     L = ["%s Kafka clients through the listener" % level, ""]
-    L.append("confluent-kafka (librdkafka's batching: linger 5 ms, up to 10,000 records a batch, acks=1, no "
-             "compression) producing to one partition through `mqlog.kafka_listen`, one `produce()` call a "
-             "record from Python, then a consumer reading it back from offset 0 (assigned, no group). Beside them, "
-             "the C driver's `mq_produce_batch` (1000 a call) and `mq_poll` + `mq_commit` (500 a call) of the same run.")
+    crows = [r for r in rows if r["workload"].startswith("kafka_c_")]
+    if crows:
+        client = next((r.get("client") for r in crows if r.get("client")), "rdkafka_performance")
+        L.append("**A C client**: %s, librdkafka's own benchmark built from Debian's example source "
+                 "(`make bench-rdkafka`). `-P`: the consume workload's record count (c_records) of 100 B or 1 KiB "
+                 "to one partition, `acks=1`, no compression, librdkafka batching as the Python producer below "
+                 "(linger 5 ms, up to 10,000 records a batch), timed by the tool from its first `produce()` to "
+                 "the last delivery report; `-C`: the same count read back from offset 0 by a consumer assigned "
+                 "to the partition (no group), timed from its first record. Beside them, from the same run, the C "
+                 "driver's `mq_produce_batch` (1000 a call), its WAL floor (the same call writing its arrays' "
+                 "bytes once to the WAL, nothing stored: the most any produce path through PostgreSQL's WAL can "
+                 "reach with one client) and `mq_poll` + `mq_commit` (500 a call). Median of the mode's "
+                 "rounds." % client.split(" (")[0])
+        L.append("")
+        L.append("| value | `rdkafka_performance -P` records/s (MB/s) | WAL floor records/s | -P ÷ WAL floor | "
+                 "`mq_produce_batch` records/s | -P ÷ `mq_produce_batch` | WAL bytes/record -P / "
+                 "`mq_produce_batch` | `rdkafka_performance -C` records/s (MB/s) | `mq_poll` + `mq_commit` "
+                 "records/s | -C ÷ `mq_poll` |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|")
+        for vb in sorted({r["value_bytes"] for r in crows}):
+            cp = res.get("mqlog", "kafka_c_produce", vb) or {}
+            cc = res.get("mqlog", "kafka_c_consume", vb) or {}
+            wf = res.val("wal_floor", "produce_batch", "records_per_s", vb, clients=1)
+            mb = res.val("mqlog", "produce_batch", "records_per_s", vb, clients=1)
+            mp = res.val("mqlog", "consume", "records_per_s", vb, clients=1)
+            p, c = cp.get("records_per_s"), cc.get("records_per_s")
+            pc = lambda x, y: "—" if not (x and y) else "%.0f%%" % (100 * x / y)  # noqa: E731
+            L.append("| %d B | %s (%s) | %s | %s | %s | %s | %s / %s | %s (%s) | %s | %s |" % (
+                vb, fmt(p), fmt(cp.get("mb_per_s"), 1), fmt(wf), pc(p, wf), fmt(mb), fmt_ratio(ratio(p, mb)),
+                fmt(cp.get("wal_bytes_per_record"), 1),
+                fmt(res.val("mqlog", "produce_batch", "wal_bytes_per_record", vb, clients=1), 1),
+                fmt(c), fmt(cc.get("mb_per_s"), 1), fmt(mp), fmt_ratio(ratio(c, mp))))
+        L.append("")
+        L.append("Rounds, -P / -C: " + "; ".join(
+            "%d B: %s / %s" % (vb, ", ".join(fmt(x) for x in (res.get("mqlog", "kafka_c_produce", vb) or {}).get(
+                "rounds") or []) or "—", ", ".join(fmt(x) for x in (res.get("mqlog", "kafka_c_consume", vb) or {}).get(
+                "rounds") or []) or "—")
+            for vb in sorted({r["value_bytes"] for r in crows})) + ".")
+        L.append("")
+    L.append("**A Python client, what a Python application sees**: confluent-kafka (librdkafka's batching: "
+             "linger 5 ms, up to 10,000 records a batch, acks=1, no compression) producing to one partition "
+             "through `mqlog.kafka_listen`, one `produce()` call a record from Python, then a consumer reading it "
+             "back from offset 0 (assigned, no group). Python's per-record calls bound these rates as much as "
+             "the server does; the C client above is what the server can do. Beside them, the C driver's "
+             "`mq_produce_batch` (1000 a call) and `mq_poll` + `mq_commit` (500 a call) of the same run.")
     L.append("")
     L.append("The idempotent column is the same producer with `enable.idempotence` (acks=all, which on one node "
              "is the same commit), which librdkafka allows 5 requests in flight; the column before it is its "
              "control, without idempotence but with 5 in flight. The two differ by the producer-state check each "
              "batch passes under the partition lock.")
     L.append("")
-    L.append("| value | Kafka produce records/s (MB/s) | 5 in flight records/s (MB/s) | idempotent, 5 in flight records/s (MB/s) | "
-             "mq_produce_batch records/s | Kafka consume records/s (MB/s) | mq_poll + mq_commit records/s |")
+    L.append("| value | Python Kafka produce records/s (MB/s) | 5 in flight records/s (MB/s) | idempotent, 5 in flight records/s (MB/s) | "
+             "mq_produce_batch records/s | Python Kafka consume records/s (MB/s) | mq_poll + mq_commit records/s |")
     L.append("|---|---|---|---|---|---|---|")
     for vb in sorted({r["value_bytes"] for r in rows}):
         kp = res.get("mqlog", "kafka_produce", vb)
@@ -801,8 +871,40 @@ def kafka_md(res, level="##"):
     return L
 
 
+def targets35(res, parts=("kafka", "replication")):
+    """Issue 35's goals that this run measures, each as a ratio of two
+    rows of the same run, 100-byte values: (goal, measured, met)."""
+    out = []
+
+    def goal(text, a, b, need, what, pct=True):
+        x = ratio(a, b)
+        shown = "—" if x is None else ("%.0f%%" % (100 * x) if pct else "%.2f×" % x)
+        out.append((text, "not measured" if x is None else "%s (%s: %s, %s: %s records/s)" % (
+            shown, what[0], fmt(a), what[1], fmt(b)), None if x is None else x >= need))
+    if "kafka" in parts:
+        kp = res.val("mqlog", "kafka_c_produce", "records_per_s")
+        goal("Kafka produce (`rdkafka_performance -P`, acks=1, one partition) ≥ 90% of the WAL floor", kp,
+             res.val("wal_floor", "produce_batch", "records_per_s", 100, 1), 0.9, ("-P", "WAL floor"))
+        goal("Kafka produce (`rdkafka_performance -P`) ≥ `mq_produce_batch` with the C driver", kp,
+             res.val("mqlog", "produce_batch", "records_per_s", 100, 1), 1, ("-P", "mq_produce_batch"), False)
+        goal("Kafka consume (`rdkafka_performance -C` from offset 0) ≥ 5× `mq_poll` + `mq_commit`",
+             res.val("mqlog", "kafka_c_consume", "records_per_s"), res.val("mqlog", "consume", "records_per_s", 100, 1),
+             5, ("-C", "mq_poll + mq_commit"), False)
+    if "replication" in parts:
+        r1 = res.val("mqlog_rf1", "replicated_produce", "records_per_s")
+        goal("rf 1 on a cluster node (the mean of the rows before and after) ≥ 85% of the same node with the "
+             "cluster settings off", rf1_on(res),
+             res.val("mqlog_rf1_cluster_off", "replicated_produce", "records_per_s"), 0.85,
+             ("cluster on", "cluster off"))
+        goal("rf 3 acks=all batched ≥ 75% of rf 1 on the same cluster",
+             res.val("mqlog_rf3", "replicated_produce", "records_per_s"), r1, 0.75, ("rf 3 acks=all", "rf 1"))
+    return out
+
+
 def kafka_only(res):
-    return "\n".join(only_header(res, "kafka") + kafka_md(res))
+    return "\n".join(only_header(res, "kafka") + kafka_md(res) +
+                     targets_md("## Goals of issue 35 (100-byte values, ratios of this run)",
+                                targets35(res, ("kafka",))))
 
 
 def scale_only(res):

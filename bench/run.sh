@@ -21,8 +21,10 @@
 #                           results in bench/results/failover.{jsonl,md}
 #   bench/run.sh --only kafka [--quick]
 #                           only the Kafka clients' produce and consume
-#                           (confluent-kafka through mqlog's listener), beside
-#                           the driver's mq_produce_batch and mq_poll
+#                           (librdkafka's rdkafka_performance and
+#                           confluent-kafka through mqlog's listener), beside
+#                           the driver's mq_produce_batch, mq_poll and the
+#                           WAL floor
 #   bench/run.sh --only scale [--quick]
 #                           only the scale run (issue 16) on the single server:
 #                           1, 100, 1,000 (and 10,000 without --quick)
@@ -33,7 +35,8 @@
 # builds and installs mqlog into the server that PG_CONFIG names (default
 # /usr/lib/postgresql/15/bin/pg_config; every server binary comes from its
 # --bindir), builds the C driver bench/driver/mqbench (against Debian's
-# libpq and hiredis), then runs PostgreSQL as the `postgres` OS user
+# libpq and hiredis) and the C Kafka client bench/rdkafka/rdkafka_performance
+# (librdkafka's example, against Debian's librdkafka), then runs PostgreSQL as the `postgres` OS user
 # (Unix socket only) and Redis on 127.0.0.1; then, for the replication
 # workload, stops them and starts one etcd and three PostgreSQL nodes on
 # 127.0.0.1.  Everything lives in a fresh temporary directory that is
@@ -61,7 +64,7 @@ for a in "$@"; do
         --soak) MODE=soak ;;
         --keep) KEEP=1 ;;
         --servers-only) KEEP=1; SERVERS_ONLY=1 ;;
-        -h|--help) sed -n '2,38s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h|--help) sed -n '2,45s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
         --only) ONLY=next ;;
         --only=*) ONLY=${a#--only=} ;;
         *)
@@ -97,6 +100,8 @@ PACKAGES=(
     python3-matplotlib           # the PNG
     etcd-server etcd-client      # the replication workload's cluster
     libcurl4-openssl-dev         # mqlog's etcd client
+    librdkafka-dev               # the kafka workload's C client: rdkafka_performance, built from its example source
+    python3-confluent-kafka      # the kafka workload's Python client
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -118,9 +123,10 @@ step "build and install mqlog"
 make -C "$ROOT" -s PG_CONFIG="$PG_CONFIG"
 make -C "$ROOT" -s install PG_CONFIG="$PG_CONFIG" >/dev/null
 echo "installed into $("$PG_CONFIG" --pkglibdir)"
-step "build the C driver"
-make -C "$ROOT" -s bench-driver PG_CONFIG="$PG_CONFIG"
+step "build the C driver and the C Kafka client"
+make -C "$ROOT" -s bench-driver bench-rdkafka PG_CONFIG="$PG_CONFIG"
 echo "$BENCH/driver/mqbench"
+echo "$BENCH/rdkafka/rdkafka_performance"
 
 # ------------------------------------------------------------------ servers
 WORK=$(mktemp -d /tmp/mqlog-bench.XXXXXX)
