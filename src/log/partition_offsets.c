@@ -20,6 +20,7 @@
 #include "utils/timestamp.h"
 
 #include "store/segment.h"
+#include "log/kafka_holds.h"
 #include "log/partition_internal.h"
 #include "log/partition_offsets.h"
 #include "log/topic.h"
@@ -43,6 +44,8 @@ MqPartitionLogEnd(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
 		*lso = RecoveryInProgress() ? -1 : 0;
 		return;
 	}
+	/* open Kafka transactions' holds back before the first reader */
+	MqKafkaHoldsEnsure(topic, partition);
 	seg = MqTopicActiveSegment(topic, partition);
 	part = MqTopicPartition(topic, partition);
 
