@@ -10,8 +10,9 @@
  *		each partition before anyone reads it or appends to it.
  *
  * Every reader's last stable offset (MqPartitionLogEnd) and every append
- * (MqPartitionAppend) calls MqKafkaHoldsEnsure first, which costs a flag
- * test once the partition's entry is checked.  The first caller after the
+ * (MqPartitionAppend) calls the partition's first-use hook first
+ * (MqPartitionFirstUse), which is ensure here and costs a flag test once
+ * the partition's entry is checked.  The first caller after the
  * entry is made (after a start) reads the partition's open transactions
  * and puts their holds in (MqPartitionRestoreKafkaHolds), whoever it is:
  * a SQL reader, a Kafka Fetch, the listener's producer, a SQL producer.
@@ -97,13 +98,12 @@ restore(MqTopic *topic, int32 partition)
  * in (the next caller does it), nor inside itself (restore reads the log
  * end too).
  */
-void
-MqKafkaHoldsEnsure(MqTopic *topic, int32 partition)
+static void
+ensure(MqTopic *topic, int32 partition)
 {
 	static bool busy = false;
 
-	if (busy || RecoveryInProgress() || !IsTransactionState() || IsInParallelMode() ||
-		MqPartitionKafkaHoldsChecked(topic, partition))
+	if (busy || RecoveryInProgress() || !IsTransactionState() || IsInParallelMode())
 		return;
 	busy = true;
 	PG_TRY();
@@ -115,6 +115,13 @@ MqKafkaHoldsEnsure(MqTopic *topic, int32 partition)
 		busy = false;
 	}
 	PG_END_TRY();
+}
+
+/* when mqlog is loaded */
+void
+MqKafkaHoldsInit(void)
+{
+	MqPartitionSetFirstUseHook(ensure);
 }
 
 /*

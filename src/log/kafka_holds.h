@@ -15,7 +15,7 @@
 
 struct MqTopic;
 
-extern void MqKafkaHoldsEnsure(struct MqTopic *topic, int32 partition);
+extern void MqKafkaHoldsInit(void);
 extern int64 MqKafkaOpenFirstOffset(int32 topic_id, int32 partition, Snapshot snapshot);
 
 #endif							/* MQLOG_KAFKA_HOLDS_H */

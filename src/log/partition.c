@@ -56,7 +56,6 @@
 
 #include "store/batch.h"
 #include "store/segment.h"
-#include "log/kafka_holds.h"
 #include "log/partition.h"
 #include "log/partition_internal.h"
 #include "log/producers.h"
@@ -289,20 +288,6 @@ MqPartitionHoldKafkaTransaction(MqTopic *topic, int32 partition, int64 producer_
 }
 
 /*
- * Were the holds of the partition's entry put back
- * (MqPartitionRestoreKafkaHolds)?  Read without the lock, on every read
- * and append: the flag only ever turns true, and a stale false only sends
- * the caller to MqPartitionRestoreKafkaHolds, which looks again under it.
- */
-bool
-MqPartitionKafkaHoldsChecked(MqTopic *topic, int32 partition)
-{
-	MqPartition *part = MqTopicPartition(topic, partition);
-
-	return ((volatile MqPartition *) part)->kafka_holds_checked;
-}
-
-/*
  * The holds of the Kafka transactions open on the partition, read by the
  * caller (log/kafka_holds.c) before any append of this server's life went
  * into the partition, put back once per partition entry: the first caller
@@ -519,7 +504,7 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		if (MqTopicPartitionPending(topic, partition))
 			topic = *topicp = MqTopicAwaitPartition(topic, partition);
 		/* open Kafka transactions' holds back before the first append */
-		MqKafkaHoldsEnsure(topic, partition);
+		MqPartitionFirstUse(topic, partition);
 		seg = MqTopicActiveSegment(topic, partition);
 		part = MqTopicPartition(topic, partition);
 
