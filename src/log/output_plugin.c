@@ -23,6 +23,13 @@
  * in several messages and are reassembled first; compressed batches are
  * decompressed.  A message of another format version is refused.
  *
+ * A Kafka transaction's records print as SQL readers see them
+ * (read_committed): nothing at their batches' own commits, all of them at
+ * the commit of the transaction's COMMIT marker, read back from the log
+ * (emit_committed_transaction), and nothing for an ABORT.  Read back, not
+ * held: an open transaction costs no memory here, and a decoding session
+ * that starts between the batches and the marker still prints them.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

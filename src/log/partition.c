@@ -267,24 +267,44 @@ insert_kafka_hold(MqPartition *part, int64 producer_id, int64 offset)
 }
 
 /*
- * After a restart, the holds of the Kafka transactions still open (their
- * coordinator's table says where each began): put back in offset order.
+ * Holds put back (insert_kafka_hold), after reading the partition's tail
+ * into its entry if it was not yet; once: only if the entry has not had
+ * them yet, and then never again.
  */
-void
-MqPartitionHoldKafkaTransaction(MqTopic *topic, int32 partition, int64 producer_id,
-								int64 offset)
+static void
+put_kafka_holds(MqTopic *topic, int32 partition, int n, const int64 *producer_ids,
+				const int64 *offsets, bool once)
 {
 	MqPartition *part;
 	int64		lso,
 				leo;
 
-	/* the partition's tail, read into its entry if it was not yet */
 	MqPartitionLogEnd(topic, partition, &lso, &leo);
 	part = MqTopicPartition(topic, partition);
 	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-	insert_kafka_hold(part, producer_id, offset);
+	if (!once || !part->kafka_holds_checked)
+	{
+		for (int i = 0; i < n; i++)
+			insert_kafka_hold(part, producer_ids[i], offsets[i]);
+		if (once)
+			part->kafka_holds_checked = true;
+	}
 	LWLockRelease(&part->lock);
 	note_change(part);
+}
+
+/*
+ * After a restart, the hold of a Kafka transaction still open (its
+ * coordinator's table says where it began), put back in offset order:
+ * the listener's first turn (kafka/txn_coordinator.c), which finds them
+ * put back already by the partition's first use (below) but for a
+ * partition nobody has used yet.
+ */
+void
+MqPartitionHoldKafkaTransaction(MqTopic *topic, int32 partition, int64 producer_id,
+								int64 offset)
+{
+	put_kafka_holds(topic, partition, 1, &producer_id, &offset, false);
 }
 
 /*
@@ -299,21 +319,7 @@ void
 MqPartitionRestoreKafkaHolds(MqTopic *topic, int32 partition, int n,
 							 const int64 *producer_ids, const int64 *offsets)
 {
-	MqPartition *part;
-	int64		lso,
-				leo;
-
-	MqPartitionLogEnd(topic, partition, &lso, &leo);
-	part = MqTopicPartition(topic, partition);
-	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
-	if (!part->kafka_holds_checked)
-	{
-		for (int i = 0; i < n; i++)
-			insert_kafka_hold(part, producer_ids[i], offsets[i]);
-		part->kafka_holds_checked = true;
-	}
-	LWLockRelease(&part->lock);
-	note_change(part);
+	put_kafka_holds(topic, partition, n, producer_ids, offsets, true);
 }
 
 static void
