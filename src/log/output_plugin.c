@@ -306,7 +306,16 @@ emit_committed_transaction(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, c
 	MqLogIter	it;
 	int64		from = lso;
 
-	if (topic == NULL || partition >= topic->partitions || lso < 0 || lso >= marker)
+	if (topic == NULL || lso < 0 || lso >= marker)
+		return;
+
+	/*
+	 * A walsender's cache may hold the segment chain of an earlier point
+	 * of the WAL, loaded after the generation it was checked against
+	 * moved: the chain as of this marker, read again.
+	 */
+	topic = MqTopicRefresh(topic->name);
+	if (partition >= topic->partitions)
 		return;
 	MqLogIterBegin(&it, topic, partition, from, -1, MQ_ITER_ANY_FATE);
 	while (MqLogNextBatch(&it) && it.hdr.base_offset < marker)

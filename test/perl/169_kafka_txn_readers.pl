@@ -10,7 +10,8 @@
 #    two pg_logical_slot_get_changes calls is emitted whole by the call
 #    that decodes its marker (the first call had consumed its batches),
 #    and one aborted by its timeout across calls is never emitted; the
-#    decoded records are mq_fetch's records;
+#    decoded records are mq_fetch's records; a transaction whose marker is
+#    in a later segment than its batches is read back across the roll;
 #  - after a restart with the listener off (mqlog.kafka_listen empty), the
 #    very first read already stops at an open Kafka transaction (its hold
 #    is put back by the first reader, not by the listener), and so does a
@@ -142,6 +143,17 @@ sql_produce($node, 'td', 'sql-3');
 is(decoded(), '15:sql-3', 'its records are never emitted');
 is(join(',', map { (split /:/, $_, 2)[1] } sort { (split /:/, $a)[0] <=> (split /:/, $b)[0] } @decoded_all),
 	sql_values($node, 'td'), 'what decoding emitted is what mq_fetch reads, offset for offset');
+
+# a transaction whose batches are in a segment before its marker's
+$node->safe_psql('postgres', q{SELECT mq_create_topic('tg', 1); SELECT mq_grant('tg', 'kafka_app', 'all');
+SELECT mq_alter_topic('tg', '{"segment.bytes": 1048576}')});
+sql_produce($node, 'tg', 'g-0');
+$t = open_txn('tg', 'tx-g', 2, 'g', 60000);
+$node->safe_psql('postgres', q{SELECT mq_produce('tg', convert_to(repeat('x', 700000), 'UTF8'), "partition" => 0) FROM generate_series(1, 2)});
+like(end_txn($t), qr/open\nok\n/, 'a transaction commits after the segment rolled');
+is($node->safe_psql('postgres', q{SELECT count(*) > 1 FROM mqlog.segments WHERE topic = 'tg'}), 't', 'the partition has rolled');
+is(join(',', map { /^(\d+):(.{21})/ ? "$1:big" : $_ } split /,/, decoded('tg')), '0:g-0,3:big,4:big,1:g-0,2:g-1',
+	'its records are read back across the roll at its marker');
 
 # ---------------------------------------------------------------------------
 # a restart without the listener: the first reader puts the hold back
