@@ -24,6 +24,7 @@
 #include "mqlog.h"
 #include "store/wal.h"
 #include "log/am.h"
+#include "log/kafka_holds.h"
 #include "log/partition.h"
 #include "log/producers.h"
 #include "acl/acl.h"
@@ -67,6 +68,7 @@ _PG_init(void)
 	shmem_startup_hook = mq_shmem_startup;
 	MqlogRegisterRmgr();
 	MqPartitionInitCallbacks();
+	MqKafkaHoldsInit();
 	MqProducersInitCallbacks();
 	MqPositionsInitCallbacks();
 	MqGroupsInitCallbacks();

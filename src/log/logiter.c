@@ -25,15 +25,19 @@
  */
 #include "postgres.h"
 
+#include "access/parallel.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/rel.h"
 
 #include "store/batch.h"
 #include "store/segment.h"
 #include "log/kafka_aborted.h"
+#include "log/kafka_holds.h"
 #include "log/logiter.h"
 #include "log/partition.h"
 #include "log/topic.h"
@@ -104,6 +108,18 @@ MqLogIterBegin(MqLogIter *it, MqTopic *topic, int32 partition, int64 from,
 	if (lso < 0 && topic->replicas != NULL && (flags & MQ_ITER_ANY_FATE) == 0 &&
 		RecoveryInProgress())
 		it->bound = topic->replicas[partition].hw_checkpoint;
+
+	/*
+	 * Nor has it the in-flight list that holds the LSO at an open Kafka
+	 * transaction's first offset: the replayed coordinator's table says
+	 * where that is (kafka_holds.c), in a snapshot the reader then keeps.
+	 */
+	if (lso < 0 && topic->replicas == NULL && (flags & MQ_ITER_ANY_FATE) == 0 &&
+		RecoveryInProgress() && IsTransactionState() && !IsInParallelMode())
+	{
+		it->snapshot = RegisterSnapshot(GetLatestSnapshot());
+		it->bound = Min(it->bound, MqKafkaOpenFirstOffset(topic->topic_id, partition, it->snapshot));
+	}
 	it->seg = -1;
 	for (int i = 0; i < nseg; i++)
 		if (topic->segments[partition][i].base_offset <= from)
@@ -243,6 +259,10 @@ next_batch(MqLogIter *it)
 			return true;
 		}
 		it->fate = MqBatchGetFate(&it->hdr, it->lso);
+		if (it->fate == MQ_FATE_VISIBLE && it->snapshot != NULL &&
+			(it->hdr.flags & MQ_BATCH_COMMITTED) == 0 &&
+			XidInMVCCSnapshot(it->hdr.xid, it->snapshot))
+			it->fate = MQ_FATE_IN_PROGRESS;
 		if (it->fate == MQ_FATE_IN_PROGRESS)
 		{
 			it->done = true;
@@ -414,6 +434,9 @@ MqLogIterEnd(MqLogIter *it)
 		MqReaderEnd(&it->reader);
 		it->reading = false;
 	}
+	if (it->snapshot != NULL)
+		UnregisterSnapshot(it->snapshot);
+	it->snapshot = NULL;
 	MemoryContextDelete(it->cxt);
 }
 

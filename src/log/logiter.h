@@ -11,6 +11,7 @@
 #ifndef MQLOG_LOGITER_H
 #define MQLOG_LOGITER_H
 
+#include "utils/snapshot.h"
 #include "log/topic.h"
 #include "store/segment.h"
 
@@ -35,7 +36,10 @@ typedef struct MqLogIter
 	int64		lso;			/* below it the clog decides; -1: stop at the
 								 * first running transaction */
 	int64		bound;			/* and never at or past it: a hot standby's
-								 * checkpointed high watermark */
+								 * checkpointed high watermark, or its
+								 * first open Kafka transaction */
+	Snapshot	snapshot;		/* a hot standby's: a batch of a transaction
+								 * it does not see committed is running */
 	int			flags;
 	int			max_records;	/* budget: records returned */
 	int			batch_max_records;	/* records: a batch begun within

@@ -23,6 +23,13 @@
  * in several messages and are reassembled first; compressed batches are
  * decompressed.  A message of another format version is refused.
  *
+ * A Kafka transaction's records print as SQL readers see them
+ * (read_committed): nothing at their batches' own commits, all of them at
+ * the commit of the transaction's COMMIT marker, read back from the log
+ * (emit_committed_transaction), and nothing for an ABORT.  Read back, not
+ * held: an open transaction costs no memory here, and a decoding session
+ * that starts between the batches and the marker still prints them.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -47,6 +54,8 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "log/logiter.h"
+#include "log/topic.h"
 #include "store/batch.h"
 #include "store/segment.h"
 #include "store/wal.h"
@@ -220,6 +229,126 @@ replica_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr l
 	OutputPluginWrite(ctx, true);
 }
 
+/* one text row per record of recs */
+static void
+emit_records(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, const char *name,
+			 int32 partition, MqRecord *recs, int n)
+{
+	MqOutputState *st = ctx->output_plugin_private;
+
+	for (int i = 0; i < n; i++)
+	{
+		OutputPluginPrepareWrite(ctx, i == n - 1);
+		appendStringInfo(ctx->out, "topic %s partition %d offset " INT64_FORMAT,
+						 name, partition, recs[i].offset);
+		if (st->include_xids)
+			appendStringInfo(ctx->out, " xid %u", txn->xid);
+		appendStringInfoString(ctx->out, " key ");
+		if (recs[i].key)
+			append_bytes(ctx->out, recs[i].key, recs[i].keylen);
+		else
+			appendStringInfoString(ctx->out, "null");
+		appendStringInfoString(ctx->out, " value ");
+		if (recs[i].value)
+			append_bytes(ctx->out, recs[i].value, recs[i].valuelen);
+		else
+			appendStringInfoString(ctx->out, "null");
+		for (int h = 0; h < recs[i].nheaders; h++)
+		{
+			appendStringInfoString(ctx->out, h == 0 ? " headers " : ", ");
+			append_bytes(ctx->out, recs[i].headers[h].key, recs[i].headers[h].keylen);
+			appendStringInfoChar(ctx->out, '=');
+			if (recs[i].headers[h].value)
+				append_bytes(ctx->out, recs[i].headers[h].value, recs[i].headers[h].valuelen);
+			else
+				appendStringInfoString(ctx->out, "null");
+		}
+		OutputPluginWrite(ctx, i == n - 1);
+	}
+}
+
+/* a Kafka transaction's batch, held back until its marker (not the marker) */
+static bool
+kafka_transactional(const MqBatchHeader *hdr)
+{
+	return (hdr->attributes & MQ_ATTR_TRANSACTIONAL) && !(hdr->attributes & MQ_ATTR_CONTROL) &&
+		hdr->producer_id >= 0;
+}
+
+/* is this control batch a COMMIT marker (control record key: version, type 1)? */
+static bool
+commit_marker(const char *batch, const MqBatchHeader *hdr)
+{
+	MqRecord   *recs;
+	int			n = MqBatchDecodeAll(batch, hdr, PG_INT64_MIN, hdr->record_count, &recs);
+
+	return n > 0 && recs[0].key != NULL && recs[0].keylen >= 4 &&
+		recs[0].key[2] == 0 && recs[0].key[3] == 1;
+}
+
+/*
+ * A Kafka transaction committed on this partition: its records, read back
+ * from the log, emitted now.  They are its producer's transactional
+ * batches below the marker and after that producer's previous marker; the
+ * first of them is at or after lso, the partition's last stable offset
+ * when the marker was appended, which the transaction's own hold kept at
+ * or below its first offset.  Two passes over [lso, marker): headers to
+ * find the producer's previous marker, then the batches, one in memory at
+ * a time, so a transaction of any size costs a batch's memory.  A batch
+ * retention has dropped since is not emitted (no reader can see it).
+ */
+static void
+emit_committed_transaction(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, const char *name,
+						   int32 topic_id, int32 partition, int64 producer_id,
+						   int64 marker, int64 lso)
+{
+	MqTopic    *topic = MqTopicFindById(topic_id);
+	MqLogIter	it;
+	int64		from = lso;
+
+	if (topic == NULL || lso < 0 || lso >= marker)
+		return;
+
+	/*
+	 * A walsender's cache may hold the segment chain of an earlier point
+	 * of the WAL, loaded after the generation it was checked against
+	 * moved: the chain as of this marker, read again.
+	 */
+	topic = MqTopicRefresh(topic->name);
+	if (partition >= topic->partitions)
+		return;
+	MqLogIterBegin(&it, topic, partition, from, -1, MQ_ITER_ANY_FATE);
+	while (MqLogNextBatch(&it) && it.hdr.base_offset < marker)
+		if (it.hdr.producer_id == producer_id && (it.hdr.attributes & MQ_ATTR_CONTROL))
+			from = MqBatchNextOffset(&it.hdr);
+	MqLogIterEnd(&it);
+
+	MqLogIterBegin(&it, topic, partition, from, -1, MQ_ITER_ANY_FATE | MQ_ITER_RECORDS);
+	while (MqLogNextBatch(&it) && it.hdr.base_offset < marker)
+	{
+		MemoryContext old;
+		MqRecord   *recs;
+		int			n;
+
+		if (it.hdr.producer_id != producer_id || !kafka_transactional(&it.hdr) ||
+			MqBatchGetFate(&it.hdr, marker) != MQ_FATE_VISIBLE)
+			continue;
+		old = MemoryContextSwitchTo(it.cxt);
+		n = MqBatchDecodeAll(it.stored, &it.hdr, from, it.hdr.record_count, &recs);
+		emit_records(ctx, txn, name, partition, recs, n);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(it.cxt);
+	}
+	MqLogIterEnd(&it);
+}
+
+/*
+ * One decoded append.  A SQL reader's rule (read_committed's) holds here
+ * too: a Kafka transaction's batches are not emitted at their own
+ * PostgreSQL commit, when their fate is not known, but at the commit of
+ * their COMMIT marker, read back from the log; an ABORT marker emits
+ * nothing, and neither does a marker itself.
+ */
 static void
 out_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr message_lsn,
 			bool transactional, const char *prefix, Size message_size, const char *message)
@@ -267,37 +396,17 @@ out_message(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, XLogRecPtr messa
 	}
 	old = MemoryContextSwitchTo(st->cxt);
 	(void) MqBatchParseHeader(st->batch.data, st->batch.len, &hdr);
-	name = topic_name(xlrec.topic_id);
-	n = (hdr.attributes & MQ_ATTR_CONTROL) ? 0 :
-		MqBatchDecodeAll(st->batch.data, &hdr, PG_INT64_MIN, hdr.record_count, &recs);
-	for (int i = 0; i < n; i++)
+	if (hdr.attributes & MQ_ATTR_CONTROL)
 	{
-		OutputPluginPrepareWrite(ctx, i == n - 1);
-		appendStringInfo(ctx->out, "topic %s partition %d offset " INT64_FORMAT,
-						 name, xlrec.partition, recs[i].offset);
-		if (st->include_xids)
-			appendStringInfo(ctx->out, " xid %u", txn->xid);
-		appendStringInfoString(ctx->out, " key ");
-		if (recs[i].key)
-			append_bytes(ctx->out, recs[i].key, recs[i].keylen);
-		else
-			appendStringInfoString(ctx->out, "null");
-		appendStringInfoString(ctx->out, " value ");
-		if (recs[i].value)
-			append_bytes(ctx->out, recs[i].value, recs[i].valuelen);
-		else
-			appendStringInfoString(ctx->out, "null");
-		for (int h = 0; h < recs[i].nheaders; h++)
-		{
-			appendStringInfoString(ctx->out, h == 0 ? " headers " : ", ");
-			append_bytes(ctx->out, recs[i].headers[h].key, recs[i].headers[h].keylen);
-			appendStringInfoChar(ctx->out, '=');
-			if (recs[i].headers[h].value)
-				append_bytes(ctx->out, recs[i].headers[h].value, recs[i].headers[h].valuelen);
-			else
-				appendStringInfoString(ctx->out, "null");
-		}
-		OutputPluginWrite(ctx, i == n - 1);
+		if (hdr.producer_id >= 0 && commit_marker(st->batch.data, &hdr))
+			emit_committed_transaction(ctx, txn, topic_name(xlrec.topic_id), xlrec.topic_id,
+									   xlrec.partition, hdr.producer_id, hdr.base_offset, xlrec.lso);
+	}
+	else if (!kafka_transactional(&hdr))
+	{
+		name = topic_name(xlrec.topic_id);
+		n = MqBatchDecodeAll(st->batch.data, &hdr, PG_INT64_MIN, hdr.record_count, &recs);
+		emit_records(ctx, txn, name, xlrec.partition, recs, n);
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(st->cxt);

@@ -238,29 +238,18 @@ adopt_kafka_hold(MqPartition *part, int64 producer_id, int64 offset)
 }
 
 /*
- * After a restart, the holds of the Kafka transactions still open (their
- * coordinator's table says where each began): put back in offset order.
+ * A Kafka transaction's hold at offset, in offset order (part->lock held
+ * exclusively), unless the producer has one or offset is past the log:
+ * a hold put back after a restart.
  */
-void
-MqPartitionHoldKafkaTransaction(MqTopic *topic, int32 partition, int64 producer_id,
-								int64 offset)
+static void
+insert_kafka_hold(MqPartition *part, int64 producer_id, int64 offset)
 {
-	MqPartition *part;
 	MqInflight *entry;
 	dlist_mutable_iter it;
-	bool		placed = false;
-	int64		lso,
-				leo;
 
-	/* the partition's tail, read into its entry if it was not yet */
-	MqPartitionLogEnd(topic, partition, &lso, &leo);
-	part = MqTopicPartition(topic, partition);
-	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
 	if (find_kafka_hold(part, producer_id) != NULL || offset >= part->next_offset)
-	{
-		LWLockRelease(&part->lock);
 		return;
-	}
 	entry = take_entry();		/* an error releases the lock with the rest */
 	entry->offset = offset;
 	entry->producer_id = producer_id;
@@ -271,14 +260,66 @@ MqPartitionHoldKafkaTransaction(MqTopic *topic, int32 partition, int64 producer_
 		if (e->offset > offset)
 		{
 			dlist_insert_before(&e->node, &entry->node);
-			placed = true;
-			break;
+			return;
 		}
 	}
-	if (!placed)
-		dlist_push_tail(&part->inflight, &entry->node);
+	dlist_push_tail(&part->inflight, &entry->node);
+}
+
+/*
+ * Holds put back (insert_kafka_hold), after reading the partition's tail
+ * into its entry if it was not yet; once: only if the entry has not had
+ * them yet, and then never again.
+ */
+static void
+put_kafka_holds(MqTopic *topic, int32 partition, int n, const int64 *producer_ids,
+				const int64 *offsets, bool once)
+{
+	MqPartition *part;
+	int64		lso,
+				leo;
+
+	MqPartitionLogEnd(topic, partition, &lso, &leo);
+	part = MqTopicPartition(topic, partition);
+	LWLockAcquire(&part->lock, LW_EXCLUSIVE);
+	if (!once || !part->kafka_holds_checked)
+	{
+		for (int i = 0; i < n; i++)
+			insert_kafka_hold(part, producer_ids[i], offsets[i]);
+		if (once)
+			part->kafka_holds_checked = true;
+	}
 	LWLockRelease(&part->lock);
 	note_change(part);
+}
+
+/*
+ * After a restart, the hold of a Kafka transaction still open (its
+ * coordinator's table says where it began), put back in offset order:
+ * the listener's first turn (kafka/txn_coordinator.c), which finds them
+ * put back already by the partition's first use (below) but for a
+ * partition nobody has used yet.
+ */
+void
+MqPartitionHoldKafkaTransaction(MqTopic *topic, int32 partition, int64 producer_id,
+								int64 offset)
+{
+	put_kafka_holds(topic, partition, 1, &producer_id, &offset, false);
+}
+
+/*
+ * The holds of the Kafka transactions open on the partition, read by the
+ * caller (log/kafka_holds.c) before any append of this server's life went
+ * into the partition, put back once per partition entry: the first caller
+ * to get here puts its holds, the others find them put.  Since every
+ * appender calls first, no marker can have ended one of these
+ * transactions between the caller's read and this.
+ */
+void
+MqPartitionRestoreKafkaHolds(MqTopic *topic, int32 partition, int n,
+							 const int64 *producer_ids, const int64 *offsets)
+{
+	put_kafka_holds(topic, partition, n, producer_ids, offsets, true);
 }
 
 static void
@@ -468,6 +509,8 @@ MqPartitionAppend(MqTopic **topicp, int32 partition, StringInfo batch,
 		/* a partition whose first segment the worker has yet to make */
 		if (MqTopicPartitionPending(topic, partition))
 			topic = *topicp = MqTopicAwaitPartition(topic, partition);
+		/* open Kafka transactions' holds back before the first append */
+		MqPartitionFirstUse(topic, partition);
 		seg = MqTopicActiveSegment(topic, partition);
 		part = MqTopicPartition(topic, partition);
 

@@ -38,6 +38,8 @@ extern void MqPartitionCheckInflightRoom(MqPartition **parts, int nparts);
 /* an open Kafka transaction's hold on the LSO, put back after a restart */
 extern void MqPartitionHoldKafkaTransaction(struct MqTopic *topic, int32 partition,
 											int64 producer_id, int64 offset);
+extern void MqPartitionRestoreKafkaHolds(struct MqTopic *topic, int32 partition, int n,
+										 const int64 *producer_ids, const int64 *offsets);
 extern int64 MqPartitionAppend(struct MqTopic **topicp, int32 partition, StringInfo batch,
 							   int64 at_offset, int32 leader_epoch,
 							   struct MqProducerAppend *producer);

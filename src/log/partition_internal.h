@@ -74,6 +74,9 @@ struct MqPartition
 	BlockNumber extend_to;		/* to this many blocks */
 	TimestampTz extend_asked;	/* when the appender asked (0: no request) */
 	dlist_head	inflight;		/* MqInflight, ascending first offset */
+	bool		kafka_holds_checked;	/* the holds of the Kafka
+										 * transactions open at the start
+										 * are back (log/kafka_holds.c) */
 	ConditionVariable cv;		/* broadcast when appends commit, when a
 								 * spare is ready and when the high
 								 * watermark moves */

@@ -24,6 +24,39 @@
 #include "log/partition_offsets.h"
 #include "log/topic.h"
 
+static MqPartitionFirstUseHook first_use_hook = NULL;
+
+/*
+ * One module sets it, once, when mqlog is loaded: log/kafka_holds.c, which
+ * puts back the holds of the Kafka transactions open at the start, so
+ * that the partition does not call into it.
+ */
+void
+MqPartitionSetFirstUseHook(MqPartitionFirstUseHook hook)
+{
+	Assert(first_use_hook == NULL || first_use_hook == hook);
+	first_use_hook = hook;
+}
+
+/*
+ * Before every read of the partition's LSO and every append: the hook,
+ * until it has put the holds back in this partition's entry (the flag
+ * only ever turns true, so it is read without the lock; a stale false
+ * only calls the hook, which looks again under it).
+ */
+void
+MqPartitionFirstUse(MqTopic *topic, int32 partition)
+{
+	MqPartition *part;
+
+	if (first_use_hook == NULL)
+		return;
+	part = MqTopicPartition(topic, partition);
+	if (((volatile MqPartition *) part)->kafka_holds_checked)
+		return;
+	first_use_hook(topic, partition);
+}
+
 /*
  * The partition's last stable offset and high watermark.  On a standby the
  * tail is read from disk each time (replay moves it) and the LSO is -1:
@@ -43,6 +76,8 @@ MqPartitionLogEnd(MqTopic *topic, int32 partition, int64 *lso, int64 *hw)
 		*lso = RecoveryInProgress() ? -1 : 0;
 		return;
 	}
+	/* open Kafka transactions' holds back before the first reader */
+	MqPartitionFirstUse(topic, partition);
 	seg = MqTopicActiveSegment(topic, partition);
 	part = MqTopicPartition(topic, partition);
 

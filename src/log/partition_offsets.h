@@ -20,6 +20,15 @@ extern void MqPartitionOffsets(struct MqTopic *topic, int32 partition, int64 *ls
 extern uint64 MqPartitionKnownEnd(MqPartition *part, Oid relid);
 extern void MqPartitionLogEnd(struct MqTopic *topic, int32 partition, int64 *lso, int64 *leo);
 
+/*
+ * A partition's first use after its shared entry was made (a start): the
+ * holds of the Kafka transactions open then, put back (log/kafka_holds.c
+ * sets the hook) before the LSO is read or an append made.
+ */
+typedef void (*MqPartitionFirstUseHook) (struct MqTopic *topic, int32 partition);
+extern void MqPartitionSetFirstUseHook(MqPartitionFirstUseHook hook);
+extern void MqPartitionFirstUse(struct MqTopic *topic, int32 partition);
+
 /* replicated partitions: followers' progress and the high watermark */
 extern int64 MqPartitionAdvanceHighWatermark(MqPartition *part, int64 hw);
 extern int64 MqPartitionUpdateHighWatermark(MqPartition *part, const struct MqReplicaInfo *ri,

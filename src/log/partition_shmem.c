@@ -190,6 +190,7 @@ MqPartitionGet(Oid catalog_relid, int32 topic_id, int32 partition)
 		part->torn_lpos = 0;
 		part->next_offset = 0;
 		dlist_init(&part->inflight);
+		part->kafka_holds_checked = false;
 		ConditionVariableInit(&part->cv);
 		pg_atomic_init_u64(&part->high_watermark, 0);
 		pg_atomic_init_u64(&part->changes, 0);
