@@ -185,6 +185,20 @@ leader_error(PGconn *conn, const char *what)
 			 errdetail("%s", pchomp(PQerrorMessage(conn)))));
 }
 
+/* what failed on ctl (res, which this frees), and the leader's message */
+static void
+pg_attribute_noreturn()
+ctl_failed(PGresult *res, const char *what)
+{
+	char	   *msg = pchomp(PQresultErrorMessage(res));
+
+	PQclear(res);
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("mqlog apply from leader \"%s\": %s failed", leader, what),
+			 errdetail("%s", msg)));
+}
+
 static void poll_report(bool wait);
 
 static PGresult *
@@ -196,15 +210,7 @@ ctl_exec(const char *sql, int nparams, const char *const *params, bool binary)
 	res = PQexecParams(ctl, sql, nparams, NULL, params, NULL, NULL, binary ? 1 : 0);
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
-	{
-		char	   *msg = pchomp(PQresultErrorMessage(res));
-
-		PQclear(res);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("mqlog apply from leader \"%s\": a query on the leader failed", leader),
-				 errdetail("%s", msg)));
-	}
+		ctl_failed(res, "a query on the leader");
 	return res;
 }
 
@@ -726,15 +732,7 @@ poll_report(bool wait)
 	while ((res = PQgetResult(ctl)) != NULL)
 	{
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		{
-			char	   *msg = pchomp(PQresultErrorMessage(res));
-
-			PQclear(res);
-			ereport(ERROR,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("mqlog apply from leader \"%s\": a progress report failed", leader),
-					 errdetail("%s", msg)));
-		}
+			ctl_failed(res, "a progress report");
 		take_report(res);
 		PQclear(res);
 	}
