@@ -2222,11 +2222,11 @@ COMMENT ON FUNCTION mqlog._replica_mark(int, int) IS
     'internal: logs the partition''s LSO into the WAL for the followers'' streams';
 CREATE FUNCTION mqlog._replica_progress(node text, topic_ids int[], partitions int[],
                                         log_end_offsets bigint[], epochs int[], etcd_reached boolean,
-                                        etcd_reached_ms_ago bigint)
+                                        etcd_reached_ms_ago bigint, wait_ms int DEFAULT 0)
     RETURNS TABLE (topic_id int, "partition" int, high_watermark bigint, last_stable_offset bigint)
     LANGUAGE c STRICT VOLATILE AS 'MODULE_PATHNAME', 'mqlog_replica_progress';
-COMMENT ON FUNCTION mqlog._replica_progress(text, int[], int[], bigint[], int[], boolean, bigint) IS
-    'internal: a follower''s log end offsets (and whether, and how long ago, it reached etcd) in, the partitions'' high watermarks and the leader''s last stable offsets out';
+COMMENT ON FUNCTION mqlog._replica_progress(text, int[], int[], bigint[], int[], boolean, bigint, int) IS
+    'internal: a follower''s log end offsets (and whether, and how long ago, it reached etcd) in, the partitions'' high watermarks and the leader''s last stable offsets out, once the high watermarks reach those log end offsets, move, or wait_ms passes';
 
 /*
  * The follower's side: its log's end moved to where its leader's log says,

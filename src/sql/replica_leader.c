@@ -17,8 +17,11 @@
 #include "postgres.h"
 
 #include "funcapi.h"
+#include "pgstat.h"
 #include "utils/array.h"
+#include "storage/condition_variable.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "store/batch.h"
 #include "log/epochs.h"
@@ -106,15 +109,40 @@ mqlog_replica_mark(PG_FUNCTION_ARGS)
 }
 
 /*
+ * On the leader: the replicated high watermark of a partition, moved up to
+ * what its in-sync replicas have reported (shared memory only); -1 where
+ * this node does not lead it, so nothing here moves it.
+ */
+static int64
+leader_hw(MqTopic *topic, int32 partition)
+{
+	if (topic->replicas == NULL || !MqTopicLeadsHere(topic, partition))
+		return -1;
+	return MqPartitionUpdateHighWatermark(MqTopicPartition(topic, partition),
+										  &topic->replicas[partition],
+										  topic->min_insync_replicas);
+}
+
+/*
  * mqlog._replica_progress(node, topic_ids, partitions, log_end_offsets,
- * epochs, etcd_reached, etcd_reached_ms_ago): a follower's log end offsets,
- * by the leader's topic ids, each under the leader epoch it follows (a
- * partition of another epoch than this leader's is left out of the answer),
- * whether its last etcd request reached etcd and how long ago its last one
- * that did was answered (cluster/lease.c); returns each
+ * epochs, etcd_reached, etcd_reached_ms_ago, wait_ms): a follower's log end
+ * offsets, by the leader's topic ids, each under the leader epoch it
+ * follows (a partition of another epoch than this leader's is left out of
+ * the answer), whether its last etcd request reached etcd and how long ago
+ * its last one that did was answered (cluster/lease.c); returns each
  * partition's high watermark, which the follower's readers stop at, and
  * the leader's last stable offset, below which the follower can copy what
  * its stream did not carry.
+ *
+ * The report moves the high watermark at once (an acks=all commit waiting
+ * for it wakes on the partition's condition variable).  When a high
+ * watermark is still below the log end offset the follower reported (the
+ * other in-sync replicas have not reported as much), the answer waits, up
+ * to wait_ms, until one such partition's high watermark reaches it: the
+ * follower that reports first then learns the high watermark the moment
+ * the last in-sync replica's report moves it, instead of at a report of
+ * its own later.  The follower sends its reports without waiting for the answer
+ * (workers/apply.c), so a held report does not hold its stream.
  */
 Datum
 mqlog_replica_progress(PG_FUNCTION_ARGS)
@@ -124,8 +152,11 @@ mqlog_replica_progress(PG_FUNCTION_ARGS)
 	ArrayType  *parts = PG_GETARG_ARRAYTYPE_P(2);
 	ArrayType  *leos = PG_GETARG_ARRAYTYPE_P(3);
 	ArrayType  *epochs = PG_GETARG_ARRAYTYPE_P(4);
+	int32		wait_ms = PG_GETARG_INT32(7);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int			n = ArrayGetNItems(ARR_NDIM(tids), ARR_DIMS(tids));
+	MqTopic   **topics;
+	int64	   *held;			/* the high watermark when held, or -1 */
 
 	/* whether the follower reaches etcd: a leader cut off from it fences itself */
 	MqClusterNotePeer(node, PG_GETARG_BOOL(5), PG_GETARG_INT64(6));
@@ -137,22 +168,18 @@ mqlog_replica_progress(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("topic ids, partitions, log end offsets and epochs must be arrays of one length without nulls")));
-	InitMaterializedSRF(fcinfo, 0);
+	topics = palloc0(sizeof(MqTopic *) * Max(n, 1));
+	held = palloc(sizeof(int64) * Max(n, 1));
 	for (int i = 0; i < n; i++)
 	{
-		int32		tid = ((int32 *) ARR_DATA_PTR(tids))[i];
 		int32		partition = ((int32 *) ARR_DATA_PTR(parts))[i];
 		int64		leo = ((int64 *) ARR_DATA_PTR(leos))[i];
 		int32		epoch = ((int32 *) ARR_DATA_PTR(epochs))[i];
-		MqTopic    *topic = MqTopicLookupById(tid);
-		int64		lso,
-					hw,
-					decided,
-					end;
-		Datum		values[4];
-		bool		nulls[4] = {false, false, false, false};
+		MqTopic    *topic = MqTopicLookupById(((int32 *) ARR_DATA_PTR(tids))[i]);
+		int64		hw;
 
 		MqCheckPartition(topic, partition);
+		held[i] = -1;
 
 		/*
 		 * A follower of another leadership than this one's (Kafka's
@@ -162,10 +189,61 @@ mqlog_replica_progress(PG_FUNCTION_ARGS)
 		 */
 		if (topic->replicas == NULL || topic->replicas[partition].leader_epoch != epoch)
 			continue;
+		topics[i] = topic;
 		MqPartitionReportFollower(MqTopicPartition(topic, partition), node, leo, epoch);
-		MqPartitionOffsets(topic, partition, &lso, &hw);
-		MqPartitionLogEnd(topic, partition, &decided, &end);
-		values[0] = Int32GetDatum(tid);
+		hw = leader_hw(topic, partition);
+		if (hw >= 0 && hw < leo)
+			held[i] = hw;
+	}
+
+	/* hold the answer until a high watermark below its report reaches it */
+	if (wait_ms > 0)
+	{
+		TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+		ConditionVariable *cv = MqDataArrivedCV();
+
+		for (;;)
+		{
+			bool		hold = false;
+			bool		reached = false;
+			long		left;
+
+			/* joined before the look, so no move between them is missed */
+			ConditionVariablePrepareToSleep(cv);
+			for (int i = 0; i < n; i++)
+				if (held[i] >= 0)
+				{
+					int64		hw = leader_hw(topics[i], ((int32 *) ARR_DATA_PTR(parts))[i]);
+
+					if (hw >= ((int64 *) ARR_DATA_PTR(leos))[i])
+						reached = true;
+					else
+						hold = true;
+				}
+			left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+			if (!hold || reached || left <= 0)
+				break;
+			(void) ConditionVariableTimedSleep(cv, left, PG_WAIT_EXTENSION);
+		}
+		ConditionVariableCancelSleep();
+	}
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (int i = 0; i < n; i++)
+	{
+		int32		partition = ((int32 *) ARR_DATA_PTR(parts))[i];
+		int64		lso,
+					hw,
+					decided,
+					end;
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+
+		if (topics[i] == NULL)
+			continue;
+		MqPartitionOffsets(topics[i], partition, &lso, &hw);
+		MqPartitionLogEnd(topics[i], partition, &decided, &end);
+		values[0] = Int32GetDatum(topics[i]->topic_id);
 		values[1] = Int32GetDatum(partition);
 		values[2] = Int64GetDatum(hw);
 		values[3] = Int64GetDatum(decided);

@@ -147,16 +147,25 @@ static XLogRecPtr last_wal_end = InvalidXLogRecPtr; /* the leader's sent end */
 static XLogRecPtr saved_lsn = InvalidXLogRecPtr;	/* the origin's progress */
 static TimestampTz last_feedback = 0;
 static TimestampTz last_report = 0;	/* of progress to the leader */
-static bool report_due = false; /* something was written since */
-static int	report_soon_ms = 5;	/* how soon "soon" is (MQ_APPLY_REPORT_SOON_MS,
-								 * backing off) */
-static int	reports_behind = 0; /* reports in a row that found the HW behind */
+static bool report_due = false; /* something was written since the last
+								 * report was sent */
+static bool report_behind = false;	/* the last answer's high watermark
+									 * was below what this node holds */
+static bool report_inflight = false;	/* sent, its answer not yet read */
+static WaitEventSet *wait_set;	/* the latch, the stream and ctl */
 
 
-/* report progress at least this often, written or not ... */
+/* report progress at least this often, written or not */
 #define MQ_APPLY_REPORT_MS	500
-/* ... and, after writes, at most this often (acks=all waits for it) */
-#define MQ_APPLY_REPORT_SOON_MS	5
+/*
+ * How long the leader holds a report whose high watermark is below the
+ * log end offsets it reports, waiting for the high watermark to move
+ * (mqlog._replica_progress's wait_ms): the answer then brings it as soon
+ * as the last in-sync replica's report moves it, with no report again.
+ */
+#define MQ_APPLY_REPORT_WAIT_MS	100
+/* ... and a report that came back behind all the same goes again after this */
+#define MQ_APPLY_REPORT_BEHIND_MS	10
 
 /* ask the leader about a head that waits this long */
 #define MQ_APPLY_ASK_MS		200
@@ -176,21 +185,32 @@ leader_error(PGconn *conn, const char *what)
 			 errdetail("%s", pchomp(PQerrorMessage(conn)))));
 }
 
+/* what failed on ctl (res, which this frees), and the leader's message */
+static void
+pg_attribute_noreturn()
+ctl_failed(PGresult *res, const char *what)
+{
+	char	   *msg = pchomp(PQresultErrorMessage(res));
+
+	PQclear(res);
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("mqlog apply from leader \"%s\": %s failed", leader, what),
+			 errdetail("%s", msg)));
+}
+
+static void poll_report(bool wait);
+
 static PGresult *
 ctl_exec(const char *sql, int nparams, const char *const *params, bool binary)
 {
-	PGresult   *res = PQexecParams(ctl, sql, nparams, NULL, params, NULL, NULL, binary ? 1 : 0);
+	PGresult   *res;
+
+	poll_report(true);			/* one query at a time on ctl */
+	res = PQexecParams(ctl, sql, nparams, NULL, params, NULL, NULL, binary ? 1 : 0);
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
-	{
-		char	   *msg = pchomp(PQresultErrorMessage(res));
-
-		PQclear(res);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("mqlog apply from leader \"%s\": a query on the leader failed", leader),
-				 errdetail("%s", msg)));
-	}
+		ctl_failed(res, "a query on the leader");
 	return res;
 }
 
@@ -607,21 +627,39 @@ copy_from_leader(Part *p)
 }
 
 /*
- * Tell the leader every followed partition's log end offset, and take the
- * high watermarks it answers for this node's readers.
+ * Progress reports.  The follower tells the leader every followed
+ * partition's log end offset (mqlog._replica_progress) right after each
+ * apply transaction commits (its batches are then durable here), and at
+ * least every MQ_APPLY_REPORT_MS; the leader's answer brings the high
+ * watermarks for this node's readers.  A report is sent without waiting
+ * for its answer: the stream goes on being applied meanwhile, and at most
+ * one report is on its way, so that under load one report carries many
+ * apply transactions.  The leader holds a report whose high watermark is
+ * below the log end offsets it carries until the high watermark moves (up
+ * to MQ_APPLY_REPORT_WAIT_MS): the follower that reports first learns the
+ * new high watermark when the last in-sync replica's report moves it, not
+ * at a report of its own later.
  */
+static void take_report(PGresult *res);
+
+#define MQ_REPORT_SQL "SELECT topic_id, \"partition\", high_watermark, last_stable_offset" \
+	"  FROM mqlog._replica_progress($1, $2::int[], $3::int[], $4::bigint[], $5::int[]," \
+	"                               $6::boolean, $7::bigint, $8::int)"
+
 static void
-report_progress(void)
+send_report(void)
 {
 	StringInfoData tids,
 				nums,
 				leos,
 				epochs;
-	const char *params[7];
-	PGresult   *res;
+	const char *params[8];
+	char	   *ago;
 	ListCell   *plc;
-	bool		behind = false;
 
+	report_due = false;
+	report_behind = false;
+	last_report = GetCurrentTimestamp();
 	if (part_list == NIL)
 		return;
 	initStringInfo(&tids);
@@ -646,31 +684,72 @@ report_progress(void)
 		appendStringInfo(&leos, "%s" INT64_FORMAT, sep, p->leo);
 		appendStringInfo(&epochs, "%s%d", sep, p->leader_epoch);
 	}
-	if (tids.len == 0)
+	if (tids.len > 0)
 	{
-		last_report = GetCurrentTimestamp();
-		pfree(tids.data);
-		pfree(nums.data);
-		pfree(leos.data);
-		pfree(epochs.data);
-		return;
+		appendStringInfoChar(&tids, '}');
+		appendStringInfoChar(&nums, '}');
+		appendStringInfoChar(&leos, '}');
+		appendStringInfoChar(&epochs, '}');
+		params[0] = MqClusterNodeName();
+		params[1] = tids.data;
+		params[2] = nums.data;
+		params[3] = leos.data;
+		params[4] = epochs.data;
+		params[5] = MqClusterEtcdReached() ? "true" : "false";
+		params[6] = ago = psprintf(INT64_FORMAT, MqClusterEtcdReachedAgo());
+		params[7] = CppAsString2(MQ_APPLY_REPORT_WAIT_MS);
+		/* libpq copies the parameters into its buffer: they may go now */
+		if (!PQsendQueryParams(ctl, MQ_REPORT_SQL, 8, NULL, params, NULL, NULL, 0))
+			leader_error(ctl, "sending a progress report");
+		report_inflight = true;
+		pfree(ago);
 	}
-	appendStringInfoChar(&tids, '}');
-	appendStringInfoChar(&nums, '}');
-	appendStringInfoChar(&leos, '}');
-	appendStringInfoChar(&epochs, '}');
-	params[0] = MqClusterNodeName();
-	params[1] = tids.data;
-	params[2] = nums.data;
-	params[3] = leos.data;
-	params[4] = epochs.data;
-	params[5] = MqClusterEtcdReached() ? "true" : "false";
-	params[6] = psprintf(INT64_FORMAT, MqClusterEtcdReachedAgo());
-	res = ctl_exec("SELECT topic_id, \"partition\", high_watermark, last_stable_offset"
-				   "  FROM mqlog._replica_progress($1, $2::int[], $3::int[], $4::bigint[], $5::int[], $6::boolean, $7::bigint)",
-				   7, params, false);
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
+	pfree(tids.data);
+	pfree(nums.data);
+	pfree(leos.data);
+	pfree(epochs.data);
+}
+
+/*
+ * Read the answer of the report on its way, if it has come (or, with
+ * wait, once it comes: before ctl is used for anything else).
+ */
+static void
+poll_report(bool wait)
+{
+	PGresult   *res;
+
+	if (!report_inflight)
+		return;
+	if (!wait)
+	{
+		if (PQconsumeInput(ctl) == 0)
+			leader_error(ctl, "reading a progress report's answer");
+		if (PQisBusy(ctl))
+			return;
+	}
+	report_inflight = false;
+	while ((res = PQgetResult(ctl)) != NULL)
+	{
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			ctl_failed(res, "a progress report");
+		take_report(res);
+		PQclear(res);
+	}
+}
+
+/* the high watermarks (and the leader's LSOs) a report's answer brings */
+static void
+take_report(PGresult *res)
+{
+	bool		behind = false;
+	bool		own = !IsTransactionState();	/* ctl_exec may be in one */
+
+	if (own)
+	{
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+	}
 	for (int i = 0; i < PQntuples(res); i++)
 	{
 		Part	   *p = find_part(atoi(PQgetvalue(res, i, 0)), atoi(PQgetvalue(res, i, 1)));
@@ -688,29 +767,20 @@ report_progress(void)
 		if (hw < p->leo)
 			behind = true;
 	}
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	PQclear(res);
-	pfree(tids.data);
-	pfree(nums.data);
-	pfree(leos.data);
-	pfree(epochs.data);
-	last_report = GetCurrentTimestamp();
+	if (own)
+	{
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
 
 	/*
-	 * The high watermark has not reached what this node holds: the other
-	 * in-sync replicas had not reported yet.  Ask again soon, once quickly,
-	 * then backing off while it stays so (an in-sync replica that is away
-	 * holds it until the leader drops it from the ISR).
+	 * The leader held the report as long as it holds one, and the high
+	 * watermark has still not reached what this node holds (an in-sync
+	 * replica is slow or away, until the leader drops it from the ISR, or
+	 * another partition of the report caught up first): report again, and
+	 * be held again.
 	 */
-	if (!behind)
-	{
-		report_soon_ms = MQ_APPLY_REPORT_SOON_MS;
-		reports_behind = 0;
-	}
-	else if (++reports_behind > 1)
-		report_soon_ms = Min(report_soon_ms * 2, MQ_APPLY_REPORT_MS);
-	report_due = behind;
+	report_behind = behind;
 }
 
 /* ask the leader to log p's LSO into the stream */
@@ -842,8 +912,6 @@ write_ready(void)
 	{
 		end_apply(restart_point());
 		report_due = true;
-		report_soon_ms = MQ_APPLY_REPORT_SOON_MS;
-		reports_behind = 0;
 	}
 }
 
@@ -1288,9 +1356,16 @@ mqlog_apply_main(Datum main_arg)
 						 leader, LSN_FORMAT_ARGS(saved_lsn))));
 
 	last_refresh = GetCurrentTimestamp();
+	/* woken by the latch, the stream, or a report's answer */
+	wait_set = CreateWaitEventSet(TopMemoryContext, 4);
+	AddWaitEventToSet(wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	AddWaitEventToSet(wait_set, WL_SOCKET_READABLE, PQsocket(repl), NULL, NULL);
+	AddWaitEventToSet(wait_set, WL_SOCKET_READABLE, PQsocket(ctl), NULL, NULL);
+
 	for (;;)
 	{
-		int			rc;
+		WaitEvent	event;
 		char	   *buf;
 		int			len;
 
@@ -1316,14 +1391,14 @@ mqlog_apply_main(Datum main_arg)
 		if (len == -2)
 			leader_error(repl, "reading the stream");
 
+		poll_report(false);
 		apply_ready();
 		advance_idle();
 		send_feedback(false);
-		if (TimestampDifferenceExceeds(last_report, GetCurrentTimestamp(),
-									   report_due ? report_soon_ms : MQ_APPLY_REPORT_MS))
-			report_progress();
 
-		if (TimestampDifferenceExceeds(last_refresh, GetCurrentTimestamp(), 1000))
+		/* between reports: ctl is free, and a refresh does not wait for one */
+		if (!report_inflight &&
+			TimestampDifferenceExceeds(last_refresh, GetCurrentTimestamp(), 1000))
 		{
 			last_refresh = GetCurrentTimestamp();
 			(void) refresh_followed();
@@ -1346,12 +1421,16 @@ mqlog_apply_main(Datum main_arg)
 					}
 			}
 		}
+		if (!report_inflight &&
+			(report_due ||
+			 (report_behind && TimestampDifferenceExceeds(last_report, GetCurrentTimestamp(),
+														  MQ_APPLY_REPORT_BEHIND_MS)) ||
+			 TimestampDifferenceExceeds(last_report, GetCurrentTimestamp(), MQ_APPLY_REPORT_MS)))
+			send_report();
 
-		rc = WaitLatchOrSocket(MyLatch,
-							   WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							   PQsocket(repl), report_due ? report_soon_ms : 100,
-							   PG_WAIT_EXTENSION);
-		if (rc & WL_LATCH_SET)
+		if (WaitEventSetWait(wait_set, report_behind ? MQ_APPLY_REPORT_BEHIND_MS : 100,
+							 &event, 1, PG_WAIT_EXTENSION) == 1 &&
+			(event.events & WL_LATCH_SET))
 			ResetLatch(MyLatch);
 	}
 }
