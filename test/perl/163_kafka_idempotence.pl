@@ -70,14 +70,7 @@ SELECT mq_create_topic('js', 1);
 SELECT mq_grant(t, 'kafka_app', 'produce') FROM unnest(ARRAY['idem','raw','recomp','sqlt','window','restart','wrap','ccomp','js']) t;
 });
 
-sub py
-{
-	my (@args) = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run([ $python, $script, @args ], '>', \$out, '2>', \$err, IPC::Run::timeout(300))
-	  or diag("idempotence.py @args: $err");
-	return $out;
-}
+sub py { return MqKafka::kafka_py('idempotence.py', @_); }
 
 # "ERROR BASE_OFFSET" lines of raw sends, joined by commas
 sub send_raw

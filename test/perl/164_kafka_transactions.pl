@@ -56,14 +56,7 @@ SELECT mq_grant(t, 'kafka_app', 'all') FROM unnest(ARRAY['tc','ta','tf','tl','tt
 SELECT mq_grant_group('loop', 'kafka_app');
 });
 
-sub py
-{
-	my (@args) = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run([ $python, $script, @args ], '>', \$out, '2>', \$err, IPC::Run::timeout(300))
-	  or diag("transactions.py @args: $err");
-	return $out;
-}
+sub py { return MqKafka::kafka_py('transactions.py', @_); }
 
 sub consume
 {

@@ -50,14 +50,7 @@ SELECT mq_grant(t, 'kafka_app', 'all') FROM unnest(ARRAY['td','tr','ts']) t;
 SELECT 'init' FROM pg_create_logical_replication_slot('ms', 'mqlog');
 });
 
-sub py
-{
-	my (@args) = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run([ $python, $script, @args ], '>', \$out, '2>', \$err, IPC::Run::timeout(300))
-	  or diag("transactions.py @args: $err");
-	return $out;
-}
+sub py { return MqKafka::kafka_py('transactions.py', @_); }
 
 # a transaction left open: the client waits for a line on stdin
 sub open_txn

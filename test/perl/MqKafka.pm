@@ -9,6 +9,7 @@
 #   my $out = MqKafka::cluster_py('127.0.0.1:9092', 'raw-errors', 'kc', 0);
 #   my $answers = MqKafka::json_lines(MqKafka::admin_py('127.0.0.1:9092', 'confluent-alter', ...));
 #   my $md = MqKafka::metadata('127.0.0.1:9092');     # decoded JSON, {} if none
+#   my $out = MqKafka::kafka_py('transactions.py', @args); # any test/kafka/ script
 #   canon($a) eq canon($b)                            # in a wait_until
 #   MqKafka::peak_kb($pid)                            # VmHWM, Linux only
 #   wait_for(60, sub { ... })                         # true once the sub is, within 60 s
@@ -103,6 +104,18 @@ sub cluster_py
 	my $ok = IPC::Run::run([ $PYTHON, $SCRIPT, @args ], '>', \$out, '2>', \$err,
 						   IPC::Run::timeout(120));
 	diag("cluster.py @args: $err") if !$ok || $err =~ /Traceback/;
+	return $out;
+}
+
+# a script of test/kafka/ (its file name) with these arguments: its output
+# (its errors as a diag when it fails); 300 s at most
+sub kafka_py
+{
+	my ($name, @args) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ $PYTHON, dirname(__FILE__) . "/../kafka/$name", @args ], '>', \$out, '2>', \$err,
+		IPC::Run::timeout(300))
+	  or diag("$name @args: $err");
 	return $out;
 }
 
