@@ -150,7 +150,6 @@
 PGDLLEXPORT void mqlog_kafka_main(Datum main_arg);
 
 #define MAX_LISTEN	8
-#define READ_CHUNK	65536
 #define MAX_TIMEOUT_MS 1000L
 #define RERUN_BUDGET 2000		/* partitions re-run per turn (see above) */
 #define BASE_IN		(65536 - 1) /* a connection's buffer outside the
@@ -558,29 +557,46 @@ client_io(Client *c, uint32 events)
 	return true;
 }
 
-/* false: the peer is gone or the connection failed */
+/*
+ * What the socket holds of the front frame, read straight into the
+ * connection's buffer, until the socket is drained or the frame (or the
+ * buffer's 64 kB while its size is unknown) is complete: a frame of a
+ * megabyte takes a few reads in one turn, not a turn of the loop (a wait
+ * set built, waited on and freed) and a copy through the stack for each
+ * 64 kB.  It reads no further than read_room allows, as before.
+ * false: the peer is gone or the connection failed
+ */
 static bool
 read_client(Client *c)
 {
-	char		buf[READ_CHUNK];
-	int			room = read_room(c);
-	ssize_t		n;
+	int			room;
 
-	if (room <= 0)
-		return true;
-	n = c->session.tls ? MqKafkaTlsRecv(c->session.tls, buf, Min(room, READ_CHUNK)) :
-		recv(c->sock, buf, Min(room, READ_CHUNK), 0);
-	if (n == 0)
-		return false;
-	if (n < 0)
-		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-	c->active = GetCurrentTimestamp();
-	appendBinaryStringInfo(&c->in, buf, (int) n);
-	if (!frame_size_ok(c))
-		return false;
-	/* without SASL a whole first request admits the connection */
-	if (!c->admitted && !authenticating(c) && complete_frame(c) >= 0)
-		c->admitted = true;
+	while ((room = read_room(c)) > 0)
+	{
+		ssize_t		n;
+
+		enlargeStringInfo(&c->in, room);
+		n = c->session.tls ? MqKafkaTlsRecv(c->session.tls, c->in.data + c->in.len, room) :
+			recv(c->sock, c->in.data + c->in.len, room, 0);
+		if (n == 0)
+			return false;
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+		c->in.len += (int) n;
+		c->in.data[c->in.len] = '\0';
+		c->active = GetCurrentTimestamp();
+		if (!frame_size_ok(c))
+			return false;
+		/* without SASL a whole first request admits the connection */
+		if (!c->admitted && !authenticating(c) && complete_frame(c) >= 0)
+			c->admitted = true;
+		/*
+		 * A short read has most likely drained the socket; a TLS read
+		 * returns one record at most, so TLS reads go on until EAGAIN.
+		 */
+		if (n < room && !c->session.tls)
+			break;
+	}
 	return true;
 }
 
