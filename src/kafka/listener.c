@@ -118,7 +118,9 @@
  * Fairness between connections: a turn serves each connection's whole
  * frames for at most SERVE_SLICE_MS (always at least one), then moves on;
  * the next turn comes at once and serves the rest.  One request is not
- * split: the budgets above bound it.
+ * split: the budgets above bound it.  Reading is bounded the same way: a
+ * turn reads what a connection's socket holds of its front frame, never
+ * past that frame's end (read_client).
  *
  *-------------------------------------------------------------------------
  */
