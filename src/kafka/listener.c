@@ -127,6 +127,9 @@
 #include "postgres.h"
 
 #include <arpa/inet.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -158,6 +161,7 @@ PGDLLEXPORT void mqlog_kafka_main(Datum main_arg);
 								 * reservations (with its zero, 64 kB) */
 #define PREAUTH_MAX_FRAME 16384 /* frame cap until a connection is admitted */
 #define SERVE_SLICE_MS 20		/* a connection's share of a turn */
+#define HEAP_KEPT	(16 * 1024 * 1024)	/* see keep_heap */
 
 typedef struct Client
 {
@@ -852,6 +856,26 @@ any_parked(void)
 	return false;
 }
 
+/*
+ * Keep freed heap memory mapped.  A Produce of a megabyte allocates and
+ * frees a few megabytes (the frame's buffer, the batch's stored copy, its
+ * decoded records), and with glibc's dynamic thresholds they were given
+ * back to the kernel after some requests and not others, so that the next
+ * request faulted them in again page by page: in some runs half of the
+ * listener's CPU (doc/benchmarks.md, "The Kafka produce path").  So
+ * allocations below HEAP_KEPT come from the heap, and up to HEAP_KEPT of
+ * free heap stays mapped: the listener's resident size stays at the most
+ * it used, plus at most that much.
+ */
+static void
+keep_heap(void)
+{
+#ifdef __GLIBC__
+	mallopt(M_MMAP_THRESHOLD, HEAP_KEPT);
+	mallopt(M_TRIM_THRESHOLD, HEAP_KEPT);
+#endif
+}
+
 void
 mqlog_kafka_main(Datum main_arg)
 {
@@ -863,6 +887,7 @@ mqlog_kafka_main(Datum main_arg)
 	BackgroundWorkerInitializeConnection(mqlog_kafka_database, NULL, 0);
 	MqWorkerPinSearchPath();
 	pgstat_report_appname("mqlog kafka listener");
+	keep_heap();
 
 	clients = MemoryContextAllocZero(TopMemoryContext,
 									 sizeof(Client *) * mqlog_kafka_max_connections);
