@@ -118,13 +118,18 @@
  * Fairness between connections: a turn serves each connection's whole
  * frames for at most SERVE_SLICE_MS (always at least one), then moves on;
  * the next turn comes at once and serves the rest.  One request is not
- * split: the budgets above bound it.
+ * split: the budgets above bound it.  Reading is bounded the same way: a
+ * turn reads what a connection's socket holds of its front frame, never
+ * past that frame's end (read_client).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include <arpa/inet.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -150,13 +155,13 @@
 PGDLLEXPORT void mqlog_kafka_main(Datum main_arg);
 
 #define MAX_LISTEN	8
-#define READ_CHUNK	65536
 #define MAX_TIMEOUT_MS 1000L
 #define RERUN_BUDGET 2000		/* partitions re-run per turn (see above) */
 #define BASE_IN		(65536 - 1) /* a connection's buffer outside the
 								 * reservations (with its zero, 64 kB) */
 #define PREAUTH_MAX_FRAME 16384 /* frame cap until a connection is admitted */
 #define SERVE_SLICE_MS 20		/* a connection's share of a turn */
+#define HEAP_KEPT	(16 * 1024 * 1024)	/* see keep_heap */
 
 typedef struct Client
 {
@@ -558,29 +563,46 @@ client_io(Client *c, uint32 events)
 	return true;
 }
 
-/* false: the peer is gone or the connection failed */
+/*
+ * What the socket holds of the front frame, read straight into the
+ * connection's buffer, until the socket is drained or the frame (or the
+ * buffer's 64 kB while its size is unknown) is complete: a frame of a
+ * megabyte takes a few reads in one turn, not a turn of the loop (a wait
+ * set built, waited on and freed) and a copy through the stack for each
+ * 64 kB.  It reads no further than read_room allows, as before.
+ * false: the peer is gone or the connection failed
+ */
 static bool
 read_client(Client *c)
 {
-	char		buf[READ_CHUNK];
-	int			room = read_room(c);
-	ssize_t		n;
+	int			room;
 
-	if (room <= 0)
-		return true;
-	n = c->session.tls ? MqKafkaTlsRecv(c->session.tls, buf, Min(room, READ_CHUNK)) :
-		recv(c->sock, buf, Min(room, READ_CHUNK), 0);
-	if (n == 0)
-		return false;
-	if (n < 0)
-		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-	c->active = GetCurrentTimestamp();
-	appendBinaryStringInfo(&c->in, buf, (int) n);
-	if (!frame_size_ok(c))
-		return false;
-	/* without SASL a whole first request admits the connection */
-	if (!c->admitted && !authenticating(c) && complete_frame(c) >= 0)
-		c->admitted = true;
+	while ((room = read_room(c)) > 0)
+	{
+		ssize_t		n;
+
+		enlargeStringInfo(&c->in, room);
+		n = c->session.tls ? MqKafkaTlsRecv(c->session.tls, c->in.data + c->in.len, room) :
+			recv(c->sock, c->in.data + c->in.len, room, 0);
+		if (n == 0)
+			return false;
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+		c->in.len += (int) n;
+		c->in.data[c->in.len] = '\0';
+		c->active = GetCurrentTimestamp();
+		if (!frame_size_ok(c))
+			return false;
+		/* without SASL a whole first request admits the connection */
+		if (!c->admitted && !authenticating(c) && complete_frame(c) >= 0)
+			c->admitted = true;
+		/*
+		 * A short read has most likely drained the socket; a TLS read
+		 * returns one record at most, so TLS reads go on until EAGAIN.
+		 */
+		if (n < room && !c->session.tls)
+			break;
+	}
 	return true;
 }
 
@@ -834,6 +856,26 @@ any_parked(void)
 	return false;
 }
 
+/*
+ * Keep freed heap memory mapped.  A Produce of a megabyte allocates and
+ * frees a few megabytes (the frame's buffer, the batch's stored copy, its
+ * decoded records), and with glibc's dynamic thresholds they were given
+ * back to the kernel after some requests and not others, so that the next
+ * request faulted them in again page by page: in some runs half of the
+ * listener's CPU (doc/benchmarks.md, "The Kafka produce path").  So
+ * allocations below HEAP_KEPT come from the heap, and up to HEAP_KEPT of
+ * free heap stays mapped: the listener's resident size stays at the most
+ * it used, plus at most that much.
+ */
+static void
+keep_heap(void)
+{
+#ifdef __GLIBC__
+	mallopt(M_MMAP_THRESHOLD, HEAP_KEPT);
+	mallopt(M_TRIM_THRESHOLD, HEAP_KEPT);
+#endif
+}
+
 void
 mqlog_kafka_main(Datum main_arg)
 {
@@ -845,6 +887,7 @@ mqlog_kafka_main(Datum main_arg)
 	BackgroundWorkerInitializeConnection(mqlog_kafka_database, NULL, 0);
 	MqWorkerPinSearchPath();
 	pgstat_report_appname("mqlog kafka listener");
+	keep_heap();
 
 	clients = MemoryContextAllocZero(TopMemoryContext,
 									 sizeof(Client *) * mqlog_kafka_max_connections);

@@ -244,6 +244,7 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 	bool		reencode;
 	int64		base;
 	TimestampTz max_ts = 0;
+	bool		measure;
 	MemoryContext cxt,
 				old;
 
@@ -254,7 +255,11 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog Kafka batch", ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(cxt);
 
-	/* parse it as stored, to decode and check every record */
+	/*
+	 * The batch's stored form, the one copy of the client's bytes: checked
+	 * and decoded there, then appended from there as it is (its xid set
+	 * once it is known to be appended), unless it is encoded again.
+	 */
 	initStringInfo(&stored);
 	MqBatchWrapKafka(&stored, kafka, (uint32) len, InvalidTransactionId);
 	if (!MqBatchParseHeader(stored.data, stored.len, &hdr))
@@ -302,6 +307,14 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 	}
 	if ((Size) hdr.record_count > dlen)
 		bad_kafka_batch(topic, partition, "its record count is larger than its records");
+	/*
+	 * A record's size in a batch of its own, which max.message.bytes
+	 * bounds (MqCheckRecord), is never more than the header and the
+	 * (decompressed) records of a batch that holds it: its fields take at
+	 * least as many bytes here, and a batch header is the same.  So the
+	 * records of a batch that fits need not be measured one by one.
+	 */
+	measure = MQ_KAFKA_HEADER_SIZE + dlen > (Size) topic->max_message_bytes;
 	recs = palloc(sizeof(MqRecord) * (hdr.record_count + 1));
 	n = MqBatchDecodeRecords(&hdr, data, dlen, PG_INT64_MIN, recs, hdr.record_count + 1);
 	if (n != hdr.record_count)
@@ -313,7 +326,8 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 	{
 		if (recs[i].offset != hdr.base_offset + i)
 			bad_kafka_batch(topic, partition, "its offset deltas do not run 0, 1, 2, ...");
-		MqCheckRecord(topic, &recs[i]);
+		if (measure || (topic->compact && recs[i].key == NULL))
+			MqCheckRecord(topic, &recs[i]);
 		max_ts = (i == 0 || recs[i].ts > max_ts) ? recs[i].ts : max_ts;
 		/* header keys come back as text: they must be text of this database */
 		for (int j = 0; j < recs[i].nheaders; j++)
@@ -337,7 +351,6 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 	reencode = topic->log_append_time ||
 		(topic->compression != MQ_CODEC_PRODUCER && topic->compression != MqBatchCodec(&hdr)) ||
 		(at_offset < 0 && hdr.max_timestamp != max_ts);
-	resetStringInfo(&stored);
 	if (reencode)
 	{
 		TimestampTz now = GetCurrentTimestamp();
@@ -351,12 +364,14 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 			attrs |= MqBatchCodec(&hdr);
 		/* the new batch: about the records' size, before any compression */
 		charge(budget, dlen + MQ_BATCH_HEADER_SIZE, topic, partition, "re-encoded records");
+		/* a new buffer: the records point into the old one */
+		initStringInfo(&stored);
 		MqBatchBuild(&stored, recs, n, GetCurrentTransactionId(), attrs, false);
 		if (hdr.producer_id >= 0)
 			MqBatchSetProducer(stored.data, hdr.producer_id, hdr.producer_epoch, hdr.base_sequence);
 	}
 	else
-		MqBatchWrapKafka(&stored, kafka, (uint32) len, GetCurrentTransactionId());
+		MqBatchSetXid(stored.data, GetCurrentTransactionId());
 
 	MemoryContextSwitchTo(old);
 	{

@@ -354,6 +354,18 @@ MqBatchSetEpoch(char *batch, int32 leader_epoch)
 }
 
 /*
+ * The writing transaction of a stored batch (its prefix), once it has one:
+ * a Kafka batch is copied into its stored form before it is checked, and
+ * an xid is assigned only to a batch that is appended.  The CRC does not
+ * cover the prefix.
+ */
+void
+MqBatchSetXid(char *batch, TransactionId xid)
+{
+	put_prefix(batch, xid);
+}
+
+/*
  * Store a Kafka batch that someone else encoded (a Kafka client, a
  * leader): mqlog's prefix, then the bytes as they are.  The caller has
  * checked them with MqBatchCheckKafka.

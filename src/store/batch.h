@@ -185,6 +185,7 @@ extern void MqBatchSetOffset(char *batch, int64 base_offset);
 extern void MqBatchSetProducer(char *batch, int64 producer_id, int16 producer_epoch,
 							   int32 base_sequence);
 extern void MqBatchSetEpoch(char *batch, int32 leader_epoch);
+extern void MqBatchSetXid(char *batch, TransactionId xid);
 extern void MqBatchWrapKafka(StringInfo buf, const char *kafka, uint32 len,
 							 TransactionId xid);
 extern Size MqRecordEncodedSize(const MqRecord *rec);

@@ -16,6 +16,9 @@
 #    with another codec recompresses;
 #  - bad input to mq_produce_kafka_batch is refused with a clear error and
 #    leaves the log as it was;
+#  - max.message.bytes bounds each record as in a batch of its own: a
+#    record over it is refused, alone or inside a gzip batch smaller than
+#    the limit; a batch over it whose records each fit is taken;
 #  - a compressed batch damaged on disk (its CRC made to match) fails to
 #    read with an error naming codec, offset, topic, partition and segment.
 use strict;
@@ -218,6 +221,32 @@ for my $what (sort keys %bad)
 }
 is($node->safe_psql('postgres', "SELECT high_watermark FROM mqlog.partitions WHERE topic = 'p_in'"),
 	$before, 'the refused batches left the log as it was');
+
+# ---------------------------------------------------------------- max.message.bytes
+# Each record is bounded as a batch of its own (61 bytes of header, then the
+# record); a batch within the limit is not measured record by record, so
+# these are the cases around that shortcut.
+$node->safe_psql('postgres', q{SELECT mq_create_topic('p_small', config => '{"max.message.bytes": 300}')});
+{
+	my $big = [ { timestamp => 1700000000000, key => undef, value => '61' x 400, headers => [] } ];
+	for my $codec (qw(none gzip))
+	{
+		my $hex = py_encode($codec, $big);
+		cmp_ok(length($hex) / 2, $codec eq 'gzip' ? '<' : '>', 300,
+			"$codec: the batch of one 400-byte record is " . ($codec eq 'gzip' ? 'under' : 'over') . ' the limit');
+		my ($ret, $out, $err) = $node->psql('postgres',
+			"SELECT mq_produce_kafka_batch('p_small', 0, '\\x$hex')");
+		isnt($ret, 0, "$codec: a 400-byte record is refused by max.message.bytes 300");
+		like($err, qr/exceeds max.message.bytes of topic "p_small"/, "$codec: with the reason");
+	}
+	my $small = [ map { { timestamp => 1700000000000 + $_, key => undef, value => '62' x 100, headers => [] } } 0 .. 9 ];
+	my $hex = py_encode('none', $small);
+	cmp_ok(length($hex) / 2, '>', 300, 'ten 100-byte records make a batch over the limit');
+	is($node->safe_psql('postgres', "SELECT mq_produce_kafka_batch('p_small', 0, '\\x$hex')"),
+		'0', 'and it is taken: each record fits');
+	is($node->safe_psql('postgres', "SELECT high_watermark FROM mqlog.partitions WHERE topic = 'p_small'"),
+		'10', 'only those ten records are stored');
+}
 
 # ---------------------------------------------------------------- hostile batches
 # Cases a fuzzing session found, each with a valid CRC (test/kafka/hostile_batches.py).
