@@ -316,7 +316,8 @@ extern int16 MqKafkaCoordinatorError(const char *group, int64 claimed_lease,
 									 MqKafkaClaimMode mode, char **holder);
 extern int16 MqKafkaCoordinatesGroup(const char *group);
 extern int16 MqKafkaGroupCommitCheck(const char *group, int32 generation,
-									 const char *member_id, bool *standalone);
+									 const char *member_id, bool transactional,
+									 bool *standalone);
 
 /*
  * A group this listener coordinates, as DescribeGroups, ListGroups and
