@@ -1178,9 +1178,12 @@ CREATE TABLE mqlog.kafka_transaction (
     timeout_ms        int NOT NULL,
     started_at        timestamptz,
     groups            text[] NOT NULL DEFAULT '{}',
-    owner             regrole NOT NULL
+    owner             regrole NOT NULL,
+    /* Kafka's txnLastUpdateTimestamp: mqlog.kafka_transactional_id_expiration counts from it */
+    updated_at        timestamptz NOT NULL DEFAULT now()
 );
-COMMENT ON TABLE mqlog.kafka_transaction IS 'internal: the Kafka transaction coordinator, one row per transactional.id (its producer id and epoch, its state, the groups of its open transaction)';
+CREATE INDEX kafka_transaction_updated_at ON mqlog.kafka_transaction (updated_at);
+COMMENT ON TABLE mqlog.kafka_transaction IS 'internal: the Kafka transaction coordinator, one row per transactional.id (its producer id and epoch, its state, the groups of its open transaction, when it last changed)';
 REVOKE ALL ON mqlog.kafka_transaction FROM PUBLIC;
 
 CREATE TABLE mqlog.kafka_transaction_partition (
