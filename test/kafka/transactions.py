@@ -39,6 +39,14 @@
       good one; a transactional batch; EndTxn of an unknown id, of an old
       epoch, commit, commit again, abort.  Prints NAME=ERROR_CODE pairs.
 
+  transactions.py steps HOST:PORT TOPIC TXN_ID
+      One transactional producer runs a transaction per line of stdin,
+      "commit KEY VALUE" or "abort KEY VALUE" (one record to partition 0),
+      until "end" or the end of stdin; after each it prints "ok" or the
+      error (then aborts the transaction if the error requires it, printing
+      "abort: ERROR" if that fails too), then "step".  A fatal error ends
+      it.
+
   transactions.py fetch HOST:PORT TOPIC ISOLATION
       A raw Fetch v4 of partition 0 from offset 0 (ISOLATION 0 or 1);
       prints "aborted=PID:FIRST,... first_batch=OFFSET" (aborted=null for
@@ -145,6 +153,38 @@ def open_txn(addr, topic, txn_id, n, prefix, timeout_ms):
     except KafkaException as e:
         print(error_name(e))
     sys.stdout.flush()
+
+
+def steps(addr, topic, txn_id):
+    p = producer(addr, txn_id)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        parts = line.split()
+        if not parts or parts[0] == "end":
+            break
+        what, key, value = parts
+        fatal = False
+        try:
+            p.begin_transaction()
+            p.produce(topic, key=key.encode(), value=value.encode(), partition=0)
+            p.flush(30)
+            if what == "commit":
+                p.commit_transaction(30)
+            else:
+                p.abort_transaction(30)
+            print("ok")
+        except KafkaException as e:
+            err = e.args[0]
+            print(error_name(e))
+            fatal = err.fatal()
+            if not fatal and err.txn_requires_abort():
+                try:
+                    p.abort_transaction(30)
+                except KafkaException as e2:
+                    print("abort: " + error_name(e2))
+        print("step", flush=True)
+        if fatal:
+            break
 
 
 def loop(addr, src, dst, group, txn_id, stop_after=None):
@@ -278,6 +318,8 @@ def main():
         findcoord(a[0], a[1])
     elif cmd == "raw":
         raw(a[0], a[1], a[2])
+    elif cmd == "steps":
+        steps(a[0], a[1], a[2])
     elif cmd == "loop":
         loop(a[0], a[1], a[2], a[3], a[4], int(a[5]) if len(a) > 5 else None)
     else:
