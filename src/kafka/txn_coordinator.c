@@ -44,7 +44,6 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "access/xlog.h"
 #include "commands/extension.h"
 #include "catalog/pg_type.h"
@@ -52,10 +51,10 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
-#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "base/spi.h"
+#include "base/xact.h"
 #include "cluster/metadata.h"
 #include "log/append.h"
 #include "log/partition.h"
@@ -721,8 +720,8 @@ MqKafkaTxnExpireIds(void)
 	MqSpiBegin(&spi, true);
 	run("DELETE FROM mqlog.kafka_transaction t WHERE t.transactional_id OPERATOR(pg_catalog.=) ANY (ARRAY("
 		"SELECT e.transactional_id FROM mqlog.kafka_transaction e"
-		" WHERE e.updated_at OPERATOR(pg_catalog.<) pg_catalog.now()"
-		" OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1 / 1000.0)"
+		" WHERE e.updated_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
+		" OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1 / 1000.0))"
 		" AND e.state OPERATOR(pg_catalog.<>) 'Ongoing'"
 		" ORDER BY e.updated_at LIMIT " CppAsString2(MQK_TXN_ID_EXPIRE_BATCH) " FOR UPDATE SKIP LOCKED))"
 		" AND t.state OPERATOR(pg_catalog.<>) 'Ongoing'",
@@ -793,6 +792,27 @@ MqKafkaTxnRestoreHolds(void)
 	}
 }
 
+/* what a turn does (in its transaction); sweep: the ids' too */
+static void
+tick_work(void *arg)
+{
+	static bool restored = false;
+	bool		sweep = *(bool *) arg;
+
+	if (!OidIsValid(get_extension_oid("mqlog", true)))
+	{
+		ongoing_maybe = false;	/* nothing to look at before the next sweep */
+		return;
+	}
+	if (!restored)
+		MqKafkaTxnRestoreHolds();
+	restored = true;
+	(void) MqKafkaTxnExpire();
+	if (sweep)
+		(void) MqKafkaTxnExpireIds();
+	ongoing_maybe = any_ongoing();
+}
+
 /*
  * The listener's turn, in a transaction of its own: the first time, the
  * holds of the transactions still open; then, once a second while a
@@ -801,52 +821,31 @@ MqKafkaTxnRestoreHolds(void)
  * expiration if shorter) the expired transactional ids, and whether a
  * transaction is open after all (one a restore of a dump brought).  With
  * no transaction open, a turn costs a clock reading.  An ERROR is logged
- * and the turn given up until the next second.
+ * and the turn given up until the next second.  (ongoing_maybe starts
+ * true, so the first turn restores the holds.)
  */
 void
 MqKafkaTxnTick(void)
 {
 	static TimestampTz last = 0;
 	static TimestampTz last_sweep = 0;
-	static bool restored = false;
 	TimestampTz now = GetCurrentTimestamp();
-	MemoryContext outer = CurrentMemoryContext;
 	bool		sweep;
+	ErrorData  *e;
 
 	if (!TimestampDifferenceExceeds(last, now, 1000))
 		return;
 	last = now;
 	sweep = TimestampDifferenceExceeds(last_sweep, now,
 									   Min(MQK_TXN_SWEEP_MS, mqlog_kafka_transactional_id_expiration));
-	if (!sweep && !(restored && ongoing_maybe))
+	if (!sweep && !ongoing_maybe)
 		return;
 	if (sweep)
 		last_sweep = now;
-	PG_TRY();
+	if (!MqRunInTransaction(tick_work, &sweep, &e))
 	{
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		if (OidIsValid(get_extension_oid("mqlog", true)))
-		{
-			if (!restored)
-				MqKafkaTxnRestoreHolds();
-			restored = true;
-			(void) MqKafkaTxnExpire();
-			if (sweep)
-				(void) MqKafkaTxnExpireIds();
-			ongoing_maybe = any_ongoing();
-		}
-		PopActiveSnapshot();
-		CommitTransactionCommand();
+		ereport(LOG,
+				(errmsg("mqlog: the Kafka transaction coordinator's turn failed: %s", e->message)));
+		FreeErrorData(e);
 	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(outer);
-		EmitErrorReport();
-		FlushErrorState();
-		AbortCurrentTransaction();
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(outer);
 }
