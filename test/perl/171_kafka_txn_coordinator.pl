@@ -30,7 +30,7 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use MqKafka qw(kafka_node wait_for connect_listener);
+use MqKafka qw(kafka_node wait_for connect_listener kstr frame response);
 
 my $script = dirname(__FILE__) . '/../kafka/transactions.py';
 my $python = '/usr/bin/python3';
@@ -106,40 +106,18 @@ sub end_steps
 # ---------------------------------------------------------------------------
 # raw frames
 # ---------------------------------------------------------------------------
-sub kstr { return pack('n', length $_[0]) . $_[0] }
 sub cstr { return chr(length($_[0]) + 1) . $_[0] }    # compact string (< 127 bytes)
 
-# header v1 (MqKafka's frame), or v2 (flexible: tagged fields after the client id)
-sub frame
-{
-	my ($key, $version, $body, $flex) = @_;
-	my $payload = pack('nnN', $key, $version, 7) . kstr('raw') . ($flex ? "\0" : '') . $body;
-	return pack('N', length $payload) . $payload;
-}
-
-sub response
-{
-	my ($sock) = @_;
-	my ($head, $body) = ('', '');
-	while (length $head < 4)
-	{
-		my $n = sysread($sock, $head, 4 - length $head, length $head);
-		die 'the listener closed the connection' unless $n;
-	}
-	my $size = unpack('N', $head);
-	while (length $body < $size)
-	{
-		my $n = sysread($sock, $body, $size - length $body, length $body);
-		die 'the listener closed the connection' unless $n;
-	}
-	return substr($body, 4);    # after the correlation id
-}
-
+# a request and its answer after the correlation id; flexible versions
+# (request header v2) put the header's empty tagged fields before the
+# body, their answers (header v1) theirs before the rest
 sub call
 {
 	my ($sock, $key, $version, $body, $flex) = @_;
-	print $sock frame($key, $version, $body, $flex);
-	return response($sock);
+	print $sock frame($key, $version, ($flex ? "\0" : '') . $body);
+	my $r = response($sock);
+	die 'the listener closed the connection' unless defined $r;
+	return substr($r, 4);
 }
 
 my $sock = connect_listener($kport);
