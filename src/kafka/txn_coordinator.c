@@ -7,7 +7,8 @@
  *		committed, in the catalog tables mqlog.kafka_transaction,
  *		kafka_transaction_partition and kafka_transaction_offset; the end
  *		of a transaction (markers, offsets, aborted ranges); the abort of a
- *		transaction past its transaction.timeout.ms.  The APIs that drive
+ *		transaction past its transaction.timeout.ms; the removal of ids
+ *		unused for transactional.id.expiration.ms.  The APIs that drive
  *		it are api_init_producer_id.c, api_add_partitions_to_txn.c,
  *		api_add_offsets_to_txn.c, api_txn_offset_commit.c, api_end_txn.c
  *		and the transactional Produce (api_produce.c).
@@ -34,7 +35,8 @@
  * partitions (its EndTxn writes a marker into each in one PostgreSQL
  * transaction, which may append to no more), MQK_TXN_MAX_GROUPS groups and
  * MQK_TXN_MAX_OFFSETS offsets; past them the request is refused.  A
- * timeout pass ends at most MQK_TXN_EXPIRE_BATCH transactions.
+ * timeout pass ends at most MQK_TXN_EXPIRE_BATCH transactions, an
+ * expiration pass removes at most MQK_TXN_ID_EXPIRE_BATCH ids.
  *
  * On a cluster of mqlog nodes transactions are refused (MqKafkaTxnRefused):
  * this coordinator's state lives in one node's catalog, and a failover
