@@ -24,16 +24,15 @@
 use strict;
 use warnings;
 
-use File::Basename qw(dirname);
 use IO::Socket::INET;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use MqTxn;
 use MqKafka qw(kafka_node wait_for connect_listener kstr frame response);
 
-my $script = dirname(__FILE__) . '/../kafka/transactions.py';
-my $python = '/usr/bin/python3';
+my ($python, $script) = ($MqTxn::PYTHON, $MqTxn::SCRIPT);
 my $kport = PostgreSQL::Test::Cluster::get_free_port();
 my $addr = "127.0.0.1:$kport";
 
@@ -49,28 +48,9 @@ SELECT mq_grant(t, 'kafka_app', 'all') FROM unnest(ARRAY['tg', 'cz', 'cr', 'te']
 SELECT mq_grant_group(g, 'kafka_app') FROM unnest(ARRAY['g1', 'g2']) g;
 });
 
-sub py
-{
-	my (@args) = @_;
-	my ($out, $err) = ('', '');
-	IPC::Run::run([ $python, $script, @args ], '>', \$out, '2>', \$err, IPC::Run::timeout(300))
-	  or diag("transactions.py @args: $err");
-	return $out;
-}
-
-sub consume
-{
-	my ($topic, $isolation) = @_;
-	return join(',', split /\n/, py('consume', $addr, $topic, $isolation));
-}
-
-sub sql_values
-{
-	my ($topic, $from) = @_;
-	$from //= 0;
-	return $node->safe_psql('postgres',
-		qq{SELECT coalesce(string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset"), '') FROM mq_fetch('$topic', 0, $from, 100000)});
-}
+sub py { return MqTxn::txn_py(@_) }
+sub consume { return MqTxn::txn_consume($addr, @_) }
+sub sql_values { return MqTxn::txn_values($node, @_) }
 
 # a producer that runs one transaction per line it is given (steps)
 sub start_steps
