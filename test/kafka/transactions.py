@@ -19,9 +19,9 @@
       the error fatal and names it _FENCED or PRODUCER_FENCED /
       INVALID_PRODUCER_EPOCH, else the error.  B then commits B-0: "ok".
 
-  transactions.py open HOST:PORT TOPIC TXN_ID N PREFIX TIMEOUT_MS
+  transactions.py open HOST:PORT TOPIC TXN_ID N PREFIX TIMEOUT_MS [KEY]
       Begins a transaction with transaction.timeout.ms TIMEOUT_MS, writes N
-      records, flushes, prints "open" and waits for a line on stdin; then
+      records (with the key KEY if given: a compacted topic wants one), flushes, prints "open" and waits for a line on stdin; then
       tries to commit and prints "ok" or the error (and whether it is fatal).
 
   transactions.py loop HOST:PORT IN OUT GROUP TXN_ID [STOP_AFTER]
@@ -139,11 +139,12 @@ def fenced(addr, topic, txn_id):
     print("ok")
 
 
-def open_txn(addr, topic, txn_id, n, prefix, timeout_ms):
+def open_txn(addr, topic, txn_id, n, prefix, timeout_ms, key=None):
     p = producer(addr, txn_id, {"transaction.timeout.ms": timeout_ms})
     p.begin_transaction()
     for i in range(n):
-        p.produce(topic, value=("%s-%d" % (prefix, i)).encode(), partition=0)
+        p.produce(topic, key=key.encode() if key else None,
+                  value=("%s-%d" % (prefix, i)).encode(), partition=0)
     p.flush(30)
     print("open", flush=True)
     sys.stdin.readline()
@@ -311,7 +312,7 @@ def main():
     elif cmd == "fenced":
         fenced(a[0], a[1], a[2])
     elif cmd == "open":
-        open_txn(a[0], a[1], a[2], int(a[3]), a[4], int(a[5]))
+        open_txn(a[0], a[1], a[2], int(a[3]), a[4], int(a[5]), a[6] if len(a) > 6 else None)
     elif cmd == "fetch":
         fetch(a[0], a[1], a[2])
     elif cmd == "findcoord":

@@ -13,6 +13,8 @@
 #    supersede the committed record of its key, a committed transaction's
 #    batch stays transactional, the markers are kept, so a read_committed
 #    consumer still reads the producer's next transaction after the ABORT;
+#    a sealed segment in which an open transaction began is compacted only
+#    once the transaction has ended, and keeps its records;
 #  - the rows of mqlog.kafka_aborted_transaction whose ABORT marker is below
 #    the log start offset (mq_delete_records) are removed by maintenance,
 #    and the others kept;
@@ -236,6 +238,53 @@ SELECT string_agg(base_offset || ':' || (get_byte(batch, 22) & 48), ',' ORDER BY
   FROM mq_fetch_kafka_batches('cz', 0, 0)}),
 	'0:16,1:48,3:48,4:16,5:48',
 	'the committed batches stay transactional (16) and the three markers (48) are kept');
+
+# an open transaction that began in a segment since rolled: compaction
+# waits for its end (the segment's batches above the LSO have no fate yet,
+# and a rewrite then lost them)
+$node->safe_psql('postgres', q{SELECT mq_create_topic('co', 1, config => '{"cleanup.policy": "compact"}');
+SELECT mq_grant('co', 'kafka_app', 'all');
+SELECT mq_produce('co', 'old', key => 'x', partition => 0);
+SELECT mq_produce('co', 'new', key => 'x', partition => 0);});
+my ($oin, $oout, $oerr) = ('', '', '');
+my $open = IPC::Run::start([ $python, $script, 'open', $addr, 'co', 'tx-co', 1, 'open', 600000, 'y' ],
+	'<', \$oin, '>', \$oout, '2>', \$oerr, IPC::Run::timeout(300));
+wait_for(60, sub { $open->pump_nb; $oout =~ /open/ }) or diag("open: $oerr");
+# the appender's roll at segment.ms, into a spare the worker prepared: the
+# worker's own roll waits for the partition's in-flight entries, the
+# appender's does not
+$node->safe_psql('postgres', q{SELECT mq_alter_topic('co', '{"segment.ms": 1}')});
+ok( $node->poll_query_until(
+		'postgres', q{
+WITH pass AS MATERIALIZED (SELECT count(*) FROM mq_run_maintenance('co'))
+SELECT (SELECT count(*) FROM pass) >= 0 AND EXISTS (
+  SELECT FROM mqlog.segment s JOIN mqlog.topic t USING (topic_id) WHERE t.name = 'co' AND s.base_offset < 0)}),
+	'a spare segment is prepared for the partition with a transaction open');
+$node->safe_psql('postgres', q{SELECT mq_produce('co', 'z', key => 'z', partition => 0)});
+ok( $node->poll_query_until(
+		'postgres', q{
+WITH pass AS MATERIALIZED (SELECT count(*) FROM mq_run_maintenance('co'))
+SELECT (SELECT count(*) FROM pass) >= 0 AND EXISTS (
+  SELECT FROM mqlog.segment s JOIN mqlog.topic t USING (topic_id) WHERE t.name = 'co' AND s.base_offset = 0 AND s.sealed)}),
+	'... the next record rolls into it, sealing the segment the transaction began in');
+my $co_compacted = q{SELECT count(*) FROM mqlog.segment s JOIN mqlog.topic t USING (topic_id)
+   WHERE t.name = 'co' AND s.compacted_at IS NOT NULL AND s.base_offset = 0};
+$node->safe_psql('postgres', q{SELECT count(*) FROM mq_run_maintenance('co')});
+is($node->safe_psql('postgres', $co_compacted), '0',
+	'a sealed segment holding an open transaction\'s batch is not compacted');
+$oin .= "\n";
+wait_for(60, sub { $open->pump_nb; $oout =~ /open\n.+\n/ });
+$open->finish;
+like($oout, qr/open\nok\n/, '... until the transaction commits');
+is($node->safe_psql('postgres', q{SELECT high_watermark || ' ' || last_stable_offset FROM mqlog.partitions WHERE topic = 'co'}),
+	'5 5', '... which moves the last stable offset past its marker');
+ok( $node->poll_query_until(
+		'postgres', qq{
+WITH pass AS MATERIALIZED (SELECT count(*) FROM mq_run_maintenance('co'))
+SELECT (SELECT count(*) FROM pass) >= 0 AND ($co_compacted) = 1}),
+	'... then it is');
+is(sql_values('co'), 'new,open-0,z', 'compaction removed the superseded record and kept the transaction\'s');
+$node->safe_psql('postgres', q{SELECT mq_alter_topic('co', '{"segment.ms": null}')});
 
 # ---------------------------------------------------------------------------
 # retention: the aborted transactions below the log start go
