@@ -1178,9 +1178,12 @@ CREATE TABLE mqlog.kafka_transaction (
     timeout_ms        int NOT NULL,
     started_at        timestamptz,
     groups            text[] NOT NULL DEFAULT '{}',
-    owner             regrole NOT NULL
+    owner             regrole NOT NULL,
+    /* Kafka's txnLastUpdateTimestamp: mqlog.kafka_transactional_id_expiration counts from it */
+    updated_at        timestamptz NOT NULL DEFAULT now()
 );
-COMMENT ON TABLE mqlog.kafka_transaction IS 'internal: the Kafka transaction coordinator, one row per transactional.id (its producer id and epoch, its state, the groups of its open transaction)';
+CREATE INDEX kafka_transaction_updated_at ON mqlog.kafka_transaction (updated_at);
+COMMENT ON TABLE mqlog.kafka_transaction IS 'internal: the Kafka transaction coordinator, one row per transactional.id (its producer id and epoch, its state, the groups of its open transaction, when it last changed)';
 REVOKE ALL ON mqlog.kafka_transaction FROM PUBLIC;
 
 CREATE TABLE mqlog.kafka_transaction_partition (
@@ -1841,6 +1844,10 @@ BEGIN
         RETURN 0;
     END IF;
     removed := mqlog._compact_segment_into(topic_id, part, seg_relid, 0);
+    /* -1: an open Kafka transaction began in it; the next pass tries again */
+    IF removed < 0 THEN
+        RETURN 0;
+    END IF;
     IF removed = 0 THEN
         UPDATE mqlog.segment s SET compacted_at = now() WHERE s.relid = seg_relid;
         RETURN 0;
@@ -1999,6 +2006,7 @@ DECLARE
     budget int := mqlog._drop_batch();
     more bool := false;
     rolled bool;
+    start bigint;
 BEGIN
     /* one pass at a time per database: a second caller waits for the first */
     PERFORM mqlog._maintenance_lock();
@@ -2177,6 +2185,28 @@ BEGIN
                     PERFORM mqlog._debug_pause('drop');
                 END IF;         /* else an orphan, for the sweep */
             END LOOP;
+        END IF;
+
+        /*
+         * aborted Kafka transactions whose ABORT marker is below the log
+         * start (retention, mq_delete_records): Kafka's aborted transaction
+         * index goes with its segments.  Only where the partition has any
+         * (one probe of the primary key), at most 1000 a pass, by the
+         * primary key (those that began below the start).
+         */
+        IF EXISTS (SELECT 1 FROM mqlog.kafka_aborted_transaction k
+                    WHERE k.topic_id = p.topic_id AND k."partition" = p.part) THEN
+            SELECT greatest(coalesce(min(sg.base_offset) FILTER (WHERE sg.base_offset >= 0), 0),
+                            coalesce((SELECT l.log_start_offset FROM mqlog.log_start l
+                                       WHERE l.topic_id = p.topic_id AND l."partition" = p.part), 0))
+              INTO start
+              FROM mqlog.segment sg WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part;
+            DELETE FROM mqlog.kafka_aborted_transaction k
+             WHERE k.ctid = ANY (ARRAY(
+                   SELECT x.ctid FROM mqlog.kafka_aborted_transaction x
+                    WHERE x.topic_id = p.topic_id AND x."partition" = p.part
+                      AND x.first_offset < start AND x.last_offset < start
+                    LIMIT 1000));
         END IF;
     END LOOP;
 

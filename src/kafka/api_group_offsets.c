@@ -286,7 +286,7 @@ MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	if (error == MQK_NONE)
 		error = MqKafkaCoordinatesGroup(group);
 	if (error == MQK_NONE)
-		error = MqKafkaGroupCommitCheck(group, generation, member_id, &standalone);
+		error = MqKafkaGroupCommitCheck(group, generation, member_id, false, &standalone);
 	/* a commit of no member: the group must have no SQL members either */
 	if (error == MQK_NONE && standalone && !MqGroupHostExternally(group, 1, &full))
 	{

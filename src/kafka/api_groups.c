@@ -666,27 +666,42 @@ MqKafkaGroupAccess(const char *group)
  * -1, as a consumer with assign() sends) only while the group has no
  * members; otherwise the member must be one at the group's generation, and
  * not while the group waits for its leader's assignments.
+ *
+ * A transactional commit (TxnOffsetCommit, KIP-447) is checked as Kafka's
+ * ClassicGroup checks it: no generation and no member id (v0-v2, or a
+ * producer given no group metadata) is no check at all, whatever the
+ * group's members; a generation of a group unknown here is
+ * ILLEGAL_GENERATION; and the group's state is not looked at.  Its
+ * group_instance_id is not checked: every member here is dynamic (JoinGroup
+ * ignores group.instance.id), so no instance is ever fenced.
  */
 int16
 MqKafkaGroupCommitCheck(const char *group, int32 generation, const char *member_id,
-						bool *standalone)
+						bool transactional, bool *standalone)
 {
 	Group	   *g = find_group(group);
 	Member	   *m;
+	bool		no_member = member_id == NULL || member_id[0] == '\0';
 
 	*standalone = false;
 	if (generation < 0 && (g == NULL || g->members == NIL))
 	{
-		*standalone = true;
+		*standalone = !transactional;
 		return MQK_NONE;
 	}
+	if (transactional && generation < 0 && no_member)
+		return MQK_NONE;
+	if (transactional && g == NULL)
+		return MQK_ILLEGAL_GENERATION;
 	m = find_member(g, member_id ? member_id : "");
 	if (m == NULL)
 		return MQK_UNKNOWN_MEMBER_ID;
-	m->last_seen = GetCurrentTimestamp();
+	/* a member's commit is a heartbeat; a producer's is not its consumer's */
+	if (!transactional)
+		m->last_seen = GetCurrentTimestamp();
 	if (generation != g->generation)
 		return MQK_ILLEGAL_GENERATION;
-	if (g->state == G_COMPLETING)
+	if (!transactional && g->state == G_COMPLETING)
 		return MQK_REBALANCE_IN_PROGRESS;
 	return MQK_NONE;
 }

@@ -16,9 +16,12 @@
  * added by AddOffsetsToTxn (INVALID_TXN_STATE); each partition needs the
  * consume privilege on its topic (TOPIC_AUTHORIZATION_FAILED) and a
  * metadata string of at most 4096 bytes (OFFSET_METADATA_TOO_LARGE).  The
- * v3 generation and member id are not checked against the group (a Kafka
- * coordinator checks them since KIP-447; mqlog's pending offsets apply at
- * the commit whatever the group did meanwhile).
+ * v3 generation and member id (KIP-447) are checked against the group as
+ * the group code checks a commit (MqKafkaGroupCommitCheck, transactional):
+ * UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION; generation -1 with no member id is
+ * no check, as Kafka's.  A producer that passed the check has its offsets
+ * applied at the COMMIT marker whatever the group did meanwhile, as
+ * Kafka's.
  *
  * Bounds: partitions run for at most MQK_REQUEST_TIME_MS, the rest are
  * REQUEST_TIMED_OUT; a transaction holds at most 1,000 offsets.
@@ -37,6 +40,8 @@ typedef struct TxnOffsetCommit
 {
 	const char *txn_id;
 	const char *group;
+	int32		generation;
+	const char *member_id;
 	int64		producer_id;
 	int16		epoch;
 	bool		fenced_code;
@@ -49,10 +54,15 @@ check_request(void *arg)
 {
 	TxnOffsetCommit *c = arg;
 	int16		error = MqKafkaGroupAccess(c->group);
+	bool		standalone;
 
-	if (error != MQK_NONE)
-		return error;
-	return MqKafkaTxnCheckGroup(c->txn_id, c->producer_id, c->epoch, c->fenced_code, c->group);
+	if (error == MQK_NONE)
+		error = MqKafkaTxnCheckGroup(c->txn_id, c->producer_id, c->epoch, c->fenced_code,
+									 c->group);
+	if (error == MQK_NONE)
+		error = MqKafkaGroupCommitCheck(c->group, c->generation, c->member_id, true,
+										&standalone);
+	return error;
 }
 
 static int16
@@ -91,11 +101,13 @@ MqKafkaTxnOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	c.producer_id = MqKafkaReadInt64(r);
 	c.epoch = MqKafkaReadInt16(r);
 	c.fenced_code = v >= 3;
+	c.generation = -1;			/* v0-v2: no group metadata, no check */
 	if (v >= 3)
 	{
-		(void) MqKafkaReadInt32(r); /* generation_id */
-		(void) MqKafkaReadString(r, flex, NULL);	/* member_id */
-		(void) MqKafkaReadString(r, flex, NULL);	/* group_instance_id */
+		c.generation = MqKafkaReadInt32(r);
+		c.member_id = MqKafkaReadString(r, flex, NULL);
+		(void) MqKafkaReadString(r, flex, NULL);	/* group_instance_id: no
+													 * static members here */
 	}
 	ntopics = MqKafkaReadArrayLen(r, flex, 2);
 	if (ntopics < 0 || r->failed)

@@ -28,6 +28,7 @@ extern int	mqlog_kafka_max_request_memory;
 extern int	mqlog_kafka_max_buffered_size;
 extern int	mqlog_kafka_auth_timeout;
 extern int	mqlog_kafka_idle_timeout;
+extern int	mqlog_kafka_transactional_id_expiration;
 extern bool mqlog_kafka_allow_remote;
 extern char *mqlog_kafka_sasl_mechanisms;
 extern bool mqlog_kafka_ssl;
@@ -270,6 +271,7 @@ extern int16 MqKafkaTxnCheckProduce(const char *txn_id, int64 producer_id, int16
 extern void MqKafkaTxnNoteWrite(const char *txn_id, struct MqTopic *topic, int32 partition,
 								int64 offset);
 extern int	MqKafkaTxnExpire(void);
+extern int	MqKafkaTxnExpireIds(void);
 extern void MqKafkaTxnRestoreHolds(void);
 /* the listener's turn: restored holds, then timeouts (once a second) */
 extern void MqKafkaTxnTick(void);
@@ -316,7 +318,8 @@ extern int16 MqKafkaCoordinatorError(const char *group, int64 claimed_lease,
 									 MqKafkaClaimMode mode, char **holder);
 extern int16 MqKafkaCoordinatesGroup(const char *group);
 extern int16 MqKafkaGroupCommitCheck(const char *group, int32 generation,
-									 const char *member_id, bool *standalone);
+									 const char *member_id, bool transactional,
+									 bool *standalone);
 
 /*
  * A group this listener coordinates, as DescribeGroups, ListGroups and

@@ -28,6 +28,7 @@ int			mqlog_kafka_max_request_memory = 32 * 1024 * 1024;
 int			mqlog_kafka_max_buffered_size = 128 * 1024 * 1024;
 int			mqlog_kafka_auth_timeout = 10000;
 int			mqlog_kafka_idle_timeout = 600000;
+int			mqlog_kafka_transactional_id_expiration = 604800000;
 bool		mqlog_kafka_allow_remote = false;
 char	   *mqlog_kafka_sasl_mechanisms = NULL;
 bool		mqlog_kafka_ssl = false;
@@ -290,6 +291,12 @@ MqKafkaDefineSettings(void)
 							"Kafka's connections.max.idle.ms.",
 							&mqlog_kafka_idle_timeout,
 							600000, 0, PG_INT32_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("mqlog.kafka_transactional_id_expiration",
+							"A Kafka transactional id with no transaction open that has not been used this long is removed.",
+							"Kafka's transactional.id.expiration.ms.  A producer still using it is then answered INVALID_PRODUCER_ID_MAPPING; its next InitProducerId starts it again with a new producer id.",
+							&mqlog_kafka_transactional_id_expiration,
+							604800000, 1000, PG_INT32_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("mqlog.kafka_max_connections",
 							"Kafka client connections served at once; more are closed at once.",

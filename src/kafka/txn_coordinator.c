@@ -7,7 +7,8 @@
  *		committed, in the catalog tables mqlog.kafka_transaction,
  *		kafka_transaction_partition and kafka_transaction_offset; the end
  *		of a transaction (markers, offsets, aborted ranges); the abort of a
- *		transaction past its transaction.timeout.ms.  The APIs that drive
+ *		transaction past its transaction.timeout.ms; the removal of ids
+ *		unused for transactional.id.expiration.ms.  The APIs that drive
  *		it are api_init_producer_id.c, api_add_partitions_to_txn.c,
  *		api_add_offsets_to_txn.c, api_txn_offset_commit.c, api_end_txn.c
  *		and the transactional Produce (api_produce.c).
@@ -34,7 +35,8 @@
  * partitions (its EndTxn writes a marker into each in one PostgreSQL
  * transaction, which may append to no more), MQK_TXN_MAX_GROUPS groups and
  * MQK_TXN_MAX_OFFSETS offsets; past them the request is refused.  A
- * timeout pass ends at most MQK_TXN_EXPIRE_BATCH transactions.
+ * timeout pass ends at most MQK_TXN_EXPIRE_BATCH transactions, an
+ * expiration pass removes at most MQK_TXN_ID_EXPIRE_BATCH ids.
  *
  * On a cluster of mqlog nodes transactions are refused (MqKafkaTxnRefused):
  * this coordinator's state lives in one node's catalog, and a failover
@@ -44,7 +46,6 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "access/xlog.h"
 #include "commands/extension.h"
 #include "catalog/pg_type.h"
@@ -52,10 +53,10 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
-#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "base/spi.h"
+#include "base/xact.h"
 #include "cluster/metadata.h"
 #include "log/append.h"
 #include "log/partition.h"
@@ -67,6 +68,10 @@
 #define MQK_TXN_MAX_GROUPS		100
 #define MQK_TXN_MAX_OFFSETS		1000
 #define MQK_TXN_EXPIRE_BATCH	16
+/* transactional ids removed at most per turn (transactional.id.expiration.ms) */
+#define MQK_TXN_ID_EXPIRE_BATCH	100
+/* the turn that looks for expired ids, and for open transactions anyway */
+#define MQK_TXN_SWEEP_MS		60000
 /* Kafka's transaction.max.timeout.ms default: 15 minutes */
 #define MQK_TXN_MAX_TIMEOUT_MS	900000
 
@@ -89,6 +94,14 @@ typedef struct TxnPart
 	int32		partition;
 	int64		first_offset;	/* -1: nothing written */
 } TxnPart;
+
+/*
+ * Whether a transaction may be open: false once a turn found none, true
+ * again when one becomes Ongoing (set_ongoing).  The listener is one
+ * process that serves every transactional request, so while it is false
+ * the once-a-second turn has nothing to look at and costs no transaction.
+ */
+static bool ongoing_maybe = true;
 
 typedef struct TxnOffset
 {
@@ -233,7 +246,8 @@ check(const char *txn_id, int64 producer_id, int16 epoch, bool fenced_code, TxnR
 static void
 set_ongoing(const char *txn_id)
 {
-	update_row("UPDATE mqlog.kafka_transaction t SET state = 'Ongoing',"
+	ongoing_maybe = true;
+	update_row("UPDATE mqlog.kafka_transaction t SET state = 'Ongoing', updated_at = pg_catalog.now(),"
 			   " started_at = CASE WHEN t.state OPERATOR(pg_catalog.=) 'Ongoing' THEN t.started_at ELSE pg_catalog.now() END"
 			   " WHERE t.transactional_id OPERATOR(pg_catalog.=) $1",
 			   txn_id, 0, NULL, NULL);
@@ -341,9 +355,11 @@ end_transaction(const char *txn_id, int64 producer_id, int16 marker_epoch, bool 
 	run("DELETE FROM mqlog.kafka_transaction_offset o WHERE o.transactional_id OPERATOR(pg_catalog.=) $1",
 		1, types, values, false);
 	run(commit ?
-		"UPDATE mqlog.kafka_transaction t SET state = 'CompleteCommit', started_at = NULL, groups = '{}'"
+		"UPDATE mqlog.kafka_transaction t SET state = 'CompleteCommit', started_at = NULL, groups = '{}',"
+		" updated_at = pg_catalog.now()"
 		" WHERE t.transactional_id OPERATOR(pg_catalog.=) $1" :
-		"UPDATE mqlog.kafka_transaction t SET state = 'CompleteAbort', started_at = NULL, groups = '{}'"
+		"UPDATE mqlog.kafka_transaction t SET state = 'CompleteAbort', started_at = NULL, groups = '{}',"
+		" updated_at = pg_catalog.now()"
 		" WHERE t.transactional_id OPERATOR(pg_catalog.=) $1",
 		1, types, values, false);
 	MqSpiEnd(&spi);
@@ -409,7 +425,7 @@ MqKafkaTxnInitProducer(const char *txn_id, int32 timeout_ms, int64 given_id, int
 		Datum		values[3] = {Int64GetDatum(id), Int16GetDatum(e), Int32GetDatum(timeout_ms)};
 
 		update_row("UPDATE mqlog.kafka_transaction t SET producer_id = $2, producer_epoch = $3, timeout_ms = $4,"
-				   " state = 'Empty', started_at = NULL, groups = '{}'"
+				   " state = 'Empty', started_at = NULL, groups = '{}', updated_at = pg_catalog.now()"
 				   " WHERE t.transactional_id OPERATOR(pg_catalog.=) $1",
 				   txn_id, 3, types, values);
 	}
@@ -684,6 +700,59 @@ MqKafkaTxnExpire(void)
 }
 
 /*
+ * transactional.id.expiration.ms: the ids with no transaction open
+ * (Empty, CompleteCommit, CompleteAbort) that nothing changed for
+ * mqlog.kafka_transactional_id_expiration are removed, at most
+ * MQK_TXN_ID_EXPIRE_BATCH a call, oldest first (the updated_at index), as
+ * Kafka's coordinator removes them.  Their producer's next request then
+ * finds no id (INVALID_PRODUCER_ID_MAPPING), and an InitProducerId starts
+ * the id anew with a new producer id.  A row a request holds is skipped:
+ * it is being used.  Returns how many were removed.
+ */
+int
+MqKafkaTxnExpireIds(void)
+{
+	MqSpi		spi;
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(mqlog_kafka_transactional_id_expiration)};
+	int			n;
+
+	if (RecoveryInProgress() || MqKafkaTxnRefused())
+		return 0;
+	MqSpiBegin(&spi, true);
+	run("DELETE FROM mqlog.kafka_transaction t WHERE t.transactional_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+		"SELECT e.transactional_id FROM mqlog.kafka_transaction e"
+		" WHERE e.updated_at OPERATOR(pg_catalog.<) (pg_catalog.now()"
+		" OPERATOR(pg_catalog.-) pg_catalog.make_interval(secs => $1 / 1000.0))"
+		" AND e.state OPERATOR(pg_catalog.<>) 'Ongoing'"
+		" ORDER BY e.updated_at LIMIT " CppAsString2(MQK_TXN_ID_EXPIRE_BATCH) " FOR UPDATE SKIP LOCKED))"
+		" AND t.state OPERATOR(pg_catalog.<>) 'Ongoing'",
+		1, types, values, false);
+	n = (int) SPI_processed;
+	MqSpiEnd(&spi);
+	if (n > 0)
+		ereport(LOG,
+				(errmsg("%d Kafka transactional ids unused for mqlog.kafka_transactional_id_expiration (%d ms) were removed",
+						n, mqlog_kafka_transactional_id_expiration)));
+	return n;
+}
+
+/* Is a Kafka transaction open?  (In the caller's transaction.) */
+static bool
+any_ongoing(void)
+{
+	MqSpi		spi;
+	bool		found;
+
+	MqSpiBegin(&spi, true);
+	run("SELECT 1 FROM mqlog.kafka_transaction t WHERE t.state OPERATOR(pg_catalog.=) 'Ongoing' LIMIT 1",
+		0, NULL, NULL, true);
+	found = SPI_processed > 0;
+	MqSpiEnd(&spi);
+	return found;
+}
+
+/*
  * After a restart: the open transactions' holds on the last stable offset
  * of their partitions (shared memory, lost with it) are put back from the
  * table, so that readers again stop where each began.
@@ -725,45 +794,60 @@ MqKafkaTxnRestoreHolds(void)
 	}
 }
 
+/* what a turn does (in its transaction); sweep: the ids' too */
+static void
+tick_work(void *arg)
+{
+	static bool restored = false;
+	bool		sweep = *(bool *) arg;
+
+	if (!OidIsValid(get_extension_oid("mqlog", true)))
+	{
+		ongoing_maybe = false;	/* nothing to look at before the next sweep */
+		return;
+	}
+	if (!restored)
+		MqKafkaTxnRestoreHolds();
+	restored = true;
+	(void) MqKafkaTxnExpire();
+	if (sweep)
+		(void) MqKafkaTxnExpireIds();
+	ongoing_maybe = any_ongoing();
+}
+
 /*
- * The listener's turn (at most once a second, in a transaction of its
- * own): the first time, the holds of the transactions still open; then
- * the transactions past their timeout.  An ERROR is logged and the turn
- * given up until the next second.
+ * The listener's turn, in a transaction of its own: the first time, the
+ * holds of the transactions still open; then, once a second while a
+ * transaction may be open (ongoing_maybe), the transactions past their
+ * timeout; and every MQK_TXN_SWEEP_MS (or mqlog.kafka_transactional_id_
+ * expiration if shorter) the expired transactional ids, and whether a
+ * transaction is open after all (one a restore of a dump brought).  With
+ * no transaction open, a turn costs a clock reading.  An ERROR is logged
+ * and the turn given up until the next second.  (ongoing_maybe starts
+ * true, so the first turn restores the holds.)
  */
 void
 MqKafkaTxnTick(void)
 {
 	static TimestampTz last = 0;
-	static bool restored = false;
+	static TimestampTz last_sweep = 0;
 	TimestampTz now = GetCurrentTimestamp();
-	MemoryContext outer = CurrentMemoryContext;
+	bool		sweep;
+	ErrorData  *e;
 
 	if (!TimestampDifferenceExceeds(last, now, 1000))
 		return;
 	last = now;
-	PG_TRY();
+	sweep = TimestampDifferenceExceeds(last_sweep, now,
+									   Min(MQK_TXN_SWEEP_MS, mqlog_kafka_transactional_id_expiration));
+	if (!sweep && !ongoing_maybe)
+		return;
+	if (sweep)
+		last_sweep = now;
+	if (!MqRunInTransaction(tick_work, &sweep, &e))
 	{
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		if (OidIsValid(get_extension_oid("mqlog", true)))
-		{
-			if (!restored)
-				MqKafkaTxnRestoreHolds();
-			restored = true;
-			(void) MqKafkaTxnExpire();
-		}
-		PopActiveSnapshot();
-		CommitTransactionCommand();
+		ereport(LOG,
+				(errmsg("mqlog: the Kafka transaction coordinator's turn failed: %s", e->message)));
+		FreeErrorData(e);
 	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(outer);
-		EmitErrorReport();
-		FlushErrorState();
-		AbortCurrentTransaction();
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(outer);
 }

@@ -18,6 +18,9 @@
  * from that batch on, and again past its end: a reader holds one window,
  * whatever the number of aborted transactions.  The query runs as the
  * extension owner (the table is not PUBLIC's), in the reader's snapshot.
+ * A range goes when the partition's log start passes its marker (the
+ * maintenance pass, mq_run_maintenance), as Kafka's index goes with its
+ * segment; compaction keeps the markers (log/lifecycle.c).
  *
  *-------------------------------------------------------------------------
  */

@@ -13,6 +13,17 @@
  * Kafka), tombstones survive until delete.retention.ms has passed since
  * their timestamp, and batches of aborted transactions go away.  Keys are
  * matched by a 128-bit hash, as Kafka's cleaner matches them by digest.
+ *
+ * Kafka transactions follow Kafka's cleaner: the batches of an aborted
+ * Kafka transaction (mqlog.kafka_aborted_transaction) go away and count
+ * for no key; a committed transaction's batch kept whole stays
+ * transactional; its markers (control batches) are kept, as Kafka keeps
+ * them while the log may still hold batches they decide (an ABORT marker
+ * is where a read_committed consumer stops skipping its producer's
+ * batches), and go with retention.  A segment that reaches past the last
+ * stable offset (an open Kafka transaction began in it before it rolled)
+ * is not compacted until the transaction ends: its batches above the LSO
+ * have no fate yet.
  * The rewritten batches are logged with XLMQ_COMPACTION so that logical
  * decoding does not hand them out a second time.  The catalog swap and the
  * new relation commit together, so readers see the old segment or the new.
@@ -34,6 +45,7 @@
 #include "store/batch.h"
 #include "store/segment.h"
 #include "store/wal.h"
+#include "log/kafka_aborted.h"
 #include "log/lifecycle.h"
 #include "log/logiter.h"
 #include "log/partition.h"
@@ -95,33 +107,49 @@ key_hash(const char *key, int len)
 }
 
 /*
- * Calls fn for the committed records of each batch of a relation below the
- * LSO; returns the records of invisible (aborted) batches through *aborted.
+ * Calls fn for the committed records of each batch of a partition's
+ * segment relation below the LSO (none for a control batch, whose bytes
+ * are in stored); returns the records of invisible batches (a rolled-back
+ * PostgreSQL transaction's, an aborted Kafka transaction's) through
+ * *aborted.
  */
-typedef void (*record_fn) (MqRecord *rec, int nrec, MqBatchHeader *hdr, void *arg);
+typedef void (*record_fn) (MqRecord *rec, int nrec, MqBatchHeader *hdr, const char *stored,
+						   void *arg);
 
 static void
-walk_segment(Oid relid, int64 lso, record_fn fn, void *arg, int64 *aborted)
+walk_segment(MqTopic *topic, int32 partition, Oid relid, int64 lso, record_fn fn, void *arg,
+			 int64 *aborted)
 {
 	Relation	rel = try_table_open(relid, AccessShareLock);
 	MqLogIter	it;
 	MqRecord   *recs;
 	int			n;
+	MqKafkaAborted *kafka_aborted;
 
 	if (rel == NULL)
 		return;
+	kafka_aborted = palloc0(sizeof(MqKafkaAborted));
 	MqLogIterBeginSegment(&it, rel, MQ_ITER_RECORDS);
 	it.lso = lso;
 	while ((recs = MqLogNextBatchRecords(&it, &n)) != NULL)
-		fn(recs, n, &it.hdr, arg);
+	{
+		if (MqKafkaBatchAborted(kafka_aborted, topic->topic_id, partition, &it.hdr, NULL))
+		{
+			if (aborted)
+				*aborted += it.hdr.record_count;
+			continue;
+		}
+		fn(recs, n, &it.hdr, it.stored, arg);
+	}
 	if (aborted)
 		*aborted += it.invisible_records;
 	MqLogIterEnd(&it);
 	table_close(rel, AccessShareLock);
+	pfree(kafka_aborted);
 }
 
 static void
-note_latest(MqRecord *recs, int n, MqBatchHeader *hdr, void *arg)
+note_latest(MqRecord *recs, int n, MqBatchHeader *hdr, const char *stored, void *arg)
 {
 	HTAB	   *latest = arg;
 
@@ -147,12 +175,42 @@ typedef struct RewriteState
 	StringInfoData buf;
 } RewriteState;
 
+/*
+ * A Kafka transaction's marker, rebuilt as it was (its record, producer id
+ * and epoch, offset) in the compacting transaction, as every batch of the
+ * new segment is.
+ */
 static void
-rewrite_batch(MqRecord *recs, int n, MqBatchHeader *hdr, void *arg)
+keep_control(RewriteState *st, MqBatchHeader *hdr, const char *stored)
+{
+	MqRecord   *rec;
+
+	if (MqBatchDecodeAll(stored, hdr, hdr->base_offset, 1, &rec) != 1)
+		elog(ERROR, "mqlog: the control batch at offset " INT64_FORMAT " holds no record",
+			 hdr->base_offset);
+	resetStringInfo(&st->buf);
+	MqBatchBuild(&st->buf, rec, 1, GetCurrentTransactionId(),
+				 MQ_ATTR_TRANSACTIONAL | MQ_ATTR_CONTROL, true);
+	MqBatchSetProducer(st->buf.data, hdr->producer_id, hdr->producer_epoch, -1);
+	MqBatchSetEpoch(st->buf.data, hdr->leader_epoch);
+	MqSegmentAppend(st->target, st->topic->topic_id, st->partition, st->lpos,
+					st->buf.data, st->buf.len, -1, XLMQ_COMPACTION);
+	st->lpos += st->buf.len;
+}
+
+static void
+rewrite_batch(MqRecord *recs, int n, MqBatchHeader *hdr, const char *stored, void *arg)
 {
 	RewriteState *st = arg;
 	MqRecord   *keep = palloc(sizeof(MqRecord) * Max(n, 1));
 	int			nkeep = 0;
+
+	if (hdr->attributes & MQ_ATTR_CONTROL)
+	{
+		if (st->target)
+			keep_control(st, hdr, stored);
+		return;
+	}
 
 	for (int i = 0; i < n; i++)
 	{
@@ -175,13 +233,16 @@ rewrite_batch(MqRecord *recs, int n, MqBatchHeader *hdr, void *arg)
 	{
 		resetStringInfo(&st->buf);
 		MqBatchBuild(&st->buf, keep, nkeep, GetCurrentTransactionId(),
-					 hdr->attributes & (MQ_ATTR_CODEC_MASK | MQ_ATTR_LOG_APPEND_TIME), true);
+					 hdr->attributes & (MQ_ATTR_CODEC_MASK | MQ_ATTR_LOG_APPEND_TIME |
+										(nkeep == n ? MQ_ATTR_TRANSACTIONAL : 0)), true);
 
 		/*
 		 * A batch kept whole keeps its idempotent producer's id, epoch and
 		 * sequence, as Kafka's cleaner keeps them: the producers' state is
-		 * loaded from the log (log/producers_load.c).  One that lost
-		 * records no longer spans its sequences, and goes without them: its
+		 * loaded from the log (log/producers_load.c); and a committed Kafka
+		 * transaction's batch stays transactional.  One that lost records
+		 * no longer spans its sequences, and goes without them (and
+		 * without the transactional bit, which needs a producer): its
 		 * producer is then unknown to a load, which takes its next batch
 		 * at any sequence.
 		 */
@@ -225,11 +286,34 @@ ms_before(TimestampTz now, int64 ms)
 }
 
 /*
+ * Where the sealed segment relid of a partition ends: the base offset of
+ * the next segment written to.  PG_INT64_MAX if there is none (then it is
+ * not sealed after all).
+ */
+static int64
+segment_end(MqTopic *topic, int32 partition, Oid relid)
+{
+	bool		found = false;
+
+	for (int s = 0; s < topic->nsegments[partition]; s++)
+	{
+		MqSegmentRef *seg = &topic->segments[partition][s];
+
+		if (found && seg->base_offset >= 0)
+			return seg->base_offset;
+		if (seg->relid == relid)
+			found = true;
+	}
+	return PG_INT64_MAX;
+}
+
+/*
  * Compaction of the sealed segment oldrel of a partition (both checked
  * by the caller): how many records it removes; with a new relation newrel
  * (created by the caller in this transaction) the survivors are written
  * there.  Only a compacted topic's segments: compaction of any other would
- * drop records its retention keeps.
+ * drop records its retention keeps.  -1: not now, the segment reaches past
+ * the last stable offset (an open Kafka transaction began in it).
  */
 int64
 MqLogCompactSegment(MqTopic *topic, int32 partition, Oid oldrel, Oid newrel)
@@ -246,6 +330,8 @@ MqLogCompactSegment(MqTopic *topic, int32 partition, Oid oldrel, Oid newrel)
 				 errmsg("topic \"%s\" is not compacted", topic->name),
 				 errhint("Set cleanup.policy to compact with mq_alter_topic().")));
 	MqPartitionOffsets(topic, partition, &lso, &hw);
+	if (segment_end(topic, partition, oldrel) > lso)
+		return -1;
 
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(KeyHash);
@@ -254,7 +340,8 @@ MqLogCompactSegment(MqTopic *topic, int32 partition, Oid oldrel, Oid newrel)
 	memset(&st, 0, sizeof(st));
 	st.latest = hash_create("mqlog compaction keys", 1024, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	for (int s = 0; s < topic->nsegments[partition]; s++)
-		walk_segment(topic->segments[partition][s].relid, lso, note_latest, st.latest, NULL);
+		walk_segment(topic, partition, topic->segments[partition][s].relid, lso, note_latest,
+					 st.latest, NULL);
 
 	st.tombstone_horizon = ms_before(GetCurrentTimestamp(), topic->delete_retention_ms);
 	st.topic = topic;
@@ -262,7 +349,7 @@ MqLogCompactSegment(MqTopic *topic, int32 partition, Oid oldrel, Oid newrel)
 	initStringInfo(&st.buf);
 	if (OidIsValid(newrel))
 		st.target = table_open(newrel, AccessExclusiveLock);
-	walk_segment(oldrel, lso, rewrite_batch, &st, &aborted);
+	walk_segment(topic, partition, oldrel, lso, rewrite_batch, &st, &aborted);
 	if (st.target)
 		table_close(st.target, NoLock);
 	return st.removed + aborted;

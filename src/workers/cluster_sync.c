@@ -47,6 +47,7 @@
 #include "utils/timestamp.h"
 
 #include "base/spi.h"
+#include "base/xact.h"
 #include "cluster/etcd.h"
 #include "cluster/metadata.h"
 #include "log/partition.h"
@@ -412,7 +413,7 @@ run_unit(UnitKind kind, EtcdTopic *et, LocalTopic *lt, List *changed)
 	Unit		u = {kind, et, lt, changed};
 	ErrorData  *e;
 
-	if (!MqWorkerRunInTransaction(unit_work, &u, &e))
+	if (!MqRunInTransaction(unit_work, &u, &e))
 	{
 		if (kind == UNIT_REFRESH)
 			unit_failed = true;
@@ -528,7 +529,7 @@ store_directory(List *etcd_topics)
 {
 	ErrorData  *e;
 
-	if (!MqWorkerRunInTransaction(directory_work, etcd_topics, &e))
+	if (!MqRunInTransaction(directory_work, etcd_topics, &e))
 		MqRetryLogFailure(&unit_rl, "mqlog cluster sync: the cluster's topics", e);
 }
 

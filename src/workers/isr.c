@@ -29,6 +29,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "base/xact.h"
 #include "cluster/etcd.h"
 #include "cluster/metadata.h"
 #include "log/partition.h"
@@ -244,7 +245,7 @@ maintain_guarded(LedPartition *lp, TimestampTz now)
 	MaintainArg m = {lp, now};
 	ErrorData  *e;
 
-	if (!MqWorkerRunInTransaction(maintain_work, &m, &e))
+	if (!MqRunInTransaction(maintain_work, &m, &e))
 	{
 		ereport(LOG,
 				(errmsg("mqlog: could not maintain the in-sync replicas of partition %d of topic \"%s\": %s",
@@ -358,7 +359,7 @@ MqCheckpointHighWatermarks(void)
 	ErrorData  *e;
 
 	/* in a transaction of its own: a failure here holds up nothing else */
-	if (!MqWorkerRunInTransaction(checkpoint_work, NULL, &e))
+	if (!MqRunInTransaction(checkpoint_work, NULL, &e))
 	{
 		ereport(LOG,
 				(errmsg("mqlog: could not checkpoint the high watermarks: %s", e->message)));

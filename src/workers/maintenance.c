@@ -39,6 +39,7 @@
 #include "utils/timestamp.h"
 
 #include "base/spi.h"
+#include "base/xact.h"
 #include "log/partition.h"
 #include "workers/workers.h"
 
@@ -233,6 +234,24 @@ mqlog_launcher_main(Datum main_arg)
 
 #define MQ_SWEEP_ROUNDS	100		/* 20,000 orphans (or rolls of a topic) per pass at most */
 
+/* a step's query, and the count it selected */
+typedef struct Step
+{
+	const char *q;
+	int64		n;
+} Step;
+
+static void
+step_work(void *arg)
+{
+	Step	   *st = arg;
+	bool		isnull;
+
+	if (SPI_execute(st->q, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "mqlog maintenance: pass failed");
+	st->n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
 /*
  * One step of a pass in a transaction of its own; returns the count it
  * selected, or -1 after an error.  An error in one topic (a segment some
@@ -241,40 +260,18 @@ mqlog_launcher_main(Datum main_arg)
  * others.
  */
 static int64
-run_step(const char *q, const char *what, MemoryContext outer)
+run_step(const char *q, const char *what)
 {
-	volatile int64 n = -1;
+	Step		st = {q, -1};
+	ErrorData  *e;
 
-	PG_TRY();
-	{
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		SPI_connect();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		if (SPI_execute(q, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "mqlog maintenance: pass failed");
-		{
-			bool		isnull;
-
-			n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		}
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(outer);
-		EmitErrorReport();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		MemoryContextSwitchTo(outer);
-		ereport(LOG,
-				(errmsg("mqlog maintenance: the pass over %s failed and goes on with the rest", what)));
-		n = -1;
-	}
-	PG_END_TRY();
-	return n;
+	if (MqRunInTransaction(step_work, &st, &e))
+		return st.n;
+	ereport(LOG,
+			(errmsg("mqlog maintenance: the pass over %s failed and goes on with the rest: %s",
+					what, e->message)));
+	FreeErrorData(e);
+	return -1;
 }
 
 /*
@@ -364,9 +361,9 @@ maintenance_pass(bool roll_ahead_only)
 	if (roll_ahead_only)
 	{
 		/* first the pages appenders are about to need, then the segments */
-		(void) run_step("SELECT mqlog._extend_ahead()", "segments extended ahead", outer);
+		(void) run_step("SELECT mqlog._extend_ahead()", "segments extended ahead");
 		for (int i = 0; i < MQ_SWEEP_ROUNDS; i++)
-			if (run_step("SELECT mqlog._roll_ahead()", "segments prepared ahead", outer) <= 0)
+			if (run_step("SELECT mqlog._roll_ahead()", "segments prepared ahead") <= 0)
 				break;
 		pgstat_report_stat(false);
 		pgstat_report_activity(STATE_IDLE, NULL);
@@ -387,14 +384,14 @@ maintenance_pass(bool roll_ahead_only)
 
 		/* again while a call says its relation budget ran out ('more') */
 		for (int i = 0; i < MQ_SWEEP_ROUNDS; i++)
-			if (run_step(q, psprintf("topic \"%s\"", topic), outer) <= 0)
+			if (run_step(q, psprintf("topic \"%s\"", topic)) <= 0)
 				break;
 	}
-	(void) run_step("SELECT mqlog._extend_ahead()", "segments extended ahead", outer);
+	(void) run_step("SELECT mqlog._extend_ahead()", "segments extended ahead");
 	for (int i = 0; i < MQ_SWEEP_ROUNDS; i++)
 		if (run_step("SELECT CASE WHEN pg_catalog.count(*) OPERATOR(pg_catalog.>=) mqlog._drop_batch()"
 					 " THEN 1::pg_catalog.int8 ELSE 0::pg_catalog.int8 END FROM mqlog._drop_orphans()",
-					 "orphaned segments", outer) <= 0)
+					 "orphaned segments") <= 0)
 			break;
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);

@@ -61,10 +61,6 @@ extern void MqApplyRequestLWLocks(void);
 extern void MqApplyEnsureWorkers(List *leaders);
 extern void MqApplyAttach(int slot, char *leader);
 
-/* a unit of work in a transaction of its own (txn.c) */
-extern bool MqWorkerRunInTransaction(void (*fn) (void *arg), void *arg,
-									 struct ErrorData **error);
-
 /* the leader's in-sync replica sets (isr.c) */
 extern void MqIsrRound(void);
 extern void MqCheckpointHighWatermarks(void);

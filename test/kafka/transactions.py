@@ -19,9 +19,9 @@
       the error fatal and names it _FENCED or PRODUCER_FENCED /
       INVALID_PRODUCER_EPOCH, else the error.  B then commits B-0: "ok".
 
-  transactions.py open HOST:PORT TOPIC TXN_ID N PREFIX TIMEOUT_MS
+  transactions.py open HOST:PORT TOPIC TXN_ID N PREFIX TIMEOUT_MS [KEY]
       Begins a transaction with transaction.timeout.ms TIMEOUT_MS, writes N
-      records, flushes, prints "open" and waits for a line on stdin; then
+      records (with the key KEY if given: a compacted topic wants one), flushes, prints "open" and waits for a line on stdin; then
       tries to commit and prints "ok" or the error (and whether it is fatal).
 
   transactions.py loop HOST:PORT IN OUT GROUP TXN_ID [STOP_AFTER]
@@ -38,6 +38,14 @@
       AddPartitionsToTxn with an unknown topic beside a good one, then the
       good one; a transactional batch; EndTxn of an unknown id, of an old
       epoch, commit, commit again, abort.  Prints NAME=ERROR_CODE pairs.
+
+  transactions.py steps HOST:PORT TOPIC TXN_ID
+      One transactional producer runs a transaction per line of stdin,
+      "commit KEY VALUE" or "abort KEY VALUE" (one record to partition 0),
+      until "end" or the end of stdin; after each it prints "ok" or the
+      error (then aborts the transaction if the error requires it, printing
+      "abort: ERROR" if that fails too), then "step".  A fatal error ends
+      it.
 
   transactions.py fetch HOST:PORT TOPIC ISOLATION
       A raw Fetch v4 of partition 0 from offset 0 (ISOLATION 0 or 1);
@@ -131,11 +139,12 @@ def fenced(addr, topic, txn_id):
     print("ok")
 
 
-def open_txn(addr, topic, txn_id, n, prefix, timeout_ms):
+def open_txn(addr, topic, txn_id, n, prefix, timeout_ms, key=None):
     p = producer(addr, txn_id, {"transaction.timeout.ms": timeout_ms})
     p.begin_transaction()
     for i in range(n):
-        p.produce(topic, value=("%s-%d" % (prefix, i)).encode(), partition=0)
+        p.produce(topic, key=key.encode() if key else None,
+                  value=("%s-%d" % (prefix, i)).encode(), partition=0)
     p.flush(30)
     print("open", flush=True)
     sys.stdin.readline()
@@ -145,6 +154,38 @@ def open_txn(addr, topic, txn_id, n, prefix, timeout_ms):
     except KafkaException as e:
         print(error_name(e))
     sys.stdout.flush()
+
+
+def steps(addr, topic, txn_id):
+    p = producer(addr, txn_id)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        parts = line.split()
+        if not parts or parts[0] == "end":
+            break
+        what, key, value = parts
+        fatal = False
+        try:
+            p.begin_transaction()
+            p.produce(topic, key=key.encode(), value=value.encode(), partition=0)
+            p.flush(30)
+            if what == "commit":
+                p.commit_transaction(30)
+            else:
+                p.abort_transaction(30)
+            print("ok")
+        except KafkaException as e:
+            err = e.args[0]
+            print(error_name(e))
+            fatal = err.fatal()
+            if not fatal and err.txn_requires_abort():
+                try:
+                    p.abort_transaction(30)
+                except KafkaException as e2:
+                    print("abort: " + error_name(e2))
+        print("step", flush=True)
+        if fatal:
+            break
 
 
 def loop(addr, src, dst, group, txn_id, stop_after=None):
@@ -271,13 +312,15 @@ def main():
     elif cmd == "fenced":
         fenced(a[0], a[1], a[2])
     elif cmd == "open":
-        open_txn(a[0], a[1], a[2], int(a[3]), a[4], int(a[5]))
+        open_txn(a[0], a[1], a[2], int(a[3]), a[4], int(a[5]), a[6] if len(a) > 6 else None)
     elif cmd == "fetch":
         fetch(a[0], a[1], a[2])
     elif cmd == "findcoord":
         findcoord(a[0], a[1])
     elif cmd == "raw":
         raw(a[0], a[1], a[2])
+    elif cmd == "steps":
+        steps(a[0], a[1], a[2])
     elif cmd == "loop":
         loop(a[0], a[1], a[2], a[3], a[4], int(a[5]) if len(a) > 5 else None)
     else:

@@ -39,6 +39,7 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use MqTxn;
 use MqKafka qw(kafka_node wait_for);
 
 my $script = dirname(__FILE__) . '/../kafka/transactions.py';
@@ -56,20 +57,9 @@ SELECT mq_grant(t, 'kafka_app', 'all') FROM unnest(ARRAY['tc','ta','tf','tl','tt
 SELECT mq_grant_group('loop', 'kafka_app');
 });
 
-sub py { return MqKafka::kafka_py('transactions.py', @_); }
-
-sub consume
-{
-	my ($topic, $isolation) = @_;
-	return join(',', split /\n/, py('consume', $addr, $topic, $isolation));
-}
-
-sub sql_values
-{
-	my ($topic) = @_;
-	return $node->safe_psql('postgres',
-		qq{SELECT coalesce(string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset"), '') FROM mq_fetch('$topic', 0, 0, 100000)});
-}
+sub py { return MqTxn::txn_py(@_) }
+sub consume { return MqTxn::txn_consume($addr, @_) }
+sub sql_values { return MqTxn::txn_values($node, @_) }
 
 # ---------------------------------------------------------------------------
 # commit and abort

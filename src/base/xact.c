@@ -1,10 +1,13 @@
 /*-------------------------------------------------------------------------
  *
- * txn.c
- *		One unit of a worker's work in a transaction of its own (with SPI
- *		and a snapshot), so that an error ends the unit, not the worker's
- *		round: the cluster sync (cluster_sync.c) and the ISR maintenance
- *		(isr.c) run each topic or partition this way.
+ * xact.c
+ *		One unit of a background process's work in a transaction of its
+ *		own (with SPI and a snapshot), so that an error ends the unit, not
+ *		the process's round: the cluster sync (workers/cluster_sync.c) and
+ *		the ISR maintenance (workers/isr.c) run each topic or partition this
+ *		way, the maintenance worker each step of its pass
+ *		(workers/maintenance.c), and the Kafka listener its transaction
+ *		coordinator's turn (kafka/txn_coordinator.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -15,7 +18,7 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
-#include "workers/workers.h"
+#include "base/xact.h"
 
 /*
  * Run fn(arg) in a transaction; true if it committed.  Otherwise the
@@ -23,7 +26,7 @@
  * says why, for the caller to log its own way.
  */
 bool
-MqWorkerRunInTransaction(void (*fn) (void *arg), void *arg, ErrorData **error)
+MqRunInTransaction(void (*fn) (void *arg), void *arg, ErrorData **error)
 {
 	MemoryContext outer = CurrentMemoryContext;
 	volatile bool ok = true;

@@ -1,0 +1,34 @@
+# MqTxn: what the Kafka transaction tests (164_kafka_transactions.pl,
+# 171_kafka_txn_coordinator.pl) share: test/kafka/transactions.py run to
+# its end, the values a consumer of it reads, the values mq_fetch reads.
+#
+#   my $out = MqTxn::txn_py('commit', '127.0.0.1:9092', 'topic', 'tx', 2, 'v');
+#   MqTxn::txn_consume('127.0.0.1:9092', 'topic', 'read_committed')   # "a,b"
+#   MqTxn::txn_values($node, 'topic')                                 # "a,b"
+package MqTxn;
+
+use strict;
+use warnings;
+
+use MqKafka;
+
+# what transactions.py printed (its errors go to the test's diagnostics)
+sub txn_py { return MqKafka::kafka_py('transactions.py', @_); }
+
+# the values a consumer of partition 0 reads from its start (isolation.level given)
+sub txn_consume
+{
+	my ($addr, $topic, $isolation) = @_;
+	return join(',', split /\n/, txn_py('consume', $addr, $topic, $isolation));
+}
+
+# the values mq_fetch reads from partition 0, from offset $from (0)
+sub txn_values
+{
+	my ($node, $topic, $from) = @_;
+	$from //= 0;
+	return $node->safe_psql('postgres',
+		qq{SELECT coalesce(string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset"), '') FROM mq_fetch('$topic', 0, $from, 100000)});
+}
+
+1;
