@@ -10,7 +10,12 @@ package MqTxn;
 use strict;
 use warnings;
 
+use File::Basename qw(dirname);
 use MqKafka;
+
+# for a test that starts transactions.py itself (a transaction left open)
+our $SCRIPT = dirname(__FILE__) . '/../kafka/transactions.py';
+our $PYTHON = '/usr/bin/python3';
 
 # what transactions.py printed (its errors go to the test's diagnostics)
 sub txn_py { return MqKafka::kafka_py('transactions.py', @_); }
