@@ -464,15 +464,16 @@ created_long_ago(EtcdTopic *et, TimestampTz now)
  * for, a lock at commit), and is not an orphan while it runs.
  *
  * The id is the full 64-bit one, so that a 32-bit id of a later epoch
- * never stands for it.  Not below the next id: the etcd write came after
- * it was assigned, and the creating transaction's records were flushed
- * before (write_create), so recovery never hands it out again.  An id
- * 2^31 or more behind the next one, or below the oldest the clog still
- * holds, ended long ago, its fate unknown: left alone (a committed topic
- * dropped since is deleted from etcd by its drop; deleting one might take
- * a topic the cluster holds from every node).  Not in progress and not
- * committed is aborted, or ended by a crash (TransactionIdDidAbort is
- * false then).
+ * never stands for it.  It is below the next id: it was assigned before
+ * the etcd write, and the creating transaction's records were flushed
+ * before it too (write_create), so recovery never hands it out again.
+ * Where it is not, this server's history was rewound (a backup restored,
+ * pg_resetwal) and says nothing of it.  That, and an id 2^31 or more
+ * behind the next one or below the oldest the clog still holds (ended
+ * long ago), leave the topic alone: deleting it might take a topic the
+ * cluster holds from every node, and a stray key is for mq_drop_topic.
+ * Not in progress and not committed is aborted, or ended by a crash
+ * (TransactionIdDidAbort is false then).
  */
 static bool
 creation_failed(EtcdTopic *et, TimestampTz now)
@@ -496,10 +497,9 @@ creation_failed(EtcdTopic *et, TimestampTz now)
 	if (!TransactionIdIsNormal(xid))
 		return created_long_ago(et, now);
 	next = ReadNextFullTransactionId();
-	if (!FullTransactionIdPrecedes(fxid, next))
-		return true;			/* unknown to this server: lost before any record */
-	if (U64FromFullTransactionId(next) - value >= (UINT64CONST(1) << 31))
-		return false;			/* too old to tell */
+	if (!FullTransactionIdPrecedes(fxid, next) ||
+		U64FromFullTransactionId(next) - value >= (UINT64CONST(1) << 31))
+		return false;			/* a rewound history, or too old to tell */
 	if (TransactionIdIsInProgress(xid))
 		return false;
 	/* ended: its clog entry is final, unless truncated away (under us) */

@@ -16,7 +16,8 @@
 #     before the commit record, its commit held on the NOTIFY queue's lock:
 #     kept while it runs, deleted from etcd after the restart;
 #   - a key an older build wrote (no created_xid): the 30 s rule still;
-#     a key whose created_xid committed: left alone.
+#     a key whose created_xid committed, or is past the next transaction
+#     id (a rewound history): left alone.
 use strict;
 use warnings;
 
@@ -217,12 +218,16 @@ $off = -s $n1->logfile;
 put_topic('legacy_old', '"created_at":"2000-01-01 00:00:00+00",');
 put_topic('legacy_new', '"created_at":"' . $n1->safe_psql('postgres', 'SELECT now()') . '",');
 put_topic('done', '"created_at":"2000-01-01 00:00:00+00","created_xid":"' . $committed_xid . '",');
+# an id this server has not reached: its history was rewound (a backup
+# restored), and says nothing of the topic
+put_topic('rewound', '"created_at":"2000-01-01 00:00:00+00","created_xid":"' . ($committed_xid + 1000000) . '",');
 ok(MqCluster::wait_until(sub { !in_etcd('legacy_old') }, 30),
 	'a key without created_xid, 30 s old: deleted from etcd (the old rule)');
 ok(in_etcd('legacy_new'), 'one written now: kept (for the grace)');
 ok(MqCluster::wait_until(sub { !in_etcd('legacy_new') }, 60), '... and deleted after it');
 ok(in_etcd('done'), 'a key whose creating transaction committed: left alone, however old');
-unlike(substr(slurp_file($n1->logfile), $off), qr/deleted topic "done"/, 'n1 never deleted it');
+ok(in_etcd('rewound'), 'one whose creating transaction is past the next id: left alone');
+unlike(substr(slurp_file($n1->logfile), $off), qr/deleted topic "(done|rewound)"/, 'n1 never deleted them');
 is(local_topics($n1, 'done'), '0', 'n1 does not make it (it committed here: not a topic to copy)');
 
 $n1->stop;
