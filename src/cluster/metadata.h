@@ -18,7 +18,10 @@
  *							that node's, for good (never deleted by mqlog;
  *							see MqClusterAssignBrokerId in nodes.c)
  *	topics/<topic>			{"name","partitions","replication_factor","config",
- *							 "created_by","created_sysid","created_at","uuid"}
+ *							 "created_by","created_sysid","created_at",
+ *							 "created_xid","uuid"} ("created_xid": the
+ *							creating transaction's 64-bit id, as text;
+ *							absent in keys an older build wrote)
  *	partitions/<topic>/<p>	{"replicas":[..],"leader","leader_epoch","isr":[..]}
  *
  * Every node copies topics/ and partitions/ whole into mqlog.cluster_partition
@@ -124,6 +127,8 @@ typedef struct MqTopicMeta
 	char	   *created_by;		/* node name */
 	char	   *created_sysid;	/* that node's system identifier, as text */
 	char	   *created_at;		/* timestamptz as text */
+	char	   *created_xid;	/* the creating transaction's FullTransactionId,
+								 * as text; NULL: written by an older build */
 	char	   *uuid;
 	int64		mod_revision;	/* of the topic key; 0 before it is written */
 } MqTopicMeta;

@@ -13,8 +13,10 @@
  * only if none of the keys exists.  A rolled-back transaction thus never
  * reaches etcd, and a failed etcd write (etcd down, a concurrent creation
  * of the same name) aborts the commit.  What is left is a commit that
- * fails after the etcd write; the cluster worker of the creating node
- * deletes such topics from etcd after a grace period (workers/cluster_sync.c).
+ * fails after the etcd write (a later error at commit, a crash); the topic
+ * key names the creating transaction ("created_xid"), and the sync worker
+ * of the creating node deletes the topic from etcd once that transaction
+ * has ended without committing (workers/cluster_sync.c).
  * mq_drop_topic of a replicated topic deletes its keys the same way, also
  * on a node that holds no replica of it (MqClusterDropTopicByUuid).
  *
@@ -126,6 +128,7 @@ MqTopicMetaJson(const MqTopicMeta *t)
 	MqJsonAppendField(&buf, false, "created_by", t->created_by);
 	MqJsonAppendField(&buf, false, "created_sysid", t->created_sysid);
 	MqJsonAppendField(&buf, false, "created_at", t->created_at);
+	MqJsonAppendField(&buf, false, "created_xid", t->created_xid);
 	MqJsonAppendField(&buf, false, "uuid", t->uuid);
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
@@ -160,6 +163,7 @@ MqTopicMetaParse(const char *json, int64 mod_revision)
 	t->created_by = MqJsonString(c, "created_by");
 	t->created_sysid = MqJsonString(c, "created_sysid");
 	t->created_at = MqJsonString(c, "created_at");
+	t->created_xid = MqJsonString(c, "created_xid");
 	t->uuid = MqJsonString(c, "uuid");
 	t->mod_revision = mod_revision;
 	if (t->name == NULL || t->uuid == NULL || t->partitions < 1 || t->replication_factor < 1)
@@ -225,7 +229,13 @@ MqClusterNameListed(List *names, const char *name)
 	return false;
 }
 
-/* a new topic's identity: a random uuid, this node, now */
+/*
+ * A new topic's identity: a random uuid, this node, now, and the creating
+ * (top-level) transaction, whose fate tells this node's sync worker
+ * whether a topic it finds in etcd but not here is still committing or
+ * never will (workers/cluster_sync.c).  The caller has created the topic
+ * locally, so the transaction has its id already.
+ */
 void
 MqClusterTopicMetaNew(MqTopicMeta *t)
 {
@@ -243,6 +253,7 @@ MqClusterTopicMetaNew(MqTopicMeta *t)
 	t->created_by = pstrdup(mqlog_node_name);
 	t->created_sysid = psprintf(UINT64_FORMAT, GetSystemIdentifier());
 	t->created_at = pstrdup(timestamptz_to_str(GetCurrentTimestamp()));
+	t->created_xid = psprintf(UINT64_FORMAT, U64FromFullTransactionId(GetTopFullTransactionId()));
 	t->mod_revision = 0;
 }
 
@@ -791,6 +802,15 @@ write_create(PendingOp *op)
 	int			nparts = list_length(op->part_values);
 	int			p = 0;
 	int64		rev = 0;
+
+	/*
+	 * This transaction's records on disk first: after a crash before the
+	 * commit, recovery then sets the next transaction id past created_xid,
+	 * which is never reused, so the sync worker finds it ended without a
+	 * commit (a lost one could be the id of a later transaction that
+	 * committed, and keep the orphan in etcd for good).
+	 */
+	XLogFlush(XactLastRecEnd);
 
 	/* the topic and as many partitions as one etcd txn takes, then the rest */
 	while (p < nparts || rev == 0)

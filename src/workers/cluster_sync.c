@@ -18,8 +18,8 @@
  *	- drops a local replicated topic whose etcd keys are gone (or now
  *	  belong to another topic of the same name);
  *	- deletes from etcd a topic this node created (same system identifier)
- *	  that is still not here after a grace period: its creating transaction
- *	  failed after the etcd write (cluster/topics.c);
+ *	  that is not here and whose creating transaction has ended without
+ *	  committing: it failed after the etcd write (cluster/topics.c);
  * and then copies every topic of etcd, held here or not, into
  * mqlog.cluster_partition (cluster/directory.c), for the Kafka listener.
  *
@@ -32,6 +32,7 @@
  */
 #include "postgres.h"
 
+#include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
@@ -41,6 +42,8 @@
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/procarray.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -55,7 +58,12 @@
 
 PGDLLEXPORT void mqlog_cluster_sync_main(Datum main_arg);
 
-/* a topic this node wrote to etcd may take this long to commit here */
+/*
+ * A topic key without "created_xid" (written by an older build) may take
+ * this long to commit here.  Only for those: a guess, wrong for a creating
+ * transaction that takes longer (a commit waiting for a synchronous
+ * standby, say), whose topic it deleted from etcd under it.
+ */
 #define CREATE_GRACE_MS			30000
 
 /* a cluster database that does not exist ends it: retried 10 s after */
@@ -433,6 +441,7 @@ created_by_this_server(EtcdTopic *et)
 		et->meta->created_sysid != NULL && strcmp(et->meta->created_sysid, mine) == 0;
 }
 
+/* an older build's topic key, without the creating transaction: by its age */
 static bool
 created_long_ago(EtcdTopic *et, TimestampTz now)
 {
@@ -445,6 +454,60 @@ created_long_ago(EtcdTopic *et, TimestampTz now)
 												 ObjectIdGetDatum(InvalidOid),
 												 Int32GetDatum(-1)));
 	return TimestampDifferenceExceeds(at, now, CREATE_GRACE_MS);
+}
+
+/*
+ * Has the transaction that created et here (created_by_this_server) ended
+ * without committing?  Then its topic is an orphan.  From the transaction's
+ * fate, not the time since: a creation may take any time to commit after
+ * its etcd write (XACT_EVENT_PRE_COMMIT: a synchronous standby to wait
+ * for, a lock at commit), and is not an orphan while it runs.
+ *
+ * The id is the full 64-bit one, so that a 32-bit id of a later epoch
+ * never stands for it.  It is below the next id: it was assigned before
+ * the etcd write, and the creating transaction's records were flushed
+ * before it too (write_create), so recovery never hands it out again.
+ * Where it is not, this server's history was rewound (a backup restored,
+ * pg_resetwal) and says nothing of it.  That, and an id 2^31 or more
+ * behind the next one or below the oldest the clog still holds (ended
+ * long ago), leave the topic alone: deleting it might take a topic the
+ * cluster holds from every node, and a stray key is for mq_drop_topic.
+ * Not in progress and not committed is aborted, or ended by a crash
+ * (TransactionIdDidAbort is false then).
+ */
+static bool
+creation_failed(EtcdTopic *et, TimestampTz now)
+{
+	const char *text = et->meta->created_xid;
+	char	   *end;
+	uint64		value;
+	FullTransactionId fxid;
+	FullTransactionId next;
+	TransactionId xid;
+	bool		failed;
+
+	if (text == NULL)
+		return created_long_ago(et, now);
+	errno = 0;
+	value = strtou64(text, &end, 10);
+	if (errno != 0 || end == text || *end != '\0')
+		return created_long_ago(et, now);
+	fxid = FullTransactionIdFromU64(value);
+	xid = XidFromFullTransactionId(fxid);
+	if (!TransactionIdIsNormal(xid))
+		return created_long_ago(et, now);
+	next = ReadNextFullTransactionId();
+	if (!FullTransactionIdPrecedes(fxid, next) ||
+		U64FromFullTransactionId(next) - value >= (UINT64CONST(1) << 31))
+		return false;			/* a rewound history, or too old to tell */
+	if (TransactionIdIsInProgress(xid))
+		return false;
+	/* ended: its clog entry is final, unless truncated away (under us) */
+	LWLockAcquire(XactTruncationLock, LW_SHARED);
+	failed = !TransactionIdPrecedes(xid, ShmemVariableCache->oldestClogXid) &&
+		!TransactionIdDidCommit(xid);
+	LWLockRelease(XactTruncationLock);
+	return failed;
 }
 
 /*
@@ -576,13 +639,15 @@ sync_round(void)
 				continue;
 			/*
 			 * Written by this server but not here: its transaction is
-			 * committing, or failed after the etcd write.  (A server
-			 * rebuilt under the same name has another system identifier
-			 * and takes its replicas like any node.)
+			 * committing (or committed after the local read, or was
+			 * dropped since), or failed after the etcd write: only then
+			 * is it deleted.  (A server rebuilt under the same name has
+			 * another system identifier and takes its replicas like any
+			 * node.)
 			 */
 			if (created_by_this_server(et))
 			{
-				if (created_long_ago(et, now))
+				if (creation_failed(et, now))
 					run_unit(UNIT_ORPHAN, et, NULL, NIL);
 				continue;
 			}
