@@ -365,13 +365,29 @@ mqlog_cluster_main(Datum main_arg)
 		PG_TRY();
 		{
 			MqEtcdLeaseRevoke(my_lease);
+			ereport(LOG,
+					(errmsg("mqlog cluster: node \"%s\" left cluster \"%s\": its lease is revoked",
+							mqlog_node_name, mqlog_cluster_name)));
 		}
 		PG_CATCH();
 		{
+			ErrorData  *e;
+
+			/* the others see it gone a lease later: say why */
+			MemoryContextSwitchTo(TopMemoryContext);
+			e = CopyErrorData();
 			FlushErrorState();
+			ereport(LOG,
+					(errmsg("mqlog cluster: node \"%s\" could not revoke its lease at shutdown: %s",
+							mqlog_node_name, e->message),
+					 errdetail("The other nodes see it gone once the lease expires (mqlog.etcd_lease_ttl).")));
 		}
 		PG_END_TRY();
 		mqlog_etcd_timeout = saved_timeout;
 	}
+	else
+		ereport(LOG,
+				(errmsg("mqlog cluster: node \"%s\" stops holding no lease in etcd",
+						mqlog_node_name)));
 	proc_exit(0);
 }
