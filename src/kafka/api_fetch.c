@@ -207,6 +207,7 @@ read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_
 				bool committed, const char *rack, StringInfo records, bool *any_error)
 {
 	int64		total = 0;
+	int			attempted = 0;
 
 	*any_error = false;
 	for (int t = 0; t < ntopics; t++)
@@ -242,6 +243,16 @@ read_partitions(MqKafkaRequest *req, FetchTopic *topics, int ntopics, int32 max_
 			 * the listener read 2 GB.
 			 */
 			u.budget = Min((int64) Max(fp->max_bytes, 0), (int64) max_bytes - total);
+			/*
+			 * Past the request's time (MQK_REQUEST_TIME_MS) a partition is
+			 * answered with its offsets and no records, as when max_bytes
+			 * is spent: the client asks again.  A frame naming one
+			 * partition thousands of times with a small partition_max_bytes
+			 * would otherwise read its first batch, however large, as
+			 * often, while every other connection waits.
+			 */
+			if (MqKafkaOutOfTime(req, &attempted))
+				u.budget = 0;
 			code = MqKafkaTry(fetch_partition, &u, MQK_OFFSET_OUT_OF_RANGE, records);
 			if (code != MQK_NONE)
 				fp->error = code;

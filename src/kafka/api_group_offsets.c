@@ -25,7 +25,7 @@
  * whole request; a partition of a topic the group's members consume now is
  * GROUP_SUBSCRIBED_TO_TOPIC and keeps its offset (the members of a group
  * this listener coordinates name their topics in their consumer protocol
- * metadata, MqKafkaGroupSubscribes; SQL members in their subscription,
+ * metadata, MqKafkaGroupSubscribed; SQL members in their subscription,
  * MqGroupDeleteOffset).  The role needs EXECUTE on mq_delete_group, which
  * deletes offsets in SQL, and consume on the topic, as for
  * mq_reset_offsets; a partition the group has no offset of is answered
@@ -436,9 +436,15 @@ MqKafkaOffsetDelete(MqKafkaRequest *req, StringInfo out)
 	}
 	if (error == MQK_NONE)
 	{
+		const char **names = palloc(sizeof(char *) * (ntopics + 1));
+		bool	   *subscribed = palloc(sizeof(bool) * (ntopics + 1));
+
 		/* the topics this listener's members of the group consume keep theirs */
 		for (int t = 0; t < ntopics; t++)
-			if (MqKafkaGroupSubscribes(group, topics[t].name))
+			names[t] = topics[t].name;
+		MqKafkaGroupSubscribed(group, names, ntopics, subscribed);
+		for (int t = 0; t < ntopics; t++)
+			if (subscribed[t])
 				for (int p = 0; p < topics[t].npartitions; p++)
 					topics[t].partitions[p].error = MQK_GROUP_SUBSCRIBED_TO_TOPIC;
 		run_units(req, group, topics, ntopics, OW_DELETE);

@@ -872,6 +872,91 @@ refuse_full(const char *group, const char *client_id)
 	return MQK_COORDINATOR_NOT_AVAILABLE;
 }
 
+/*
+ * What the groups may hold: a member's protocols (their names and
+ * metadata, a subscription a client sends and the leader's join answer
+ * carries back) take at most MQK_MEMBER_MAX_BYTES, a leader's assignment
+ * for one member as much, and the groups together (members, parked
+ * answers, assignments) MQK_GROUPS_MAX_BYTES.  Kafka bounds neither but
+ * by its frame size; here every member lives in the listener's memory, so
+ * without them members joining with 100 MB frames of metadata would fill
+ * it.  A client's subscription to 10,000 topics takes about 300 kB.
+ */
+#define MQK_MEMBER_MAX_BYTES	(1024 * 1024)
+#define MQK_GROUPS_MAX_BYTES	(64 * 1024 * 1024)
+
+/*
+ * A join's protocols over MQK_MEMBER_MAX_BYTES is INVALID_REQUEST (no
+ * client sends one); a join the groups' memory has no room for is
+ * COORDINATOR_NOT_AVAILABLE, retriable, as refuse_full
+ */
+static TimestampTz bytes_logged = 0;	/* the last refusal for room logged */
+
+/* the groups' memory has room for bytes more (twice, for a join: see below) */
+static bool
+groups_have_room(Size bytes, const char *what, const char *group, const char *client_id)
+{
+	TimestampTz now;
+
+	if (groups_cxt == NULL ||
+		MemoryContextMemAllocated(groups_cxt, true) + bytes <= MQK_GROUPS_MAX_BYTES)
+		return true;
+	now = GetCurrentTimestamp();
+	if (TimestampDifferenceExceeds(bytes_logged, now, 10000))
+	{
+		bytes_logged = now;
+		ereport(LOG,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("Kafka %s of group \"%s\" from client \"%s\" refused: the consumer groups hold %d bytes already",
+						what, group, client_id ? client_id : "", MQK_GROUPS_MAX_BYTES),
+				 errdetail("The client is answered COORDINATOR_NOT_AVAILABLE and retries; further refusals are logged once per 10 s.")));
+	}
+	return false;
+}
+
+/*
+ * The leader's assignments: one over MQK_MEMBER_MAX_BYTES is
+ * INVALID_REQUEST, all of them with no room left COORDINATOR_NOT_AVAILABLE
+ */
+static int16
+check_assignment_bytes(const char *group, const char *client_id, const int *len, int n)
+{
+	Size		bytes = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (len[i] > MQK_MEMBER_MAX_BYTES)
+		{
+			ereport(LOG,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("Kafka SyncGroup of group \"%s\" from client \"%s\" refused: an assignment takes %d bytes, over %d",
+							group, client_id ? client_id : "", len[i], MQK_MEMBER_MAX_BYTES)));
+			return MQK_INVALID_REQUEST;
+		}
+		bytes += Max(len[i], 0);
+	}
+	return groups_have_room(bytes, "SyncGroup", group, client_id) ? MQK_NONE : MQK_COORDINATOR_NOT_AVAILABLE;
+}
+
+static int16
+check_member_bytes(const char *group, const char *client_id, const Protocol *protocols, int n)
+{
+	Size		bytes = 0;
+
+	for (int i = 0; i < n; i++)
+		bytes += strlen(protocols[i].name) + 1 + Max(protocols[i].len, 0);
+	if (bytes > MQK_MEMBER_MAX_BYTES)
+	{
+		ereport(LOG,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("Kafka JoinGroup of group \"%s\" from client \"%s\" refused: its protocols take %zu bytes, over %d",
+						group, client_id ? client_id : "", bytes, MQK_MEMBER_MAX_BYTES)));
+		return MQK_INVALID_REQUEST;
+	}
+	/* twice: the member's copy, and the leader's join answer that carries it */
+	return groups_have_room(2 * bytes, "JoinGroup", group, client_id) ? MQK_NONE : MQK_COORDINATOR_NOT_AVAILABLE;
+}
+
 static Group *
 new_group(const char *name)
 {
@@ -1059,6 +1144,8 @@ MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out)
 	if (error == MQK_NONE && g != NULL &&
 		!compatible(g, protocol_type, protocols, nprotocols, m))
 		error = MQK_INCONSISTENT_GROUP_PROTOCOL;
+	if (error == MQK_NONE)
+		error = check_member_bytes(group_id, req->client_id, protocols, nprotocols);
 	if (error == MQK_NONE && g == NULL)
 	{
 		bool		full;
@@ -1194,6 +1281,8 @@ MqKafkaSyncGroup(MqKafkaRequest *req, StringInfo out)
 		error = MQK_ILLEGAL_GENERATION;
 	if (error == MQK_NONE && g->state == G_PREPARING)
 		error = MQK_REBALANCE_IN_PROGRESS;
+	if (error == MQK_NONE && strcmp(m->id, g->leader) == 0 && g->state != G_STABLE)
+		error = check_assignment_bytes(group_id, req->client_id, assign_len, nassign);
 	if (error != MQK_NONE)
 	{
 		write_sync(out, v, error, NULL, 0);
@@ -1222,6 +1311,9 @@ MqKafkaSyncGroup(MqKafkaRequest *req, StringInfo out)
 			for (int i = 0; i < nassign; i++)
 				if (strcmp(assign_ids[i], o->id) == 0 && assign_len[i] > 0)
 				{
+					/* a member named twice: its last assignment */
+					if (o->assignment)
+						pfree(o->assignment);
 					o->assignment = MemoryContextAlloc(groups_cxt, assign_len[i]);
 					memcpy(o->assignment, assign_data[i], assign_len[i]);
 					o->assignment_len = assign_len[i];
@@ -1362,20 +1454,44 @@ MqKafkaGroupInfoOf(const char *group, MqKafkaGroupInfo *info)
 	return true;
 }
 
-bool
-MqKafkaGroupSubscribes(const char *group, const char *topic)
+static int
+name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *) a, *(const char *const *) b);
+}
+
+void
+MqKafkaGroupSubscribed(const char *group, const char **names, int n, bool *subscribed)
 {
 	MqKafkaGroupInfo info;
+	MemoryContext cxt;
+	MemoryContext old;
+	const char **sorted;
 
-	if (!MqKafkaGroupInfoOf(group, &info))
-		return false;
+	memset(subscribed, 0, sizeof(bool) * n);
+	if (n == 0 || !MqKafkaGroupInfoOf(group, &info))
+		return;
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog kafka subscriptions",
+								ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	sorted = palloc(sizeof(char *) * n);
+	memcpy(sorted, names, sizeof(char *) * n);
+	qsort(sorted, n, sizeof(char *), name_cmp);
 	for (int i = 0; i < info.nmembers; i++)
 	{
 		ListCell   *lc;
 
 		foreach(lc, MqKafkaSubscriptionTopics(info.members[i].metadata, info.members[i].metadata_len))
-			if (strcmp(lfirst(lc), topic) == 0)
-				return true;
+		{
+			const char *topic = lfirst(lc);
+
+			if (bsearch(&topic, sorted, n, sizeof(char *), name_cmp) == NULL)
+				continue;
+			for (int j = 0; j < n; j++)
+				if (!subscribed[j] && strcmp(names[j], topic) == 0)
+					subscribed[j] = true;
+		}
 	}
-	return false;
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
 }

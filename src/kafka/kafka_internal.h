@@ -352,8 +352,14 @@ typedef struct MqKafkaGroupInfo
 } MqKafkaGroupInfo;
 
 extern bool MqKafkaGroupInfoOf(const char *group, MqKafkaGroupInfo *info);
-/* does a member of the group here name the topic in its subscription? */
-extern bool MqKafkaGroupSubscribes(const char *group, const char *topic);
+/*
+ * Which of the topics names[0..n-1] a member of the group here names in
+ * its subscription (subscribed[i]).  Each member's subscription is read
+ * once, in a context deleted after: a request naming a topic thousands of
+ * times costs a sort, not a read of every subscription per name.
+ */
+extern void MqKafkaGroupSubscribed(const char *group, const char **names, int n,
+								   bool *subscribed);
 
 /*
  * The state and protocol type ListGroups and DescribeGroups show for a

@@ -91,6 +91,69 @@ MqKafkaErrorOf(int sqlerrcode, int16 invalid_code)
 	}
 }
 
+/* ------------------------------------------------------------------------
+ * What a request's units may allocate
+ *
+ * A unit's answer (a partition's metadata, a group's members, an error
+ * message) lives in the request's memory until the response is written,
+ * and a request may name one partition or group as often as its frame
+ * holds (MQK_MAX_REQUEST_ELEMENTS): small input, each element answered
+ * at full size.  So once the request's memory and its response have
+ * grown by
+ * mqlog.kafka_max_request_memory since its first unit, no further unit
+ * runs: each is answered REQUEST_TIMED_OUT untouched, as the units past
+ * the time budget are (the client retries them), and one line says so.
+ * The bytes of an answer buffer whose API bounds them itself (Fetch's
+ * records, MqKafkaTry's out) do not count.  Produce's batches have their
+ * own budget (api_produce.c) and are freed after each entry.
+ * ------------------------------------------------------------------------ */
+
+static MemoryContext units_cxt = NULL;	/* the request's, while it is served */
+static StringInfo units_out;	/* its response, and where that began */
+static int	units_out_at;
+static Size units_base = 0;		/* the two at its first unit; 0: none yet */
+static int	units_refused = 0;
+
+static void
+units_begin(MemoryContext cxt, StringInfo out)
+{
+	units_cxt = cxt;
+	units_out = out;
+	units_out_at = out->len;
+	units_base = 0;
+	units_refused = 0;
+}
+
+static void
+units_end(const MqKafkaRequest *req, const MqKafkaApi *api)
+{
+	if (units_refused > 0)
+		ereport(LOG,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("Kafka %s request from client \"%s\" held over mqlog.kafka_max_request_memory (%d bytes) of answers: %d of its units answered REQUEST_TIMED_OUT without being run",
+						api->name, req->client_id ? req->client_id : "",
+						mqlog_kafka_max_request_memory, units_refused)));
+	units_cxt = NULL;
+}
+
+/* may the next unit run?  answer_bytes: its API's own answer buffer */
+static bool
+units_memory_left(Size answer_bytes)
+{
+	Size		held;
+
+	if (units_cxt == NULL)
+		return true;
+	held = MemoryContextMemAllocated(units_cxt, true) + (units_out->len - units_out_at);
+	if (units_base == 0)
+		units_base = held;
+	held -= Min(held, answer_bytes);
+	if (held <= units_base + (Size) mqlog_kafka_max_request_memory)
+		return true;
+	units_refused++;
+	return false;
+}
+
 /*
  * A unit in a subtransaction, rolled back even when it succeeds unless
  * keep; its ERROR in *edata
@@ -122,6 +185,8 @@ MqKafkaTry(void (*fn) (void *arg), void *arg, int16 invalid_code, StringInfo out
 	ErrorData  *edata;
 	int16		code;
 
+	if (!units_memory_left(out ? (Size) out->maxlen : 0))
+		return MQK_REQUEST_TIMED_OUT;
 	if (try_unit(fn, arg, true, &edata))
 		return MQK_NONE;
 	code = MqKafkaErrorOf(edata->sqlerrcode, invalid_code);
@@ -140,6 +205,11 @@ MqKafkaTryAdmin(void (*fn) (void *arg), void *arg, int16 (*map) (int sqlerrcode,
 	int16		code;
 
 	*message = NULL;
+	if (!units_memory_left(0))
+	{
+		*message = pstrdup("the request's answers passed mqlog.kafka_max_request_memory: ask again for what was not answered");
+		return MQK_REQUEST_TIMED_OUT;
+	}
 	if (try_unit(fn, arg, keep, &edata))
 		return MQK_NONE;
 	code = map ? map(edata->sqlerrcode, arg) : MqKafkaErrorOf(edata->sqlerrcode, MQK_INVALID_REQUEST);
@@ -263,6 +333,7 @@ run_once(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out, ErrorData *
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		MemoryContextSwitchTo(outer);
+		units_begin(outer, out);
 		/* no request waits long for a lock: every other client waits with it */
 		(void) set_config_option("lock_timeout", CppAsString2(MQK_LOCK_WAIT_MS), PGC_USERSET,
 								 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
@@ -299,6 +370,7 @@ run_once(const MqKafkaApi *api, MqKafkaRequest *req, StringInfo out, ErrorData *
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(outer);
+	units_end(req, api);
 	if (outcome != MQK_RESPOND && outcome != MQK_RESPOND_CLOSE)
 		out->len = out_len;
 	return outcome;

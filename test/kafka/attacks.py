@@ -273,6 +273,56 @@ def commit_dups(topic, n):
     return {'request_bytes': len(body), 'answered': count, 'errors': errors, 'seconds': round(took, 2)}
 
 
+def fetch_dups(topic, offset, n):
+    """a Fetch v4 naming one partition n times, each with a
+    partition_max_bytes of 1 (its first batch is read whole, then cut)"""
+    part = struct.pack('>iqi', 0, offset, 1)
+    body = (struct.pack('>iiiib', -1, 0, 0, 50 << 20, 0) + struct.pack('>i', 1) + kstr(topic.encode())
+            + struct.pack('>i', n) + part * n)
+    answer, took = timed_request(1, 4, body)
+    return {'request_bytes': len(body), 'answer_bytes': len(answer), 'seconds': round(took, 2)}
+
+
+def join_group(group, meta_bytes, member=b''):
+    """JoinGroup v0 of a consumer subscribed to topic 'big' with meta_bytes
+    of user data: its error and member id"""
+    meta = (struct.pack('>h', 0) + struct.pack('>i', 1) + kstr(b'big')
+            + struct.pack('>i', meta_bytes) + b'u' * meta_bytes)
+    body = (kstr(group.encode()) + struct.pack('>i', 30000) + kstr(member) + kstr(b'consumer')
+            + struct.pack('>i', 1) + kstr(b'range') + struct.pack('>i', len(meta)) + meta)
+    answer, _ = timed_request(11, 0, body)
+    error = struct.unpack_from('>h', answer, 4)[0]
+    return error
+
+
+def fat_group(group, kb, n):
+    """a member with kb kB of subscription metadata, then a DescribeGroups
+    naming its group n times: the join's error, the describe's errors by
+    code, and the answer's size; and a join with 2 MB of metadata"""
+    joined = join_group(group, kb * 1024)
+    body = struct.pack('>i', n) + kstr(group.encode()) * n
+    answer, took = timed_request(15, 0, body)
+    pos = 4
+    count = struct.unpack_from('>i', answer, pos)[0]
+    pos += 4
+    errors = {}
+    for _ in range(count):
+        e = struct.unpack_from('>h', answer, pos)[0]
+        errors[str(e)] = errors.get(str(e), 0) + 1
+        pos += 2
+        for _field in range(4):                 # group_id, state, protocol type, protocol
+            pos += 2 + struct.unpack_from('>h', answer, pos)[0]
+        members = struct.unpack_from('>i', answer, pos)[0]
+        pos += 4
+        for _m in range(members):
+            for _field in range(3):             # member id, client id, client host
+                pos += 2 + struct.unpack_from('>h', answer, pos)[0]
+            for _field in range(2):             # metadata, assignment
+                pos += 4 + max(0, struct.unpack_from('>i', answer, pos)[0])
+    return {'join_error': joined, 'answered': count, 'errors': errors, 'answer_bytes': len(answer),
+            'seconds': round(took, 2), 'join_2mb_error': join_group(group + '-big', 2 << 20)}
+
+
 def many_elements(n):
     body = (struct.pack('>h', -1) + struct.pack('>hi', 1, 30000) + struct.pack('>i', 1) + kstr(b'bomb')
             + struct.pack('>i', n) + struct.pack('>ii', 0, -1) * n)
@@ -343,6 +393,10 @@ if __name__ == '__main__':
         result = idle(int(sys.argv[3]), float(sys.argv[4]))
     elif what == 'commit-dups':
         result = commit_dups(sys.argv[3], int(sys.argv[4]))
+    elif what == 'fetch-dups':
+        result = fetch_dups(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif what == 'fat-group':
+        result = fat_group(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif what == 'many-elements':
         result = many_elements(int(sys.argv[3]))
     elif what == 'plain-timing':

@@ -15,7 +15,10 @@
 #    about 1 MB, not the partition's 10 MB; over three partitions of a
 #    600 kB batch each, only the first partition's batch;
 #  - an OffsetCommit naming one partition 20,000 times is worked for 500 ms
-#    and answered in full; a Produce of 600,000 entries (over the 500,000
+#    and answered in full; so is a Fetch naming one partition 10,000 times
+#    (the watchdog waits no longer); a DescribeGroups naming a group with
+#    a 900 kB member 2,000 times stops describing at 32 MB of answers, and
+#    a member's 2 MB of metadata is refused; a Produce of 600,000 entries (over the 500,000
 #    array elements a request may hold) closes its connection;
 #  - with SASL on: 8 connections that announce 38 MB frames before
 #    authenticating are closed at once, and nothing of them is buffered;
@@ -172,6 +175,37 @@ cmp_ok($r->{errors}{7} // 0, '>', 0, 'the partitions after 500 ms are REQUEST_TI
 	  . ($r->{errors}{0} // 0) . ' committed, ' . ($r->{errors}{7} // 0) . ' not)');
 cmp_ok($r->{seconds} // 1e9, '<', 5, "in $r->{seconds} s");
 watchdog_ok($r, 'an OffsetCommit of 20,000 partitions');
+
+# a Fetch naming one partition 10,000 times with a partition_max_bytes of
+# 1: each time its first batch (1 MB) is read whole and then cut, so the
+# partitions after MQK_REQUEST_TIME_MS are answered without being read,
+# and the watchdog waits no longer than that
+$r = attack($kport, {}, 'fetch-dups', 'big', 0, 10000);
+ok(($r->{answer_bytes} // 0) > 1_000_000, 'a Fetch naming one partition 10,000 times is answered ('
+	  . ($r->{answer_bytes} // 0) . " bytes, in $r->{seconds} s)");
+watchdog_ok($r, 'a Fetch naming one partition 10,000 times');
+
+# a member whose subscription carries 900 kB, then a DescribeGroups naming
+# its group 2,000 times: the answers stop once the request holds
+# mqlog.kafka_max_request_memory (32 MB) of them, the rest are
+# REQUEST_TIMED_OUT (each answer at full size made the response 1.8 GB);
+# a member's protocols of 2 MB, over the 1 MB a member may hold, are
+# INVALID_REQUEST
+$r = attack($kport, {}, 'fat-group', 'fat', 900, 2000);
+is($r->{join_error}, 0, 'a member joins with 900 kB of subscription metadata');
+is($r->{answered}, 2000, 'a DescribeGroups naming its group 2,000 times is answered for each');
+cmp_ok($r->{errors}{0} // 0, '>', 0, 'the first are described ('
+	  . ($r->{errors}{0} // 0) . ' of them)');
+cmp_ok($r->{errors}{7} // 0, '>', 1900, 'the groups after 32 MB of answers are REQUEST_TIMED_OUT ('
+	  . ($r->{errors}{7} // 0) . ')');
+cmp_ok($r->{answer_bytes} // 1e12, '<', 40 * (1 << 20), 'the answer holds about 32 MB ('
+	  . ($r->{answer_bytes} // '?') . ' bytes)');
+is($r->{join_2mb_error}, 42, 'a join with 2 MB of metadata is INVALID_REQUEST');
+cmp_ok(peak_kb($pid), '<', $bound_kb, 'the listener still peaks under 256 MB (' . peak_kb($pid) . ' kB)');
+watchdog_ok($r, 'a DescribeGroups of a fat group 2,000 times');
+like(slurp_file($node->logfile),
+	qr/Kafka DescribeGroups request from client "attack" held over mqlog.kafka_max_request_memory \(33554432 bytes\) of answers: \d+ of its units/,
+	'the log says why the groups were not described');
 
 # a Produce of 600,000 empty entries (4.8 MB) is over the 500,000 array
 # elements a request may hold: its connection closes at once
