@@ -270,7 +270,7 @@ MqKafkaDefineSettings(void)
 							PGC_SIGHUP, GUC_UNIT_BYTE, NULL, NULL, NULL);
 	DefineCustomIntVariable("mqlog.kafka_max_request_memory",
 							"Memory the record batches of one Kafka Produce request may expand to once decompressed and decoded, in all.",
-							"A batch that would pass it is answered MESSAGE_TOO_LARGE before anything is allocated for it; each batch's memory is freed before the next.",
+							"A batch that would pass it is answered MESSAGE_TOO_LARGE before anything is allocated for it; each batch's memory is freed before the next.  Other requests' answers stop there too: the partitions or groups after it are answered REQUEST_TIMED_OUT.",
 							&mqlog_kafka_max_request_memory,
 							32 * 1024 * 1024, 1024 * 1024, MaxAllocSize - 1,
 							PGC_SIGHUP, GUC_UNIT_BYTE, NULL, NULL, NULL);

@@ -99,10 +99,11 @@ MqKafkaErrorOf(int sqlerrcode, int16 invalid_code)
  * and a request may name one partition or group as often as its frame
  * holds (MQK_MAX_REQUEST_ELEMENTS): small input, each element answered
  * at full size.  So once the request's memory and its response have
- * grown by
- * mqlog.kafka_max_request_memory since its first unit, no further unit
- * runs: each is answered REQUEST_TIMED_OUT untouched, as the units past
- * the time budget are (the client retries them), and one line says so.
+ * grown by mqlog.kafka_max_request_memory since its first unit, no
+ * further unit runs: each is answered REQUEST_TIMED_OUT untouched, as the
+ * units past the time budget are (the client retries them), and one line
+ * says so.  (A DescribeGroups naming a group with a 3.9 MB member 2,000
+ * times made the listener 400 MB larger before.)
  * The bytes of an answer buffer whose API bounds them itself (Fetch's
  * records, MqKafkaTry's out) do not count.  Produce's batches have their
  * own budget (api_produce.c) and are freed after each entry.
