@@ -153,6 +153,8 @@ MqGroupLookup(const char *group, bool *exists, MqMemberInfo **members, int *nmem
 	*exists = kept > 0 || MqGroupMemberCount(group) > 0 || in_catalog(group);
 	if (members)
 		*members = all;
+	else if (all)
+		pfree(all);
 	if (nmembers)
 		*nmembers = kept;
 

@@ -1103,8 +1103,18 @@ MqGroupMembers(bool all_databases, int *nmembers)
 		*nmembers = 0;
 		return NULL;
 	}
-	info = palloc(sizeof(MqMemberInfo) * gs->nslots);
+	/*
+	 * Room for the members there are, not for every slot: an entry takes
+	 * about 4 kB, and a Kafka request's partitions may each ask (an
+	 * OffsetDelete naming one partition 1,000 times took 4 GB here).
+	 */
 	LWLockAcquire(gs->lock, LW_SHARED);
+	for (int i = 0; i < gs->nslots; i++)
+		if (gs->members[i].in_use &&
+			(gs->members[i].dboid == MyDatabaseId || all_databases))
+			n++;
+	info = palloc(sizeof(MqMemberInfo) * Max(n, 1));
+	n = 0;
 	for (int i = 0; i < gs->nslots; i++)
 	{
 		MqMember   *m = &gs->members[i];

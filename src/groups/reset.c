@@ -98,13 +98,16 @@ sql_members_subscribe(const char *group, int32 topic_id)
 {
 	int			n;
 	MqMemberInfo *members = MqGroupMembers(false, &n);
+	bool		found = false;
 
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n && !found; i++)
 		if (strcmp(members[i].group, group) == 0)
 			for (int t = 0; t < members[i].ntopics; t++)
 				if (members[i].topic_ids[t] == topic_id)
-					return true;
-	return false;
+					found = true;
+	if (members)
+		pfree(members);
+	return found;
 }
 
 bool

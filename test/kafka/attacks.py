@@ -273,6 +273,25 @@ def commit_dups(topic, n):
     return {'request_bytes': len(body), 'answered': count, 'errors': errors, 'seconds': round(took, 2)}
 
 
+def delete_dups(group, topic, n):
+    """an OffsetDelete v0 of group naming partition 0 of topic n times: its
+    group error and its partitions' errors by code"""
+    body = (kstr(group.encode()) + struct.pack('>i', 1) + kstr(topic.encode())
+            + struct.pack('>i', n) + struct.pack('>i', 0) * n)
+    answer, took = timed_request(47, 0, body)
+    group_error = struct.unpack_from('>h', answer, 4)[0]
+    pos = 4 + 2 + 4 + 4                           # correlation id, error, throttle, 1 topic
+    pos += 2 + struct.unpack_from('>h', answer, pos)[0]
+    count = struct.unpack_from('>i', answer, pos)[0]
+    pos += 4
+    errors = {}
+    for _ in range(count):
+        e = struct.unpack_from('>h', answer, pos + 4)[0]
+        errors[str(e)] = errors.get(str(e), 0) + 1
+        pos += 6
+    return {'group_error': group_error, 'answered': count, 'errors': errors, 'seconds': round(took, 2)}
+
+
 def fetch_dups(topic, offset, n):
     """a Fetch v4 naming one partition n times, each with a
     partition_max_bytes of 1 (its first batch is read whole, then cut)"""
@@ -393,6 +412,8 @@ if __name__ == '__main__':
         result = idle(int(sys.argv[3]), float(sys.argv[4]))
     elif what == 'commit-dups':
         result = commit_dups(sys.argv[3], int(sys.argv[4]))
+    elif what == 'delete-dups':
+        result = delete_dups(sys.argv[3], sys.argv[4], int(sys.argv[5]))
     elif what == 'fetch-dups':
         result = fetch_dups(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif what == 'fat-group':

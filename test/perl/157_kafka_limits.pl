@@ -207,6 +207,20 @@ like(slurp_file($node->logfile),
 	qr/Kafka DescribeGroups request from client "attack" held over mqlog.kafka_max_request_memory \(33554432 bytes\) of answers: \d+ of its units/,
 	'the log says why the groups were not described');
 
+# an OffsetDelete naming one partition of that group 5,000 times: each
+# partition's check of the group's SQL members copied every member slot
+# (MaxBackends x mqlog.max_groups_per_session, 4 MB here), kept until the answer: 20 GB
+# of address space, the listener's out-of-memory exit in a fuzz run; now
+# each copies the members there are, and frees them
+$r = attack($kport, {}, 'delete-dups', 'dups', 'big', 5000);
+is($r->{group_error}, 0, 'an OffsetDelete naming a partition 5,000 times is answered for the group');
+is($r->{answered}, 5000, 'and for each partition');
+is(($r->{errors}{0} // 0) + ($r->{errors}{7} // 0), 5000, 'each deleted or, after 500 ms, REQUEST_TIMED_OUT ('
+	  . ($r->{errors}{0} // 0) . ' deleted, ' . ($r->{errors}{7} // 0) . ' not)');
+unlike(slurp_file($node->logfile), qr/Kafka OffsetDelete request .* held over mqlog.kafka_max_request_memory/,
+	'its partitions never came near mqlog.kafka_max_request_memory');
+watchdog_ok($r, 'an OffsetDelete of 5,000 partitions');
+
 # a Produce of 600,000 empty entries (4.8 MB) is over the 500,000 array
 # elements a request may hold: its connection closes at once
 $r = attack($kport, {}, 'many-elements', 600000);
