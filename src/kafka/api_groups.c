@@ -885,11 +885,6 @@ refuse_full(const char *group, const char *client_id)
 #define MQK_MEMBER_MAX_BYTES	(1024 * 1024)
 #define MQK_GROUPS_MAX_BYTES	(64 * 1024 * 1024)
 
-/*
- * A join's protocols over MQK_MEMBER_MAX_BYTES is INVALID_REQUEST (no
- * client sends one); a join the groups' memory has no room for is
- * COORDINATOR_NOT_AVAILABLE, retriable, as refuse_full
- */
 static TimestampTz bytes_logged = 0;	/* the last refusal for room logged */
 
 /* the groups' memory has room for bytes more (twice, for a join: see below) */
@@ -938,6 +933,11 @@ check_assignment_bytes(const char *group, const char *client_id, const int *len,
 	return groups_have_room(bytes, "SyncGroup", group, client_id) ? MQK_NONE : MQK_COORDINATOR_NOT_AVAILABLE;
 }
 
+/*
+ * A join's protocols over MQK_MEMBER_MAX_BYTES is INVALID_REQUEST (no
+ * client sends one); a join the groups' memory has no room for is
+ * COORDINATOR_NOT_AVAILABLE, retriable, as refuse_full
+ */
 static int16
 check_member_bytes(const char *group, const char *client_id, const Protocol *protocols, int n)
 {
@@ -1454,10 +1454,32 @@ MqKafkaGroupInfoOf(const char *group, MqKafkaGroupInfo *info)
 	return true;
 }
 
+/* names[] sorted, by index: equal names side by side */
+static const char **sort_names;
+
 static int
-name_cmp(const void *a, const void *b)
+index_cmp(const void *a, const void *b)
 {
-	return strcmp(*(const char *const *) a, *(const char *const *) b);
+	return strcmp(sort_names[*(const int *) a], sort_names[*(const int *) b]);
+}
+
+/* the first of order[] (sorted by name) holding name, or -1 */
+static int
+first_named(const char **names, const int *order, int n, const char *name)
+{
+	int			lo = 0,
+				hi = n;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (strcmp(names[order[mid]], name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && strcmp(names[order[lo]], name) == 0 ? lo : -1;
 }
 
 void
@@ -1466,7 +1488,7 @@ MqKafkaGroupSubscribed(const char *group, const char **names, int n, bool *subsc
 	MqKafkaGroupInfo info;
 	MemoryContext cxt;
 	MemoryContext old;
-	const char **sorted;
+	int		   *order;
 
 	memset(subscribed, 0, sizeof(bool) * n);
 	if (n == 0 || !MqKafkaGroupInfoOf(group, &info))
@@ -1474,22 +1496,24 @@ MqKafkaGroupSubscribed(const char *group, const char **names, int n, bool *subsc
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "mqlog kafka subscriptions",
 								ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(cxt);
-	sorted = palloc(sizeof(char *) * n);
-	memcpy(sorted, names, sizeof(char *) * n);
-	qsort(sorted, n, sizeof(char *), name_cmp);
+	order = palloc(sizeof(int) * n);
+	for (int i = 0; i < n; i++)
+		order[i] = i;
+	sort_names = names;
+	qsort(order, n, sizeof(int), index_cmp);
 	for (int i = 0; i < info.nmembers; i++)
 	{
 		ListCell   *lc;
 
 		foreach(lc, MqKafkaSubscriptionTopics(info.members[i].metadata, info.members[i].metadata_len))
 		{
-			const char *topic = lfirst(lc);
+			int			at = first_named(names, order, n, lfirst(lc));
 
-			if (bsearch(&topic, sorted, n, sizeof(char *), name_cmp) == NULL)
+			/* every request entry of that name at once, and once only */
+			if (at < 0 || subscribed[order[at]])
 				continue;
-			for (int j = 0; j < n; j++)
-				if (!subscribed[j] && strcmp(names[j], topic) == 0)
-					subscribed[j] = true;
+			for (int j = at; j < n && strcmp(names[order[j]], names[order[at]]) == 0; j++)
+				subscribed[order[j]] = true;
 		}
 	}
 	MemoryContextSwitchTo(old);
