@@ -216,16 +216,22 @@ def kafka_python_delete(bootstrap, topics):
     a.close()
 
 
+def out_config_resources(resources):
+    """a DescribeConfigs answer's resources as kafka-python decodes them:
+    each one's error, then each of its entries"""
+    for code, msg, _rtype, _rname, entries in resources:
+        out({'error': code, 'message': msg})
+        for cname, value, read_only, source, sensitive, synonyms in entries:
+            out({'name': cname, 'value': value, 'source': source, 'read_only': read_only,
+                 'sensitive': sensitive, 'synonyms': [list(s) for s in synonyms]})
+
+
 def kafka_python_describe(bootstrap, rtype, name, keys):
     from kafka.admin import ConfigResource, ConfigResourceType
     a = kafka_python_admin(bootstrap)
     t = ConfigResourceType.TOPIC if rtype == 'topic' else ConfigResourceType.BROKER
     resp = a.describe_configs([ConfigResource(t, name, configs=dict.fromkeys(keys) or None)], include_synonyms=True)[0]
-    for code, msg, _rtype, _rname, entries in resp.resources:
-        out({'error': code, 'message': msg})
-        for cname, value, read_only, source, sensitive, synonyms in entries:
-            out({'name': cname, 'value': value, 'source': source, 'read_only': read_only,
-                 'sensitive': sensitive, 'synonyms': [list(s) for s in synonyms]})
+    out_config_resources(resp.resources)
     a.close()
 
 
@@ -236,11 +242,7 @@ def kafka_python_describe_at(bootstrap, broker, name):
     f = a._send_request_to_node(broker, DescribeConfigsRequest[version](
         resources=[(2, name, None)], include_synonyms=True))
     a._wait_for_futures([f])
-    for code, msg, _rtype, _rname, entries in f.value.resources:
-        out({'error': code, 'message': msg})
-        for cname, value, read_only, source, sensitive, synonyms in entries:
-            out({'name': cname, 'value': value, 'source': source, 'read_only': read_only,
-                 'sensitive': sensitive, 'synonyms': [list(s) for s in synonyms]})
+    out_config_resources(f.value.resources)
     a.close()
 
 
