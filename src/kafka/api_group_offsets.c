@@ -148,7 +148,10 @@ read_commit_partition(MqKafkaReader *r, bool flex, int16 v, MqKafkaOffsetPartiti
 		op->error = MQK_OFFSET_METADATA_TOO_LARGE;
 }
 
-/* OffsetFetch and OffsetDelete name a partition by its index alone */
+/*
+ * OffsetFetch and OffsetDelete name a partition by its index alone; -1:
+ * no offset read yet (OffsetFetch v1 answers it beside a group's error)
+ */
 static void
 read_index_partition(MqKafkaReader *r, bool flex, int16 v, MqKafkaOffsetPartition *op)
 {
