@@ -302,6 +302,21 @@ def raw_create_v0(bootstrap, topic, partitions):
     s.close()
 
 
+def resource_errors(r, described):
+    """each resource's error code in a classic DescribeConfigs answer
+    (described: each must have no configs) or AlterConfigs answer, r past
+    its throttle_time_ms"""
+    errors = []
+    for _ in range(r.take('>i')):
+        errors.append(r.take('>h'))
+        r.string()      # error_message
+        r.take('>b')    # resource_type
+        r.string()      # resource_name
+        if described:
+            assert r.take('>i') == 0    # no configs
+    return errors
+
+
 def raw_hostile(bootstrap):
     def closed(resp, s):
         return 'closed' if resp is None else 'answered'
@@ -330,13 +345,7 @@ def raw_hostile(bootstrap):
     resource = struct.pack('>b', 2) + kstr(b'visible') + struct.pack('>i', -1)
     r = Reader(raw_request(s, 32, 1, 3, struct.pack('>i', 2) + resource * 2 + b'\x00'), 4)
     r.take('>i')        # throttle_time_ms
-    errors = []
-    for _ in range(r.take('>i')):
-        errors.append(r.take('>h'))
-        r.string()
-        r.take('>b')
-        r.string()
-        assert r.take('>i') == 0    # no configs
+    errors = resource_errors(r, described=True)
     print('describe-duplicate %s' % ' '.join(map(str, errors)))
     s.close()
 
@@ -606,13 +615,8 @@ def raw_admin_hostile(bootstrap):
     s = raw_connect(bootstrap)
     resource = b'\x02' + kstr(b'twice') + struct.pack('>i', 0)
     r = Reader(raw_request(s, 33, 1, 1, struct.pack('>i', 2) + resource * 2 + b'\x00'), 4)
-    r.take('>i')
-    errors = []
-    for _ in range(r.take('>i')):
-        errors.append(r.take('>h'))
-        r.string()
-        r.take('>b')
-        r.string()
+    r.take('>i')        # throttle_time_ms
+    errors = resource_errors(r, described=False)
     print('alter-twice %s' % ' '.join(map(str, errors)))
     s.close()
 
