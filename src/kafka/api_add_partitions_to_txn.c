@@ -31,8 +31,8 @@
 typedef struct AddRequest
 {
 	MqKafkaTxnProducer p;
-	MqKafkaTxnTopic *topic;
-	MqKafkaTxnPartition *part;
+	MqKafkaOffsetTopic *topic;
+	MqKafkaOffsetPartition *part;
 	bool		add;			/* false: check only */
 } AddRequest;
 
@@ -63,7 +63,7 @@ add_partition(void *arg)
 
 /* every partition not answered yet gets error */
 static void
-answer_rest(MqKafkaTxnTopic *topics, int ntopics, int16 error)
+answer_rest(MqKafkaOffsetTopic *topics, int ntopics, int16 error)
 {
 	for (int t = 0; t < ntopics; t++)
 		for (int p = 0; p < topics[t].npartitions; p++)
@@ -73,7 +73,7 @@ answer_rest(MqKafkaTxnTopic *topics, int ntopics, int16 error)
 
 /* check (add false) or add every partition; false: one failed */
 static bool
-run_partitions(MqKafkaRequest *req, AddRequest *a, MqKafkaTxnTopic *topics, int ntopics, bool add)
+run_partitions(MqKafkaRequest *req, AddRequest *a, MqKafkaOffsetTopic *topics, int ntopics, bool add)
 {
 	int			attempted = 0;
 	bool		ok = true;
@@ -82,7 +82,7 @@ run_partitions(MqKafkaRequest *req, AddRequest *a, MqKafkaTxnTopic *topics, int 
 	for (int t = 0; t < ntopics; t++)
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
-			MqKafkaTxnPartition *ap = &topics[t].partitions[p];
+			MqKafkaOffsetPartition *ap = &topics[t].partitions[p];
 
 			if (MqKafkaOutOfTime(req, &attempted))
 			{
@@ -107,7 +107,7 @@ MqKafkaAddPartitionsToTxn(MqKafkaRequest *req, StringInfo out)
 	bool		flex = v >= 3;
 	AddRequest	a;
 	int32		ntopics;
-	MqKafkaTxnTopic *topics;
+	MqKafkaOffsetTopic *topics;
 	int16		error;
 
 	memset(&a, 0, sizeof(a));
@@ -115,18 +115,10 @@ MqKafkaAddPartitionsToTxn(MqKafkaRequest *req, StringInfo out)
 	ntopics = MqKafkaReadArrayLen(r, flex, 2);
 	if (ntopics < 0 || r->failed)
 		return MQK_CLOSE;
-	topics = palloc0(sizeof(MqKafkaTxnTopic) * (ntopics + 1));
-	for (int t = 0; t < ntopics && !r->failed; t++)
-	{
-		topics[t].name = MqKafkaReadString(r, flex, NULL);
-		topics[t].npartitions = MqKafkaReadArrayLen(r, flex, 4);
-		if (topics[t].name == NULL || topics[t].npartitions < 0)
-			return MQK_CLOSE;
-		topics[t].partitions = palloc0(sizeof(MqKafkaTxnPartition) * (topics[t].npartitions + 1));
-		for (int p = 0; p < topics[t].npartitions; p++)
-			topics[t].partitions[p].index = MqKafkaReadInt32(r);
-		MqKafkaSkipTags(r, flex);
-	}
+	/* a partition is its index alone */
+	topics = MqKafkaReadOffsetTopics(r, flex, v, ntopics, 4, NULL);
+	if (topics == NULL)
+		return MQK_CLOSE;
 	MqKafkaSkipTags(r, flex);
 	if (r->failed)
 		return MQK_CLOSE;

@@ -41,21 +41,6 @@
 /* Kafka's offset.metadata.max.bytes: a commit's metadata string, at most */
 #define MAX_METADATA_BYTES 4096
 
-typedef struct OffsetPartition
-{
-	int32		index;
-	int64		offset;
-	char	   *metadata;		/* the commit's, or the one read; NULL: none */
-	int16		error;
-} OffsetPartition;
-
-typedef struct OffsetTopic
-{
-	char	   *name;
-	int32		npartitions;
-	OffsetPartition *partitions;
-} OffsetTopic;
-
 typedef enum OffsetWork
 {
 	OW_COMMIT,
@@ -67,7 +52,7 @@ typedef struct OffsetUnit
 {
 	const char *group;
 	const char *topic;
-	OffsetPartition *part;
+	MqKafkaOffsetPartition *part;
 	OffsetWork	work;
 } OffsetUnit;
 
@@ -76,7 +61,7 @@ static void
 offset_partition(void *arg)
 {
 	OffsetUnit *u = arg;
-	OffsetPartition *op = u->part;
+	MqKafkaOffsetPartition *op = u->part;
 	MqTopic    *topic = MqKafkaTopic(u->topic, u->work == OW_FETCH ? MQ_PRIV_DESCRIBE : MQ_PRIV_CONSUME,
 									 &op->error);
 
@@ -110,7 +95,7 @@ delete_error_of(int sqlerrcode, void *arg)
  * rewrite slower than the last within one transaction
  */
 static void
-run_units(MqKafkaRequest *req, const char *group, OffsetTopic *topics, int ntopics,
+run_units(MqKafkaRequest *req, const char *group, MqKafkaOffsetTopic *topics, int ntopics,
 		  OffsetWork work)
 {
 	static const char *const names[] = {"OffsetCommit", "OffsetFetch", "OffsetDelete"};
@@ -120,7 +105,7 @@ run_units(MqKafkaRequest *req, const char *group, OffsetTopic *topics, int ntopi
 	for (int t = 0; t < ntopics; t++)
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
-			OffsetPartition *op = &topics[t].partitions[p];
+			MqKafkaOffsetPartition *op = &topics[t].partitions[p];
 			OffsetUnit	u = {group, topics[t].name, op, work};
 			int16		code;
 			char	   *message;
@@ -149,50 +134,35 @@ run_units(MqKafkaRequest *req, const char *group, OffsetTopic *topics, int ntopi
 						names[work], req->client_id ? req->client_id : "", MQK_REQUEST_TIME_MS, late)));
 }
 
-/*
- * The topics and partitions of a request; commit: each partition with its
- * offset, metadata and (by version) leader epoch and timestamp.  false:
- * malformed.
- */
-static bool
-read_topics(MqKafkaReader *r, int16 v, bool flex, bool commit, OffsetTopic *topics,
-			int ntopics)
+/* what follows a partition's index in OffsetCommit (MqKafkaReadOffsetTopics) */
+static void
+read_commit_partition(MqKafkaReader *r, bool flex, int16 v, MqKafkaOffsetPartition *op)
 {
-	for (int t = 0; t < ntopics && !r->failed; t++)
-	{
-		OffsetTopic *ot = &topics[t];
+	op->offset = MqKafkaReadInt64(r);
+	if (v >= 6)
+		(void) MqKafkaReadInt32(r); /* committed_leader_epoch */
+	if (v == 1)
+		(void) MqKafkaReadInt64(r); /* commit_timestamp */
+	op->metadata = MqKafkaReadString(r, flex, NULL);
+	if (op->metadata && strlen(op->metadata) > MAX_METADATA_BYTES)
+		op->error = MQK_OFFSET_METADATA_TOO_LARGE;
+}
 
-		ot->name = MqKafkaReadString(r, flex, NULL);
-		ot->npartitions = MqKafkaReadArrayLen(r, flex, commit ? 14 : 4);
-		if (ot->name == NULL || ot->npartitions < 0)
-			return false;
-		ot->partitions = palloc0(sizeof(OffsetPartition) * (ot->npartitions + 1));
-		for (int p = 0; p < ot->npartitions && !r->failed; p++)
-		{
-			OffsetPartition *op = &ot->partitions[p];
-
-			op->index = MqKafkaReadInt32(r);
-			op->offset = commit ? MqKafkaReadInt64(r) : -1;
-			if (!commit)
-				continue;
-			if (v >= 6)
-				(void) MqKafkaReadInt32(r); /* committed_leader_epoch */
-			if (v == 1)
-				(void) MqKafkaReadInt64(r); /* commit_timestamp */
-			op->metadata = MqKafkaReadString(r, flex, NULL);
-			if (op->metadata && strlen(op->metadata) > MAX_METADATA_BYTES)
-				op->error = MQK_OFFSET_METADATA_TOO_LARGE;
-		}
-		MqKafkaSkipTags(r, flex);
-	}
-	return !r->failed;
+/*
+ * OffsetFetch and OffsetDelete name a partition by its index alone; -1:
+ * no offset read yet (OffsetFetch v1 answers it beside a group's error)
+ */
+static void
+read_index_partition(MqKafkaReader *r, bool flex, int16 v, MqKafkaOffsetPartition *op)
+{
+	op->offset = -1;
 }
 
 /* every committed offset of the group, as the topics of a request would name them */
 typedef struct AllOffsets
 {
 	const char *group;
-	OffsetTopic *topics;
+	MqKafkaOffsetTopic *topics;
 	int			ntopics;
 } AllOffsets;
 
@@ -203,19 +173,19 @@ read_all_offsets(void *arg)
 	MqGroupOffset *offsets;
 	int			n = MqGroupOffsets(a->group, &offsets);
 
-	/* sorted by topic: one OffsetTopic per run of a topic's partitions */
-	a->topics = palloc0(sizeof(OffsetTopic) * (n + 1));
+	/* sorted by topic: one MqKafkaOffsetTopic per run of a topic's partitions */
+	a->topics = palloc0(sizeof(MqKafkaOffsetTopic) * (n + 1));
 	a->ntopics = 0;
 	for (int i = 0; i < n;)
 	{
-		OffsetTopic *ot = &a->topics[a->ntopics++];
+		MqKafkaOffsetTopic *ot = &a->topics[a->ntopics++];
 		int			j = i;
 
 		while (j < n && offsets[j].topic->topic_id == offsets[i].topic->topic_id)
 			j++;
 		ot->name = offsets[i].topic->name;
 		ot->npartitions = j - i;
-		ot->partitions = palloc0(sizeof(OffsetPartition) * (j - i));
+		ot->partitions = palloc0(sizeof(MqKafkaOffsetPartition) * (j - i));
 		for (int k = i; k < j; k++)
 		{
 			ot->partitions[k - i].index = offsets[k].partition;
@@ -226,25 +196,8 @@ read_all_offsets(void *arg)
 	}
 }
 
-/* each topic with its partitions' indexes and errors (OffsetCommit, OffsetDelete) */
 static void
-write_partition_errors(StringInfo out, OffsetTopic *topics, int ntopics)
-{
-	MqKafkaWriteArrayLen(out, false, ntopics);
-	for (int t = 0; t < ntopics; t++)
-	{
-		MqKafkaWriteString(out, false, topics[t].name);
-		MqKafkaWriteArrayLen(out, false, topics[t].npartitions);
-		for (int p = 0; p < topics[t].npartitions; p++)
-		{
-			MqKafkaWriteInt32(out, topics[t].partitions[p].index);
-			MqKafkaWriteInt16(out, topics[t].partitions[p].error);
-		}
-	}
-}
-
-static void
-set_errors(OffsetTopic *topics, int ntopics, int16 error)
+set_errors(MqKafkaOffsetTopic *topics, int ntopics, int16 error)
 {
 	for (int t = 0; t < ntopics; t++)
 		for (int p = 0; p < topics[t].npartitions; p++)
@@ -260,7 +213,7 @@ MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	int32		generation = -1;
 	char	   *member_id = NULL;
 	int32		ntopics;
-	OffsetTopic *topics;
+	MqKafkaOffsetTopic *topics;
 	int16		error;
 	bool		standalone = false;
 	bool		full;
@@ -278,8 +231,8 @@ MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	ntopics = MqKafkaReadArrayLen(r, false, 6);
 	if (ntopics < 0 || r->failed || group == NULL)
 		return MQK_CLOSE;
-	topics = palloc0(sizeof(OffsetTopic) * (ntopics + 1));
-	if (!read_topics(r, v, false, true, topics, ntopics))
+	topics = MqKafkaReadOffsetTopics(r, false, v, ntopics, 14, read_commit_partition);
+	if (topics == NULL)
 		return MQK_CLOSE;
 
 	error = MqKafkaGroupAccess(group);
@@ -303,7 +256,7 @@ MqKafkaOffsetCommit(MqKafkaRequest *req, StringInfo out)
 
 	if (v >= 3)
 		MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
-	write_partition_errors(out, topics, ntopics);
+	MqKafkaWritePartitionErrors(out, false, topics, ntopics);
 	return MQK_RESPOND;
 }
 
@@ -315,7 +268,7 @@ MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out)
 	bool		flex = req->flexible;
 	char	   *group;
 	int32		ntopics;
-	OffsetTopic *topics;
+	MqKafkaOffsetTopic *topics;
 	int16		error;
 	bool		all;
 
@@ -328,8 +281,8 @@ MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out)
 	if (all && v < 2)
 		return MQK_CLOSE;
 	ntopics = Max(ntopics, 0);
-	topics = palloc0(sizeof(OffsetTopic) * (ntopics + 1));
-	if (!read_topics(r, v, flex, false, topics, ntopics))
+	topics = MqKafkaReadOffsetTopics(r, flex, v, ntopics, 4, read_index_partition);
+	if (topics == NULL)
 		return MQK_CLOSE;
 	if (v >= 7)
 		(void) MqKafkaReadInt8(r);	/* require_stable: every offset is */
@@ -366,7 +319,7 @@ MqKafkaOffsetFetch(MqKafkaRequest *req, StringInfo out)
 		MqKafkaWriteArrayLen(out, flex, topics[t].npartitions);
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
-			OffsetPartition *op = &topics[t].partitions[p];
+			MqKafkaOffsetPartition *op = &topics[t].partitions[p];
 
 			MqKafkaWriteInt32(out, op->index);
 			MqKafkaWriteInt64(out, op->offset);
@@ -409,7 +362,7 @@ MqKafkaOffsetDelete(MqKafkaRequest *req, StringInfo out)
 	MqKafkaReader *r = &req->body;
 	char	   *group;
 	int32		ntopics;
-	OffsetTopic *topics;
+	MqKafkaOffsetTopic *topics;
 	int16		error;
 	GroupCheck	check = {NULL, false, false};
 	char	   *message;
@@ -418,8 +371,8 @@ MqKafkaOffsetDelete(MqKafkaRequest *req, StringInfo out)
 	ntopics = MqKafkaReadArrayLen(r, false, 6);
 	if (group == NULL || ntopics < 0 || r->failed)
 		return MQK_CLOSE;
-	topics = palloc0(sizeof(OffsetTopic) * (ntopics + 1));
-	if (!read_topics(r, 0, false, false, topics, ntopics))
+	topics = MqKafkaReadOffsetTopics(r, false, 0, ntopics, 4, read_index_partition);
+	if (topics == NULL)
 		return MQK_CLOSE;
 
 	error = MqKafkaGroupIdError(group);
@@ -453,6 +406,6 @@ MqKafkaOffsetDelete(MqKafkaRequest *req, StringInfo out)
 	MqKafkaWriteInt16(out, error);
 	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
 	/* a group's error is told once, with no topics, as Kafka */
-	write_partition_errors(out, topics, error == MQK_NONE ? ntopics : 0);
+	MqKafkaWritePartitionErrors(out, false, topics, error == MQK_NONE ? ntopics : 0);
 	return MQK_RESPOND;
 }

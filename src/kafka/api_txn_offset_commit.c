@@ -46,7 +46,7 @@ typedef struct TxnOffsetCommit
 	int16		epoch;
 	bool		fenced_code;
 	const char *topic;
-	MqKafkaTxnPartition *part;
+	MqKafkaOffsetPartition *part;
 } TxnOffsetCommit;
 
 static int16
@@ -83,6 +83,17 @@ store_partition(void *arg)
 	return MQK_NONE;
 }
 
+/* what follows a partition's index (MqKafkaReadOffsetTopics) */
+static void
+read_partition(MqKafkaReader *r, bool flex, int16 v, MqKafkaOffsetPartition *tp)
+{
+	tp->offset = MqKafkaReadInt64(r);
+	if (v >= 2)
+		(void) MqKafkaReadInt32(r); /* committed_leader_epoch */
+	tp->metadata = MqKafkaReadString(r, flex, NULL);
+	MqKafkaSkipTags(r, flex);
+}
+
 MqKafkaOutcome
 MqKafkaTxnOffsetCommit(MqKafkaRequest *req, StringInfo out)
 {
@@ -91,7 +102,7 @@ MqKafkaTxnOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	bool		flex = v >= 3;
 	TxnOffsetCommit c;
 	int32		ntopics;
-	MqKafkaTxnTopic *topics;
+	MqKafkaOffsetTopic *topics;
 	int16		error;
 	int			attempted = 0;
 
@@ -112,27 +123,9 @@ MqKafkaTxnOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	ntopics = MqKafkaReadArrayLen(r, flex, 2);
 	if (ntopics < 0 || r->failed)
 		return MQK_CLOSE;
-	topics = palloc0(sizeof(MqKafkaTxnTopic) * (ntopics + 1));
-	for (int t = 0; t < ntopics && !r->failed; t++)
-	{
-		topics[t].name = MqKafkaReadString(r, flex, NULL);
-		topics[t].npartitions = MqKafkaReadArrayLen(r, flex, 14);
-		if (topics[t].name == NULL || topics[t].npartitions < 0)
-			return MQK_CLOSE;
-		topics[t].partitions = palloc0(sizeof(MqKafkaTxnPartition) * (topics[t].npartitions + 1));
-		for (int p = 0; p < topics[t].npartitions && !r->failed; p++)
-		{
-			MqKafkaTxnPartition *tp = &topics[t].partitions[p];
-
-			tp->index = MqKafkaReadInt32(r);
-			tp->offset = MqKafkaReadInt64(r);
-			if (v >= 2)
-				(void) MqKafkaReadInt32(r); /* committed_leader_epoch */
-			tp->metadata = MqKafkaReadString(r, flex, NULL);
-			MqKafkaSkipTags(r, flex);
-		}
-		MqKafkaSkipTags(r, flex);
-	}
+	topics = MqKafkaReadOffsetTopics(r, flex, v, ntopics, 14, read_partition);
+	if (topics == NULL)
+		return MQK_CLOSE;
 	MqKafkaSkipTags(r, flex);
 	if (r->failed || c.txn_id == NULL || c.group == NULL)
 		return MQK_CLOSE;
@@ -141,7 +134,7 @@ MqKafkaTxnOffsetCommit(MqKafkaRequest *req, StringInfo out)
 	for (int t = 0; t < ntopics; t++)
 		for (int p = 0; p < topics[t].npartitions; p++)
 		{
-			MqKafkaTxnPartition *tp = &topics[t].partitions[p];
+			MqKafkaOffsetPartition *tp = &topics[t].partitions[p];
 
 			if (error != MQK_NONE)
 				tp->error = error;

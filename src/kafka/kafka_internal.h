@@ -216,6 +216,36 @@ extern MqKafkaOutcome MqKafkaEndTxn(MqKafkaRequest *req, StringInfo out);
 extern MqKafkaOutcome MqKafkaTxnOffsetCommit(MqKafkaRequest *req, StringInfo out);
 
 /*
+ * A request's topics, each with partitions by index (offset_topics.c):
+ * the shape OffsetCommit, OffsetFetch, OffsetDelete, TxnOffsetCommit and
+ * AddPartitionsToTxn read, and the per-partition errors they answer.
+ */
+typedef struct MqKafkaOffsetPartition
+{
+	int32		index;
+	int64		offset;			/* a commit's, or the one read */
+	char	   *metadata;		/* a commit's, or the one read; NULL: none */
+	int16		error;
+} MqKafkaOffsetPartition;
+
+typedef struct MqKafkaOffsetTopic
+{
+	char	   *name;
+	int32		npartitions;
+	MqKafkaOffsetPartition *partitions;
+} MqKafkaOffsetTopic;
+
+/* reads one partition's fields after its index; version: the request's */
+typedef void (*MqKafkaOffsetPartitionReader) (MqKafkaReader *r, bool flex, int16 version,
+											  MqKafkaOffsetPartition *part);
+
+extern MqKafkaOffsetTopic *MqKafkaReadOffsetTopics(MqKafkaReader *r, bool flex, int16 version,
+												   int32 ntopics, int min_partition_size,
+												   MqKafkaOffsetPartitionReader read_partition);
+extern void MqKafkaWritePartitionErrors(StringInfo out, bool flex,
+										const MqKafkaOffsetTopic *topics, int ntopics);
+
+/*
  * The transaction coordinator (txn_coordinator.c): each call runs in the
  * request's (sub)transaction and answers a Kafka error code.  fenced_code:
  * the request's version knows PRODUCER_FENCED (else an older epoch is
@@ -232,26 +262,11 @@ typedef struct MqKafkaTxnProducer
 	bool		fenced_code;
 } MqKafkaTxnProducer;
 
-typedef struct MqKafkaTxnPartition
-{
-	int32		index;
-	int64		offset;			/* TxnOffsetCommit's */
-	char	   *metadata;		/* TxnOffsetCommit's */
-	int16		error;
-} MqKafkaTxnPartition;
-
-typedef struct MqKafkaTxnTopic
-{
-	char	   *name;
-	int32		npartitions;
-	MqKafkaTxnPartition *partitions;
-} MqKafkaTxnTopic;
-
 extern void MqKafkaTxnReadProducer(MqKafkaReader *r, bool flex, int16 version, int16 fenced_from,
 								   MqKafkaTxnProducer *p);
 extern MqKafkaOutcome MqKafkaTxnAnswer(StringInfo out, bool flex, int16 error);
 extern MqKafkaOutcome MqKafkaTxnAnswerPartitions(StringInfo out, bool flex,
-												 const MqKafkaTxnTopic *topics, int ntopics);
+												 const MqKafkaOffsetTopic *topics, int ntopics);
 extern int16 MqKafkaTxnRun(int16 (*fn) (void *arg), void *arg);
 extern int16 MqKafkaTxnInitProducer(const char *txn_id, int32 timeout_ms, int64 given_id,
 									int16 given_epoch, bool fenced_code,

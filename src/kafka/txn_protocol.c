@@ -41,22 +41,11 @@ MqKafkaTxnAnswer(StringInfo out, bool flex, int16 error)
 
 /* throttle_time_ms and each partition's error (AddPartitionsToTxn, TxnOffsetCommit) */
 MqKafkaOutcome
-MqKafkaTxnAnswerPartitions(StringInfo out, bool flex, const MqKafkaTxnTopic *topics, int ntopics)
+MqKafkaTxnAnswerPartitions(StringInfo out, bool flex, const MqKafkaOffsetTopic *topics,
+						   int ntopics)
 {
 	MqKafkaWriteInt32(out, 0);	/* throttle_time_ms */
-	MqKafkaWriteArrayLen(out, flex, ntopics);
-	for (int t = 0; t < ntopics; t++)
-	{
-		MqKafkaWriteString(out, flex, topics[t].name);
-		MqKafkaWriteArrayLen(out, flex, topics[t].npartitions);
-		for (int p = 0; p < topics[t].npartitions; p++)
-		{
-			MqKafkaWriteInt32(out, topics[t].partitions[p].index);
-			MqKafkaWriteInt16(out, topics[t].partitions[p].error);
-			MqKafkaWriteTags(out, flex);
-		}
-		MqKafkaWriteTags(out, flex);
-	}
+	MqKafkaWritePartitionErrors(out, flex, topics, ntopics);
 	MqKafkaWriteTags(out, flex);
 	return MQK_RESPOND;
 }

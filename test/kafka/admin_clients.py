@@ -216,16 +216,22 @@ def kafka_python_delete(bootstrap, topics):
     a.close()
 
 
+def out_config_resources(resources):
+    """a DescribeConfigs answer's resources as kafka-python decodes them:
+    each one's error, then each of its entries"""
+    for code, msg, _rtype, _rname, entries in resources:
+        out({'error': code, 'message': msg})
+        for cname, value, read_only, source, sensitive, synonyms in entries:
+            out({'name': cname, 'value': value, 'source': source, 'read_only': read_only,
+                 'sensitive': sensitive, 'synonyms': [list(s) for s in synonyms]})
+
+
 def kafka_python_describe(bootstrap, rtype, name, keys):
     from kafka.admin import ConfigResource, ConfigResourceType
     a = kafka_python_admin(bootstrap)
     t = ConfigResourceType.TOPIC if rtype == 'topic' else ConfigResourceType.BROKER
     resp = a.describe_configs([ConfigResource(t, name, configs=dict.fromkeys(keys) or None)], include_synonyms=True)[0]
-    for code, msg, _rtype, _rname, entries in resp.resources:
-        out({'error': code, 'message': msg})
-        for cname, value, read_only, source, sensitive, synonyms in entries:
-            out({'name': cname, 'value': value, 'source': source, 'read_only': read_only,
-                 'sensitive': sensitive, 'synonyms': [list(s) for s in synonyms]})
+    out_config_resources(resp.resources)
     a.close()
 
 
@@ -236,11 +242,7 @@ def kafka_python_describe_at(bootstrap, broker, name):
     f = a._send_request_to_node(broker, DescribeConfigsRequest[version](
         resources=[(2, name, None)], include_synonyms=True))
     a._wait_for_futures([f])
-    for code, msg, _rtype, _rname, entries in f.value.resources:
-        out({'error': code, 'message': msg})
-        for cname, value, read_only, source, sensitive, synonyms in entries:
-            out({'name': cname, 'value': value, 'source': source, 'read_only': read_only,
-                 'sensitive': sensitive, 'synonyms': [list(s) for s in synonyms]})
+    out_config_resources(f.value.resources)
     a.close()
 
 
@@ -300,6 +302,21 @@ def raw_create_v0(bootstrap, topic, partitions):
     s.close()
 
 
+def resource_errors(r, described):
+    """each resource's error code in a classic DescribeConfigs answer
+    (described: each must have no configs) or AlterConfigs answer, r past
+    its throttle_time_ms"""
+    errors = []
+    for _ in range(r.take('>i')):
+        errors.append(r.take('>h'))
+        r.string()      # error_message
+        r.take('>b')    # resource_type
+        r.string()      # resource_name
+        if described:
+            assert r.take('>i') == 0    # no configs
+    return errors
+
+
 def raw_hostile(bootstrap):
     def closed(resp, s):
         return 'closed' if resp is None else 'answered'
@@ -328,13 +345,7 @@ def raw_hostile(bootstrap):
     resource = struct.pack('>b', 2) + kstr(b'visible') + struct.pack('>i', -1)
     r = Reader(raw_request(s, 32, 1, 3, struct.pack('>i', 2) + resource * 2 + b'\x00'), 4)
     r.take('>i')        # throttle_time_ms
-    errors = []
-    for _ in range(r.take('>i')):
-        errors.append(r.take('>h'))
-        r.string()
-        r.take('>b')
-        r.string()
-        assert r.take('>i') == 0    # no configs
+    errors = resource_errors(r, described=True)
     print('describe-duplicate %s' % ' '.join(map(str, errors)))
     s.close()
 
@@ -604,13 +615,8 @@ def raw_admin_hostile(bootstrap):
     s = raw_connect(bootstrap)
     resource = b'\x02' + kstr(b'twice') + struct.pack('>i', 0)
     r = Reader(raw_request(s, 33, 1, 1, struct.pack('>i', 2) + resource * 2 + b'\x00'), 4)
-    r.take('>i')
-    errors = []
-    for _ in range(r.take('>i')):
-        errors.append(r.take('>h'))
-        r.string()
-        r.take('>b')
-        r.string()
+    r.take('>i')        # throttle_time_ms
+    errors = resource_errors(r, described=False)
     print('alter-twice %s' % ' '.join(map(str, errors)))
     s.close()
 

@@ -256,13 +256,10 @@ def idle(conns, seconds):
 # Requests that name many partitions
 # ---------------------------------------------------------------------------
 
-def commit_dups(topic, n):
-    part = struct.pack('>iq', 0, 1) + struct.pack('>h', -1)       # index, offset, no metadata
-    body = (kstr(b'dups') + struct.pack('>i', -1) + kstr(b'') + struct.pack('>q', -1)
-            + struct.pack('>i', 1) + kstr(topic.encode()) + struct.pack('>i', n) + part * n)
-    answer, took = timed_request(8, 2, body)
-    pos = 4 + 4                                   # correlation id, 1 topic
-    pos += 2 + struct.unpack_from('>h', answer, pos)[0]
+def partition_errors(answer, pos):
+    """the partitions array at pos of a classic (not flexible) answer whose
+    partitions are an index and an error code (OffsetCommit, OffsetDelete):
+    how many, and how many of each error code"""
     count = struct.unpack_from('>i', answer, pos)[0]
     pos += 4
     errors = {}
@@ -270,6 +267,17 @@ def commit_dups(topic, n):
         e = struct.unpack_from('>h', answer, pos + 4)[0]
         errors[str(e)] = errors.get(str(e), 0) + 1
         pos += 6
+    return count, errors
+
+
+def commit_dups(topic, n):
+    part = struct.pack('>iq', 0, 1) + struct.pack('>h', -1)       # index, offset, no metadata
+    body = (kstr(b'dups') + struct.pack('>i', -1) + kstr(b'') + struct.pack('>q', -1)
+            + struct.pack('>i', 1) + kstr(topic.encode()) + struct.pack('>i', n) + part * n)
+    answer, took = timed_request(8, 2, body)
+    pos = 4 + 4                                   # correlation id, 1 topic
+    pos += 2 + struct.unpack_from('>h', answer, pos)[0]
+    count, errors = partition_errors(answer, pos)
     return {'request_bytes': len(body), 'answered': count, 'errors': errors, 'seconds': round(took, 2)}
 
 
@@ -282,13 +290,7 @@ def delete_dups(group, topic, n):
     group_error = struct.unpack_from('>h', answer, 4)[0]
     pos = 4 + 2 + 4 + 4                           # correlation id, error, throttle, 1 topic
     pos += 2 + struct.unpack_from('>h', answer, pos)[0]
-    count = struct.unpack_from('>i', answer, pos)[0]
-    pos += 4
-    errors = {}
-    for _ in range(count):
-        e = struct.unpack_from('>h', answer, pos + 4)[0]
-        errors[str(e)] = errors.get(str(e), 0) + 1
-        pos += 6
+    count, errors = partition_errors(answer, pos)
     return {'group_error': group_error, 'answered': count, 'errors': errors, 'seconds': round(took, 2)}
 
 

@@ -41,11 +41,13 @@ def valid_bodies(topic):
             (18, 2, b'')]
 
 
-def read_some(s, timeout=0.05):
+def read_until(s, timeout, done):
+    """what s sends until done(data), the server closes or timeout passes
+    without a byte"""
     s.settimeout(timeout)
     data = b''
     try:
-        while len(data) < 1 << 20:
+        while not done(data):
             chunk = s.recv(65536)
             if not chunk:
                 break
@@ -53,21 +55,16 @@ def read_some(s, timeout=0.05):
     except (socket.timeout, ConnectionError, OSError):
         pass
     return data
+
+
+def read_some(s, timeout=0.05):
+    return read_until(s, timeout, lambda data: len(data) >= 1 << 20)
 
 
 def read_response(s, timeout=5.0):
     """one whole response, size prefix included (b'' if the server closed)"""
-    s.settimeout(timeout)
-    data = b''
-    try:
-        while len(data) < 4 or len(data) < 4 + struct.unpack('>i', data[:4])[0]:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    except (socket.timeout, ConnectionError, OSError):
-        pass
-    return data
+    return read_until(s, timeout,
+                      lambda data: len(data) >= 4 and len(data) >= 4 + struct.unpack('>i', data[:4])[0])
 
 
 def main():

@@ -96,19 +96,31 @@ def write(addr, topic, txn_id, n, prefix, commit):
         print(error_name(e))
 
 
-def consume(addr, topic, isolation):
-    c = Consumer({"bootstrap.servers": addr, "group.id": "txn-reader-%d" % os.getpid(),
-                  "isolation.level": isolation, "enable.auto.commit": False,
-                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(topic, 0, 0)])
-    deadline = time.time() + 30
+def reader(addr, group, isolation):
+    """A consumer from the start that reports a partition's end (until_eof stops there)."""
+    return Consumer({"bootstrap.servers": addr, "group.id": group,
+                     "isolation.level": isolation, "enable.auto.commit": False,
+                     "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+
+
+def until_eof(c, seconds):
+    """Each message c polls, records and errors, until a partition's end or
+    `seconds` have passed: the caller decides what an error means."""
+    deadline = time.time() + seconds
     while time.time() < deadline:
         m = c.poll(1.0)
         if m is None:
             continue
+        if m.error() and m.error().code() == KafkaError._PARTITION_EOF:
+            return
+        yield m
+
+
+def consume(addr, topic, isolation):
+    c = reader(addr, "txn-reader-%d" % os.getpid(), isolation)
+    c.assign([TopicPartition(topic, 0, 0)])
+    for m in until_eof(c, 30):
         if m.error():
-            if m.error().code() == KafkaError._PARTITION_EOF:
-                break
             print("error %s" % m.error())
             break
         print(m.value().decode())
@@ -189,20 +201,12 @@ def steps(addr, topic, txn_id):
 
 
 def loop(addr, src, dst, group, txn_id, stop_after=None):
-    c = Consumer({"bootstrap.servers": addr, "group.id": group,
-                  "isolation.level": "read_committed", "enable.auto.commit": False,
-                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    c = reader(addr, group, "read_committed")
     c.subscribe([src])
     p = producer(addr, txn_id)
     done = 0
-    idle_until = time.time() + 60
-    while time.time() < idle_until:
-        m = c.poll(1.0)
-        if m is None:
-            continue
+    for m in until_eof(c, 60):
         if m.error():
-            if m.error().code() == KafkaError._PARTITION_EOF:
-                break
             continue
         p.begin_transaction()
         p.produce(dst, value=b"out-" + m.value(), partition=0)
