@@ -291,29 +291,32 @@ SELECT (SELECT count(*) FROM pass) >= 0 AND EXISTS (
 		$name);
 }
 
+# the stored batches (transactional 16, marker 48), the aborted ranges,
+# and what mq_fetch and read_committed and read_uncommitted consumers read
+sub cm_state
+{
+	my ($batches, $ranges, $values, $what) = @_;
+	is($node->safe_psql('postgres', $cm_batches), $batches, "batches: $what");
+	is($node->safe_psql('postgres', $cm_ranges), $ranges, "aborted ranges: $what");
+	is(sql_values('cm'), $values, "mq_fetch reads $values");
+	is(consume('cm', 'read_committed'), $values, "... so does a read_committed consumer");
+	is(consume('cm', 'read_uncommitted'), $values, "... and a read_uncommitted one");
+}
+
 cm_roll_compact(undef, 8, 'the first segment is compacted');
-is($node->safe_psql('postgres', $cm_batches), '1:48,3:48,4:16,5:48,6:16,7:48',
-	'the superseded and the aborted batch go, every marker stays (their batches were there when it began)');
-is($node->safe_psql('postgres', $cm_ranges), '2-3', 'the abort\'s range stays');
+cm_state('1:48,3:48,4:16,5:48,6:16,7:48', '2-3', 'keep,v2',
+	'the superseded and the aborted batch go, every marker and the range stay (their batches were there when it began)');
 cm_roll_compact('x', 9, '... and compacted again after the next roll');
-is($node->safe_psql('postgres', $cm_batches), '1:48,3:48,4:16,5:48,6:16,7:48,8:0',
-	'the markers of the emptied transactions stay within delete.retention.ms (a day)');
-is($node->safe_psql('postgres', $cm_ranges), '2-3', '... and so does the abort\'s range');
-is(sql_values('cm'), 'keep,v2,x', 'mq_fetch reads the records compaction kept');
-is(consume('cm', 'read_committed'), 'keep,v2,x', 'so does a read_committed consumer');
-is(consume('cm', 'read_uncommitted'), 'keep,v2,x', '... and a read_uncommitted one: the aborted batch is gone');
+cm_state('1:48,3:48,4:16,5:48,6:16,7:48,8:0', '2-3', 'keep,v2,x',
+	'the markers of the emptied transactions stay within delete.retention.ms (a day), and the range');
 
 $node->safe_psql('postgres', q{SELECT mq_alter_topic('cm', '{"delete.retention.ms": 1000}')});
 ok( $node->poll_query_until(
 		'postgres', qq{SELECT clock_timestamp() > '$cm_written'::timestamptz + interval '1.5 s'}),
 	'the markers are older than delete.retention.ms (1000 ms)');
 cm_roll_compact('y', 10, 'the first segment is compacted after one more roll');
-is($node->safe_psql('postgres', $cm_batches), '4:16,5:48,6:16,7:48,8:0,9:0',
-	'the COMMIT and the ABORT of the emptied transactions go; the markers of kept batches stay');
-is($node->safe_psql('postgres', $cm_ranges), '', 'the abort\'s range went with its marker');
-is(sql_values('cm'), 'keep,v2,x,y', 'mq_fetch reads the same records');
-is(consume('cm', 'read_committed'), 'keep,v2,x,y', 'so does a read_committed consumer');
-is(consume('cm', 'read_uncommitted'), 'keep,v2,x,y', '... and a read_uncommitted one');
+cm_state('4:16,5:48,6:16,7:48,8:0,9:0', '', 'keep,v2,x,y',
+	'the COMMIT and the ABORT of the emptied transactions go, with the range; the markers of kept batches stay');
 is(step($cm, 'abort d bad2'), 'ok', 'the producer aborts d=bad2 (10, ABORT 11)');
 is(step($cm, 'commit e z'),   'ok', '... and commits e=z (12, COMMIT 13)');
 end_steps($cm);
