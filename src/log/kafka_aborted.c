@@ -20,7 +20,9 @@
  * extension owner (the table is not PUBLIC's), in the reader's snapshot.
  * A range goes when the partition's log start passes its marker (the
  * maintenance pass, mq_run_maintenance), as Kafka's index goes with its
- * segment; compaction keeps the markers (log/lifecycle.c).
+ * segment, or when compaction removes its ABORT marker, which it does only
+ * once the transaction's batches are gone (log/lifecycle.c), as Kafka's
+ * cleaner leaves such a transaction out of the index it rewrites.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,6 +30,7 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "utils/array.h"
 
 #include "base/spi.h"
 #include "log/kafka_aborted.h"
@@ -91,4 +94,29 @@ MqKafkaBatchAborted(MqKafkaAborted *w, int32 topic_id, int32 partition, const Mq
 			return true;
 		}
 	return false;
+}
+
+void
+MqKafkaAbortedForget(int32 topic_id, int32 partition, const int64 *markers, int n)
+{
+	MqSpi		spi;
+	Datum	   *elems = palloc(sizeof(Datum) * n);
+	Oid			types[3] = {INT4OID, INT4OID, INT8ARRAYOID};
+	Datum		values[3];
+
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(markers[i]);
+	values[0] = Int32GetDatum(topic_id);
+	values[1] = Int32GetDatum(partition);
+	values[2] = PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+												TYPALIGN_DOUBLE));
+	MqSpiBegin(&spi, true);
+	if (SPI_execute_with_args("DELETE FROM mqlog.kafka_aborted_transaction a"
+							  " WHERE a.topic_id OPERATOR(pg_catalog.=) $1"
+							  " AND a.\"partition\" OPERATOR(pg_catalog.=) $2"
+							  " AND a.last_offset OPERATOR(pg_catalog.=) ANY ($3)",
+							  3, types, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "mqlog: could not forget the aborted Kafka transactions");
+	MqSpiEnd(&spi);
+	pfree(elems);
 }

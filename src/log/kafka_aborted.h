@@ -34,4 +34,10 @@ typedef struct MqKafkaAborted
 extern bool MqKafkaBatchAborted(MqKafkaAborted *w, int32 topic_id, int32 partition,
 								const MqBatchHeader *hdr, int64 *first_offset);
 
+/*
+ * Compaction removed the ABORT markers at these offsets of a partition
+ * (their transactions' batches were gone already): their ranges go too.
+ */
+extern void MqKafkaAbortedForget(int32 topic_id, int32 partition, const int64 *markers, int n);
+
 #endif							/* MQLOG_KAFKA_ABORTED_H */

@@ -17,13 +17,18 @@
  * Kafka transactions follow Kafka's cleaner: the batches of an aborted
  * Kafka transaction (mqlog.kafka_aborted_transaction) go away and count
  * for no key; a committed transaction's batch kept whole stays
- * transactional; its markers (control batches) are kept, as Kafka keeps
- * them while the log may still hold batches they decide (an ABORT marker
- * is where a read_committed consumer stops skipping its producer's
- * batches), and go with retention.  A segment that reaches past the last
- * stable offset (an open Kafka transaction began in it before it rolled)
- * is not compacted until the transaction ends: its batches above the LSO
- * have no fate yet.
+ * transactional (one that lost records is a plain batch after); a marker
+ * (control batch) stays while the log may still hold a batch it decides
+ * (an ABORT marker is where a read_committed consumer stops skipping its
+ * producer's batches).  It goes in a compaction that finds none of its
+ * transaction's batches in the log (the compaction that removed the last
+ * of them kept it), once delete.retention.ms has passed since it was
+ * written; an ABORT marker's range goes from
+ * mqlog.kafka_aborted_transaction with it (doc/kafka.md, "Transactions",
+ * compares this with Kafka's delete horizon).  A segment that reaches
+ * past the last stable offset (an open Kafka transaction began in it
+ * before it rolled) is not compacted until the transaction ends: its
+ * batches above the LSO have no fate yet.
  * The rewritten batches are logged with XLMQ_COMPACTION so that logical
  * decoding does not hand them out a second time.  The catalog swap and the
  * new relation commit together, so readers see the old segment or the new.
@@ -109,55 +114,82 @@ key_hash(const char *key, int len)
 /*
  * Calls fn for the committed records of each batch of a partition's
  * segment relation below the LSO (none for a control batch, whose bytes
- * are in stored); returns the records of invisible batches (a rolled-back
- * PostgreSQL transaction's, an aborted Kafka transaction's) through
- * *aborted.
+ * are in stored), kafka_aborted telling an aborted Kafka transaction's
+ * batch; returns how many records the invisible batches (a rolled-back
+ * PostgreSQL transaction's) held.
  */
 typedef void (*record_fn) (MqRecord *rec, int nrec, MqBatchHeader *hdr, const char *stored,
-						   void *arg);
+						   bool kafka_aborted, void *arg);
 
-static void
-walk_segment(MqTopic *topic, int32 partition, Oid relid, int64 lso, record_fn fn, void *arg,
-			 int64 *aborted)
+static int64
+walk_segment(MqTopic *topic, int32 partition, Oid relid, int64 lso, record_fn fn, void *arg)
 {
 	Relation	rel = try_table_open(relid, AccessShareLock);
 	MqLogIter	it;
 	MqRecord   *recs;
 	int			n;
+	int64		invisible;
 	MqKafkaAborted *kafka_aborted;
 
 	if (rel == NULL)
-		return;
+		return 0;
 	kafka_aborted = palloc0(sizeof(MqKafkaAborted));
 	MqLogIterBeginSegment(&it, rel, MQ_ITER_RECORDS);
 	it.lso = lso;
-	while ((recs = MqLogNextBatchRecords(&it, &n)) != NULL)
-	{
-		if (MqKafkaBatchAborted(kafka_aborted, topic->topic_id, partition, &it.hdr, NULL))
-		{
-			if (aborted)
-				*aborted += it.hdr.record_count;
-			continue;
-		}
-		fn(recs, n, &it.hdr, it.stored, arg);
-	}
-	if (aborted)
-		*aborted += it.invisible_records;
+	while (MqLogNextBatchRecords(&it, &recs, &n))
+		fn(recs, n, &it.hdr, it.stored,
+		   MqKafkaBatchAborted(kafka_aborted, topic->topic_id, partition, &it.hdr, NULL), arg);
+	invisible = it.invisible_records;
 	MqLogIterEnd(&it);
 	table_close(rel, AccessShareLock);
 	pfree(kafka_aborted);
+	return invisible;
 }
 
-static void
-note_latest(MqRecord *recs, int n, MqBatchHeader *hdr, const char *stored, void *arg)
+/*
+ * What the first walk of a compaction learns from the whole partition:
+ * the newest offset of each key, and which of the compacted segment's
+ * markers decide no batch of the log any more.  A producer has one
+ * transaction open at a time, so its transactional batches since its
+ * previous marker are the next marker's transaction (Kafka's cleaner
+ * tracks its ongoing transactions the same way); open holds the producers
+ * with such a batch so far.
+ */
+typedef struct NoteState
 {
-	HTAB	   *latest = arg;
+	HTAB	   *latest;			/* KeyHash -> LatestEntry */
+	HTAB	   *open;			/* producer ids with a batch since their marker */
+	HTAB	   *empty_markers;	/* offsets of the segment's markers whose
+								 * transaction has no batch left */
+	bool		in_segment;		/* walking the segment compacted */
+} NoteState;
+
+static void
+note_batch(MqRecord *recs, int n, MqBatchHeader *hdr, const char *stored, bool kafka_aborted,
+		   void *arg)
+{
+	NoteState  *ns = arg;
+
+	if (hdr->producer_id >= 0 && (hdr->attributes & MQ_ATTR_CONTROL))
+	{
+		bool		had_batch;
+
+		(void) hash_search(ns->open, &hdr->producer_id, HASH_REMOVE, &had_batch);
+		if (ns->in_segment && !had_batch)
+			(void) hash_search(ns->empty_markers, &hdr->base_offset, HASH_ENTER, NULL);
+		return;
+	}
+	/* aborted or committed, the transaction's batch is still in the log */
+	if (hdr->producer_id >= 0 && (hdr->attributes & MQ_ATTR_TRANSACTIONAL))
+		(void) hash_search(ns->open, &hdr->producer_id, HASH_ENTER, NULL);
+	if (kafka_aborted)
+		return;					/* counts for no key */
 
 	for (int i = 0; i < n; i++)
 		if (recs[i].key)
 		{
 			KeyHash		k = key_hash(recs[i].key, recs[i].keylen);
-			LatestEntry *e = hash_search(latest, &k, HASH_ENTER, NULL);
+			LatestEntry *e = hash_search(ns->latest, &k, HASH_ENTER, NULL);
 
 			e->offset = recs[i].offset;
 		}
@@ -166,28 +198,56 @@ note_latest(MqRecord *recs, int n, MqBatchHeader *hdr, const char *stored, void 
 typedef struct RewriteState
 {
 	HTAB	   *latest;
+	HTAB	   *empty_markers;
 	TimestampTz tombstone_horizon;
 	Relation	target;			/* NULL: only count */
 	MqTopic    *topic;
 	int32		partition;
 	uint64		lpos;
 	int64		removed;
+	int64	   *dropped_aborts; /* offsets of the ABORT markers removed */
+	int			ndropped;
+	int			maxdropped;
 	StringInfoData buf;
 } RewriteState;
 
 /*
  * A Kafka transaction's marker, rebuilt as it was (its record, producer id
  * and epoch, offset) in the compacting transaction, as every batch of the
- * new segment is.
+ * new segment is; or removed, as Kafka's cleaner removes it: once no batch
+ * of its transaction was left in the log when this compaction began (so
+ * the compaction that removed the last of them keeps it, and a later one
+ * removes it), and its own timestamp (when it was written) is older than
+ * delete.retention.ms, the tombstones' horizon.
  */
 static void
-keep_control(RewriteState *st, MqBatchHeader *hdr, const char *stored)
+rewrite_control(RewriteState *st, MqBatchHeader *hdr, const char *stored)
 {
 	MqRecord   *rec;
 
 	if (MqBatchDecodeAll(stored, hdr, hdr->base_offset, 1, &rec) != 1)
 		elog(ERROR, "mqlog: the control batch at offset " INT64_FORMAT " holds no record",
 			 hdr->base_offset);
+	if (hash_search(st->empty_markers, &hdr->base_offset, HASH_FIND, NULL) != NULL &&
+		hdr->max_timestamp < st->tombstone_horizon)
+	{
+		st->removed++;
+		/* key: version (int16), type (int16, 0 ABORT) */
+		if (rec->keylen >= 4 && rec->key[2] == 0 && rec->key[3] == 0)
+		{
+			if (st->ndropped == st->maxdropped)
+			{
+				st->maxdropped = Max(16, st->maxdropped * 2);
+				st->dropped_aborts = st->dropped_aborts
+					? repalloc(st->dropped_aborts, sizeof(int64) * st->maxdropped)
+					: palloc(sizeof(int64) * st->maxdropped);
+			}
+			st->dropped_aborts[st->ndropped++] = hdr->base_offset;
+		}
+		return;
+	}
+	if (st->target == NULL)
+		return;
 	resetStringInfo(&st->buf);
 	MqBatchBuild(&st->buf, rec, 1, GetCurrentTransactionId(),
 				 MQ_ATTR_TRANSACTIONAL | MQ_ATTR_CONTROL, true);
@@ -199,19 +259,25 @@ keep_control(RewriteState *st, MqBatchHeader *hdr, const char *stored)
 }
 
 static void
-rewrite_batch(MqRecord *recs, int n, MqBatchHeader *hdr, const char *stored, void *arg)
+rewrite_batch(MqRecord *recs, int n, MqBatchHeader *hdr, const char *stored, bool kafka_aborted,
+			  void *arg)
 {
 	RewriteState *st = arg;
-	MqRecord   *keep = palloc(sizeof(MqRecord) * Max(n, 1));
+	MqRecord   *keep;
 	int			nkeep = 0;
 
 	if (hdr->attributes & MQ_ATTR_CONTROL)
 	{
-		if (st->target)
-			keep_control(st, hdr, stored);
+		rewrite_control(st, hdr, stored);
+		return;
+	}
+	if (kafka_aborted)
+	{
+		st->removed += hdr->record_count;
 		return;
 	}
 
+	keep = palloc(sizeof(MqRecord) * Max(n, 1));
 	for (int i = 0; i < n; i++)
 	{
 		MqRecord   *r = &recs[i];
@@ -319,10 +385,10 @@ int64
 MqLogCompactSegment(MqTopic *topic, int32 partition, Oid oldrel, Oid newrel)
 {
 	HASHCTL		ctl;
+	NoteState	ns;
 	RewriteState st;
 	int64		lso,
-				hw,
-				aborted = 0;
+				hw;
 
 	if (!topic->compact)
 		ereport(ERROR,
@@ -333,24 +399,40 @@ MqLogCompactSegment(MqTopic *topic, int32 partition, Oid oldrel, Oid newrel)
 	if (segment_end(topic, partition, oldrel) > lso)
 		return -1;
 
+	memset(&ns, 0, sizeof(ns));
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(KeyHash);
 	ctl.entrysize = sizeof(LatestEntry);
 	ctl.hcxt = CurrentMemoryContext;
-	memset(&st, 0, sizeof(st));
-	st.latest = hash_create("mqlog compaction keys", 1024, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ns.latest = hash_create("mqlog compaction keys", 1024, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(int64);
+	ns.open = hash_create("mqlog compaction producers", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ns.empty_markers = hash_create("mqlog compaction markers", 64, &ctl,
+								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	for (int s = 0; s < topic->nsegments[partition]; s++)
-		walk_segment(topic, partition, topic->segments[partition][s].relid, lso, note_latest,
-					 st.latest, NULL);
+	{
+		ns.in_segment = topic->segments[partition][s].relid == oldrel;
+		(void) walk_segment(topic, partition, topic->segments[partition][s].relid, lso, note_batch,
+							&ns);
+	}
 
+	memset(&st, 0, sizeof(st));
+	st.latest = ns.latest;
+	st.empty_markers = ns.empty_markers;
 	st.tombstone_horizon = ms_before(GetCurrentTimestamp(), topic->delete_retention_ms);
 	st.topic = topic;
 	st.partition = partition;
 	initStringInfo(&st.buf);
 	if (OidIsValid(newrel))
 		st.target = table_open(newrel, AccessExclusiveLock);
-	walk_segment(topic, partition, oldrel, lso, rewrite_batch, &st, &aborted);
+	st.removed += walk_segment(topic, partition, oldrel, lso, rewrite_batch, &st);
 	if (st.target)
+	{
 		table_close(st.target, NoLock);
-	return st.removed + aborted;
+		/* Kafka's cleaner leaves the removed ABORT's range out of its index */
+		if (st.ndropped > 0)
+			MqKafkaAbortedForget(topic->topic_id, partition, st.dropped_aborts, st.ndropped);
+	}
+	return st.removed;
 }

@@ -378,15 +378,19 @@ next_record(MqLogIter *it)
 
 /*
  * The records of the next visible batch at once (at or after it->from),
- * for readers that work batch by batch (compaction); NULL at the end.  The
- * budget does not apply.
+ * for readers that work batch by batch (compaction): false at the end.
+ * A control batch comes with none (*n 0, *recs not to be read): its
+ * record is in it->stored.  A NULL for "the end" stopped compaction's
+ * walk at a segment whose first batch was a marker (a compacted segment's
+ * can be), as if the segment were empty.  The budget does not apply.
  */
-MqRecord *
-MqLogNextBatchRecords(MqLogIter *it, int *n)
+bool
+MqLogNextBatchRecords(MqLogIter *it, MqRecord **recs, int *n)
 {
 	ITER_ENTER(it);
 	Assert(it->flags & MQ_ITER_RECORDS);
 	*n = 0;
+	*recs = NULL;
 	while (next_batch(it))
 	{
 		if (it->fate != MQ_FATE_VISIBLE)
@@ -395,11 +399,12 @@ MqLogNextBatchRecords(MqLogIter *it, int *n)
 		it->next = Max(it->next, MqBatchNextOffset(&it->hdr));
 		it->cur = it->nrecs;
 		*n = it->nrecs;
+		*recs = it->nrecs > 0 ? it->recs : NULL;
 		ITER_LEAVE();
-		return it->recs;
+		return true;
 	}
 	ITER_LEAVE();
-	return NULL;
+	return false;
 }
 
 bool

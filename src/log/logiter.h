@@ -82,7 +82,7 @@ extern void MqLogIterBegin(MqLogIter *it, MqTopic *topic, int32 partition,
 extern void MqLogIterBeginSegment(MqLogIter *it, Relation rel, int flags);
 extern bool MqLogNextBatch(MqLogIter *it);
 extern MqRecord *MqLogNextRecord(MqLogIter *it);
-extern MqRecord *MqLogNextBatchRecords(MqLogIter *it, int *n);
+extern bool MqLogNextBatchRecords(MqLogIter *it, MqRecord **recs, int *n);
 extern void MqLogIterEnd(MqLogIter *it);
 
 /*

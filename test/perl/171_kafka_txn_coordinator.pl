@@ -13,6 +13,11 @@
 #    supersede the committed record of its key, a committed transaction's
 #    batch stays transactional, the markers are kept, so a read_committed
 #    consumer still reads the producer's next transaction after the ABORT;
+#  - a marker goes in a compaction that finds none of its transaction's
+#    batches left (not the one that removed them) once delete.retention.ms
+#    has passed since it was written, with its ABORT's aborted range; a
+#    marker of a transaction with a kept batch stays; mq_fetch and
+#    read_committed consumers read the same records before and after;
 #    a sealed segment in which an open transaction began is compacted only
 #    once the transaction has ended, and keeps its records;
 #  - the rows of mqlog.kafka_aborted_transaction whose ABORT marker is below
@@ -238,6 +243,87 @@ SELECT string_agg(base_offset || ':' || (get_byte(batch, 22) & 48), ',' ORDER BY
   FROM mq_fetch_kafka_batches('cz', 0, 0)}),
 	'0:16,1:48,3:48,4:16,5:48',
 	'the committed batches stay transactional (16) and the three markers (48) are kept');
+
+# ---------------------------------------------------------------------------
+# compaction removes a marker as Kafka's cleaner does: once no batch of its
+# transaction is left when a compaction begins, and delete.retention.ms
+# after it was written; an ABORT's range goes with it
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', q{SELECT mq_create_topic('cm', 1, config => '{"cleanup.policy": "compact"}');
+SELECT mq_grant('cm', 'kafka_app', 'all');});
+my $cm = start_steps('cm', 'tx-cm');
+is(step($cm, 'commit a v1'),   'ok', 'a transaction commits a=v1 (offset 0, COMMIT 1)');
+is(step($cm, 'abort b bad'),   'ok', 'one aborts b=bad (2, ABORT 3)');
+is(step($cm, 'commit c keep'), 'ok', 'one commits c=keep, never superseded (4, COMMIT 5)');
+is(step($cm, 'commit a v2'),   'ok', 'one commits a=v2, superseding a=v1 (6, COMMIT 7)');
+my $cm_written = $node->safe_psql('postgres', q{SELECT clock_timestamp()});
+my $cm_batches = q{SELECT string_agg(base_offset || ':' || (get_byte(batch, 22) & 48), ',' ORDER BY base_offset)
+  FROM mq_fetch_kafka_batches('cm', 0, 0)};
+my $cm_ranges = q{SELECT coalesce(string_agg(first_offset || '-' || last_offset, ',' ORDER BY first_offset), '')
+  FROM mqlog.kafka_aborted_transaction a JOIN mqlog.topic t USING (topic_id) WHERE t.name = 'cm'};
+is($node->safe_psql('postgres', $cm_batches), '0:16,1:48,3:48,4:16,5:48,6:16,7:48',
+	'the committed transactional batches (16) and the markers (48), not the aborted batch');
+is(sql_values('cm'), 'v1,keep,v2', 'mq_fetch reads the committed records');
+is(consume('cm', 'read_committed'), 'v1,keep,v2', 'so does a read_committed consumer');
+is(consume('cm', 'read_uncommitted'), 'v1,bad,keep,v2', 'a read_uncommitted one reads the aborted one too');
+
+# roll the partition at $next (after a record of SQL's, if given; a roll
+# finding the partition busy is tried again) and run maintenance until the
+# first segment is compacted after the roll
+sub cm_roll_compact
+{
+	my ($value, $next, $name) = @_;
+	my $rolled = qq{SELECT count(*) FROM mqlog.segment s JOIN mqlog.topic t USING (topic_id)
+  WHERE t.name = 'cm' AND s.base_offset = $next};
+	$node->safe_psql('postgres', qq{SELECT mq_produce('cm', '$value', key => '$value', partition => 0)})
+	  if defined $value;
+	wait_for(60, sub {
+		$node->safe_psql('postgres', q{SELECT mqlog._roll_segment(topic_id, 0) FROM mqlog.topic WHERE name = 'cm'});
+		$node->safe_psql('postgres', $rolled) eq '1';
+	}) or diag("the partition did not roll at $next");
+	ok( $node->poll_query_until(
+			'postgres', q{
+WITH pass AS MATERIALIZED (SELECT count(*) FROM mq_run_maintenance('cm'))
+SELECT (SELECT count(*) FROM pass) >= 0 AND EXISTS (
+  SELECT FROM mqlog.segment s JOIN mqlog.topic t USING (topic_id)
+   WHERE t.name = 'cm' AND s.base_offset = 0 AND s.compacted_at >= (
+         SELECT max(x.sealed_at) FROM mqlog.segment x WHERE x.topic_id = s.topic_id))}),
+		$name);
+}
+
+# the stored batches (transactional 16, marker 48), the aborted ranges,
+# and what mq_fetch and read_committed and read_uncommitted consumers read
+sub cm_state
+{
+	my ($batches, $ranges, $values, $what) = @_;
+	is($node->safe_psql('postgres', $cm_batches), $batches, "batches: $what");
+	is($node->safe_psql('postgres', $cm_ranges), $ranges, "aborted ranges: $what");
+	is(sql_values('cm'), $values, "mq_fetch reads $values");
+	is(consume('cm', 'read_committed'), $values, "... so does a read_committed consumer");
+	is(consume('cm', 'read_uncommitted'), $values, "... and a read_uncommitted one");
+}
+
+cm_roll_compact(undef, 8, 'the first segment is compacted');
+cm_state('1:48,3:48,4:16,5:48,6:16,7:48', '2-3', 'keep,v2',
+	'the superseded and the aborted batch go, every marker and the range stay (their batches were there when it began)');
+cm_roll_compact('x', 9, '... and compacted again after the next roll');
+cm_state('1:48,3:48,4:16,5:48,6:16,7:48,8:0', '2-3', 'keep,v2,x',
+	'the markers of the emptied transactions stay within delete.retention.ms (a day), and the range');
+
+$node->safe_psql('postgres', q{SELECT mq_alter_topic('cm', '{"delete.retention.ms": 1000}')});
+ok( $node->poll_query_until(
+		'postgres', qq{SELECT clock_timestamp() > '$cm_written'::timestamptz + interval '1.5 s'}),
+	'the markers are older than delete.retention.ms (1000 ms)');
+cm_roll_compact('y', 10, 'the first segment is compacted after one more roll');
+cm_state('4:16,5:48,6:16,7:48,8:0,9:0', '', 'keep,v2,x,y',
+	'the COMMIT and the ABORT of the emptied transactions go, with the range; the markers of kept batches stay');
+is(step($cm, 'abort d bad2'), 'ok', 'the producer aborts d=bad2 (10, ABORT 11)');
+is(step($cm, 'commit e z'),   'ok', '... and commits e=z (12, COMMIT 13)');
+end_steps($cm);
+is($node->safe_psql('postgres', $cm_ranges), '10-11', 'the new abort is recorded');
+is(sql_values('cm'), 'keep,v2,x,y,z', 'mq_fetch skips the new abort only');
+is(consume('cm', 'read_committed'), 'keep,v2,x,y,z',
+	'a read_committed consumer skips it and reads the producer\'s next transaction');
 
 # an open transaction that began in a segment since rolled: compaction
 # waits for its end (the segment's batches above the LSO have no fate yet,
