@@ -888,6 +888,9 @@ MqKafkaTxnMaintain(int round)
 {
 	int			n;
 
+	/* dropped since the pass looked (its tables with it): nothing to do */
+	if (!OidIsValid(get_extension_oid("mqlog", true)))
+		return false;
 	if (round == 0)
 		(void) MqKafkaTxnExpireIds();
 	n = MqKafkaTxnExpire();

@@ -24,7 +24,6 @@ use strict;
 use warnings;
 
 use File::Basename qw(dirname);
-use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -80,16 +79,7 @@ sub log_count
 	return scalar @m;
 }
 
-# a transaction left open: the client waits for a line on stdin
-sub open_txn
-{
-	my ($topic, $txn_id, $n, $prefix, $timeout_ms) = @_;
-	my %t = (in => '', out => '', err => '');
-	$t{h} = IPC::Run::start([ $MqTxn::PYTHON, $MqTxn::SCRIPT, 'open', $addr, $topic, $txn_id, $n, $prefix, $timeout_ms ],
-		'<', \$t{in}, '>', \$t{out}, '2>', \$t{err}, IPC::Run::timeout(300));
-	wait_for(120, sub { $t{h}->pump_nb; $t{out} =~ /open/ }) or diag("open: $t{err}");
-	return \%t;
-}
+sub open_txn { return MqTxn::txn_open($addr, @_); }
 
 # ---------------------------------------------------------------------------
 # a restart with the listener off, a transaction open
