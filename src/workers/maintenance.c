@@ -433,9 +433,9 @@ maintenance_pass(bool roll_ahead_only)
 	 * First the handed step (Kafka transactions past their timeout hold
 	 * their partitions' last stable offset: they should not wait for every
 	 * topic's retention).  Then each topic, then the sweep of orphaned
-	 * segments (the full pass), in
-	 * batches: a dropped topic of thousands of partitions leaves that many.
-	 * A sweep that drops less than a full batch has found them all.
+	 * segments (the full pass), in batches: a dropped topic of thousands of
+	 * partitions leaves that many.  A sweep that drops less than a full
+	 * batch has found them all.
 	 */
 	run_extra_step();
 	foreach(lc, topics)
