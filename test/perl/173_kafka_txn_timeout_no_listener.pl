@@ -18,6 +18,9 @@
 #  - with both the listener and the worker running (naptime 1 s), a
 #    transaction past its timeout is aborted exactly once (one log line,
 #    one marker, the epoch bumped by one);
+#  - a dump restored into a database the listener does not serve brings
+#    an open transaction: the maintenance worker of that database aborts
+#    it past its timeout there (and the listener the original);
 #  - an id expiration (mqlog.kafka_transactional_id_expiration) happens
 #    without the listener too.
 use strict;
@@ -38,8 +41,8 @@ $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION mqlog;
 CREATE ROLE kafka_app LOGIN;
-SELECT mq_create_topic(t, 1) FROM unnest(ARRAY['tn','tb']) t;
-SELECT mq_grant(t, 'kafka_app', 'all') FROM unnest(ARRAY['tn','tb']) t;
+SELECT mq_create_topic(t, 1) FROM unnest(ARRAY['tn','tb','td']) t;
+SELECT mq_grant(t, 'kafka_app', 'all') FROM unnest(ARRAY['tn','tb','td']) t;
 });
 
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
@@ -162,12 +165,38 @@ is(q1(q{SELECT count(*) FROM mqlog.kafka_aborted_transaction a JOIN mqlog.topic 
 is(part('tb'), '6 6', 'one record and one marker each');
 
 # ---------------------------------------------------------------------------
+# a restored dump brings an open transaction into a database the listener
+# does not serve
+# ---------------------------------------------------------------------------
+my $dump_from = -s $node->logfile;
+$t = open_txn('td', 'tx-d', 1, 'd', 15000);
+my $dump = PostgreSQL::Test::Utils::tempdir() . '/txn.sql';
+command_ok([ 'pg_dump', '-d', $node->connstr('postgres'), '-f', $dump ], 'pg_dump with a transaction open');
+$t->{h}->kill_kill;
+like(slurp_file($dump), qr/^tx-d\t\d+\t0\tOngoing\t/m, 'the dump has it open');
+q1('CREATE DATABASE restored');
+command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('restored'), '-f', $dump ],
+	'restored into a database the listener does not serve');
+sub rq { return $node->safe_psql('restored', $_[0]); }
+ok(wait_for(120, sub { rq(q{SELECT state || ' ' || producer_epoch FROM mqlog.kafka_transaction WHERE transactional_id = 'tx-d'}) eq 'CompleteAbort 1' }),
+	'the maintenance worker of the restored database aborts it past its timeout');
+is(rq(q{SELECT log_end_offset || ' ' || last_stable_offset FROM mqlog.partitions WHERE topic = 'td'}), '2 2',
+	'with its marker there, and the LSO at the log end');
+is(rq(q{SELECT count(*) FROM mq_fetch('td', 0, 0, 100)}), '0', 'mq_fetch of the restored database reads none of it');
+ok(wait_for(60, sub { txn_row('tx-d') eq 'CompleteAbort 1' }), 'the original is aborted too (by either)');
+ok(wait_for(30, sub { log_count(qr/Kafka transaction "tx-d" of producer \d+ passed its transaction.timeout.ms/, $dump_from) == 2 }),
+	'one log line for each database');
+sleep 2;
+is(log_count(qr/Kafka transaction "tx-d" of producer \d+ passed its transaction.timeout.ms/, $dump_from), 2,
+	'and no more');
+
+# ---------------------------------------------------------------------------
 # transactional id expiration without the listener
 # ---------------------------------------------------------------------------
 $node->append_conf('postgresql.conf', "mqlog.kafka_listen = ''\nmqlog.kafka_transactional_id_expiration = 1000\n");
 my $exp_from = -s $node->logfile;
 $node->restart;
-ok(wait_for(60, sub { q1(q{SELECT count(*) FROM mqlog.kafka_transaction}) eq '0' }),
+ok(wait_for(60, sub { q1(q{SELECT count(*) FROM mqlog.kafka_transaction}) eq '0' && rq(q{SELECT count(*) FROM mqlog.kafka_transaction}) eq '0' }),
 	'without the listener, the ids unused for mqlog.kafka_transactional_id_expiration are removed');
 ok(log_count(qr/Kafka transactional ids unused for mqlog.kafka_transactional_id_expiration \(1000 ms\) were removed/, $exp_from) >= 1,
 	'the server log says so');
