@@ -1183,6 +1183,13 @@ CREATE TABLE mqlog.kafka_transaction (
     updated_at        timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX kafka_transaction_updated_at ON mqlog.kafka_transaction (updated_at);
+/*
+ * The open transactions, oldest first: what the timeout looks for every
+ * second in the listener and every mqlog.maintenance_naptime in the
+ * maintenance worker of each database, without reading every id.
+ */
+CREATE INDEX kafka_transaction_ongoing ON mqlog.kafka_transaction (started_at)
+    WHERE state = 'Ongoing';
 COMMENT ON TABLE mqlog.kafka_transaction IS 'internal: the Kafka transaction coordinator, one row per transactional.id (its producer id and epoch, its state, the groups of its open transaction, when it last changed)';
 REVOKE ALL ON mqlog.kafka_transaction FROM PUBLIC;
 

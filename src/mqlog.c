@@ -83,6 +83,8 @@ _PG_init(void)
 	MqKafkaRegister();
 	/* cluster/ names this node's Kafka listener in etcd, kafka/ knows it */
 	MqClusterSetKafkaListener(MqKafkaListener);
+	/* the maintenance worker enforces Kafka transactions' timeouts, kafka/ knows them */
+	MqMaintenanceSetStep(MqKafkaTxnMaintain, "Kafka transactions past their timeout");
 	MqAmInitHooks();
 	MqAclInitHooks();
 	MqRecordScanInit();

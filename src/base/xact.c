@@ -6,8 +6,9 @@
  *		the process's round: the cluster sync (workers/cluster_sync.c) and
  *		the ISR maintenance (workers/isr.c) run each topic or partition this
  *		way, the maintenance worker each step of its pass
- *		(workers/maintenance.c), and the Kafka listener its transaction
- *		coordinator's turn (kafka/txn_coordinator.c).
+ *		(workers/maintenance.c, the Kafka transaction coordinator's step
+ *		among them), and the Kafka listener its transaction coordinator's
+ *		turn (kafka/txn_coordinator.c).
  *
  *-------------------------------------------------------------------------
  */

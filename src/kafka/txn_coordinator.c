@@ -38,6 +38,23 @@
  * timeout pass ends at most MQK_TXN_EXPIRE_BATCH transactions, an
  * expiration pass removes at most MQK_TXN_ID_EXPIRE_BATCH ids.
  *
+ * Who ends a transaction past its timeout (and removes the expired ids):
+ * two processes, whichever comes first.  The listener's once-a-second turn
+ * (MqKafkaTxnTick) in the database it serves, and every regular pass of
+ * the maintenance worker in each database (MqKafkaTxnMaintain, a step
+ * mqlog.c hands workers/maintenance.c, every mqlog.maintenance_naptime),
+ * so that with the listener off (mqlog.kafka_listen empty), not running,
+ * or serving another database (a dump restored elsewhere brings open
+ * transactions) no transaction holds its partitions' last stable offset
+ * past its timeout for longer than a naptime.  Each picks its
+ * transactions with FOR UPDATE SKIP LOCKED and ends them in the same
+ * PostgreSQL transaction: a row the other holds is skipped, and a row the
+ * other has ended meanwhile is read again at its lock (READ COMMITTED)
+ * and no longer matches 'Ongoing' past its timeout, so each transaction is
+ * aborted, its epoch bumped and its line logged exactly once.  A client's
+ * request locks the same row first (load_row), so it waits for the abort
+ * and then finds its producer fenced, as with the listener's own turn.
+ *
  * On a cluster of mqlog nodes transactions are refused (MqKafkaTxnRefused):
  * this coordinator's state lives in one node's catalog, and a failover
  * would lose it.
@@ -63,6 +80,7 @@
 #include "log/partition_shmem.h"
 #include "log/topic.h"
 #include "groups/groups.h"
+#include "kafka/kafka.h"
 #include "kafka/kafka_internal.h"
 
 #define MQK_TXN_MAX_GROUPS		100
@@ -649,7 +667,9 @@ MqKafkaTxnNoteWrite(const char *txn_id, MqTopic *topic, int32 partition, int64 o
  * the epoch bumped as Kafka's coordinator does, so that their producer is
  * fenced (its next request is answered PRODUCER_FENCED or
  * INVALID_PRODUCER_EPOCH).  At most MQK_TXN_EXPIRE_BATCH a call; returns
- * how many.  Runs in the caller's transaction, as the listener's role.
+ * how many.  Runs in the caller's transaction, as the caller's role (the
+ * listener's, or the maintenance worker's bootstrap superuser); a
+ * transaction another process is ending is skipped (the banner).
  */
 int
 MqKafkaTxnExpire(void)
@@ -850,4 +870,29 @@ MqKafkaTxnTick(void)
 				(errmsg("mqlog: the Kafka transaction coordinator's turn failed: %s", e->message)));
 		FreeErrorData(e);
 	}
+}
+
+/*
+ * The maintenance worker's step (workers/maintenance.c, handed by
+ * mqlog.c), in a transaction of its own each round, in every database at
+ * every regular pass, whether or not the listener runs: the transactions
+ * past their timeout, MQK_TXN_EXPIRE_BATCH a round, and in the first round
+ * the expired ids, MQK_TXN_ID_EXPIRE_BATCH.  True while a round ended a
+ * full batch of transactions (there may be more: the worker calls again,
+ * at most 100 rounds a pass).  With the listener running it rarely finds
+ * anything (the listener's turn comes every second); the two never end a
+ * transaction twice (the banner).
+ */
+bool
+MqKafkaTxnMaintain(int round)
+{
+	int			n;
+
+	/* dropped since the pass looked (its tables with it): nothing to do */
+	if (!OidIsValid(get_extension_oid("mqlog", true)))
+		return false;
+	if (round == 0)
+		(void) MqKafkaTxnExpireIds();
+	n = MqKafkaTxnExpire();
+	return n >= MQK_TXN_EXPIRE_BATCH;
 }

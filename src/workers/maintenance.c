@@ -14,6 +14,14 @@
  * death.  An error in a pass ends only that pass.  mqlog._debug_pause is
  * where the tests stop a pass between two of its steps.
  *
+ * A regular pass also runs the step a layer beside this one hands it at
+ * load time (MqMaintenanceSetStep; mqlog.c hands it the Kafka transaction
+ * coordinator's MqKafkaTxnMaintain: the transactions past their
+ * transaction.timeout.ms and the expired transactional ids of this
+ * database, whether the Kafka listener runs or not).  The dependency
+ * stays one way: workers/ calls a function pointer and includes nothing
+ * of kafka/, whose listener is a sibling of these workers.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -234,6 +242,60 @@ mqlog_launcher_main(Datum main_arg)
 
 #define MQ_SWEEP_ROUNDS	100		/* 20,000 orphans (or rolls of a topic) per pass at most */
 
+/* a step's error, which ends only that step */
+static void
+log_step_failure(const char *what, ErrorData *e)
+{
+	ereport(LOG,
+			(errmsg("mqlog maintenance: the pass over %s failed and goes on with the rest: %s",
+					what, e->message)));
+	FreeErrorData(e);
+}
+
+/* the step handed by mqlog.c (MqMaintenanceSetStep), and what to call it in the log */
+static MqMaintenanceStepFn extra_step = NULL;
+static const char *extra_step_what = NULL;
+
+void
+MqMaintenanceSetStep(MqMaintenanceStepFn step, const char *what)
+{
+	extra_step = step;
+	extra_step_what = what;
+}
+
+static void
+extra_step_work(void *arg)
+{
+	int		   *round = arg;
+
+	*round = extra_step(*round) ? 1 : 0;
+}
+
+/*
+ * The handed step, each round in a transaction of its own, again while it
+ * says there is more (at most MQ_SWEEP_ROUNDS rounds); an error ends it
+ * for this pass and is logged as a step's.
+ */
+static void
+run_extra_step(void)
+{
+	if (extra_step == NULL)
+		return;
+	for (int i = 0; i < MQ_SWEEP_ROUNDS; i++)
+	{
+		int			r = i;
+		ErrorData  *e;
+
+		if (!MqRunInTransaction(extra_step_work, &r, &e))
+		{
+			log_step_failure(extra_step_what, e);
+			return;
+		}
+		if (r == 0)
+			return;
+	}
+}
+
 /* a step's query, and the count it selected */
 typedef struct Step
 {
@@ -267,10 +329,7 @@ run_step(const char *q, const char *what)
 
 	if (MqRunInTransaction(step_work, &st, &e))
 		return st.n;
-	ereport(LOG,
-			(errmsg("mqlog maintenance: the pass over %s failed and goes on with the rest: %s",
-					what, e->message)));
-	FreeErrorData(e);
+	log_step_failure(what, e);
 	return -1;
 }
 
@@ -371,10 +430,14 @@ maintenance_pass(bool roll_ahead_only)
 	}
 
 	/*
-	 * Each topic, then the sweep of orphaned segments (the full pass), in
-	 * batches: a dropped topic of thousands of partitions leaves that many.
-	 * A sweep that drops less than a full batch has found them all.
+	 * First the handed step (Kafka transactions past their timeout hold
+	 * their partitions' last stable offset: they should not wait for every
+	 * topic's retention).  Then each topic, then the sweep of orphaned
+	 * segments (the full pass), in batches: a dropped topic of thousands of
+	 * partitions leaves that many.  A sweep that drops less than a full
+	 * batch has found them all.
 	 */
+	run_extra_step();
 	foreach(lc, topics)
 	{
 		char	   *topic = lfirst(lc);

@@ -51,6 +51,18 @@ extern int	mqlog_debug_pause_step;
 extern void MqWorkersDefineSettings(void);	/* worker_settings.c */
 extern void MqMaintenanceRegister(void);
 extern void MqMaintenanceDebugPause(const char *step);
+
+/*
+ * A step of each regular maintenance pass that a layer beside this one
+ * owns (maintenance.c): mqlog.c hands it kafka's MqKafkaTxnMaintain, so
+ * that a Kafka transaction's timeout is enforced with or without the
+ * listener, while this layer knows nothing of Kafka.  It runs in a
+ * transaction of its own (with SPI and a snapshot), again while it
+ * answers true (there may be more), at most 100 times a pass; round
+ * counts from 0.
+ */
+typedef bool (*MqMaintenanceStepFn) (int round);
+extern void MqMaintenanceSetStep(MqMaintenanceStepFn step, const char *what);
 extern void MqClusterNodeWorkerRegister(void);
 extern void MqClusterSyncWorkerRegister(void);
 

@@ -1,8 +1,11 @@
 # MqTxn: what the Kafka transaction tests (164_kafka_transactions.pl,
-# 171_kafka_txn_coordinator.pl) share: test/kafka/transactions.py run to
-# its end, the values a consumer of it reads, the values mq_fetch reads.
+# 171_kafka_txn_coordinator.pl, 173_kafka_txn_timeout_no_listener.pl)
+# share: test/kafka/transactions.py run to its end or left with a
+# transaction open, the values a consumer of it reads, the values mq_fetch
+# reads.
 #
 #   my $out = MqTxn::txn_py('commit', '127.0.0.1:9092', 'topic', 'tx', 2, 'v');
+#   my $t = MqTxn::txn_open('127.0.0.1:9092', 'topic', 'tx', 2, 'v', 30000);
 #   MqTxn::txn_consume('127.0.0.1:9092', 'topic', 'read_committed')   # "a,b"
 #   MqTxn::txn_values($node, 'topic')                                 # "a,b"
 package MqTxn;
@@ -11,7 +14,9 @@ use strict;
 use warnings;
 
 use File::Basename qw(dirname);
+use IPC::Run;
 use MqKafka;
+use Test::More ();
 
 # for a test that starts transactions.py itself (a transaction left open)
 our $SCRIPT = dirname(__FILE__) . '/../kafka/transactions.py';
@@ -25,6 +30,19 @@ sub txn_consume
 {
 	my ($addr, $topic, $isolation) = @_;
 	return join(',', split /\n/, txn_py('consume', $addr, $topic, $isolation));
+}
+
+# a transaction left open by transactions.py's 'open' (the client waits
+# for a line on stdin: append "go\n" to {in} to make it commit), once it
+# printed "open"; { h => the IPC::Run harness, in, out, err }
+sub txn_open
+{
+	my ($addr, $topic, $txn_id, $n, $prefix, $timeout_ms) = @_;
+	my %t = (in => '', out => '', err => '');
+	$t{h} = IPC::Run::start([ $PYTHON, $SCRIPT, 'open', $addr, $topic, $txn_id, $n, $prefix, $timeout_ms ],
+		'<', \$t{in}, '>', \$t{out}, '2>', \$t{err}, IPC::Run::timeout(300));
+	MqKafka::wait_for(120, sub { $t{h}->pump_nb; $t{out} =~ /open/ }) or Test::More::diag("open: $t{err}");
+	return \%t;
 }
 
 # the values mq_fetch reads from partition 0, from offset $from (0)
