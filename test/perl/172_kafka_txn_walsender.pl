@@ -21,26 +21,18 @@
 use strict;
 use warnings;
 
-use File::Basename qw(dirname);
 use IPC::Run;
 use JSON::PP qw(encode_json);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use MqKafka qw(wait_for);
+use MqTxn;
 
-my $script = dirname(__FILE__) . '/../kafka/transactions.py';
-my $python = '/usr/bin/python3';
 my $kport = PostgreSQL::Test::Cluster::get_free_port();
 my $addr = "127.0.0.1:$kport";
 
-my $node = PostgreSQL::Test::Cluster->new('txnwal');
-$node->init(allows_streaming => 'logical');
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'mqlog'\n"
-	  . "mqlog.kafka_listen = '127.0.0.1:$kport'\n"
-	  . "mqlog.kafka_role = 'kafka_app'\n");
-$node->start;
+my $node = MqTxn::decoding_node('txnwal', $kport);
 $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION mqlog;
@@ -52,25 +44,8 @@ SELECT 'init' FROM pg_create_logical_replication_slot('ws', 'mqlog');
 
 sub py { return MqKafka::kafka_py('transactions.py', @_); }
 
-# a transaction left open: the client commits when it reads a line
-sub open_txn
-{
-	my ($topic, $txn_id, $n, $prefix) = @_;
-	my %t = (in => '', out => '', err => '');
-	$t{h} = IPC::Run::start([ $python, $script, 'open', $addr, $topic, $txn_id, $n, $prefix, 600000 ],
-		'<', \$t{in}, '>', \$t{out}, '2>', \$t{err}, IPC::Run::timeout(300));
-	wait_for(60, sub { $t{h}->pump_nb; $t{out} =~ /open/ }) or diag("open: $t{err}");
-	return \%t;
-}
-
-sub end_txn
-{
-	my ($t) = @_;
-	$t->{in} .= "go\n";
-	wait_for(60, sub { $t->{h}->pump_nb; $t->{out} =~ /open\n.+\n/ });
-	$t->{h}->finish;
-	return $t->{out};
-}
+sub open_txn { return MqTxn::open_txn($addr, @_, 600000); }
+sub end_txn { return MqTxn::end_txn(@_); }
 
 sub sql { return $node->safe_psql('postgres', $_[0]) }
 

@@ -5,13 +5,19 @@
 #   my $out = MqTxn::txn_py('commit', '127.0.0.1:9092', 'topic', 'tx', 2, 'v');
 #   MqTxn::txn_consume('127.0.0.1:9092', 'topic', 'read_committed')   # "a,b"
 #   MqTxn::txn_values($node, 'topic')                                 # "a,b"
+#   my $node = MqTxn::decoding_node('name', $kport);   # logical decoding, listener
+#   my $t = MqTxn::open_txn('127.0.0.1:9092', 'topic', 'tx', 2, 'v', 60000);
+#   MqTxn::end_txn($t)                                                # "open\nok\n"
 package MqTxn;
 
 use strict;
 use warnings;
 
 use File::Basename qw(dirname);
-use MqKafka;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use Test::More;
+use MqKafka qw(wait_for);
 
 # for a test that starts transactions.py itself (a transaction left open)
 our $SCRIPT = dirname(__FILE__) . '/../kafka/transactions.py';
@@ -34,6 +40,43 @@ sub txn_values
 	$from //= 0;
 	return $node->safe_psql('postgres',
 		qq{SELECT coalesce(string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset"), '') FROM mq_fetch('$topic', 0, $from, 100000)});
+}
+
+# a node with wal_level logical and the listener on 127.0.0.1:$kport
+# (role kafka_app), started
+sub decoding_node
+{
+	my ($name, $kport) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(allows_streaming => 'logical');
+	$node->append_conf('postgresql.conf',
+		"shared_preload_libraries = 'mqlog'\n"
+		  . "mqlog.kafka_listen = '127.0.0.1:$kport'\n"
+		  . "mqlog.kafka_role = 'kafka_app'\n");
+	$node->start;
+	return $node;
+}
+
+# a transaction left open: the client (transactions.py open) has written
+# its records and commits when it reads a line (end_txn)
+sub open_txn
+{
+	my ($addr, $topic, $txn_id, $n, $prefix, $timeout_ms) = @_;
+	my %t = (in => '', out => '', err => '');
+	$t{h} = IPC::Run::start([ $PYTHON, $SCRIPT, 'open', $addr, $topic, $txn_id, $n, $prefix, $timeout_ms ],
+		'<', \$t{in}, '>', \$t{out}, '2>', \$t{err}, IPC::Run::timeout(300));
+	wait_for(60, sub { $t{h}->pump_nb; $t{out} =~ /open/ }) or diag("open: $t{err}");
+	return \%t;
+}
+
+# commit a transaction open_txn left open: what the client printed
+sub end_txn
+{
+	my ($t) = @_;
+	$t->{in} .= "go\n";
+	wait_for(60, sub { $t->{h}->pump_nb; $t->{out} =~ /open\n.+\n/ });
+	$t->{h}->finish;
+	return $t->{out};
 }
 
 1;
