@@ -2150,13 +2150,16 @@ BEGIN
 
         /*
          * retention: drop whole sealed segments from the oldest, never one
-         * that reaches past the partition's last stable offset (nor its
-         * high watermark, as Kafka's retention): an open transaction, Kafka
-         * or SQL, has batches there whose fate is not known yet, and a
-         * Kafka transaction's records are read back from the log when its
-         * COMMIT marker is decoded, so they must still be there.  The
-         * offsets are read once, at the first segment old or large enough
-         * to go (stable is null until then); they only grow meanwhile.
+         * that reaches past the partition's last stable offset: an open
+         * transaction, Kafka or SQL, has batches there whose fate is not
+         * known yet, and a Kafka transaction's records are read back from
+         * the log when its COMMIT marker is decoded, so they must still be
+         * there.  The offset is read once, at the first segment old or
+         * large enough to go (stable is null until then); it only grows
+         * meanwhile.  Not on a replicated topic, whose LSO is clamped to
+         * its high watermark (partition_offsets): Kafka transactions are
+         * not served there, and its retention goes on while followers are
+         * away, as before.
          */
         IF p.c->>'cleanup.policy' LIKE '%delete%' THEN
             stable := NULL;
@@ -2179,8 +2182,12 @@ BEGIN
                 END IF;
                 EXIT WHEN NOT dropped;
                 IF stable IS NULL THEN
-                    SELECT least(o.last_stable_offset, o.high_watermark) INTO stable
-                      FROM mqlog.partition_offsets(p.topic_id, p.part) o;
+                    IF EXISTS (SELECT 1 FROM mqlog.replicated_topic r WHERE r.topic_id = p.topic_id) THEN
+                        stable := 9223372036854775807;
+                    ELSE
+                        SELECT coalesce(o.last_stable_offset, o.high_watermark) INTO stable
+                          FROM mqlog.partition_offsets(p.topic_id, p.part) o;
+                    END IF;
                 END IF;
                 IF s.next_offset > stable THEN
                     action := 'keep'; topic := p.name; "partition" := p.part;
