@@ -2014,6 +2014,7 @@ DECLARE
     more bool := false;
     rolled bool;
     start bigint;
+    stable bigint;
 BEGIN
     /* one pass at a time per database: a second caller waits for the first */
     PERFORM mqlog._maintenance_lock();
@@ -2154,8 +2155,21 @@ BEGIN
             END LOOP;
         END IF;
 
-        /* retention: drop whole sealed segments from the oldest */
+        /*
+         * retention: drop whole sealed segments from the oldest, never one
+         * that reaches past the partition's last stable offset: an open
+         * transaction, Kafka or SQL, has batches there whose fate is not
+         * known yet, and a Kafka transaction's records are read back from
+         * the log when its COMMIT marker is decoded, so they must still be
+         * there.  The offset is read once, at the first segment old or
+         * large enough to go (stable is null until then); it only grows
+         * meanwhile.  Not on a replicated topic, whose LSO is clamped to
+         * its high watermark (partition_offsets): Kafka transactions are
+         * not served there, and its retention goes on while followers are
+         * away, as before.
+         */
         IF p.c->>'cleanup.policy' LIKE '%delete%' THEN
+            stable := NULL;
             SELECT coalesce(sum(mqlog.segment_size(sg.relid)), 0) INTO total
               FROM mqlog.segment sg WHERE sg.topic_id = p.topic_id AND sg."partition" = p.part;
             FOR s IN
@@ -2174,6 +2188,22 @@ BEGIN
                     dropped := true;
                 END IF;
                 EXIT WHEN NOT dropped;
+                IF stable IS NULL THEN
+                    IF EXISTS (SELECT 1 FROM mqlog.replicated_topic r WHERE r.topic_id = p.topic_id) THEN
+                        stable := 9223372036854775807;
+                    ELSE
+                        SELECT coalesce(o.last_stable_offset, o.high_watermark) INTO stable
+                          FROM mqlog.partition_offsets(p.topic_id, p.part) o;
+                    END IF;
+                END IF;
+                IF s.next_offset > stable THEN
+                    action := 'keep'; topic := p.name; "partition" := p.part;
+                    segment := s.relid::regclass::text;
+                    detail := detail || ', but it reaches past the last stable offset ' || stable ||
+                              ' (an open transaction): kept until the transaction ends';
+                    RETURN NEXT;
+                    EXIT;
+                END IF;
                 /* unlink first: readers stop finding it; the drop itself may wait */
                 DELETE FROM mqlog.segment sg WHERE sg.relid = s.relid;
                 PERFORM mqlog._catalog_changed();

@@ -10,9 +10,13 @@
  * Who may delete records is who may call mq_delete_records (EXECUTE) on a
  * topic it may alter (the function's check), checked first.  The answer
  * is Kafka's: the partition's low watermark (its log start offset) after
- * the deletion; an offset of -1 deletes up to the high watermark; an
- * offset above the high watermark, or below -1, is OFFSET_OUT_OF_RANGE
- * and a partition the topic does not have UNKNOWN_TOPIC_OR_PARTITION.  An
+ * the deletion; an offset of -1 deletes up to the last stable offset
+ * (Kafka's: the high watermark, the same offset unless a transaction is
+ * open); an offset above the high watermark, or below -1, is
+ * OFFSET_OUT_OF_RANGE, and so is one above the last stable offset, which
+ * Kafka would take (the log start never passes an open transaction here:
+ * see mq_delete_records); a partition the topic does not have is
+ * UNKNOWN_TOPIC_OR_PARTITION.  An
  * offset at or below the log start changes nothing and answers the log
  * start, as Kafka does.  A replicated topic's records cannot be deleted
  * yet (mq_delete_records refuses: the followers would keep them):

@@ -294,8 +294,11 @@ commit_marker(const char *batch, const MqBatchHeader *hdr)
  * when the marker was appended, which the transaction's own hold kept at
  * or below its first offset.  Two passes over [lso, marker): headers to
  * find the producer's previous marker, then the batches, one in memory at
- * a time, so a transaction of any size costs a batch's memory.  A batch
- * retention has dropped since is not emitted (no reader can see it).
+ * a time, so a transaction of any size costs a batch's memory.  Nothing
+ * removes them while the transaction is open: retention and
+ * mq_delete_records stop at the LSO it holds, and compaction waits for
+ * it.  A batch removed after the transaction ended, before a lagging slot
+ * got here, is not emitted (no reader can see it any more).
  */
 static void
 emit_committed_transaction(LogicalDecodingContext *ctx, ReorderBufferTXN *txn, const char *name,

@@ -206,8 +206,16 @@ mq_drop_topic(PG_FUNCTION_ARGS)
 /*
  * mq_delete_records(topic, partition, before_offset): Kafka's
  * DeleteRecords, for a role that may alter the topic.  before_offset is at
- * most the high watermark (-1: the high watermark, as Kafka's); at or
- * below the log start it changes nothing.  Returns the log start offset.
+ * most the last stable offset (-1: the last stable offset); at or below
+ * the log start it changes nothing.  Returns the log start offset.
+ *
+ * Kafka takes offsets up to the high watermark, past an open
+ * transaction's first batch; here the log start never passes an open
+ * transaction, Kafka's or SQL's, as retention never does
+ * (mq_run_maintenance): its batches have no fate yet, and a Kafka
+ * transaction's records are read back from the log when logical decoding
+ * meets its COMMIT marker.  With no transaction open the two are the same
+ * offset.
  */
 Datum
 mq_delete_records(PG_FUNCTION_ARGS)
@@ -239,7 +247,7 @@ mq_delete_records(PG_FUNCTION_ARGS)
 	MqPartitionOffsets(topic, partition, &lso, &hw);
 	start = MqLogStartOffset(topic, partition);
 	if (before == -1)
-		before = hw;
+		before = lso;
 	if (before < 0 || before > hw)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -247,7 +255,15 @@ mq_delete_records(PG_FUNCTION_ARGS)
 						before, partition, topic->name),
 				 errdetail("Records can be deleted up to an offset no higher than the high watermark " INT64_FORMAT ".",
 						   hw),
-				 errhint("Pass -1 for the high watermark.")));
+				 errhint("Pass -1 for the last stable offset.")));
+	if (before > lso)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("offset " INT64_FORMAT " is past the last stable offset " INT64_FORMAT " of partition %d of topic \"%s\"",
+						before, lso, partition, topic->name),
+				 errdetail("A transaction that is still open, Kafka's or SQL's, wrote offset " INT64_FORMAT "; its records are not deleted before it ends.",
+						   lso),
+				 errhint("Wait for the transaction to end, or pass -1 for the last stable offset.")));
 	if (before <= start)
 		PG_RETURN_INT64(start);	/* already deleted, as Kafka answers it */
 	PreventCommandIfReadOnly("mq_delete_records");

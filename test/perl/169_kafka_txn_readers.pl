@@ -31,13 +31,7 @@ use MqTxn;
 my $kport = PostgreSQL::Test::Cluster::get_free_port();
 my $addr = "127.0.0.1:$kport";
 
-my $node = PostgreSQL::Test::Cluster->new('txnread');
-$node->init(allows_streaming => 'logical');
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'mqlog'\n"
-	  . "mqlog.kafka_listen = '127.0.0.1:$kport'\n"
-	  . "mqlog.kafka_role = 'kafka_app'\n");
-$node->start;
+my $node = MqTxn::decoding_node('txnread', $kport);
 $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION mqlog;
@@ -49,17 +43,9 @@ SELECT 'init' FROM pg_create_logical_replication_slot('ms', 'mqlog');
 
 sub py { return MqKafka::kafka_py('transactions.py', @_); }
 
-# a transaction left open: the client waits for a line on stdin
+# a transaction left open: the client waits for a line on stdin (end_txn)
 sub open_txn { return MqTxn::txn_open($addr, @_); }
-
-sub end_txn
-{
-	my ($t) = @_;
-	$t->{in} .= "go\n";
-	wait_for(60, sub { $t->{h}->pump_nb; $t->{out} =~ /open\n.+\n/ });
-	$t->{h}->finish;
-	return $t->{out};
-}
+sub end_txn { return MqTxn::end_txn(@_); }
 
 sub sql_produce
 {

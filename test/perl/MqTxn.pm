@@ -1,5 +1,6 @@
 # MqTxn: what the Kafka transaction tests (164_kafka_transactions.pl,
-# 171_kafka_txn_coordinator.pl, 173_kafka_txn_timeout_no_listener.pl)
+# 169_kafka_txn_readers.pl, 171_kafka_txn_coordinator.pl,
+# 172_kafka_txn_walsender.pl, 173_kafka_txn_timeout_no_listener.pl)
 # share: test/kafka/transactions.py run to its end or left with a
 # transaction open, the values a consumer of it reads, the values mq_fetch
 # reads.
@@ -8,6 +9,8 @@
 #   my $t = MqTxn::txn_open('127.0.0.1:9092', 'topic', 'tx', 2, 'v', 30000);
 #   MqTxn::txn_consume('127.0.0.1:9092', 'topic', 'read_committed')   # "a,b"
 #   MqTxn::txn_values($node, 'topic')                                 # "a,b"
+#   my $node = MqTxn::decoding_node('name', $kport);   # logical decoding, listener
+#   MqTxn::end_txn($t)                                                # "open\nok\n"
 package MqTxn;
 
 use strict;
@@ -16,6 +19,7 @@ use warnings;
 use File::Basename qw(dirname);
 use IPC::Run;
 use MqKafka;
+use PostgreSQL::Test::Cluster;
 use Test::More ();
 
 # for a test that starts transactions.py itself (a transaction left open)
@@ -52,6 +56,31 @@ sub txn_values
 	$from //= 0;
 	return $node->safe_psql('postgres',
 		qq{SELECT coalesce(string_agg(convert_from(value, 'UTF8'), ',' ORDER BY "offset"), '') FROM mq_fetch('$topic', 0, $from, 100000)});
+}
+
+# a node with wal_level logical and the listener on 127.0.0.1:$kport
+# (role kafka_app), started
+sub decoding_node
+{
+	my ($name, $kport) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(allows_streaming => 'logical');
+	$node->append_conf('postgresql.conf',
+		"shared_preload_libraries = 'mqlog'\n"
+		  . "mqlog.kafka_listen = '127.0.0.1:$kport'\n"
+		  . "mqlog.kafka_role = 'kafka_app'\n");
+	$node->start;
+	return $node;
+}
+
+# commit a transaction txn_open left open: what the client printed
+sub end_txn
+{
+	my ($t) = @_;
+	$t->{in} .= "go\n";
+	MqKafka::wait_for(60, sub { $t->{h}->pump_nb; $t->{out} =~ /open\n.+\n/ });
+	$t->{h}->finish;
+	return $t->{out};
 }
 
 1;
