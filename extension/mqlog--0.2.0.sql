@@ -158,6 +158,16 @@ CREATE TABLE mqlog.segment (
     next_offset  bigint,           -- set when sealed
     max_timestamp timestamptz,     -- set when sealed: what time retention compares
     compacted_at timestamptz,      -- last rewrite by compaction
+    /*
+     * Set by the first retention pass that would drop the sealed segment
+     * (mq_run_maintenance): whether it holds a Kafka transaction's batches
+     * (one walk of its batch headers, never repeated), and if so the WAL
+     * insert position then, which every text-mode mqlog slot must have
+     * confirmed before the segment goes (a position past the server's own
+     * means a restore from another cluster: taken again)
+     */
+    transactional bool,
+    decoded_lsn  pg_lsn,
     PRIMARY KEY (topic_id, "partition", base_offset)
 ) WITH (user_catalog_table = true);
 COMMENT ON TABLE mqlog.segment IS 'the segment chain of every partition; the unsealed one is where appends go';
@@ -1543,6 +1553,36 @@ CREATE FUNCTION mqlog._segment_first_timestamp(relid oid) RETURNS timestamptz
 COMMENT ON FUNCTION mqlog._segment_first_timestamp(oid) IS
     'internal: timestamp of the first batch of a segment (what segment.ms is measured from)';
 
+CREATE FUNCTION mqlog._segment_transactional(relid oid) RETURNS bool
+    LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_segment_transactional';
+COMMENT ON FUNCTION mqlog._segment_transactional(oid) IS
+    'internal: whether a segment holds a Kafka transaction''s batches (a walk of its batch headers)';
+REVOKE ALL ON FUNCTION mqlog._segment_transactional(oid) FROM PUBLIC;
+
+/*
+ * The logical slots of this database that print Kafka transactions in
+ * mqlog's text output and have not confirmed the WAL up to lsn: a
+ * transaction's records are read back from the log when its COMMIT marker
+ * is decoded, so the segments holding them must stay until these slots
+ * have decoded the markers.  Followers' slots ("mqlog_<node>", made by
+ * workers/apply.c) stream in replica mode, which copies the batches
+ * themselves, and are left out, as are slots whose WAL is lost (they can
+ * decode nothing more).
+ */
+CREATE FUNCTION mqlog._lagging_text_slots(lsn pg_lsn) RETURNS text
+    LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT string_agg(quote_ident(s.slot_name::text), ', ' ORDER BY s.slot_name)
+      FROM pg_catalog.pg_replication_slots s
+     WHERE s.slot_type OPERATOR(pg_catalog.=) 'logical' AND s.plugin OPERATOR(pg_catalog.=) 'mqlog'
+       AND s.database OPERATOR(pg_catalog.=) pg_catalog.current_database()
+       AND s.slot_name::text NOT LIKE 'mqlog\_%'
+       AND s.wal_status IS DISTINCT FROM 'lost'
+       AND (s.confirmed_flush_lsn IS NULL OR s.confirmed_flush_lsn OPERATOR(pg_catalog.<) lsn)
+$$;
+COMMENT ON FUNCTION mqlog._lagging_text_slots(pg_lsn) IS
+    'internal: the text-mode mqlog slots of this database that have not confirmed the WAL up to a position';
+REVOKE ALL ON FUNCTION mqlog._lagging_text_slots(pg_lsn) FROM PUBLIC;
+
 CREATE FUNCTION mqlog._maintenance_lock() RETURNS void
     LANGUAGE c STRICT AS 'MODULE_PATHNAME', 'mqlog_maintenance_lock';
 COMMENT ON FUNCTION mqlog._maintenance_lock() IS
@@ -2015,6 +2055,7 @@ DECLARE
     rolled bool;
     start bigint;
     stable bigint;
+    lagging text;
 BEGIN
     /* one pass at a time per database: a second caller waits for the first */
     PERFORM mqlog._maintenance_lock();
@@ -2203,6 +2244,46 @@ BEGIN
                               ' (an open transaction): kept until the transaction ends';
                     RETURN NEXT;
                     EXIT;
+                END IF;
+                /*
+                 * Below the LSO every transaction with batches here has
+                 * ended, its marker's PostgreSQL transaction committed, so
+                 * the WAL insert position now is past every marker; a
+                 * text-mode mqlog slot that has not confirmed it yet may
+                 * still decode one and read the records back.  Only
+                 * segments holding transactional batches wait (found once,
+                 * by a header walk: a flag kept at append time would cost
+                 * every transactional produce a catalog write), so that a
+                 * forgotten slot does not stop ordinary retention.  Not on
+                 * replicated topics (no Kafka transactions there).
+                 */
+                IF stable < 9223372036854775807 THEN
+                    IF s.transactional IS NULL THEN
+                        s.transactional := coalesce(mqlog._segment_transactional(s.relid), false);
+                        UPDATE mqlog.segment sg SET transactional = s.transactional WHERE sg.relid = s.relid;
+                    END IF;
+                    IF s.transactional THEN
+                        IF s.decoded_lsn IS NULL OR s.decoded_lsn > pg_current_wal_insert_lsn() THEN
+                            s.decoded_lsn := pg_current_wal_insert_lsn();
+                            UPDATE mqlog.segment sg SET decoded_lsn = s.decoded_lsn WHERE sg.relid = s.relid;
+                            lagging := mqlog._lagging_text_slots(s.decoded_lsn);
+                            IF lagging IS NOT NULL THEN
+                                RAISE LOG 'mqlog: segment % of Kafka transactions is kept until mqlog slot(s) % decode past %',
+                                    s.relid::regclass, lagging, s.decoded_lsn;
+                            END IF;
+                        ELSE
+                            lagging := mqlog._lagging_text_slots(s.decoded_lsn);
+                        END IF;
+                        IF lagging IS NOT NULL THEN
+                            action := 'keep'; topic := p.name; "partition" := p.part;
+                            segment := s.relid::regclass::text;
+                            detail := detail || ', but it holds Kafka transactions whose markers mqlog slot(s) ' ||
+                                      lagging || ' have not decoded (confirmed_flush_lsn before ' ||
+                                      s.decoded_lsn || '): kept until they do';
+                            RETURN NEXT;
+                            EXIT;
+                        END IF;
+                    END IF;
                 END IF;
                 /* unlink first: readers stop finding it; the drop itself may wait */
                 DELETE FROM mqlog.segment sg WHERE sg.relid = s.relid;

@@ -8,6 +8,7 @@
  *		_publish_spare, _roll_to_spare, _wanted_spares), the extension ahead
  *		(_extend_ahead), truncation (_cut_segment, _truncate_finish),
  *		compaction (_compact_segment_into), _segment_first_timestamp,
+ *		_segment_transactional,
  *		_forget_topic, the maintenance lock and passes (_maintenance_lock,
  *		_request_pass, _request_pass_at_commit) and _debug_pause.
  *
@@ -26,9 +27,11 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "store/batch.h"
 #include "store/segment.h"
 #include "log/am.h"
 #include "log/lifecycle.h"
+#include "log/logiter.h"
 #include "log/partition.h"
 #include "log/topic.h"
 #include "workers/workers.h"
@@ -40,6 +43,7 @@ PG_FUNCTION_INFO_V1(mqlog_cut_segment);
 PG_FUNCTION_INFO_V1(mqlog_forget_topic);
 PG_FUNCTION_INFO_V1(mqlog_compact_segment);
 PG_FUNCTION_INFO_V1(mqlog_segment_first_timestamp);
+PG_FUNCTION_INFO_V1(mqlog_segment_transactional);
 PG_FUNCTION_INFO_V1(mqlog_spare_base);
 PG_FUNCTION_INFO_V1(mqlog_publish_spare);
 PG_FUNCTION_INFO_V1(mqlog_roll_to_spare);
@@ -90,6 +94,33 @@ mqlog_segment_first_timestamp(PG_FUNCTION_ARGS)
 	if (!found)
 		PG_RETURN_NULL();
 	PG_RETURN_TIMESTAMPTZ(ts);
+}
+
+/*
+ * mqlog._segment_transactional(relid): whether a segment holds a Kafka
+ * transaction's batch (the transactional bit: its records or a marker),
+ * aborted or not; null for a segment that is gone.  A walk of the batch
+ * headers, which retention makes once per sealed segment, the first time
+ * it would drop it, and records in mqlog.segment: only such a segment
+ * waits for the text-mode mqlog slots (see mq_run_maintenance).
+ */
+Datum
+mqlog_segment_transactional(PG_FUNCTION_ARGS)
+{
+	Relation	rel;
+	MqLogIter	it;
+	bool		found = false;
+
+	MqCheckSegment(PG_GETARG_OID(0));
+	rel = MqSegmentOpen(PG_GETARG_OID(0), AccessShareLock);
+	if (rel == NULL)
+		PG_RETURN_NULL();
+	MqLogIterBeginSegment(&it, rel, MQ_ITER_INVISIBLE);
+	while (!found && MqLogNextBatch(&it))
+		found = (it.hdr.attributes & MQ_ATTR_TRANSACTIONAL) != 0;
+	MqLogIterEnd(&it);
+	table_close(rel, AccessShareLock);
+	PG_RETURN_BOOL(found);
 }
 
 /*
