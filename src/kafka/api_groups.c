@@ -885,7 +885,59 @@ refuse_full(const char *group, const char *client_id)
 #define MQK_MEMBER_MAX_BYTES	(1024 * 1024)
 #define MQK_GROUPS_MAX_BYTES	(64 * 1024 * 1024)
 
+/*
+ * A member's protocols: Kafka's clients name one to three (range,
+ * roundrobin, cooperative-sticky); choosing one and checking a join
+ * against the group's members take time that grows with their count
+ * squared (130,000 of them held the listener 47 s).  And the member ids
+ * a group hands out with MEMBER_ID_REQUIRED (KIP-394) that have not come
+ * back: each costs a list entry until its session timeout.
+ */
+#define MQK_MAX_PROTOCOLS		64
+#define MQK_MAX_PENDING_IDS		1000
+
 static TimestampTz bytes_logged = 0;	/* the last refusal for room logged */
+
+/* the bytes a context and its children use (their blocks, less what is free) */
+static Size
+context_used(MemoryContext cxt)
+{
+	MemoryContextCounters c;
+	Size		used;
+
+	memset(&c, 0, sizeof(c));
+	cxt->methods->stats(cxt, NULL, NULL, &c, false);
+	used = c.totalspace - c.freespace;
+	for (MemoryContext child = cxt->firstchild; child != NULL; child = child->nextchild)
+		used += context_used(child);
+	return used;
+}
+
+/*
+ * What the groups hold.  Their context's blocks stay allocated when the
+ * chunks in them are freed, so past the bound its size says too much:
+ * then the blocks' used bytes are counted (a walk of their free lists, at
+ * most once a second), or groups that are gone would keep every new one
+ * out until the listener restarts.
+ */
+static Size
+groups_used(void)
+{
+	static TimestampTz measured_at = 0;
+	static Size used = 0;
+	Size		allocated = MemoryContextMemAllocated(groups_cxt, true);
+	TimestampTz now;
+
+	if (allocated <= MQK_GROUPS_MAX_BYTES)
+		return allocated;
+	now = GetCurrentTimestamp();
+	if (TimestampDifferenceExceeds(measured_at, now, 1000))
+	{
+		used = context_used(groups_cxt);
+		measured_at = now;
+	}
+	return used;
+}
 
 /* the groups' memory has room for bytes more (twice, for a join: see below) */
 static bool
@@ -893,8 +945,7 @@ groups_have_room(Size bytes, const char *what, const char *group, const char *cl
 {
 	TimestampTz now;
 
-	if (groups_cxt == NULL ||
-		MemoryContextMemAllocated(groups_cxt, true) + bytes <= MQK_GROUPS_MAX_BYTES)
+	if (groups_cxt == NULL || groups_used() + bytes <= MQK_GROUPS_MAX_BYTES)
 		return true;
 	now = GetCurrentTimestamp();
 	if (TimestampDifferenceExceeds(bytes_logged, now, 10000))
@@ -934,8 +985,8 @@ check_assignment_bytes(const char *group, const char *client_id, const int *len,
 }
 
 /*
- * A join's protocols over MQK_MEMBER_MAX_BYTES is INVALID_REQUEST (no
- * client sends one); a join the groups' memory has no room for is
+ * A join's protocols over MQK_MEMBER_MAX_BYTES, or more than
+ * MQK_MAX_PROTOCOLS of them, is INVALID_REQUEST (no client sends one); a join the groups' memory has no room for is
  * COORDINATOR_NOT_AVAILABLE, retriable, as refuse_full
  */
 static int16
@@ -943,8 +994,17 @@ check_member_bytes(const char *group, const char *client_id, const Protocol *pro
 {
 	Size		bytes = 0;
 
+	if (n > MQK_MAX_PROTOCOLS)
+	{
+		ereport(LOG,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("Kafka JoinGroup of group \"%s\" from client \"%s\" refused: it names %d protocols, over %d",
+						group, client_id ? client_id : "", n, MQK_MAX_PROTOCOLS)));
+		return MQK_INVALID_REQUEST;
+	}
+	/* each protocol's entry and chunks too, not only its bytes */
 	for (int i = 0; i < n; i++)
-		bytes += strlen(protocols[i].name) + 1 + Max(protocols[i].len, 0);
+		bytes += strlen(protocols[i].name) + 1 + Max(protocols[i].len, 0) + 64;
 	if (bytes > MQK_MEMBER_MAX_BYTES)
 	{
 		ereport(LOG,
@@ -1137,6 +1197,9 @@ MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out)
 	if (error == MQK_NONE &&
 		(protocol_type == NULL || protocol_type[0] == '\0' || nprotocols == 0))
 		error = MQK_INCONSISTENT_GROUP_PROTOCOL;
+	/* before compatible(), whose work grows with the protocols' count */
+	if (error == MQK_NONE)
+		error = check_member_bytes(group_id, req->client_id, protocols, nprotocols);
 	m = find_member(g, member_id);
 	if (error == MQK_NONE && member_id[0] != '\0' && m == NULL &&
 		(g == NULL || !take_pending(g, member_id)))
@@ -1144,8 +1207,6 @@ MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out)
 	if (error == MQK_NONE && g != NULL &&
 		!compatible(g, protocol_type, protocols, nprotocols, m))
 		error = MQK_INCONSISTENT_GROUP_PROTOCOL;
-	if (error == MQK_NONE)
-		error = check_member_bytes(group_id, req->client_id, protocols, nprotocols);
 	if (error == MQK_NONE && g == NULL)
 	{
 		bool		full;
@@ -1175,6 +1236,12 @@ MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out)
 		if (member_id[0] == '\0')
 		{
 			new_member_id(id, req->client_id);
+			if (v >= 4 && list_length(g->pending) >= MQK_MAX_PENDING_IDS)
+			{
+				/* joins that never come back: retriable, as a full listener */
+				write_join(out, v, MQK_COORDINATOR_NOT_AVAILABLE, -1, NULL, NULL, member_id, NULL, false);
+				return MQK_RESPOND;
+			}
 			if (v >= 4)
 			{
 				/* KIP-394: the client joins again with this id */

@@ -99,7 +99,8 @@
  *	  partition entry.  What any request's units answer (a partition's
  *	  metadata, a group's members) stops at the same bound (request.c),
  *	  the rest answered REQUEST_TIMED_OUT.  A group member's protocols and
- *	  assignment take at most 1 MB each, the groups 64 MB (api_groups.c).
+ *	  assignment take at most 1 MB each (64 protocols at most), a group
+ *	  1,000 pending member ids, the groups 64 MB (api_groups.c).
  *	- An idempotent producer's batch costs a lookup in the producers'
  *	  shared state (log/producers.c, mqlog.max_producer_states entries in
  *	  all, the least recently used evicted); the first one to a partition

@@ -304,13 +304,14 @@ def fetch_dups(topic, offset, n):
     return {'request_bytes': len(body), 'answer_bytes': len(answer), 'seconds': round(took, 2)}
 
 
-def join_group(group, meta_bytes, member=b''):
+def join_group(group, meta_bytes, member=b'', session_ms=30000, protocols=1):
     """JoinGroup v0 of a consumer subscribed to topic 'big' with meta_bytes
-    of user data: its error and member id"""
+    of user data, naming that many protocols: its error"""
     meta = (struct.pack('>h', 0) + struct.pack('>i', 1) + kstr(b'big')
             + struct.pack('>i', meta_bytes) + b'u' * meta_bytes)
-    body = (kstr(group.encode()) + struct.pack('>i', 30000) + kstr(member) + kstr(b'consumer')
-            + struct.pack('>i', 1) + kstr(b'range') + struct.pack('>i', len(meta)) + meta)
+    named = b''.join(kstr(b'p%d' % i) + struct.pack('>i', len(meta)) + meta for i in range(protocols))
+    body = (kstr(group.encode()) + struct.pack('>i', session_ms) + kstr(member) + kstr(b'consumer')
+            + struct.pack('>i', protocols) + named)
     answer, _ = timed_request(11, 0, body)
     error = struct.unpack_from('>h', answer, 4)[0]
     return error
@@ -342,6 +343,14 @@ def fat_group(group, kb, n):
                 pos += 4 + max(0, struct.unpack_from('>i', answer, pos)[0])
     return {'join_error': joined, 'answered': count, 'errors': errors, 'answer_bytes': len(answer),
             'seconds': round(took, 2), 'join_2mb_error': join_group(group + '-big', 2 << 20)}
+
+
+def group_fill(prefix, n, kb, session_ms):
+    """n members, each in a group of its own and with kb kB of metadata,
+    that never heartbeat (they leave after session_ms): each join's error;
+    and a join naming 100 protocols"""
+    errors = [join_group('%s-%d' % (prefix, i), kb * 1024, session_ms=session_ms) for i in range(n)]
+    return {'errors': errors, 'protocols_100_error': join_group(prefix + '-p', 10, protocols=100)}
 
 
 def many_elements(n):
@@ -416,6 +425,8 @@ if __name__ == '__main__':
         result = commit_dups(sys.argv[3], int(sys.argv[4]))
     elif what == 'delete-dups':
         result = delete_dups(sys.argv[3], sys.argv[4], int(sys.argv[5]))
+    elif what == 'group-fill':
+        result = group_fill(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))
     elif what == 'fetch-dups':
         result = fetch_dups(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif what == 'fat-group':

@@ -221,6 +221,29 @@ unlike(slurp_file($node->logfile), qr/Kafka OffsetDelete request .* held over mq
 	'its partitions never came near mqlog.kafka_max_request_memory');
 watchdog_ok($r, 'an OffsetDelete of 5,000 partitions');
 
+# members that fill the groups' 64 MB (36 groups of one 900 kB member
+# each, counted twice: its copy and its leader's join answer) are refused
+# past it, COORDINATOR_NOT_AVAILABLE; once they have left (a session of 2 s,
+# no heartbeat), a new group joins: what the freed members took counts no
+# more (the groups' context keeps its blocks, and counting them kept every
+# new group out until a restart); a join naming 100 protocols is
+# INVALID_REQUEST
+$r = attack($kport, {}, 'group-fill', 'fill', 40, 900, 2000);
+my @fill = @{ $r->{errors} // [] };
+is(scalar(@fill), 40, '40 members with 900 kB of metadata join, each in a group of its own');
+cmp_ok(scalar(grep { $_ == 0 } @fill), '>=', 30, 'the first ones join (' . scalar(grep { $_ == 0 } @fill) . ')');
+cmp_ok(scalar(grep { $_ == 15 } @fill), '>', 0, 'the ones past 64 MB are COORDINATOR_NOT_AVAILABLE ('
+	  . scalar(grep { $_ == 15 } @fill) . ')');
+is($r->{protocols_100_error}, 42, 'a join naming 100 protocols is INVALID_REQUEST');
+cmp_ok(peak_kb($pid), '<', $bound_kb, 'the listener still peaks under 256 MB (' . peak_kb($pid) . ' kB)');
+my $joined;
+wait_for(60, sub {
+	$r = attack($kport, {}, 'group-fill', 'again', 1, 900, 30000);
+	$joined = ($r->{errors} // [-1])->[0];
+	return $joined == 0;
+});
+is($joined, 0, 'once they have left, a new member with 900 kB joins again');
+
 # a Produce of 600,000 empty entries (4.8 MB) is over the 500,000 array
 # elements a request may hold: its connection closes at once
 $r = attack($kport, {}, 'many-elements', 600000);
