@@ -101,6 +101,7 @@ MqKafkaListOffsets(MqKafkaRequest *req, StringInfo out)
 	char	  **names;
 	int32	   *nparts;
 	OffsetsPartition **parts;
+	int			attempted = 0;
 
 	(void) MqKafkaReadInt32(r); /* replica_id */
 	if (v >= 2)
@@ -146,7 +147,9 @@ MqKafkaListOffsets(MqKafkaRequest *req, StringInfo out)
 			op->offset = -1;
 			op->found_timestamp = -1;
 			op->leader_epoch = -1;
-			code = MqKafkaTry(list_partition, &u, MQK_INVALID_REQUEST, NULL);
+			/* past MQK_REQUEST_TIME_MS the rest are not looked at (retriable) */
+			code = MqKafkaOutOfTime(req, &attempted) ? MQK_REQUEST_TIMED_OUT :
+				MqKafkaTry(list_partition, &u, MQK_INVALID_REQUEST, NULL);
 			if (code != MQK_NONE)
 				op->error = code;
 			if (op->error != MQK_NONE)
