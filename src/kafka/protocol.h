@@ -122,12 +122,13 @@
  * MQK_MAX_REQUEST_ELEMENTS elements in all: a handler allocates a struct
  * for each (a Produce's partition entry takes 8 bytes on the wire and 56
  * in memory), so without a cap a 100 MB frame could cost 700 MB of them.
- * A hundred thousand is ten times the partitions a large consumer
- * fetches; a request with more is malformed (its connection closes).
- * (Half a million let one request hold the listener 5.5 s, answering a
- * Metadata of one topic named as often, and add 230 MB to it.)
+ * Two hundred thousand is twenty times the partitions a large consumer
+ * fetches, and more than a 2 MB frame of DescribeConfigs resources holds;
+ * a request with more is malformed (its connection closes).  (Half a
+ * million let one request hold the listener 5.5 s, answering a Metadata
+ * of one topic named as often, and add 230 MB to it.)
  */
-#define MQK_MAX_REQUEST_ELEMENTS 100000
+#define MQK_MAX_REQUEST_ELEMENTS 200000
 
 typedef struct MqKafkaReader
 {

@@ -173,11 +173,11 @@ sub parts_len
 my $lpid = q1($n3, q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mqlog kafka listener'});
 like($lpid, qr/^\d+$/, 'n3\'s listener is a background worker');
 my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $kport{n3}, Proto => 'tcp');
-my $names = 99_999;    # with rf2, the 100,000 elements a request may hold
+my $names = 100_000;
 my @peaks;
 foreach my $round (1 .. 3)
 {
-	# Metadata v1 of 99,999 names no node has, and rf2 (known from etcd only)
+	# Metadata v1 of 100,000 names no node has, and rf2 (known from etcd only)
 	my $body = pack('N', $names + 1) . MqKafka::kstr('rf2')
 	  . join('', map { MqKafka::kstr(sprintf('invented-%d-%06d', $round, $_)) } 1 .. $names);
 	print $sock MqKafka::frame(3, 1, $body);

@@ -18,7 +18,7 @@
 #    and answered in full; so is a Fetch naming one partition 10,000 times
 #    (the watchdog waits no longer); a DescribeGroups naming a group with
 #    a 900 kB member 2,000 times stops describing at 32 MB of answers, and
-#    a member's 2 MB of metadata is refused; a Produce of 600,000 entries (over the 100,000
+#    a member's 2 MB of metadata is refused; a Produce of 600,000 entries (over the 200,000
 #    array elements a request may hold) closes its connection;
 #  - with SASL on: 8 connections that announce 38 MB frames before
 #    authenticating are closed at once, and nothing of them is buffered;
@@ -244,7 +244,7 @@ wait_for(60, sub {
 });
 is($joined, 0, 'once they have left, a new member with 900 kB joins again');
 
-# a Produce of 600,000 empty entries (4.8 MB) is over the 100,000 array
+# a Produce of 600,000 empty entries (4.8 MB) is over the 200,000 array
 # elements a request may hold: its connection closes at once
 $r = attack($kport, {}, 'many-elements', 600000);
 ok($r->{closed}, 'a Produce of 600,000 partition entries closes its connection');
