@@ -986,8 +986,9 @@ check_assignment_bytes(const char *group, const char *client_id, const int *len,
 
 /*
  * A join's protocols over MQK_MEMBER_MAX_BYTES, or more than
- * MQK_MAX_PROTOCOLS of them, is INVALID_REQUEST (no client sends one); a join the groups' memory has no room for is
- * COORDINATOR_NOT_AVAILABLE, retriable, as refuse_full
+ * MQK_MAX_PROTOCOLS of them, is INVALID_REQUEST (no client sends one); a
+ * join the groups' memory has no room for is COORDINATOR_NOT_AVAILABLE,
+ * retriable, as refuse_full
  */
 static int16
 check_member_bytes(const char *group, const char *client_id, const Protocol *protocols, int n)
