@@ -1161,10 +1161,12 @@ CREATE TABLE mqlog.committed_offset (
     committed_offset  bigint NOT NULL,
     committed_at      timestamptz NOT NULL DEFAULT now(),
     metadata          text,
+    etcd_revision     bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (group_id, topic_id, "partition")
 );
 COMMENT ON TABLE mqlog.committed_offset IS 'the committed position (next offset to read) of every group on every partition';
 COMMENT ON COLUMN mqlog.committed_offset.metadata IS 'the metadata string of the Kafka OffsetCommit that wrote the offset (null: none; every other write of the offset clears it)';
+COMMENT ON COLUMN mqlog.committed_offset.etcd_revision IS 'a replicated topic''s: the newest etcd revision the writing node had seen under its lease (0: a single-node topic); an offset replicated from another node with a lower one is not applied';
 REVOKE ALL ON mqlog.committed_offset FROM PUBLIC;
 
 /*

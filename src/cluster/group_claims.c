@@ -44,6 +44,7 @@ MqClusterClaimGroup(const char *group, int64 lease)
 {
 	char	   *key = group_key(group);
 	MqEtcdKv	kv;
+	int64		revision;
 
 	for (int attempt = 0; attempt < 3; attempt++)
 	{
@@ -61,15 +62,22 @@ MqClusterClaimGroup(const char *group, int64 lease)
 			 * written again, so that a release that saw the group idle a
 			 * moment ago (compared with the revision it read) fails.
 			 */
-			if (MqEtcdPutIfModRevision(key, kv.value, kv.mod_revision, lease, NULL))
+			if (MqEtcdPutIfModRevision(key, kv.value, kv.mod_revision, lease, &revision))
+			{
+				MqClusterNoteRevision(revision);
 				return NULL;
+			}
 			continue;
 		}
 		txn = MqEtcdTxnBegin();
 		MqEtcdTxnIfAbsent(txn, key);
 		MqEtcdTxnPut(txn, key, MqClusterNodeClaim(), lease);
-		if (MqEtcdTxnCommit(txn, NULL))
+		if (MqEtcdTxnCommit(txn, &revision))
+		{
+			/* the claim's revision stamps the group's commits (lease.c) */
+			MqClusterNoteRevision(revision);
 			return NULL;
+		}
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

@@ -68,6 +68,8 @@ typedef struct MqLeaseShared
 	int64		synced_from;	/* the local copy read etcd from this time on */
 	int64		etcd_ok_at;		/* this node's last etcd request that worked */
 	int64		etcd_failed_at; /* ... and its last one that could not reach etcd */
+	int64		revision_seen;	/* the newest etcd revision this node saw under a
+								 * live lease (MqClusterNoteRevision) */
 	int			npeers;
 	struct
 	{
@@ -178,6 +180,44 @@ MqClusterNoteSynced(int64 read_from)
 	SpinLockAcquire(&lease_shared->mutex);
 	lease_shared->synced_from = Max(lease_shared->synced_from, read_from);
 	SpinLockRelease(&lease_shared->mutex);
+}
+
+/*
+ * The etcd revisions this node has seen while it held its lease: its
+ * group claims' (group_claims.c) and its sync rounds' reads.  Their
+ * maximum stamps each committed offset this node writes of a replicated
+ * topic (groups/offsets.c), so that a node applying offsets replicated
+ * from several nodes keeps the newest coordinator's (workers/apply.c):
+ * a group's new coordinator claimed it at a revision above every one its
+ * old coordinator saw while it held the claim, which ended before.  A
+ * revision read under a lapsed lease is not taken: the node may have
+ * lost its claims without knowing yet.
+ */
+void
+MqClusterNoteRevision(int64 revision)
+{
+	int64		now = MqClusterClock();
+
+	if (lease_shared == NULL || revision <= 0)
+		return;
+	SpinLockAcquire(&lease_shared->mutex);
+	if (lease_shared->valid_until > now)
+		lease_shared->revision_seen = Max(lease_shared->revision_seen, revision);
+	SpinLockRelease(&lease_shared->mutex);
+}
+
+/* that maximum; 0 before any (or with no cluster) */
+int64
+MqClusterRevisionSeen(void)
+{
+	int64		revision;
+
+	if (lease_shared == NULL || !MqClusterEnabled())
+		return 0;
+	SpinLockAcquire(&lease_shared->mutex);
+	revision = lease_shared->revision_seen;
+	SpinLockRelease(&lease_shared->mutex);
+	return revision;
 }
 
 /* the lease this node holds now, as far as it knows; 0: none */

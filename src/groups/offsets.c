@@ -40,6 +40,7 @@
 #include "utils/snapmgr.h"
 
 #include "base/spi.h"
+#include "cluster/metadata.h"
 #include "store/wal.h"
 #include "log/topic.h"
 #include "groups/offsets.h"
@@ -54,10 +55,25 @@
  * that partition was deleted.  The bytes after the group name, if any, are
  * the commit's metadata string (a Kafka client's, MqOffsetSetMetadata);
  * none: the row's metadata is null.
+ *
+ * Each write carries its stamp: the newest etcd revision this node saw
+ * under its lease (cluster/lease.c), also kept in the row
+ * (mqlog.committed_offset.etcd_revision), and a node applies a replicated
+ * write only if its stamp is not below the row's.  Why: a coordinator
+ * killed with commits not yet streamed sends them when it comes back, after
+ * the group's new coordinator, which claimed it at a later revision, wrote
+ * newer ones; applied, they would move the group back (167_kafka_faults
+ * saw a resumption 210 records below an acknowledged commit).
  */
+static int64
+offset_stamp(int32 topic_id)
+{
+	return MqTopicLookupById(topic_id)->uuid == NULL ? 0 : MqClusterRevisionSeen();
+}
+
 static void
 replicate_offset(int32 topic_id, int32 partition, const char *group, int64 offset,
-				 const char *metadata)
+				 const char *metadata, int64 stamp)
 {
 	MqTopic    *topic = MqTopicLookupById(topic_id);
 	MqOffsetMark mark;
@@ -70,6 +86,7 @@ replicate_offset(int32 topic_id, int32 partition, const char *group, int64 offse
 	mark.partition = partition;
 	mark.group_len = strlen(group);
 	mark.offset = offset;
+	mark.etcd_revision = stamp;
 	initStringInfo(&buf);
 	appendBinaryStringInfo(&buf, (const char *) &mark, sizeof(mark));
 	appendBinaryStringInfo(&buf, group, mark.group_len);
@@ -100,27 +117,31 @@ static const char *const query_text[NUM_QUERIES] = {
 	" AND c.partition OPERATOR(pg_catalog.=) $3",
 	"SELECT c.partition, c.committed_offset FROM mqlog.committed_offset c"
 	" WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2",
-	"INSERT INTO mqlog.committed_offset (group_id, topic_id, partition, committed_offset)"
-	" VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+	"INSERT INTO mqlog.committed_offset (group_id, topic_id, partition, committed_offset, etcd_revision)"
+	" VALUES ($1, $2, $3, $4, $6) ON CONFLICT DO NOTHING",
 	"UPDATE mqlog.committed_offset c SET committed_offset = $4, committed_at = pg_catalog.now(),"
-	" metadata = NULL"
+	" metadata = NULL, etcd_revision = $6"
 	" WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2"
 	" AND c.partition OPERATOR(pg_catalog.=) $3 AND c.committed_offset OPERATOR(pg_catalog.=) $5",
-	"INSERT INTO mqlog.committed_offset (group_id, topic_id, partition, committed_offset)"
-	" VALUES ($1, $2, $3, $4) ON CONFLICT (group_id, topic_id, partition)"
-	" DO UPDATE SET committed_offset = $4, committed_at = pg_catalog.now(), metadata = NULL",
+	"INSERT INTO mqlog.committed_offset (group_id, topic_id, partition, committed_offset, etcd_revision)"
+	" VALUES ($1, $2, $3, $4, $6) ON CONFLICT (group_id, topic_id, partition)"
+	" DO UPDATE SET committed_offset = $4, committed_at = pg_catalog.now(), metadata = NULL,"
+	" etcd_revision = $6",
 };
 
 static SPIPlanPtr query_plan[NUM_QUERIES];
 
-/* Run one of the statements with (group, topic, partition, offset, expected). */
+/*
+ * Run one of the statements with (group, topic, partition, offset,
+ * expected, stamp).
+ */
 static int
 run_query(int q, const char *group, int32 topic_id, int32 partition,
-		  int64 offset, int64 expected)
+		  int64 offset, int64 expected, int64 stamp)
 {
-	Oid			types[5] = {TEXTOID, INT4OID, INT4OID, INT8OID, INT8OID};
-	Datum		vals[5];
-	int			nargs = (q == Q_READ_TOPIC) ? 2 : (q == Q_READ) ? 3 : (q == Q_UPDATE_IF ? 5 : 4);
+	Oid			types[6] = {TEXTOID, INT4OID, INT4OID, INT8OID, INT8OID, INT8OID};
+	Datum		vals[6];
+	int			nargs = (q == Q_READ_TOPIC) ? 2 : (q == Q_READ) ? 3 : 6;
 
 	if (query_plan[q] == NULL)
 	{
@@ -137,6 +158,7 @@ run_query(int q, const char *group, int32 topic_id, int32 partition,
 	vals[2] = Int32GetDatum(partition);
 	vals[3] = Int64GetDatum(offset);
 	vals[4] = Int64GetDatum(expected);
+	vals[5] = Int64GetDatum(stamp);
 	return SPI_execute_plan(query_plan[q], vals, NULL, q == Q_READ || q == Q_READ_TOPIC,
 							q == Q_READ ? 1 : 0);
 }
@@ -156,7 +178,7 @@ MqOffsetRead(const char *group, int32 topic_id, int32 partition)
 	 * meanwhile, not what its statement's snapshot saw when it started.
 	 */
 	PushActiveSnapshot(GetLatestSnapshot());
-	ret = run_query(Q_READ, group, topic_id, partition, 0, 0);
+	ret = run_query(Q_READ, group, topic_id, partition, 0, 0, 0);
 	PopActiveSnapshot();
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "mqlog: reading committed offsets failed: %s", SPI_result_code_string(ret));
@@ -187,7 +209,7 @@ MqOffsetReadTopic(const char *group, int32 topic_id, int32 npartitions, int64 *o
 		offsets[i] = -1;
 	MqSpiBegin(&spi, true);
 	PushActiveSnapshot(GetLatestSnapshot());
-	ret = run_query(Q_READ_TOPIC, group, topic_id, 0, 0, 0);
+	ret = run_query(Q_READ_TOPIC, group, topic_id, 0, 0, 0, 0);
 	PopActiveSnapshot();
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "mqlog: reading committed offsets failed: %s", SPI_result_code_string(ret));
@@ -206,14 +228,14 @@ MqOffsetReadTopic(const char *group, int32 topic_id, int32 npartitions, int64 *o
 /* one of the writes; false if the row did not hold what the write expected */
 static bool
 write_offset(int q, const char *group, int32 topic_id, int32 partition,
-			 int64 expected, int64 offset)
+			 int64 expected, int64 offset, int64 stamp)
 {
 	MqSpi		spi;
 	int			ret;
 	bool		ok;
 
 	MqSpiBegin(&spi, true);
-	ret = run_query(q, group, topic_id, partition, offset, expected);
+	ret = run_query(q, group, topic_id, partition, offset, expected, stamp);
 	if (ret != SPI_OK_INSERT && ret != SPI_OK_UPDATE)
 		elog(ERROR, "mqlog: writing committed offsets failed: %s", SPI_result_code_string(ret));
 	ok = (SPI_processed == 1);
@@ -281,7 +303,7 @@ needs_executor(Relation rel)
 
 static bool
 update_if(const char *group, int32 topic_id, int32 partition, int64 expected, int64 offset,
-		  bool *done)
+		  int64 stamp, bool *done)
 {
 	Oid			relid = get_relname_relid("committed_offset", get_namespace_oid("mqlog", false));
 	Relation	rel;
@@ -293,6 +315,7 @@ update_if(const char *group, int32 topic_id, int32 partition, int64 expected, in
 	AttrNumber	offset_att;
 	AttrNumber	at_att;
 	AttrNumber	meta_att;
+	AttrNumber	stamp_att;
 	bool		found;
 	bool		ok = false;
 
@@ -303,6 +326,7 @@ update_if(const char *group, int32 topic_id, int32 partition, int64 expected, in
 	offset_att = get_attnum(relid, "committed_offset");
 	at_att = get_attnum(relid, "committed_at");
 	meta_att = get_attnum(relid, "metadata");
+	stamp_att = get_attnum(relid, "etcd_revision");
 
 	/* as a statement of its own: after what this transaction did so far */
 	CommandCounterIncrement();
@@ -381,6 +405,8 @@ update_if(const char *group, int32 topic_id, int32 partition, int64 expected, in
 			/* a new offset has no metadata: a Kafka commit's is set after */
 			nulls[meta_att - 1] = true;
 			replace[meta_att - 1] = true;
+			values[stamp_att - 1] = Int64GetDatum(stamp);
+			replace[stamp_att - 1] = true;
 			tup = heap_modify_tuple(old, desc, values, nulls, replace);
 			CatalogTupleUpdate(rel, &slot->tts_tid, tup);
 			heap_freetuple(tup);
@@ -403,14 +429,15 @@ MqOffsetWriteIf(const char *group, int32 topic_id, int32 partition,
 {
 	bool		ok;
 	bool		done = false;
+	int64		stamp = offset_stamp(topic_id);
 
 	if (expected >= 0)
-		ok = update_if(group, topic_id, partition, expected, offset, &done);
+		ok = update_if(group, topic_id, partition, expected, offset, stamp, &done);
 	if (!done)
 		ok = write_offset(expected < 0 ? Q_INSERT_IF_ABSENT : Q_UPDATE_IF,
-						  group, topic_id, partition, expected, offset);
+						  group, topic_id, partition, expected, offset, stamp);
 	if (ok)
-		replicate_offset(topic_id, partition, group, offset, NULL);
+		replicate_offset(topic_id, partition, group, offset, NULL, stamp);
 	return ok;
 }
 
@@ -418,8 +445,10 @@ MqOffsetWriteIf(const char *group, int32 topic_id, int32 partition,
 void
 MqOffsetWrite(const char *group, int32 topic_id, int32 partition, int64 offset)
 {
-	if (write_offset(Q_UPSERT, group, topic_id, partition, -1, offset))
-		replicate_offset(topic_id, partition, group, offset, NULL);
+	int64		stamp = offset_stamp(topic_id);
+
+	if (write_offset(Q_UPSERT, group, topic_id, partition, -1, offset, stamp))
+		replicate_offset(topic_id, partition, group, offset, NULL, stamp);
 }
 
 int64
@@ -452,7 +481,7 @@ MqOffsetsDelete(const char *group)
 			parts[i] = DatumGetInt32(SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &isnull));
 		}
 		for (uint64 i = 0; i < n; i++)
-			replicate_offset(tids[i], parts[i], group, -1, NULL);
+			replicate_offset(tids[i], parts[i], group, -1, NULL, offset_stamp(tids[i]));
 	}
 	MqSpiEnd(&spi);
 	return n;
@@ -512,7 +541,7 @@ MqOffsetSetMetadata(const char *group, int32 topic_id, int32 partition, const ch
 	}
 	MqSpiEnd(&spi);
 	if (offset >= 0)
-		replicate_offset(topic_id, partition, group, offset, metadata);
+		replicate_offset(topic_id, partition, group, offset, metadata, offset_stamp(topic_id));
 }
 
 /* the row's metadata, NULL if it has none (or there is no row) */
@@ -552,7 +581,7 @@ MqOffsetDelete(const char *group, int32 topic_id, int32 partition)
 				  3, group, topic_id, partition, NULL, SPI_OK_DELETE);
 	MqSpiEnd(&spi);
 	if (n > 0)
-		replicate_offset(topic_id, partition, group, -1, NULL);
+		replicate_offset(topic_id, partition, group, -1, NULL, offset_stamp(topic_id));
 	return n > 0;
 }
 

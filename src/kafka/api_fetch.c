@@ -179,6 +179,12 @@ fetch_partition(void *arg)
 	 */
 	MqKafkaWatchPartition(u->req, MqTopicPartitionPending(topic, fp->index) ? NULL :
 						  MqTopicPartition(topic, fp->index));
+	/* a follower's log behind the client's position: see read_replicas.c */
+	if (follower && MqKafkaFollowerBehind(topic, fp->index, fp->offset))
+	{
+		fp->error = MQK_NOT_LEADER_OR_FOLLOWER;
+		return;
+	}
 	/* the one offset check: 22023 is OFFSET_OUT_OF_RANGE here */
 	MqCheckOffsetRange(topic, fp->index, fp->offset, false);
 	MqPartitionOffsets(topic, fp->index, &fp->last_stable, &fp->high_watermark);

@@ -70,7 +70,7 @@ write_broker_ids(StringInfo out, bool flex, const MqKafkaBroker *brokers, int nb
  * replicas as this node's copy of etcd has them
  */
 static void
-write_partition(StringInfo out, MqKafkaRequest *req, MqReplicaInfo *ri, int p,
+write_partition(StringInfo out, MqKafkaRequest *req, MqTopic *topic, MqReplicaInfo *ri, int p,
 				const MqKafkaBroker *brokers, int nbrokers)
 {
 	int16		v = req->api_version;
@@ -83,6 +83,14 @@ write_partition(StringInfo out, MqKafkaRequest *req, MqReplicaInfo *ri, int p,
 	else
 		leader = ri->leader ? MqKafkaBrokerOf(brokers, nbrokers, ri->leader) : NULL;
 	if (leader != NULL && !leader->listed)
+		leader = NULL;
+	/*
+	 * This node, which led, may have been replaced (its lease lapsed):
+	 * no leader until it knows, so that a client does not come back to a
+	 * log that may be behind the new leader's (MqTopicLeadsHereNow).
+	 */
+	if (leader != NULL && topic != NULL && MqTopicLeadsHere(topic, p) &&
+		MqTopicLeaderFence(topic, p) != NULL)
 		leader = NULL;
 
 	MqKafkaWriteInt16(out, leader ? MQK_NONE : MQK_LEADER_NOT_AVAILABLE);
@@ -119,6 +127,7 @@ typedef struct MetaTopic
 	int16		error;
 	int			partitions;
 	MqReplicaInfo *parts;		/* per partition; NULL: single-node */
+	MqTopic    *topic;			/* this node's copy, if it has one */
 	bool		created;		/* auto-created, or created meanwhile */
 } MetaTopic;
 
@@ -135,7 +144,7 @@ write_topic(StringInfo out, MqKafkaRequest *req, const MetaTopic *t,
 		MqKafkaWriteInt8(out, 0);	/* is_internal */
 	MqKafkaWriteArrayLen(out, flex, t->partitions);
 	for (int p = 0; p < t->partitions; p++)
-		write_partition(out, req, t->parts ? &t->parts[p] : NULL, p, brokers, nbrokers);
+		write_partition(out, req, t->topic, t->parts ? &t->parts[p] : NULL, p, brokers, nbrokers);
 	if (v >= 8)
 		MqKafkaWriteInt32(out, PG_INT32_MIN);	/* topic_authorized_operations */
 	MqKafkaWriteTags(out, flex);
@@ -151,6 +160,7 @@ local_topic(MetaTopic *t)
 	{
 		t->partitions = topic->partitions;
 		t->parts = topic->replicas;
+		t->topic = topic;
 	}
 }
 

@@ -103,13 +103,14 @@ MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nbrokers, const char *node)
  * replicated partition: only where it is led,
  * as a Kafka broker answers a consumer that asks a follower, so that a
  * client with old metadata (after a failover or mq_elect_leader) asks for
- * new metadata and goes to the leader.  Produce has the same answer from
+ * new metadata and goes to the leader; and not while this node, though it
+ * led, may have been replaced (MqTopicLeadsHereNow).  Produce has the same answer from
  * the append path (MqTopicCheckLeader's MQ001).
  */
 int16
 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition)
 {
-	return MqTopicLeadsHere(topic, partition) ? MQK_NONE : MQK_NOT_LEADER_OR_FOLLOWER;
+	return MqTopicLeadsHereNow(topic, partition) ? MQK_NONE : MQK_NOT_LEADER_OR_FOLLOWER;
 }
 
 /*

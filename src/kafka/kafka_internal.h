@@ -705,6 +705,7 @@ extern int64 MqKafkaEpochEnd(struct MqTopic *topic, int32 partition, int32 epoch
 /* fetching from followers, KIP-392 (read_replicas.c) */
 extern int16 MqKafkaCheckFetchReplica(struct MqTopic *topic, int32 partition, bool replica_aware,
 									  bool *follower);
+extern bool MqKafkaFollowerBehind(struct MqTopic *topic, int32 partition, int64 offset);
 extern int32 MqKafkaPreferredReplica(struct MqTopic *topic, int32 partition, int64 offset,
 									 const char *rack);
 extern void MqKafkaNoteFollowerFetch(MqKafkaRequest *req, const char *topic, int32 partition,

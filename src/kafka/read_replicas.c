@@ -27,17 +27,29 @@
  * metadata.  Where the follower is behind, it answers what Kafka's
  * follower answers (LocalLog.read): an offset from its high watermark up
  * to its log end gets no records (and the Fetch waits its max_wait_ms for
- * the high watermark to move, which wakes it, log/partition_signal.c);
- * one past its log end is OFFSET_OUT_OF_RANGE, with high watermark -1,
- * which no client takes as final from a follower: librdkafka 2.0.2 goes
- * back to the leader when the offset is above the high watermark the
- * follower answered (rdkafka_fetcher.c), the Java consumer clears its
- * preferred replica on any OFFSET_OUT_OF_RANGE from one, and the leader
- * then gives the real answer.  NOT_LEADER_OR_FOLLOWER would not send a
- * client back: librdkafka refreshes its metadata, sees the same leader
- * and stays on the follower ("not migrating away from preferred replica",
- * rdkafka_topic.c).  A follower out of the ISR serves what it has as
- * well, as Kafka's does; the leader no longer sends clients to it.
+ * the high watermark to move, which wakes it, log/partition_signal.c).
+ * One past its log end is where mqlog departs from Kafka's follower,
+ * which answers OFFSET_OUT_OF_RANGE there and relies on the client to
+ * know it asked a follower: librdkafka 2.0.2 goes back to the leader only
+ * when the broker it asked is not the one it takes for the leader
+ * (rdkafka_fetcher.c), and otherwise resets its position by
+ * auto.offset.reset.  A client may take a follower for the leader: its
+ * metadata predates an election (the old leader, now a follower, whose
+ * log may have lost a tail the client read from the new leader).  A
+ * follower therefore answers NOT_LEADER_OR_FOLLOWER there: the client
+ * asks for metadata, which sends it to the leader; a client sent here as
+ * to a preferred replica (librdkafka: "not migrating away from preferred
+ * replica", rdkafka_topic.c) asks again until this follower has caught
+ * up, which the leader's choice (an in-sync follower whose log reaches
+ * the offset) makes brief; the Java consumer clears its preferred replica
+ * on that error and asks the leader.  A follower out of the ISR serves
+ * what it has as well, as Kafka's does; the leader no longer sends
+ * clients to it.  A leader that may have been replaced (its lease in etcd
+ * lapsed, MqTopicLeadsHereNow) serves no reads, and its Metadata names no
+ * leader for the partition, until it knows (test/perl/167_kafka_faults.pl
+ * met a consumer that reset to offset 0 when such a node took it back
+ * from the new leader by its stale Metadata and answered
+ * OFFSET_OUT_OF_RANGE at its own, shorter, log end).
  *
  *-------------------------------------------------------------------------
  */
@@ -63,8 +75,14 @@ MqKafkaCheckFetchReplica(MqTopic *topic, int32 partition, bool replica_aware, bo
 	MqReplicaInfo *ri;
 
 	*follower = false;
+	/*
+	 * A leader that may have been replaced (its lease lapsed) serves no
+	 * reads until it knows: a client that takes it for the leader would
+	 * take its log end for the partition's, and reset its position on
+	 * OFFSET_OUT_OF_RANGE when its log is behind the new leader's.
+	 */
 	if (MqTopicLeadsHere(topic, partition))
-		return MQK_NONE;
+		return MqTopicLeaderFence(topic, partition) == NULL ? MQK_NONE : MQK_NOT_LEADER_OR_FOLLOWER;
 	if (!replica_aware || topic->replicas == NULL || self == NULL)
 		return MQK_NOT_LEADER_OR_FOLLOWER;
 	ri = &topic->replicas[partition];
@@ -75,6 +93,20 @@ MqKafkaCheckFetchReplica(MqTopic *topic, int32 partition, bool replica_aware, bo
 			return MQK_NONE;
 		}
 	return MQK_NOT_LEADER_OR_FOLLOWER;
+}
+
+/*
+ * On a follower: is offset past its log end (see the header: answered
+ * NOT_LEADER_OR_FOLLOWER, not OFFSET_OUT_OF_RANGE)?
+ */
+bool
+MqKafkaFollowerBehind(MqTopic *topic, int32 partition, int64 offset)
+{
+	int64		lso,
+				leo;
+
+	MqPartitionLogEnd(topic, partition, &lso, &leo);
+	return offset > leo;
 }
 
 /*

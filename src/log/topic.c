@@ -489,6 +489,37 @@ MqTopicLeadsHere(MqTopic *topic, int32 partition)
 }
 
 /*
+ * Why this node, which believes it leads the partition, may not act as its
+ * leader now (its lease lapsed, or it has not read etcd since it
+ * registered: lease.c), another node having perhaps been elected
+ * meanwhile; NULL if it may (or the topic is a single node's).
+ */
+const char *
+MqTopicLeaderFence(MqTopic *topic, int32 partition)
+{
+	if (topic->replicas == NULL)
+		return NULL;
+	return MqClusterLeaderFence((const char *const *) topic->replicas[partition].isr,
+								topic->replicas[partition].nisr,
+								topic->unclean_election);
+}
+
+/*
+ * Does this node lead the partition and may it act on that now?  What a
+ * client is told about the partition (Kafka's Metadata, Fetch and
+ * ListOffsets) asks this: a leader cut off from etcd serves neither reads
+ * nor the claim that it leads, for its log may already be behind the new
+ * leader's, and a client that took its log end for the partition's would
+ * reset its position (librdkafka 2.0.2 does, on OFFSET_OUT_OF_RANGE from
+ * the broker it takes for the leader).
+ */
+bool
+MqTopicLeadsHereNow(MqTopic *topic, int32 partition)
+{
+	return MqTopicLeadsHere(topic, partition) && MqTopicLeaderFence(topic, partition) == NULL;
+}
+
+/*
  * Produce only where the partition's leader is (Kafka's
  * NOT_LEADER_OR_FOLLOWER): a follower's log is written by its apply worker
  * alone.
@@ -502,10 +533,7 @@ MqTopicCheckLeader(MqTopic *topic, int32 partition)
 	if (MqTopicLeadsHere(topic, partition))
 	{
 		/* a leader that may have been replaced meanwhile stops (lease.c) */
-		if (topic->replicas != NULL &&
-			(fenced = MqClusterLeaderFence((const char *const *) topic->replicas[partition].isr,
-										   topic->replicas[partition].nisr,
-										   topic->unclean_election)) != NULL)
+		if ((fenced = MqTopicLeaderFence(topic, partition)) != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_MQ_NOT_LEADER),
 					 errmsg("node \"%s\" cannot act as the leader of partition %d of topic \"%s\" now",

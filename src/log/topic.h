@@ -97,6 +97,8 @@ typedef struct MqTopic
 extern MqTopic *MqTopicLookup(const char *name, bool missing_ok);
 extern List *MqTopicNames(const char *pattern);
 extern bool MqTopicLeadsHere(MqTopic *topic, int32 partition);
+extern const char *MqTopicLeaderFence(MqTopic *topic, int32 partition);
+extern bool MqTopicLeadsHereNow(MqTopic *topic, int32 partition);
 extern void MqTopicCheckLeader(MqTopic *topic, int32 partition);
 extern MqTopic *MqTopicLookupById(int32 topic_id);
 extern MqTopic *MqTopicFindById(int32 topic_id);

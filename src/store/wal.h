@@ -59,6 +59,7 @@ typedef struct MqOffsetMark
 	int32		partition;
 	int32		group_len;
 	int64		offset;
+	int64		etcd_revision;	/* the writer's stamp (groups/offsets.c) */
 } MqOffsetMark;
 
 /* the content of a MQLOG_LSO_PREFIX message */

@@ -811,6 +811,9 @@ head_ready(Part *p)
  * Committed offsets the other node's groups wrote (inside an apply
  * transaction): into this node's mqlog.committed_offset, for the topic of
  * that uuid here, so that the group can go on here if that node is lost.
+ * Not one stamped below the row's (groups/offsets.c): an old coordinator
+ * sending, after a restart, commits the group's new coordinator has since
+ * replaced.
  */
 static void
 write_offsets(void)
@@ -823,9 +826,9 @@ write_offsets(void)
 		StringInfo	m = lfirst(lc);
 		MqOffsetMark mark;
 		char	   *group;
-		Datum		args[5];
-		char		nulls[5] = {' ', ' ', ' ', ' ', 'n'};
-		Oid			types[5] = {TEXTOID, TEXTOID, INT4OID, INT8OID, TEXTOID};
+		Datum		args[6];
+		char		nulls[6] = {' ', ' ', ' ', ' ', 'n', ' '};
+		Oid			types[6] = {TEXTOID, TEXTOID, INT4OID, INT8OID, TEXTOID, INT8OID};
 		Size		end;
 		int			ret;
 
@@ -839,6 +842,7 @@ write_offsets(void)
 		args[1] = CStringGetTextDatum(mark.uuid);
 		args[2] = Int32GetDatum(mark.partition);
 		args[3] = Int64GetDatum(mark.offset);
+		args[5] = Int64GetDatum(mark.etcd_revision);
 		/* after the group: a Kafka commit's metadata string (offsets.c) */
 		if (end < (Size) m->len)
 		{
@@ -851,18 +855,22 @@ write_offsets(void)
 										" WHERE c.group_id OPERATOR(pg_catalog.=) $1"
 										"   AND rt.uuid OPERATOR(pg_catalog.=) $2"
 										"   AND c.topic_id OPERATOR(pg_catalog.=) rt.topic_id"
-										"   AND c.\"partition\" OPERATOR(pg_catalog.=) $3",
-										3, types, args, nulls, false, 0);
+										"   AND c.\"partition\" OPERATOR(pg_catalog.=) $3"
+										"   AND c.etcd_revision OPERATOR(pg_catalog.<=) $6",
+										6, types, args, nulls, false, 0);
 		else
 			ret = SPI_execute_with_args("INSERT INTO mqlog.committed_offset"
-										"       (group_id, topic_id, \"partition\", committed_offset, metadata)"
-										" SELECT $1, rt.topic_id, $3, $4, $5 FROM mqlog.replicated_topic rt"
+										"       (group_id, topic_id, \"partition\", committed_offset, metadata,"
+										"        etcd_revision)"
+										" SELECT $1, rt.topic_id, $3, $4, $5, $6 FROM mqlog.replicated_topic rt"
 										"  WHERE rt.uuid OPERATOR(pg_catalog.=) $2"
 										" ON CONFLICT (group_id, topic_id, \"partition\")"
 										" DO UPDATE SET committed_offset = excluded.committed_offset,"
 										"               committed_at = pg_catalog.now(),"
-										"               metadata = excluded.metadata",
-										5, types, args, nulls, false, 0);
+										"               metadata = excluded.metadata,"
+										"               etcd_revision = excluded.etcd_revision"
+										" WHERE committed_offset.etcd_revision OPERATOR(pg_catalog.<=) excluded.etcd_revision",
+										6, types, args, nulls, false, 0);
 		if (ret != SPI_OK_INSERT && ret != SPI_OK_DELETE)
 			elog(ERROR, "mqlog apply: writing a replicated committed offset failed");
 		pfree(m->data);

@@ -125,9 +125,12 @@ find_etcd_topic(List *topics, const char *name)
 	return NULL;
 }
 
-/* topics/ and partitions/ from etcd, each topic with its partitions */
+/*
+ * topics/ and partitions/ from etcd, each topic with its partitions;
+ * *revision: etcd's revision at the first read
+ */
 static List *
-read_etcd_topics(void)
+read_etcd_topics(int64 *revision)
 {
 	char	   *tprefix = MqClusterKey("topics/");
 	char	   *pprefix = MqClusterKey("partitions/");
@@ -136,7 +139,7 @@ read_etcd_topics(void)
 	ListCell   *lc;
 
 	/* partitions after topics: a topic's partitions are written with or after it */
-	foreach(lc, MqEtcdRange(tprefix, NULL))
+	foreach(lc, MqEtcdRange(tprefix, revision))
 	{
 		MqEtcdKv   *kv = lfirst(lc);
 		EtcdTopic  *et = palloc0(sizeof(EtcdTopic));
@@ -605,6 +608,7 @@ sync_round(void)
 	ListCell   *lc;
 	TimestampTz now = GetCurrentTimestamp();
 	int64		read_from;
+	int64		revision = 0;
 
 	if (!extension_installed())
 		return;
@@ -623,7 +627,7 @@ sync_round(void)
 	unit_failed = false;
 	read_from = MqClusterClock();
 	local_before = read_local_topics();
-	etcd_topics = read_etcd_topics();
+	etcd_topics = read_etcd_topics(&revision);
 	local_topics = read_local_topics();
 
 	foreach(lc, etcd_topics)
@@ -694,7 +698,10 @@ sync_round(void)
 	 * registered before then.
 	 */
 	if (!unit_failed)
+	{
 		MqClusterNoteSynced(read_from);
+		MqClusterNoteRevision(revision);
+	}
 	store_directory(etcd_topics);
 	MqIsrRound();
 }

@@ -15,7 +15,9 @@
 #    produced with acks=1 reach the serving follower's log above its high
 #    watermark: a Fetch there returns nothing at or past its high
 #    watermark (the high watermark its mqlog.partitions shows), an offset
-#    past its log end is OFFSET_OUT_OF_RANGE; read_committed stops at its
+#    past its log end is NOT_LEADER_OR_FOLLOWER (not Kafka's
+#    OFFSET_OUT_OF_RANGE, which a client that takes the follower for the
+#    leader would reset on: read_replicas.c); read_committed stops at its
 #    last stable offset; a Fetch parked at its high watermark is answered
 #    with the records when the worker goes on (the high watermark moves);
 #  - a confluent-kafka consumer bootstrapped at the leader with client.rack
@@ -212,7 +214,7 @@ sub stopped_round
 	$check->($f->{error} eq '0' && !@{ $f->{batches} },
 		'a Fetch at its high watermark (below its log end): no records, no error', $f);
 	$f = fetch($fw, 11, $topic, 0, $leo + 10, $rack{$fw});
-	$check->($f->{error} eq '1', 'a Fetch past its log end: OFFSET_OUT_OF_RANGE', $f);
+	$check->($f->{error} eq '6', 'a Fetch past its log end: NOT_LEADER_OR_FOLLOWER', $f);
 
 	# a Fetch parked at the follower's high watermark is answered when it
 	# moves, not when its 20 s are up
