@@ -130,6 +130,22 @@ typedef struct Group
 static MemoryContext groups_cxt = NULL;
 static List *groups = NIL;
 static uint64 next_serial = 1;
+
+/*
+ * What may answer a parked JoinGroup or SyncGroup: its member's answer
+ * made ready, or a member's end (its request answers UNKNOWN_MEMBER_ID).
+ * The listener re-runs a parked one only when this moved since it parked,
+ * or at its deadline, not on every turn: each run parses its request
+ * again, and 40 parked SyncGroups of 3 MB each held the listener's turn
+ * for over a second before.
+ */
+static uint64 group_events = 1;
+
+uint64
+MqKafkaGroupEvents(void)
+{
+	return group_events;
+}
 static bool full_logged = false;	/* a join over mqlog.kafka_max_groups was logged */
 
 /* ------------------------------------------------------------------------
@@ -189,6 +205,7 @@ update_hold(Group *g)
 static void
 free_member(Member *m)
 {
+	group_events++;
 	for (int i = 0; i < m->nprotocols; i++)
 	{
 		pfree(m->protocols[i].name);
@@ -379,6 +396,7 @@ static void
 answer_ready(Member *m)
 {
 	m->reply_ready = true;
+	group_events++;
 	SetLatch(MyLatch);
 }
 
@@ -897,6 +915,22 @@ refuse_full(const char *group, const char *client_id)
 #define MQK_MAX_PENDING_IDS		1000
 
 static TimestampTz bytes_logged = 0;	/* the last refusal for room logged */
+static TimestampTz refusals_logged = 0;	/* the last refusal of a bad member */
+
+/*
+ * Is a refusal's line due (at most one per 10 s from *last)?  A client
+ * repeating a refused join or sync at once must not fill the log.
+ */
+static bool
+log_due(TimestampTz *last)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!TimestampDifferenceExceeds(*last, now, 10000))
+		return false;
+	*last = now;
+	return true;
+}
 
 /* the bytes a context and its children use (their blocks, less what is free) */
 static Size
@@ -943,20 +977,14 @@ groups_used(void)
 static bool
 groups_have_room(Size bytes, const char *what, const char *group, const char *client_id)
 {
-	TimestampTz now;
-
 	if (groups_cxt == NULL || groups_used() + bytes <= MQK_GROUPS_MAX_BYTES)
 		return true;
-	now = GetCurrentTimestamp();
-	if (TimestampDifferenceExceeds(bytes_logged, now, 10000))
-	{
-		bytes_logged = now;
+	if (log_due(&bytes_logged))
 		ereport(LOG,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("Kafka %s of group \"%s\" from client \"%s\" refused: the consumer groups hold %d bytes already",
 						what, group, client_id ? client_id : "", MQK_GROUPS_MAX_BYTES),
 				 errdetail("The client is answered COORDINATOR_NOT_AVAILABLE and retries; further refusals are logged once per 10 s.")));
-	}
 	return false;
 }
 
@@ -973,10 +1001,11 @@ check_assignment_bytes(const char *group, const char *client_id, const int *len,
 	{
 		if (len[i] > MQK_MEMBER_MAX_BYTES)
 		{
-			ereport(LOG,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("Kafka SyncGroup of group \"%s\" from client \"%s\" refused: an assignment takes %d bytes, over %d",
-							group, client_id ? client_id : "", len[i], MQK_MEMBER_MAX_BYTES)));
+			if (log_due(&refusals_logged))
+				ereport(LOG,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("Kafka SyncGroup of group \"%s\" from client \"%s\" refused: an assignment takes %d bytes, over %d",
+								group, client_id ? client_id : "", len[i], MQK_MEMBER_MAX_BYTES)));
 			return MQK_INVALID_REQUEST;
 		}
 		bytes += Max(len[i], 0);
@@ -997,10 +1026,11 @@ check_member_bytes(const char *group, const char *client_id, const Protocol *pro
 
 	if (n > MQK_MAX_PROTOCOLS)
 	{
-		ereport(LOG,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("Kafka JoinGroup of group \"%s\" from client \"%s\" refused: it names %d protocols, over %d",
-						group, client_id ? client_id : "", n, MQK_MAX_PROTOCOLS)));
+		if (log_due(&refusals_logged))
+			ereport(LOG,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("Kafka JoinGroup of group \"%s\" from client \"%s\" refused: it names %d protocols, over %d",
+							group, client_id ? client_id : "", n, MQK_MAX_PROTOCOLS)));
 		return MQK_INVALID_REQUEST;
 	}
 	/* each protocol's entry and chunks too, not only its bytes */
@@ -1008,10 +1038,11 @@ check_member_bytes(const char *group, const char *client_id, const Protocol *pro
 		bytes += strlen(protocols[i].name) + 1 + Max(protocols[i].len, 0) + 64;
 	if (bytes > MQK_MEMBER_MAX_BYTES)
 	{
-		ereport(LOG,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("Kafka JoinGroup of group \"%s\" from client \"%s\" refused: its protocols take %zu bytes, over %d",
-						group, client_id ? client_id : "", bytes, MQK_MEMBER_MAX_BYTES)));
+		if (log_due(&refusals_logged))
+			ereport(LOG,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("Kafka JoinGroup of group \"%s\" from client \"%s\" refused: its protocols take %zu bytes, over %d",
+							group, client_id ? client_id : "", bytes, MQK_MEMBER_MAX_BYTES)));
 		return MQK_INVALID_REQUEST;
 	}
 	/* twice: the member's copy, and the leader's join answer that carries it */
@@ -1115,6 +1146,7 @@ parked_answer(MqKafkaRequest *req, Member *m, StringInfo out, TimestampTz wake_a
 		return MQK_RESPOND;
 	}
 	req->park_token = m->serial;
+	req->park_events = group_events;
 	req->wake_at = wake_at;
 	return MQK_PARK;
 }
@@ -1219,10 +1251,11 @@ MqKafkaJoinGroup(MqKafkaRequest *req, StringInfo out)
 			error = refuse_full(group_id, req->client_id);
 		else
 		{
-			ereport(LOG,
-					(errmsg("Kafka JoinGroup of group \"%s\" from client \"%s\" refused: SQL sessions are members of the group",
-							group_id, req->client_id ? req->client_id : ""),
-					 errdetail("A group's members are SQL sessions or Kafka clients, not both at once; they share its committed offsets.")));
+			if (log_due(&refusals_logged))
+				ereport(LOG,
+						(errmsg("Kafka JoinGroup of group \"%s\" from client \"%s\" refused: SQL sessions are members of the group",
+								group_id, req->client_id ? req->client_id : ""),
+						 errdetail("A group's members are SQL sessions or Kafka clients, not both at once; they share its committed offsets. Such refusals are logged once per 10 s.")));
 			error = MQK_INCONSISTENT_GROUP_PROTOCOL;
 		}
 	}

@@ -142,6 +142,10 @@ typedef struct MqKafkaRequest
 								 * parked (NULL: none) */
 	struct MqKafkaWatch *watch; /* what a parked Fetch waits for (watch.c),
 								 * in park_cxt; NULL: re-run on every wake-up */
+	uint64		park_events;	/* a parked JoinGroup or SyncGroup: the groups'
+								 * events when it parked (api_groups.c); it is
+								 * re-run when they moved or at wake_at;
+								 * 0: not one */
 
 	/*
 	 * Set by a handler whose answer depends on its commit (Produce with
@@ -639,6 +643,8 @@ extern int	MqKafkaWatchSize(const MqKafkaWatch *w);
  * not sent yet of every connection; at least 0.
  */
 extern int64 MqKafkaAnswerRoom(void);
+/* how many answers of parked group requests and members' ends (api_groups.c) */
+extern uint64 MqKafkaGroupEvents(void);
 
 /*
  * (Sub)transactions aborted so far: an abort cancels a condition variable

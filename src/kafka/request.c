@@ -107,12 +107,22 @@ MqKafkaErrorOf(int sqlerrcode, int16 invalid_code)
  * The bytes of an answer buffer whose API bounds them itself (Fetch's
  * records, MqKafkaTry's out) do not count.  Produce's batches have their
  * own budget (api_produce.c) and are freed after each entry.
+ *
+ * The bound is smaller when the answers other connections have not read
+ * yet, and the frames being read, leave less of
+ * mqlog.kafka_max_buffered_size (MqKafkaAnswerRoom, as a Fetch's records
+ * are bounded): clients that read their answers slowly, or not at all,
+ * each asking for a large one, make every later request answer fewer
+ * units (its first always runs), not make the listener hold more.  (40
+ * connections that read nothing of their Metadata answers held 1.4 GB
+ * before.)
  * ------------------------------------------------------------------------ */
 
 static MemoryContext units_cxt = NULL;	/* the request's, while it is served */
 static StringInfo units_out;	/* its response, and where that began */
 static int	units_out_at;
 static Size units_base = 0;		/* the two at its first unit; 0: none yet */
+static Size units_cap = 0;		/* what they may grow by */
 static int	units_refused = 0;
 
 static void
@@ -122,6 +132,7 @@ units_begin(MemoryContext cxt, StringInfo out)
 	units_out = out;
 	units_out_at = out->len;
 	units_base = 0;
+	units_cap = (Size) Min((int64) mqlog_kafka_max_request_memory, MqKafkaAnswerRoom());
 	units_refused = 0;
 }
 
@@ -131,9 +142,12 @@ units_end(const MqKafkaRequest *req, const MqKafkaApi *api)
 	if (units_refused > 0)
 		ereport(LOG,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("Kafka %s request from client \"%s\" held over mqlog.kafka_max_request_memory (%d bytes) of answers: %d of its units answered REQUEST_TIMED_OUT without being run",
+				 errmsg("Kafka %s request from client \"%s\" held over %s (%zu bytes) of answers: %d of its units answered REQUEST_TIMED_OUT without being run",
 						api->name, req->client_id ? req->client_id : "",
-						mqlog_kafka_max_request_memory, units_refused)));
+						units_cap < (Size) mqlog_kafka_max_request_memory ?
+						"what unread answers left of mqlog.kafka_max_buffered_size" :
+						"mqlog.kafka_max_request_memory",
+						units_cap, units_refused)));
 	units_cxt = NULL;
 }
 
@@ -149,7 +163,7 @@ units_memory_left(Size answer_bytes)
 	if (units_base == 0)
 		units_base = held;
 	held -= Min(held, answer_bytes);
-	if (held <= units_base + (Size) mqlog_kafka_max_request_memory)
+	if (held <= units_base + units_cap)
 		return true;
 	units_refused++;
 	return false;
@@ -208,7 +222,7 @@ MqKafkaTryAdmin(void (*fn) (void *arg), void *arg, int16 (*map) (int sqlerrcode,
 	*message = NULL;
 	if (!units_memory_left(0))
 	{
-		*message = pstrdup("the request's answers passed mqlog.kafka_max_request_memory: ask again for what was not answered");
+		*message = pstrdup("the request's answers passed the listener's bound (mqlog.kafka_max_request_memory, or what other connections' unread answers left of mqlog.kafka_max_buffered_size): ask again for what was not answered");
 		return MQK_REQUEST_TIMED_OUT;
 	}
 	if (try_unit(fn, arg, keep, &edata))
