@@ -325,6 +325,7 @@ alter_configs(MqKafkaRequest *req, StringInfo out, bool incremental)
 	AlterResource *resources;
 	char	  **keys;
 	bool	   *dup;
+	bool		told = false;	/* of a name given twice (MqKafkaNamedAgain) */
 	bool		validate_only;
 	MqKafkaAdminWalk walk;
 	static const Oid alter_args[] = {TEXTOID, JSONBOID};
@@ -374,7 +375,7 @@ alter_configs(MqKafkaRequest *req, StringInfo out, bool incremental)
 		if (dup[i])
 		{
 			res->error = MQK_INVALID_REQUEST;
-			res->message = psprintf("resource \"%s\" is named more than once in the request", res->name);
+			res->message = MqKafkaNamedAgain("resource", res->name, &told);
 			continue;
 		}
 		precheck_resource(res);

@@ -173,6 +173,23 @@ MqKafkaDuplicates(char *const *names, int n)
 	return dup;
 }
 
+/*
+ * The message of an element named more than once in a request (answered
+ * INVALID_REQUEST, as Kafka answers it): the first such element's; NULL
+ * for the later ones (*told), so that a request naming one element as
+ * often as its frame holds is not answered with a message for each (a
+ * 2 MB DescribeConfigs was answered with 10 MB, and 40 clients that did
+ * not read such answers held 400 MB of the listener).
+ */
+char *
+MqKafkaNamedAgain(const char *kind, const char *name, bool *told)
+{
+	if (*told)
+		return NULL;
+	*told = true;
+	return psprintf("%s \"%s\" is named more than once in the request", kind, name);
+}
+
 static int
 str_cmp(const void *a, const void *b)
 {
@@ -450,6 +467,7 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
 	CreateTopic *topics;
 	char	  **names;
 	bool	   *dup;
+	bool		told = false;	/* of a name given twice (MqKafkaNamedAgain) */
 	bool		validate_only = false;
 	MemoryContext scratch;
 	Oid			fn;
@@ -508,7 +526,7 @@ MqKafkaCreateTopics(MqKafkaRequest *req, StringInfo out)
 		if (dup[i])
 		{
 			t->error = MQK_INVALID_REQUEST;
-			t->message = psprintf("topic \"%s\" is named more than once in the request", t->name);
+			t->message = MqKafkaNamedAgain("topic", t->name, &told);
 		}
 		else if (!OidIsValid(fn))
 		{

@@ -132,6 +132,7 @@ MqKafkaCreatePartitions(MqKafkaRequest *req, StringInfo out)
 	GrowTopic  *topics;
 	char	  **names;
 	bool	   *dup;
+	bool		told = false;	/* of a name given twice (MqKafkaNamedAgain) */
 	bool		validate_only;
 	MqKafkaAdminWalk walk;
 	static const Oid add_args[] = {TEXTOID, INT4OID};
@@ -179,7 +180,7 @@ MqKafkaCreatePartitions(MqKafkaRequest *req, StringInfo out)
 		if (dup[i])
 		{
 			t->error = MQK_INVALID_REQUEST;
-			t->message = psprintf("topic \"%s\" is named more than once in the request", t->name);
+			t->message = MqKafkaNamedAgain("topic", t->name, &told);
 		}
 		else
 		{

@@ -228,6 +228,7 @@ MqKafkaDescribeConfigs(MqKafkaRequest *req, StringInfo out)
 	ConfigResource *resources;
 	char	  **keys;
 	bool	   *dup;
+	bool		told = false;	/* of a name given twice (MqKafkaNamedAgain) */
 	MemoryContext scratch;
 	MqKafkaTopicSet known;
 	int			attempted = 0;
@@ -275,7 +276,7 @@ MqKafkaDescribeConfigs(MqKafkaRequest *req, StringInfo out)
 		if (dup[i])
 		{
 			res->error = MQK_INVALID_REQUEST;
-			res->message = psprintf("resource \"%s\" is named more than once in the request", res->name);
+			res->message = MqKafkaNamedAgain("resource", res->name, &told);
 		}
 		else if (res->type == RESOURCE_TOPIC)
 		{
