@@ -11,6 +11,11 @@
         send nothing for SECONDS
   attacks.py PORT commit-dups TOPIC N             one OffsetCommit of group
         "dups" naming partition 0 of TOPIC N times
+  attacks.py PORT slow-readers GROUP KB CONNS N HOLD   a member of GROUP
+        with KB kB of metadata; CONNS connections each send a DescribeGroups
+        naming GROUP N times and read nothing for HOLD seconds
+  attacks.py PORT configs-dups TOPIC N            one DescribeConfigs
+        naming TOPIC N times
   attacks.py PORT many-elements N                 one Produce of N entries
         of no records each (8 bytes apiece)
   attacks.py PORT plain-timing USER N             N failed PLAIN logins as
@@ -345,6 +350,57 @@ def fat_group(group, kb, n):
             'seconds': round(took, 2), 'join_2mb_error': join_group(group + '-big', 2 << 20)}
 
 
+def slow_readers(group, kb, conns, n, hold):
+    """a member with kb kB of subscription metadata, then conns connections
+    that each send a DescribeGroups naming its group n times and read
+    nothing of the answer for hold seconds (a receive buffer of 4 kB): the
+    join's error and how many sent their request"""
+    joined = join_group(group, kb * 1024)
+    body = struct.pack('>i', n) + kstr(group.encode()) * n
+    socks = []
+    for _ in range(conns):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(30)
+        sock.connect((HOST, PORT))
+        authenticate(sock)
+        sock.sendall(frame(15, 0, body))
+        socks.append(sock)
+        time.sleep(0.2)
+    time.sleep(hold)
+    for sock in socks:
+        sock.close()
+    return {'join_error': joined, 'sent': len(socks)}
+
+
+def configs_dups(topic, n):
+    """one DescribeConfigs v0 naming topic n times: the answer's size and
+    its resources' errors by code"""
+    body = struct.pack('>i', n) + (struct.pack('>b', 2) + kstr(topic.encode()) + struct.pack('>i', -1)) * n
+    answer, took = timed_request(32, 0, body)
+    pos = 8                                     # correlation id, throttle_time_ms
+    count = struct.unpack_from('>i', answer, pos)[0]
+    pos += 4
+    errors = {}
+    with_message = 0
+    for _ in range(count):
+        e = struct.unpack_from('>h', answer, pos)[0]
+        errors[str(e)] = errors.get(str(e), 0) + 1
+        pos += 2
+        mlen = struct.unpack_from('>h', answer, pos)[0]
+        with_message += mlen >= 0
+        pos += 2 + max(mlen, 0) + 1             # message, resource type
+        pos += 2 + struct.unpack_from('>h', answer, pos)[0]
+        entries = struct.unpack_from('>i', answer, pos)[0]
+        pos += 4
+        for _e in range(max(entries, 0)):
+            pos += 2 + struct.unpack_from('>h', answer, pos)[0]
+            pos += 2 + max(0, struct.unpack_from('>h', answer, pos)[0])
+            pos += 3                            # read_only, is_default, is_sensitive
+    return {'answered': count, 'errors': errors, 'with_message': with_message,
+            'request_bytes': len(body), 'answer_bytes': len(answer), 'seconds': round(took, 2)}
+
+
 def group_fill(prefix, n, kb, session_ms):
     """n members, each in a group of its own and with kb kB of metadata,
     that never heartbeat (they leave after session_ms): each join's error;
@@ -431,6 +487,11 @@ if __name__ == '__main__':
         result = fetch_dups(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif what == 'fat-group':
         result = fat_group(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif what == 'slow-readers':
+        result = slow_readers(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]),
+                              float(sys.argv[7]))
+    elif what == 'configs-dups':
+        result = configs_dups(sys.argv[3], int(sys.argv[4]))
     elif what == 'many-elements':
         result = many_elements(int(sys.argv[3]))
     elif what == 'plain-timing':

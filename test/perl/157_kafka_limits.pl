@@ -18,7 +18,12 @@
 #    and answered in full; so is a Fetch naming one partition 10,000 times
 #    (the watchdog waits no longer); a DescribeGroups naming a group with
 #    a 900 kB member 2,000 times stops describing at 32 MB of answers, and
-#    a member's 2 MB of metadata is refused; a Produce of 600,000 entries (over the 200,000
+#    a member's 2 MB of metadata is refused; six connections that each
+#    ask for that DescribeGroups and read nothing of it hold no more than
+#    the buffers' room (the later requests' units stop there, and the log
+#    says so); a DescribeConfigs naming one topic 100,000 times is
+#    answered with one message, not one each, in fewer bytes than the
+#    request; a Produce of 600,000 entries (over the 200,000
 #    array elements a request may hold) closes its connection;
 #  - with SASL on: 8 connections that announce 38 MB frames before
 #    authenticating are closed at once, and nothing of them is buffered;
@@ -206,6 +211,33 @@ watchdog_ok($r, 'a DescribeGroups of a fat group 2,000 times');
 like(slurp_file($node->logfile),
 	qr/Kafka DescribeGroups request from client "attack" held over mqlog.kafka_max_request_memory \(33554432 bytes\) of answers: \d+ of its units/,
 	'the log says why the groups were not described');
+
+# clients that read nothing of their answers: six connections each ask
+# for that DescribeGroups (32 MB of answer) and never read it; the answers
+# not sent yet count against mqlog.kafka_max_buffered_size (128 MB), and a
+# request's units stop at what they leave, so the later ones answer fewer
+# groups instead of the listener holding six times 32 MB (40 such
+# connections held 1.4 GB before)
+$r = attack($kport, {}, 'slow-readers', 'fat-slow', 900, 6, 2000, 3);
+is($r->{join_error}, 0, 'slow readers: a member joins with 900 kB of subscription metadata');
+is($r->{sent}, 6, 'six connections send a DescribeGroups of 2,000 groups and read nothing');
+cmp_ok(peak_kb($pid), '<', $bound_kb, 'the listener still peaks under 256 MB (' . peak_kb($pid) . ' kB)');
+watchdog_ok($r, 'six DescribeGroups answers not read');
+like(slurp_file($node->logfile),
+	qr/Kafka DescribeGroups request from client "attack" held over what unread answers left of mqlog.kafka_max_buffered_size \(\d+ bytes\) of answers/,
+	'the log says the later requests were bounded by the room the unread answers left');
+
+# a DescribeConfigs naming one topic 100,000 times: each is INVALID_REQUEST
+# (named twice), and only the first carries the message (a message each
+# made a 1.2 MB request a 7 MB answer)
+$r = attack($kport, {}, 'configs-dups', 'big', 100000);
+is($r->{answered}, 100000, 'a DescribeConfigs naming a topic 100,000 times is answered for each');
+is_deeply($r->{errors}, { 42 => 100000 }, '... each INVALID_REQUEST');
+is($r->{with_message}, 1, '... the first with a message, the others without');
+cmp_ok($r->{answer_bytes} // 1e12, '<', $r->{request_bytes} // 0,
+	'... so the answer (' . ($r->{answer_bytes} // '?') . ' bytes) is smaller than the request ('
+	  . ($r->{request_bytes} // '?') . ')');
+watchdog_ok($r, 'a DescribeConfigs naming a topic 100,000 times');
 
 # an OffsetDelete naming one partition of that group 5,000 times: each
 # partition's check of the group's SQL members copied every member slot
