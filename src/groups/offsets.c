@@ -57,13 +57,18 @@
  * none: the row's metadata is null.
  *
  * Each write carries its stamp: the newest etcd revision this node saw
- * under its lease (cluster/lease.c), also kept in the row
- * (mqlog.committed_offset.etcd_revision), and a node applies a replicated
+ * under its lease (cluster/lease.c), or the row's stamp if that is higher
+ * (an offset applied from the coordinator, on a node whose sync has not
+ * read etcd since, or not at all since it started: a reset or delete
+ * there must still reach the others), kept in the row
+ * (mqlog.committed_offset.etcd_revision); a node applies a replicated
  * write only if its stamp is not below the row's.  Why: a coordinator
  * killed with commits not yet streamed sends them when it comes back, after
  * the group's new coordinator, which claimed it at a later revision, wrote
  * newer ones; applied, they would move the group back (167_kafka_faults
- * saw a resumption 210 records below an acknowledged commit).
+ * saw a resumption 210 records below an acknowledged commit).  The old
+ * coordinator's row holds its own last stamp (the new one's commits
+ * reached it only after), so the row's stamp does not lift it.
  */
 static int64
 offset_stamp(int32 topic_id)
@@ -118,15 +123,16 @@ static const char *const query_text[NUM_QUERIES] = {
 	"SELECT c.partition, c.committed_offset FROM mqlog.committed_offset c"
 	" WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2",
 	"INSERT INTO mqlog.committed_offset (group_id, topic_id, partition, committed_offset, etcd_revision)"
-	" VALUES ($1, $2, $3, $4, $6) ON CONFLICT DO NOTHING",
+	" VALUES ($1, $2, $3, $4, $6) ON CONFLICT DO NOTHING RETURNING etcd_revision",
 	"UPDATE mqlog.committed_offset c SET committed_offset = $4, committed_at = pg_catalog.now(),"
-	" metadata = NULL, etcd_revision = $6"
+	" metadata = NULL, etcd_revision = GREATEST(c.etcd_revision, $6)"
 	" WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2"
-	" AND c.partition OPERATOR(pg_catalog.=) $3 AND c.committed_offset OPERATOR(pg_catalog.=) $5",
-	"INSERT INTO mqlog.committed_offset (group_id, topic_id, partition, committed_offset, etcd_revision)"
+	" AND c.partition OPERATOR(pg_catalog.=) $3 AND c.committed_offset OPERATOR(pg_catalog.=) $5"
+	" RETURNING c.etcd_revision",
+	"INSERT INTO mqlog.committed_offset AS c (group_id, topic_id, partition, committed_offset, etcd_revision)"
 	" VALUES ($1, $2, $3, $4, $6) ON CONFLICT (group_id, topic_id, partition)"
 	" DO UPDATE SET committed_offset = $4, committed_at = pg_catalog.now(), metadata = NULL,"
-	" etcd_revision = $6",
+	" etcd_revision = GREATEST(c.etcd_revision, $6) RETURNING c.etcd_revision",
 };
 
 static SPIPlanPtr query_plan[NUM_QUERIES];
@@ -225,20 +231,29 @@ MqOffsetReadTopic(const char *group, int32 topic_id, int32 npartitions, int64 *o
 	MqSpiEnd(&spi);
 }
 
-/* one of the writes; false if the row did not hold what the write expected */
+/*
+ * one of the writes, *stamp raised to the row's if that was higher;
+ * false if the row did not hold what the write expected
+ */
 static bool
 write_offset(int q, const char *group, int32 topic_id, int32 partition,
-			 int64 expected, int64 offset, int64 stamp)
+			 int64 expected, int64 offset, int64 *stamp)
 {
 	MqSpi		spi;
 	int			ret;
 	bool		ok;
 
 	MqSpiBegin(&spi, true);
-	ret = run_query(q, group, topic_id, partition, offset, expected, stamp);
-	if (ret != SPI_OK_INSERT && ret != SPI_OK_UPDATE)
+	ret = run_query(q, group, topic_id, partition, offset, expected, *stamp);
+	if (ret != SPI_OK_INSERT_RETURNING && ret != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "mqlog: writing committed offsets failed: %s", SPI_result_code_string(ret));
 	ok = (SPI_processed == 1);
+	if (ok)
+	{
+		bool		isnull;
+
+		*stamp = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
 	MqSpiEnd(&spi);
 	return ok;
 }
@@ -303,7 +318,7 @@ needs_executor(Relation rel)
 
 static bool
 update_if(const char *group, int32 topic_id, int32 partition, int64 expected, int64 offset,
-		  int64 stamp, bool *done)
+		  int64 *stamp, bool *done)
 {
 	Oid			relid = get_relname_relid("committed_offset", get_namespace_oid("mqlog", false));
 	Relation	rel;
@@ -405,7 +420,9 @@ update_if(const char *group, int32 topic_id, int32 partition, int64 expected, in
 			/* a new offset has no metadata: a Kafka commit's is set after */
 			nulls[meta_att - 1] = true;
 			replace[meta_att - 1] = true;
-			values[stamp_att - 1] = Int64GetDatum(stamp);
+			/* the row's stamp, if higher (see replicate_offset) */
+			*stamp = Max(*stamp, DatumGetInt64(slot_getattr(slot, stamp_att, &isnull)));
+			values[stamp_att - 1] = Int64GetDatum(*stamp);
 			replace[stamp_att - 1] = true;
 			tup = heap_modify_tuple(old, desc, values, nulls, replace);
 			CatalogTupleUpdate(rel, &slot->tts_tid, tup);
@@ -432,10 +449,10 @@ MqOffsetWriteIf(const char *group, int32 topic_id, int32 partition,
 	int64		stamp = offset_stamp(topic_id);
 
 	if (expected >= 0)
-		ok = update_if(group, topic_id, partition, expected, offset, stamp, &done);
+		ok = update_if(group, topic_id, partition, expected, offset, &stamp, &done);
 	if (!done)
 		ok = write_offset(expected < 0 ? Q_INSERT_IF_ABSENT : Q_UPDATE_IF,
-						  group, topic_id, partition, expected, offset, stamp);
+						  group, topic_id, partition, expected, offset, &stamp);
 	if (ok)
 		replicate_offset(topic_id, partition, group, offset, NULL, stamp);
 	return ok;
@@ -447,7 +464,7 @@ MqOffsetWrite(const char *group, int32 topic_id, int32 partition, int64 offset)
 {
 	int64		stamp = offset_stamp(topic_id);
 
-	if (write_offset(Q_UPSERT, group, topic_id, partition, -1, offset, stamp))
+	if (write_offset(Q_UPSERT, group, topic_id, partition, -1, offset, &stamp))
 		replicate_offset(topic_id, partition, group, offset, NULL, stamp);
 }
 
@@ -462,7 +479,7 @@ MqOffsetsDelete(const char *group)
 
 	MqSpiBegin(&spi, true);
 	if (SPI_execute_with_args("DELETE FROM mqlog.committed_offset c WHERE c.group_id OPERATOR(pg_catalog.=) $1"
-							  " RETURNING c.topic_id, c.partition",
+							  " RETURNING c.topic_id, c.partition, c.etcd_revision",
 							  1, &type, &val, NULL, false, 0) != SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "mqlog: deleting committed offsets failed");
 	n = SPI_processed;
@@ -472,6 +489,7 @@ MqOffsetsDelete(const char *group)
 	{
 		int32	   *tids = palloc(sizeof(int32) * (n + 1));
 		int32	   *parts = palloc(sizeof(int32) * (n + 1));
+		int64	   *stamps = palloc(sizeof(int64) * (n + 1));
 
 		for (uint64 i = 0; i < n; i++)
 		{
@@ -479,9 +497,11 @@ MqOffsetsDelete(const char *group)
 
 			tids[i] = DatumGetInt32(SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &isnull));
 			parts[i] = DatumGetInt32(SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &isnull));
+			stamps[i] = DatumGetInt64(SPI_getbinval(rows->vals[i], rows->tupdesc, 3, &isnull));
 		}
 		for (uint64 i = 0; i < n; i++)
-			replicate_offset(tids[i], parts[i], group, -1, NULL, offset_stamp(tids[i]));
+			replicate_offset(tids[i], parts[i], group, -1, NULL,
+							 Max(offset_stamp(tids[i]), stamps[i]));
 	}
 	MqSpiEnd(&spi);
 	return n;
@@ -526,22 +546,25 @@ MqOffsetSetMetadata(const char *group, int32 topic_id, int32 partition, const ch
 {
 	MqSpi		spi;
 	int64		offset = -1;
+	int64		stamp = 0;
 
 	if (metadata == NULL || metadata[0] == '\0')
 		return;
 	MqSpiBegin(&spi, true);
 	if (run_keyed("UPDATE mqlog.committed_offset c SET metadata = $4"
 				  " WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2"
-				  " AND c.partition OPERATOR(pg_catalog.=) $3 RETURNING c.committed_offset",
+				  " AND c.partition OPERATOR(pg_catalog.=) $3 RETURNING c.committed_offset, c.etcd_revision",
 				  4, group, topic_id, partition, metadata, SPI_OK_UPDATE_RETURNING) == 1)
 	{
 		bool		isnull;
 
 		offset = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		/* the stamp the offset's write just gave the row */
+		stamp = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	}
 	MqSpiEnd(&spi);
 	if (offset >= 0)
-		replicate_offset(topic_id, partition, group, offset, metadata, offset_stamp(topic_id));
+		replicate_offset(topic_id, partition, group, offset, metadata, stamp);
 }
 
 /* the row's metadata, NULL if it has none (or there is no row) */
@@ -573,15 +596,22 @@ MqOffsetDelete(const char *group, int32 topic_id, int32 partition)
 {
 	MqSpi		spi;
 	uint64		n;
+	int64		stamp = 0;
 
 	MqSpiBegin(&spi, true);
 	n = run_keyed("DELETE FROM mqlog.committed_offset c"
 				  " WHERE c.group_id OPERATOR(pg_catalog.=) $1 AND c.topic_id OPERATOR(pg_catalog.=) $2"
-				  " AND c.partition OPERATOR(pg_catalog.=) $3",
-				  3, group, topic_id, partition, NULL, SPI_OK_DELETE);
+				  " AND c.partition OPERATOR(pg_catalog.=) $3 RETURNING c.etcd_revision",
+				  3, group, topic_id, partition, NULL, SPI_OK_DELETE_RETURNING);
+	if (n > 0)
+	{
+		bool		isnull;
+
+		stamp = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
 	MqSpiEnd(&spi);
 	if (n > 0)
-		replicate_offset(topic_id, partition, group, -1, NULL, offset_stamp(topic_id));
+		replicate_offset(topic_id, partition, group, -1, NULL, Max(offset_stamp(topic_id), stamp));
 	return n > 0;
 }
 
