@@ -26,7 +26,10 @@
 #  - the round again the other way: n1 killed with 95 unsent, n3 (itself
 #    restarted in the round before) takes g and commits 98, above it; n1
 #    comes back and sends 95; n2 and n3 keep 98, n1 takes it, and 99
-#    committed on n3 reaches every node.
+#    committed on n3 reaches every node;
+#  - mq_reset_offsets on n2, which does not coordinate the group, with its
+#    sync worker stopped (its view of etcd's revision lags the stamps it
+#    applied): the reset reaches n1 and n3.
 # Before the stamp (commit 8516863^), n1 and n2 showed 70 after n3's
 # restart, and the commit of Z on n1 then failed (the row no longer held
 # what the member had loaded).
@@ -219,6 +222,37 @@ my $s3b = round($n1, $s1, $n3, $Z, 95, 98, 'mark2');
 is($err, '', 'the member on n3 commits offset 99 after 98');
 ok(all_show(99, @nodes), 'every node shows 99');
 $s3b->quit;
+
+# a reset on a node that does not coordinate the group and whose sync has
+# not read etcd since it applied the coordinator's offsets (its sync
+# worker stopped): its own view of etcd's revision is below the stamp of
+# 99 it applied, and the reset takes the row's stamp, so that the others
+# apply it (stamped with its own view, the reset stayed on that node)
+my @sync = split /\n/, q1($n2, q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'mqlog cluster sync'});
+is(scalar(@sync), 1, "n2's sync worker (@sync)");
+kill 'STOP', @sync;
+# etcd's revision moves on, and n3 sees it: a commit of another group there
+# (its claim)
+MqCluster::etcdctl($etcd, 'put', '/unrelated/key', 'v');
+ok(MqCluster::wait_until(sub {
+		my ($rc) = $n3->psql('postgres', q{SELECT count(*) FROM mq_poll('other', 's', 1);
+SELECT mq_commit('other', 's', 0, 1)});
+		return $rc == 0;
+	}, 60), 'a member of another group commits on n3 (its claim moves n3 past the revision n2 saw)');
+my $s3c = $n3->background_psql('postgres', on_error_stop => 0);
+(undef, $err) = in_session($s3c, q{SELECT count(*) FROM mq_poll('g', 's', 1)});
+is($err, '', 'a member of g polls on n3 again');
+(undef, $err) = in_session($s3c, q{SELECT mq_commit('g', 's', 0, 100)});
+is($err, '', 'the member on n3 commits 100');
+$s3c->quit;
+ok(all_show(100, @nodes), 'every node shows 100');
+ok(MqCluster::wait_until(sub {
+		my ($rc) = $n2->psql('postgres', q{SELECT * FROM mq_reset_offsets('g', 's', 'earliest')});
+		return $rc == 0;
+	}, 60), 'with no member left, mq_reset_offsets on n2 resets the group');
+is(committed($n2, 'g'), '0', 'n2 shows the reset (0)');
+ok(all_show(0, @nodes), 'the reset reaches n1 and n3');
+kill 'CONT', @sync;
 
 $_->stop for @nodes;
 MqCluster::stop_etcd($etcd);
