@@ -70,6 +70,7 @@ typedef struct MqLeaseShared
 	int64		etcd_failed_at; /* ... and its last one that could not reach etcd */
 	int64		revision_seen;	/* the newest etcd revision this node saw under a
 								 * live lease (MqClusterNoteRevision) */
+	int64		catchups;		/* MqClusterSyncCatchups */
 	int			npeers;
 	struct
 	{
@@ -178,6 +179,10 @@ void
 MqClusterNoteSynced(int64 read_from)
 {
 	SpinLockAcquire(&lease_shared->mutex);
+	if (lease_shared->registered_at != 0 &&
+		lease_shared->synced_from < lease_shared->registered_at &&
+		read_from >= lease_shared->registered_at)
+		lease_shared->catchups++;
 	lease_shared->synced_from = Max(lease_shared->synced_from, read_from);
 	SpinLockRelease(&lease_shared->mutex);
 }
@@ -218,6 +223,26 @@ MqClusterRevisionSeen(void)
 	revision = lease_shared->revision_seen;
 	SpinLockRelease(&lease_shared->mutex);
 	return revision;
+}
+
+/*
+ * How many times this node's local copy caught up with etcd after a
+ * registration (the sync round that lifts MqClusterLeaderFence's first
+ * reason): a topic read before the last of them may name a leader that
+ * an election replaced while the node was away (log/topic.c reads it
+ * again).  0 with no cluster.
+ */
+int64
+MqClusterSyncCatchups(void)
+{
+	int64		n;
+
+	if (lease_shared == NULL || !MqClusterEnabled())
+		return 0;
+	SpinLockAcquire(&lease_shared->mutex);
+	n = lease_shared->catchups;
+	SpinLockRelease(&lease_shared->mutex);
+	return n;
 }
 
 /* the lease this node holds now, as far as it knows; 0: none */

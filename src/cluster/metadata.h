@@ -109,6 +109,7 @@ extern int64 MqClusterEtcdReachedAgo(void);
 extern void MqClusterNoteSynced(int64 read_from);
 extern void MqClusterNoteRevision(int64 revision);
 extern int64 MqClusterRevisionSeen(void);
+extern int64 MqClusterSyncCatchups(void);
 extern void MqClusterNotePeer(const char *node, bool peer_reaches_etcd, int64 reached_ms_ago);
 extern const char *MqClusterLeaderFence(const char *const *isr, int nisr, bool unclean);
 

@@ -140,6 +140,7 @@ load_topic(const char *where, Datum arg, Oid argtype)
 	char		query[1024];
 	int			ret;
 	MqSpi		spi;
+	int64		catchups;
 
 	snprintf(query, sizeof(query),
 			 "SELECT t.topic_id, t.name, t.partitions,"
@@ -165,6 +166,7 @@ load_topic(const char *where, Datum arg, Oid argtype)
 	 * snapshot still sees this transaction's own earlier changes.)  The
 	 * catalog is readable by the extension owner only.
 	 */
+	catchups = MqClusterSyncCatchups();
 	MqSpiBegin(&spi, true);
 	PushActiveSnapshot(GetLatestSnapshot());
 	ret = SPI_execute_with_args(query, 1, &argtype, &arg, NULL, true, 1);
@@ -207,6 +209,7 @@ load_topic(const char *where, Datum arg, Oid argtype)
 		if (isnull)
 			t->min_insync_replicas = 1;
 		t->unclean_election = DatumGetBool(SPI_getbinval(tup, desc, 14, &isnull)) && !isnull;
+		t->sync_catchups = catchups;
 		t->written_here = TransactionIdIsCurrentTransactionId(DatumGetTransactionId(SPI_getbinval(tup, desc, 15, &isnull)));
 		t->nsegments = palloc0(sizeof(int) * t->partitions);
 		t->segments = palloc0(sizeof(MqSegmentRef *) * t->partitions);
@@ -505,6 +508,27 @@ MqTopicLeaderFence(MqTopic *topic, int32 partition)
 }
 
 /*
+ * A topic this node leads, and may act on by the fence, but read before
+ * this node's sync last caught up with etcd after a registration (which
+ * lifted the fence): what this copy says of the leader may predate an
+ * election, so it is read again, and the fresh copy returned (NULL: the
+ * copy is not that old).  140_failover_faults saw a node that had been
+ * frozen take a produce as the old leader, its topic read a moment before
+ * the sync round that named the new one.
+ */
+static MqTopic *
+reread_if_stale(MqTopic *topic, int32 partition)
+{
+	MqTopic    *fresh;
+
+	if (topic->replicas == NULL || topic->sync_catchups == MqClusterSyncCatchups() ||
+		MqTopicLeaderFence(topic, partition) != NULL)
+		return NULL;
+	fresh = MqTopicRefresh(topic->name);
+	return fresh->sync_catchups != topic->sync_catchups ? fresh : NULL;
+}
+
+/*
  * Does this node lead the partition and may it act on that now?  What a
  * client is told about the partition (Kafka's Metadata, Fetch and
  * ListOffsets) asks this: a leader cut off from etcd serves neither reads
@@ -516,6 +540,12 @@ MqTopicLeaderFence(MqTopic *topic, int32 partition)
 bool
 MqTopicLeadsHereNow(MqTopic *topic, int32 partition)
 {
+	MqTopic    *fresh;
+
+	if (!MqTopicLeadsHere(topic, partition))
+		return false;
+	if ((fresh = reread_if_stale(topic, partition)) != NULL)
+		topic = fresh;
 	return MqTopicLeadsHere(topic, partition) && MqTopicLeaderFence(topic, partition) == NULL;
 }
 
@@ -532,6 +562,13 @@ MqTopicCheckLeader(MqTopic *topic, int32 partition)
 
 	if (MqTopicLeadsHere(topic, partition))
 	{
+		MqTopic    *fresh = reread_if_stale(topic, partition);
+
+		if (fresh != NULL)
+		{
+			MqTopicCheckLeader(fresh, partition);
+			return;
+		}
 		/* a leader that may have been replaced meanwhile stops (lease.c) */
 		if ((fenced = MqTopicLeaderFence(topic, partition)) != NULL)
 			ereport(ERROR,

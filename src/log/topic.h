@@ -67,6 +67,8 @@ typedef struct MqTopic
 	int			replication_factor;
 	int			min_insync_replicas;
 	bool		unclean_election;	/* unclean.leader.election.enable */
+	int64		sync_catchups;	/* MqClusterSyncCatchups when read
+								 * (MqTopicCheckLeader) */
 	char	   *uuid;			/* replicated topics: mqlog.replicated_topic */
 	struct MqReplicaInfo *replicas; /* replicated topics: per partition, from
 									 * mqlog.replica_state; NULL for
