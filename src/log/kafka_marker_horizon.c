@@ -28,101 +28,95 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
-#include "utils/array.h"
 #include "utils/timestamp.h"
 
 #include "base/spi.h"
 #include "log/kafka_marker_horizon.h"
 
-/* The arguments every query takes: the partition and the markers' offsets. */
-static void
-marker_args(Datum *values, int32 topic_id, int32 partition, const int64 *markers, int n)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+/*
+ * Runs sql over the markers at these offsets of a partition ($1 topic id,
+ * $2 partition, $3 the offsets, $4 horizon if nargs is 4), as the
+ * extension owner; for a SELECT, fn reads each row before SPI ends.
+ */
+typedef void (*row_fn) (HeapTuple tup, TupleDesc desc, void *arg);
 
-	for (int i = 0; i < n; i++)
-		elems[i] = Int64GetDatum(markers[i]);
-	values[0] = Int32GetDatum(topic_id);
-	values[1] = Int32GetDatum(partition);
-	values[2] = PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
-												TYPALIGN_DOUBLE));
+static void
+run(const char *sql, int expect, int32 topic_id, int32 partition, const int64 *markers, int n,
+	int nargs, TimestampTz horizon, row_fn fn, void *arg)
+{
+	MqSpi		spi;
+	Oid			types[4] = {INT4OID, INT4OID, INT8ARRAYOID, TIMESTAMPTZOID};
+	Datum		values[4] = {Int32GetDatum(topic_id), Int32GetDatum(partition),
+	MqSpiInt8Array(markers, n), TimestampTzGetDatum(horizon)};
+
+	MqSpiBegin(&spi, true);
+	if (SPI_execute_with_args(sql, nargs, types, values, NULL, expect == SPI_OK_SELECT, 0) != expect)
+		elog(ERROR, "mqlog: could not access the Kafka markers' delete horizons");
+	for (uint64 r = 0; fn != NULL && r < SPI_processed; r++)
+		fn(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, arg);
+	MqSpiEnd(&spi);
+}
+
+typedef struct LoadState
+{
+	const int64 *markers;
+	int			n;
+	TimestampTz *horizons;
+} LoadState;
+
+static void
+load_row(HeapTuple tup, TupleDesc desc, void *arg)
+{
+	LoadState  *ls = arg;
+	bool		isnull;
+	int64		offset = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	TimestampTz horizon = DatumGetTimestampTz(SPI_getbinval(tup, desc, 2, &isnull));
+
+	/* few markers of a segment are found empty: a scan is fine */
+	for (int i = 0; i < ls->n; i++)
+		if (ls->markers[i] == offset)
+			ls->horizons[i] = horizon;
 }
 
 void
 MqMarkerHorizonsLoad(int32 topic_id, int32 partition, const int64 *markers, int n,
 					 TimestampTz *horizons)
 {
-	MqSpi		spi;
-	Oid			types[3] = {INT4OID, INT4OID, INT8ARRAYOID};
-	Datum		values[3];
+	LoadState	ls = {markers, n, horizons};
 
 	for (int i = 0; i < n; i++)
 		horizons[i] = DT_NOBEGIN;
 	if (n == 0)
 		return;
-	marker_args(values, topic_id, partition, markers, n);
-	MqSpiBegin(&spi, true);
-	if (SPI_execute_with_args("SELECT h.marker_offset, h.delete_horizon"
-							  " FROM mqlog.kafka_marker_horizon h"
-							  " WHERE h.topic_id OPERATOR(pg_catalog.=) $1"
-							  " AND h.\"partition\" OPERATOR(pg_catalog.=) $2"
-							  " AND h.marker_offset OPERATOR(pg_catalog.=) ANY ($3)",
-							  3, types, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "mqlog: could not read the Kafka markers' delete horizons");
-	for (uint64 r = 0; r < SPI_processed; r++)
-	{
-		bool		isnull;
-		HeapTuple	tup = SPI_tuptable->vals[r];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		int64		offset = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-		TimestampTz horizon = DatumGetTimestampTz(SPI_getbinval(tup, desc, 2, &isnull));
-
-		/* few markers a segment are found empty: a scan is fine */
-		for (int i = 0; i < n; i++)
-			if (markers[i] == offset)
-				horizons[i] = horizon;
-	}
-	MqSpiEnd(&spi);
+	run("SELECT h.marker_offset, h.delete_horizon"
+		" FROM mqlog.kafka_marker_horizon h"
+		" WHERE h.topic_id OPERATOR(pg_catalog.=) $1"
+		" AND h.\"partition\" OPERATOR(pg_catalog.=) $2"
+		" AND h.marker_offset OPERATOR(pg_catalog.=) ANY ($3)",
+		SPI_OK_SELECT, topic_id, partition, markers, n, 3, 0, load_row, &ls);
 }
 
 void
 MqMarkerHorizonsRecord(int32 topic_id, int32 partition, const int64 *markers, int n,
 					   TimestampTz horizon)
 {
-	MqSpi		spi;
-	Oid			types[4] = {INT4OID, INT4OID, INT8ARRAYOID, TIMESTAMPTZOID};
-	Datum		values[4];
-
-	marker_args(values, topic_id, partition, markers, n);
-	values[3] = TimestampTzGetDatum(horizon);
-	MqSpiBegin(&spi, true);
 	/*
 	 * The counting and the writing call of one compaction both record
 	 * (the writing one may not run): the first's horizon stays.
 	 */
-	if (SPI_execute_with_args("INSERT INTO mqlog.kafka_marker_horizon"
-							  " (topic_id, \"partition\", marker_offset, delete_horizon)"
-							  " SELECT $1, $2, m.o, $4 FROM pg_catalog.unnest($3) m(o)"
-							  " ON CONFLICT DO NOTHING",
-							  4, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "mqlog: could not record the Kafka markers' delete horizons");
-	MqSpiEnd(&spi);
+	run("INSERT INTO mqlog.kafka_marker_horizon"
+		" (topic_id, \"partition\", marker_offset, delete_horizon)"
+		" SELECT $1, $2, m.o, $4 FROM pg_catalog.unnest($3) m(o)"
+		" ON CONFLICT DO NOTHING",
+		SPI_OK_INSERT, topic_id, partition, markers, n, 4, horizon, NULL, NULL);
 }
 
 void
 MqMarkerHorizonsForget(int32 topic_id, int32 partition, const int64 *markers, int n)
 {
-	MqSpi		spi;
-	Oid			types[3] = {INT4OID, INT4OID, INT8ARRAYOID};
-	Datum		values[3];
-
-	marker_args(values, topic_id, partition, markers, n);
-	MqSpiBegin(&spi, true);
-	if (SPI_execute_with_args("DELETE FROM mqlog.kafka_marker_horizon h"
-							  " WHERE h.topic_id OPERATOR(pg_catalog.=) $1"
-							  " AND h.\"partition\" OPERATOR(pg_catalog.=) $2"
-							  " AND h.marker_offset OPERATOR(pg_catalog.=) ANY ($3)",
-							  3, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "mqlog: could not forget the Kafka markers' delete horizons");
-	MqSpiEnd(&spi);
+	run("DELETE FROM mqlog.kafka_marker_horizon h"
+		" WHERE h.topic_id OPERATOR(pg_catalog.=) $1"
+		" AND h.\"partition\" OPERATOR(pg_catalog.=) $2"
+		" AND h.marker_offset OPERATOR(pg_catalog.=) ANY ($3)",
+		SPI_OK_DELETE, topic_id, partition, markers, n, 3, 0, NULL, NULL);
 }

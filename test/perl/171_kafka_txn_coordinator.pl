@@ -20,7 +20,9 @@
 #    compaction before the horizon keeps it, the first one after removes
 #    it, with its horizon and its ABORT's aborted range; a marker of a
 #    transaction with a kept batch stays; mq_fetch and read_committed
-#    consumers read the same records before and after;
+#    consumers read the same records before and after; a horizon goes
+#    with its topic, and below the log start (mq_delete_records) with the
+#    maintenance pass;
 #    a sealed segment in which an open transaction began is compacted only
 #    once the transaction has ended, and keeps its records;
 #  - the rows of mqlog.kafka_aborted_transaction whose ABORT marker is below
@@ -246,6 +248,18 @@ SELECT string_agg(base_offset || ':' || (get_byte(batch, 22) & 48), ',' ORDER BY
   FROM mq_fetch_kafka_batches('cz', 0, 0)}),
 	'0:16,1:48,3:48,4:16,5:48',
 	'the committed batches stay transactional (16) and the three markers (48) are kept');
+my $cz_id = $node->safe_psql('postgres', q{SELECT topic_id FROM mqlog.topic WHERE name = 'cz'});
+$node->safe_psql('postgres', q{SELECT mq_produce('cz', 'n', key => 'k3', partition => 0);
+SELECT mqlog._roll_segment(topic_id, 0) FROM mqlog.topic WHERE name = 'cz'});
+ok( $node->poll_query_until(
+		'postgres', qq{
+WITH pass AS MATERIALIZED (SELECT count(*) FROM mq_run_maintenance('cz'))
+SELECT (SELECT count(*) FROM pass) >= 0 AND (
+  SELECT string_agg(h.marker_offset::text, ',') FROM mqlog.kafka_marker_horizon h WHERE h.topic_id = $cz_id) = '3'}),
+	'the next compaction finds the ABORT at 3 empty and records its horizon');
+$node->safe_psql('postgres', q{SELECT mq_drop_topic('cz')});
+is($node->safe_psql('postgres', qq{SELECT count(*) FROM mqlog.kafka_marker_horizon h WHERE h.topic_id = $cz_id}),
+	'0', '... which goes when the topic is dropped');
 
 # ---------------------------------------------------------------------------
 # compaction removes a marker as Kafka's cleaner does: once no batch of its
@@ -272,10 +286,11 @@ is(consume('cm', 'read_uncommitted'), 'v1,bad,keep,v2', 'a read_uncommitted one 
 
 # roll the partition at $next (after a record of SQL's, if given; a roll
 # finding the partition busy is tried again) and run maintenance until the
-# first segment is compacted after the roll
+# first segment (or the one at $base) is compacted after the roll
 sub cm_roll_compact
 {
-	my ($value, $next, $name) = @_;
+	my ($value, $next, $name, $base) = @_;
+	$base //= 0;
 	my $rolled = qq{SELECT count(*) FROM mqlog.segment s JOIN mqlog.topic t USING (topic_id)
   WHERE t.name = 'cm' AND s.base_offset = $next};
 	$node->safe_psql('postgres', qq{SELECT mq_produce('cm', '$value', key => '$value', partition => 0)})
@@ -285,11 +300,11 @@ sub cm_roll_compact
 		$node->safe_psql('postgres', $rolled) eq '1';
 	}) or diag("the partition did not roll at $next");
 	ok( $node->poll_query_until(
-			'postgres', q{
+			'postgres', qq{
 WITH pass AS MATERIALIZED (SELECT count(*) FROM mq_run_maintenance('cm'))
 SELECT (SELECT count(*) FROM pass) >= 0 AND EXISTS (
   SELECT FROM mqlog.segment s JOIN mqlog.topic t USING (topic_id)
-   WHERE t.name = 'cm' AND s.base_offset = 0 AND s.compacted_at >= (
+   WHERE t.name = 'cm' AND s.base_offset = $base AND s.compacted_at >= (
          SELECT max(x.sealed_at) FROM mqlog.segment x WHERE x.topic_id = s.topic_id))}),
 		$name);
 }
@@ -369,6 +384,17 @@ is($node->safe_psql('postgres', $cm_ranges), '11-12', 'the new abort is recorded
 is(sql_values('cm'), 'keep,v2,x,y,w,z', 'mq_fetch skips the new abort only');
 is(consume('cm', 'read_committed'), 'keep,v2,x,y,w,z',
 	'a read_committed consumer skips it and reads the producer\'s next transaction');
+
+# a horizon below the log start goes with the maintenance pass, as the
+# aborted range does
+cm_roll_compact(undef, 15, 'the partition rolls at 15', 11);
+is($node->safe_psql('postgres', $cm_horizons), '', 'the compaction that removed the aborted batch at 11 records no horizon');
+cm_roll_compact('v', 16, 'the segment at 11 is compacted again after one more roll', 11);
+is($node->safe_psql('postgres', $cm_horizons), '12', 'the next one records the horizon of the ABORT at 12');
+$node->safe_psql('postgres', q{SELECT mq_delete_records('cm', 0, 13)});
+$node->safe_psql('postgres', q{SELECT count(*) FROM mq_run_maintenance('cm')});
+is($node->safe_psql('postgres', $cm_horizons), '', 'maintenance removes the horizon below the log start (13)');
+is($node->safe_psql('postgres', $cm_ranges), '', '... and the range');
 
 # an open transaction that began in a segment since rolled: compaction
 # waits for its end (the segment's batches above the LSO have no fate yet,
