@@ -1239,6 +1239,23 @@ COMMENT ON TABLE mqlog.kafka_aborted_transaction IS 'internal: per partition, ea
 REVOKE ALL ON mqlog.kafka_aborted_transaction FROM PUBLIC;
 
 /*
+ * Kafka's delete horizon (KIP-534) of a transaction marker whose
+ * transaction compaction found empty: recorded by the compaction that
+ * found so first (now + delete.retention.ms), the marker removed by the
+ * first compaction past it (log/kafka_marker_horizon.c).  Kafka stamps it
+ * into the marker's batch; mqlog keeps the stored bytes as written.
+ */
+CREATE TABLE mqlog.kafka_marker_horizon (
+    topic_id          int NOT NULL,
+    "partition"       int NOT NULL,
+    marker_offset     bigint NOT NULL,
+    delete_horizon    timestamptz NOT NULL,
+    PRIMARY KEY (topic_id, "partition", marker_offset)
+);
+COMMENT ON TABLE mqlog.kafka_marker_horizon IS 'internal: per partition, the delete horizon of each Kafka transaction marker whose transaction compaction found empty (Kafka''s KIP-534 horizon): compaction removes the marker once it has passed';
+REVOKE ALL ON mqlog.kafka_marker_horizon FROM PUBLIC;
+
+/*
  * References inside the catalog.  A topic's rows in segment, log_start,
  * pending_partition, replicated_topic, replica_state, topic_acl and
  * committed_offset, and a group's rows in group_acl, name their topic or
@@ -1306,6 +1323,7 @@ BEGIN
         DELETE FROM mqlog.kafka_transaction_partition k WHERE k.topic_id = OLD.topic_id;
         DELETE FROM mqlog.kafka_transaction_offset k WHERE k.topic_id = OLD.topic_id;
         DELETE FROM mqlog.kafka_aborted_transaction k WHERE k.topic_id = OLD.topic_id;
+        DELETE FROM mqlog.kafka_marker_horizon k WHERE k.topic_id = OLD.topic_id;
     END IF;
     RETURN NULL;
 END
@@ -1323,7 +1341,7 @@ BEGIN
     FOREACH child IN ARRAY ARRAY['segment', 'log_start', 'pending_partition', 'replicated_topic',
                                  'replica_state', 'topic_acl', 'committed_offset',
                                  'kafka_transaction_partition', 'kafka_transaction_offset',
-                                 'kafka_aborted_transaction'] LOOP
+                                 'kafka_aborted_transaction', 'kafka_marker_horizon'] LOOP
         EXECUTE format('CREATE TRIGGER topic_child_inserted BEFORE INSERT ON mqlog.%I'
                        ' FOR EACH ROW EXECUTE FUNCTION mqlog._catalog_child_inserted(''topic'')', child);
     END LOOP;
@@ -1370,6 +1388,8 @@ SELECT pg_catalog.pg_extension_config_dump('mqlog.kafka_transaction_partition',
 SELECT pg_catalog.pg_extension_config_dump('mqlog.kafka_transaction_offset',
     'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
 SELECT pg_catalog.pg_extension_config_dump('mqlog.kafka_aborted_transaction',
+    'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
+SELECT pg_catalog.pg_extension_config_dump('mqlog.kafka_marker_horizon',
     'WHERE topic_id NOT IN (SELECT r.topic_id FROM mqlog.replicated_topic r)');
 SELECT pg_catalog.pg_extension_config_dump('mqlog.group_acl',
     'WHERE grantee = 0 OR grantee IN (SELECT a.oid FROM pg_catalog.pg_roles a)');
@@ -2310,12 +2330,15 @@ BEGIN
         /*
          * aborted Kafka transactions whose ABORT marker is below the log
          * start (retention, mq_delete_records): Kafka's aborted transaction
-         * index goes with its segments.  Only where the partition has any
-         * (one probe of the primary key), at most 1000 a pass, by the
+         * index goes with its segments; and so do the delete horizons of
+         * markers below it.  Only where the partition has any (one probe
+         * of each primary key), at most 1000 of each a pass, by the
          * primary key (those that began below the start).
          */
         IF EXISTS (SELECT 1 FROM mqlog.kafka_aborted_transaction k
-                    WHERE k.topic_id = p.topic_id AND k."partition" = p.part) THEN
+                    WHERE k.topic_id = p.topic_id AND k."partition" = p.part)
+           OR EXISTS (SELECT 1 FROM mqlog.kafka_marker_horizon h
+                       WHERE h.topic_id = p.topic_id AND h."partition" = p.part) THEN
             SELECT greatest(coalesce(min(sg.base_offset) FILTER (WHERE sg.base_offset >= 0), 0),
                             coalesce((SELECT l.log_start_offset FROM mqlog.log_start l
                                        WHERE l.topic_id = p.topic_id AND l."partition" = p.part), 0))
@@ -2326,6 +2349,12 @@ BEGIN
                    SELECT x.ctid FROM mqlog.kafka_aborted_transaction x
                     WHERE x.topic_id = p.topic_id AND x."partition" = p.part
                       AND x.first_offset < start AND x.last_offset < start
+                    LIMIT 1000));
+            DELETE FROM mqlog.kafka_marker_horizon h
+             WHERE h.ctid = ANY (ARRAY(
+                   SELECT x.ctid FROM mqlog.kafka_marker_horizon x
+                    WHERE x.topic_id = p.topic_id AND x."partition" = p.part
+                      AND x.marker_offset < start
                     LIMIT 1000));
         END IF;
     END LOOP;

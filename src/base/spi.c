@@ -15,8 +15,10 @@
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/guc.h"
 #include "utils/syscache.h"
 
@@ -78,3 +80,15 @@ MqWorkerPinSearchPath(void)
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
+Datum
+MqSpiInt8Array(const int64 *values, int n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+	ArrayType  *array;
+
+	for (int i = 0; i < n; i++)
+		elems[i] = Int64GetDatum(values[i]);
+	array = construct_array(elems, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	pfree(elems);
+	return PointerGetDatum(array);
+}

@@ -27,4 +27,7 @@ extern void MqSpiBegin(MqSpi *spi, bool as_owner);
 extern void MqSpiEnd(MqSpi *spi);
 extern void MqWorkerPinSearchPath(void);
 
+/* A bigint[] argument of an SPI query: the n values. */
+extern Datum MqSpiInt8Array(const int64 *values, int n);
+
 #endif							/* MQLOG_SPI_H */

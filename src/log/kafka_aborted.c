@@ -30,7 +30,6 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
-#include "utils/array.h"
 
 #include "base/spi.h"
 #include "log/kafka_aborted.h"
@@ -100,16 +99,10 @@ void
 MqKafkaAbortedForget(int32 topic_id, int32 partition, const int64 *markers, int n)
 {
 	MqSpi		spi;
-	Datum	   *elems = palloc(sizeof(Datum) * n);
 	Oid			types[3] = {INT4OID, INT4OID, INT8ARRAYOID};
-	Datum		values[3];
+	Datum		values[3] = {Int32GetDatum(topic_id), Int32GetDatum(partition),
+	MqSpiInt8Array(markers, n)};
 
-	for (int i = 0; i < n; i++)
-		elems[i] = Int64GetDatum(markers[i]);
-	values[0] = Int32GetDatum(topic_id);
-	values[1] = Int32GetDatum(partition);
-	values[2] = PointerGetDatum(construct_array(elems, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
-												TYPALIGN_DOUBLE));
 	MqSpiBegin(&spi, true);
 	if (SPI_execute_with_args("DELETE FROM mqlog.kafka_aborted_transaction a"
 							  " WHERE a.topic_id OPERATOR(pg_catalog.=) $1"
@@ -118,5 +111,4 @@ MqKafkaAbortedForget(int32 topic_id, int32 partition, const int64 *markers, int 
 							  3, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "mqlog: could not forget the aborted Kafka transactions");
 	MqSpiEnd(&spi);
-	pfree(elems);
 }

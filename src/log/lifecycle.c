@@ -20,12 +20,14 @@
  * transactional (one that lost records is a plain batch after); a marker
  * (control batch) stays while the log may still hold a batch it decides
  * (an ABORT marker is where a read_committed consumer stops skipping its
- * producer's batches).  It goes in a compaction that finds none of its
- * transaction's batches in the log (the compaction that removed the last
- * of them kept it), once delete.retention.ms has passed since it was
- * written; an ABORT marker's range goes from
- * mqlog.kafka_aborted_transaction with it (doc/kafka.md, "Transactions",
- * compares this with Kafka's delete horizon).  A segment that reaches
+ * producer's batches).  The first compaction that finds none of its
+ * transaction's batches in the log (not the one that removed the last of
+ * them) keeps it and records its delete horizon, now +
+ * delete.retention.ms (Kafka's KIP-534 rule, log/kafka_marker_horizon.c:
+ * in mqlog.kafka_marker_horizon, not in the marker's bytes); the first
+ * compaction past that horizon removes it, with its horizon's row and,
+ * for an ABORT, its range of mqlog.kafka_aborted_transaction
+ * (doc/kafka.md, "Transactions").  A segment that reaches
  * past the last stable offset (an open Kafka transaction began in it
  * before it rolled) is not compacted until the transaction ends: its
  * batches above the LSO have no fate yet.
@@ -51,6 +53,7 @@
 #include "store/segment.h"
 #include "store/wal.h"
 #include "log/kafka_aborted.h"
+#include "log/kafka_marker_horizon.h"
 #include "log/lifecycle.h"
 #include "log/logiter.h"
 #include "log/partition.h"
@@ -159,10 +162,37 @@ typedef struct NoteState
 {
 	HTAB	   *latest;			/* KeyHash -> LatestEntry */
 	HTAB	   *open;			/* producer ids with a batch since their marker */
-	HTAB	   *empty_markers;	/* offsets of the segment's markers whose
+	HTAB	   *empty_markers;	/* EmptyMarker of the segment's markers whose
 								 * transaction has no batch left */
 	bool		in_segment;		/* walking the segment compacted */
 } NoteState;
+
+typedef struct EmptyMarker
+{
+	int64		offset;
+	TimestampTz horizon;		/* recorded delete horizon; DT_NOBEGIN: none
+								 * yet, this compaction records it */
+} EmptyMarker;
+
+/* offsets of markers, grown as needed */
+typedef struct OffsetList
+{
+	int64	   *offsets;
+	int			n;
+	int			max;
+} OffsetList;
+
+static void
+offset_list_add(OffsetList *l, int64 offset)
+{
+	if (l->n == l->max)
+	{
+		l->max = Max(16, l->max * 2);
+		l->offsets = l->offsets ? repalloc(l->offsets, sizeof(int64) * l->max)
+			: palloc(sizeof(int64) * l->max);
+	}
+	l->offsets[l->n++] = offset;
+}
 
 static void
 note_batch(MqRecord *recs, int n, MqBatchHeader *hdr, const char *stored, bool kafka_aborted,
@@ -176,7 +206,12 @@ note_batch(MqRecord *recs, int n, MqBatchHeader *hdr, const char *stored, bool k
 
 		(void) hash_search(ns->open, &hdr->producer_id, HASH_REMOVE, &had_batch);
 		if (ns->in_segment && !had_batch)
-			(void) hash_search(ns->empty_markers, &hdr->base_offset, HASH_ENTER, NULL);
+		{
+			EmptyMarker *m = hash_search(ns->empty_markers, &hdr->base_offset, HASH_ENTER,
+										 NULL);
+
+			m->horizon = DT_NOBEGIN;
+		}
 		return;
 	}
 	/* aborted or committed, the transaction's batch is still in the log */
@@ -199,51 +234,49 @@ typedef struct RewriteState
 {
 	HTAB	   *latest;
 	HTAB	   *empty_markers;
+	TimestampTz now;
 	TimestampTz tombstone_horizon;
 	Relation	target;			/* NULL: only count */
 	MqTopic    *topic;
 	int32		partition;
 	uint64		lpos;
 	int64		removed;
-	int64	   *dropped_aborts; /* offsets of the ABORT markers removed */
-	int			ndropped;
-	int			maxdropped;
+	OffsetList	first_empty;	/* markers found empty for the first time */
+	OffsetList	dropped;		/* markers removed */
+	OffsetList	dropped_aborts; /* ... of them the ABORT markers */
 	StringInfoData buf;
 } RewriteState;
 
 /*
  * A Kafka transaction's marker, rebuilt as it was (its record, producer id
  * and epoch, offset) in the compacting transaction, as every batch of the
- * new segment is; or removed, as Kafka's cleaner removes it: once no batch
- * of its transaction was left in the log when this compaction began (so
- * the compaction that removed the last of them keeps it, and a later one
- * removes it), and its own timestamp (when it was written) is older than
- * delete.retention.ms, the tombstones' horizon.
+ * new segment is; or removed, as Kafka's cleaner removes it (KIP-534):
+ * the first compaction that finds no batch of its transaction in the log
+ * when it begins (so not the one that removed the last of them) keeps it
+ * and records its delete horizon, delete.retention.ms from now; the first
+ * one past that horizon removes it.  Its own timestamp plays no part: a
+ * transaction that lost its last batch long after its marker was written
+ * keeps the marker delete.retention.ms more, as in Kafka.
  */
 static void
 rewrite_control(RewriteState *st, MqBatchHeader *hdr, const char *stored)
 {
 	MqRecord   *rec;
+	EmptyMarker *m;
 
 	if (MqBatchDecodeAll(stored, hdr, hdr->base_offset, 1, &rec) != 1)
 		elog(ERROR, "mqlog: the control batch at offset " INT64_FORMAT " holds no record",
 			 hdr->base_offset);
-	if (hash_search(st->empty_markers, &hdr->base_offset, HASH_FIND, NULL) != NULL &&
-		hdr->max_timestamp < st->tombstone_horizon)
+	m = hash_search(st->empty_markers, &hdr->base_offset, HASH_FIND, NULL);
+	if (m != NULL && TIMESTAMP_IS_NOBEGIN(m->horizon))
+		offset_list_add(&st->first_empty, hdr->base_offset);
+	else if (m != NULL && m->horizon <= st->now)
 	{
 		st->removed++;
+		offset_list_add(&st->dropped, hdr->base_offset);
 		/* key: version (int16), type (int16, 0 ABORT) */
 		if (rec->keylen >= 4 && rec->key[2] == 0 && rec->key[3] == 0)
-		{
-			if (st->ndropped == st->maxdropped)
-			{
-				st->maxdropped = Max(16, st->maxdropped * 2);
-				st->dropped_aborts = st->dropped_aborts
-					? repalloc(st->dropped_aborts, sizeof(int64) * st->maxdropped)
-					: palloc(sizeof(int64) * st->maxdropped);
-			}
-			st->dropped_aborts[st->ndropped++] = hdr->base_offset;
-		}
+			offset_list_add(&st->dropped_aborts, hdr->base_offset);
 		return;
 	}
 	if (st->target == NULL)
@@ -329,26 +362,58 @@ rewrite_batch(MqRecord *recs, int n, MqBatchHeader *hdr, const char *stored, boo
 }
 
 /*
- * The time ms milliseconds before now, saturated: delete.retention.ms goes
- * up to Kafka's 2^63 - 1, whose microseconds no int64 holds, and a horizon
- * computed with a wrapped multiplication landed a millisecond after now,
- * so the largest setting (meant as "keep tombstones for ever") dropped
- * every tombstone.  Past timestamptz's range the horizon is '-infinity'.
+ * The time ms milliseconds after now (sign 1) or before it (sign -1),
+ * saturated: delete.retention.ms goes up to Kafka's 2^63 - 1, whose
+ * microseconds no int64 holds, and a horizon computed with a wrapped
+ * multiplication landed a millisecond after now, so the largest setting
+ * (meant as "keep tombstones for ever") dropped every tombstone.  Past
+ * timestamptz's range the result is '-infinity' or 'infinity'.
  */
 static TimestampTz
-ms_before(TimestampTz now, int64 ms)
+ms_from(TimestampTz now, int64 ms, int sign)
 {
 	int64		us;
 	TimestampTz result;
 
-	if (pg_mul_s64_overflow(ms, 1000, &us) ||
-		pg_sub_s64_overflow(now, us, &result))
-		return ms > 0 ? DT_NOBEGIN : DT_NOEND;
+	if (pg_mul_s64_overflow(ms, 1000 * sign, &us) ||
+		pg_add_s64_overflow(now, us, &result))
+		return (ms > 0) == (sign > 0) ? DT_NOEND : DT_NOBEGIN;
 	if (result < MIN_TIMESTAMP)
 		return DT_NOBEGIN;
 	if (result >= END_TIMESTAMP)
 		return DT_NOEND;
 	return result;
+}
+
+/*
+ * The delete horizons recorded for the compacted segment's markers whose
+ * transactions are empty, into their entries.
+ */
+static void
+load_horizons(MqTopic *topic, int32 partition, HTAB *empty_markers)
+{
+	long		n = hash_get_num_entries(empty_markers);
+	int64	   *offsets;
+	TimestampTz *horizons;
+	HASH_SEQ_STATUS seq;
+	EmptyMarker *m;
+	int			i = 0;
+
+	if (n == 0)
+		return;
+	offsets = palloc(sizeof(int64) * n);
+	horizons = palloc(sizeof(TimestampTz) * n);
+	hash_seq_init(&seq, empty_markers);
+	while ((m = hash_seq_search(&seq)) != NULL)
+		offsets[i++] = m->offset;
+	MqMarkerHorizonsLoad(topic->topic_id, partition, offsets, n, horizons);
+	for (i = 0; i < n; i++)
+	{
+		m = hash_search(empty_markers, &offsets[i], HASH_FIND, NULL);
+		m->horizon = horizons[i];
+	}
+	pfree(offsets);
+	pfree(horizons);
 }
 
 /*
@@ -408,6 +473,7 @@ MqLogCompactSegment(MqTopic *topic, int32 partition, Oid oldrel, Oid newrel)
 	ctl.keysize = sizeof(int64);
 	ctl.entrysize = sizeof(int64);
 	ns.open = hash_create("mqlog compaction producers", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.entrysize = sizeof(EmptyMarker);
 	ns.empty_markers = hash_create("mqlog compaction markers", 64, &ctl,
 								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	for (int s = 0; s < topic->nsegments[partition]; s++)
@@ -416,23 +482,32 @@ MqLogCompactSegment(MqTopic *topic, int32 partition, Oid oldrel, Oid newrel)
 		(void) walk_segment(topic, partition, topic->segments[partition][s].relid, lso, note_batch,
 							&ns);
 	}
+	load_horizons(topic, partition, ns.empty_markers);
 
 	memset(&st, 0, sizeof(st));
 	st.latest = ns.latest;
 	st.empty_markers = ns.empty_markers;
-	st.tombstone_horizon = ms_before(GetCurrentTimestamp(), topic->delete_retention_ms);
+	st.now = GetCurrentTimestamp();
+	st.tombstone_horizon = ms_from(st.now, topic->delete_retention_ms, -1);
 	st.topic = topic;
 	st.partition = partition;
 	initStringInfo(&st.buf);
 	if (OidIsValid(newrel))
 		st.target = table_open(newrel, AccessExclusiveLock);
 	st.removed += walk_segment(topic, partition, oldrel, lso, rewrite_batch, &st);
+	/* by the counting call too: it is the only one if nothing goes */
+	if (st.first_empty.n > 0)
+		MqMarkerHorizonsRecord(topic->topic_id, partition, st.first_empty.offsets, st.first_empty.n,
+							   ms_from(st.now, topic->delete_retention_ms, 1));
 	if (st.target)
 	{
 		table_close(st.target, NoLock);
+		if (st.dropped.n > 0)
+			MqMarkerHorizonsForget(topic->topic_id, partition, st.dropped.offsets, st.dropped.n);
 		/* Kafka's cleaner leaves the removed ABORT's range out of its index */
-		if (st.ndropped > 0)
-			MqKafkaAbortedForget(topic->topic_id, partition, st.dropped_aborts, st.ndropped);
+		if (st.dropped_aborts.n > 0)
+			MqKafkaAbortedForget(topic->topic_id, partition, st.dropped_aborts.offsets,
+								 st.dropped_aborts.n);
 	}
 	return st.removed;
 }
