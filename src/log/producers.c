@@ -54,8 +54,10 @@
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "log/producers.h"
+#include "log/topic.h"
 
 typedef struct ProducerEntry
 {
@@ -64,6 +66,7 @@ typedef struct ProducerEntry
 	uint64		generation;		/* the load of the partition it belongs to */
 	TransactionId owner;		/* the transaction with changes pending */
 	int32		leader_epoch;	/* the partition's own entry: loaded at */
+	TimestampTz loaded_at;		/* ... and when */
 	MqProducerState committed;
 	MqProducerState current;
 } ProducerEntry;
@@ -350,6 +353,26 @@ MqProducersCheck(MqProducerAppend *pa, int64 base)
 	}
 	pa->seen = e ? e->current : unknown_state;
 	v = judge(&pa->seen, pa);
+
+	/*
+	 * A gap in a known producer's sequence, on a replicated partition whose
+	 * producers this leadership loaded a moment ago: the batch before it
+	 * may still be on its way here.  A client that met the failover with
+	 * batches in flight to the old leader sends them again to the new one,
+	 * in order; when another node advertised the new leader before this
+	 * node knew it led, the first of them was answered
+	 * NOT_LEADER_OR_FOLLOWER here and the next, pipelined behind it, came
+	 * once it knew.  OUT_OF_ORDER_SEQUENCE_NUMBER there is fatal to
+	 * librdkafka, which counts the batches lost with the old leader's
+	 * connection as possibly written ("rewound sequence number",
+	 * 167_kafka_faults); NOT_LEADER_OR_FOLLOWER has it send both again.
+	 * Past MQ_PRODUCER_NEW_LEADER_MS a gap is OUT_OF_ORDER_SEQUENCE_NUMBER.
+	 */
+	if (v == MQ_PRODUCER_OUT_OF_ORDER && pa->leader_epoch >= 0 &&
+		pa->seen.nbatches > 0 && pa->epoch == pa->seen.epoch &&
+		!TimestampDifferenceExceeds(marker->loaded_at, GetCurrentTimestamp(),
+									MQ_PRODUCER_NEW_LEADER_MS))
+		v = MQ_PRODUCER_GAP_NEW_LEADER;
 	if (v == MQ_PRODUCER_APPEND && e == NULL)
 	{
 		e = new_entry(&pa->key);
@@ -416,6 +439,15 @@ MqProducersRefuse(const MqProducerAppend *pa, const char *topic)
 					 errdetail("The batch starts epoch %d at sequence %d; a new epoch starts at 0.",
 							   pa->epoch, pa->first_seq)));
 			break;
+		case MQ_PRODUCER_GAP_NEW_LEADER:
+			ereport(ERROR,
+					(errcode(ERRCODE_MQ_NOT_LEADER),
+					 errmsg("producer " INT64_FORMAT " skips a sequence number on partition %d of topic \"%s\", whose leadership here has just begun",
+							pa->key.producer_id, pa->key.partition, topic),
+					 errdetail("The batch starts at sequence %d; the next expected is %d, which may still be on its way from a retry.",
+							   pa->first_seq, MqProducerSeqAdd(last, 1)),
+					 errhint("Send the batches again in order.")));
+			break;
 		case MQ_PRODUCER_FULL:
 			too_many_producers();
 			break;
@@ -480,6 +512,7 @@ MqProducersInstall(const MqProducerKey *partition_key, int32 leader_epoch,
 	gen = ++shared->generation;
 	marker->generation = gen;
 	marker->leader_epoch = leader_epoch;
+	marker->loaded_at = GetCurrentTimestamp();
 	touch(marker);
 	for (int i = 0; i < n; i++)
 	{

@@ -21,6 +21,13 @@
 /* Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN */
 #define MQ_PRODUCER_BATCHES		5
 
+/*
+ * How long after a leader loaded a partition's producers a gap in a
+ * producer's sequence is answered as if this node did not lead yet
+ * (MQ_PRODUCER_GAP_NEW_LEADER, producers.c)
+ */
+#define MQ_PRODUCER_NEW_LEADER_MS	2000
+
 /* mqlog's SQLSTATEs for Kafka's producer errors (class MQ: see log/topic.h) */
 #define ERRCODE_MQ_OUT_OF_ORDER_SEQUENCE	MAKE_SQLSTATE('M','Q','0','0','4')	/* OUT_OF_ORDER_SEQUENCE_NUMBER */
 #define ERRCODE_MQ_INVALID_PRODUCER_EPOCH	MAKE_SQLSTATE('M','Q','0','0','5')	/* INVALID_PRODUCER_EPOCH */
@@ -64,6 +71,8 @@ typedef enum MqProducerVerdict
 	MQ_PRODUCER_APPEND,			/* in sequence: append it (recorded as pending) */
 	MQ_PRODUCER_DUPLICATE,		/* one of the last five again: not appended */
 	MQ_PRODUCER_OUT_OF_ORDER,	/* a gap, or a new epoch not at sequence 0 */
+	MQ_PRODUCER_GAP_NEW_LEADER, /* a gap just after this leader loaded the
+								 * partition's producers (producers.c) */
 	MQ_PRODUCER_OLD_EPOCH,		/* an epoch older than the producer's */
 	MQ_PRODUCER_WAIT,			/* another transaction has one pending */
 	MQ_PRODUCER_NOT_LOADED,		/* the partition's producers are to be loaded */
