@@ -163,11 +163,11 @@ fetch_partition(void *arg)
 		fp->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
 		return;
 	}
+	if ((fp->error = MqKafkaCheckFetchReplica(&topic, fp->index, u->req->api_version >= 11,
+											  &follower)) != MQK_NONE)
+		return;
 	if ((fp->error = MqKafkaCheckLeaderEpoch(topic, fp->index,
 											 fp->current_leader_epoch)) != MQK_NONE)
-		return;
-	if ((fp->error = MqKafkaCheckFetchReplica(topic, fp->index, u->req->api_version >= 11,
-											  &follower)) != MQK_NONE)
 		return;
 	/* the leader's history decides a divergence (a follower's may be behind) */
 	if (!follower && fp->last_fetched_epoch >= 0 && diverged(topic, fp))
@@ -179,10 +179,16 @@ fetch_partition(void *arg)
 	 */
 	MqKafkaWatchPartition(u->req, MqTopicPartitionPending(topic, fp->index) ? NULL :
 						  MqTopicPartition(topic, fp->index));
-	/* a follower's log behind the client's position: see read_replicas.c */
+	/* a follower's log behind the client's position: to the leader (read_replicas.c) */
 	if (follower && MqKafkaFollowerBehind(topic, fp->index, fp->offset))
 	{
-		fp->error = MQK_NOT_LEADER_OR_FOLLOWER;
+		if ((fp->preferred = MqKafkaLeaderBroker(topic, fp->index)) < 0)
+			fp->error = MQK_NOT_LEADER_OR_FOLLOWER;
+		else
+		{
+			MqPartitionOffsets(topic, fp->index, &fp->last_stable, &fp->high_watermark);
+			fp->log_start = MqLogStartOffset(topic, fp->index);
+		}
 		return;
 	}
 	/* the one offset check: 22023 is OFFSET_OUT_OF_RANGE here */

@@ -55,6 +55,7 @@
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "storage/latch.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -132,19 +133,50 @@ static List *groups = NIL;
 static uint64 next_serial = 1;
 
 /*
- * What may answer a parked JoinGroup or SyncGroup: its member's answer
- * made ready, or a member's end (its request answers UNKNOWN_MEMBER_ID).
- * The listener re-runs a parked one only when this moved since it parked,
- * or at its deadline, not on every turn: each run parses its request
- * again, and 40 parked SyncGroups of 3 MB each held the listener's turn
- * for over a second before.
+ * The members by serial, so that the listener can ask whether a parked
+ * JoinGroup or SyncGroup may answer (MqKafkaParkedGroupReady) without
+ * running it: each run parses its request again, and 40 parked SyncGroups
+ * of 3 MB each, run again on every turn, held the listener's turn for
+ * over a second.
  */
-static uint64 group_events = 1;
-
-uint64
-MqKafkaGroupEvents(void)
+typedef struct SerialEntry
 {
-	return group_events;
+	uint64		serial;			/* hash key */
+	Member	   *member;
+} SerialEntry;
+
+static HTAB *serials = NULL;
+
+static void
+serial_enter(Member *m)
+{
+	SerialEntry *e;
+
+	if (serials == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(uint64);
+		ctl.entrysize = sizeof(SerialEntry);
+		ctl.hcxt = TopMemoryContext;
+		serials = hash_create("mqlog kafka group members", 256, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	e = hash_search(serials, &m->serial, HASH_ENTER, NULL);
+	e->member = m;
+}
+
+/*
+ * May the parked request of the member with this serial answer now: its
+ * answer is ready, or the member is gone (UNKNOWN_MEMBER_ID)?  Otherwise
+ * the listener runs it again only at its wake_at.
+ */
+bool
+MqKafkaParkedGroupReady(uint64 serial)
+{
+	SerialEntry *e = serials ? hash_search(serials, &serial, HASH_FIND, NULL) : NULL;
+
+	return e == NULL || e->member->reply_ready;
 }
 static bool full_logged = false;	/* a join over mqlog.kafka_max_groups was logged */
 
@@ -205,7 +237,8 @@ update_hold(Group *g)
 static void
 free_member(Member *m)
 {
-	group_events++;
+	if (serials != NULL)
+		(void) hash_search(serials, &m->serial, HASH_REMOVE, NULL);
 	for (int i = 0; i < m->nprotocols; i++)
 	{
 		pfree(m->protocols[i].name);
@@ -396,7 +429,6 @@ static void
 answer_ready(Member *m)
 {
 	m->reply_ready = true;
-	group_events++;
 	SetLatch(MyLatch);
 }
 
@@ -1091,6 +1123,7 @@ add_member(Group *g, const char *id)
 
 	strlcpy(m->id, id, MQ_MEMBER_ID_LEN);
 	m->serial = next_serial++;
+	serial_enter(m);
 	initStringInfo(&m->reply);
 	g->members = lappend(g->members, m);
 	MemoryContextSwitchTo(old);
@@ -1138,6 +1171,8 @@ set_client(Member *m, MqKafkaRequest *req)
 static MqKafkaOutcome
 parked_answer(MqKafkaRequest *req, Member *m, StringInfo out, TimestampTz wake_at)
 {
+	TimestampTz now;
+
 	if (m->reply_ready)
 	{
 		appendBinaryStringInfo(out, m->reply.data, m->reply.len);
@@ -1146,8 +1181,14 @@ parked_answer(MqKafkaRequest *req, Member *m, StringInfo out, TimestampTz wake_a
 		return MQK_RESPOND;
 	}
 	req->park_token = m->serial;
-	req->park_events = group_events;
-	req->wake_at = wake_at;
+	req->park_group = true;
+	/*
+	 * A deadline already past (the answer taken by another connection of
+	 * the member): in a second, not at once again, which would spin the
+	 * loop; its answer or the member's end wakes it sooner
+	 */
+	now = GetCurrentTimestamp();
+	req->wake_at = wake_at > now ? wake_at : TimestampTzPlusMilliseconds(now, SYNC_RECHECK_MS);
 	return MQK_PARK;
 }
 

@@ -108,9 +108,14 @@ MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nbrokers, const char *node)
  * the append path (MqTopicCheckLeader's MQ001).
  */
 int16
-MqKafkaCheckLeader(struct MqTopic *topic, int32 partition)
+MqKafkaCheckLeader(struct MqTopic **topicp, int32 partition)
 {
-	return MqTopicLeadsHereNow(topic, partition) ? MQK_NONE : MQK_NOT_LEADER_OR_FOLLOWER;
+	MqTopic    *led = MqTopicLedHereNow(*topicp, partition);
+
+	if (led == NULL)
+		return MQK_NOT_LEADER_OR_FOLLOWER;
+	*topicp = led;				/* read again, perhaps: its epoch is newer */
+	return MQK_NONE;
 }
 
 /*

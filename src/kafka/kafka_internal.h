@@ -142,10 +142,10 @@ typedef struct MqKafkaRequest
 								 * parked (NULL: none) */
 	struct MqKafkaWatch *watch; /* what a parked Fetch waits for (watch.c),
 								 * in park_cxt; NULL: re-run on every wake-up */
-	uint64		park_events;	/* a parked JoinGroup or SyncGroup: the groups'
-								 * events when it parked (api_groups.c); it is
-								 * re-run when they moved or at wake_at;
-								 * 0: not one */
+	bool		park_group;		/* a parked JoinGroup or SyncGroup: re-run
+								 * when its member's answer is ready or the
+								 * member ended (MqKafkaParkedGroupReady,
+								 * api_groups.c), or at wake_at */
 
 	/*
 	 * Set by a handler whose answer depends on its commit (Produce with
@@ -644,8 +644,8 @@ extern int	MqKafkaWatchSize(const MqKafkaWatch *w);
  * not sent yet of every connection; at least 0.
  */
 extern int64 MqKafkaAnswerRoom(void);
-/* how many answers of parked group requests and members' ends (api_groups.c) */
-extern uint64 MqKafkaGroupEvents(void);
+/* may a parked JoinGroup or SyncGroup answer now (api_groups.c) */
+extern bool MqKafkaParkedGroupReady(uint64 serial);
 
 /*
  * (Sub)transactions aborted so far: an abort cancels a condition variable
@@ -697,7 +697,7 @@ extern void MqKafkaWriteBrokers(StringInfo out, const MqKafkaBroker *brokers, in
 								bool flex, bool with_rack);
 extern const MqKafkaBroker *MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nbrokers,
 											const char *node);
-extern int16 MqKafkaCheckLeader(struct MqTopic *topic, int32 partition);
+extern int16 MqKafkaCheckLeader(struct MqTopic **topicp, int32 partition);
 extern int32 MqKafkaLeaderEpoch(struct MqTopic *topic, int32 partition);
 extern int16 MqKafkaCheckLeaderEpoch(struct MqTopic *topic, int32 partition, int32 client_epoch);
 
@@ -710,9 +710,10 @@ extern int16 MqKafkaCheckLeaderEpoch(struct MqTopic *topic, int32 partition, int
 extern int64 MqKafkaEpochEnd(struct MqTopic *topic, int32 partition, int32 epoch, int32 *end_epoch);
 
 /* fetching from followers, KIP-392 (read_replicas.c) */
-extern int16 MqKafkaCheckFetchReplica(struct MqTopic *topic, int32 partition, bool replica_aware,
+extern int16 MqKafkaCheckFetchReplica(struct MqTopic **topicp, int32 partition, bool replica_aware,
 									  bool *follower);
 extern bool MqKafkaFollowerBehind(struct MqTopic *topic, int32 partition, int64 offset);
+extern int32 MqKafkaLeaderBroker(struct MqTopic *topic, int32 partition);
 extern int32 MqKafkaPreferredReplica(struct MqTopic *topic, int32 partition, int64 offset,
 									 const char *rack);
 extern void MqKafkaNoteFollowerFetch(MqKafkaRequest *req, const char *topic, int32 partition,

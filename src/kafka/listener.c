@@ -21,9 +21,9 @@
  * again only those, and those whose max_wait_ms is up: a commit to another
  * topic costs a parked Fetch one comparison per topic it names.  A
  * JoinGroup or SyncGroup waiting for the other members of its group parks
- * too (api_groups.c) and is served again once an answer of a parked
- * group request was made ready or a member ended (MqKafkaGroupEvents),
- * or at its deadline, and the loop runs
+ * too (api_groups.c) and is served again once its member's answer is
+ * ready or the member ended (MqKafkaParkedGroupReady), or at its
+ * deadline, and the loop runs
  * the groups' timeouts on every turn (MqKafkaGroupsTick), which comes at
  * least every second.
  *
@@ -811,8 +811,8 @@ rerun_parked(void)
 		TimestampTz began;
 
 		if (!c->parked || (now < c->req.wake_at &&
-						   (c->req.park_events != 0 ?
-							c->req.park_events == MqKafkaGroupEvents() :
+						   (c->req.park_group ?
+							!MqKafkaParkedGroupReady(c->req.park_token) :
 							!MqKafkaWatchMoved(c->req.watch))))
 			continue;
 		if (budget <= 0)

@@ -36,13 +36,16 @@
  * auto.offset.reset.  A client may take a follower for the leader: its
  * metadata predates an election (the old leader, now a follower, whose
  * log may have lost a tail the client read from the new leader).  A
- * follower therefore answers NOT_LEADER_OR_FOLLOWER there: the client
- * asks for metadata, which sends it to the leader; a client sent here as
- * to a preferred replica (librdkafka: "not migrating away from preferred
- * replica", rdkafka_topic.c) asks again until this follower has caught
- * up, which the leader's choice (an in-sync follower whose log reaches
- * the offset) makes brief; the Java consumer clears its preferred replica
- * on that error and asks the leader.  A follower out of the ISR serves
+ * follower therefore sends the client to the leader there: no error, no
+ * records, and the leader's broker id as preferred_read_replica (the
+ * field a leader sends a consumer to a follower with), which librdkafka
+ * takes whatever the broker that sent it (rdkafka_fetcher.c, before it
+ * looks at the error) and the Java consumer takes from any answer
+ * without error; NOT_LEADER_OR_FOLLOWER where this node knows no listed
+ * leader.  (NOT_LEADER_OR_FOLLOWER alone would keep a librdkafka client
+ * sent here as to a preferred replica asking here, "not migrating away
+ * from preferred replica", rdkafka_topic.c, for up to the 5 minutes it
+ * keeps one.)  A follower out of the ISR serves
  * what it has as well, as Kafka's does; the leader no longer sends
  * clients to it.  A leader that may have been replaced (its lease in etcd
  * lapsed, MqTopicLeadsHereNow) serves no reads, and its Metadata names no
@@ -69,9 +72,10 @@
  * then true.
  */
 int16
-MqKafkaCheckFetchReplica(MqTopic *topic, int32 partition, bool replica_aware, bool *follower)
+MqKafkaCheckFetchReplica(MqTopic **topicp, int32 partition, bool replica_aware, bool *follower)
 {
 	const char *self = MqClusterNodeName();
+	MqTopic    *topic = *topicp;
 	MqReplicaInfo *ri;
 
 	*follower = false;
@@ -82,7 +86,14 @@ MqKafkaCheckFetchReplica(MqTopic *topic, int32 partition, bool replica_aware, bo
 	 * OFFSET_OUT_OF_RANGE when its log is behind the new leader's.
 	 */
 	if (MqTopicLeadsHere(topic, partition))
-		return MqTopicLeaderFence(topic, partition) == NULL ? MQK_NONE : MQK_NOT_LEADER_OR_FOLLOWER;
+	{
+		MqTopic    *led = MqTopicLedHereNow(topic, partition);
+
+		if (led == NULL)
+			return MQK_NOT_LEADER_OR_FOLLOWER;
+		*topicp = led;			/* read again, perhaps (MqTopicLedHereNow) */
+		return MQK_NONE;
+	}
 	if (!replica_aware || topic->replicas == NULL || self == NULL)
 		return MQK_NOT_LEADER_OR_FOLLOWER;
 	ri = &topic->replicas[partition];
@@ -96,8 +107,8 @@ MqKafkaCheckFetchReplica(MqTopic *topic, int32 partition, bool replica_aware, bo
 }
 
 /*
- * On a follower: is offset past its log end (see the header: answered
- * NOT_LEADER_OR_FOLLOWER, not OFFSET_OUT_OF_RANGE)?
+ * On a follower: is offset past its log end (see the header: the client
+ * is sent to the leader, not answered OFFSET_OUT_OF_RANGE)?
  */
 bool
 MqKafkaFollowerBehind(MqTopic *topic, int32 partition, int64 offset)
@@ -107,6 +118,36 @@ MqKafkaFollowerBehind(MqTopic *topic, int32 partition, int64 offset)
 
 	MqPartitionLogEnd(topic, partition, &lso, &leo);
 	return offset > leo;
+}
+
+/*
+ * The broker id of the partition's leader as this node's copy of etcd
+ * names it, if it is listed; else -1 (the broker list is read in a
+ * scratch context freed before it returns, as MqKafkaPreferredReplica's)
+ */
+int32
+MqKafkaLeaderBroker(MqTopic *topic, int32 partition)
+{
+	const char *leader = topic->replicas ? topic->replicas[partition].leader : NULL;
+	MemoryContext scratch;
+	MemoryContext old;
+	MqKafkaBroker *brokers;
+	const MqKafkaBroker *b;
+	int			nbrokers;
+	int32		id = -1;
+
+	if (leader == NULL)
+		return -1;
+	scratch = AllocSetContextCreate(CurrentMemoryContext, "Kafka partition leader",
+									ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(scratch);
+	brokers = MqKafkaBrokers(&nbrokers);
+	b = MqKafkaBrokerOf(brokers, nbrokers, leader);
+	if (b != NULL && b->listed)
+		id = b->id;
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(scratch);
+	return id;
 }
 
 /*

@@ -86,7 +86,7 @@ MqLogAppend(MqTopic **topicp, int32 partition, MqRecord *records, int nrecords)
 	TransactionId xid;
 	int64		base;
 
-	MqTopicCheckLeader(*topicp, partition);
+	*topicp = MqTopicCheckLeader(*topicp, partition);
 	MqReplicaCheckAcks(*topicp, partition);
 	/* WAL-logged data needs an xid, and decoding needs it assigned first */
 	xid = GetCurrentTransactionId();
@@ -201,7 +201,7 @@ MqLogAppendControl(MqTopic **topicp, int32 partition, int64 producer_id,
 	MqRecord	rec;
 	int64		base;
 
-	MqTopicCheckLeader(*topicp, partition);
+	*topicp = MqTopicCheckLeader(*topicp, partition);
 	key[0] = 0;
 	key[1] = 0;					/* version 0 */
 	key[2] = 0;
@@ -248,7 +248,7 @@ MqLogAppendKafka(MqTopic **topicp, int32 partition, const char *kafka, Size len,
 	MemoryContext cxt,
 				old;
 
-	MqTopicCheckLeader(topic, partition);
+	*topicp = topic = MqTopicCheckLeader(topic, partition);
 	MqReplicaCheckAcks(topic, partition);
 	if (why)
 		bad_kafka_batch(topic, partition, why);

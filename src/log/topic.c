@@ -540,21 +540,34 @@ reread_if_stale(MqTopic *topic, int32 partition)
 bool
 MqTopicLeadsHereNow(MqTopic *topic, int32 partition)
 {
+	return MqTopicLedHereNow(topic, partition) != NULL;
+}
+
+/*
+ * The same, returning the copy of the topic to go on with (one read again,
+ * see reread_if_stale, whose leader epoch may be newer), or NULL if this
+ * node does not lead the partition now
+ */
+MqTopic *
+MqTopicLedHereNow(MqTopic *topic, int32 partition)
+{
 	MqTopic    *fresh;
 
 	if (!MqTopicLeadsHere(topic, partition))
-		return false;
+		return NULL;
 	if ((fresh = reread_if_stale(topic, partition)) != NULL)
 		topic = fresh;
-	return MqTopicLeadsHere(topic, partition) && MqTopicLeaderFence(topic, partition) == NULL;
+	return MqTopicLeadsHere(topic, partition) && MqTopicLeaderFence(topic, partition) == NULL ?
+		topic : NULL;
 }
 
 /*
  * Produce only where the partition's leader is (Kafka's
  * NOT_LEADER_OR_FOLLOWER): a follower's log is written by its apply worker
- * alone.
+ * alone.  Returns the copy of the topic to append with: topic, or one read
+ * again (reread_if_stale), whose leader epoch the batch must carry.
  */
-void
+MqTopic *
 MqTopicCheckLeader(MqTopic *topic, int32 partition)
 {
 	const char *leader;
@@ -565,10 +578,7 @@ MqTopicCheckLeader(MqTopic *topic, int32 partition)
 		MqTopic    *fresh = reread_if_stale(topic, partition);
 
 		if (fresh != NULL)
-		{
-			MqTopicCheckLeader(fresh, partition);
-			return;
-		}
+			return MqTopicCheckLeader(fresh, partition);
 		/* a leader that may have been replaced meanwhile stops (lease.c) */
 		if ((fenced = MqTopicLeaderFence(topic, partition)) != NULL)
 			ereport(ERROR,
@@ -577,7 +587,7 @@ MqTopicCheckLeader(MqTopic *topic, int32 partition)
 							MqClusterNodeName(), partition, topic->name),
 					 errdetail("%s", fenced),
 					 errhint("Retry in a moment: once this node renews its lease it leads again, and if another node was elected, mqlog.partitions names it.")));
-		return;
+		return topic;
 	}
 	leader = topic->replicas[partition].leader;
 	if (leader == NULL)

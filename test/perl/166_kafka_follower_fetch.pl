@@ -15,9 +15,10 @@
 #    produced with acks=1 reach the serving follower's log above its high
 #    watermark: a Fetch there returns nothing at or past its high
 #    watermark (the high watermark its mqlog.partitions shows), an offset
-#    past its log end is NOT_LEADER_OR_FOLLOWER (not Kafka's
+#    past its log end sends the client to the leader (no error, the
+#    leader's broker id as preferred_read_replica), not Kafka's
 #    OFFSET_OUT_OF_RANGE, which a client that takes the follower for the
-#    leader would reset on: read_replicas.c); read_committed stops at its
+#    leader would reset on (read_replicas.c); read_committed stops at its
 #    last stable offset; a Fetch parked at its high watermark is answered
 #    with the records when the worker goes on (the high watermark moves);
 #  - a confluent-kafka consumer bootstrapped at the leader with client.rack
@@ -214,7 +215,8 @@ sub stopped_round
 	$check->($f->{error} eq '0' && !@{ $f->{batches} },
 		'a Fetch at its high watermark (below its log end): no records, no error', $f);
 	$f = fetch($fw, 11, $topic, 0, $leo + 10, $rack{$fw});
-	$check->($f->{error} eq '6', 'a Fetch past its log end: NOT_LEADER_OR_FOLLOWER', $f);
+	$check->($f->{error} eq '0' && $f->{preferred} == $id{$l} && !@{ $f->{batches} },
+		"a Fetch past its log end: no error, no records, preferred_read_replica the leader ($l)", $f);
 
 	# a Fetch parked at the follower's high watermark is answered when it
 	# moves, not when its 20 s are up
