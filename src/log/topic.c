@@ -529,13 +529,12 @@ reread_if_stale(MqTopic *topic, int32 partition)
 }
 
 /*
- * Does this node lead the partition and may it act on that now?  What a
- * client is told about the partition (Kafka's Metadata, Fetch and
- * ListOffsets) asks this: a leader cut off from etcd serves neither reads
- * nor the claim that it leads, for its log may already be behind the new
- * leader's, and a client that took its log end for the partition's would
- * reset its position (librdkafka 2.0.2 does, on OFFSET_OUT_OF_RANGE from
- * the broker it takes for the leader).
+ * Does this node lead the partition and may it act on that now?  The
+ * Kafka listener's Fetch and ListOffsets ask this (its Metadata asks the
+ * fence alone): a leader cut off from etcd serves no reads, for its log
+ * may already be behind the new leader's, and a client that took its log
+ * end for the partition's would reset its position (librdkafka 2.0.2
+ * does, on OFFSET_OUT_OF_RANGE from the broker it takes for the leader).
  */
 bool
 MqTopicLeadsHereNow(MqTopic *topic, int32 partition)
