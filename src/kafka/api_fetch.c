@@ -153,6 +153,7 @@ fetch_partition(void *arg)
 	FetchUnit  *u = arg;
 	FetchPartition *fp = u->part;
 	MqTopic    *topic = MqKafkaTopic(u->topic, MQ_PRIV_CONSUME, &fp->error);
+	MqTopic    *looked_up;
 	bool		follower;
 	int			had = u->records->len;
 
@@ -163,10 +164,16 @@ fetch_partition(void *arg)
 		fp->error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
 		return;
 	}
+	/* the epoch first, as Kafka's leader checks it; again on a copy read again */
+	if ((fp->error = MqKafkaCheckLeaderEpoch(topic, fp->index,
+											 fp->current_leader_epoch)) != MQK_NONE)
+		return;
+	looked_up = topic;
 	if ((fp->error = MqKafkaCheckFetchReplica(&topic, fp->index, u->req->api_version >= 11,
 											  &follower)) != MQK_NONE)
 		return;
-	if ((fp->error = MqKafkaCheckLeaderEpoch(topic, fp->index,
+	if (topic != looked_up &&
+		(fp->error = MqKafkaCheckLeaderEpoch(topic, fp->index,
 											 fp->current_leader_epoch)) != MQK_NONE)
 		return;
 	/* the leader's history decides a divergence (a follower's may be behind) */

@@ -272,9 +272,10 @@ MqKafkaTopic(const char *name, int priv, int16 *error)
  * A partition to read where it is led (ListOffsets, OffsetForLeaderEpoch):
  * its topic, or NULL with *error set, checked in Kafka's order: the topic
  * (MqKafkaTopic, with priv), the partition (UNKNOWN_TOPIC_OR_PARTITION),
- * that this node leads it (MqKafkaCheckLeader, brokers.c, which may read
- * the topic again), then the client's epoch against that copy's
- * (MqKafkaCheckLeaderEpoch).
+ * the client's epoch (MqKafkaCheckLeaderEpoch, first, as Kafka's leader
+ * checks it), then that this node leads it (MqKafkaCheckLeader, brokers.c,
+ * which may read the topic again: the epoch is checked again on the copy
+ * it returns).
  */
 struct MqTopic *
 MqKafkaLedPartition(const char *name, int priv, int32 partition, int32 client_epoch,
@@ -286,7 +287,8 @@ MqKafkaLedPartition(const char *name, int priv, int32 partition, int32 client_ep
 		return NULL;
 	if (partition < 0 || partition >= topic->partitions)
 		*error = MQK_UNKNOWN_TOPIC_OR_PARTITION;
-	else if ((*error = MqKafkaCheckLeader(&topic, partition)) == MQK_NONE)
+	else if ((*error = MqKafkaCheckLeaderEpoch(topic, partition, client_epoch)) == MQK_NONE &&
+			 (*error = MqKafkaCheckLeader(&topic, partition)) == MQK_NONE)
 		*error = MqKafkaCheckLeaderEpoch(topic, partition, client_epoch);
 	return *error == MQK_NONE ? topic : NULL;
 }
