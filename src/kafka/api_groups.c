@@ -178,6 +178,7 @@ MqKafkaParkedGroupReady(uint64 serial)
 
 	return e == NULL || e->member->reply_ready;
 }
+
 static bool full_logged = false;	/* a join over mqlog.kafka_max_groups was logged */
 
 /* ------------------------------------------------------------------------

@@ -104,8 +104,9 @@ MqKafkaBrokerOf(const MqKafkaBroker *brokers, int nbrokers, const char *node)
  * as a Kafka broker answers a consumer that asks a follower, so that a
  * client with old metadata (after a failover or mq_elect_leader) asks for
  * new metadata and goes to the leader; and not while this node, though it
- * led, may have been replaced (MqTopicLeadsHereNow).  Produce has the same answer from
- * the append path (MqTopicCheckLeader's MQ001).
+ * led, may have been replaced (MqTopicLedHereNow, which may read the topic
+ * again: *topicp is then that copy).  Produce has the same answer from the
+ * append path (MqTopicCheckLeader's MQ001).
  */
 int16
 MqKafkaCheckLeader(struct MqTopic **topicp, int32 partition)
