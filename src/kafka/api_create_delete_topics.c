@@ -148,17 +148,22 @@ typedef struct NameAt
 	int			at;
 } NameAt;
 
+/* by name, then by place in the request */
 static int
 name_cmp(const void *a, const void *b)
 {
-	return strcmp(((const NameAt *) a)->name, ((const NameAt *) b)->name);
+	const NameAt *x = a;
+	const NameAt *y = b;
+	int			c = strcmp(x->name, y->name);
+
+	return c != 0 ? c : (x->at > y->at) - (x->at < y->at);
 }
 
-bool *
-MqKafkaDuplicates(char *const *names, int n)
+/* the names with their places, sorted by name_cmp */
+static NameAt *
+sorted_names(char *const *names, int n)
 {
 	NameAt	   *sorted = palloc(sizeof(NameAt) * (n + 1));
-	bool	   *dup = palloc0(sizeof(bool) * (n + 1));
 
 	for (int i = 0; i < n; i++)
 	{
@@ -166,11 +171,35 @@ MqKafkaDuplicates(char *const *names, int n)
 		sorted[i].at = i;
 	}
 	qsort(sorted, n, sizeof(NameAt), name_cmp);
+	return sorted;
+}
+
+/* every place of a name given more than once */
+bool *
+MqKafkaDuplicates(char *const *names, int n)
+{
+	NameAt	   *sorted = sorted_names(names, n);
+	bool	   *dup = palloc0(sizeof(bool) * (n + 1));
+
 	for (int i = 1; i < n; i++)
 		if (strcmp(sorted[i].name, sorted[i - 1].name) == 0)
 			dup[sorted[i].at] = dup[sorted[i - 1].at] = true;
 	pfree(sorted);
 	return dup;
+}
+
+/* the places of a name after its first (Metadata keeps the first) */
+bool *
+MqKafkaRepeats(char *const *names, int n)
+{
+	NameAt	   *sorted = sorted_names(names, n);
+	bool	   *again = palloc0(sizeof(bool) * (n + 1));
+
+	for (int i = 1; i < n; i++)
+		if (strcmp(sorted[i].name, sorted[i - 1].name) == 0)
+			again[sorted[i].at] = true;
+	pfree(sorted);
+	return again;
 }
 
 /*

@@ -387,23 +387,6 @@ answer_topics(MqKafkaRequest *req, List *requested, bool all, bool auto_create, 
 	return topics;
 }
 
-typedef struct NameAt
-{
-	char	   *name;
-	int			at;
-} NameAt;
-
-/* by name, then by place in the request */
-static int
-name_at_cmp(const void *a, const void *b)
-{
-	const NameAt *x = a;
-	const NameAt *y = b;
-	int			c = strcmp(x->name, y->name);
-
-	return c != 0 ? c : (x->at > y->at) - (x->at < y->at);
-}
-
 /*
  * Each topic once, at its first place in the request, as Kafka's handler
  * takes the names as a set: a topic named as often as the frame holds
@@ -414,29 +397,17 @@ static List *
 distinct_names(List *names)
 {
 	int			n = list_length(names);
-	NameAt	   *sorted;
-	bool	   *keep;
+	bool	   *again;
 	List	   *result = NIL;
 	ListCell   *lc;
 
 	if (n < 2)
 		return names;
-	sorted = palloc(sizeof(NameAt) * n);
-	keep = palloc0(sizeof(bool) * n);
+	again = MqKafkaRepeats(name_array(names), n);
 	foreach(lc, names)
-	{
-		sorted[foreach_current_index(lc)].name = lfirst(lc);
-		sorted[foreach_current_index(lc)].at = foreach_current_index(lc);
-	}
-	qsort(sorted, n, sizeof(NameAt), name_at_cmp);
-	for (int i = 0; i < n; i++)
-		if (i == 0 || strcmp(sorted[i].name, sorted[i - 1].name) != 0)
-			keep[sorted[i].at] = true;
-	foreach(lc, names)
-		if (keep[foreach_current_index(lc)])
+		if (!again[foreach_current_index(lc)])
 			result = lappend(result, lfirst(lc));
-	pfree(sorted);
-	pfree(keep);
+	pfree(again);
 	list_free(names);
 	return result;
 }

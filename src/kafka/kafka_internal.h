@@ -532,6 +532,7 @@ extern char **MqKafkaReadGroupIds(MqKafkaReader *r, bool flex, int32 *ngroups);
 
 /* which of n names occur more than once (api_create_delete_topics.c) */
 extern bool *MqKafkaDuplicates(char *const *names, int n);
+extern bool *MqKafkaRepeats(char *const *names, int n);
 extern char *MqKafkaNamedAgain(const char *kind, const char *name, bool *told);
 
 /*
